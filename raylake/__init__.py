@@ -1,0 +1,90 @@
+"""raylake: a lakehouse table layer and a Ray-based distributed data loader.
+
+``import raylake`` needs only pyarrow, fsspec, pandas and numpy; Ray, Spark,
+Torch and TensorFlow integrations import their dependencies when first used.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from raylake.errors import (
+    CommitConflictError,
+    CommitFailedError,
+    CorruptMetadataError,
+    FilterError,
+    FilterParseError,
+    InvalidOptionError,
+    MissingDependencyError,
+    NullConstraintError,
+    RaylakeError,
+    SchemaError,
+    SchemaMismatchError,
+    SnapshotNotFoundError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+    UnknownColumnError,
+    UnsupportedOperationError,
+)
+from raylake.expr import col, parse_filter
+from raylake.table import (
+    CommitMessage,
+    Snapshot,
+    Split,
+    Table,
+    create_table,
+    from_pandas,
+    open_table,
+)
+
+__version__ = "0.1.0"
+
+# Ray Data integration, resolved lazily so that `import raylake` does not import ray.
+_LAZY = {
+    "LakeDatasource": "raylake.datasource",
+    "LakeDatasink": "raylake.datasource",
+    "read_lake": "raylake.datasource",
+    "write_lake": "raylake.datasource",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'raylake' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
+
+__all__ = [
+    "CommitConflictError",
+    "CommitFailedError",
+    "CommitMessage",
+    "CorruptMetadataError",
+    "FilterError",
+    "FilterParseError",
+    "InvalidOptionError",
+    "LakeDatasink",
+    "LakeDatasource",
+    "MissingDependencyError",
+    "NullConstraintError",
+    "RaylakeError",
+    "SchemaError",
+    "SchemaMismatchError",
+    "Snapshot",
+    "SnapshotNotFoundError",
+    "Split",
+    "Table",
+    "TableAlreadyExistsError",
+    "TableNotFoundError",
+    "UnknownColumnError",
+    "UnsupportedOperationError",
+    "col",
+    "create_table",
+    "from_pandas",
+    "open_table",
+    "parse_filter",
+    "read_lake",
+    "write_lake",
+]

@@ -1,0 +1,145 @@
+"""One exception hierarchy, rooted at :class:`RaylakeError`.
+
+Every error names the offending value (column, type, path, snapshot id) and,
+where there is one, the fix. Subclasses carry the facts as attributes so that
+callers can react without parsing messages.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class RaylakeError(Exception):
+    """Base class of every error raylake raises on purpose."""
+
+
+class TableNotFoundError(RaylakeError, FileNotFoundError):
+    """No table at a URI (no schema file under ``<uri>/schema``)."""
+
+    def __init__(self, uri: str) -> None:
+        super().__init__(f"no raylake table at {uri!r}: it has no schema/ directory")
+        self.uri = uri
+
+
+class TableAlreadyExistsError(RaylakeError, FileExistsError):
+    """``create_table`` found a table already at the URI."""
+
+    def __init__(self, uri: str) -> None:
+        super().__init__(
+            f"a raylake table already exists at {uri!r}; "
+            "use open_table() or pass exist_ok=True"
+        )
+        self.uri = uri
+
+
+class SchemaError(RaylakeError, ValueError):
+    """A schema is invalid, or data does not match the table's schema."""
+
+
+class SchemaMismatchError(SchemaError):
+    """Written data does not match the table schema."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        column: str | None = None,
+        expected: Any = None,
+        actual: Any = None,
+    ) -> None:
+        super().__init__(message)
+        self.column = column
+        self.expected = expected
+        self.actual = actual
+
+
+class NullConstraintError(SchemaError):
+    """Nulls were written to a non-nullable column (or a primary-key column)."""
+
+    def __init__(self, column: str, null_count: int) -> None:
+        super().__init__(
+            f"column {column!r} is not nullable but the data has {null_count} null value(s)"
+        )
+        self.column = column
+        self.null_count = null_count
+
+
+class UnknownColumnError(RaylakeError, KeyError):
+    """A projection or filter names a column the table does not have."""
+
+    def __init__(self, column: str, available: list[str]) -> None:
+        super().__init__(f"unknown column {column!r}; the table has columns {available}")
+        self.column = column
+        self.available = available
+
+    def __str__(self) -> str:  # KeyError would quote the whole message
+        return str(self.args[0])
+
+
+class FilterError(RaylakeError, ValueError):
+    """A filter cannot be parsed, bound to the schema, or evaluated."""
+
+
+class FilterParseError(FilterError):
+    """A string filter is malformed."""
+
+    def __init__(self, message: str, text: str, position: int) -> None:
+        pointer = " " * position + "^"
+        super().__init__(f"{message} at position {position}:\n  {text}\n  {pointer}")
+        self.text = text
+        self.position = position
+
+
+class SnapshotNotFoundError(RaylakeError, LookupError):
+    """A snapshot id or timestamp that the table has no snapshot for."""
+
+    def __init__(self, message: str, *, snapshot_id: int | None = None) -> None:
+        super().__init__(message)
+        self.snapshot_id = snapshot_id
+
+
+class CorruptMetadataError(RaylakeError):
+    """A metadata file (schema, snapshot, manifest, consumer) cannot be decoded."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"corrupted metadata file {path!r}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+class CommitConflictError(RaylakeError):
+    """A commit lost a race with a concurrent commit it conflicts with."""
+
+    def __init__(self, message: str, *, expected: int | None = None, actual: int | None = None):
+        super().__init__(message)
+        self.expected = expected
+        self.actual = actual
+
+
+class CommitFailedError(RaylakeError):
+    """A commit could not be completed (retries exhausted); nothing was committed."""
+
+
+class InvalidOptionError(RaylakeError, ValueError):
+    """An unknown table option, or an option with an invalid value."""
+
+    def __init__(self, key: str, value: Any, reason: str) -> None:
+        super().__init__(f"invalid option {key}={value!r}: {reason}")
+        self.key = key
+        self.value = value
+
+
+class UnsupportedOperationError(RaylakeError):
+    """The operation does not apply to this kind of table."""
+
+
+class MissingDependencyError(RaylakeError, ImportError):
+    """An optional dependency is not installed; the message names the extra."""
+
+    def __init__(self, package: str, extra: str) -> None:
+        super().__init__(
+            f"{package} is required for this feature: pip install 'raylake[{extra}]'"
+        )
+        self.package = package
+        self.extra = extra

@@ -1,0 +1,240 @@
+"""``bind``: resolve a filter against a schema, converting each literal to its column's type.
+
+Binding convention: in a bound expression every literal (``Compare.value`` and each
+of ``In.values`` / ``NotIn.values``) is a ``pyarrow.Scalar`` whose type is exactly the
+column's type (for a dictionary column: the dictionary's value type). Typed scalars
+make comparisons unambiguous downstream: pyarrow would otherwise infer
+``timestamp[us]`` for a ``datetime`` and refuse to compare it with a
+``timestamp[ns, tz=UTC]`` column, or compare a float32 column with a float64 literal.
+Binding is idempotent. Unbound expressions hold plain Python literals as written.
+
+Conversions are deliberately narrow so that a typo fails loudly instead of silently
+filtering everything out: ints and integral floats to integer columns, ints/floats to
+float columns, ISO strings (or ``date``/``datetime``) to date and timestamp columns;
+naive timestamps for a time-zone-aware column are taken as UTC.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+from typing import Any
+
+import pyarrow as pa
+
+from raylake.errors import FilterError, UnknownColumnError
+from raylake.expr.tree import (
+    AlwaysFalse,
+    AlwaysTrue,
+    And,
+    Compare,
+    Expr,
+    In,
+    IsNull,
+    Not,
+    NotIn,
+    NotNull,
+    Or,
+    Predicate,
+)
+from raylake.expr.visitor import ExprVisitor, visit
+
+
+class _Mismatch(ValueError):
+    """A literal of the wrong kind for a column type; the message is the reason."""
+
+
+def _is_nested(typ: pa.DataType) -> bool:
+    return bool(pa.types.is_nested(typ) or pa.types.is_union(typ))
+
+
+def _to_int(raw: Any) -> int:
+    if isinstance(raw, bool):
+        raise _Mismatch("expected an integer, not a boolean")
+    if isinstance(raw, int):
+        return raw
+    if isinstance(raw, float) and raw.is_integer():
+        return int(raw)
+    if isinstance(raw, decimal.Decimal) and raw == raw.to_integral_value():
+        return int(raw)
+    raise _Mismatch("expected an integer")
+
+
+def _to_float(raw: Any) -> float:
+    if isinstance(raw, (int, float, decimal.Decimal)) and not isinstance(raw, bool):
+        return float(raw)
+    raise _Mismatch("expected a number")
+
+
+def _to_decimal(raw: Any) -> decimal.Decimal:
+    if isinstance(raw, (int, decimal.Decimal)) and not isinstance(raw, bool):
+        return decimal.Decimal(raw)
+    if isinstance(raw, float):
+        return decimal.Decimal(repr(raw))
+    raise _Mismatch("expected a number")
+
+
+def _to_date(raw: Any) -> datetime.date:
+    if isinstance(raw, str):
+        try:
+            return datetime.date.fromisoformat(raw.strip())
+        except ValueError:
+            raw = _to_datetime(raw)
+    if isinstance(raw, datetime.datetime):
+        if raw.time() != datetime.time():
+            raise _Mismatch("a timestamp with a time of day is not a date")
+        return raw.date()
+    if isinstance(raw, datetime.date):
+        return raw
+    raise _Mismatch("expected a date such as '2024-01-31'")
+
+
+def _to_datetime(raw: Any) -> datetime.datetime:
+    if isinstance(raw, str):
+        try:
+            return datetime.datetime.fromisoformat(raw.strip())
+        except ValueError:
+            raise _Mismatch(
+                "expected an ISO 8601 timestamp such as '2024-01-31 12:00:00'"
+            ) from None
+    if isinstance(raw, datetime.datetime):
+        return raw
+    if isinstance(raw, datetime.date):
+        return datetime.datetime.combine(raw, datetime.time())
+    raise _Mismatch("expected a timestamp such as '2024-01-31 12:00:00'")
+
+
+def _exact(kind: type, description: str) -> Any:
+    def convert(raw: Any) -> Any:
+        if isinstance(raw, kind) and not (kind is int and isinstance(raw, bool)):
+            return raw
+        raise _Mismatch(f"expected {description}")
+
+    return convert
+
+
+def _is_string(typ: pa.DataType) -> bool:
+    is_view = getattr(pa.types, "is_string_view", lambda t: False)
+    return bool(pa.types.is_string(typ) or pa.types.is_large_string(typ) or is_view(typ))
+
+
+def _converter(typ: pa.DataType) -> Any:
+    """The Python-side conversion for a column type, or raise :class:`_Mismatch`."""
+    checks = [
+        (pa.types.is_boolean, _exact(bool, "true or false")),
+        (pa.types.is_integer, _to_int),
+        (pa.types.is_floating, _to_float),
+        (pa.types.is_decimal, _to_decimal),
+        (pa.types.is_date, _to_date),
+        (pa.types.is_timestamp, _to_datetime),
+        (_is_string, _exact(str, "a string")),
+        (lambda t: pa.types.is_binary(t) or pa.types.is_large_binary(t), _to_bytes),
+    ]
+    for matches, convert in checks:
+        if matches(typ):
+            return convert
+    if _is_nested(typ) or pa.types.is_null(typ):
+        raise _Mismatch(f"comparisons on {typ} columns are not supported")
+    return lambda raw: raw  # time, duration, ...: let pyarrow try
+
+
+def _to_bytes(raw: Any) -> bytes:
+    if isinstance(raw, str):
+        return raw.encode("utf-8")
+    if isinstance(raw, bytes):
+        return raw
+    raise _Mismatch("expected bytes or a string")
+
+
+def bind_literal(column: str, value: Any, typ: pa.DataType) -> pa.Scalar:
+    """Convert one literal to a scalar of the column's type, or raise :class:`FilterError`."""
+    target = typ.value_type if pa.types.is_dictionary(typ) else typ
+    if isinstance(value, pa.Scalar) and value.type == target:
+        return value
+    raw = value.as_py() if isinstance(value, pa.Scalar) else value
+    try:
+        return pa.scalar(_converter(target)(raw), type=target)
+    except (ValueError, TypeError, OverflowError, ArithmeticError, pa.ArrowException) as exc:
+        raise FilterError(
+            f"cannot compare column {column!r} of type {typ} with {value!r}: {exc}"
+        ) from None
+
+
+class _Binder(ExprVisitor[Expr]):
+    def __init__(self, schema: pa.Schema) -> None:
+        self.schema = schema
+
+    def field_type(self, node: Predicate) -> pa.DataType:
+        if node.column not in self.schema.names:
+            raise UnknownColumnError(node.column, list(self.schema.names))
+        return self.schema.field(node.column).type
+
+    def visit_true(self) -> Expr:
+        return AlwaysTrue()
+
+    def visit_false(self) -> Expr:
+        return AlwaysFalse()
+
+    def visit_not(self, node: Not, child: Expr) -> Expr:
+        return Not(child)
+
+    def visit_and(self, node: And, left: Expr, right: Expr) -> Expr:
+        return And(left, right)
+
+    def visit_or(self, node: Or, left: Expr, right: Expr) -> Expr:
+        return Or(left, right)
+
+    def visit_compare(self, node: Compare) -> Expr:
+        value = bind_literal(node.column, node.value, self.field_type(node))
+        return Compare(node.op, node.column, value)
+
+    def visit_in(self, node: In) -> Expr:
+        typ = self.field_type(node)
+        return In(node.column, tuple(bind_literal(node.column, v, typ) for v in node.values))
+
+    def visit_not_in(self, node: NotIn) -> Expr:
+        typ = self.field_type(node)
+        return NotIn(node.column, tuple(bind_literal(node.column, v, typ) for v in node.values))
+
+    def visit_is_null(self, node: IsNull) -> Expr:
+        self.field_type(node)
+        return node
+
+    def visit_not_null(self, node: NotNull) -> Expr:
+        self.field_type(node)
+        return node
+
+
+def bind(expr: Expr, schema: pa.Schema) -> Expr:
+    """Check that every column exists in ``schema`` and type every literal (see module doc).
+
+    Raises :class:`UnknownColumnError` for a missing column and :class:`FilterError`
+    for a literal that does not fit its column's type.
+    """
+    return visit(expr, _Binder(schema))
+
+
+class _Columns(ExprVisitor[frozenset[str]]):
+    def visit_true(self) -> frozenset[str]:
+        return frozenset()
+
+    def visit_false(self) -> frozenset[str]:
+        return frozenset()
+
+    def visit_not(self, node: Not, child: frozenset[str]) -> frozenset[str]:
+        return child
+
+    def visit_and(self, node: And, left: frozenset[str], right: frozenset[str]) -> frozenset[str]:
+        return left | right
+
+    def visit_or(self, node: Or, left: frozenset[str], right: frozenset[str]) -> frozenset[str]:
+        return left | right
+
+    def visit_predicate(self, node: Predicate) -> frozenset[str]:
+        return frozenset((node.column,))
+
+
+def referenced_columns(expr: Expr) -> set[str]:
+    """Names of all columns the filter reads (e.g. to add them to a projection)."""
+    columns: frozenset[str] = visit(expr, _Columns())
+    return set(columns)

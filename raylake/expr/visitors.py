@@ -1,0 +1,271 @@
+"""Interpretations of a filter: negation normal form, projection, row filters, an oracle.
+
+All of them follow SQL three-valued logic: a comparison with null is *unknown*, ``not``
+keeps unknown unknown, and a row is selected only when the filter is *true*.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from raylake.errors import FilterError, UnknownColumnError
+from raylake.expr._syntax import NEGATED_OP
+from raylake.expr.tree import (
+    AlwaysFalse,
+    AlwaysTrue,
+    And,
+    Compare,
+    Expr,
+    In,
+    IsNull,
+    Not,
+    NotIn,
+    NotNull,
+    Or,
+    Predicate,
+    and_,
+    check_expr,
+    or_,
+)
+from raylake.expr.visitor import ExprVisitor, visit
+
+_OPS: dict[str, Callable[[Any, Any], Any]] = {
+    "=": operator.eq,
+    "!=": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
+
+_Pair = tuple[Expr, Expr]
+
+
+class _NegationNormalForm(ExprVisitor[_Pair]):
+    """Computes (expr, not expr) for every subtree, both free of ``Not``, bottom-up."""
+
+    def visit_true(self) -> _Pair:
+        return AlwaysTrue(), AlwaysFalse()
+
+    def visit_false(self) -> _Pair:
+        return AlwaysFalse(), AlwaysTrue()
+
+    def visit_not(self, node: Not, child: _Pair) -> _Pair:
+        return child[1], child[0]
+
+    def visit_and(self, node: And, left: _Pair, right: _Pair) -> _Pair:
+        return and_(left[0], right[0]), or_(left[1], right[1])
+
+    def visit_or(self, node: Or, left: _Pair, right: _Pair) -> _Pair:
+        return or_(left[0], right[0]), and_(left[1], right[1])
+
+    def visit_compare(self, node: Compare) -> _Pair:
+        return node, Compare(NEGATED_OP[node.op], node.column, node.value)
+
+    def visit_in(self, node: In) -> _Pair:
+        return node, NotIn(node.column, node.values)
+
+    def visit_not_in(self, node: NotIn) -> _Pair:
+        return node, In(node.column, node.values)
+
+    def visit_is_null(self, node: IsNull) -> _Pair:
+        return node, NotNull(node.column)
+
+    def visit_not_null(self, node: NotNull) -> _Pair:
+        return node, IsNull(node.column)
+
+
+def negate_push_down(expr: Expr) -> Expr:
+    """Rewrite ``expr`` without ``Not`` nodes (negation normal form), exactly.
+
+    ``not (a < 3)`` becomes ``a >= 3``, ``not (a in ...)`` becomes ``a not in ...``,
+    ``not (a is null)`` becomes ``a is not null`` and De Morgan handles and/or. Every
+    rewrite is exact under three-valued logic (both sides are unknown for a null
+    ``a``). Float NaN is the exception: ``not (x < 3)`` is true for NaN in pyarrow
+    but ``x >= 3`` is false; raylake treats NaN as matching no comparison.
+    Constants are folded on the way (``and_``/``or_`` simplification).
+    """
+    return visit(expr, _NegationNormalForm())[0]
+
+
+def conjuncts(expr: Expr) -> list[Expr]:
+    """The top-level ``and`` terms of ``expr``, left to right (``[]`` for AlwaysTrue).
+
+    Only ``And`` nodes are flattened; apply :func:`negate_push_down` first to also
+    split ``not (a or b)``.
+    """
+    result: list[Expr] = []
+    stack = [check_expr(expr)]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, And):
+            stack.extend((node.right, node.left))
+        elif not isinstance(node, AlwaysTrue):
+            result.append(node)
+    return result
+
+
+class _Projection(ExprVisitor[Expr]):
+    def __init__(self, columns: set[str]) -> None:
+        self.columns = columns
+
+    def visit_true(self) -> Expr:
+        return AlwaysTrue()
+
+    def visit_false(self) -> Expr:
+        return AlwaysFalse()
+
+    def visit_not(self, node: Not, child: Expr) -> Expr:
+        return AlwaysTrue()  # unreachable after negate_push_down; always a sound answer
+
+    def visit_and(self, node: And, left: Expr, right: Expr) -> Expr:
+        return and_(left, right)
+
+    def visit_or(self, node: Or, left: Expr, right: Expr) -> Expr:
+        return or_(left, right)  # AlwaysTrue if either side could not be projected
+
+    def visit_predicate(self, node: Predicate) -> Expr:
+        return node if node.column in self.columns else AlwaysTrue()
+
+
+def filter_on_columns(expr: Expr, columns: set[str] | frozenset[str]) -> Expr:
+    """The strongest filter on ``columns`` only that every row kept by ``expr`` passes.
+
+    Used to push key or partition predicates below a merge: the result may keep more
+    rows than ``expr`` but never drops one that ``expr`` keeps. Works on the negation
+    normal form, where the tree is monotone, so replacing a predicate on another
+    column by AlwaysTrue can only keep more rows.
+    """
+    return visit(negate_push_down(expr), _Projection(set(columns)))
+
+
+def _literal(value: Any) -> Any:
+    return value.as_py() if isinstance(value, pa.Scalar) else value
+
+
+class _PythonEvaluator(ExprVisitor[bool | None]):
+    def __init__(self, row: Mapping[str, Any]) -> None:
+        self.row = row
+
+    def value(self, node: Predicate) -> Any:
+        if node.column not in self.row:
+            raise UnknownColumnError(node.column, list(self.row))
+        return self.row[node.column]
+
+    def visit_true(self) -> bool | None:
+        return True
+
+    def visit_false(self) -> bool | None:
+        return False
+
+    def visit_not(self, node: Not, child: bool | None) -> bool | None:
+        return None if child is None else not child
+
+    def visit_and(self, node: And, left: bool | None, right: bool | None) -> bool | None:
+        if left is False or right is False:
+            return False
+        return None if left is None or right is None else True
+
+    def visit_or(self, node: Or, left: bool | None, right: bool | None) -> bool | None:
+        if left is True or right is True:
+            return True
+        return None if left is None or right is None else False
+
+    def visit_compare(self, node: Compare) -> bool | None:
+        value = self.value(node)
+        return None if value is None else bool(_OPS[node.op](value, _literal(node.value)))
+
+    def visit_in(self, node: In) -> bool | None:
+        value = self.value(node)
+        return None if value is None else any(value == _literal(v) for v in node.values)
+
+    def visit_not_in(self, node: NotIn) -> bool | None:
+        value = self.value(node)
+        return None if value is None else all(value != _literal(v) for v in node.values)
+
+    def visit_is_null(self, node: IsNull) -> bool | None:
+        return self.value(node) is None
+
+    def visit_not_null(self, node: NotNull) -> bool | None:
+        return self.value(node) is not None
+
+
+def evaluate_python(expr: Expr, row: Mapping[str, Any]) -> bool:
+    """Whether ``row`` (column name -> Python value, None = null) is selected by ``expr``.
+
+    A slow, obviously-correct reference used as the oracle in property tests; the
+    three-valued result is computed and *unknown* counts as not selected.
+    """
+    return visit(expr, _PythonEvaluator(row)) is True
+
+
+def arrow_scalar(value: Any) -> pc.Expression:
+    """A literal as a pyarrow expression; bound literals keep their exact type."""
+    try:
+        return pc.scalar(value)
+    except (pa.ArrowException, TypeError, ValueError) as exc:
+        raise FilterError(f"cannot use {value!r} as a pyarrow literal: {exc}") from None
+
+
+def arrow_value_set(values: tuple[Any, ...]) -> pa.Array:
+    """The values of an ``in`` list as one typed array (bind first for mixed types)."""
+    try:
+        if values and all(isinstance(v, pa.Scalar) for v in values):
+            return pa.array([v.as_py() for v in values], type=values[0].type)
+        return pa.array(list(values))
+    except (pa.ArrowException, TypeError, ValueError) as exc:
+        raise FilterError(f"cannot build a value list from {values!r}: {exc}") from None
+
+
+class _ArrowFilter(ExprVisitor[pc.Expression]):
+    def visit_true(self) -> pc.Expression:
+        return pc.scalar(True)
+
+    def visit_false(self) -> pc.Expression:
+        return pc.scalar(False)
+
+    def visit_not(self, node: Not, child: pc.Expression) -> pc.Expression:
+        return ~child
+
+    def visit_and(self, node: And, left: pc.Expression, right: pc.Expression) -> pc.Expression:
+        return left & right
+
+    def visit_or(self, node: Or, left: pc.Expression, right: pc.Expression) -> pc.Expression:
+        return left | right
+
+    def visit_compare(self, node: Compare) -> pc.Expression:
+        return _OPS[node.op](pc.field(node.column), arrow_scalar(node.value))
+
+    def visit_in(self, node: In) -> pc.Expression:
+        if not node.values:
+            return pc.scalar(False)
+        return pc.field(node.column).isin(arrow_value_set(node.values))
+
+    def visit_not_in(self, node: NotIn) -> pc.Expression:
+        # is_in is false (not null) for a null input, so nulls must be excluded explicitly.
+        field = pc.field(node.column)
+        if not node.values:
+            return field.is_valid()
+        return field.is_valid() & ~field.isin(arrow_value_set(node.values))
+
+    def visit_is_null(self, node: IsNull) -> pc.Expression:
+        return pc.field(node.column).is_null()
+
+    def visit_not_null(self, node: NotNull) -> pc.Expression:
+        return pc.field(node.column).is_valid()
+
+
+def to_arrow(expr: Expr) -> pc.Expression:
+    """A ``pyarrow.compute.Expression`` selecting the rows that ``expr`` selects.
+
+    For ``pyarrow.dataset`` scans and ``Table.filter``. The filter is first put in
+    negation normal form, so no ``~`` is ever applied to a possibly-unknown
+    predicate: ``x != 1``, ``not (x = 1)`` and ``x not in (...)`` never match a null
+    ``x``. Bind the expression first to get exactly typed literals.
+    """
+    return visit(negate_push_down(expr), _ArrowFilter())

@@ -1,0 +1,5 @@
+"""File access over fsspec."""
+
+from raylake.io.fileio import FileIO
+
+__all__ = ["FileIO"]

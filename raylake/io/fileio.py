@@ -1,0 +1,211 @@
+"""FileIO: the narrow file interface the table layer uses, over any fsspec filesystem.
+
+Paths given to FileIO are relative to the table root, so metadata never stores
+absolute paths and a table can be copied or moved. FileIO pickles without its
+filesystem objects (they are rebuilt lazily), so Ray tasks and Spark executors
+can carry it cheaply.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import posixpath
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+import fsspec
+import pyarrow.fs as pafs
+from fsspec.implementations.local import LocalFileSystem
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+_TRANSIENT_ATTEMPTS = 3
+# Serializes create-if-absent on filesystems without an atomic primitive, within a process.
+_FALLBACK_CREATE_LOCK = threading.Lock()
+
+
+class FileIO:
+    """Read, write, create-if-absent, delete and list files under one root URI."""
+
+    def __init__(self, uri: str, storage_options: Mapping[str, Any] | None = None) -> None:
+        self.uri = str(uri).rstrip("/") or "/"
+        self.storage_options = dict(storage_options or {})
+        self._fs: fsspec.AbstractFileSystem | None = None
+        self._root: str | None = None
+        self._arrow_fs: pafs.FileSystem | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Filesystem objects hold caches, sessions and locks: rebuild them on the other side.
+        return {"uri": self.uri, "storage_options": self.storage_options}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["uri"], state["storage_options"])  # type: ignore[misc]
+
+    def __repr__(self) -> str:
+        return f"FileIO({self.uri!r})"
+
+    @property
+    def fs(self) -> fsspec.AbstractFileSystem:
+        if self._fs is None:
+            self._fs, root = fsspec.core.url_to_fs(self.uri, **self.storage_options)
+            self._root = root.rstrip("/") or "/"
+        return self._fs
+
+    @property
+    def root(self) -> str:
+        """The table root as a path of :attr:`fs` (no protocol)."""
+        self.fs  # noqa: B018 - initializes _root
+        assert self._root is not None
+        return self._root
+
+    @property
+    def is_local(self) -> bool:
+        return isinstance(self.fs, LocalFileSystem)
+
+    def full_path(self, rel: str) -> str:
+        return posixpath.join(self.root, rel) if rel else self.root
+
+    def arrow_filesystem(self) -> pafs.FileSystem:
+        """A pyarrow filesystem over the same files; native for local paths (faster)."""
+        if self._arrow_fs is None:
+            if self.is_local:
+                self._arrow_fs = pafs.LocalFileSystem()
+            else:
+                self._arrow_fs = pafs.PyFileSystem(pafs.FSSpecHandler(self.fs))
+        return self._arrow_fs
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def read_bytes(self, rel: str) -> bytes:
+        return _retry(lambda: self.fs.cat_file(self.full_path(rel)))
+
+    def exists(self, rel: str) -> bool:
+        return bool(_retry(lambda: self.fs.exists(self.full_path(rel))))
+
+    def list_names(self, rel_dir: str) -> list[str]:
+        """File names (not paths) directly under a directory; empty if it does not exist."""
+        path = self.full_path(rel_dir)
+        try:
+            entries = _retry(lambda: self.fs.ls(path, detail=False))
+        except FileNotFoundError:
+            return []
+        return sorted(posixpath.basename(str(e).rstrip("/")) for e in entries)
+
+    def list_files(self, rel_dir: str) -> list[tuple[str, float | None]]:
+        """Every file below a directory, recursively: (relative path, mtime in seconds or None)."""
+        base = self.full_path(rel_dir)
+        try:
+            found = self.fs.find(base, detail=True)
+        except FileNotFoundError:
+            return []
+        out = []
+        for path, info in found.items():
+            rel = posixpath.relpath(str(path), self.root)
+            out.append((rel, _mtime(info)))
+        return sorted(out)
+
+    # -- writes --------------------------------------------------------------------------
+
+    def write_bytes(self, rel: str, data: bytes) -> None:
+        """Write a whole file, replacing any file at that path."""
+        path = self.full_path(rel)
+        self.fs.makedirs(posixpath.dirname(path), exist_ok=True)
+        if self.is_local:
+            # Write then rename, so a reader never sees half a file.
+            tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+            with open(tmp, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)
+        else:
+            self.fs.pipe_file(path, data)
+
+    def create_if_absent(self, rel: str, data: bytes) -> bool:
+        """Atomically create a file with ``data`` unless it exists; True if created.
+
+        This is the commit point of the table format. Local files use a hard link of
+        a fully written temporary file (atomic, never a partial file). Other
+        filesystems use an exclusive-create open (``"xb"``), which memory:// and
+        object stores with conditional writes implement; where a filesystem has no
+        such primitive, the check-then-write fallback is only safe within a process,
+        and concurrent writers from several machines need an external lock.
+        """
+        path = self.full_path(rel)
+        self.fs.makedirs(posixpath.dirname(path), exist_ok=True)
+        if self.is_local:
+            return _link_create(path, data)
+        try:
+            with self.fs.open(path, "xb") as f:
+                f.write(data)
+            return True
+        except FileExistsError:
+            return False
+        except (NotImplementedError, ValueError):
+            logger.warning("%s has no exclusive create; using check-then-write", type(self.fs))
+            with _FALLBACK_CREATE_LOCK:
+                if self.fs.exists(path):
+                    return False
+                self.fs.pipe_file(path, data)
+                return True
+
+    def delete(self, rel: str) -> None:
+        """Delete a file; a missing file is not an error (deletes are retried idempotently)."""
+        with contextlib.suppress(FileNotFoundError):
+            self.fs.rm_file(self.full_path(rel))
+
+    def delete_quietly(self, rels: list[str]) -> None:
+        """Best-effort cleanup of files a failed operation wrote."""
+        for rel in rels:
+            try:
+                self.delete(rel)
+            except OSError as exc:  # cleanup must not hide the original error
+                logger.warning("could not delete %s: %s", rel, exc)
+
+    def makedirs(self, rel: str) -> None:
+        self.fs.makedirs(self.full_path(rel), exist_ok=True)
+
+
+def _link_create(path: str, data: bytes) -> bool:
+    tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    try:
+        os.link(tmp, path)
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        os.unlink(tmp)
+
+
+def _mtime(info: Mapping[str, Any]) -> float | None:
+    for key in ("mtime", "LastModified", "last_modified", "created"):
+        value = info.get(key)
+        if value is None:
+            continue
+        if hasattr(value, "timestamp"):
+            return float(value.timestamp())
+        with contextlib.suppress(TypeError, ValueError):
+            return float(value)
+    return None
+
+
+def _retry(fn: Callable[[], T]) -> T:
+    """Retry transient I/O errors (not a missing file) a few times with backoff."""
+    for attempt in range(_TRANSIENT_ATTEMPTS):
+        try:
+            return fn()
+        except (FileNotFoundError, IsADirectoryError, PermissionError):
+            raise
+        except (OSError, TimeoutError):
+            if attempt == _TRANSIENT_ATTEMPTS - 1:
+                raise
+            time.sleep(0.05 * 2**attempt)
+    raise AssertionError("unreachable")

@@ -1,0 +1,26 @@
+"""The lake table: schema, snapshots, manifests, commits, scan planning, reading, writing."""
+
+from raylake.table.catalog import create_table, from_pandas, open_table, table_exists
+from raylake.table.manifest import DataFile
+from raylake.table.scan import ReadContext, TableScan
+from raylake.table.schema import TableSchema
+from raylake.table.snapshot import Snapshot
+from raylake.table.split import FileSlice, Split
+from raylake.table.table import Table
+from raylake.table.writer import CommitMessage
+
+__all__ = [
+    "CommitMessage",
+    "DataFile",
+    "FileSlice",
+    "ReadContext",
+    "Snapshot",
+    "Split",
+    "Table",
+    "TableScan",
+    "TableSchema",
+    "create_table",
+    "from_pandas",
+    "open_table",
+    "table_exists",
+]

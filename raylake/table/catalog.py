@@ -1,0 +1,147 @@
+"""Entry points: create, open, and create-from-pandas."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+import pyarrow as pa
+
+from raylake.errors import SchemaError, TableAlreadyExistsError, TableNotFoundError
+from raylake.io import FileIO
+from raylake.table.conform import pandas_to_arrow
+from raylake.table.schema import build_table_schema
+from raylake.table.table import SCHEMA_DIR, Table, load_schema, schema_path
+
+
+def create_table(
+    uri: str,
+    schema: pa.Schema,
+    *,
+    partition_by: Sequence[str] = (),
+    primary_key: Sequence[str] = (),
+    buckets: int | None = None,
+    options: Mapping[str, Any] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    exist_ok: bool = False,
+) -> Table:
+    """Create a table at ``uri`` (any fsspec URL or local path) and return it.
+
+    With ``exist_ok=True`` an existing table is opened instead, if its schema is the same.
+    """
+    ts = build_table_schema(
+        schema,
+        partition_by=partition_by,
+        primary_key=primary_key,
+        buckets=buckets,
+        options=options,
+    )
+    if ts.primary_key:
+        from raylake.table.pk_schema import validate_primary_key_schema
+
+        validate_primary_key_schema(ts)
+    file_io = FileIO(uri, storage_options)
+    if not file_io.create_if_absent(schema_path(ts.schema_id), ts.to_bytes()):
+        if not exist_ok:
+            raise TableAlreadyExistsError(file_io.uri)
+        existing = open_table(uri, storage_options=storage_options)
+        if existing.schema != ts.arrow_schema:
+            raise SchemaError(
+                f"a table with another schema exists at {uri!r}: {existing.schema} "
+                f"(asked for {ts.arrow_schema})"
+            )
+        return existing
+    return Table(file_io, ts)
+
+
+def open_table(uri: str, *, storage_options: Mapping[str, Any] | None = None) -> Table:
+    """Open the table at ``uri``; raise TableNotFoundError if there is none."""
+    file_io = FileIO(uri, storage_options)
+    return Table(file_io, load_schema(file_io))
+
+
+def table_exists(uri: str, *, storage_options: Mapping[str, Any] | None = None) -> bool:
+    file_io = FileIO(uri, storage_options)
+    return any(n.startswith("schema-") for n in file_io.list_names(SCHEMA_DIR))
+
+
+SchemaSpec = pa.Schema | Sequence[str] | Sequence[pa.DataType] | None
+
+
+def from_pandas(
+    df: Any,
+    uri: str,
+    schema: SchemaSpec = None,
+    *,
+    mode: Literal["error", "append", "overwrite"] = "error",
+    partition_by: Sequence[str] = (),
+    primary_key: Sequence[str] = (),
+    buckets: int | None = None,
+    options: Mapping[str, Any] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> Table:
+    """Create a table from a pandas DataFrame and write it, in one call.
+
+    ``schema`` takes the four forms a pandas user expects: omitted (inferred), a
+    pyarrow Schema, a list of column names (renames the DataFrame's columns by
+    position, types inferred, as in ``spark.createDataFrame(pdf, ["a", "b"])``), or a
+    list of pyarrow types (names from the DataFrame). ``mode`` says what to do when
+    a table already exists: raise (``"error"``), append, or overwrite.
+    """
+    pa_table = _arrow_from_pandas(df, schema)
+    exists = table_exists(uri, storage_options=storage_options)
+    if exists and mode == "error":
+        raise TableAlreadyExistsError(str(uri))
+    if exists:
+        tbl = open_table(uri, storage_options=storage_options)
+    else:
+        tbl = create_table(
+            uri,
+            pa_table.schema,
+            partition_by=partition_by,
+            primary_key=primary_key,
+            buckets=buckets,
+            options=options,
+            storage_options=storage_options,
+        )
+    write_mode = "overwrite" if mode == "overwrite" else None
+    tbl.write(pa_table, mode=write_mode)
+    return tbl
+
+
+def _arrow_from_pandas(df: Any, schema: SchemaSpec) -> pa.Table:
+    columns = [str(c) for c in df.columns]
+    if schema is None:
+        return pandas_to_arrow(df)
+    if isinstance(schema, pa.Schema):
+        return _with_schema(df, schema)
+    if isinstance(schema, str) or not isinstance(schema, Sequence):
+        raise SchemaError(
+            "schema must be None, a pyarrow.Schema, a list of column names or a list of "
+            f"pyarrow types; got {type(schema).__name__}"
+        )
+    items = list(schema)
+    if len(items) != len(columns):
+        raise SchemaError(
+            f"schema lists {len(items)} entries but the DataFrame has {len(columns)} "
+            f"columns {columns}"
+        )
+    if all(isinstance(i, str) for i in items):
+        renamed = df.set_axis(items, axis=1)
+        return pandas_to_arrow(renamed)
+    if all(isinstance(i, pa.DataType) for i in items):
+        return _with_schema(df, pa.schema(list(zip(columns, items))))
+    raise SchemaError(
+        "a list schema must hold only column names (str) or only pyarrow types, "
+        f"got {[type(i).__name__ for i in items]}"
+    )
+
+
+def _with_schema(df: Any, schema: pa.Schema) -> pa.Table:
+    missing = [n for n in schema.names if n not in df.columns]
+    if missing:
+        raise SchemaError(f"schema names column(s) {missing} that the DataFrame lacks")
+    try:
+        return pandas_to_arrow(df[schema.names], schema)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
+        raise SchemaError(f"DataFrame does not convert to schema {schema}: {exc}") from exc

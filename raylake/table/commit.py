@@ -1,0 +1,232 @@
+"""The committer: turns commit messages into exactly one new snapshot, atomically.
+
+Order of work: data files exist already (unique names); the committer writes
+the delta manifest, then creates ``snapshot-<N>.json`` with create-if-absent.
+If N exists another writer won: re-read the latest snapshot, check conflicts
+(appends never conflict; an overwrite conflicts with a concurrent change to
+the partitions it replaces; a compaction conflicts if the files it replaces
+are gone), and retry as N+1. A crash at any point leaves the table readable and
+unchanged: the snapshot file is the only commit point, and everything written
+before it is an orphan until then.
+"""
+
+from __future__ import annotations
+
+import getpass
+import logging
+import os
+import random
+import socket
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from raylake.errors import CommitConflictError, CommitFailedError, FilterError
+from raylake.expr import AlwaysTrue, Expr, bind, referenced_columns, to_arrow
+from raylake.io import FileIO
+from raylake.table.manifest import (
+    ADD,
+    DELETE,
+    DataFile,
+    ManifestMeta,
+    data_files_from_table,
+    entries_table,
+    live_files,
+    read_entries,
+    with_commit_fields,
+    write_manifest,
+)
+from raylake.table.schema import TableSchema
+from raylake.table.snapshot import CommitKind, Snapshot, SnapshotManager
+from raylake.table.writer import CommitMessage
+
+logger = logging.getLogger(__name__)
+
+
+def default_commit_user() -> str:
+    return f"{getpass.getuser()}@{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+@dataclass(frozen=True)
+class CommitRequest:
+    messages: Sequence[CommitMessage]
+    kind: CommitKind = "APPEND"
+    # None: no files are replaced. Otherwise a filter on partition columns (AlwaysTrue for
+    # the whole table): every live file in those partitions is replaced.
+    overwrite: Expr | None = None
+    # The snapshot the writer read or started from; changes after it are checked for conflicts.
+    base_snapshot_id: int | None = None
+    commit_user: str = ""
+    commit_identifier: int | None = None
+    properties: Mapping[str, str] | None = None
+
+
+class Committer:
+    def __init__(self, file_io: FileIO, ts: TableSchema) -> None:
+        self.file_io = file_io
+        self.ts = ts
+        self.snapshots = SnapshotManager(file_io)
+        self.max_retries = ts.table_options.commit_max_retries
+
+    def commit(self, request: CommitRequest) -> Snapshot:
+        if request.overwrite is not None:
+            _check_partition_filter(request.overwrite, self.ts)
+        user = request.commit_user or default_commit_user()
+        for attempt in range(self.max_retries):
+            latest = self.snapshots.latest()
+            done = self._already_committed(request, user, latest)
+            if done is not None:
+                return done
+            self._check_conflicts(request, latest)
+            snap, written = self._prepare(request, user, latest)
+            try:
+                if self.snapshots.try_create(snap):
+                    logger.info("committed snapshot %d (%s)", snap.id, snap.commit_kind)
+                    return snap
+            except BaseException:
+                self.file_io.delete_quietly(written)
+                raise
+            self.file_io.delete_quietly(written)
+            time.sleep(random.uniform(0, min(0.5, 0.01 * 2**attempt)))
+        raise CommitFailedError(
+            f"could not commit to {self.file_io.uri} after {self.max_retries} attempts "
+            "(too many concurrent commits); nothing was committed"
+        )
+
+    def _already_committed(
+        self, request: CommitRequest, user: str, latest: Snapshot | None
+    ) -> Snapshot | None:
+        """Idempotent retries: a commit with the same user and identifier is not made twice."""
+        if request.commit_identifier is None or latest is None:
+            return None
+        first = (request.base_snapshot_id or 0) + 1
+        for snapshot_id in range(latest.id, first - 1, -1):
+            snap = latest if snapshot_id == latest.id else self.snapshots.get(snapshot_id)
+            if snap.commit_user == user and snap.commit_identifier == request.commit_identifier:
+                return snap
+        return None
+
+    def _check_conflicts(self, request: CommitRequest, latest: Snapshot | None) -> None:
+        if latest is None:
+            return
+        deleted = [f for m in request.messages for f in m.deleted_files]
+        if deleted:
+            live = live_files(read_entries(self.file_io, latest.base_manifests, self.ts))
+            live_paths = set(live.column("path").to_pylist())
+            gone = [f.path for f in deleted if f.path not in live_paths]
+            if gone:
+                raise CommitConflictError(
+                    f"{len(gone)} file(s) this commit replaces were removed by a concurrent "
+                    f"commit (up to snapshot {latest.id}), e.g. {gone[0]}; re-run it",
+                    expected=request.base_snapshot_id,
+                    actual=latest.id,
+                )
+        if request.overwrite is None:
+            return
+        base = request.base_snapshot_id or 0
+        for snapshot_id in range(base + 1, latest.id + 1):
+            snap = self.snapshots.get(snapshot_id)
+            changed = read_entries(self.file_io, snap.delta_manifests, self.ts)
+            if _select_partitions(changed, request.overwrite, self.ts).num_rows:
+                raise CommitConflictError(
+                    f"overwrite of {request.overwrite} conflicts with snapshot {snapshot_id} "
+                    f"({snap.commit_kind}), which changed the same partitions after snapshot "
+                    f"{base}; nothing was committed",
+                    expected=base,
+                    actual=snapshot_id,
+                )
+
+    def _prepare(
+        self, request: CommitRequest, user: str, latest: Snapshot | None
+    ) -> tuple[Snapshot, list[str]]:
+        snapshot_id = 1 if latest is None else latest.id + 1
+        next_sequence = 0 if latest is None else latest.next_sequence
+        base_manifests = () if latest is None else latest.base_manifests
+
+        added: list[DataFile] = []
+        for message in request.messages:
+            for f in message.new_files:
+                if request.kind == "COMPACT":  # compaction output keeps merged sequences
+                    added.append(with_commit_fields(f, snapshot_id, f.sequence_base))
+                    continue
+                added.append(with_commit_fields(f, snapshot_id, next_sequence))
+                next_sequence += f.max_sequence - f.min_sequence + 1
+        deleted = [f for m in request.messages for f in m.deleted_files]
+        if request.overwrite is not None and latest is not None:
+            live = live_files(read_entries(self.file_io, base_manifests, self.ts))
+            replaced = _select_partitions(live, request.overwrite, self.ts)
+            deleted += data_files_from_table(replaced, self.ts)
+        changelog = [
+            with_commit_fields(f, snapshot_id, f.sequence_base)
+            for m in request.messages
+            for f in m.changelog_files
+        ]
+
+        written: list[str] = []
+        delta_entries = [(DELETE, f) for f in deleted] + [(ADD, f) for f in added]
+        delta = write_manifest(self.file_io, entries_table(delta_entries, self.ts))
+        written.append(delta.path)
+        new_base = self._merge_base([*base_manifests, delta], written)
+        changelog_manifests: tuple[ManifestMeta, ...] = ()
+        if changelog:
+            meta = write_manifest(self.file_io, entries_table([(ADD, f) for f in changelog], self.ts))
+            written.append(meta.path)
+            changelog_manifests = (meta,)
+
+        delta_rows = sum(f.row_count for f in added) - sum(f.row_count for f in deleted)
+        now = int(time.time() * 1000)
+        snap = Snapshot(
+            id=snapshot_id,
+            schema_id=self.ts.schema_id,
+            parent_id=None if latest is None else latest.id,
+            commit_kind=request.kind,
+            commit_user=user,
+            commit_identifier=(
+                request.commit_identifier if request.commit_identifier is not None else snapshot_id
+            ),
+            # Snapshot times never go backwards, so time travel by timestamp is well defined.
+            time_millis=now if latest is None else max(now, latest.time_millis),
+            base_manifests=tuple(new_base),
+            delta_manifests=(delta,),
+            changelog_manifests=changelog_manifests,
+            total_record_count=(0 if latest is None else latest.total_record_count) + delta_rows,
+            delta_record_count=delta_rows,
+            changelog_record_count=sum(f.row_count for f in changelog),
+            next_sequence=next_sequence,
+            properties=dict(request.properties or {}),
+        )
+        return snap, written
+
+    def _merge_base(self, metas: list[ManifestMeta], written: list[str]) -> list[ManifestMeta]:
+        """Fold many small manifests into one of live ADD entries, so planning stays cheap."""
+        if len(metas) < self.ts.table_options.manifest_merge_min_count:
+            return metas
+        merged = write_manifest(self.file_io, live_files(read_entries(self.file_io, metas, self.ts)))
+        written.append(merged.path)
+        return [merged]
+
+
+def _check_partition_filter(expr: Expr, ts: TableSchema) -> None:
+    if isinstance(expr, AlwaysTrue):
+        return
+    others = sorted(referenced_columns(expr) - set(ts.partition_keys))
+    if others:
+        raise FilterError(
+            f"an overwrite filter may only name partition columns {list(ts.partition_keys)}; "
+            f"it names {others}"
+        )
+
+
+def _select_partitions(entries: pa.Table, expr: Expr, ts: TableSchema) -> pa.Table:
+    """Manifest entries whose partition values satisfy a filter on partition columns."""
+    if isinstance(expr, AlwaysTrue) or entries.num_rows == 0:
+        return entries
+    bound = bind(expr, ts.partition_schema)
+    partitions = pa.Table.from_struct_array(entries.column("partition").combine_chunks())
+    index_name = "__raylake_entry__"
+    indexed = partitions.append_column(index_name, pa.array(range(entries.num_rows), pa.int64()))
+    keep = indexed.filter(to_arrow(bound)).column(index_name)
+    return entries.take(keep)

@@ -1,0 +1,139 @@
+"""Turn user input into Arrow data with exactly the table's schema, or say why not.
+
+Accepted inputs: a pyarrow Table or RecordBatch, a RecordBatchReader, a pandas
+DataFrame, or an iterable of any of those. Columns are matched by name (order
+does not matter). A column may be cast to the table's type only within the same
+kind of type (integer to wider integer, integer to float, string to
+large_string, timestamp units) and only when the cast loses nothing; anything
+else is a :class:`SchemaMismatchError` naming the column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import pyarrow as pa
+
+from raylake.errors import NullConstraintError, SchemaMismatchError
+
+ArrowData = pa.Table | pa.RecordBatch
+
+
+def iter_input(data: Any) -> Iterator[ArrowData]:
+    """Yield Arrow chunks from any accepted input, streaming where the input streams."""
+    if isinstance(data, pa.Table | pa.RecordBatch):
+        yield data
+    elif isinstance(data, pa.RecordBatchReader):
+        yield from data
+    elif _is_pandas(data):
+        yield pandas_to_arrow(data)
+    elif isinstance(data, Iterable) and not isinstance(data, str | bytes | dict):
+        for item in data:
+            if isinstance(item, pa.Table | pa.RecordBatch):
+                yield item
+            elif _is_pandas(item):
+                yield pandas_to_arrow(item)
+            else:
+                raise SchemaMismatchError(
+                    f"cannot write an iterable of {type(item).__name__}; expected "
+                    "pyarrow RecordBatches, Tables or pandas DataFrames"
+                )
+    else:
+        raise SchemaMismatchError(
+            f"cannot write {type(data).__name__}; expected a pyarrow Table, RecordBatch, "
+            "RecordBatchReader, pandas DataFrame, or an iterable of RecordBatches"
+        )
+
+
+def _is_pandas(data: Any) -> bool:
+    return type(data).__module__.startswith("pandas") and hasattr(data, "columns")
+
+
+def pandas_to_arrow(df: Any, schema: pa.Schema | None = None) -> pa.Table:
+    return pa.Table.from_pandas(df, schema=schema, preserve_index=False)
+
+
+def conform(data: ArrowData, schema: pa.Schema) -> pa.Table:
+    """Reorder and safely cast ``data`` to ``schema``; check non-nullable columns."""
+    names = data.schema.names
+    expected = schema.names
+    missing = [n for n in expected if n not in names]
+    extra = [n for n in names if n not in expected]
+    if missing:
+        raise SchemaMismatchError(
+            f"data is missing column(s) {missing}; the table has columns {expected}",
+            column=missing[0],
+        )
+    if extra:
+        raise SchemaMismatchError(
+            f"data has column(s) {extra} that the table does not have (columns: {expected})",
+            column=extra[0],
+        )
+    if len(set(names)) != len(names):
+        dup = sorted({n for n in names if names.count(n) > 1})
+        raise SchemaMismatchError(f"data has duplicate column(s) {dup}", column=dup[0])
+    pa_table = data if isinstance(data, pa.Table) else pa.Table.from_batches([data])
+    columns = [_conform_column(pa_table.column(f.name), f) for f in schema]
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _conform_column(column: pa.ChunkedArray, field: pa.Field) -> pa.ChunkedArray:
+    if pa.types.is_dictionary(column.type):
+        column = column.cast(column.type.value_type)
+    if column.type != field.type:
+        if not _castable(column.type, field.type):
+            raise SchemaMismatchError(
+                f"column {field.name!r} has type {column.type}, but the table stores {field.type}",
+                column=field.name,
+                expected=field.type,
+                actual=column.type,
+            )
+        try:
+            column = column.cast(field.type, safe=True)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            raise SchemaMismatchError(
+                f"column {field.name!r} of type {column.type} does not fit {field.type} "
+                f"without loss: {exc}",
+                column=field.name,
+                expected=field.type,
+                actual=column.type,
+            ) from exc
+    if not field.nullable and column.null_count:
+        raise NullConstraintError(field.name, column.null_count)
+    return column
+
+
+def _kind(dtype: pa.DataType) -> str:
+    t = pa.types
+    checks = (
+        ("null", t.is_null),
+        ("bool", t.is_boolean),
+        ("number", lambda d: t.is_integer(d) or t.is_floating(d)),
+        ("decimal", t.is_decimal),
+        ("text", lambda d: t.is_string(d) or t.is_large_string(d)),
+        ("bytes", lambda d: t.is_binary(d) or t.is_large_binary(d) or t.is_fixed_size_binary(d)),
+        ("date", t.is_date),
+        ("timestamp", t.is_timestamp),
+        ("time", t.is_time),
+        ("duration", t.is_duration),
+        ("list", lambda d: t.is_list(d) or t.is_large_list(d) or t.is_fixed_size_list(d)),
+    )
+    for name, check in checks:
+        if check(dtype):
+            return name
+    return str(dtype)
+
+
+def _castable(src: pa.DataType, dst: pa.DataType) -> bool:
+    if pa.types.is_null(src):
+        return True  # an all-null column (pandas object column of None) fits any type
+    if pa.types.is_floating(src) and pa.types.is_integer(dst):
+        return False  # would truncate
+    if _kind(src) == "list" and _kind(dst) == "list":
+        return _castable(src.value_type, dst.value_type)
+    if pa.types.is_struct(src) and pa.types.is_struct(dst):
+        return {f.name for f in src} == {f.name for f in dst}
+    if pa.types.is_timestamp(src) and pa.types.is_timestamp(dst):
+        return (src.tz is None) == (dst.tz is None)
+    return _kind(src) == _kind(dst)

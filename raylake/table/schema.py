@@ -1,0 +1,139 @@
+"""The table schema: columns, primary key, partition keys, buckets and options.
+
+Stored as ``schema/schema-<id>.json``. Format version 1 keeps one schema per
+table (id 0); the id exists so that schema evolution can be added later
+without changing the snapshot or manifest layout.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from raylake.errors import CorruptMetadataError, SchemaError
+from raylake.table.options import TableOptions
+from raylake.table.types import field_from_json, field_to_json, normalize_type
+
+FORMAT_VERSION = 1
+# System columns that primary-key data files carry; user columns may not use the prefix.
+SYSTEM_PREFIX = "_rl_"
+
+
+@dataclass(frozen=True)
+class TableSchema:
+    """Everything about a table that does not change from commit to commit."""
+
+    arrow_schema: pa.Schema
+    partition_keys: tuple[str, ...] = ()
+    primary_key: tuple[str, ...] = ()
+    buckets: int = 1
+    options: Mapping[str, str] = field(default_factory=dict)
+    schema_id: int = 0
+    format_version: int = FORMAT_VERSION
+
+    def __post_init__(self) -> None:
+        names = self.arrow_schema.names
+        if not names:
+            raise SchemaError("a table needs at least one column")
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise SchemaError(f"duplicate column names: {duplicates}")
+        reserved = [n for n in names if n.startswith(SYSTEM_PREFIX)]
+        if reserved:
+            raise SchemaError(f"column names {reserved} use the reserved prefix {SYSTEM_PREFIX!r}")
+        for role, keys in (("partition", self.partition_keys), ("primary key", self.primary_key)):
+            missing = [k for k in keys if k not in names]
+            if missing:
+                raise SchemaError(f"{role} column(s) {missing} are not in the schema {names}")
+            if len(set(keys)) != len(keys):
+                raise SchemaError(f"{role} columns repeat a column: {list(keys)}")
+        for key in self.partition_keys:
+            dtype = self.arrow_schema.field(key).type
+            if pa.types.is_nested(dtype) or pa.types.is_floating(dtype):
+                raise SchemaError(f"partition column {key!r} has type {dtype}, which cannot partition")
+        if self.buckets < 1:
+            raise SchemaError(f"buckets must be >= 1, got {self.buckets}")
+        TableOptions.from_mapping(self.options)  # validates
+
+    @property
+    def is_primary_key_table(self) -> bool:
+        return bool(self.primary_key)
+
+    @property
+    def column_names(self) -> list[str]:
+        return list(self.arrow_schema.names)
+
+    @property
+    def table_options(self) -> TableOptions:
+        return TableOptions.from_mapping(self.options)
+
+    @property
+    def partition_schema(self) -> pa.Schema:
+        return pa.schema([self.arrow_schema.field(k) for k in self.partition_keys])
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format_version": self.format_version,
+            "schema_id": self.schema_id,
+            "fields": [
+                {"id": i, **field_to_json(f)} for i, f in enumerate(self.arrow_schema)
+            ],
+            "partition_keys": list(self.partition_keys),
+            "primary_key": list(self.primary_key),
+            "buckets": self.buckets,
+            "options": dict(self.options),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], path: str = "<schema>") -> TableSchema:
+        try:
+            version = int(data["format_version"])
+            if version > FORMAT_VERSION:
+                raise CorruptMetadataError(
+                    path, f"format version {version} is newer than this raylake ({FORMAT_VERSION})"
+                )
+            return cls(
+                arrow_schema=pa.schema([field_from_json(f) for f in data["fields"]]),
+                partition_keys=tuple(data.get("partition_keys", ())),
+                primary_key=tuple(data.get("primary_key", ())),
+                buckets=int(data.get("buckets", 1)),
+                options=dict(data.get("options", {})),
+                schema_id=int(data["schema_id"]),
+                format_version=version,
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CorruptMetadataError(path, f"not a valid schema: {exc!r}") from exc
+
+    def to_bytes(self) -> bytes:
+        return json.dumps(self.to_json(), indent=2).encode()
+
+
+def build_table_schema(
+    schema: pa.Schema,
+    *,
+    partition_by: Sequence[str] = (),
+    primary_key: Sequence[str] = (),
+    buckets: int | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> TableSchema:
+    """Validate user input and normalize the Arrow schema into what is stored."""
+    if not isinstance(schema, pa.Schema):
+        raise SchemaError(f"schema must be a pyarrow.Schema, got {type(schema).__name__}")
+    for name, value in (("partition_by", partition_by), ("primary_key", primary_key)):
+        if isinstance(value, str):
+            raise SchemaError(f"{name} must be a list of column names, got the string {value!r}")
+    fields_ = [
+        pa.field(f.name, normalize_type(f.type), nullable=f.nullable and f.name not in primary_key)
+        for f in schema
+    ]
+    return TableSchema(
+        arrow_schema=pa.schema(fields_),
+        partition_keys=tuple(partition_by),
+        primary_key=tuple(primary_key),
+        buckets=1 if buckets is None else int(buckets),
+        options={k: str(v) for k, v in (options or {}).items()},
+    )

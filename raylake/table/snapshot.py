@@ -1,0 +1,198 @@
+"""Snapshots: one JSON file per commit, ``snapshot/snapshot-<id>.json``, ids 1, 2, 3 ...
+
+The snapshot files are the truth; ``snapshot/LATEST`` is only a hint that saves
+a directory listing. A snapshot lists its *base* manifests (the full file set
+after the commit) and its *delta* manifests (what this commit added and
+deleted), so a streaming reader one snapshot behind reads one small delta.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Literal
+
+from raylake.errors import CorruptMetadataError, SnapshotNotFoundError
+from raylake.io import FileIO
+from raylake.table.manifest import ManifestMeta
+
+SNAPSHOT_DIR = "snapshot"
+LATEST_HINT = f"{SNAPSHOT_DIR}/LATEST"
+_SNAPSHOT_NAME = re.compile(r"^snapshot-(\d+)\.json$")
+
+CommitKind = Literal["APPEND", "OVERWRITE", "COMPACT"]
+COMMIT_KINDS: tuple[str, ...] = ("APPEND", "OVERWRITE", "COMPACT")
+
+
+def snapshot_path(snapshot_id: int) -> str:
+    return f"{SNAPSHOT_DIR}/snapshot-{snapshot_id}.json"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    id: int
+    schema_id: int
+    parent_id: int | None
+    commit_kind: CommitKind
+    commit_user: str
+    commit_identifier: int
+    time_millis: int
+    base_manifests: tuple[ManifestMeta, ...]
+    delta_manifests: tuple[ManifestMeta, ...]
+    changelog_manifests: tuple[ManifestMeta, ...] = ()
+    total_record_count: int = 0
+    delta_record_count: int = 0
+    changelog_record_count: int = 0
+    # The next free sequence number: the committer gives each new file a base from it.
+    next_sequence: int = 0
+    properties: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def time(self) -> datetime:
+        return datetime.fromtimestamp(self.time_millis / 1000, tz=timezone.utc)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format_version": 1,
+            "id": self.id,
+            "schema_id": self.schema_id,
+            "parent_id": self.parent_id,
+            "commit_kind": self.commit_kind,
+            "commit_user": self.commit_user,
+            "commit_identifier": self.commit_identifier,
+            "time_millis": self.time_millis,
+            "base_manifests": [m.to_json() for m in self.base_manifests],
+            "delta_manifests": [m.to_json() for m in self.delta_manifests],
+            "changelog_manifests": [m.to_json() for m in self.changelog_manifests],
+            "total_record_count": self.total_record_count,
+            "delta_record_count": self.delta_record_count,
+            "changelog_record_count": self.changelog_record_count,
+            "next_sequence": self.next_sequence,
+            "properties": dict(self.properties),
+        }
+
+    def to_bytes(self) -> bytes:
+        return json.dumps(self.to_json(), indent=1).encode()
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], path: str) -> Snapshot:
+        try:
+            kind = data["commit_kind"]
+            if kind not in COMMIT_KINDS:
+                raise ValueError(f"unknown commit kind {kind!r}")
+            return cls(
+                id=int(data["id"]),
+                schema_id=int(data["schema_id"]),
+                parent_id=data["parent_id"],
+                commit_kind=kind,
+                commit_user=str(data["commit_user"]),
+                commit_identifier=int(data["commit_identifier"]),
+                time_millis=int(data["time_millis"]),
+                base_manifests=tuple(ManifestMeta.from_json(m) for m in data["base_manifests"]),
+                delta_manifests=tuple(ManifestMeta.from_json(m) for m in data["delta_manifests"]),
+                changelog_manifests=tuple(
+                    ManifestMeta.from_json(m) for m in data.get("changelog_manifests", [])
+                ),
+                total_record_count=int(data["total_record_count"]),
+                delta_record_count=int(data["delta_record_count"]),
+                changelog_record_count=int(data.get("changelog_record_count", 0)),
+                next_sequence=int(data.get("next_sequence", 0)),
+                properties=dict(data.get("properties", {})),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CorruptMetadataError(path, f"not a valid snapshot: {exc!r}") from exc
+
+
+class SnapshotManager:
+    """Finds and reads the snapshots of one table."""
+
+    def __init__(self, file_io: FileIO) -> None:
+        self.file_io = file_io
+
+    def snapshot_ids(self) -> list[int]:
+        ids = []
+        for name in self.file_io.list_names(SNAPSHOT_DIR):
+            match = _SNAPSHOT_NAME.match(name)
+            if match:
+                ids.append(int(match.group(1)))
+        return sorted(ids)
+
+    def get(self, snapshot_id: int) -> Snapshot:
+        rel = snapshot_path(snapshot_id)
+        try:
+            raw = self.file_io.read_bytes(rel)
+        except FileNotFoundError:
+            ids = self.snapshot_ids()
+            have = f"snapshots {ids[0]}..{ids[-1]}" if ids else "no snapshots"
+            raise SnapshotNotFoundError(
+                f"snapshot {snapshot_id} does not exist in {self.file_io.uri} (it has {have})",
+                snapshot_id=snapshot_id,
+            ) from None
+        path = self.file_io.full_path(rel)
+        try:
+            data = json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise CorruptMetadataError(path, f"not valid JSON: {exc}") from exc
+        if not isinstance(data, dict):
+            raise CorruptMetadataError(path, "not a JSON object")
+        snap = Snapshot.from_json(data, path)
+        if snap.id != snapshot_id:
+            raise CorruptMetadataError(path, f"file holds snapshot id {snap.id}")
+        return snap
+
+    def latest_id(self) -> int | None:
+        """The newest snapshot id: start at the hint, then probe forward (the hint may lag)."""
+        hint = self._read_hint()
+        if hint is None or not self.file_io.exists(snapshot_path(hint)):
+            ids = self.snapshot_ids()
+            return ids[-1] if ids else None
+        current = hint
+        while self.file_io.exists(snapshot_path(current + 1)):
+            current += 1
+        return current
+
+    def latest(self) -> Snapshot | None:
+        latest = self.latest_id()
+        return None if latest is None else self.get(latest)
+
+    def earliest_id(self) -> int | None:
+        ids = self.snapshot_ids()
+        return ids[0] if ids else None
+
+    def all(self) -> list[Snapshot]:
+        return [self.get(i) for i in self.snapshot_ids()]
+
+    def as_of(self, time_millis: int) -> Snapshot:
+        """The newest snapshot committed at or before a time."""
+        found = None
+        for snapshot_id in reversed(self.snapshot_ids()):
+            snap = self.get(snapshot_id)
+            if snap.time_millis <= time_millis:
+                found = snap
+                break
+        if found is None:
+            when = datetime.fromtimestamp(time_millis / 1000, tz=timezone.utc).isoformat()
+            raise SnapshotNotFoundError(f"{self.file_io.uri} has no snapshot at or before {when}")
+        return found
+
+    def try_create(self, snap: Snapshot) -> bool:
+        """The commit point: create ``snapshot-<id>.json`` unless another writer did."""
+        created = self.file_io.create_if_absent(snapshot_path(snap.id), snap.to_bytes())
+        if created:
+            self._write_hint(snap.id)
+        return created
+
+    def _read_hint(self) -> int | None:
+        try:
+            return int(self.file_io.read_bytes(LATEST_HINT).decode().strip())
+        except (FileNotFoundError, ValueError, UnicodeDecodeError):
+            return None
+
+    def _write_hint(self, snapshot_id: int) -> None:
+        try:
+            self.file_io.write_bytes(LATEST_HINT, str(snapshot_id).encode())
+        except OSError:  # only a hint: readers fall back to listing
+            pass

@@ -1,0 +1,236 @@
+"""The Table: one object over a table directory, with writes, reads and snapshots."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from datetime import datetime
+from typing import Any, Literal
+
+import pyarrow as pa
+
+from raylake.errors import CorruptMetadataError, TableNotFoundError, UnsupportedOperationError
+from raylake.expr import AlwaysTrue, Expr, as_expr
+from raylake.io import FileIO
+from raylake.table.commit import CommitRequest, Committer
+from raylake.table.schema import TableSchema
+from raylake.table.scan import ReadContext, TableScan
+from raylake.table.snapshot import Snapshot, SnapshotManager
+from raylake.table.split import Split
+from raylake.table.writer import AppendTableWriter, CommitMessage, abort_messages
+
+SCHEMA_DIR = "schema"
+WriteMode = Literal["append", "overwrite", "upsert"]
+
+
+def schema_path(schema_id: int) -> str:
+    return f"{SCHEMA_DIR}/schema-{schema_id}.json"
+
+
+def load_schema(file_io: FileIO) -> TableSchema:
+    names = [n for n in file_io.list_names(SCHEMA_DIR) if n.startswith("schema-")]
+    if not names:
+        raise TableNotFoundError(file_io.uri)
+    latest = max(int(n[len("schema-") : -len(".json")]) for n in names)
+    rel = schema_path(latest)
+    path = file_io.full_path(rel)
+    try:
+        data = json.loads(file_io.read_bytes(rel))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CorruptMetadataError(path, f"not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise CorruptMetadataError(path, "not a JSON object")
+    return TableSchema.from_json(data, path)
+
+
+class Table:
+    """A raylake table. Cheap to create; holds no open files."""
+
+    def __init__(self, file_io: FileIO, table_schema: TableSchema) -> None:
+        self.file_io = file_io
+        self.table_schema = table_schema
+        self._snapshots = SnapshotManager(file_io)
+
+    def __repr__(self) -> str:
+        kind = "primary-key" if self.is_primary_key_table else "append"
+        return f"Table({self.uri!r}, {kind}, columns={self.table_schema.column_names})"
+
+    @property
+    def uri(self) -> str:
+        return self.file_io.uri
+
+    @property
+    def schema(self) -> pa.Schema:
+        """The Arrow schema of the table's rows."""
+        return self.table_schema.arrow_schema
+
+    @property
+    def is_primary_key_table(self) -> bool:
+        return self.table_schema.is_primary_key_table
+
+    # -- snapshots -----------------------------------------------------------------------
+
+    def snapshots(self) -> list[Snapshot]:
+        return self._snapshots.all()
+
+    def latest_snapshot(self) -> Snapshot | None:
+        return self._snapshots.latest()
+
+    def snapshot(self, snapshot_id: int) -> Snapshot:
+        return self._snapshots.get(snapshot_id)
+
+    # -- writes --------------------------------------------------------------------------
+
+    def new_writer(self) -> AppendTableWriter:
+        """A writer for distributed writes: ``write`` many times, then ``prepare_commit``."""
+        if self.is_primary_key_table:
+            from raylake.table.pk_write import PrimaryKeyTableWriter
+
+            return PrimaryKeyTableWriter(self.file_io, self.table_schema)  # type: ignore[return-value]
+        return AppendTableWriter(self.file_io, self.table_schema)
+
+    def commit(
+        self,
+        messages: list[CommitMessage],
+        *,
+        mode: WriteMode = "append",
+        overwrite_filter: str | Expr | None = None,
+        base_snapshot_id: int | None = None,
+        commit_user: str = "",
+        commit_identifier: int | None = None,
+        properties: Mapping[str, str] | None = None,
+    ) -> Snapshot:
+        """Commit the messages of one or many writers as one snapshot.
+
+        If the commit fails, the files named by the messages are deleted: nothing is
+        left half-written.
+        """
+        overwrite: Expr | None = None
+        if mode == "overwrite":
+            overwrite = AlwaysTrue() if overwrite_filter is None else as_expr(overwrite_filter)
+        elif overwrite_filter is not None:
+            raise UnsupportedOperationError("overwrite_filter applies only to mode='overwrite'")
+        request = CommitRequest(
+            messages=messages,
+            kind="OVERWRITE" if overwrite is not None else "APPEND",
+            overwrite=overwrite,
+            base_snapshot_id=base_snapshot_id,
+            commit_user=commit_user,
+            commit_identifier=commit_identifier,
+            properties=properties,
+        )
+        try:
+            return Committer(self.file_io, self.table_schema).commit(request)
+        except BaseException:
+            abort_messages(self.file_io, messages)
+            raise
+
+    def write(
+        self,
+        data: Any,
+        *,
+        mode: WriteMode | None = None,
+        overwrite_filter: str | Expr | None = None,
+        properties: Mapping[str, str] | None = None,
+    ) -> Snapshot:
+        """Write data as one commit and return the new snapshot.
+
+        ``mode="append"`` adds rows; ``mode="overwrite"`` replaces the whole table, or,
+        with ``overwrite_filter`` (a filter on partition columns only), just those
+        partitions, and then every written row must lie inside them. Primary-key
+        tables default to ``"upsert"``.
+        """
+        mode = mode or ("upsert" if self.is_primary_key_table else "append")
+        _check_mode(mode, self.is_primary_key_table)
+        base = self._snapshots.latest_id()
+        writer = self.new_writer()
+        try:
+            writer.write(data)
+            if overwrite_filter is not None and mode == "overwrite":
+                _check_rows_inside(writer, self.table_schema, as_expr(overwrite_filter))
+            messages = writer.prepare_commit()
+        except BaseException:
+            writer.abort()
+            raise
+        return self.commit(
+            messages,
+            mode=mode,
+            overwrite_filter=overwrite_filter,
+            base_snapshot_id=base,
+            properties=properties,
+        )
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def scan(
+        self,
+        columns: list[str] | None = None,
+        filter: str | Expr | None = None,
+        snapshot_id: int | None = None,
+        as_of: datetime | int | None = None,
+    ) -> TableScan:
+        scan = TableScan(self.file_io, self.table_schema)
+        return scan.select(columns).where(filter).at(snapshot_id, as_of)
+
+    def to_arrow(
+        self,
+        columns: list[str] | None = None,
+        filter: str | Expr | None = None,
+        snapshot_id: int | None = None,
+        as_of: datetime | int | None = None,
+    ) -> pa.Table:
+        return self.scan(columns, filter, snapshot_id, as_of).to_arrow()
+
+    def to_pandas(
+        self,
+        columns: list[str] | None = None,
+        filter: str | Expr | None = None,
+        snapshot_id: int | None = None,
+        as_of: datetime | int | None = None,
+    ) -> Any:
+        return self.to_arrow(columns, filter, snapshot_id, as_of).to_pandas()
+
+    def to_batches(
+        self,
+        columns: list[str] | None = None,
+        filter: str | Expr | None = None,
+        snapshot_id: int | None = None,
+        as_of: datetime | int | None = None,
+    ) -> Iterator[pa.RecordBatch]:
+        """Stream RecordBatches in bounded memory."""
+        return self.scan(columns, filter, snapshot_id, as_of).to_batches()
+
+    def read_split(
+        self,
+        split: Split,
+        columns: list[str] | None = None,
+        filter: str | Expr | None = None,
+    ) -> Iterator[pa.RecordBatch]:
+        scan = self.scan(columns, filter)
+        return ReadContext(self.file_io, self.table_schema, scan.columns, scan.filter).read(split)
+
+    def count(self, filter: str | Expr | None = None, snapshot_id: int | None = None) -> int:
+        return self.scan(filter=filter, snapshot_id=snapshot_id).count()
+
+
+def _check_mode(mode: str, is_pk: bool) -> None:
+    allowed = ("upsert", "overwrite") if is_pk else ("append", "overwrite")
+    if mode not in allowed:
+        kind = "a primary-key" if is_pk else "an append"
+        raise UnsupportedOperationError(
+            f"mode {mode!r} is not supported for {kind} table; use one of {list(allowed)}"
+        )
+
+
+def _check_rows_inside(writer: Any, ts: TableSchema, expr: Expr) -> None:
+    """A partition overwrite may not write rows outside the partitions it replaces."""
+    from raylake.expr import bind, evaluate_python
+
+    bound = bind(expr, ts.partition_schema)
+    for partition in writer.partitions():
+        row = dict(zip(ts.partition_keys, partition))
+        if not evaluate_python(bound, row):
+            raise UnsupportedOperationError(
+                f"overwrite_filter {expr} replaces only some partitions, but the data has rows "
+                f"in partition {row}; nothing was committed"
+            )

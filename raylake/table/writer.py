@@ -1,0 +1,246 @@
+"""Writers turn Arrow data into Parquet data files and small, picklable commit messages.
+
+A writer never commits: :class:`~raylake.table.commit.Committer` turns the
+messages of one or many writers (Ray tasks, Spark executors, threads) into one
+snapshot. Memory stays bounded: each open file buffers at most one row group.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from raylake.io import FileIO
+from raylake.table.conform import conform, iter_input
+from raylake.table.manifest import DataFile
+from raylake.table.options import TableOptions
+from raylake.table.schema import TableSchema
+from raylake.table.stats import StatsCollector
+
+logger = logging.getLogger(__name__)
+
+DATA_DIR = "data"
+NULL_PARTITION = "__NULL__"
+# Flush a row group early when its buffered Arrow data passes this size, whatever its rows.
+_ROW_GROUP_MAX_BYTES = 128 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class CommitMessage:
+    """What one writer produced: files to add, and (compaction) files they replace."""
+
+    new_files: tuple[DataFile, ...] = ()
+    deleted_files: tuple[DataFile, ...] = ()
+    changelog_files: tuple[DataFile, ...] = ()
+
+    @property
+    def is_empty(self) -> bool:
+        return not (self.new_files or self.deleted_files or self.changelog_files)
+
+
+def partition_dir(ts: TableSchema, partition: tuple[Any, ...], bucket: int) -> str:
+    parts = [DATA_DIR]
+    for key, value in zip(ts.partition_keys, partition):
+        text = NULL_PARTITION if value is None else quote(str(value), safe="")
+        parts.append(f"{quote(key, safe='')}={text}")
+    parts.append(f"bucket-{bucket}")
+    return "/".join(parts)
+
+
+def split_by_partition(pa_table: pa.Table, keys: tuple[str, ...]) -> list[tuple[tuple, pa.Table]]:
+    """Group rows by partition values with one hash aggregation, not a loop over rows."""
+    if not keys or pa_table.num_rows == 0:
+        return [((), pa_table)] if pa_table.num_rows else []
+    index_name = "__raylake_row__"
+    indexed = pa_table.select(list(keys)).append_column(
+        index_name, pa.array(range(pa_table.num_rows), pa.int64())
+    )
+    groups = indexed.group_by(list(keys), use_threads=False).aggregate([(index_name, "list")])
+    if groups.num_rows == 1:
+        values = tuple(groups.column(k)[0].as_py() for k in keys)
+        return [(values, pa_table)]
+    out = []
+    key_values = [groups.column(k).to_pylist() for k in keys]
+    row_lists = groups.column(f"{index_name}_list")
+    for i in range(groups.num_rows):
+        values = tuple(col[i] for col in key_values)
+        out.append((values, pa_table.take(row_lists[i].values)))
+    return out
+
+
+class RollingFileWriter:
+    """Writes one partition-bucket's rows into Parquet files of about the target size."""
+
+    def __init__(
+        self,
+        file_io: FileIO,
+        ts: TableSchema,
+        options: TableOptions,
+        partition: tuple[Any, ...],
+        bucket: int,
+        *,
+        level: int = 0,
+        prefix: str = "data",
+    ) -> None:
+        self.file_io = file_io
+        self.ts = ts
+        self.options = options
+        self.partition = partition
+        self.bucket = bucket
+        self.level = level
+        self.prefix = prefix
+        self.schema: pa.Schema = ts.arrow_schema
+        self.completed: list[DataFile] = []
+        self._buffer: list[pa.Table] = []
+        self._buffered_rows = 0
+        self._buffered_bytes = 0
+        self._writer: pq.ParquetWriter | None = None
+        self._path = ""
+        self._stats: StatsCollector | None = None
+        self._row_group_rows: list[int] = []
+        self._row_group_sizes: list[int] = []
+
+    @property
+    def open_paths(self) -> list[str]:
+        return [self._path] if self._writer is not None else []
+
+    def write(self, pa_table: pa.Table) -> None:
+        if pa_table.num_rows == 0:
+            return
+        self._buffer.append(pa_table)
+        self._buffered_rows += pa_table.num_rows
+        self._buffered_bytes += pa_table.nbytes
+        if (
+            self._buffered_rows >= self.options.row_group_rows
+            or self._buffered_bytes >= _ROW_GROUP_MAX_BYTES
+        ):
+            self._flush_row_groups()
+
+    def _flush_row_groups(self) -> None:
+        if not self._buffered_rows:
+            return
+        data = pa.concat_tables(self._buffer)
+        self._buffer, self._buffered_rows, self._buffered_bytes = [], 0, 0
+        step = self.options.row_group_rows
+        for start in range(0, data.num_rows, step):
+            self._write_row_group(data.slice(start, step))
+
+    def _write_row_group(self, chunk: pa.Table) -> None:
+        if self._writer is None:
+            self._open()
+        assert self._writer is not None and self._stats is not None
+        self._writer.write_table(chunk, row_group_size=chunk.num_rows)
+        self._stats.update(chunk)
+        self._row_group_rows.append(chunk.num_rows)
+        self._row_group_sizes.append(chunk.nbytes)
+        if sum(self._row_group_sizes) >= self.options.target_file_size:
+            self._close_file()
+
+    def _open(self) -> None:
+        directory = partition_dir(self.ts, self.partition, self.bucket)
+        self.file_io.makedirs(directory)
+        self._path = f"{directory}/{self.prefix}-{uuid.uuid4().hex}.parquet"
+        compression = None if self.options.compression == "none" else self.options.compression
+        self._writer = pq.ParquetWriter(
+            self.file_io.full_path(self._path),
+            self.schema,
+            filesystem=self.file_io.arrow_filesystem(),
+            compression=compression,
+        )
+        self._stats = StatsCollector(self.schema)
+        self._row_group_rows, self._row_group_sizes = [], []
+
+    def _close_file(self) -> None:
+        assert self._writer is not None and self._stats is not None
+        self._writer.close()
+        self._writer = None
+        info = self.file_io.arrow_filesystem().get_file_info(self.file_io.full_path(self._path))
+        rows = sum(self._row_group_rows)
+        self.completed.append(
+            DataFile(
+                path=self._path,
+                file_size=int(info.size or 0),
+                row_count=rows,
+                partition=self.partition,
+                bucket=self.bucket,
+                level=self.level,
+                schema_id=self.ts.schema_id,
+                min_sequence=0,
+                max_sequence=max(rows - 1, 0),
+                row_group_rows=tuple(self._row_group_rows),
+                row_group_sizes=tuple(self._row_group_sizes),
+                column_sizes=tuple(self._stats.column_sizes),
+                stats=self._stats.result(),
+            )
+        )
+
+    def close(self) -> list[DataFile]:
+        self._flush_row_groups()
+        if self._writer is not None:
+            self._close_file()
+        return self.completed
+
+    def abort(self) -> None:
+        if self._writer is not None:
+            try:
+                self._writer.close()
+            except (OSError, pa.ArrowException):
+                pass
+            self._writer = None
+            self.file_io.delete_quietly([self._path])
+        self.file_io.delete_quietly([f.path for f in self.completed])
+        self.completed = []
+
+
+class AppendTableWriter:
+    """Writer for append tables: conform, split by partition, roll files."""
+
+    def __init__(self, file_io: FileIO, ts: TableSchema) -> None:
+        self.file_io = file_io
+        self.ts = ts
+        self.options = ts.table_options
+        self._writers: dict[tuple[Any, ...], RollingFileWriter] = {}
+        self._closed = False
+
+    def write(self, data: Any) -> None:
+        """Write any accepted input (see conform.iter_input); may be called many times."""
+        for chunk in iter_input(data):
+            self.write_arrow(conform(chunk, self.ts.arrow_schema))
+
+    def write_arrow(self, pa_table: pa.Table) -> None:
+        """Write data already conformed to the table schema."""
+        for partition, part in split_by_partition(pa_table, self.ts.partition_keys):
+            writer = self._writers.get(partition)
+            if writer is None:
+                writer = RollingFileWriter(self.file_io, self.ts, self.options, partition, 0)
+                self._writers[partition] = writer
+            writer.write(part)
+
+    def partitions(self) -> list[tuple[Any, ...]]:
+        """Partition values written so far."""
+        return list(self._writers)
+
+    def prepare_commit(self) -> list[CommitMessage]:
+        files: list[DataFile] = []
+        for writer in self._writers.values():
+            files.extend(writer.close())
+        self._closed = True
+        return [CommitMessage(new_files=tuple(files))] if files else []
+
+    def abort(self) -> None:
+        """Delete every file this writer wrote (the commit did not happen)."""
+        for writer in self._writers.values():
+            writer.abort()
+
+
+def abort_messages(file_io: FileIO, messages: Iterable[CommitMessage]) -> None:
+    """Delete the files of commit messages that will never be committed."""
+    paths = [f.path for m in messages for f in (*m.new_files, *m.changelog_files)]
+    file_io.delete_quietly(paths)
