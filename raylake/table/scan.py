@@ -90,27 +90,61 @@ class ReadContext:
             if split.needs_merge:
                 yield from self.read(split)
 
+    def read_table(self, splits: Sequence[Split]) -> pa.Table:
+        """All rows of many splits as one table (pyarrow's threaded scan for plain splits)."""
+        plain = [s for s in splits if not s.needs_merge]
+        parts = []
+        if plain:
+            parts.append(self._dataset(plain).to_table(**self._scan_args()))
+        parts += [
+            pa.Table.from_batches(list(self.read(s)), schema=self.output_schema)
+            for s in splits
+            if s.needs_merge
+        ]
+        if not parts:
+            return self.output_schema.empty_table()
+        return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+
     def _dataset(self, splits: Sequence[Split]) -> ds.FileSystemDataset:
         fs = self.file_io.arrow_filesystem()
-        fragments = [
-            _PARQUET.make_fragment(
-                self.file_io.full_path(piece.path),
-                filesystem=fs,
-                row_groups=None if piece.row_groups is None else list(piece.row_groups),
-            )
-            for split in splits
-            for piece in split.files
-        ]
+        fragments = []
+        for split in splits:
+            # Telling pyarrow each file's partition values lets it drop predicates they
+            # already decide (residuals, as with hive partitioning) instead of testing rows.
+            guarantee = self._partition_guarantee(split.partition)
+            for piece in split.files:
+                fragments.append(
+                    _PARQUET.make_fragment(
+                        self.file_io.full_path(piece.path),
+                        filesystem=fs,
+                        partition_expression=guarantee,
+                        row_groups=None if piece.row_groups is None else list(piece.row_groups),
+                    )
+                )
         return ds.FileSystemDataset(
             fragments, schema=self.table_schema.arrow_schema, format=_PARQUET, filesystem=fs
         )
 
+    def _partition_guarantee(self, partition: tuple[Any, ...]) -> pc.Expression:
+        guarantee = pc.scalar(True)
+        schema = self.table_schema.arrow_schema
+        for key, value in zip(self.table_schema.partition_keys, partition):
+            column = pc.field(key)
+            if value is None:
+                guarantee = guarantee & column.is_null()
+            else:
+                guarantee = guarantee & (column == pa.scalar(value, schema.field(key).type))
+        return guarantee
+
+    def _scan_args(self) -> dict[str, Any]:
+        return {
+            "columns": None if self.columns is None else list(self.columns),
+            "filter": None if isinstance(self.filter, AlwaysTrue) else to_arrow(self.filter),
+            "batch_size": self.batch_size,
+        }
+
     def _scan(self, dataset: ds.Dataset) -> Iterator[pa.RecordBatch]:
-        arrow_filter = None if isinstance(self.filter, AlwaysTrue) else to_arrow(self.filter)
-        columns = None if self.columns is None else list(self.columns)
-        yield from dataset.to_batches(
-            columns=columns, filter=arrow_filter, batch_size=self.batch_size
-        )
+        yield from dataset.to_batches(**self._scan_args())
 
 
 @dataclass(frozen=True)
@@ -203,9 +237,7 @@ class TableScan:
         yield from self.read_context().read_all(self.plan())
 
     def to_arrow(self) -> pa.Table:
-        schema = self.output_schema
-        batches = list(self.to_batches())
-        return pa.Table.from_batches(batches, schema=schema)
+        return self.read_context().read_table(self.plan())
 
     def to_pandas(self, **kwargs: Any) -> Any:
         return self.to_arrow().to_pandas(**kwargs)

@@ -1,0 +1,102 @@
+"""Scan throughput of raylake's Table.to_arrow against pyarrow.dataset over the same files.
+
+Writes the synthetic table (default 4M rows, 4 daily partitions, one commit per
+day), then times, best of 3, in the same run:
+  - a full scan,
+  - a 4-column projection,
+  - a selective filter (one day and an id range),
+through ``Table.to_arrow`` and through ``pyarrow.dataset`` over the same data
+files, and prints rows/s and the ratio (raylake / pyarrow, >1 means faster).
+
+    python bench/scan.py [--rows 4000000] [--dir bench/.data]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import time
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+import raylake
+from raylake.table.manifest import live_files, read_entries
+
+from _synthetic import DATES, SCHEMA, batches_for_date, rate, timed
+
+
+def build_table(root: Path, rows: int, commits_per_day: int) -> raylake.Table:
+    if root.exists():
+        shutil.rmtree(root)
+    tbl = raylake.create_table(str(root), SCHEMA, partition_by=["dt"])
+    per_day = rows // len(DATES)
+    chunk = per_day // commits_per_day
+    t0 = time.perf_counter()
+    for day in range(len(DATES)):
+        batches = list(batches_for_date(day, per_day, chunk=chunk))
+        for batch in batches:
+            tbl.write(batch)
+    elapsed = time.perf_counter() - t0
+    commits = len(DATES) * commits_per_day
+    print(f"wrote {rows:,} rows in {elapsed:.2f}s ({rate(rows, elapsed)}), {commits} commits")
+    return tbl
+
+
+def data_files(tbl: raylake.Table) -> list[str]:
+    snap = tbl.latest_snapshot()
+    assert snap is not None
+    live = live_files(read_entries(tbl.file_io, snap.base_manifests, tbl.table_schema))
+    return [tbl.file_io.full_path(p) for p in live.column("path").to_pylist()]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rows", type=int, default=4_000_000)
+    parser.add_argument("--dir", default=str(Path(__file__).parent / ".data" / "scan"))
+    parser.add_argument(
+        "--commits-per-day",
+        type=int,
+        nargs="+",
+        default=[1, 16],
+        help="layouts to measure: 1 = one big file per day; 16 = an hourly-ingest table",
+    )
+    args = parser.parse_args()
+    for commits_per_day in args.commits_per_day:
+        print(f"\n### {commits_per_day} commit(s) per day")
+        tbl = build_table(Path(args.dir), args.rows, commits_per_day)
+        run_cases(tbl, args.rows)
+
+
+def run_cases(tbl: raylake.Table, total_rows: int) -> None:
+    files = data_files(tbl)
+    dataset = ds.dataset(files, format="parquet")
+    per_day = total_rows // len(DATES)
+    lo, hi = per_day + per_day // 2, per_day + per_day // 2 + per_day // 50
+    cases = [
+        ("full scan", None, None, None),
+        ("4-column projection", ["id", "f0", "f1", "label"], None, None),
+        (
+            "selective filter",
+            None,
+            f"dt = '{DATES[1]}' and id >= {lo} and id < {hi}",
+            (pc.field("dt") == DATES[1]) & (pc.field("id") >= lo) & (pc.field("id") < hi),
+        ),
+    ]
+    print(f"{len(files)} data files")
+    print(f"{'case':<22} {'raylake':>18} {'pyarrow.dataset':>18} {'ratio':>7}  rows")
+    for name, columns, text_filter, arrow_filter in cases:
+        t_lake, out_lake = timed(lambda: tbl.to_arrow(columns=columns, filter=text_filter))
+        t_pa, out_pa = timed(lambda: dataset.to_table(columns=columns, filter=arrow_filter))
+        assert out_lake.num_rows == out_pa.num_rows, (out_lake.num_rows, out_pa.num_rows)
+        rows = out_lake.num_rows
+        # Rows/s of the table size for every case, so that filter speed-ups show as rates.
+        print(
+            f"{name:<22} {rate(total_rows, t_lake):>18} {rate(total_rows, t_pa):>18} "
+            f"{t_pa / t_lake:>6.2f}x  {rows:,}"
+        )
+
+
+if __name__ == "__main__":
+    main()
