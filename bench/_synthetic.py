@@ -46,9 +46,7 @@ def make_batch(start: int, rows: int, dt: str, seed: int) -> pa.Table:
     return pa.table(columns, schema=SCHEMA)
 
 
-def batches_for_date(
-    day_index: int, rows_per_day: int, chunk: int = 262_144
-) -> Iterator[pa.Table]:
+def batches_for_date(day_index: int, rows_per_day: int, chunk: int = 262_144) -> Iterator[pa.Table]:
     """One date's rows in chunks (ids are contiguous per date)."""
     start = day_index * rows_per_day
     for offset in range(0, rows_per_day, chunk):

@@ -16,15 +16,15 @@ from __future__ import annotations
 import argparse
 import shutil
 import time
+from functools import partial
 from pathlib import Path
 
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
+from _synthetic import DATES, SCHEMA, batches_for_date, rate, timed
 
 import raylake
 from raylake.table.manifest import live_files, read_entries
-
-from _synthetic import DATES, SCHEMA, batches_for_date, rate, timed
 
 
 def build_table(root: Path, rows: int, commits_per_day: int) -> raylake.Table:
@@ -87,8 +87,8 @@ def run_cases(tbl: raylake.Table, total_rows: int) -> None:
     print(f"{len(files)} data files")
     print(f"{'case':<22} {'raylake':>18} {'pyarrow.dataset':>18} {'ratio':>7}  rows")
     for name, columns, text_filter, arrow_filter in cases:
-        t_lake, out_lake = timed(lambda: tbl.to_arrow(columns=columns, filter=text_filter))
-        t_pa, out_pa = timed(lambda: dataset.to_table(columns=columns, filter=arrow_filter))
+        t_lake, out_lake = timed(partial(tbl.to_arrow, columns=columns, filter=text_filter))
+        t_pa, out_pa = timed(partial(dataset.to_table, columns=columns, filter=arrow_filter))
         assert out_lake.num_rows == out_pa.num_rows, (out_lake.num_rows, out_pa.num_rows)
         rows = out_lake.num_rows
         # Rows/s of the table size for every case, so that filter speed-ups show as rates.

@@ -54,16 +54,22 @@ def run_table_demo(warehouse: Path) -> str:
     days = ["2024-01-01", "2024-01-02", "2024-01-03"]
     for i, day in enumerate(days):
         snap = tbl.write(make_events(i * 10_000, 10_000, day, seed=i))
-        print(f"snapshot {snap.id}: {snap.commit_kind}, +{snap.delta_record_count} rows, "
-              f"total {snap.total_record_count}")
+        print(
+            f"snapshot {snap.id}: {snap.commit_kind}, +{snap.delta_record_count} rows, "
+            f"total {snap.total_record_count}"
+        )
 
     section("filter with pushdown: partition pruning, then statistics, then rows")
     text = "dt = '2024-01-02' and label = 1"
     splits = tbl.scan(filter=text).plan()
-    print(f"{text!r}: planned {len(splits)} split(s) over "
-          f"{sum(len(s.files) for s in splits)} of 3 files")
+    print(
+        f"{text!r}: planned {len(splits)} split(s) over "
+        f"{sum(len(s.files) for s in splits)} of 3 files"
+    )
     print(f"matching rows: {tbl.count(filter=text)}")
-    high = tbl.to_pandas(columns=["id", "score"], filter=(col("score") > 0.99) & (col("dt") == "2024-01-03"))
+    high = tbl.to_pandas(
+        columns=["id", "score"], filter=(col("score") > 0.99) & (col("dt") == "2024-01-03")
+    )
     print(f"rows with score > 0.99 on 2024-01-03: {len(high)}")
 
     section("time travel")
@@ -71,8 +77,11 @@ def run_table_demo(warehouse: Path) -> str:
         print(f"as of snapshot {snap.id}: {tbl.count(snapshot_id=snap.id)} rows")
 
     section("overwrite one partition")
-    snap = tbl.write(make_events(100_000, 500, "2024-01-01", seed=9), mode="overwrite",
-                     overwrite_filter="dt = '2024-01-01'")
+    snap = tbl.write(
+        make_events(100_000, 500, "2024-01-01", seed=9),
+        mode="overwrite",
+        overwrite_filter="dt = '2024-01-01'",
+    )
     print(f"snapshot {snap.id}: {snap.commit_kind}; rows per day now:")
     per_day = tbl.to_arrow(columns=["dt"]).group_by("dt").aggregate([("dt", "count")])
     for row in sorted(per_day.to_pylist(), key=lambda r: r["dt"]):

@@ -173,9 +173,7 @@ def data_files_from_table(manifest: pa.Table, ts: TableSchema) -> list[DataFile]
     return out
 
 
-def entries_table(
-    entries: Iterable[tuple[int, DataFile]], ts: TableSchema
-) -> pa.Table:
+def entries_table(entries: Iterable[tuple[int, DataFile]], ts: TableSchema) -> pa.Table:
     rows = [_to_row(kind, f, ts) for kind, f in entries]
     return pa.Table.from_pylist(rows, schema=manifest_schema(ts))
 
@@ -211,7 +209,9 @@ def read_manifest(file_io: FileIO, rel: str, ts: TableSchema) -> pa.Table:
     except FileNotFoundError as exc:
         raise CorruptMetadataError(file_io.full_path(rel), "manifest file is missing") from exc
     except (pa.ArrowException, OSError, ValueError) as exc:
-        raise CorruptMetadataError(file_io.full_path(rel), f"not a readable manifest: {exc}") from exc
+        raise CorruptMetadataError(
+            file_io.full_path(rel), f"not a readable manifest: {exc}"
+        ) from exc
     with _cache_lock:
         _cache[key] = pa_table
         if len(_cache) > _CACHE_LIMIT:

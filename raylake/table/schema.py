@@ -54,7 +54,9 @@ class TableSchema:
         for key in self.partition_keys:
             dtype = self.arrow_schema.field(key).type
             if pa.types.is_nested(dtype) or pa.types.is_floating(dtype):
-                raise SchemaError(f"partition column {key!r} has type {dtype}, which cannot partition")
+                raise SchemaError(
+                    f"partition column {key!r} has type {dtype}, which cannot partition"
+                )
         if self.buckets < 1:
             raise SchemaError(f"buckets must be >= 1, got {self.buckets}")
         TableOptions.from_mapping(self.options)  # validates
@@ -79,9 +81,7 @@ class TableSchema:
         return {
             "format_version": self.format_version,
             "schema_id": self.schema_id,
-            "fields": [
-                {"id": i, **field_to_json(f)} for i, f in enumerate(self.arrow_schema)
-            ],
+            "fields": [{"id": i, **field_to_json(f)} for i, f in enumerate(self.arrow_schema)],
             "partition_keys": list(self.partition_keys),
             "primary_key": list(self.primary_key),
             "buckets": self.buckets,
