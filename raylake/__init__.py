@@ -11,6 +11,7 @@ from typing import Any
 from raylake.errors import (
     CommitConflictError,
     CommitFailedError,
+    ConsumerError,
     CorruptMetadataError,
     FilterError,
     FilterParseError,
@@ -61,6 +62,7 @@ __all__ = [
     "CommitConflictError",
     "CommitFailedError",
     "CommitMessage",
+    "ConsumerError",
     "CorruptMetadataError",
     "FilterError",
     "FilterParseError",

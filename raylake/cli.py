@@ -1,14 +1,27 @@
-"""The ``raylake`` command: look at tables from a shell."""
+"""The ``raylake`` command: look at and maintain tables from a shell."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Sequence
+from datetime import datetime, timedelta, timezone
+from typing import Any
 
 from raylake.errors import RaylakeError
 from raylake.table import Table, open_table
+
+_DURATION_PART = re.compile(r"(\d+)(ms|s|m|h|d|w)")
+_UNITS = {
+    "ms": timedelta(milliseconds=1),
+    "s": timedelta(seconds=1),
+    "m": timedelta(minutes=1),
+    "h": timedelta(hours=1),
+    "d": timedelta(days=1),
+    "w": timedelta(weeks=1),
+}
 
 
 def _open(args: argparse.Namespace) -> Table:
@@ -75,6 +88,87 @@ def cmd_scan(args: argparse.Namespace) -> int:
     return 0
 
 
+def parse_older_than(text: str) -> datetime | timedelta:
+    """An age like ``7d``, ``12h``, ``1d12h``, ``90m``, or an ISO time like ``2024-05-01T12:00``."""
+    value = text.strip().lower()
+    if value and _DURATION_PART.sub("", value) == "":
+        parts = _DURATION_PART.findall(value)
+        return sum((int(n) * _UNITS[unit] for n, unit in parts), timedelta())
+    try:
+        return datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is neither an age (e.g. 7d, 12h, 1d12h, 30m, 45s) "
+            "nor an ISO time (e.g. 2024-05-01T12:00:00+00:00)"
+        ) from None
+
+
+def _utc(millis: int) -> str:
+    return datetime.fromtimestamp(millis / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def cmd_compact(args: argparse.Namespace) -> int:
+    snap = _open(args).compact(full=args.full)
+    if snap is None:
+        print("nothing to compact")
+    else:
+        print(f"compacted into snapshot {snap.id} ({snap.total_record_count} rows)")
+    return 0
+
+
+def cmd_expire(args: argparse.Namespace) -> int:
+    tbl = _open(args)
+    result = tbl.expire_snapshots(
+        retain_last=args.retain_last, older_than=args.older_than, dry_run=args.dry_run
+    )
+    verb = "would expire" if args.dry_run else "expired"
+    ids = result.expired_snapshot_ids
+    which = f" ({ids[0]}..{ids[-1]})" if ids else ""
+    print(
+        f"{verb} {len(ids)} snapshot(s){which}, "
+        f"{len(result.deleted_data_files)} data file(s), "
+        f"{len(result.deleted_manifests)} manifest(s)"
+    )
+    return 0
+
+
+def cmd_orphans(args: argparse.Namespace) -> int:
+    tbl = _open(args)
+    kwargs: dict[str, Any] = {"dry_run": args.dry_run}
+    if args.older_than is not None:
+        kwargs["older_than"] = args.older_than
+    result = tbl.remove_orphan_files(**kwargs)
+    for path in result.paths:
+        print(path)
+    verb = "would remove" if args.dry_run else "removed"
+    print(f"{verb} {result.files_removed} orphan file(s)")
+    return 0
+
+
+def cmd_consumers(args: argparse.Namespace) -> int:
+    tbl = _open(args)
+    if args.delete is not None:
+        if not tbl.delete_consumer(args.delete):
+            raise RaylakeError(f"no consumer {args.delete!r} in {tbl.uri}")
+        print(f"deleted consumer {args.delete}")
+        return 0
+    if args.reset is not None:
+        if args.snapshot is None:
+            raise RaylakeError("--reset needs --snapshot N (the snapshot the consumer reads next)")
+        progress = tbl.reset_consumer(args.reset, args.snapshot)
+        print(
+            f"consumer {progress.consumer_id} now reads snapshot {progress.next_snapshot_id} next"
+        )
+        return 0
+    print(f"{'consumer':<24}  {'next snapshot':>13}  {'updated (UTC)':<19}")
+    for progress in tbl.consumers():
+        print(
+            f"{progress.consumer_id:<24}  {progress.next_snapshot_id:>13}  "
+            f"{_utc(progress.updated_millis):<19}"
+        )
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="raylake", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -95,7 +189,43 @@ def build_parser() -> argparse.ArgumentParser:
     scan.add_argument("--limit", type=int, default=20, help="print at most N rows")
     scan.add_argument("--format", choices=["table", "json"], default="table")
     scan.set_defaults(func=cmd_scan)
+    _add_maintenance_commands(sub)
     return parser
+
+
+def _add_maintenance_commands(sub: Any) -> None:
+    compact = sub.add_parser("compact", help="compact the data files of a table")
+    compact.add_argument("uri")
+    compact.add_argument("--full", action="store_true", help="rewrite every bucket fully")
+    compact.set_defaults(func=cmd_compact)
+
+    age_help = "an age (7d, 12h, 30m) or an ISO time"
+    expire = sub.add_parser("expire", help="expire old snapshots and the files only they use")
+    expire.add_argument("uri")
+    expire.add_argument(
+        "--retain-last", type=int, help="keep at least N newest snapshots (default: table option)"
+    )
+    expire.add_argument(
+        "--older-than", type=parse_older_than, help=f"expire only older snapshots: {age_help}"
+    )
+    expire.add_argument("--dry-run", action="store_true", help="report, delete nothing")
+    expire.set_defaults(func=cmd_expire)
+
+    orphans = sub.add_parser("orphans", help="remove files no snapshot references")
+    orphans.add_argument("uri")
+    orphans.add_argument(
+        "--older-than", type=parse_older_than, help=f"only files older than this (1d): {age_help}"
+    )
+    orphans.add_argument("--dry-run", action="store_true", help="list, delete nothing")
+    orphans.set_defaults(func=cmd_orphans)
+
+    consumers = sub.add_parser("consumers", help="list, reset or delete consumers")
+    consumers.add_argument("uri")
+    action = consumers.add_mutually_exclusive_group()
+    action.add_argument("--reset", metavar="ID", help="move consumer ID to --snapshot N")
+    action.add_argument("--delete", metavar="ID", help="unregister consumer ID")
+    consumers.add_argument("--snapshot", type=int, help="with --reset: the next snapshot to read")
+    consumers.set_defaults(func=cmd_consumers)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

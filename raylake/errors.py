@@ -13,6 +13,18 @@ from typing import Any
 class RaylakeError(Exception):
     """Base class of every error raylake raises on purpose."""
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Errors cross process boundaries (Ray tasks, Spark executors). The default pickling
+        # calls ``cls(*args)``, which breaks subclasses whose __init__ takes other arguments.
+        return (_rebuild_error, (type(self), self.args, self.__dict__))
+
+
+def _rebuild_error(cls: type[RaylakeError], args: tuple[Any, ...], state: dict[str, Any]) -> Any:
+    error = cls.__new__(cls)
+    error.args = args
+    error.__dict__.update(state)
+    return error
+
 
 class TableNotFoundError(RaylakeError, FileNotFoundError):
     """No table at a URI (no schema file under ``<uri>/schema``)."""
@@ -106,6 +118,14 @@ class CorruptMetadataError(RaylakeError):
         super().__init__(f"corrupted metadata file {path!r}: {reason}")
         self.path = path
         self.reason = reason
+
+
+class ConsumerError(RaylakeError, ValueError):
+    """A consumer id or consumer progress is invalid (bad id, snapshot id, rewind)."""
+
+    def __init__(self, message: str, *, consumer_id: str | None = None) -> None:
+        super().__init__(message)
+        self.consumer_id = consumer_id
 
 
 class CommitConflictError(RaylakeError):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import math
 import re
 from typing import Any
 
@@ -50,7 +51,7 @@ def render_literal(value: Any) -> str:
     if isinstance(value, int):
         return str(value)
     if isinstance(value, float):
-        return repr(value)
+        return repr(value) if math.isfinite(value) else repr(value).replace("inf", "1e999")
     if isinstance(value, decimal.Decimal):
         return str(value)
     if isinstance(value, datetime.datetime):

@@ -79,7 +79,10 @@ def _to_date(raw: Any) -> datetime.date:
         try:
             return datetime.date.fromisoformat(raw.strip())
         except ValueError:
-            raw = _to_datetime(raw)
+            try:
+                raw = datetime.datetime.fromisoformat(raw.strip())
+            except ValueError:
+                raise _Mismatch("expected a date such as '2024-01-31'") from None
     if isinstance(raw, datetime.datetime):
         if raw.time() != datetime.time():
             raise _Mismatch("a timestamp with a time of day is not a date")

@@ -7,8 +7,8 @@ dict keys and asserted on in tests. Literal equality is type-strict (``1``, ``1.
 and ``True`` are different literals) so that a round trip through the string syntax
 is checked exactly.
 
-Traversal is iterative (:func:`raylake.expr.visitor.visit`), so a filter with thousands of ``or`` terms
-does not hit Python's recursion limit.
+Traversal, equality and hashing are iterative (:func:`raylake.expr.visitor.visit`),
+so a filter with thousands of ``or`` terms does not hit Python's recursion limit.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
+
+import pyarrow as pa
 
 from raylake.errors import FilterError
 from raylake.expr._syntax import COMPARE_OPS
@@ -29,11 +31,9 @@ _OP_ALIASES = {"==": "=", "<>": "!="}
 
 
 def _tag(value: Any) -> Any:
-    """Equality key of a field: literals carry their type, so ``1 != True``."""
+    """Equality key of a literal field: literals carry their type, so ``1 != True``."""
     if isinstance(value, tuple):
         return tuple(_tag(v) for v in value)
-    if isinstance(value, Expr):
-        return value
     return (type(value), value)
 
 
@@ -63,17 +63,28 @@ class Expr:
             "combine filters with &, | and ~ instead of and/or/not"
         )
 
-    def _key(self) -> tuple[Any, ...]:
-        return tuple(_tag(getattr(self, f.name)) for f in dataclasses.fields(self))  # type: ignore[arg-type]
+    def _own_key(self) -> tuple[Any, ...]:
+        """This node's type and literal fields; children are compared separately."""
+        fields = dataclasses.fields(self)  # type: ignore[arg-type]
+        values = (getattr(self, f.name) for f in fields)
+        return (type(self), *(_tag(v) for v in values if not isinstance(v, Expr)))
+
+    def _preorder_keys(self) -> list[tuple[Any, ...]]:
+        keys, stack = [], [self]
+        while stack:  # iterative, like visit(), so deep trees compare and hash
+            node = stack.pop()
+            keys.append(node._own_key())
+            stack.extend(reversed(node.children()))
+        return keys
 
     def __eq__(self, other: object) -> bool:
         if type(self) is not type(other):
             return NotImplemented
         assert isinstance(other, Expr)
-        return self._key() == other._key()
+        return self is other or self._preorder_keys() == other._preorder_keys()
 
     def __hash__(self) -> int:
-        return hash((type(self).__name__, self._key()))
+        return hash(tuple(self._preorder_keys()))
 
     def __str__(self) -> str:
         from raylake.expr.visitor import render
@@ -162,7 +173,7 @@ class Compare(Predicate):
         if op not in COMPARE_OPS:
             raise FilterError(f"unknown comparison operator {self.op!r}; use one of {COMPARE_OPS}")
         object.__setattr__(self, "op", op)
-        if self.value is None:
+        if self.value is None or (isinstance(self.value, pa.Scalar) and not self.value.is_valid):
             raise FilterError(
                 f"comparing column {self.column!r} with null is never true; "
                 "use is_null() / is_not_null()"
@@ -178,7 +189,7 @@ def as_values(column: str, values: Iterable[Any]) -> tuple[Any, ...]:
     if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
         raise FilterError(f"'in' on column {column!r} needs a collection of values, got {values!r}")
     result = tuple(values)
-    if any(v is None for v in result):
+    if any(v is None or (isinstance(v, pa.Scalar) and not v.is_valid) for v in result):
         raise FilterError(f"'in' on column {column!r}: null never matches; use is_null()")
     return result
 

@@ -213,11 +213,17 @@ def arrow_scalar(value: Any) -> pc.Expression:
 
 
 def arrow_value_set(values: tuple[Any, ...]) -> pa.Array:
-    """The values of an ``in`` list as one typed array (bind first for mixed types)."""
+    """The values of an ``in`` list as one typed array (bind first for mixed types).
+
+    ``is_in`` hashes floats bitwise, so ``0.0`` would not match ``-0.0`` although
+    ``=`` does; a float zero in the list is therefore added with both signs.
+    """
+    plain = [_literal(v) for v in values]
+    if any(isinstance(v, float) and v == 0.0 for v in plain):
+        plain += [0.0, -0.0]
+    typ = values[0].type if values and all(isinstance(v, pa.Scalar) for v in values) else None
     try:
-        if values and all(isinstance(v, pa.Scalar) for v in values):
-            return pa.array([v.as_py() for v in values], type=values[0].type)
-        return pa.array(list(values))
+        return pa.array(plain, type=typ)
     except (pa.ArrowException, TypeError, ValueError) as exc:
         raise FilterError(f"cannot build a value list from {values!r}: {exc}") from None
 

@@ -26,8 +26,9 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 _TRANSIENT_ATTEMPTS = 3
-# Serializes create-if-absent on filesystems without an atomic primitive, within a process.
-_FALLBACK_CREATE_LOCK = threading.Lock()
+# Serializes create-if-absent on non-local filesystems within a process: fsspec's "xb" is
+# often check-then-write in Python (memory:// is), so two threads could both "create" a file.
+_CREATE_LOCK = threading.Lock()
 
 
 class FileIO:
@@ -53,8 +54,10 @@ class FileIO:
     @property
     def fs(self) -> fsspec.AbstractFileSystem:
         if self._fs is None:
-            self._fs, root = fsspec.core.url_to_fs(self.uri, **self.storage_options)
+            fs, root = fsspec.core.url_to_fs(self.uri, **self.storage_options)
+            # _root first: another thread that sees _fs set must also see _root set.
             self._root = root.rstrip("/") or "/"
+            self._fs = fs
         return self._fs
 
     @property
@@ -131,8 +134,9 @@ class FileIO:
         This is the commit point of the table format. Local files use a hard link of
         a fully written temporary file (atomic, never a partial file). Other
         filesystems use an exclusive-create open (``"xb"``), which memory:// and
-        object stores with conditional writes implement; where a filesystem has no
-        such primitive, the check-then-write fallback is only safe within a process,
+        object stores with conditional writes implement, under a process-wide lock
+        (fsspec often implements ``"xb"`` as check-then-write); where a filesystem has
+        no such primitive, the check-then-write fallback is only safe within a process,
         and concurrent writers from several machines need an external lock.
         """
         path = self.full_path(rel)
@@ -140,14 +144,14 @@ class FileIO:
         if self.is_local:
             return _link_create(path, data)
         try:
-            with self.fs.open(path, "xb") as f:
+            with _CREATE_LOCK, self.fs.open(path, "xb") as f:
                 f.write(data)
             return True
         except FileExistsError:
             return False
         except (NotImplementedError, ValueError):
             logger.warning("%s has no exclusive create; using check-then-write", type(self.fs))
-            with _FALLBACK_CREATE_LOCK:
+            with _CREATE_LOCK:
                 if self.fs.exists(path):
                     return False
                 self.fs.pipe_file(path, data)

@@ -1,6 +1,8 @@
 """The lake table: schema, snapshots, manifests, commits, scan planning, reading, writing."""
 
 from raylake.table.catalog import create_table, from_pandas, open_table, table_exists
+from raylake.table.consumer import ConsumerManager, ConsumerProgress
+from raylake.table.maintenance import ExpireResult, OrphanResult
 from raylake.table.manifest import DataFile
 from raylake.table.scan import ReadContext, TableScan
 from raylake.table.schema import TableSchema
@@ -11,8 +13,12 @@ from raylake.table.writer import CommitMessage
 
 __all__ = [
     "CommitMessage",
+    "ConsumerManager",
+    "ConsumerProgress",
     "DataFile",
+    "ExpireResult",
     "FileSlice",
+    "OrphanResult",
     "ReadContext",
     "Snapshot",
     "Split",

@@ -7,11 +7,11 @@ from typing import Any, Literal
 
 import pyarrow as pa
 
-from raylake.errors import SchemaError, TableAlreadyExistsError, TableNotFoundError
+from raylake.errors import SchemaError, TableAlreadyExistsError, UnsupportedOperationError
 from raylake.io import FileIO
 from raylake.table.conform import pandas_to_arrow
 from raylake.table.schema import build_table_schema
-from raylake.table.table import SCHEMA_DIR, Table, load_schema, schema_path
+from raylake.table.table import Table, load_schema, schema_ids, schema_path
 
 
 def create_table(
@@ -62,7 +62,7 @@ def open_table(uri: str, *, storage_options: Mapping[str, Any] | None = None) ->
 
 def table_exists(uri: str, *, storage_options: Mapping[str, Any] | None = None) -> bool:
     file_io = FileIO(uri, storage_options)
-    return any(n.startswith("schema-") for n in file_io.list_names(SCHEMA_DIR))
+    return bool(schema_ids(file_io))
 
 
 SchemaSpec = pa.Schema | Sequence[str] | Sequence[pa.DataType] | None
@@ -88,6 +88,10 @@ def from_pandas(
     list of pyarrow types (names from the DataFrame). ``mode`` says what to do when
     a table already exists: raise (``"error"``), append, or overwrite.
     """
+    if mode not in ("error", "append", "overwrite"):
+        raise UnsupportedOperationError(
+            f"from_pandas mode {mode!r} is unknown; use 'error', 'append' or 'overwrite'"
+        )
     pa_table = _arrow_from_pandas(df, schema)
     exists = table_exists(uri, storage_options=storage_options)
     if exists and mode == "error":
@@ -130,7 +134,8 @@ def _arrow_from_pandas(df: Any, schema: SchemaSpec) -> pa.Table:
         renamed = df.set_axis(items, axis=1)
         return pandas_to_arrow(renamed)
     if all(isinstance(i, pa.DataType) for i in items):
-        return _with_schema(df, pa.schema(list(zip(columns, items))))
+        # Column labels may be ints (pd.DataFrame([[1, 2]])); the schema names are strings.
+        return _with_schema(df.set_axis(columns, axis=1), pa.schema(list(zip(columns, items))))
     raise SchemaError(
         "a list schema must hold only column names (str) or only pyarrow types, "
         f"got {[type(i).__name__ for i in items]}"
@@ -141,6 +146,9 @@ def _with_schema(df: Any, schema: pa.Schema) -> pa.Table:
     missing = [n for n in schema.names if n not in df.columns]
     if missing:
         raise SchemaError(f"schema names column(s) {missing} that the DataFrame lacks")
+    extra = [str(c) for c in df.columns if c not in schema.names]
+    if extra:  # silently dropping a column would lose data
+        raise SchemaError(f"the DataFrame has column(s) {extra} that the schema does not name")
     try:
         return pandas_to_arrow(df[schema.names], schema)
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:

@@ -20,7 +20,7 @@ import socket
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 
@@ -73,13 +73,17 @@ class Committer:
 
     def commit(self, request: CommitRequest) -> Snapshot:
         if request.overwrite is not None:
-            _check_partition_filter(request.overwrite, self.ts)
+            check_partition_filter(request.overwrite, self.ts)
         user = request.commit_user or default_commit_user()
         for attempt in range(self.max_retries):
             latest = self.snapshots.latest()
             done = self._already_committed(request, user, latest)
             if done is not None:
                 return done
+            if request.base_snapshot_id is None:
+                # No base given: the commit is based on what it first sees, so only commits
+                # that land while it retries can conflict (not all history since snapshot 1).
+                request = replace(request, base_snapshot_id=0 if latest is None else latest.id)
             self._check_conflicts(request, latest)
             snap, written = self._prepare(request, user, latest)
             try:
@@ -166,6 +170,14 @@ class Committer:
         ]
 
         written: list[str] = []
+        if self.ts.is_primary_key_table and request.kind == "APPEND":
+            # A lookup changelog needs the commit order, which only the committer knows;
+            # it is recomputed on every attempt (docs/primary-keys.md).
+            from raylake.table.changelog import lookup_changelog
+
+            looked_up = lookup_changelog(self.file_io, self.ts, latest, added)
+            written += [f.path for f in looked_up]
+            changelog += [with_commit_fields(f, snapshot_id, 0) for f in looked_up]
         delta_entries = [(DELETE, f) for f in deleted] + [(ADD, f) for f in added]
         delta = write_manifest(self.file_io, entries_table(delta_entries, self.ts))
         written.append(delta.path)
@@ -209,7 +221,7 @@ class Committer:
         return [merged]
 
 
-def _check_partition_filter(expr: Expr, ts: TableSchema) -> None:
+def check_partition_filter(expr: Expr, ts: TableSchema) -> None:
     if isinstance(expr, AlwaysTrue):
         return
     others = sorted(referenced_columns(expr) - set(ts.partition_keys))

@@ -82,7 +82,8 @@ def _conform_column(column: pa.ChunkedArray, field: pa.Field) -> pa.ChunkedArray
     if pa.types.is_dictionary(column.type):
         column = column.cast(column.type.value_type)
     if column.type != field.type:
-        if not _castable(column.type, field.type):
+        # A column without a value (empty, or all null) loses nothing in any cast pyarrow has.
+        if column.null_count < len(column) and not _castable(column.type, field.type):
             raise SchemaMismatchError(
                 f"column {field.name!r} has type {column.type}, but the table stores {field.type}",
                 column=field.name,

@@ -20,6 +20,21 @@ SPLIT_OPEN_FILE_COST = "read.split.open-file-cost"
 MANIFEST_MERGE_MIN_COUNT = "manifest.merge-min-count"
 COMMIT_MAX_RETRIES = "commit.max-retries"
 SNAPSHOT_RETAIN_MIN = "snapshot.num-retained.min"
+# Primary-key tables (docs/primary-keys.md).
+MERGE_ENGINE = "merge-engine"
+SEQUENCE_FIELD = "sequence.field"
+CHANGELOG_PRODUCER = "changelog-producer"
+DEFAULT_AGGREGATE = "fields.default-aggregate-function"
+COMPACTION_AUTO = "compaction.auto"
+COMPACTION_MAX_OVERLAP = "compaction.max-overlapping-files"
+WRITE_BUFFER_SIZE = "write.buffer-size"
+# Per-column keys: ``fields.<column>.aggregate-function`` (the column name may contain dots).
+FIELD_PREFIX = "fields."
+AGGREGATE_SUFFIX = ".aggregate-function"
+
+MERGE_ENGINES = ("deduplicate", "partial-update", "first-row", "aggregation")
+CHANGELOG_PRODUCERS = ("none", "input", "lookup")
+AGGREGATE_FUNCTIONS = ("sum", "min", "max", "last", "last-non-null", "first-non-null")
 
 _COMPRESSIONS = {"zstd", "snappy", "lz4", "gzip", "brotli", "none"}
 
@@ -34,6 +49,38 @@ def _positive_int(key: str, raw: Any) -> int:
     return value
 
 
+def _choice(choices: tuple[str, ...]) -> Any:
+    def parse(key: str, raw: Any) -> str:
+        value = str(raw).strip().lower()
+        if value not in choices:
+            raise InvalidOptionError(key, raw, f"expected one of {list(choices)}")
+        return value
+
+    return parse
+
+
+def _boolean(key: str, raw: Any) -> bool:
+    value = str(raw).strip().lower()
+    if value not in ("true", "false"):
+        raise InvalidOptionError(key, raw, "expected true or false")
+    return value == "true"
+
+
+def _column_name(key: str, raw: Any) -> str:
+    value = str(raw).strip()
+    if not value:
+        raise InvalidOptionError(key, raw, "expected a column name")
+    return value
+
+
+def field_aggregate_column(key: str) -> str | None:
+    """The column of a ``fields.<column>.aggregate-function`` key, else None."""
+    if key.startswith(FIELD_PREFIX) and key.endswith(AGGREGATE_SUFFIX) and key != DEFAULT_AGGREGATE:
+        column = key[len(FIELD_PREFIX) : -len(AGGREGATE_SUFFIX)]
+        return column or None
+    return None
+
+
 @dataclass(frozen=True)
 class TableOptions:
     """Typed, validated table options. Unknown keys are rejected."""
@@ -46,15 +93,29 @@ class TableOptions:
     manifest_merge_min_count: int = 30
     commit_max_retries: int = 50
     snapshot_retain_min: int = 1
+    merge_engine: str = "deduplicate"
+    sequence_field: str | None = None
+    changelog_producer: str = "none"
+    default_aggregate: str = "last-non-null"
+    # Column -> aggregate function, from the ``fields.<column>.aggregate-function`` keys.
+    field_aggregates: Mapping[str, str] = field(default_factory=dict, compare=False)
+    compaction_auto: bool = True
+    compaction_max_overlap: int = 5  # auto-compact a bucket above this many overlapping files
+    write_buffer_size: int = 512 * 1024 * 1024  # buffered Arrow bytes before a PK writer spills
     raw: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     @classmethod
     def from_mapping(cls, options: Mapping[str, Any] | None) -> TableOptions:
         options = dict(options or {})
         values: dict[str, Any] = {}
+        aggregates: dict[str, str] = {}
         for key, raw in options.items():
+            column = field_aggregate_column(key)
+            if column is not None:
+                aggregates[column] = _choice(AGGREGATE_FUNCTIONS)(key, raw)
+                continue
             if key not in _KEYS:
-                known = ", ".join(sorted(_KEYS))
+                known = ", ".join(sorted([*_KEYS, f"{FIELD_PREFIX}<column>{AGGREGATE_SUFFIX}"]))
                 raise InvalidOptionError(key, raw, f"unknown option; known options: {known}")
             attr = _KEYS[key]
             if attr == "compression":
@@ -62,8 +123,9 @@ class TableOptions:
                     raise InvalidOptionError(key, raw, f"expected one of {sorted(_COMPRESSIONS)}")
                 values[attr] = str(raw).lower()
             else:
-                values[attr] = _positive_int(key, raw)
-        return cls(**values, raw={k: str(v) for k, v in options.items()})
+                values[attr] = _PARSERS.get(attr, _positive_int)(key, raw)
+        raw_options = {k: str(v) for k, v in options.items()}
+        return cls(**values, field_aggregates=aggregates, raw=raw_options)
 
 
 _KEYS: dict[str, str] = {
@@ -75,5 +137,20 @@ _KEYS: dict[str, str] = {
     MANIFEST_MERGE_MIN_COUNT: "manifest_merge_min_count",
     COMMIT_MAX_RETRIES: "commit_max_retries",
     SNAPSHOT_RETAIN_MIN: "snapshot_retain_min",
+    MERGE_ENGINE: "merge_engine",
+    SEQUENCE_FIELD: "sequence_field",
+    CHANGELOG_PRODUCER: "changelog_producer",
+    DEFAULT_AGGREGATE: "default_aggregate",
+    COMPACTION_AUTO: "compaction_auto",
+    COMPACTION_MAX_OVERLAP: "compaction_max_overlap",
+    WRITE_BUFFER_SIZE: "write_buffer_size",
+}
+# Parsers of the options that are not positive integers.
+_PARSERS: dict[str, Any] = {
+    "merge_engine": _choice(MERGE_ENGINES),
+    "sequence_field": _column_name,
+    "changelog_producer": _choice(CHANGELOG_PRODUCERS),
+    "default_aggregate": _choice(AGGREGATE_FUNCTIONS),
+    "compaction_auto": _boolean,
 }
 assert set(_KEYS.values()) <= {f.name for f in fields(TableOptions)}

@@ -83,6 +83,11 @@ class ReadContext:
 
     def read_all(self, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
         """Stream many splits; plain splits share one pyarrow scan for parallel readahead."""
+        if self.table_schema.is_primary_key_table:
+            from raylake.table.pk_read import read_primary_key_splits
+
+            yield from read_primary_key_splits(self, splits)
+            return
         plain = [s for s in splits if not s.needs_merge]
         if plain:
             yield from self._scan(self._dataset(plain))
@@ -92,6 +97,10 @@ class ReadContext:
 
     def read_table(self, splits: Sequence[Split]) -> pa.Table:
         """All rows of many splits as one table (pyarrow's threaded scan for plain splits)."""
+        if self.table_schema.is_primary_key_table:
+            from raylake.table.pk_read import read_primary_key_table
+
+            return read_primary_key_table(self, splits)
         plain = [s for s in splits if not s.needs_merge]
         parts = []
         if plain:
@@ -247,6 +256,13 @@ class TableScan:
         splits = self.plan()
         if isinstance(self.filter, AlwaysTrue) and not any(s.needs_merge for s in splits):
             return sum(s.row_count for s in splits)
+        if isinstance(self.filter, AlwaysTrue) and self.table_schema.is_primary_key_table:
+            from raylake.table.pk_read import exact_row_count
+
+            known = {i: exact_row_count(s) for i, s in enumerate(splits)}
+            rest = [s for i, s in enumerate(splits) if known[i] is None]
+            merged = self.select([]).read_context().read_all(rest) if rest else iter(())
+            return sum(n or 0 for n in known.values()) + sum(b.num_rows for b in merged)
         return sum(b.num_rows for b in self.select([]).read_context().read_all(splits))
 
 

@@ -9,6 +9,7 @@ deleted), so a streaming reader one snapshot behind reads one small delta.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -18,6 +19,8 @@ from typing import Any, Literal
 from raylake.errors import CorruptMetadataError, SnapshotNotFoundError
 from raylake.io import FileIO
 from raylake.table.manifest import ManifestMeta
+
+logger = logging.getLogger(__name__)
 
 SNAPSHOT_DIR = "snapshot"
 LATEST_HINT = f"{SNAPSHOT_DIR}/LATEST"
@@ -194,5 +197,5 @@ class SnapshotManager:
     def _write_hint(self, snapshot_id: int) -> None:
         try:
             self.file_io.write_bytes(LATEST_HINT, str(snapshot_id).encode())
-        except OSError:  # only a hint: readers fall back to listing
-            pass
+        except Exception:  # only a hint, and the commit already happened: never fail it
+            logger.warning("could not update %s", LATEST_HINT, exc_info=True)

@@ -27,6 +27,10 @@ class FileSlice:
     sequence_base: int = 0
     min_key: tuple[Any, ...] | None = None
     max_key: tuple[Any, ...] | None = None
+    # Primary-key files: the effective sequence range and the number of -D rows.
+    min_sequence: int = 0
+    max_sequence: int = 0
+    delete_row_count: int = 0
 
 
 @dataclass(frozen=True)
@@ -85,6 +89,9 @@ def _slice(f: DataFile, row_groups: tuple[int, ...] | None, rows: int, size: int
         sequence_base=f.sequence_base,
         min_key=f.min_key,
         max_key=f.max_key,
+        min_sequence=f.min_sequence,
+        max_sequence=f.max_sequence,
+        delete_row_count=f.delete_row_count,
     )
 
 

@@ -21,6 +21,9 @@ class StatsCollector:
             })
             for f in schema
         }
+        # Float columns that held a NaN: their bounds are unknown for good (see expr/pruning.py:
+        # NaN is unordered, so a [min, max] that ignores it could prune a file that matches).
+        self._unbounded: set[str] = set()
         self.column_sizes = [0] * len(schema)
 
     def update(self, pa_table: pa.Table) -> None:
@@ -29,14 +32,29 @@ class StatsCollector:
             self.column_sizes[i] += column.nbytes
             entry = self._stats[f.name]
             entry["null_count"] += column.null_count
-            if "min" not in entry or column.null_count == len(column):
+            if "min" not in entry or f.name in self._unbounded:
                 continue
-            bounds = pc.min_max(column).as_py()
-            lo, hi = bounds["min"], bounds["max"]
-            if lo is None:  # all NaN
+            if column.null_count == len(column):
                 continue
+            if pa.types.is_floating(column.type) and pc.any(pc.is_nan(column)).as_py():
+                self._unbounded.add(f.name)
+                entry["min"] = entry["max"] = None
+                continue
+            lo, hi = _min_max(column)
             entry["min"] = lo if entry["min"] is None else min(entry["min"], lo)
             entry["max"] = hi if entry["max"] is None else max(entry["max"], hi)
 
     def result(self) -> dict[str, dict[str, Any]]:
         return {name: dict(entry) for name, entry in self._stats.items()}
+
+
+def _min_max(column: pa.ChunkedArray) -> tuple[Any, Any]:
+    if pa.types.is_duration(column.type):
+        # pyarrow has no min_max kernel for durations; their order is that of the int64 counts.
+        bounds = pc.min_max(column.cast(pa.int64())).as_py()
+        return (
+            pa.scalar(bounds["min"], column.type).as_py(),
+            pa.scalar(bounds["max"], column.type).as_py(),
+        )
+    bounds = pc.min_max(column).as_py()
+    return bounds["min"], bounds["max"]

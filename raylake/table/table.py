@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import Any, Literal
@@ -12,7 +13,21 @@ import pyarrow as pa
 from raylake.errors import CorruptMetadataError, TableNotFoundError, UnsupportedOperationError
 from raylake.expr import AlwaysTrue, Expr, as_expr
 from raylake.io import FileIO
-from raylake.table.commit import CommitRequest, Committer
+from raylake.table.commit import CommitRequest, Committer, check_partition_filter
+from raylake.table.consumer import (
+    ConsumerManager,
+    ConsumerProgress,
+    validate_consumer_id,
+    validate_next_snapshot_id,
+)
+from raylake.table.maintenance import (
+    DEFAULT_ORPHAN_AGE,
+    ExpireResult,
+    OlderThan,
+    OrphanResult,
+    expire_snapshots,
+    remove_orphan_files,
+)
 from raylake.table.schema import TableSchema
 from raylake.table.scan import ReadContext, TableScan
 from raylake.table.snapshot import Snapshot, SnapshotManager
@@ -20,6 +35,7 @@ from raylake.table.split import Split
 from raylake.table.writer import AppendTableWriter, CommitMessage, abort_messages
 
 SCHEMA_DIR = "schema"
+_SCHEMA_NAME = re.compile(r"^schema-(\d+)\.json$")
 WriteMode = Literal["append", "overwrite", "upsert"]
 
 
@@ -27,12 +43,17 @@ def schema_path(schema_id: int) -> str:
     return f"{SCHEMA_DIR}/schema-{schema_id}.json"
 
 
+def schema_ids(file_io: FileIO) -> list[int]:
+    """Ids of the schema files; leftovers of an interrupted create (``*.tmp``) are not schemas."""
+    matches = (_SCHEMA_NAME.match(n) for n in file_io.list_names(SCHEMA_DIR))
+    return sorted(int(m.group(1)) for m in matches if m)
+
+
 def load_schema(file_io: FileIO) -> TableSchema:
-    names = [n for n in file_io.list_names(SCHEMA_DIR) if n.startswith("schema-")]
-    if not names:
+    ids = schema_ids(file_io)
+    if not ids:
         raise TableNotFoundError(file_io.uri)
-    latest = max(int(n[len("schema-") : -len(".json")]) for n in names)
-    rel = schema_path(latest)
+    rel = schema_path(ids[-1])
     path = file_io.full_path(rel)
     try:
         data = json.loads(file_io.read_bytes(rel))
@@ -120,10 +141,16 @@ class Table:
             properties=properties,
         )
         try:
-            return Committer(self.file_io, self.table_schema).commit(request)
+            snap = Committer(self.file_io, self.table_schema).commit(request)
         except BaseException:
             abort_messages(self.file_io, messages)
             raise
+        if self.is_primary_key_table:
+            from raylake.table.compaction import auto_compact
+
+            touched = {(f.partition, f.bucket) for m in messages for f in m.new_files}
+            auto_compact(self.file_io, self.table_schema, touched)
+        return snap
 
     def write(
         self,
@@ -142,6 +169,9 @@ class Table:
         """
         mode = mode or ("upsert" if self.is_primary_key_table else "append")
         _check_mode(mode, self.is_primary_key_table)
+        if mode == "overwrite" and overwrite_filter is not None:
+            # Fail before writing any data, and with the committer's message for the case.
+            check_partition_filter(as_expr(overwrite_filter), self.table_schema)
         base = self._snapshots.latest_id()
         writer = self.new_writer()
         try:
@@ -211,6 +241,95 @@ class Table:
 
     def count(self, filter: str | Expr | None = None, snapshot_id: int | None = None) -> int:
         return self.scan(filter=filter, snapshot_id=snapshot_id).count()
+
+    # -- primary-key tables (docs/primary-keys.md) --------------------------------------
+
+    def delete(self, keys_or_filter: Any) -> Snapshot:
+        """Delete rows of a primary-key table as one commit.
+
+        ``keys_or_filter`` is a filter (a string or expression, on any columns) or the
+        keys to delete (a pyarrow Table, pandas DataFrame, dict of columns or list of
+        dicts holding the key columns). Keys that do not exist are ignored.
+        """
+        from raylake.table.pk_write import delete_rows
+
+        return delete_rows(self, keys_or_filter)
+
+    def compact(self, *, full: bool = False) -> Snapshot | None:
+        """Merge overlapping files of each bucket into sorted runs (a COMPACT snapshot).
+
+        ``full=True`` rewrites every bucket with more than one file into one sorted run.
+        Returns None when there was nothing to compact. Reads return the same rows
+        before and after.
+        """
+        if not self.is_primary_key_table:
+            raise UnsupportedOperationError(
+                f"compact() applies to primary-key tables; {self.uri} is an append table"
+            )
+        from raylake.table.compaction import compact
+
+        return compact(self.file_io, self.table_schema, full=full)
+
+    def changelog(self, snapshot_id: int, columns: list[str] | None = None) -> pa.Table:
+        """The rows one snapshot changed, with ``_rl_kind`` = ``+I``/``-U``/``+U``/``-D``.
+
+        Needs the option ``changelog-producer`` = ``input`` or ``lookup``.
+        """
+        from raylake.table.changelog import read_changelog
+
+        if columns is not None:
+            columns = list(self.scan(columns).columns or ())
+        return read_changelog(self.file_io, self.table_schema, self.snapshot(snapshot_id), columns)
+
+    # -- maintenance and consumers (docs/maintenance.md) --------------------------------
+
+    def expire_snapshots(
+        self,
+        *,
+        retain_last: int | None = None,
+        older_than: OlderThan | None = None,
+        dry_run: bool = False,
+    ) -> ExpireResult:
+        """Expire snapshots older than ``older_than`` beyond the newest ``retain_last``.
+
+        ``retain_last`` defaults to the option ``snapshot.num-retained.min``;
+        ``older_than`` (a datetime, an age as timedelta, or epoch millis) defaults to
+        no age condition. Snapshots a registered consumer still needs, and the latest
+        snapshot, are never expired. Files only expired snapshots use are deleted.
+        """
+        if retain_last is None:
+            retain_last = self.table_schema.table_options.snapshot_retain_min
+        return expire_snapshots(
+            self.file_io, retain_last=retain_last, older_than=older_than, dry_run=dry_run
+        )
+
+    def remove_orphan_files(
+        self, *, older_than: OlderThan = DEFAULT_ORPHAN_AGE, dry_run: bool = False
+    ) -> OrphanResult:
+        """Delete files no snapshot references, last modified before ``older_than`` (1 day)."""
+        return remove_orphan_files(self.file_io, older_than=older_than, dry_run=dry_run)
+
+    def consumers(self) -> list[ConsumerProgress]:
+        """The registered consumers and the snapshot each reads next."""
+        return ConsumerManager(self.file_io).list()
+
+    def consumer(self, consumer_id: str) -> ConsumerProgress | None:
+        return ConsumerManager(self.file_io).get(consumer_id)
+
+    def reset_consumer(self, consumer_id: str, snapshot_id: int) -> ConsumerProgress:
+        """Register a consumer, or move it, so that it reads ``snapshot_id`` next.
+
+        The snapshot must exist, or be the one after the latest (read only new commits).
+        """
+        validate_next_snapshot_id(validate_consumer_id(consumer_id), snapshot_id)
+        latest = self._snapshots.latest_id() or 0
+        if snapshot_id != latest + 1:
+            self._snapshots.get(snapshot_id)  # SnapshotNotFoundError names what exists
+        return ConsumerManager(self.file_io).reset(consumer_id, snapshot_id)
+
+    def delete_consumer(self, consumer_id: str) -> bool:
+        """Unregister a consumer (True if it existed); its snapshots may then expire."""
+        return ConsumerManager(self.file_io).delete(consumer_id)
 
 
 def _check_mode(mode: str, is_pk: bool) -> None:

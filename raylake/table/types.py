@@ -38,7 +38,14 @@ _PRIMITIVES: dict[str, pa.DataType] = {
     )
 }
 # pyarrow prints these with other names than the constructors; store the clearer spelling.
-_ALIASES = {"halffloat": "float16", "float": "float32", "double": "float64", "utf8": "string"}
+_ALIASES = {
+    "halffloat": "float16",
+    "float": "float32",
+    "double": "float64",
+    "utf8": "string",
+    "date32[day]": "date32",
+    "date64[ms]": "date64",
+}
 _PRIMITIVES = {_ALIASES.get(name, name): dtype for name, dtype in _PRIMITIVES.items()}
 
 JsonType = str | dict[str, Any]

@@ -88,6 +88,7 @@ class RollingFileWriter:
         *,
         level: int = 0,
         prefix: str = "data",
+        schema: pa.Schema | None = None,
     ) -> None:
         self.file_io = file_io
         self.ts = ts
@@ -96,7 +97,8 @@ class RollingFileWriter:
         self.bucket = bucket
         self.level = level
         self.prefix = prefix
-        self.schema: pa.Schema = ts.arrow_schema
+        # Primary-key files add system columns after the table's own (pk_schema.file_schema).
+        self.schema: pa.Schema = ts.arrow_schema if schema is None else schema
         self.completed: list[DataFile] = []
         self._buffer: list[pa.Table] = []
         self._buffered_rows = 0
@@ -153,6 +155,9 @@ class RollingFileWriter:
             self.schema,
             filesystem=self.file_io.arrow_filesystem(),
             compression=compression,
+            # Random floats never repeat: trying to dictionary-encode them doubles the
+            # write time and grows the file (measured in bench/merge.py's data).
+            use_dictionary=[f.name for f in self.schema if not pa.types.is_floating(f.type)],
         )
         self._stats = StatsCollector(self.schema)
         self._row_group_rows, self._row_group_sizes = [], []
@@ -202,10 +207,13 @@ class RollingFileWriter:
 class AppendTableWriter:
     """Writer for append tables: conform, split by partition, roll files."""
 
-    def __init__(self, file_io: FileIO, ts: TableSchema) -> None:
+    def __init__(self, file_io: FileIO, ts: TableSchema, *, file_prefix: str = "data") -> None:
         self.file_io = file_io
         self.ts = ts
         self.options = ts.table_options
+        # A job-specific prefix lets a distributed job find and delete its own files if it
+        # fails after some tasks succeeded (see raylake/datasource/datasink.py).
+        self.file_prefix = file_prefix
         self._writers: dict[tuple[Any, ...], RollingFileWriter] = {}
         self._closed = False
 
@@ -219,7 +227,9 @@ class AppendTableWriter:
         for partition, part in split_by_partition(pa_table, self.ts.partition_keys):
             writer = self._writers.get(partition)
             if writer is None:
-                writer = RollingFileWriter(self.file_io, self.ts, self.options, partition, 0)
+                writer = RollingFileWriter(
+                    self.file_io, self.ts, self.options, partition, 0, prefix=self.file_prefix
+                )
                 self._writers[partition] = writer
             writer.write(part)
 

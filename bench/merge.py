@@ -1,0 +1,119 @@
+"""Merge-on-read cost of a primary-key table against a plain read of an append table.
+
+Builds a primary-key table (key ``id``, 4 buckets) from the synthetic table of
+bench/scan.py (default 4M rows; ``dt`` is an ordinary column here), then makes 3
+commits that each upsert a random 25% of the keys with new feature values. In
+the same run it writes the same final rows to an append table and times, best
+of 3:
+
+  - the initial write and each upsert (rows/s),
+  - a full merged read of the primary-key table (rows/s of output),
+  - a plain read of the append table (same rows, same columns),
+  - both reads again after ``compact()``,
+
+and prints the cost ratio merged / plain (lower is better; targets: <= 2.5x
+before compaction, <= 1.1x after).
+
+    python bench/merge.py [--rows 4000000] [--dir bench/.data/merge]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+from _synthetic import DATES, FEATURES, SCHEMA, batches_for_date, rate, timed
+
+import raylake
+
+
+def source_rows(rows: int) -> pa.Table:
+    per_day = rows // len(DATES)
+    return pa.concat_tables(
+        [batch for day in range(len(DATES)) for batch in batches_for_date(day, per_day)]
+    )
+
+
+def upsert_batch(base: pa.Table, fraction: float, seed: int) -> pa.Table:
+    """A random ``fraction`` of the keys, in random order, with new feature values."""
+    rng = np.random.default_rng(seed)
+    picked = rng.choice(base.num_rows, int(base.num_rows * fraction), replace=False)
+    batch = base.take(pa.array(picked))
+    features = rng.random((len(FEATURES), batch.num_rows), dtype=np.float32)
+    for i, name in enumerate(FEATURES):
+        batch = batch.set_column(batch.schema.get_field_index(name), name, pa.array(features[i]))
+    return batch
+
+
+def timed_write(label: str, fn: object, rows: int) -> None:
+    t0 = time.perf_counter()
+    fn()  # type: ignore[operator]
+    elapsed = time.perf_counter() - t0
+    print(f"{label:<34} {rows:>10,} rows {elapsed:7.2f}s {rate(rows, elapsed)}")
+
+
+def time_read(tbl: raylake.Table) -> tuple[float, int]:
+    seconds, result = timed(lambda: tbl.to_arrow().num_rows)
+    return seconds, result
+
+
+def compare_reads(label: str, pk: raylake.Table, plain: raylake.Table) -> float:
+    merged_s, merged_rows = time_read(pk)
+    plain_s, plain_rows = time_read(plain)
+    assert merged_rows == plain_rows, (merged_rows, plain_rows)
+    ratio = merged_s / plain_s
+    print(f"{label}")
+    print(f"  merged read (primary-key table)  {merged_s:7.3f}s {rate(merged_rows, merged_s)}")
+    print(f"  plain read (append table)        {plain_s:7.3f}s {rate(plain_rows, plain_s)}")
+    print(f"  cost ratio merged / plain        {ratio:7.2f}x")
+    return ratio
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rows", type=int, default=4_000_000)
+    parser.add_argument("--dir", default=str(Path(__file__).parent / ".data" / "merge"))
+    parser.add_argument("--upserts", type=int, default=3)
+    args = parser.parse_args()
+    root = Path(args.dir)
+    if root.exists():
+        shutil.rmtree(root)
+    root.mkdir(parents=True)
+
+    base = source_rows(args.rows)
+    pk = raylake.create_table(str(root / "pk"), SCHEMA, primary_key=["id"], buckets=4)
+    timed_write("initial write (primary-key table)", lambda: pk.write(base), base.num_rows)
+    final = base
+    for i in range(args.upserts):
+        batch = upsert_batch(base, 0.25, seed=100 + i)
+        timed_write(f"upsert {i + 1} (25% of keys)", lambda b=batch: pk.write(b), batch.num_rows)
+        final = _apply(final, batch)
+
+    plain = raylake.create_table(str(root / "plain"), SCHEMA)
+    plain.write(final)
+    print()
+    before = compare_reads("before compaction", pk, plain)
+    t0 = time.perf_counter()
+    pk.compact()
+    print(f"\ncompact() {time.perf_counter() - t0:.2f}s")
+    after = compare_reads("after compaction", pk, plain)
+    print(f"\nsummary: merged/plain {before:.2f}x before compaction (target <= 2.5x), "
+          f"{after:.2f}x after (target <= 1.1x)")
+
+
+def _apply(state: pa.Table, batch: pa.Table) -> pa.Table:
+    """The expected state after an upsert, for the append table (ids are 0..n-1)."""
+    ids = state.column("id").to_numpy()
+    position = np.empty(len(ids), dtype=np.int64)
+    position[ids] = np.arange(len(ids))
+    keep = np.ones(len(ids), dtype=bool)
+    keep[position[batch.column("id").to_numpy()]] = False
+    return pa.concat_tables([state.filter(pa.array(keep)), batch])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+"""The two free functions most users need: ``read_lake`` and ``write_lake``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import ray.data
+
+from raylake.datasource.datasink import LakeDatasink, SinkMode
+from raylake.datasource.datasource import FilterLike, LakeDatasource
+from raylake.table import Snapshot
+
+if TYPE_CHECKING:
+    from ray.data import Dataset
+
+
+def read_lake(
+    uri: str,
+    *,
+    columns: Sequence[str] | None = None,
+    filter: FilterLike = None,
+    snapshot_id: int | None = None,
+    as_of: datetime | int | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    override_num_blocks: int | None = None,
+    ray_remote_args: dict[str, Any] | None = None,
+    **read_args: Any,
+) -> Dataset:
+    """A Ray Dataset over a raylake table (one pinned snapshot); see :class:`LakeDatasource`.
+
+    ``override_num_blocks`` caps the number of read tasks (each reads whole splits);
+    other keyword arguments go to ``ray.data.read_datasource``.
+    """
+    source = LakeDatasource(
+        uri,
+        columns=columns,
+        filter=filter,
+        snapshot_id=snapshot_id,
+        as_of=as_of,
+        storage_options=storage_options,
+    )
+    return ray.data.read_datasource(
+        source,
+        override_num_blocks=override_num_blocks,
+        ray_remote_args=ray_remote_args,
+        **read_args,
+    )
+
+
+def write_lake(
+    ds: Dataset,
+    uri: str,
+    *,
+    mode: SinkMode | None = None,
+    schema: pa.Schema | None = None,
+    create_if_missing: bool = True,
+    partition_by: Sequence[str] = (),
+    primary_key: Sequence[str] = (),
+    buckets: int | None = None,
+    options: Mapping[str, Any] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    commit_properties: Mapping[str, str] | None = None,
+    concurrency: int | None = None,
+    ray_remote_args: dict[str, Any] | None = None,
+) -> Snapshot | None:
+    """Write ``ds`` into the table at ``uri`` as one snapshot and return it.
+
+    Returns None when there was nothing to commit (an empty dataset in append or
+    upsert mode). See :class:`LakeDatasink` for modes and table creation.
+    """
+    sink = LakeDatasink(
+        uri,
+        mode=mode,
+        schema=schema,
+        create_if_missing=create_if_missing,
+        partition_by=partition_by,
+        primary_key=primary_key,
+        buckets=buckets,
+        options=options,
+        storage_options=storage_options,
+        commit_properties=commit_properties,
+    )
+    ds.write_datasink(sink, concurrency=concurrency, ray_remote_args=ray_remote_args)
+    return sink.snapshot

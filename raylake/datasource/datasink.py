@@ -1,0 +1,251 @@
+"""LakeDatasink: write a Ray Dataset into a raylake table as one atomic snapshot.
+
+``on_write_start`` (driver) opens or creates the table, checks the dataset's schema
+and pins the base snapshot; each write task writes data files and returns small
+commit messages; ``on_write_complete`` (driver) commits them all at once. Every
+data file of a job is named ``ray-<job id>-<uuid>.parquet``, so that a failed job can
+find and delete the files of tasks that had already finished — Ray hands
+``on_write_failed`` only the error, not their results.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, get_args
+
+import pyarrow as pa
+from ray.data.block import Block, BlockAccessor
+from ray.data.datasource import Datasink
+from ray.data.datasource.datasink import WriteResult
+
+from raylake.errors import (
+    InvalidOptionError,
+    SchemaError,
+    TableNotFoundError,
+    UnsupportedOperationError,
+)
+from raylake.io import FileIO
+from raylake.table import CommitMessage, Snapshot, Table, TableSchema, create_table, open_table
+from raylake.table.catalog import table_exists
+from raylake.table.conform import conform
+from raylake.table.writer import DATA_DIR, AppendTableWriter
+
+if TYPE_CHECKING:
+    from ray.data._internal.execution.interfaces import TaskContext
+
+logger = logging.getLogger(__name__)
+
+SinkMode = Literal["append", "overwrite", "upsert"]
+_JOB_PREFIX = "ray"
+
+
+@dataclass(frozen=True)
+class TaskCommit:
+    """What one write task returns: its index (commit order) and its commit messages."""
+
+    task_index: int
+    messages: tuple[CommitMessage, ...]
+
+
+class LakeDatasink(Datasink[TaskCommit]):
+    """Write with ``ds.write_datasink(LakeDatasink(uri, mode=...))``.
+
+    ``mode`` defaults to ``"append"`` for append tables and ``"upsert"`` for
+    primary-key tables; ``"overwrite"`` replaces the whole table. A missing table is
+    created (``create_if_missing``) from ``schema`` or else from the dataset's schema,
+    with ``partition_by``/``primary_key``/``buckets``/``options``. After the write,
+    :attr:`snapshot` holds the committed snapshot (None if nothing was committed).
+    """
+
+    def __init__(
+        self,
+        uri: str,
+        *,
+        mode: SinkMode | None = None,
+        schema: pa.Schema | None = None,
+        create_if_missing: bool = True,
+        partition_by: Sequence[str] = (),
+        primary_key: Sequence[str] = (),
+        buckets: int | None = None,
+        options: Mapping[str, Any] | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        commit_properties: Mapping[str, str] | None = None,
+    ) -> None:
+        if mode is not None and mode not in get_args(SinkMode):
+            raise InvalidOptionError("mode", mode, f"expected one of {list(get_args(SinkMode))}")
+        if schema is not None and not isinstance(schema, pa.Schema):
+            raise SchemaError(f"schema must be a pyarrow.Schema, got {type(schema).__name__}")
+        self.file_io = FileIO(uri, storage_options)
+        self.mode = mode
+        self._create = _CreateSpec(
+            schema, create_if_missing, tuple(partition_by), tuple(primary_key), buckets, options
+        )
+        self._properties = dict(commit_properties or {})
+        self._table_schema: TableSchema | None = None
+        self._base_snapshot_id: int | None = None
+        self._job_id = ""
+        self._created = False
+        self.snapshot: Snapshot | None = None
+        if table_exists(uri, storage_options=storage_options):
+            self._resolve_mode(open_table(uri, storage_options=storage_options))
+
+    # -- driver: start ---------------------------------------------------------------
+
+    def on_write_start(self, schema: pa.Schema | None = None) -> None:
+        """Open or create the table, check the data's schema, pin the base snapshot."""
+        self._job_id = uuid.uuid4().hex[:16]
+        self._created = False
+        data_schema = schema if isinstance(schema, pa.Schema) else None
+        tbl = self._open_or_create(data_schema)
+        self._pin(tbl)
+        if data_schema is not None:
+            # Fails on the driver, naming the column, before any task writes a file.
+            conform(_without_row_kind(data_schema, tbl).empty_table(), tbl.schema)
+
+    def _pin(self, tbl: Table) -> None:
+        self._resolve_mode(tbl)
+        self._table_schema = tbl.table_schema
+        latest = tbl.latest_snapshot()
+        self._base_snapshot_id = None if latest is None else latest.id
+
+    def _open_or_create(self, data_schema: pa.Schema | None) -> Table:
+        if table_exists(self.file_io.uri, storage_options=self.file_io.storage_options):
+            return open_table(self.file_io.uri, storage_options=self.file_io.storage_options)
+        spec = self._create
+        if not spec.create_if_missing:
+            raise TableNotFoundError(self.file_io.uri)
+        schema = spec.schema or data_schema
+        if schema is None:
+            raise SchemaError(
+                f"cannot create the table at {self.file_io.uri!r}: the dataset has no schema "
+                "(it is empty); pass schema= to LakeDatasink/write_lake"
+            )
+        if spec.primary_key:
+            schema = _without_kind(schema)
+        tbl = create_table(
+            self.file_io.uri,
+            _strip_metadata(schema),
+            partition_by=spec.partition_by,
+            primary_key=spec.primary_key,
+            buckets=spec.buckets,
+            options=spec.options,
+            storage_options=self.file_io.storage_options,
+            exist_ok=True,
+        )
+        self._created = True
+        return tbl
+
+    def _resolve_mode(self, tbl: Table) -> None:
+        is_pk = tbl.is_primary_key_table
+        allowed: tuple[SinkMode, SinkMode] = (
+            ("upsert", "overwrite") if is_pk else ("append", "overwrite")
+        )
+        if self.mode is None:
+            self.mode = allowed[0]
+        elif self.mode not in allowed:
+            kind = "a primary-key" if is_pk else "an append"
+            raise UnsupportedOperationError(
+                f"mode {self.mode!r} is not supported for {kind} table at "
+                f"{self.file_io.uri!r}; use one of {list(allowed)}"
+            )
+
+    # -- workers: write --------------------------------------------------------------
+
+    def write(self, blocks: Iterable[Block], ctx: TaskContext) -> TaskCommit:
+        """Write this task's blocks into data files; on any error delete them and re-raise."""
+        if self._table_schema is None:
+            raise RuntimeError("LakeDatasink.write called before on_write_start")
+        writer = _new_writer(self.file_io, self._table_schema, self._file_prefix)
+        try:
+            for block in blocks:
+                writer.write(BlockAccessor.for_block(block).to_arrow())
+            messages = writer.prepare_commit()
+        except BaseException:
+            writer.abort()
+            raise
+        return TaskCommit(ctx.task_idx, tuple(messages))
+
+    @property
+    def _file_prefix(self) -> str:
+        return f"{_JOB_PREFIX}-{self._job_id}"
+
+    # -- driver: finish --------------------------------------------------------------
+
+    def on_write_complete(self, write_result: WriteResult[TaskCommit]) -> None:
+        """Commit every task's messages as one snapshot, in task order (upsert order)."""
+        if self._table_schema is None:  # no input bundle ever arrived: an empty dataset
+            self._job_id = uuid.uuid4().hex[:16]
+            self._pin(self._open_or_create(None))
+        assert self._table_schema is not None
+        results = sorted(
+            (r for r in write_result.write_returns if r is not None), key=lambda r: r.task_index
+        )
+        messages = [m for r in results for m in r.messages]
+        if not any(not m.is_empty for m in messages) and self.mode != "overwrite":
+            logger.info("nothing to commit to %s", self.file_io.uri)
+            return
+        tbl = Table(self.file_io, self._table_schema)
+        self.snapshot = tbl.commit(
+            messages,
+            mode=self.mode or "append",
+            base_snapshot_id=self._base_snapshot_id,
+            properties=self._properties,
+        )
+
+    def on_write_failed(self, error: Exception) -> None:
+        """Delete every data file this job wrote; drop a table this job created, if empty."""
+        if not self._job_id:
+            return
+        prefix = f"{self._file_prefix}-"
+        mine = [
+            rel for rel, _ in self.file_io.list_files(DATA_DIR) if _basename(rel).startswith(prefix)
+        ]
+        self.file_io.delete_quietly(mine)
+        logger.warning("write to %s failed; deleted %d file(s)", self.file_io.uri, len(mine))
+        if self._created and self._table_schema is not None:
+            tbl = Table(self.file_io, self._table_schema)
+            if tbl.latest_snapshot() is None:
+                names = self.file_io.list_names("schema")
+                self.file_io.delete_quietly([f"schema/{n}" for n in names])
+
+
+@dataclass(frozen=True)
+class _CreateSpec:
+    schema: pa.Schema | None
+    create_if_missing: bool
+    partition_by: tuple[str, ...]
+    primary_key: tuple[str, ...]
+    buckets: int | None
+    options: Mapping[str, Any] | None
+
+
+def _new_writer(file_io: FileIO, ts: TableSchema, prefix: str) -> Any:
+    if ts.is_primary_key_table:
+        from raylake.table.pk_write import PrimaryKeyTableWriter
+
+        return PrimaryKeyTableWriter(file_io, ts, file_prefix=prefix)  # type: ignore[call-arg]
+    return AppendTableWriter(file_io, ts, file_prefix=prefix)
+
+
+def _without_row_kind(schema: pa.Schema, tbl: Table) -> pa.Schema:
+    """A primary-key table also accepts a changelog: rows with a ``_rl_kind`` column."""
+    return _without_kind(schema) if tbl.is_primary_key_table else schema
+
+
+def _without_kind(schema: pa.Schema) -> pa.Schema:
+    from raylake.table.pk_schema import KIND
+
+    index = schema.get_field_index(KIND)
+    return schema if index < 0 else schema.remove(index)
+
+
+def _strip_metadata(schema: pa.Schema) -> pa.Schema:
+    """Ray and pandas attach schema metadata; a table schema keeps only the fields."""
+    return pa.schema([pa.field(f.name, f.type, f.nullable) for f in schema])
+
+
+def _basename(rel: str) -> str:
+    return rel.rsplit("/", 1)[-1]

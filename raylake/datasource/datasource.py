@@ -1,0 +1,285 @@
+"""LakeDatasource: a raylake table as a Ray Data datasource, with pushdown.
+
+Planning happens once per datasource on the driver, from manifests only; the plan
+is cached and invalidated when Ray pushes a projection or predicate into a copy.
+Read tasks are module-level functions bound with ``functools.partial`` to a
+:class:`~raylake.table.scan.ReadContext` and the splits they read — never to the
+datasource or a table — so that a serialized task stays a few kilobytes
+(ray-project/ray#49107 shows what capturing ``self`` costs).
+"""
+
+from __future__ import annotations
+
+import functools
+import heapq
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from ray.data.block import BlockMetadata
+from ray.data.datasource import Datasource, ReadTask
+from ray.data.expressions import Expr as RayExpr
+
+from raylake.datasource.ray_expr import from_ray_expr, split_ray_predicate
+from raylake.errors import FilterError
+from raylake.expr import AlwaysTrue, Expr, and_, as_expr
+from raylake.table import ReadContext, Split, TableScan, open_table
+
+if TYPE_CHECKING:
+    from ray.data.context import DataContext
+
+try:
+    from ray.data._internal.arrow_block import _BATCH_SIZE_PRESERVING_STUB_COL_NAME as _STUB_COLUMN
+except ImportError:  # the name is internal to Ray Data; its value in Ray 2.60
+    _STUB_COLUMN = "__bsp_stub"
+
+FilterLike = str | Expr | RayExpr | None
+
+
+class LakeDatasource(Datasource):
+    """Read a raylake table with ``ray.data.read_datasource(LakeDatasource(uri, ...))``.
+
+    The snapshot is pinned when the datasource is created (the latest one unless
+    ``snapshot_id`` or ``as_of`` choose another), so every read task of the dataset
+    sees the same table. ``filter`` takes a string, a raylake expression or a Ray Data
+    expression; Ray's ``select_columns`` and ``filter(expr=...)`` are pushed down too.
+    """
+
+    def __init__(
+        self,
+        uri: str,
+        *,
+        columns: Sequence[str] | None = None,
+        filter: FilterLike = None,
+        snapshot_id: int | None = None,
+        as_of: datetime | int | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__()
+        tbl = open_table(uri, storage_options=storage_options)
+        scan = tbl.scan(list(columns) if columns is not None else None, None)
+        scan = scan.where(_to_raylake_filter(filter, tbl.schema))
+        pinned = scan.at(snapshot_id, as_of).snapshot()
+        self._scan: TableScan = scan.at(pinned.id if pinned is not None else None)
+        self._empty = pinned is None
+        self._residual: RayExpr | None = None
+        self._projection_map: dict[str, str] | None = None
+        self._plan_cache: list[Split] | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"LakeDatasource({self._scan.file_io.uri!r}, snapshot={self._scan.snapshot_id}, "
+            f"columns={self._output_columns()}, filter={self._scan.filter})"
+        )
+
+    def get_name(self) -> str:
+        return "Lake"
+
+    @property
+    def snapshot_id(self) -> int | None:
+        """The snapshot this datasource reads (None for a table without snapshots)."""
+        return self._scan.snapshot_id
+
+    # -- pushdown --------------------------------------------------------------------
+
+    def supports_projection_pushdown(self) -> bool:
+        return True
+
+    def supports_predicate_pushdown(self) -> bool:
+        return True
+
+    def apply_projection(self, projection_map: dict[str, str] | None) -> LakeDatasource:
+        """Read only the columns Ray asks for (renames stay in Ray's Project)."""
+        if projection_map is None:
+            return self
+        current = self._output_columns()
+        wanted = [c for c in projection_map if c in current]
+        clone = self._copy()
+        clone._projection_map = {c: c for c in wanted}
+        clone._scan = self._scan.select(wanted)
+        return clone
+
+    def apply_predicate(self, predicate_expr: RayExpr) -> LakeDatasource:
+        """Push the conjuncts raylake can evaluate exactly; keep the rest in the read task.
+
+        Ray drops its ``Filter`` once a datasource accepts a predicate, so every part of
+        it must be applied here: convertible terms prune files by statistics and filter
+        rows in pyarrow; the others are evaluated on each batch with Ray's own pyarrow
+        lowering. Either way the filter runs after a primary-key merge, so an older
+        version of a row cannot resurface (the scan prunes only by key statistics).
+        """
+        split = split_ray_predicate(predicate_expr, self._scan.table_schema.arrow_schema)
+        clone = self._copy()
+        clone._scan = self._scan.where(and_(self._scan.filter, split.pushed))
+        if split.residual is not None:
+            residual = split.residual
+            clone._residual = residual if self._residual is None else self._residual & residual
+        current = self._predicate_expr
+        clone._predicate_expr = predicate_expr if current is None else current & predicate_expr
+        return clone
+
+    def _copy(self) -> LakeDatasource:
+        clone = object.__new__(type(self))
+        clone.__dict__.update(self.__dict__)
+        clone._plan_cache = None
+        return clone
+
+    # -- planning --------------------------------------------------------------------
+
+    def _splits(self) -> list[Split]:
+        if self._plan_cache is None:
+            self._plan_cache = [] if self._empty else self._scan.plan()
+        return self._plan_cache
+
+    def _output_columns(self) -> list[str]:
+        columns = self._scan.columns
+        return list(columns) if columns is not None else self._scan.table_schema.column_names
+
+    def estimate_inmemory_data_size(self) -> int | None:
+        """In-memory Arrow bytes of the projected columns, from manifest statistics."""
+        return sum(s.size_bytes for s in self._splits())
+
+    def get_read_tasks(
+        self,
+        parallelism: int,
+        per_task_row_limit: int | None = None,
+        data_context: DataContext | None = None,
+    ) -> list[ReadTask]:
+        """At most ``parallelism`` tasks, balanced by bytes; each reads whole splits."""
+        splits = self._splits()
+        output_schema = self._scan.output_schema
+        if not splits:
+            # One task that yields an empty block, so the dataset's schema stays known.
+            metadata = BlockMetadata(num_rows=0, size_bytes=0, input_files=(), exec_stats=None)
+            read_empty = functools.partial(_empty_block, output_schema)
+            return [ReadTask(read_empty, metadata, schema=output_schema)]
+        context, residual = self._read_context()
+        tasks = []
+        for group in pack_splits(splits, parallelism):
+            read_fn = functools.partial(
+                read_splits, context, tuple(group), residual, tuple(output_schema.names)
+            )
+            metadata = BlockMetadata(
+                num_rows=self._exact_rows(group),
+                size_bytes=sum(s.size_bytes for s in group),
+                input_files=_input_files(context, group),
+                exec_stats=None,
+            )
+            tasks.append(
+                ReadTask(
+                    read_fn, metadata, schema=output_schema, per_task_row_limit=per_task_row_limit
+                )
+            )
+        return tasks
+
+    def _exact_rows(self, group: Sequence[Split]) -> int | None:
+        """Rows from manifests alone; None when a filter or a key merge may drop rows."""
+        if not isinstance(self._scan.filter, AlwaysTrue) or self._residual is not None:
+            return None
+        if not self._scan.table_schema.is_primary_key_table:
+            return sum(s.row_count for s in group)
+        from raylake.table.pk_read import exact_row_count
+
+        counts = [exact_row_count(s) for s in group]
+        return None if any(c is None for c in counts) else sum(c or 0 for c in counts)
+
+    def _read_context(self) -> tuple[ReadContext, pc.Expression | None]:
+        """The context read tasks carry, widened by the columns a residual filter needs."""
+        context = self._scan.read_context()
+        if self._residual is None:
+            return context, None
+        residual = self._residual.to_pyarrow()
+        columns = self._scan.columns
+        if columns is not None:
+            needed = _ray_columns(self._residual)
+            extra = [c for c in self._scan.table_schema.column_names if c in needed]
+            widened = self._scan.select([*columns, *(c for c in extra if c not in columns)])
+            context = widened.read_context()
+        return context, residual
+
+
+def pack_splits(splits: Sequence[Split], parallelism: int) -> list[list[Split]]:
+    """Pack splits into at most ``parallelism`` groups of about equal bytes.
+
+    Largest first onto the lightest group (LPT), then each group and the groups are
+    put back in plan order, so a read is deterministic and a retried task yields
+    the same blocks in the same order.
+    """
+    count = max(1, min(parallelism, len(splits)))
+    heap = [(0, g) for g in range(count)]
+    members: list[list[int]] = [[] for _ in range(count)]
+    order = sorted(range(len(splits)), key=lambda i: (-max(splits[i].size_bytes, 1), i))
+    for i in order:
+        weight, g = heapq.heappop(heap)
+        members[g].append(i)
+        heapq.heappush(heap, (weight + max(splits[i].size_bytes, 1), g))
+    groups = sorted((sorted(m) for m in members if m), key=lambda m: m[0])
+    return [[splits[i] for i in m] for m in groups]
+
+
+def read_splits(
+    context: ReadContext,
+    splits: tuple[Split, ...],
+    residual: pc.Expression | None,
+    output_columns: tuple[str, ...],
+) -> Iterator[pa.Table]:
+    """The body of one read task: stream each batch as a small Arrow table.
+
+    Ray's output buffer coalesces batches into blocks of ``target_max_block_size`` and
+    slices larger ones, so a large split becomes several blocks without this function
+    holding more than one batch.
+    """
+    empty = True
+    for batch in context.read_all(splits):
+        block = pa.Table.from_batches([batch])
+        if residual is not None:
+            block = block.filter(residual).select(list(output_columns))
+        if block.num_rows:
+            empty = False
+            yield _keep_row_count(block)
+    if empty:  # one empty block keeps the schema known downstream
+        yield context.output_schema.empty_table().select(list(output_columns))
+
+
+def _empty_block(schema: pa.Schema) -> Iterator[pa.Table]:
+    yield schema.empty_table()
+
+
+def _keep_row_count(block: pa.Table) -> pa.Table:
+    """A zero-column block (``count()``, ``select_columns([])``) keeps its rows.
+
+    ``pa.concat_tables`` of zero-column tables has zero rows, so Ray's output buffer
+    would lose them; Ray's Parquet source adds the same all-null stub column, which
+    Ray Data recognizes and drops.
+    """
+    if block.num_columns or not block.num_rows:
+        return block
+    return block.append_column(_STUB_COLUMN, pa.nulls(block.num_rows))
+
+
+def _input_files(context: ReadContext, group: Sequence[Split]) -> tuple[str, ...]:
+    paths = dict.fromkeys(path for split in group for path in split.paths)
+    return tuple(context.file_io.full_path(p) for p in paths)
+
+
+def _ray_columns(expr: RayExpr) -> set[str]:
+    from ray.data._internal.planner.plan_expression.expression_visitors import (
+        _ColumnReferenceCollector,
+    )
+
+    collector = _ColumnReferenceCollector()
+    collector.visit(expr)
+    return set(collector.get_column_refs() or [])
+
+
+def _to_raylake_filter(filter: FilterLike, schema: pa.Schema) -> Expr:
+    if isinstance(filter, RayExpr):
+        return from_ray_expr(filter, schema)
+    if filter is None or isinstance(filter, (str, Expr)):
+        return as_expr(filter)
+    raise FilterError(
+        "filter must be a string, a raylake expression or a ray.data.expressions.Expr, "
+        f"got {type(filter).__name__}"
+    )

@@ -1,0 +1,210 @@
+"""Changelogs of primary-key tables: what each commit changed, as +I/-U/+U/-D rows.
+
+``changelog-producer``:
+
+- ``input``: the writer records the rows as written, with their row kinds.
+- ``lookup``: the *committer* looks up the written keys in the parent snapshot
+  and records before-images (``-U``, or ``-D`` for a removed key) and
+  after-images (``+U``, or ``+I`` for a new key) of the keys whose row changed.
+  Only the committer knows the commit order, so the before-images are exact even
+  with concurrent writers; on a retry the changelog is computed again.
+
+A changelog file lives beside the data files of its bucket and has the data file
+layout (``_rl_seq`` is the row's position in the file). ``read_changelog``
+returns the rows in commit order with ``_rl_kind`` as ``+I``/``-U``/``+U``/``-D``,
+which a primary-key writer accepts as input, so a changelog replays as is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from raylake.errors import UnsupportedOperationError
+from raylake.io import FileIO
+from raylake.table.manifest import DataFile, data_files_from_table, live_files, read_entries
+from raylake.table.merge_engines import merge, run_starts
+from raylake.table.pk_read import read_file
+from raylake.table.pk_schema import (
+    DELETE,
+    INSERT,
+    KIND,
+    KIND_NAMES,
+    SEQ,
+    UPDATE_AFTER,
+    UPDATE_BEFORE,
+    MergeSpec,
+    file_schema,
+)
+from raylake.table.schema import TableSchema
+from raylake.table.snapshot import Snapshot
+from raylake.table.writer import RollingFileWriter
+
+_TAG = "__raylake_after__"
+
+
+def changelog_files(file_io: FileIO, ts: TableSchema, snap: Snapshot) -> list[DataFile]:
+    """The changelog files of one snapshot, in commit order."""
+    entries = read_entries(file_io, snap.changelog_manifests, ts)
+    return data_files_from_table(entries, ts)
+
+
+def iter_changelog(
+    file_io: FileIO, ts: TableSchema, snap: Snapshot, columns: Sequence[str] | None = None
+) -> Iterator[pa.Table]:
+    """The changelog of one snapshot, file by file (bounded memory)."""
+    if ts.table_options.changelog_producer == "none":
+        raise UnsupportedOperationError(
+            f"{file_io.uri} records no changelog (changelog-producer=none); create the table "
+            "with options={'changelog-producer': 'input'} or 'lookup'"
+        )
+    wanted = ts.column_names if columns is None else list(columns)
+    for f in changelog_files(file_io, ts, snap):
+        pa_table = read_file(file_io, ts, f, [*wanted, KIND])
+        names = pc.take(pa.array(KIND_NAMES), pa_table.column(KIND))
+        yield pa_table.set_column(len(wanted), KIND, names)
+
+
+def read_changelog(
+    file_io: FileIO, ts: TableSchema, snap: Snapshot, columns: Sequence[str] | None = None
+) -> pa.Table:
+    """The whole changelog of one snapshot; ``_rl_kind`` holds ``+I``/``-U``/``+U``/``-D``."""
+    wanted = ts.column_names if columns is None else list(columns)
+    schema = pa.schema([*(ts.arrow_schema.field(c) for c in wanted), pa.field(KIND, pa.string())])
+    return pa.Table.from_batches(
+        [b for t in iter_changelog(file_io, ts, snap, columns) for b in t.to_batches()],
+        schema=schema,
+    )
+
+
+def lookup_changelog(
+    file_io: FileIO, ts: TableSchema, parent: Snapshot | None, added: Sequence[DataFile]
+) -> list[DataFile]:
+    """Write the lookup changelog of a commit adding ``added`` on top of ``parent``.
+
+    Returns the changelog files (empty unless the table's producer is ``lookup``).
+    """
+    if ts.table_options.changelog_producer != "lookup" or not added:
+        return []
+    spec = MergeSpec.of(ts)
+    by_bucket: dict[tuple[tuple[Any, ...], int], list[DataFile]] = {}
+    for f in added:
+        by_bucket.setdefault((f.partition, f.bucket), []).append(f)
+    old = _live_by_bucket(file_io, ts, parent)
+    written: list[DataFile] = []
+    try:
+        for (partition, bucket), new in by_bucket.items():
+            changes = _bucket_changes(file_io, ts, spec, old.get((partition, bucket), []), new)
+            if changes.num_rows:
+                writer = RollingFileWriter(
+                    file_io,
+                    ts,
+                    ts.table_options,
+                    partition,
+                    bucket,
+                    prefix="lookup-changelog",
+                    schema=file_schema(ts),
+                )
+                writer.write(changes)
+                written += writer.close()
+    except BaseException:
+        file_io.delete_quietly([f.path for f in written])
+        raise
+    return written
+
+
+def _live_by_bucket(
+    file_io: FileIO, ts: TableSchema, snap: Snapshot | None
+) -> dict[tuple[tuple[Any, ...], int], list[DataFile]]:
+    if snap is None:
+        return {}
+    files = data_files_from_table(live_files(read_entries(file_io, snap.base_manifests, ts)), ts)
+    out: dict[tuple[tuple[Any, ...], int], list[DataFile]] = {}
+    for f in files:
+        out.setdefault((f.partition, f.bucket), []).append(f)
+    return out
+
+
+def _bucket_changes(
+    file_io: FileIO,
+    ts: TableSchema,
+    spec: MergeSpec,
+    old_files: list[DataFile],
+    new_files: list[DataFile],
+) -> pa.Table:
+    """Changelog rows (file layout) for the keys the new files of one bucket wrote."""
+    columns = [*ts.column_names, SEQ, KIND]
+    new_rows = pa.concat_tables([read_file(file_io, ts, f, columns) for f in new_files])
+    keys = new_rows.select(list(ts.primary_key)).group_by(list(ts.primary_key)).aggregate([])
+    key_filter = None
+    if len(ts.primary_key) == 1:
+        key_filter = pc.field(ts.primary_key[0]).isin(keys.column(0))
+    old_rows = [read_file(file_io, ts, f, columns, key_filter) for f in old_files]
+    old = pa.concat_tables(old_rows) if old_rows else file_schema(ts).empty_table()
+    if key_filter is None and old.num_rows:
+        old = old.join(keys, keys=list(ts.primary_key), join_type="left semi")
+    before = merge(old, spec)
+    after = merge(pa.concat_tables([old, new_rows]), spec)
+    return diff_states(before, after, ts)
+
+
+def diff_states(before: pa.Table, after: pa.Table, ts: TableSchema) -> pa.Table:
+    """Changelog rows turning state ``before`` into ``after`` (both one row per key).
+
+    Per key, in key order: ``+I`` (new), ``-D`` (gone), or ``-U`` then ``+U``
+    (changed). Keys whose row is unchanged produce nothing.
+    """
+    key = list(ts.primary_key)
+    tagged = pa.concat_tables(
+        [
+            before.append_column(_TAG, pa.array(np.zeros(before.num_rows, dtype=np.int8))),
+            after.append_column(_TAG, pa.array(np.ones(after.num_rows, dtype=np.int8))),
+        ]
+    )
+    order = pc.sort_indices(
+        tagged, sort_keys=[(k, "ascending") for k in key] + [(_TAG, "ascending")]
+    )
+    rows = tagged.take(order)
+    n = rows.num_rows
+    starts = run_starts([rows.column(k) for k in key])
+    sizes = np.diff(np.append(starts, n))
+    is_after = np.asarray(rows.column(_TAG).to_numpy()) == 1
+    paired = np.repeat(sizes == 2, sizes)
+    changed = np.ones(n, dtype=bool)
+    if paired.any():
+        first = starts[sizes == 2]
+        differs = _rows_differ(rows, first, first + 1, ts)
+        changed[first] = changed[first + 1] = differs
+    kinds = np.where(paired, np.where(is_after, UPDATE_AFTER, UPDATE_BEFORE), 0)
+    kinds = np.where(~paired, np.where(is_after, INSERT, DELETE), kinds).astype(np.int8)
+    rows = rows.set_column(rows.column_names.index(KIND), KIND, pa.array(kinds))
+    rows = rows.filter(pa.array(changed)).drop_columns([_TAG])
+    seq = pa.array(np.arange(rows.num_rows, dtype=np.int64))
+    schema = file_schema(ts)
+    columns = [seq if name == SEQ else rows.column(name) for name in schema.names]
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _rows_differ(
+    rows: pa.Table, left: np.ndarray, right: np.ndarray, ts: TableSchema
+) -> np.ndarray:
+    """Whether row ``left[i]`` differs from row ``right[i]`` in any value column."""
+    differs = np.zeros(len(left), dtype=bool)
+    for name in ts.column_names:
+        if name in ts.primary_key:
+            continue
+        a = rows.column(name).take(pa.array(left))
+        b = rows.column(name).take(pa.array(right))
+        try:
+            equal = pc.equal(a, b)
+        except (pa.ArrowNotImplementedError, pa.ArrowInvalid):
+            differs[:] = True  # no equality kernel for this type: report the pair
+            continue
+        both_null = pc.and_(a.is_null(), b.is_null())
+        same = pc.or_(pc.fill_null(equal, False), both_null)
+        differs |= ~np.asarray(same.to_numpy(zero_copy_only=False))
+    return differs

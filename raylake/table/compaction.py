@@ -1,0 +1,171 @@
+"""Compaction of primary-key tables: merge overlapping files into sorted runs.
+
+Policy (docs/primary-keys.md): within a bucket, files whose key ranges overlap
+form a *section*. A minor compaction rewrites every section of two or more files
+into new top-level files that do not overlap; a full compaction rewrites every
+bucket that has more than one file or any ``-D`` row into one sorted run. Each
+rewrite merges *every* version of the keys it covers, so deletes can be dropped
+(except with a sequence field, where a late, older row must stay hidden), and
+the merged rows keep their effective sequences, so rows committed later still
+win. The commit is a COMPACT snapshot; it conflicts with (and loses to) a
+concurrent compaction of the same files.
+
+Automatic compaction runs after a commit when a bucket it touched has a section
+of more than ``compaction.max-overlapping-files`` files.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection, Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from raylake.errors import CommitConflictError
+from raylake.io import FileIO
+from raylake.table.commit import CommitRequest, Committer
+from raylake.table.manifest import DataFile, data_files_from_table, live_files, read_entries
+from raylake.table.merge_engines import merge
+from raylake.table.pk_read import overlap_sections, read_file
+from raylake.table.pk_schema import KIND, LEVEL_TOP, SEQ, MergeSpec
+from raylake.table.pk_write import KeyedFileWriter
+from raylake.table.schema import TableSchema
+from raylake.table.snapshot import Snapshot, SnapshotManager
+from raylake.table.writer import CommitMessage
+
+logger = logging.getLogger(__name__)
+
+BucketKey = tuple[tuple[Any, ...], int]
+
+
+def compact(
+    file_io: FileIO,
+    ts: TableSchema,
+    *,
+    full: bool = False,
+    buckets: Collection[BucketKey] | None = None,
+) -> Snapshot | None:
+    """Compact the latest snapshot (only ``buckets`` if given); None if nothing to do."""
+    latest = SnapshotManager(file_io).latest()
+    if latest is None:
+        return None
+    groups = _live_by_bucket(file_io, ts, latest)
+    spec = MergeSpec.of(ts)
+    messages: list[CommitMessage] = []
+    try:
+        for key, files in sorted(groups.items(), key=lambda item: repr(item[0])):
+            if buckets is not None and key not in buckets:
+                continue
+            sections = _rewrite_sets(files, full)
+            if sections:
+                messages.append(_rewrite(file_io, ts, spec, key, sections, pack=full))
+    except BaseException:
+        file_io.delete_quietly([f.path for m in messages for f in m.new_files])
+        raise
+    if not messages:
+        return None
+    request = CommitRequest(messages=messages, kind="COMPACT", base_snapshot_id=latest.id)
+    try:
+        return Committer(file_io, ts).commit(request)
+    except BaseException:
+        file_io.delete_quietly([f.path for m in messages for f in m.new_files])
+        raise
+
+
+def auto_compact(
+    file_io: FileIO, ts: TableSchema, touched: Collection[BucketKey]
+) -> Snapshot | None:
+    """Minor-compact the touched buckets that hold too many overlapping files.
+
+    Called after a data commit, which has already succeeded: losing a race with
+    another compaction is logged, not raised.
+    """
+    options = ts.table_options
+    if not options.compaction_auto or not touched:
+        return None
+    latest = SnapshotManager(file_io).latest()
+    if latest is None:
+        return None
+    groups = _live_by_bucket(file_io, ts, latest)
+    crowded = [
+        key
+        for key in touched
+        if any(
+            len(s) > options.compaction_max_overlap for s in overlap_sections(groups.get(key, []))
+        )
+    ]
+    if not crowded:
+        return None
+    try:
+        return compact(file_io, ts, buckets=crowded)
+    except CommitConflictError as exc:
+        logger.info("automatic compaction of %s skipped: %s", file_io.uri, exc)
+        return None
+
+
+def _live_by_bucket(
+    file_io: FileIO, ts: TableSchema, snap: Snapshot
+) -> dict[BucketKey, list[DataFile]]:
+    files = data_files_from_table(live_files(read_entries(file_io, snap.base_manifests, ts)), ts)
+    groups: dict[BucketKey, list[DataFile]] = {}
+    for f in files:
+        groups.setdefault((f.partition, f.bucket), []).append(f)
+    return groups
+
+
+def _rewrite_sets(files: list[DataFile], full: bool) -> list[list[DataFile]]:
+    """The sections of one bucket to rewrite, in key order."""
+    sections = overlap_sections(files)
+    if full:
+        if len(files) > 1 or any(f.delete_row_count for f in files):
+            return sections
+        return []
+    return [s for s in sections if len(s) > 1]
+
+
+def _rewrite(
+    file_io: FileIO,
+    ts: TableSchema,
+    spec: MergeSpec,
+    key: BucketKey,
+    sections: Sequence[list[DataFile]],
+    *,
+    pack: bool,
+) -> CommitMessage:
+    """Merge sections into top-level files.
+
+    Sections are in key order. With ``pack`` (every section of the bucket is
+    rewritten) one writer packs them all into files of the target size;
+    otherwise each section gets its own writer, so that no new file can span a
+    section that stays.
+    """
+    partition, bucket = key
+    new_files: list[DataFile] = []
+    writer: KeyedFileWriter | None = None
+    try:
+        for section in sections:
+            if writer is None:
+                writer = KeyedFileWriter(file_io, ts, partition, bucket, level=LEVEL_TOP)
+            for piece in _merged(file_io, ts, spec, section):
+                writer.write(piece)
+            if not pack:
+                new_files += writer.close()
+                writer = None
+        if writer is not None:
+            new_files += writer.close()
+    except BaseException:
+        if writer is not None:
+            writer.abort()
+        file_io.delete_quietly([f.path for f in new_files])
+        raise
+    deleted = tuple(f for section in sections for f in section)
+    return CommitMessage(new_files=tuple(new_files), deleted_files=deleted)
+
+
+def _merged(
+    file_io: FileIO, ts: TableSchema, spec: MergeSpec, section: list[DataFile]
+) -> Iterator[pa.Table]:
+    columns = [*ts.column_names, SEQ, KIND]
+    rows = pa.concat_tables([read_file(file_io, ts, f, columns) for f in section])
+    yield merge(rows, spec, keep_deletes=not spec.drops_tombstones)

@@ -1,0 +1,190 @@
+"""Consumer registry: the persisted progress of named consumers, ``consumer/consumer-<id>``.
+
+A consumer (a streaming job, a shard of one) records the next snapshot it will
+read. The file is small JSON written whole through :class:`FileIO` (write then
+rename on local files; one object put elsewhere), so a reader sees the old or
+the new progress, never half of it. Expiration reads the registry and never
+removes a snapshot a consumer still needs (see maintenance.py).
+
+Each consumer id has one writer (its stream reader); the registry does not
+arbitrate between two processes that commit progress for the same id.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from raylake.errors import ConsumerError, CorruptMetadataError
+from raylake.io import FileIO
+
+CONSUMER_DIR = "consumer"
+_PREFIX = "consumer-"
+# Safe on every filesystem and object store: no separators, no "." or ".." names, and no
+# ".tmp" suffix, which FileIO's write-then-rename uses for its temporary files.
+_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_TMP_SUFFIX = ".tmp"
+
+
+def validate_consumer_id(consumer_id: Any) -> str:
+    """Return ``consumer_id`` if it is a safe file-name component, else raise ConsumerError."""
+    if not isinstance(consumer_id, str):
+        raise ConsumerError(
+            f"a consumer id must be a string, got {type(consumer_id).__name__} {consumer_id!r}"
+        )
+    if not _ID_PATTERN.match(consumer_id) or consumer_id.endswith(_TMP_SUFFIX):
+        raise ConsumerError(
+            f"invalid consumer id {consumer_id!r}: use 1-128 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit and not ending in '.tmp'",
+            consumer_id=consumer_id,
+        )
+    return consumer_id
+
+
+def validate_next_snapshot_id(consumer_id: str, next_snapshot_id: Any) -> int:
+    if isinstance(next_snapshot_id, bool) or not isinstance(next_snapshot_id, int):
+        raise ConsumerError(
+            f"consumer {consumer_id!r}: next snapshot id must be an int, got {next_snapshot_id!r}",
+            consumer_id=consumer_id,
+        )
+    if next_snapshot_id < 1:
+        raise ConsumerError(
+            f"consumer {consumer_id!r}: next snapshot id must be >= 1 (snapshot ids start at 1), "
+            f"got {next_snapshot_id}",
+            consumer_id=consumer_id,
+        )
+    return next_snapshot_id
+
+
+def consumer_path(consumer_id: str) -> str:
+    return f"{CONSUMER_DIR}/{_PREFIX}{validate_consumer_id(consumer_id)}"
+
+
+@dataclass(frozen=True)
+class ConsumerProgress:
+    """Where one consumer stands: the snapshot it reads next (which may not exist yet)."""
+
+    consumer_id: str
+    next_snapshot_id: int
+    updated_millis: int
+    # Free-form facts a stream reader wants back after a restart (shard, options ...).
+    properties: Mapping[str, str] = field(default_factory=dict, hash=False)
+
+    def __post_init__(self) -> None:
+        validate_consumer_id(self.consumer_id)
+        validate_next_snapshot_id(self.consumer_id, self.next_snapshot_id)
+
+    def to_bytes(self) -> bytes:
+        data = {
+            "format_version": 1,
+            "consumer_id": self.consumer_id,
+            "next_snapshot_id": self.next_snapshot_id,
+            "updated_millis": self.updated_millis,
+            "properties": dict(self.properties),
+        }
+        return json.dumps(data, indent=1).encode()
+
+    @classmethod
+    def from_bytes(cls, raw: bytes, path: str, expected_id: str) -> ConsumerProgress:
+        try:
+            data = json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise CorruptMetadataError(path, f"not valid JSON: {exc}") from exc
+        if not isinstance(data, dict):
+            raise CorruptMetadataError(path, "not a JSON object")
+        try:
+            progress = cls(
+                consumer_id=data["consumer_id"],
+                next_snapshot_id=data["next_snapshot_id"],
+                updated_millis=int(data["updated_millis"]),
+                properties={str(k): str(v) for k, v in data.get("properties", {}).items()},
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise CorruptMetadataError(path, f"not a valid consumer file: {exc!r}") from exc
+        if progress.consumer_id != expected_id:
+            raise CorruptMetadataError(
+                path, f"file holds consumer {progress.consumer_id!r}, not {expected_id!r}"
+            )
+        return progress
+
+
+class ConsumerManager:
+    """Lists, reads, commits, resets and deletes the consumers of one table."""
+
+    def __init__(self, file_io: FileIO) -> None:
+        self.file_io = file_io
+
+    def ids(self) -> list[str]:
+        """Ids of the registered consumers; other files in the directory are ignored."""
+        names = self.file_io.list_names(CONSUMER_DIR)
+        ids = [n[len(_PREFIX) :] for n in names if n.startswith(_PREFIX)]
+        return [i for i in ids if _ID_PATTERN.match(i) and not i.endswith(_TMP_SUFFIX)]
+
+    def list(self) -> list[ConsumerProgress]:
+        """Every registered consumer, by id. A corrupt file raises: expiration must not guess."""
+        found = (self.get(consumer_id) for consumer_id in self.ids())
+        return [p for p in found if p is not None]  # None: deleted while listing
+
+    def get(self, consumer_id: str) -> ConsumerProgress | None:
+        rel = consumer_path(consumer_id)
+        try:
+            raw = self.file_io.read_bytes(rel)
+        except FileNotFoundError:
+            return None
+        return ConsumerProgress.from_bytes(raw, self.file_io.full_path(rel), consumer_id)
+
+    def commit(
+        self,
+        consumer_id: str,
+        next_snapshot_id: int,
+        properties: Mapping[str, str] | None = None,
+    ) -> ConsumerProgress:
+        """Record progress. It only moves forward; use :meth:`reset` to rewind on purpose."""
+        current = self.get(consumer_id)
+        validate_next_snapshot_id(consumer_id, next_snapshot_id)
+        if current is not None and next_snapshot_id < current.next_snapshot_id:
+            raise ConsumerError(
+                f"consumer {consumer_id!r} is at snapshot {current.next_snapshot_id}; committing "
+                f"{next_snapshot_id} would move it backwards (use reset to rewind on purpose)",
+                consumer_id=consumer_id,
+            )
+        if properties is None and current is not None:
+            properties = current.properties
+        return self._write(consumer_id, next_snapshot_id, properties)
+
+    def reset(
+        self,
+        consumer_id: str,
+        next_snapshot_id: int,
+        properties: Mapping[str, str] | None = None,
+    ) -> ConsumerProgress:
+        """Set a consumer's next snapshot, backwards or forwards; creates it if absent."""
+        return self._write(consumer_id, next_snapshot_id, properties)
+
+    def delete(self, consumer_id: str) -> bool:
+        """Remove a consumer; True if it existed. Its snapshots become expirable."""
+        rel = consumer_path(consumer_id)
+        existed = self.file_io.exists(rel)
+        self.file_io.delete(rel)
+        return existed
+
+    def min_next_snapshot(self) -> int | None:
+        """The smallest next snapshot of any consumer: expiration keeps it and all after it."""
+        progress = self.list()
+        return min((p.next_snapshot_id for p in progress), default=None)
+
+    def _write(
+        self, consumer_id: str, next_snapshot_id: int, properties: Mapping[str, str] | None
+    ) -> ConsumerProgress:
+        progress = ConsumerProgress(
+            consumer_id=consumer_id,
+            next_snapshot_id=next_snapshot_id,
+            updated_millis=int(time.time() * 1000),
+            properties=dict(properties or {}),
+        )
+        self.file_io.write_bytes(consumer_path(consumer_id), progress.to_bytes())
+        return progress

@@ -1,0 +1,324 @@
+"""Table maintenance: expire old snapshots, and remove orphan files left by crashed writers.
+
+Expiration removes the oldest snapshots (a contiguous prefix, so the remaining
+ids have no gaps) and the files that only they reference. It deletes the
+snapshot files first, oldest first, and only then data files and manifests,
+so a crash midway leaves every retained snapshot readable; what a crash leaves
+behind is unreferenced and :func:`remove_orphan_files` collects it later.
+See docs/maintenance.md for the rules and their reasons.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from raylake.errors import CorruptMetadataError, InvalidOptionError, SnapshotNotFoundError
+from raylake.io import FileIO
+from raylake.table.consumer import CONSUMER_DIR, ConsumerManager
+from raylake.table.manifest import ADD, MANIFEST_DIR, live_files
+from raylake.table.snapshot import SNAPSHOT_DIR, Snapshot, SnapshotManager, snapshot_path
+from raylake.table.writer import DATA_DIR
+
+logger = logging.getLogger(__name__)
+
+# Changelog files of primary-key tables; they are found through changelog manifests.
+CHANGELOG_DIR = "changelog"
+SCHEMA_DIR = "schema"
+# Directories that hold only files named by manifests or snapshots.
+_REFERENCED_DIRS = (DATA_DIR, MANIFEST_DIR, CHANGELOG_DIR)
+# Directories whose files are metadata in their own right: only FileIO temp files are orphans.
+_TMP_ONLY_DIRS = (SNAPSHOT_DIR, CONSUMER_DIR, SCHEMA_DIR)
+_TMP_SUFFIX = ".tmp"
+DEFAULT_ORPHAN_AGE = timedelta(days=1)
+
+# When to expire or collect: an absolute time (datetime, or epoch milliseconds) or an age.
+OlderThan = datetime | timedelta | int
+
+
+def cutoff_millis(older_than: OlderThan, now_millis: int) -> int:
+    """Epoch milliseconds before which something counts as old."""
+    if isinstance(older_than, bool):
+        raise InvalidOptionError("older_than", older_than, "expected a datetime, timedelta or int")
+    if isinstance(older_than, int):
+        return older_than
+    if isinstance(older_than, timedelta):
+        if older_than < timedelta(0):
+            raise InvalidOptionError("older_than", older_than, "an age cannot be negative")
+        return now_millis - int(older_than.total_seconds() * 1000)
+    if isinstance(older_than, datetime):
+        if older_than.tzinfo is None:
+            older_than = older_than.astimezone()  # naive times are local, as in scan(as_of=)
+        return int(older_than.timestamp() * 1000)
+    raise InvalidOptionError(
+        "older_than", older_than, "expected a datetime, a timedelta or epoch milliseconds (int)"
+    )
+
+
+@dataclass(frozen=True)
+class ExpireResult:
+    """What :func:`expire_snapshots` removed (or, with ``dry_run``, would remove)."""
+
+    expired_snapshot_ids: tuple[int, ...]
+    deleted_data_files: tuple[str, ...]
+    deleted_manifests: tuple[str, ...]
+    dry_run: bool = False
+
+    @property
+    def snapshots_removed(self) -> int:
+        return len(self.expired_snapshot_ids)
+
+    @property
+    def files_removed(self) -> int:
+        return len(self.deleted_data_files) + len(self.deleted_manifests)
+
+
+@dataclass(frozen=True)
+class OrphanResult:
+    """The orphan files :func:`remove_orphan_files` removed (or would remove)."""
+
+    paths: tuple[str, ...]
+    dry_run: bool = False
+
+    @property
+    def files_removed(self) -> int:
+        return len(self.paths)
+
+
+def expire_snapshots(
+    file_io: FileIO,
+    *,
+    retain_last: int,
+    older_than: OlderThan | None = None,
+    dry_run: bool = False,
+) -> ExpireResult:
+    """Expire the oldest snapshots and delete the files only they reference.
+
+    A snapshot is expired when it is older than ``older_than`` (always, if None)
+    *and* not among the newest ``retain_last``, *and* older than the next
+    snapshot of every registered consumer. Only a prefix of the history is
+    expired: the first snapshot that must stay ends it. The latest snapshot is
+    never expired.
+    """
+    if isinstance(retain_last, bool) or not isinstance(retain_last, int) or retain_last < 1:
+        raise InvalidOptionError("retain_last", retain_last, "expected a positive integer")
+    cutoff = None if older_than is None else cutoff_millis(older_than, _now_millis())
+    snapshots = SnapshotManager(file_io)
+    # Consumers first: a consumer that registers after this line is not protected (docs).
+    protected_from = ConsumerManager(file_io).min_next_snapshot()
+    ids = snapshots.snapshot_ids()
+    expired = _expirable(snapshots, ids, retain_last, cutoff, protected_from)
+    if not expired:
+        return ExpireResult((), (), (), dry_run)
+    retained = [snapshots.get(i) for i in ids if i > expired[-1].id]
+    doomed_manifests, doomed_data = _exclusive_files(file_io, expired, retained)
+    result = ExpireResult(
+        tuple(s.id for s in expired), tuple(doomed_data), tuple(doomed_manifests), dry_run
+    )
+    if not dry_run:
+        for snap in expired:  # oldest first: the remaining history never has a gap
+            file_io.delete(snapshot_path(snap.id))
+        _delete_all(file_io, result.deleted_data_files)
+        _delete_all(file_io, result.deleted_manifests)
+        logger.info(
+            "expired snapshots %d..%d of %s, deleted %d files",
+            expired[0].id,
+            expired[-1].id,
+            file_io.uri,
+            result.files_removed,
+        )
+    return result
+
+
+def _expirable(
+    snapshots: SnapshotManager,
+    ids: list[int],
+    retain_last: int,
+    cutoff: int | None,
+    protected_from: int | None,
+) -> list[Snapshot]:
+    """The oldest snapshots that may go, oldest first: stop at the first one that must stay."""
+    if len(ids) <= retain_last:
+        return []
+    end = ids[-retain_last]  # exclusive; retain_last >= 1 keeps the latest
+    if protected_from is not None:
+        end = min(end, protected_from)
+    out = []
+    for snapshot_id in ids:
+        if snapshot_id >= end:
+            break
+        try:
+            snap = snapshots.get(snapshot_id)
+        except SnapshotNotFoundError:  # a concurrent expiration removed it already
+            continue
+        if cutoff is not None and snap.time_millis >= cutoff:
+            break
+        out.append(snap)
+    return out
+
+
+def _exclusive_files(
+    file_io: FileIO, expired: list[Snapshot], retained: list[Snapshot]
+) -> tuple[list[str], list[str]]:
+    """Manifests and data files that expired snapshots reference and retained ones do not."""
+    kept_manifests = set(manifest_paths(retained))
+    old_manifests = manifest_paths(expired)
+    doomed_manifests = [m for m in old_manifests if m not in kept_manifests]
+    # Every manifest of an expired snapshot, shared ones too: a file a shared manifest adds
+    # may have been deleted since and be referenced by no retained snapshot.
+    # A manifest already gone (a crashed or concurrent expiration) names only orphans.
+    old_refs = [_refs_if_present(file_io, m) for m in old_manifests]
+    candidates = pc.unique(data_paths(r for r in old_refs if r is not None))
+    kept = kept_data_paths(file_io, retained)
+    doomed = candidates.filter(pc.invert(pc.is_in(candidates, value_set=kept)))
+    return doomed_manifests, doomed.to_pylist()
+
+
+def remove_orphan_files(
+    file_io: FileIO,
+    *,
+    older_than: OlderThan = DEFAULT_ORPHAN_AGE,
+    dry_run: bool = False,
+) -> OrphanResult:
+    """Delete files under data/, manifest/ and changelog/ that no snapshot references.
+
+    Only files last modified before ``older_than`` are candidates: a writer that
+    has written its files but not yet committed must not lose them. Stray FileIO
+    temporary files (``*.tmp``) in snapshot/, consumer/ and schema/ count too.
+    """
+    cutoff = cutoff_millis(older_than, _now_millis())
+    # List files before reading snapshots: a file committed in between is then referenced.
+    listed = _old_files(file_io, cutoff)
+    if not listed:
+        return OrphanResult((), dry_run)
+    referenced = _referenced_paths(file_io)
+    paths = pa.array(listed, pa.string())
+    orphans = paths.filter(pc.invert(pc.is_in(paths, value_set=referenced))).to_pylist()
+    if not dry_run:
+        _delete_all(file_io, orphans)
+        logger.info("removed %d orphan files from %s", len(orphans), file_io.uri)
+    return OrphanResult(tuple(orphans), dry_run)
+
+
+def _old_files(file_io: FileIO, cutoff: int) -> list[str]:
+    """Candidate paths modified before the cutoff; a file without an mtime is kept (unknown age)."""
+    found: list[tuple[str, float | None]] = []
+    for rel_dir in _REFERENCED_DIRS:
+        found += file_io.list_files(rel_dir)
+    for rel_dir in _TMP_ONLY_DIRS:
+        found += [(p, m) for p, m in file_io.list_files(rel_dir) if p.endswith(_TMP_SUFFIX)]
+    return [p for p, mtime in found if mtime is not None and mtime * 1000 < cutoff]
+
+
+def _referenced_paths(file_io: FileIO) -> pa.Array:
+    """Every manifest and every file named by any entry of any snapshot's manifests."""
+    snapshots = SnapshotManager(file_io)
+    live: list[Snapshot] = []
+    for snapshot_id in snapshots.snapshot_ids():
+        try:
+            live.append(snapshots.get(snapshot_id))
+        except SnapshotNotFoundError:  # expired meanwhile; its files are being deleted
+            continue
+    manifests = manifest_paths(live)
+    refs = []
+    for rel in manifests:
+        ref = _refs_if_present(file_io, rel)
+        if ref is None and _named_by_existing_snapshot(file_io, rel, live):
+            read_manifest_refs(file_io, rel)  # raises CorruptMetadataError: a real loss
+        if ref is not None:
+            refs.append(ref)
+    return pa.concat_arrays([pa.array(manifests, pa.string()), data_paths(refs)])
+
+
+def _named_by_existing_snapshot(file_io: FileIO, rel: str, snaps: list[Snapshot]) -> bool:
+    """A missing manifest is a loss only if a snapshot naming it still exists (else: expired)."""
+    return any(rel in manifest_paths([s]) and file_io.exists(snapshot_path(s.id)) for s in snaps)
+
+
+# -- what snapshots reference -------------------------------------------------------------
+
+
+def manifest_paths(snaps: Iterable[Snapshot]) -> list[str]:
+    """Unique paths of every base, delta and changelog manifest of some snapshots."""
+    seen: dict[str, None] = {}
+    for snap in snaps:
+        for meta in (*snap.base_manifests, *snap.delta_manifests, *snap.changelog_manifests):
+            seen.setdefault(meta.path, None)
+    return list(seen)
+
+
+def read_manifest_refs(file_io: FileIO, rel: str) -> pa.Table:
+    """The ``kind`` and ``path`` columns of a manifest.
+
+    Only these two columns are read, so this works whatever schema wrote the manifest.
+    """
+    try:
+        data = file_io.read_bytes(rel)
+    except FileNotFoundError as exc:
+        raise CorruptMetadataError(file_io.full_path(rel), "manifest file is missing") from exc
+    try:
+        return pq.read_table(pa.BufferReader(data), columns=["kind", "path"])
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise CorruptMetadataError(
+            file_io.full_path(rel), f"not a readable manifest: {exc}"
+        ) from exc
+
+
+def _refs_if_present(file_io: FileIO, rel: str) -> pa.Table | None:
+    """Like :func:`read_manifest_refs`, but None for a manifest that no longer exists."""
+    try:
+        return read_manifest_refs(file_io, rel)
+    except CorruptMetadataError:
+        if not file_io.exists(rel):
+            return None
+        raise
+
+
+def data_paths(refs: Iterable[pa.Table]) -> pa.Array:
+    """The paths of manifest entries, ADD and DELETE alike, as one string array."""
+    chunks = [c for ref in refs for c in ref.column("path").chunks]
+    return pa.concat_arrays(chunks) if chunks else pa.array([], pa.string())
+
+
+def kept_data_paths(file_io: FileIO, retained: list[Snapshot]) -> pa.Array:
+    """Data and changelog files that retained snapshots need, as one string array.
+
+    Each commit's base is its parent's base plus its delta, so the files live in
+    any retained snapshot are those live in the oldest retained one plus those
+    added by a later retained delta: this reads one base, not one per snapshot.
+    Files that a retained delta *deletes* are kept as well, so that a stream
+    reader positioned at the oldest retained snapshot can still read its whole
+    delta (an overwrite's removed rows included) -- except a compaction's: it
+    removes rows that live on in its output, and stream readers skip it.
+    """
+    refs = [read_manifest_refs(file_io, m.path) for m in retained[0].base_manifests]
+    if refs:
+        refs = [live_files(pa.concat_tables(refs))]
+    seen: set[str] = set()
+    for snap in retained:
+        for meta in (*snap.delta_manifests, *snap.changelog_manifests):
+            if meta.path in seen:
+                continue
+            seen.add(meta.path)
+            ref = read_manifest_refs(file_io, meta.path)
+            if snap.commit_kind == "COMPACT":
+                ref = ref.filter(pc.equal(ref.column("kind"), ADD))
+            refs.append(ref)
+    return data_paths(refs)
+
+
+def _delete_all(file_io: FileIO, paths: Iterable[str]) -> None:
+    for rel in paths:
+        file_io.delete(rel)
+
+
+def _now_millis() -> int:
+    # Rounded up, so that "older than now" includes a file written earlier in this millisecond.
+    return -(-time.time_ns() // 1_000_000)

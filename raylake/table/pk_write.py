@@ -1,0 +1,408 @@
+"""Writing primary-key tables: bucket, buffer, pre-merge, and write sorted files.
+
+Rows are assigned to buckets by the stable key hash (bucket.py) and buffered per
+(partition, bucket). A flush numbers each buffer's rows 0..n-1 in input order
+(the file-local ``_rl_seq``; the committer adds the file's sequence base), merges
+them with the table's engine (keeping deletes, so the file can be merged again
+with older files), and writes one sorted run. So within one write the last
+occurrence of a key wins, and across the flushes of one writer a later flush
+wins, because the committer numbers files in message order.
+
+Input may carry a ``_rl_kind`` column (``+I``/``-U``/``+U``/``-D`` or 0..3) to
+apply a changelog as is; ``-U`` rows change no state and are kept only in the
+input changelog.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from raylake.errors import FilterError, SchemaMismatchError, UnsupportedOperationError
+from raylake.expr import Expr
+from raylake.io import FileIO
+from raylake.table.bucket import bucket_ids
+from raylake.table.conform import ArrowData, conform, iter_input
+from raylake.table.manifest import DataFile
+from raylake.table.merge_engines import merge, merge_positions
+from raylake.table.options import TableOptions
+from raylake.table.pk_schema import (
+    DELETE,
+    INSERT,
+    KIND,
+    KIND_NAMES,
+    LEVEL_WRITE,
+    SEQ,
+    SYSTEM_COLUMNS,
+    UPDATE_BEFORE,
+    MergeSpec,
+    file_schema,
+)
+from raylake.table.schema import TableSchema
+from raylake.table.writer import CommitMessage, RollingFileWriter, split_by_partition
+
+if TYPE_CHECKING:
+    from raylake.table.snapshot import Snapshot
+    from raylake.table.table import Table
+
+_BUCKET = "__raylake_bucket__"
+_ROW = "__raylake_row__"
+BucketKey = tuple[tuple[Any, ...], int]
+
+
+class KeyedFileWriter(RollingFileWriter):
+    """A rolling writer of sorted primary-key rows that records each file's key range.
+
+    ``sequence_span`` (writer files) declares every file to span local sequences
+    0..span-1, which the committer turns into a range of its own; without it
+    (compaction) the files hold absolute sequences and report their real range.
+    """
+
+    def __init__(
+        self,
+        file_io: FileIO,
+        ts: TableSchema,
+        partition: tuple[Any, ...],
+        bucket: int,
+        *,
+        level: int,
+        prefix: str = "data",
+        sequence_span: int | None = None,
+    ) -> None:
+        super().__init__(
+            file_io,
+            ts,
+            ts.table_options,
+            partition,
+            bucket,
+            level=level,
+            prefix=prefix,
+            schema=file_schema(ts),
+        )
+        self.key = ts.primary_key
+        self.sequence_span = sequence_span
+        self._first_key: tuple[Any, ...] | None = None
+        self._last_key: tuple[Any, ...] | None = None
+        self._deletes = 0
+        self._seq_range = (0, 0)
+
+    def _write_row_group(self, chunk: pa.Table) -> None:
+        seq_bounds = pc.min_max(chunk.column(SEQ)).as_py()
+        if self._writer is None:  # this chunk opens a new file
+            self._first_key = _key_at(chunk, self.key, 0)
+            self._deletes = 0
+            self._seq_range = (seq_bounds["min"], seq_bounds["max"])
+        self._last_key = _key_at(chunk, self.key, chunk.num_rows - 1)
+        kinds = chunk.column(KIND)
+        self._deletes += int(pc.sum(pc.equal(kinds, pa.scalar(DELETE, pa.int8()))).as_py() or 0)
+        lo, hi = self._seq_range
+        self._seq_range = (min(lo, seq_bounds["min"]), max(hi, seq_bounds["max"]))
+        super()._write_row_group(chunk)
+
+    def _close_file(self) -> None:
+        super()._close_file()
+        f = self.completed[-1]
+        lo, hi = (0, self.sequence_span - 1) if self.sequence_span else self._seq_range
+        self.completed[-1] = replace(
+            f,
+            min_key=self._first_key,
+            max_key=self._last_key,
+            delete_row_count=self._deletes,
+            min_sequence=lo,
+            max_sequence=hi,
+            stats={k: v for k, v in f.stats.items() if k not in SYSTEM_COLUMNS},
+        )
+
+
+def _key_at(pa_table: pa.Table, key: tuple[str, ...], row: int) -> tuple[Any, ...]:
+    return tuple(pa_table.column(k)[row].as_py() for k in key)
+
+
+def split_row_kinds(data: ArrowData) -> tuple[ArrowData, pa.Array | None]:
+    """Take the optional ``_rl_kind`` column out of input data, as int8 row kinds."""
+    if KIND not in data.schema.names:
+        return data, None
+    i = data.schema.get_field_index(KIND)
+    column = data.column(i)
+    rest = data.remove_column(i)
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if pa.types.is_dictionary(column.type):
+        column = column.dictionary_decode()
+    if column.null_count:
+        raise SchemaMismatchError(
+            f"column {KIND!r} has {column.null_count} null row kind(s)", column=KIND
+        )
+    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+        codes = pc.index_in(column, value_set=pa.array(KIND_NAMES))
+        if codes.null_count:
+            bad = pc.filter(column, codes.is_null())[0].as_py()
+            raise SchemaMismatchError(
+                f"column {KIND!r} has row kind {bad!r}; expected one of {list(KIND_NAMES)}",
+                column=KIND,
+            )
+        return rest, codes.cast(pa.int8())
+    if pa.types.is_integer(column.type):
+        values = np.asarray(column.to_numpy(zero_copy_only=False))
+        if len(values) and (values.min() < 0 or values.max() >= len(KIND_NAMES)):
+            raise SchemaMismatchError(
+                f"column {KIND!r} has row kind codes outside 0..3 ({KIND_NAMES})", column=KIND
+            )
+        return rest, pa.array(values.astype(np.int8))
+    raise SchemaMismatchError(
+        f"column {KIND!r} must hold row kinds as strings {list(KIND_NAMES)} or int codes 0..3, "
+        f"not {column.type}",
+        column=KIND,
+    )
+
+
+class PrimaryKeyTableWriter:
+    """Writer for primary-key tables; the same interface as ``AppendTableWriter``."""
+
+    def __init__(self, file_io: FileIO, ts: TableSchema, *, file_prefix: str = "data") -> None:
+        self.file_io = file_io
+        self.ts = ts
+        self.options: TableOptions = ts.table_options
+        self.spec = MergeSpec.of(ts)
+        self.file_prefix = file_prefix
+        self._schema = file_schema(ts)
+        self._buffer: list[pa.Table] = []  # conformed input with its row kinds, input order
+        self._buffered_bytes = 0
+        self._partitions: dict[tuple[Any, ...], None] = {}
+        self._files: list[DataFile] = []
+        self._changelog_files: list[DataFile] = []
+
+    def write(self, data: Any) -> None:
+        """Write any accepted input, optionally with a ``_rl_kind`` column."""
+        for chunk in iter_input(data):
+            rest, kinds = split_row_kinds(chunk)
+            self.write_arrow(conform(rest, self.ts.arrow_schema), kinds)
+
+    def write_arrow(self, pa_table: pa.Table, kinds: pa.Array | None = None) -> None:
+        """Write data already conformed to the table schema, with optional int8 row kinds."""
+        if pa_table.num_rows == 0:
+            return
+        if kinds is None:
+            kinds = pa.array(np.full(pa_table.num_rows, INSERT, dtype=np.int8))
+        rows = pa_table.append_column(pa.field(KIND, pa.int8(), nullable=False), kinds)
+        self._buffer.append(rows)
+        self._buffered_bytes += rows.nbytes
+        if self._buffered_bytes >= self.options.write_buffer_size:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the buffer as one sorted level-0 run per bucket (and its input changelog).
+
+        Every file of a flush declares the sequence span 0..n-1 of the whole buffer
+        and numbers its rows by their buffer position, so input order is version order.
+        """
+        if not self._buffer:
+            return
+        # One chunk: pyarrow's take over many chunks is many times slower than over one.
+        rows = pa.concat_tables(self._buffer).combine_chunks()
+        self._buffer, self._buffered_bytes = [], 0
+        for (partition, bucket), positions in self._groups(rows):
+            self._partitions.setdefault(partition)
+            if self.options.changelog_producer == "input":
+                local = np.arange(len(positions), dtype=np.int64)
+                changes = _layout(rows.take(pa.array(positions)), local, self._schema)
+                writer = RollingFileWriter(
+                    self.file_io,
+                    self.ts,
+                    self.options,
+                    partition,
+                    bucket,
+                    prefix=f"{self.file_prefix}-changelog",
+                    schema=self._schema,
+                )
+                self._changelog_files += _write_all(writer, changes)
+            self._write_bucket(partition, bucket, rows, positions)
+
+    def _groups(self, rows: pa.Table) -> Iterator[tuple[BucketKey, np.ndarray]]:
+        """Row positions (ascending) of each (partition, bucket), with no copy of the rows."""
+        buckets = bucket_ids([rows.column(k) for k in self.ts.primary_key], self.ts.buckets)
+        if not self.ts.partition_keys:
+            order = np.argsort(
+                buckets.astype(np.int16 if self.ts.buckets < 2**15 else np.int32), kind="stable"
+            )
+            bounds = np.concatenate(
+                [[0], np.cumsum(np.bincount(buckets, minlength=self.ts.buckets))]
+            )
+            for bucket in range(self.ts.buckets):
+                if bounds[bucket + 1] > bounds[bucket]:
+                    yield ((), bucket), order[bounds[bucket] : bounds[bucket + 1]]
+            return
+        keys = [*self.ts.partition_keys, _BUCKET]
+        indexed = rows.select(list(self.ts.partition_keys)).append_column(
+            _BUCKET, pa.array(buckets)
+        )
+        indexed = indexed.append_column(_ROW, pa.array(np.arange(rows.num_rows, dtype=np.int64)))
+        groups = indexed.group_by(keys, use_threads=False).aggregate([(_ROW, "list")])
+        values = [groups.column(k).to_pylist() for k in keys]
+        lists = groups.column(f"{_ROW}_list")
+        for i in range(groups.num_rows):
+            positions = np.sort(np.asarray(lists[i].values.to_numpy()))
+            yield (tuple(v[i] for v in values[:-1]), int(values[-1][i])), positions
+
+    def _write_bucket(
+        self, partition: tuple[Any, ...], bucket: int, rows: pa.Table, positions: np.ndarray
+    ) -> None:
+        """Pre-merge one bucket's rows (keeping deletes) and write them as one sorted run."""
+        kinds = np.asarray(rows.column(KIND).take(pa.array(positions)).to_numpy())
+        positions = positions[kinds != UPDATE_BEFORE]  # before-images change no state
+        if len(positions) == 0:
+            return
+        narrow = [
+            *self.spec.key,
+            *([self.spec.sequence_field] if self.spec.sequence_field else []),
+            KIND,
+        ]
+        probe = rows.select(narrow).take(pa.array(positions))
+        probe = probe.append_column(SEQ, pa.array(positions.astype(np.int64)))
+        picked = merge_positions(probe, self.spec, keep_deletes=True)
+        if picked is not None:
+            chosen = positions[picked]
+            merged = _layout(rows.take(pa.array(chosen)), chosen, self._schema)
+        else:
+            wide = _layout(rows.take(pa.array(positions)), positions, self._schema)
+            merged = merge(wide, self.spec, keep_deletes=True)
+        writer = KeyedFileWriter(
+            self.file_io,
+            self.ts,
+            partition,
+            bucket,
+            level=LEVEL_WRITE,
+            prefix=self.file_prefix,
+            sequence_span=rows.num_rows,
+        )
+        self._files += _write_all(writer, merged)
+
+    def partitions(self) -> list[tuple[Any, ...]]:
+        if self._buffer:  # partitions are known once buffered rows are grouped
+            for partition in self._partition_values(pa.concat_tables(self._buffer)):
+                self._partitions.setdefault(partition)
+        return list(self._partitions)
+
+    def _partition_values(self, rows: pa.Table) -> list[tuple[Any, ...]]:
+        if not self.ts.partition_keys:
+            return [()]
+        distinct = (
+            rows.select(list(self.ts.partition_keys))
+            .group_by(list(self.ts.partition_keys), use_threads=False)
+            .aggregate([])
+        )
+        columns = [distinct.column(k).to_pylist() for k in self.ts.partition_keys]
+        return [tuple(c[i] for c in columns) for i in range(distinct.num_rows)]
+
+    def prepare_commit(self) -> list[CommitMessage]:
+        self.flush()
+        if not (self._files or self._changelog_files):
+            return []
+        return [
+            CommitMessage(
+                new_files=tuple(self._files), changelog_files=tuple(self._changelog_files)
+            )
+        ]
+
+    def abort(self) -> None:
+        """Delete every file this writer wrote (the commit did not happen)."""
+        self.file_io.delete_quietly([f.path for f in (*self._files, *self._changelog_files)])
+        self._files, self._changelog_files = [], []
+        self._buffer, self._buffered_bytes = [], 0
+
+
+def _layout(rows: pa.Table, seq: np.ndarray, schema: pa.Schema) -> pa.Table:
+    """Rows (table columns + ``_rl_kind``) in file layout, with the given ``_rl_seq``."""
+    seq_array = pa.array(seq.astype(np.int64, copy=False))
+    columns = [seq_array if name == SEQ else rows.column(name) for name in schema.names]
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _write_all(writer: RollingFileWriter, rows: pa.Table) -> list[DataFile]:
+    try:
+        writer.write(rows)
+        return writer.close()
+    except BaseException:
+        writer.abort()
+        raise
+
+
+def write_deletes(writer: PrimaryKeyTableWriter, rows: Iterable[pa.Table]) -> None:
+    """Write current rows as ``-D`` rows (they carry every column, sequence field included)."""
+    for pa_table in rows:
+        kinds = pa.array(np.full(pa_table.num_rows, DELETE, dtype=np.int8))
+        writer.write_arrow(conform(pa_table, writer.ts.arrow_schema), kinds)
+
+
+def delete_rows(tbl: Table, keys_or_filter: Any) -> Snapshot:
+    """Delete the rows a filter selects, or the rows of the given keys, as one commit.
+
+    The current rows are looked up first and written back as ``-D`` rows, so a
+    delete carries the sequence field and full before-image of what it removes.
+    Keys that do not exist are ignored.
+    """
+    if not tbl.is_primary_key_table:
+        raise UnsupportedOperationError(
+            f"delete() needs a primary-key table, but {tbl.uri} is an append table; "
+            "replace partitions with write(..., mode='overwrite', overwrite_filter=...)"
+        )
+    base = tbl.latest_snapshot()
+    writer = PrimaryKeyTableWriter(tbl.file_io, tbl.table_schema)
+    try:
+        if base is not None:
+            write_deletes(writer, [_current_rows(tbl, keys_or_filter, base.id)])
+        messages = writer.prepare_commit()
+    except BaseException:
+        writer.abort()
+        raise
+    return tbl.commit(messages, mode="upsert", base_snapshot_id=None if base is None else base.id)
+
+
+def _current_rows(tbl: Table, keys_or_filter: Any, snapshot_id: int) -> pa.Table:
+    if keys_or_filter is None or isinstance(keys_or_filter, str | Expr):
+        if keys_or_filter is None:
+            raise FilterError("delete() needs a filter or keys; to delete everything pass 'true'")
+        return tbl.scan(filter=keys_or_filter, snapshot_id=snapshot_id).to_arrow()
+    ts = tbl.table_schema
+    keys = _key_table(keys_or_filter, ts)
+    if keys.num_rows == 0:
+        return ts.arrow_schema.empty_table()
+    buckets = pa.array(bucket_ids([keys.column(k) for k in ts.primary_key], ts.buckets))
+    grouping = (*ts.partition_keys, _BUCKET)
+    wanted = {
+        (tuple(values[:-1]), int(values[-1]))
+        for values, _ in split_by_partition(keys.append_column(_BUCKET, buckets), grouping)
+    }
+    scan = tbl.scan(snapshot_id=snapshot_id)
+    splits = [s for s in scan.plan() if (s.partition, s.bucket) in wanted]
+    current = pa.Table.from_batches(
+        list(scan.read_context().read_all(splits)), schema=ts.arrow_schema
+    )
+    return current.join(keys, keys=list(ts.primary_key), join_type="left semi")
+
+
+def _key_table(data: Any, ts: TableSchema) -> pa.Table:
+    """The key columns of user-given keys, conformed to the key types, nulls rejected."""
+    if isinstance(data, Mapping):
+        data = pa.table(dict(data))
+    elif isinstance(data, list) and data and isinstance(data[0], Mapping):
+        data = pa.Table.from_pylist(data)
+    chunks = [
+        c if isinstance(c, pa.Table) else pa.Table.from_batches([c]) for c in iter_input(data)
+    ]
+    key_schema = pa.schema([ts.arrow_schema.field(k) for k in ts.primary_key])
+    if not chunks:
+        return key_schema.empty_table()
+    missing = [k for k in ts.primary_key if k not in chunks[0].column_names]
+    if missing:
+        raise SchemaMismatchError(
+            f"keys to delete lack primary-key column(s) {missing} (the key is "
+            f"{list(ts.primary_key)})",
+            column=missing[0],
+        )
+    return pa.concat_tables([conform(c.select(list(ts.primary_key)), key_schema) for c in chunks])

@@ -1,0 +1,274 @@
+"""LakeDatasink on a real local Ray cluster: one atomic snapshot per job, nothing left on failure."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+ray = pytest.importorskip("ray")
+from lake_ray_util import (  # noqa: E402
+    EVENTS_SCHEMA,
+    ds_to_arrow,
+    events_batch,
+    fail_on_block_with,
+    make_events,
+    rows,
+)
+
+import raylake  # noqa: E402
+from raylake import LakeDatasink, read_lake, write_lake  # noqa: E402
+from raylake.errors import (  # noqa: E402
+    InvalidOptionError,
+    NullConstraintError,
+    SchemaError,
+    SchemaMismatchError,
+    TableNotFoundError,
+    UnsupportedOperationError,
+)
+from raylake.table import table_exists  # noqa: E402
+from raylake.table.manifest import live_files, read_entries  # noqa: E402
+
+pytestmark = pytest.mark.ray
+
+# One row group per 100 rows and a new file after every row group: a task writes
+# several files, so failures leave something to clean up.
+TINY_FILES = {"write.row-group-rows": 100, "write.target-file-size": 1}
+
+
+def data_files_on_disk(tbl: raylake.Table) -> set[str]:
+    return {rel for rel, _ in tbl.file_io.list_files("data")}
+
+
+def live_data_files(tbl: raylake.Table) -> set[str]:
+    snap = tbl.latest_snapshot()
+    if snap is None:
+        return set()
+    live = live_files(read_entries(tbl.file_io, snap.base_manifests, tbl.table_schema))
+    return set(live.column("path").to_pylist())
+
+
+def from_batches(tables: list[pa.Table]) -> Any:
+    """A dataset with one block per table, in this order."""
+    return ray.data.from_arrow(tables)
+
+
+@pytest.fixture
+def preserve_order() -> Iterator[None]:
+    """Dataset order decides which duplicate key wins an upsert, so keep it for those tests."""
+    options = ray.data.DataContext.get_current().execution_options
+    old = options.preserve_order
+    options.preserve_order = True
+    yield
+    options.preserve_order = old
+
+
+# -- appends and overwrites -------------------------------------------------------------
+
+
+def test_write_creates_the_table_from_the_dataset_schema(ray_cluster: Any, tmp_path: Path) -> None:
+    batches = [events_batch(i * 300, 300, "2024-01-01", seed=i) for i in range(4)]
+    snap = write_lake(from_batches(batches), str(tmp_path / "t"), partition_by=["dt"])
+    tbl = raylake.open_table(str(tmp_path / "t"))
+    assert snap is not None and [s.id for s in tbl.snapshots()] == [snap.id]
+    assert tbl.schema == EVENTS_SCHEMA
+    assert tbl.table_schema.partition_keys == ("dt",)
+    assert rows(tbl.to_arrow()) == rows(pa.concat_tables(batches))
+
+
+def test_append_and_overwrite_commit_one_snapshot_each(ray_cluster: Any, tmp_path: Path) -> None:
+    tbl = make_events(tmp_path / "t", rows_per_day=200)
+    before = tbl.to_arrow()
+    extra = [events_batch(10_000 + i * 50, 50, "2024-01-09", seed=i) for i in range(3)]
+    snap = write_lake(from_batches(extra), tbl.uri)
+    assert snap is not None and snap.commit_kind == "APPEND" and snap.id == 4
+    assert rows(tbl.to_arrow()) == rows(pa.concat_tables([before, *extra]))
+
+    snap = write_lake(from_batches(extra[:1]), tbl.uri, mode="overwrite")
+    assert snap is not None and snap.commit_kind == "OVERWRITE"
+    assert rows(tbl.to_arrow()) == rows(extra[0])
+    assert rows(tbl.to_arrow(snapshot_id=4)) == rows(pa.concat_tables([before, *extra]))
+
+
+def test_datasink_object_with_write_datasink(ray_cluster: Any, tmp_path: Path) -> None:
+    tbl = raylake.create_table(str(tmp_path / "t"), EVENTS_SCHEMA)
+    sink = LakeDatasink(tbl.uri, mode="append", commit_properties={"job": "nightly"})
+    from_batches([events_batch(0, 100, "d", 0)]).write_datasink(sink)
+    assert sink.snapshot is not None and sink.snapshot.properties == {"job": "nightly"}
+    assert tbl.count() == 100
+
+
+def test_round_trip_read_map_write(ray_cluster: Any, tmp_path: Path) -> None:
+    source = make_events(tmp_path / "source", rows_per_day=500)
+
+    def double(batch: pa.Table) -> pa.Table:
+        x = batch.column("x").to_numpy() * 2
+        return batch.set_column(batch.schema.get_field_index("x"), "x", pa.array(x))
+
+    ds = read_lake(source.uri, filter="label != 0").map_batches(double, batch_format="pyarrow")
+    snap = write_lake(ds, str(tmp_path / "target"), partition_by=["dt"])
+    target = raylake.open_table(str(tmp_path / "target"))
+    expected = source.to_arrow(filter="label != 0")
+    expected = expected.set_column(2, "x", pa.array(expected.column("x").to_numpy() * 2))
+    assert snap is not None and target.latest_snapshot() == snap
+    assert rows(target.to_arrow()) == rows(expected)
+    assert source.latest_snapshot() is not None and source.latest_snapshot().id == 3
+
+
+def test_empty_dataset(ray_cluster: Any, tmp_path: Path) -> None:
+    tbl = make_events(tmp_path / "t", rows_per_day=10)
+    empty = read_lake(tbl.uri, filter="id < 0")
+    assert write_lake(empty, tbl.uri) is None
+    assert len(tbl.snapshots()) == 3
+    snap = write_lake(empty, tbl.uri, mode="overwrite")
+    assert snap is not None and tbl.count() == 0
+
+
+# -- failures leave nothing behind ------------------------------------------------------
+
+
+def test_failed_task_leaves_table_and_files_unchanged(
+    ray_cluster: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    tbl = raylake.create_table(str(tmp_path / "t"), EVENTS_SCHEMA, options=TINY_FILES)
+    tbl.write(events_batch(0, 250, "d", seed=0))
+    before, files_before = tbl.to_arrow(), data_files_on_disk(tbl)
+
+    ds = ray.data.from_arrow([events_batch(1_000 + i * 400, 400, "d", i) for i in range(6)])
+    ds = ds.map_batches(
+        fail_on_block_with,
+        batch_format="pyarrow",
+        batch_size=200,
+        fn_kwargs={"data_dir": str(tmp_path / "t" / "data"), "last_id": 1_000 + 6 * 400 - 1},
+    )
+    with (
+        caplog.at_level(logging.WARNING, "raylake.datasource.datasink"),
+        pytest.raises(Exception, match="injected failure at id 3399"),
+    ):
+        write_lake(ds, tbl.uri)
+
+    # Tasks that had succeeded wrote files that the failed job then found and deleted.
+    (cleanup,) = [r.getMessage() for r in caplog.records if "deleted" in r.getMessage()]
+    assert int(re.search(r"deleted (\d+) file", cleanup).group(1)) > 0  # type: ignore[union-attr]
+
+    assert [s.id for s in tbl.snapshots()] == [1]
+    assert rows(tbl.to_arrow()) == rows(before)
+    assert data_files_on_disk(tbl) == files_before == live_data_files(tbl)
+
+
+def test_bad_rows_in_one_task_leave_nothing_behind(ray_cluster: Any, tmp_path: Path) -> None:
+    """The writer itself rejects a block (nulls in a non-nullable column) mid-job."""
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("v", pa.int64(), nullable=False)])
+    tbl = raylake.create_table(str(tmp_path / "t"), schema, options=TINY_FILES)
+    good = [
+        pa.table({"id": np.arange(i * 300, (i + 1) * 300), "v": np.ones(300, dtype=np.int64)}) for i in range(5)
+    ]
+    bad = pa.table({"id": [9_999, 10_000], "v": pa.array([1, None], pa.int64())})
+    with pytest.raises(NullConstraintError, match="'v'"):
+        write_lake(from_batches([*good, bad]), tbl.uri)
+    assert tbl.snapshots() == []
+    assert data_files_on_disk(tbl) == set()
+
+
+def test_schema_mismatch_fails_before_writing(ray_cluster: Any, tmp_path: Path) -> None:
+    tbl = make_events(tmp_path / "t", rows_per_day=10)
+    wrong = from_batches([pa.table({"id": [1], "dt": ["d"], "x": ["not a float"]})])
+    with pytest.raises(SchemaMismatchError, match="missing column"):
+        write_lake(wrong, tbl.uri)
+    renamed = events_batch(0, 5, "d", 0).rename_columns(["id", "dt", "x", "label", "TAG"])
+    with pytest.raises(SchemaMismatchError, match=r"missing column\(s\) \['tag'\]"):
+        write_lake(from_batches([renamed]), tbl.uri)
+    assert len(tbl.snapshots()) == 3
+    assert data_files_on_disk(tbl) == live_data_files(tbl)
+
+
+def test_missing_table_without_creation(ray_cluster: Any, tmp_path: Path) -> None:
+    uri = str(tmp_path / "missing")
+    with pytest.raises(TableNotFoundError):
+        write_lake(from_batches([events_batch(0, 5, "d", 0)]), uri, create_if_missing=False)
+    empty = read_lake(make_events(tmp_path / "t", rows_per_day=5).uri, filter="id < 0")
+    with pytest.raises(SchemaError, match="pass schema="):
+        write_lake(empty, uri)
+    assert not table_exists(uri)
+    snap = write_lake(empty, uri, schema=EVENTS_SCHEMA, mode="overwrite")
+    assert snap is not None and raylake.open_table(uri).schema == EVENTS_SCHEMA
+
+
+def test_created_table_is_removed_when_the_first_job_fails(
+    ray_cluster: Any, tmp_path: Path
+) -> None:
+    uri = str(tmp_path / "new")
+    bad = pa.table({"id": [1], "x": [1.5]})
+    with pytest.raises(SchemaMismatchError, match="'x'"):
+        write_lake(from_batches([bad]), uri, schema=pa.schema([("id", pa.int64())]))
+    with pytest.raises(TableNotFoundError):
+        raylake.open_table(uri)
+
+
+def test_bad_modes(ray_cluster: Any, tmp_path: Path) -> None:
+    tbl = make_events(tmp_path / "t", rows_per_day=5)
+    with pytest.raises(InvalidOptionError, match="mode"):
+        LakeDatasink(tbl.uri, mode="merge")  # type: ignore[arg-type]
+    with pytest.raises(UnsupportedOperationError, match="'upsert' is not supported"):
+        LakeDatasink(tbl.uri, mode="upsert")
+
+
+# -- a model of the table under random jobs ---------------------------------------------
+
+_jobs = st.lists(
+    st.tuples(
+        st.sampled_from(["append", "overwrite", "fail"]),
+        st.lists(st.integers(1, 120), min_size=1, max_size=4),  # block sizes
+    ),
+    min_size=1,
+    max_size=3,
+)
+
+
+@settings(
+    max_examples=8,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(jobs=_jobs)
+def test_jobs_against_a_model(ray_cluster: Any, tmp_path_factory: Any, jobs: Any) -> None:
+    """Random append/overwrite/failing jobs: the table always equals the model's last state."""
+    root = tmp_path_factory.mktemp("model") / "t"
+    tbl = raylake.create_table(str(root), EVENTS_SCHEMA, options=TINY_FILES)
+    model: list[dict[str, Any]] = []
+    next_id = 0
+    for mode, sizes in jobs:
+        blocks = []
+        for size in sizes:
+            blocks.append(events_batch(next_id, size, "d", seed=next_id))
+            next_id += size
+        new_rows = rows(pa.concat_tables(blocks))
+        if mode == "fail":
+            bad = pa.table({"id": [next_id], "x": ["oops"]})
+            with pytest.raises(SchemaMismatchError):
+                write_lake(from_batches([*blocks, bad]), tbl.uri)
+        else:
+            write_lake(from_batches(blocks), tbl.uri, mode=mode)  # type: ignore[arg-type]
+            model = (
+                new_rows if mode == "overwrite" else sorted(model + new_rows, key=lambda r: r["id"])
+            )
+        assert rows(tbl.to_arrow()) == model
+        assert rows(ds_to_arrow(read_lake(tbl.uri))) == model
+        assert data_files_on_disk(tbl) == live_data_files(tbl) | _replaced_files(tbl)
+
+
+def _replaced_files(tbl: raylake.Table) -> set[str]:
+    """Files of earlier snapshots that an overwrite replaced (kept for time travel)."""
+    out: set[str] = set()
+    for snap in tbl.snapshots():
+        live = live_files(read_entries(tbl.file_io, snap.base_manifests, tbl.table_schema))
+        out |= set(live.column("path").to_pylist())
+    return out

@@ -1,0 +1,164 @@
+"""bind: column resolution and literal typing."""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+
+import pyarrow as pa
+import pytest
+
+from raylake.errors import FilterError, UnknownColumnError
+from raylake.expr import (
+    Compare,
+    In,
+    IsNull,
+    Not,
+    NotIn,
+    bind,
+    col,
+    parse_filter,
+    referenced_columns,
+)
+
+SCHEMA = pa.schema(
+    [
+        ("i", pa.int64()),
+        ("i8", pa.int8()),
+        ("f", pa.float64()),
+        ("f32", pa.float32()),
+        ("s", pa.string()),
+        ("d", pa.date32()),
+        ("b", pa.bool_()),
+        ("ts", pa.timestamp("us")),
+        ("tz", pa.timestamp("ns", tz="UTC")),
+        ("dec", pa.decimal128(6, 2)),
+        ("bin", pa.binary()),
+        ("cat", pa.dictionary(pa.int32(), pa.string())),
+        ("l", pa.list_(pa.int64())),
+        ("st", pa.struct([("a", pa.int64())])),
+        ("weird name", pa.int64()),
+    ]
+)
+
+
+def bound_value(text: str) -> pa.Scalar:
+    expr = bind(parse_filter(text), SCHEMA)
+    assert isinstance(expr, Compare)
+    assert isinstance(expr.value, pa.Scalar)
+    return expr.value
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("i = 3", pa.scalar(3, pa.int64())),
+        ("i = 3.0", pa.scalar(3, pa.int64())),
+        ("i8 < -100", pa.scalar(-100, pa.int8())),
+        ("f = 3", pa.scalar(3.0, pa.float64())),
+        ("f32 > 0.1", pa.scalar(0.1, pa.float32())),
+        ("s = 'abc'", pa.scalar("abc")),
+        ("d = '2024-01-31'", pa.scalar(datetime.date(2024, 1, 31), pa.date32())),
+        ("d = '2024-01-31T00:00:00'", pa.scalar(datetime.date(2024, 1, 31), pa.date32())),
+        ("b = false", pa.scalar(False)),
+        (
+            "ts >= '2024-01-31 12:30'",
+            pa.scalar(datetime.datetime(2024, 1, 31, 12, 30), pa.timestamp("us")),
+        ),
+        ("ts >= '2024-01-31'", pa.scalar(datetime.datetime(2024, 1, 31), pa.timestamp("us"))),
+        (
+            "tz < '2024-01-31 12:00:00+01:00'",
+            pa.scalar(
+                datetime.datetime(2024, 1, 31, 11, tzinfo=datetime.timezone.utc),
+                pa.timestamp("ns", tz="UTC"),
+            ),
+        ),
+        ("dec = 1.5", pa.scalar(decimal.Decimal("1.50"), pa.decimal128(6, 2))),
+        ("dec = 2", pa.scalar(decimal.Decimal("2.00"), pa.decimal128(6, 2))),
+        ("bin = 'ab'", pa.scalar(b"ab")),
+        ("cat = 'x'", pa.scalar("x")),
+        ('"weird name" = 1', pa.scalar(1)),
+    ],
+)
+def test_literals_get_the_column_type(text: str, expected: pa.Scalar) -> None:
+    value = bound_value(text)
+    assert value.type == expected.type
+    assert value.equals(expected)
+
+
+def test_date_strings_bind_to_date32() -> None:
+    expr = bind(col("d").isin(["2024-01-01", datetime.date(2024, 1, 2)]), SCHEMA)
+    assert expr == In(
+        "d",
+        (
+            pa.scalar(datetime.date(2024, 1, 1), pa.date32()),
+            pa.scalar(datetime.date(2024, 1, 2), pa.date32()),
+        ),
+    )
+
+
+def test_bind_keeps_structure_and_is_idempotent() -> None:
+    expr = parse_filter("not (i = 1 or s not in ('a', 'b')) and d is null")
+    bound = bind(expr, SCHEMA)
+    assert isinstance(bound.children()[0], Not)
+    assert bind(bound, SCHEMA) == bound
+    assert parse_filter(str(bound)) != bound  # literals are typed scalars after binding
+    assert bind(parse_filter(str(bound)), SCHEMA) == bound
+    assert NotIn("s", (pa.scalar("a"), pa.scalar("b"))) in [
+        bound.children()[0].children()[0].children()[1]  # type: ignore[attr-defined]
+    ]
+
+
+def test_rebinding_a_scalar_of_another_type_converts_it() -> None:
+    assert bind(Compare("=", "f", pa.scalar(1, pa.int32())), SCHEMA) == Compare(
+        "=", "f", pa.scalar(1.0)
+    )
+
+
+def test_unknown_column() -> None:
+    with pytest.raises(UnknownColumnError) as info:
+        bind(parse_filter("i = 1 and nope is null"), SCHEMA)
+    assert info.value.column == "nope"
+    assert info.value.available == SCHEMA.names
+    assert "nope" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("i = 'abc'", "expected an integer"),
+        ("i = 1.5", "expected an integer"),
+        ("i = true", "not a boolean"),
+        ("i8 = 300", "int8"),
+        ("f = 'x'", "expected a number"),
+        ("s = 1", "expected a string"),
+        ("b = 1", "true or false"),
+        ("d = 'abc'", "expected a date"),
+        ("d = '2024-13-01'", "expected a date"),
+        ("d = '2024-01-01 10:00'", "time of day"),
+        ("d = 20240101", "expected a date"),
+        ("ts = 'yesterday'", "ISO 8601"),
+        ("dec = 1.234", "decimal"),
+        ("l = 1", "not supported"),
+        ("st in (1)", "not supported"),
+        ("i in (1, 'a')", "'a'"),
+    ],
+)
+def test_bad_literals(text: str, fragment: str) -> None:
+    with pytest.raises(FilterError) as info:
+        bind(parse_filter(text), SCHEMA)
+    message = str(info.value)
+    assert fragment in message
+    column = text.split()[0]
+    assert repr(column) in message  # names the column ...
+    assert str(SCHEMA.field(column).type) in message  # ... and its type
+
+
+def test_null_tests_work_on_nested_columns() -> None:
+    assert bind(parse_filter("l is null"), SCHEMA) == IsNull("l")
+
+
+def test_referenced_columns() -> None:
+    expr = parse_filter("a = 1 and (b in (1) or not c is null) and a > 2 or true")
+    assert referenced_columns(expr) == {"a", "b", "c"}
+    assert referenced_columns(parse_filter("true")) == set()

@@ -1,0 +1,167 @@
+"""parse_filter: accepted syntax, error positions, round trips."""
+
+from __future__ import annotations
+
+import pytest
+
+from raylake.errors import FilterError, FilterParseError
+from raylake.expr import (
+    AlwaysFalse,
+    AlwaysTrue,
+    And,
+    Compare,
+    Expr,
+    In,
+    IsNull,
+    Not,
+    NotIn,
+    NotNull,
+    Or,
+    parse_filter,
+)
+
+
+def eq(column: str, value: object) -> Compare:
+    return Compare("=", column, value)
+
+
+GOOD = [
+    ("label = 1 and dt = '2024-01-01'", And(eq("label", 1), eq("dt", "2024-01-01"))),
+    ("x == 1", eq("x", 1)),
+    ("x=1", eq("x", 1)),
+    ("  x = 1  ", eq("x", 1)),
+    ("x != 1", Compare("!=", "x", 1)),
+    ("x <> 1", Compare("!=", "x", 1)),
+    ("x < 1.5", Compare("<", "x", 1.5)),
+    ("x <= -2", Compare("<=", "x", -2)),
+    ("x>=-2", Compare(">=", "x", -2)),
+    ("x > 1e3", Compare(">", "x", 1000.0)),
+    ("x > -1.5E-3", Compare(">", "x", -0.0015)),
+    ("x = .5", eq("x", 0.5)),
+    ("x = 5.", eq("x", 5.0)),
+    ("x = +7", eq("x", 7)),
+    ("s = 'it''s'", eq("s", "it's")),
+    ("s = ''", eq("s", "")),
+    ("s = 'and or not'", eq("s", "and or not")),
+    ("b = true", eq("b", True)),
+    ("B = FALSE", eq("B", False)),
+    ("x in (1, 2, 3)", In("x", (1, 2, 3))),
+    ("x IN ('a')", In("x", ("a",))),
+    ("x in ()", In("x", ())),
+    ("x not in (1, 'b')", NotIn("x", (1, "b"))),
+    ("x Not In (1)", NotIn("x", (1,))),
+    ("x is null", IsNull("x")),
+    ("x IS NOT NULL", NotNull("x")),
+    ("not x = 1", Not(eq("x", 1))),
+    ("NOT not x = 1", Not(Not(eq("x", 1)))),
+    ("not (x = 1)", Not(eq("x", 1))),
+    ("a = 1 or b = 2 and c = 3", Or(eq("a", 1), And(eq("b", 2), eq("c", 3)))),
+    ("(a = 1 or b = 2) and c = 3", And(Or(eq("a", 1), eq("b", 2)), eq("c", 3))),
+    ("a = 1 and b = 2 and c = 3", And(And(eq("a", 1), eq("b", 2)), eq("c", 3))),
+    ("not a = 1 and b = 2", And(Not(eq("a", 1)), eq("b", 2))),
+    ("not (a = 1 and b = 2)", Not(And(eq("a", 1), eq("b", 2)))),
+    ("((a = 1))", eq("a", 1)),
+    ("3 < x", Compare(">", "x", 3)),
+    ("1 >= x", Compare("<=", "x", 1)),
+    ("'a' = s", eq("s", "a")),
+    ("true != b", Compare("!=", "b", True)),
+    ('"weird col" = 1', eq("weird col", 1)),
+    ('"a""b" = 1', eq('a"b', 1)),
+    ("`and` = 1", eq("and", 1)),
+    ("`a``b` is null", IsNull("a`b")),
+    ("a.b.c = 1", eq("a.b.c", 1)),
+    ("_x9 = 1", eq("_x9", 1)),
+    ("true", AlwaysTrue()),
+    ("false or x = 1", Or(AlwaysFalse(), eq("x", 1))),
+    ("not true", Not(AlwaysTrue())),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), GOOD)
+def test_parses(text: str, expected: Expr) -> None:
+    assert parse_filter(text) == expected
+
+
+@pytest.mark.parametrize(("text", "_expected"), GOOD)
+def test_round_trip(text: str, _expected: Expr) -> None:
+    expr = parse_filter(text)
+    assert parse_filter(str(expr)) == expr
+
+
+BAD = [
+    ("", 0, "empty filter"),
+    ("   ", 0, "empty filter"),
+    ("x = ", 4, "expected a literal"),
+    ("x = null", 4, "use 'is null'"),
+    ("x != null", 5, "use 'is not null'"),
+    ("null = x", 0, "is null"),
+    ("(x = 1", 6, "missing ')'"),
+    ("(x = 1 and (y = 2)", 18, "missing ')'"),
+    ("x = 1)", 5, "unbalanced ')'"),
+    ("x = 1 y = 2", 6, "after a complete filter"),
+    ("x = 'abc", 4, "unterminated string"),
+    ("x = 'it''s", 4, "unterminated string"),
+    ('"abc = 1', 0, "unterminated quoted column name"),
+    ('"" = 1', 0, "empty column name"),
+    ("x ~ 1", 2, "unexpected character '~'"),
+    ("x in (1, 2", 10, "missing ')'"),
+    ("x in 1", 5, "expected '('"),
+    ("x in (1 2)", 8, "expected ',' or ')'"),
+    ("x in (1,)", 8, "expected a literal"),
+    ("x in (null)", 6, "null"),
+    ("x not like 1", 2, "expected a comparison operator"),
+    ("x is 1", 5, "expected 'null'"),
+    ("x is not", 8, "expected 'null'"),
+    ("x = y", 4, "comparing with column 'y'"),
+    ("and x = 1", 0, "expected a column name"),
+    ("x = 1 and", 9, "expected a column name"),
+    ("x = 1 and or y = 1", 10, "unexpected 'or'"),
+    ("x 1", 2, "expected a comparison operator"),
+    ("x", 1, "expected a comparison operator"),
+    ("1 = 2", 4, "expected a column name"),
+    ("1 in (1)", 2, "expected a comparison operator"),
+    ("x = 1e", 4, "invalid number"),
+    ("x = 1.2.3", 4, "invalid number"),
+    ("x = 3abc", 4, "invalid number"),
+    ("not", 3, "end of filter"),
+    ("()", 1, "unexpected ')'"),
+    ("x = - 1", 4, "unexpected character '-'"),
+]
+
+
+@pytest.mark.parametrize(("text", "position", "message"), BAD)
+def test_errors_point_at_the_offending_token(text: str, position: int, message: str) -> None:
+    with pytest.raises(FilterParseError) as info:
+        parse_filter(text)
+    error = info.value
+    assert error.position == position
+    assert error.text == text
+    assert message in str(error)
+    assert f"at position {position}" in str(error)
+    assert isinstance(error, FilterError)
+
+
+def test_error_message_shows_a_pointer() -> None:
+    with pytest.raises(FilterParseError) as info:
+        parse_filter("x = null")
+    assert str(info.value).endswith("  x = null\n      ^")
+
+
+def test_deep_nesting_is_a_parse_error() -> None:
+    with pytest.raises(FilterParseError, match="nests too deeply"):
+        parse_filter("(" * 5000 + "x = 1" + ")" * 5000)
+
+
+def test_long_chains_do_not_recurse() -> None:
+    text = " or ".join(f"x = {i}" for i in range(3000))
+    expr = parse_filter(text)
+    assert str(expr) == text
+    again = parse_filter(text)
+    assert expr == again
+    assert hash(expr) == hash(again)
+    assert expr != parse_filter(text + " or x = -1")
+
+
+def test_rejects_non_strings() -> None:
+    with pytest.raises(TypeError):
+        parse_filter(3)  # type: ignore[arg-type]

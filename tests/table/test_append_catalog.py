@@ -1,0 +1,242 @@
+"""create_table / open_table / from_pandas / to_pandas on local paths, file:// and memory://."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+import raylake
+from raylake.errors import (
+    RaylakeError,
+    SchemaError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+    UnsupportedOperationError,
+)
+from raylake.table import table_exists
+
+SCHEMA = pa.schema([("id", pa.int64()), ("dt", pa.string()), ("x", pa.float64())])
+
+
+def sample(n: int = 6, start: int = 0) -> pa.Table:
+    return pa.table(
+        {
+            "id": pa.array(range(start, start + n), pa.int64()),
+            "dt": [f"2024-01-0{1 + i % 3}" for i in range(n)],
+            "x": [i / 2 for i in range(n)],
+        }
+    )
+
+
+@pytest.fixture(params=["local", "file", "memory"])
+def uri(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "local":
+        return str(tmp_path / "t")
+    if request.param == "file":
+        return f"file://{tmp_path}/t"
+    return f"memory://{uuid.uuid4().hex}/t"
+
+
+def test_create_write_open_read(uri: str) -> None:
+    tbl = raylake.create_table(uri, SCHEMA, partition_by=["dt"])
+    assert tbl.latest_snapshot() is None
+    assert tbl.to_arrow().num_rows == 0
+    assert tbl.to_arrow().schema == SCHEMA
+    tbl.write(sample())
+    opened = raylake.open_table(uri)
+    assert opened.schema == SCHEMA
+    assert opened.table_schema.partition_keys == ("dt",)
+    assert opened.to_arrow().sort_by("id").equals(sample())
+    assert table_exists(uri)
+
+
+def test_create_twice_and_exist_ok(uri: str) -> None:
+    raylake.create_table(uri, SCHEMA).write(sample())
+    with pytest.raises(TableAlreadyExistsError, match="already exists"):
+        raylake.create_table(uri, SCHEMA)
+    same = raylake.create_table(uri, SCHEMA, exist_ok=True)
+    assert same.count() == 6
+    other = pa.schema([("id", pa.int32())])
+    with pytest.raises(SchemaError, match="another schema"):
+        raylake.create_table(uri, other, exist_ok=True)
+
+
+def test_open_without_a_table(uri: str) -> None:
+    assert not table_exists(uri)
+    with pytest.raises(TableNotFoundError) as info:
+        raylake.open_table(uri)
+    assert "no raylake table" in str(info.value)
+    assert isinstance(info.value, RaylakeError)
+
+
+def test_open_a_directory_that_is_not_a_table(tmp_path: Path) -> None:
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "x.parquet").write_bytes(b"PAR1")
+    with pytest.raises(TableNotFoundError, match=str(tmp_path)):
+        raylake.open_table(str(tmp_path))
+
+
+def test_leftover_temporary_schema_file_is_ignored(tmp_path: Path) -> None:
+    """A crash inside create_table can leave schema-0.json.<hex>.tmp behind."""
+    (tmp_path / "schema").mkdir()
+    (tmp_path / "schema" / "schema-0.json.1234abcd.tmp").write_text("{")
+    assert not table_exists(str(tmp_path))
+    with pytest.raises(TableNotFoundError):
+        raylake.open_table(str(tmp_path))
+    tbl = raylake.create_table(str(tmp_path), SCHEMA)
+    tbl.write(sample(2))
+    assert raylake.open_table(str(tmp_path)).count() == 2
+
+
+def test_memory_tables_are_per_process() -> None:
+    uri = f"memory://{uuid.uuid4().hex}/t"
+    raylake.create_table(uri, SCHEMA).write(sample())
+    code = f"import raylake; raylake.open_table({uri!r})"
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert child.returncode != 0
+    assert "TableNotFoundError" in child.stderr
+
+
+def test_a_copied_table_reads_the_same(tmp_path: Path) -> None:
+    """Metadata stores paths relative to the table root, so a table can move."""
+    tbl = raylake.create_table(str(tmp_path / "a"), SCHEMA, partition_by=["dt"])
+    tbl.write(sample())
+    tbl.write(sample(3, start=100))
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    shutil.rmtree(tmp_path / "a")
+    moved = raylake.open_table(str(tmp_path / "b"))
+    assert moved.count() == 9
+    assert moved.count(snapshot_id=1) == 6
+
+
+def test_table_repr_and_properties(tmp_path: Path) -> None:
+    tbl = raylake.create_table(str(tmp_path), SCHEMA)
+    assert "append" in repr(tbl) and str(tmp_path) in repr(tbl)
+    assert not tbl.is_primary_key_table
+    assert tbl.uri == str(tmp_path)
+
+
+# -- from_pandas ---------------------------------------------------------------------------
+
+DF = pd.DataFrame({"a": [1, 2, 3], "b": ["x", None, "z"]})
+
+
+def test_from_pandas_infers_the_schema(tmp_path: Path) -> None:
+    tbl = raylake.from_pandas(DF, str(tmp_path))
+    assert tbl.schema == pa.schema([("a", pa.int64()), ("b", pa.string())])
+    pd.testing.assert_frame_equal(tbl.to_pandas(), DF)
+
+
+def test_from_pandas_with_an_arrow_schema(tmp_path: Path) -> None:
+    schema = pa.schema([("b", pa.large_string()), ("a", pa.int16())])
+    tbl = raylake.from_pandas(DF, str(tmp_path), schema)
+    assert tbl.schema == schema
+    assert tbl.to_arrow().to_pydict() == {"b": ["x", None, "z"], "a": [1, 2, 3]}
+
+
+def test_from_pandas_with_column_names_renames_by_position(tmp_path: Path) -> None:
+    """Like spark.createDataFrame(pdf, ["id", "name"]): names replace the columns in order."""
+    tbl = raylake.from_pandas(DF, str(tmp_path), ["id", "name"])
+    assert tbl.schema == pa.schema([("id", pa.int64()), ("name", pa.string())])
+    assert tbl.to_arrow().to_pydict() == {"id": [1, 2, 3], "name": ["x", None, "z"]}
+
+
+def test_from_pandas_with_types_keeps_the_names(tmp_path: Path) -> None:
+    tbl = raylake.from_pandas(DF, str(tmp_path), [pa.int8(), pa.string()])
+    assert tbl.schema == pa.schema([("a", pa.int8()), ("b", pa.string())])
+    assert tbl.count() == 3
+
+
+def test_from_pandas_with_types_and_integer_column_labels(tmp_path: Path) -> None:
+    df = pd.DataFrame([[1, "x"], [2, "y"]])
+    tbl = raylake.from_pandas(df, str(tmp_path), [pa.int32(), pa.string()])
+    assert tbl.schema == pa.schema([("0", pa.int32()), ("1", pa.string())])
+    assert tbl.to_arrow().to_pydict() == {"0": [1, 2], "1": ["x", "y"]}
+
+
+@pytest.mark.parametrize(
+    ("schema", "message"),
+    [
+        ("a", "got str"),
+        ({"a": pa.int8()}, "got dict"),
+        (["a"], "1 entries but the DataFrame has 2"),
+        (["a", pa.int8()], "only column names"),
+        ([pa.int8(), pa.int8(), pa.int8()], "3 entries"),
+        (pa.schema([("a", pa.int64()), ("zzz", pa.string())]), r"\['zzz'\].*lacks"),
+        (pa.schema([("a", pa.int64())]), r"column\(s\) \['b'\] that the schema does not name"),
+        ([pa.int8(), pa.int64()], "does not convert"),
+        (pa.schema([("a", pa.int64()), pa.field("b", pa.string(), nullable=False)]), "null"),
+    ],
+)
+def test_from_pandas_bad_schema_forms(tmp_path: Path, schema: object, message: str) -> None:
+    with pytest.raises(SchemaError, match=message):
+        raylake.from_pandas(DF, str(tmp_path / "t"), schema)  # type: ignore[arg-type]
+    assert not table_exists(str(tmp_path / "t"))
+
+
+def test_from_pandas_overflowing_type_is_a_schema_error(tmp_path: Path) -> None:
+    with pytest.raises(SchemaError, match="300"):
+        raylake.from_pandas(pd.DataFrame({"a": [300]}), str(tmp_path), [pa.int8()])
+
+
+def test_from_pandas_modes(tmp_path: Path) -> None:
+    uri = str(tmp_path)
+    raylake.from_pandas(DF, uri)
+    with pytest.raises(TableAlreadyExistsError):
+        raylake.from_pandas(DF, uri)
+    assert raylake.from_pandas(DF, uri, mode="append").count() == 6
+    tbl = raylake.from_pandas(DF.head(1), uri, mode="overwrite")
+    assert tbl.to_arrow().to_pydict() == {"a": [1], "b": ["x"]}
+    assert [s.commit_kind for s in tbl.snapshots()] == ["APPEND", "APPEND", "OVERWRITE"]
+    with pytest.raises(UnsupportedOperationError, match="'ignore'"):
+        raylake.from_pandas(DF, uri, mode="ignore")  # type: ignore[arg-type]
+    assert tbl.count() == 1
+
+
+def test_from_pandas_with_partitions_and_options(tmp_path: Path) -> None:
+    df = sample(9).to_pandas()
+    tbl = raylake.from_pandas(
+        df, str(tmp_path), partition_by=["dt"], options={"write.compression": "zstd"}
+    )
+    assert tbl.table_schema.partition_keys == ("dt",)
+    assert tbl.table_schema.table_options.compression == "zstd"
+    assert len(tbl.scan().plan()) == 3
+
+
+def test_to_pandas_round_trip(tmp_path: Path) -> None:
+    df = pd.DataFrame(
+        {
+            "i": np.arange(5, dtype=np.int64),
+            "i32": np.arange(5, dtype=np.int32),
+            "f": [0.5, None, 2.5, np.inf, -1.0],
+            "s": ["a", None, "c", "", "e"],
+            "b": [True, False, True, False, True],
+            "t": pd.date_range("2024-01-01", periods=5, freq="h"),
+            "tz": pd.date_range("2024-01-01", periods=5, freq="D", tz="UTC"),
+            "cat": pd.Categorical(["u", "v", "u", "v", "u"]),
+        }
+    )
+    tbl = raylake.from_pandas(df, str(tmp_path))
+    assert tbl.schema.field("cat").type == pa.string()  # dictionary encoding is not stored
+    back = tbl.to_pandas().sort_values("i").reset_index(drop=True)
+    expected = df.assign(cat=df["cat"].astype(object))
+    pd.testing.assert_frame_equal(back, expected, check_dtype=False)
+    assert back["t"].dtype == df["t"].dtype and back["tz"].dtype == df["tz"].dtype
+    assert back["i32"].dtype == np.int32
+    subset = tbl.to_pandas(columns=["s", "i"], filter="i >= 3")
+    assert subset.to_dict("list") == {"s": ["", "e"], "i": [3, 4]}
+
+
+def test_to_pandas_ignores_the_dataframe_index(tmp_path: Path) -> None:
+    df = pd.DataFrame({"a": [1, 2]}, index=pd.Index([10, 20], name="key"))
+    tbl = raylake.from_pandas(df, str(tmp_path))
+    assert tbl.schema.names == ["a"]
+    assert tbl.to_pandas().index.tolist() == [0, 1]

@@ -1,0 +1,265 @@
+"""Arrow types through schema JSON and through data files; table options validation."""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import raylake
+from raylake.errors import InvalidOptionError, SchemaError
+from raylake.table.options import TableOptions
+from raylake.table.schema import TableSchema
+from raylake.table.types import normalize_type, type_from_json, type_to_json
+
+PRIMITIVES = [
+    pa.null(),
+    pa.bool_(),
+    pa.int8(),
+    pa.int16(),
+    pa.int32(),
+    pa.int64(),
+    pa.uint8(),
+    pa.uint16(),
+    pa.uint32(),
+    pa.uint64(),
+    pa.float16(),
+    pa.float32(),
+    pa.float64(),
+    pa.string(),
+    pa.large_string(),
+    pa.binary(),
+    pa.large_binary(),
+    pa.date32(),
+    pa.date64(),
+]
+PARAMETERIZED = [
+    pa.timestamp("s"),
+    pa.timestamp("ms", tz="UTC"),
+    pa.timestamp("us", tz="Europe/Berlin"),
+    pa.timestamp("ns"),
+    pa.time32("s"),
+    pa.time32("ms"),
+    pa.time64("us"),
+    pa.time64("ns"),
+    pa.duration("s"),
+    pa.duration("ns"),
+    pa.decimal128(10, 2),
+    pa.decimal256(50, 7),
+    pa.binary(16),
+    pa.list_(pa.int32(), 4),
+    pa.list_(pa.string()),
+    pa.large_list(pa.float64()),
+    pa.map_(pa.string(), pa.int64()),
+    pa.struct([("a", pa.int32()), pa.field("b", pa.list_(pa.string()), nullable=False)]),
+]
+
+
+@pytest.mark.parametrize("dtype", PRIMITIVES + PARAMETERIZED, ids=str)
+def test_type_round_trips_through_json(dtype: pa.DataType) -> None:
+    encoded = type_to_json(dtype)
+    assert type_from_json(json.loads(json.dumps(encoded))) == dtype
+
+
+def test_primitive_names_are_the_constructor_names() -> None:
+    names = [type_to_json(t) for t in PRIMITIVES]
+    assert names == [
+        "null", "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+        "uint64", "float16", "float32", "float64", "string", "large_string", "binary",
+        "large_binary", "date32", "date64",
+    ]  # fmt: skip
+    # pyarrow's own spellings are accepted too.
+    for alias, dtype in [("double", pa.float64()), ("halffloat", pa.float16()),
+                         ("utf8", pa.string()), ("date32[day]", pa.date32())]:  # fmt: skip
+        assert type_from_json(alias) == dtype
+
+
+def _types() -> st.SearchStrategy[pa.DataType]:
+    leaves = st.sampled_from(PRIMITIVES + PARAMETERIZED[:13])
+    names = st.text("abcxyz_", min_size=1, max_size=4)
+
+    def nested(inner: st.SearchStrategy[pa.DataType]) -> st.SearchStrategy[pa.DataType]:
+        # pyarrow refuses a non-nullable field of the null type.
+        fields = st.builds(pa.field, names, inner, st.booleans()).map(
+            lambda f: f.with_nullable(True) if pa.types.is_null(f.type) else f
+        )
+        return st.one_of(
+            inner.map(pa.list_),
+            inner.map(pa.large_list),
+            st.builds(pa.list_, inner, st.integers(1, 5)),
+            st.builds(pa.map_, st.sampled_from([pa.string(), pa.int32()]), inner),
+            st.lists(fields, min_size=1, max_size=3, unique_by=lambda f: f.name).map(pa.struct),
+        )
+
+    return st.recursive(leaves, nested, max_leaves=6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(dtype=_types())
+def test_nested_types_round_trip_through_json(dtype: pa.DataType) -> None:
+    assert type_from_json(json.loads(json.dumps(type_to_json(dtype)))) == dtype
+
+
+def test_dictionary_columns_store_their_value_type() -> None:
+    assert normalize_type(pa.dictionary(pa.int8(), pa.string())) == pa.string()
+    assert type_to_json(pa.dictionary(pa.int32(), pa.int64())) == "int64"
+
+
+@pytest.mark.parametrize(
+    "dtype",
+    [pa.month_day_nano_interval(), pa.dense_union([pa.field("a", pa.int8())]), pa.string_view()],
+    ids=str,
+)
+def test_unsupported_types_are_rejected(dtype: pa.DataType, tmp_path: Path) -> None:
+    with pytest.raises(SchemaError, match="cannot be stored"):
+        type_to_json(dtype)
+    with pytest.raises(SchemaError):
+        raylake.create_table(str(tmp_path), pa.schema([("c", dtype)]))
+    assert not (tmp_path / "schema").exists()
+
+
+@pytest.mark.parametrize("value", ["int128", {"type": "tensor"}, {"no": "type"}])
+def test_unknown_json_types_are_rejected(value: object) -> None:
+    with pytest.raises(SchemaError, match="unknown type"):
+        type_from_json(value)  # type: ignore[arg-type]
+
+
+def _values(dtype: pa.DataType) -> pa.Array:
+    """Two rows for a column of ``dtype``: a value and a null."""
+    samples: dict[str, object] = {
+        "bool": True, "string": "s", "large_string": "t", "binary": b"b", "large_binary": b"l",
+        "date32": datetime.date(2024, 2, 29), "date64": datetime.date(1999, 12, 31),
+    }  # fmt: skip
+    t = pa.types
+    name = type_to_json(dtype)
+    if isinstance(name, str) and name in samples:
+        value = samples[name]
+    elif t.is_null(dtype):
+        value = None
+    elif t.is_integer(dtype) or t.is_floating(dtype):
+        value = 7
+    elif t.is_timestamp(dtype):
+        value = datetime.datetime(2024, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc)
+    elif t.is_time(dtype):
+        value = datetime.time(12, 30, 1)
+    elif t.is_duration(dtype):
+        value = datetime.timedelta(seconds=-90)
+    elif t.is_decimal(dtype):
+        value = decimal.Decimal("-12.25")
+    elif t.is_fixed_size_binary(dtype):
+        value = b"x" * dtype.byte_width
+    elif t.is_fixed_size_list(dtype):
+        value = [1, 2, None, 4]
+    elif t.is_list(dtype) or t.is_large_list(dtype):
+        value = ["a", None] if t.is_string(dtype.value_type) else [1.5, None]
+    elif t.is_map(dtype):
+        value = [("k", 1), ("j", None)]
+    else:
+        value = {"a": 1, "b": ["z"]}
+    if t.is_floating(dtype) and dtype.bit_width == 16:
+        import numpy as np
+
+        return pa.array(np.array([7, 0], dtype=np.float16), mask=np.array([False, True]))
+    return pa.array([value, None], type=dtype)
+
+
+def test_every_type_round_trips_through_a_table(tmp_path: Path) -> None:
+    columns = {f"c{i}": _values(t) for i, t in enumerate(PRIMITIVES + PARAMETERIZED)}
+    data = pa.table(columns)
+    tbl = raylake.create_table(str(tmp_path), data.schema)
+    tbl.write(data)
+    tbl.write(data)
+    reopened = raylake.open_table(str(tmp_path))
+    assert reopened.schema == data.schema
+    assert reopened.to_arrow().equals(pa.concat_tables([data, data]))
+    # Filters on columns with statistics are pruned and evaluated with the column's type.
+    assert tbl.count(filter="c5 = 7") == 2
+    assert tbl.count(filter="c19 = '2024-01-02 03:04:05'") == 2
+    assert tbl.count(filter="c17 > '2024-03-01'") == 0
+
+
+def test_duration_columns_have_statistics(tmp_path: Path) -> None:
+    """pyarrow has no min_max kernel for durations; the writer must still gather them."""
+    schema = pa.schema([("d", pa.duration("ms"))])
+    tbl = raylake.create_table(str(tmp_path), schema)
+    seconds = [[-5, 1], [10, 20]]
+    for batch in seconds:
+        tbl.write(pa.table({"d": pa.array([datetime.timedelta(seconds=s) for s in batch], schema[0].type)}))
+    assert tbl.count() == 4
+    high = pa.scalar(datetime.timedelta(seconds=5), schema[0].type)
+    plan = tbl.scan(filter=raylake.col("d") > high).plan()
+    assert sum(len(s.files) for s in plan) == 1
+    assert tbl.to_arrow(filter=raylake.col("d") > high).num_rows == 2
+
+
+def test_schema_json_round_trip(tmp_path: Path) -> None:
+    schema = pa.schema(
+        [pa.field("id", pa.int64(), nullable=False), ("dt", pa.date32()), ("m", PARAMETERIZED[16])]
+    )
+    tbl = raylake.create_table(
+        str(tmp_path), schema, partition_by=["dt"], options={"write.row-group-rows": 10}
+    )
+    stored = json.loads((tmp_path / "schema" / "schema-0.json").read_text())
+    assert stored["fields"][0] == {"id": 0, "name": "id", "type": "int64", "nullable": False}
+    assert stored["partition_keys"] == ["dt"] and stored["primary_key"] == []
+    assert stored["options"] == {"write.row-group-rows": "10"}
+    assert TableSchema.from_json(stored) == tbl.table_schema
+
+
+# -- options -----------------------------------------------------------------------------
+
+
+def test_options_are_typed_and_stored_as_strings(tmp_path: Path) -> None:
+    options = {
+        "write.target-file-size": 1 << 20,
+        "write.row-group-rows": "5000",
+        "write.compression": "ZSTD",
+        "read.split.target-size": 1 << 22,
+        "read.split.open-file-cost": 1024,
+        "manifest.merge-min-count": 5,
+        "commit.max-retries": 3,
+        "snapshot.num-retained.min": 2,
+    }
+    tbl = raylake.create_table(str(tmp_path), pa.schema([("a", pa.int8())]), options=options)
+    typed = raylake.open_table(str(tmp_path)).table_schema.table_options
+    assert typed.row_group_rows == 5000 and typed.compression == "zstd"
+    assert typed.manifest_merge_min_count == 5 and typed.commit_max_retries == 3
+    assert tbl.table_schema.options["write.target-file-size"] == str(1 << 20)
+    assert TableOptions.from_mapping(None) == TableOptions()
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"write.bogus": "1"}, "unknown option; known options: .*commit.max-retries"),
+        ({"read.split.target-size": "big"}, "expected an integer"),
+        ({"write.row-group-rows": 0}, "expected a positive integer"),
+        ({"manifest.merge-min-count": -3}, "expected a positive integer"),
+        ({"write.compression": "zip"}, "expected one of"),
+    ],
+)
+def test_invalid_options_are_rejected(tmp_path: Path, options: dict, message: str) -> None:
+    with pytest.raises(InvalidOptionError, match=message) as info:
+        raylake.create_table(str(tmp_path), pa.schema([("a", pa.int8())]), options=options)
+    key = next(iter(options))
+    assert info.value.key == key and key in str(info.value)
+    assert not (tmp_path / "schema").exists()
+
+
+def test_write_options_take_effect(tmp_path: Path) -> None:
+    tbl = raylake.create_table(
+        str(tmp_path),
+        pa.schema([("a", pa.int64())]),
+        options={"write.row-group-rows": 10, "write.target-file-size": 400, "write.compression": "none"},
+    )
+    tbl.write(pa.table({"a": pa.array(range(100), pa.int64())}))
+    files = [f for s in tbl.scan().plan() for f in s.files]
+    assert len(files) > 1  # rolled at the target size (in-memory bytes)
+    assert sum(f.row_count for f in files) == 100
+    assert sorted(tbl.to_arrow().column("a").to_pylist()) == list(range(100))
