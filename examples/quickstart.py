@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 import raylake
 from raylake import col
@@ -95,6 +96,39 @@ def run_table_demo(warehouse: Path) -> str:
     return uri
 
 
+def run_ray_demo(warehouse: Path, uri: str) -> None:
+    """read_lake -> map_batches -> write_lake on a local Ray cluster (issue 4)."""
+    import logging
+    import os
+
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    import ray
+
+    section("Ray Data: read_lake -> map_batches -> write_lake")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    logging.getLogger("ray.data").setLevel(logging.ERROR)  # keep the demo's output readable
+    try:
+        ds = raylake.read_lake(uri, columns=["id", "user_id", "dt", "score"], filter="label = 1")
+
+        def to_percent(batch: pa.Table) -> pa.Table:
+            percent = pc.multiply(batch.column("score"), pa.scalar(100.0, pa.float32()))
+            return batch.set_column(batch.schema.get_field_index("score"), "score", percent)
+
+        scored = ds.map_batches(to_percent, batch_format="pyarrow")
+        target = str(warehouse / "events_scored")
+        snap = raylake.write_lake(scored, target, partition_by=["dt"])
+        assert snap is not None
+        for name, tbl in (
+            ("events", raylake.open_table(uri)),
+            ("events_scored", raylake.open_table(target)),
+        ):
+            latest = tbl.latest_snapshot()
+            print(f"{name:>14}: snapshot {latest.id if latest else None}, {tbl.count():,} rows")
+    finally:
+        ray.shutdown()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--warehouse", default="./warehouse")
@@ -104,7 +138,8 @@ def main() -> None:
         shutil.rmtree(warehouse)
     warehouse.mkdir(parents=True)
     print(f"raylake {raylake.__version__} demo, warehouse at {warehouse}")
-    run_table_demo(warehouse)
+    uri = run_table_demo(warehouse)
+    run_ray_demo(warehouse, uri)
     print("\ndemo finished; try: .venv/bin/raylake snapshots", warehouse / "events")
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, TypeAlias
 
 import pyarrow as pa
 
@@ -65,7 +65,7 @@ def table_exists(uri: str, *, storage_options: Mapping[str, Any] | None = None) 
     return bool(schema_ids(file_io))
 
 
-SchemaSpec = pa.Schema | Sequence[str] | Sequence[pa.DataType] | None
+SchemaSpec: TypeAlias = pa.Schema | Sequence[str] | Sequence[pa.DataType] | None
 
 
 def from_pandas(
@@ -108,7 +108,7 @@ def from_pandas(
             options=options,
             storage_options=storage_options,
         )
-    write_mode = "overwrite" if mode == "overwrite" else None
+    write_mode: Literal["overwrite"] | None = "overwrite" if mode == "overwrite" else None
     tbl.write(pa_table, mode=write_mode)
     return tbl
 

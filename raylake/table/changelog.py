@@ -146,7 +146,9 @@ def _bucket_changes(
     old_rows = [read_file(file_io, ts, f, columns, key_filter) for f in old_files]
     old = pa.concat_tables(old_rows) if old_rows else file_schema(ts).empty_table()
     if key_filter is None and old.num_rows:
-        old = old.join(keys, keys=list(ts.primary_key), join_type="left semi")
+        joined = old.join(keys, keys=list(ts.primary_key), join_type="left semi")
+        # A join drops the schema's not-null flags; restore them so that tables concatenate.
+        old = pa.Table.from_arrays([joined.column(n) for n in old.column_names], schema=old.schema)
     before = merge(old, spec)
     after = merge(pa.concat_tables([old, new_rows]), spec)
     return diff_states(before, after, ts)

@@ -85,8 +85,9 @@ class Committer:
                 # that land while it retries can conflict (not all history since snapshot 1).
                 request = replace(request, base_snapshot_id=0 if latest is None else latest.id)
             self._check_conflicts(request, latest)
-            snap, written = self._prepare(request, user, latest)
+            written: list[str] = []  # filled as files are written, so a failure cleans them up
             try:
+                snap = self._prepare(request, user, latest, written)
                 if self.snapshots.try_create(snap):
                     logger.info("committed snapshot %d (%s)", snap.id, snap.commit_kind)
                     return snap
@@ -106,7 +107,8 @@ class Committer:
         """Idempotent retries: a commit with the same user and identifier is not made twice."""
         if request.commit_identifier is None or latest is None:
             return None
-        first = (request.base_snapshot_id or 0) + 1
+        # Snapshots expired meanwhile cannot hold the commit: they were older than the base.
+        first = max((request.base_snapshot_id or 0) + 1, self.snapshots.earliest_id() or 1)
         for snapshot_id in range(latest.id, first - 1, -1):
             snap = latest if snapshot_id == latest.id else self.snapshots.get(snapshot_id)
             if snap.commit_user == user and snap.commit_identifier == request.commit_identifier:
@@ -131,6 +133,14 @@ class Committer:
         if request.overwrite is None:
             return
         base = request.base_snapshot_id or 0
+        earliest = self.snapshots.earliest_id() or 1
+        if base + 1 < earliest and latest.id >= base + 1:
+            raise CommitConflictError(
+                f"overwrite based on snapshot {base} cannot be checked for conflicts: snapshots "
+                f"up to {earliest - 1} were expired meanwhile; re-run it",
+                expected=base,
+                actual=latest.id,
+            )
         for snapshot_id in range(base + 1, latest.id + 1):
             snap = self.snapshots.get(snapshot_id)
             changed = read_entries(self.file_io, snap.delta_manifests, self.ts)
@@ -144,8 +154,8 @@ class Committer:
                 )
 
     def _prepare(
-        self, request: CommitRequest, user: str, latest: Snapshot | None
-    ) -> tuple[Snapshot, list[str]]:
+        self, request: CommitRequest, user: str, latest: Snapshot | None, written: list[str]
+    ) -> Snapshot:
         snapshot_id = 1 if latest is None else latest.id + 1
         next_sequence = 0 if latest is None else latest.next_sequence
         base_manifests = () if latest is None else latest.base_manifests
@@ -169,7 +179,6 @@ class Committer:
             for f in m.changelog_files
         ]
 
-        written: list[str] = []
         if self.ts.is_primary_key_table and request.kind == "APPEND":
             # A lookup changelog needs the commit order, which only the committer knows;
             # it is recomputed on every attempt (docs/primary-keys.md).
@@ -210,7 +219,7 @@ class Committer:
             next_sequence=next_sequence,
             properties=dict(request.properties or {}),
         )
-        return snap, written
+        return snap
 
     def _merge_base(self, metas: list[ManifestMeta], written: list[str]) -> list[ManifestMeta]:
         """Fold many small manifests into one of live ADD entries, so planning stays cheap."""

@@ -11,13 +11,13 @@ else is a :class:`SchemaMismatchError` naming the column.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, TypeAlias
 
 import pyarrow as pa
 
 from raylake.errors import NullConstraintError, SchemaMismatchError
 
-ArrowData = pa.Table | pa.RecordBatch
+ArrowData: TypeAlias = pa.Table | pa.RecordBatch
 
 
 def iter_input(data: Any) -> Iterator[ArrowData]:

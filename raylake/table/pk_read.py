@@ -207,9 +207,12 @@ def read_primary_key_table(ctx: Any, splits: Sequence[Split]) -> pa.Table:
         parts.append(dataset.to_table(**_single_scan_args(plan, singles)))
     for section in merged:
         parts += list(merge_section(ctx.file_io, ts, plan, section))
-    if not parts:
-        return ctx.output_schema.empty_table()
-    return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+    if len(parts) == 1:
+        return parts[0]
+    # Not concat_tables: it loses the row count of tables without columns (count()).
+    return pa.Table.from_batches(
+        [b for part in parts for b in part.to_batches()], schema=ctx.output_schema
+    )
 
 
 def _single_files_dataset(file_io: FileIO, ts: TableSchema, files: list[FileSlice]) -> ds.Dataset:
@@ -283,8 +286,9 @@ def _dedupe_newest_first(
 ) -> Iterator[pa.Table]:
     """Deduplicate without a sort: a row survives unless a newer file has its key.
 
-    Files are sorted by key, so membership is a binary search of each newer
-    file's keys. Only the keys of the files already read are held in memory.
+    Files are sorted by key, so each newer file's keys are binary-searched in the
+    current file (newer files are usually the small ones). Only the keys of the
+    files already read are held in memory.
     """
     key = plan.spec.key[0]
     columns = [c for c in plan.merge_columns if c != SEQ]
@@ -295,15 +299,14 @@ def _dedupe_newest_first(
         assert keys is not None
         keep = np.asarray(pa_table.column(KIND).to_numpy()) != DELETE
         for shadow in newer:
-            keep &= ~_sorted_member(shadow, keys)
+            keep[_positions_of(keys, shadow)] = False
         newer.append(keys)
         yield pa_table.filter(pa.array(keep))
 
 
-def _sorted_member(haystack: np.ndarray, needles: np.ndarray) -> np.ndarray:
-    """``needles[i] in haystack`` for a sorted haystack, by binary search."""
-    if len(haystack) == 0:
-        return np.zeros(len(needles), dtype=bool)
+def _positions_of(haystack: np.ndarray, needles: np.ndarray) -> np.ndarray:
+    """Positions in the sorted ``haystack`` of the ``needles`` it holds."""
     pos = np.searchsorted(haystack, needles)
-    pos[pos == len(haystack)] = 0
-    return haystack[pos] == needles
+    inside = pos < len(haystack)
+    pos, needles = pos[inside], needles[inside]
+    return pos[haystack[pos] == needles]

@@ -126,21 +126,21 @@ class Table:
         If the commit fails, the files named by the messages are deleted: nothing is
         left half-written.
         """
-        overwrite: Expr | None = None
-        if mode == "overwrite":
-            overwrite = AlwaysTrue() if overwrite_filter is None else as_expr(overwrite_filter)
-        elif overwrite_filter is not None:
-            raise UnsupportedOperationError("overwrite_filter applies only to mode='overwrite'")
-        request = CommitRequest(
-            messages=messages,
-            kind="OVERWRITE" if overwrite is not None else "APPEND",
-            overwrite=overwrite,
-            base_snapshot_id=base_snapshot_id,
-            commit_user=commit_user,
-            commit_identifier=commit_identifier,
-            properties=properties,
-        )
-        try:
+        try:  # bad arguments fail the commit too, and must not leave the files behind
+            overwrite: Expr | None = None
+            if mode == "overwrite":
+                overwrite = AlwaysTrue() if overwrite_filter is None else as_expr(overwrite_filter)
+            elif overwrite_filter is not None:
+                raise UnsupportedOperationError("overwrite_filter applies only to mode='overwrite'")
+            request = CommitRequest(
+                messages=messages,
+                kind="OVERWRITE" if overwrite is not None else "APPEND",
+                overwrite=overwrite,
+                base_snapshot_id=base_snapshot_id,
+                commit_user=commit_user,
+                commit_identifier=commit_identifier,
+                properties=properties,
+            )
             snap = Committer(self.file_io, self.table_schema).commit(request)
         except BaseException:
             abort_messages(self.file_io, messages)

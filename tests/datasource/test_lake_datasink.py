@@ -169,7 +169,8 @@ def test_bad_rows_in_one_task_leave_nothing_behind(ray_cluster: Any, tmp_path: P
     schema = pa.schema([pa.field("id", pa.int64()), pa.field("v", pa.int64(), nullable=False)])
     tbl = raylake.create_table(str(tmp_path / "t"), schema, options=TINY_FILES)
     good = [
-        pa.table({"id": np.arange(i * 300, (i + 1) * 300), "v": np.ones(300, dtype=np.int64)}) for i in range(5)
+        pa.table({"id": np.arange(i * 300, (i + 1) * 300), "v": np.ones(300, dtype=np.int64)})
+        for i in range(5)
     ]
     bad = pa.table({"id": [9_999, 10_000], "v": pa.array([1, None], pa.int64())})
     with pytest.raises(NullConstraintError, match="'v'"):

@@ -147,6 +147,19 @@ class AppendTableMachine(RuleBasedStateMachine):
         self.write(rows)
         self.states.append(self.current + rows)
 
+    @rule(first=st.lists(row_values, max_size=5), second=st.lists(row_values, max_size=5))
+    def append_from_two_writers(self, first: list[Row], second: list[Row]) -> None:
+        """Two writers (as two Ray tasks would be), one commit."""
+        batches = [self.make_rows(first), self.make_rows(second)]
+        messages = []
+        for rows in batches:
+            writer = self.tbl.new_writer()
+            writer.write(pa.Table.from_pylist(rows, schema=SCHEMA))
+            messages += writer.prepare_commit()
+        snap = self.tbl.commit(messages)
+        assert snap.id == len(self.states)
+        self.states.append(self.current + batches[0] + batches[1])
+
     @rule(values=st.lists(row_values, max_size=6))
     def overwrite_all(self, values: list[Row]) -> None:
         rows = self.make_rows(values)
@@ -159,7 +172,9 @@ class AppendTableMachine(RuleBasedStateMachine):
     )
     def overwrite_partitions(self, partitions: list[str | None], values: list[Row]) -> None:
         # Every written row must lie inside the replaced partitions.
-        rows = self.make_rows([{**v, "dt": partitions[i % len(partitions)]} for i, v in enumerate(values)])
+        rows = self.make_rows(
+            [{**v, "dt": partitions[i % len(partitions)]} for i, v in enumerate(values)]
+        )
         named = [p for p in partitions if p is not None]
         terms: list[Expr] = [col("dt").isin(named)] if named else []
         if None in partitions:
@@ -233,8 +248,7 @@ def test_model_sequence_on_each_filesystem(tmp_path: Path, storage: str) -> None
     uri = str(tmp_path / "t") if storage == "local" else f"memory://{uuid.uuid4().hex}/t"
     tbl = raylake.create_table(uri, SCHEMA, partition_by=["dt"], options=OPTIONS)
     rows = [
-        {"id": i, "dt": DOMAINS["dt"][i % 4], "n": i, "v": float(i), "s": str(i)}
-        for i in range(20)
+        {"id": i, "dt": DOMAINS["dt"][i % 4], "n": i, "v": float(i), "s": str(i)} for i in range(20)
     ]
     tbl.write(pa.Table.from_pylist(rows[:10], schema=SCHEMA))
     tbl.write(pa.Table.from_pylist(rows[10:], schema=SCHEMA))

@@ -86,8 +86,13 @@ def _types() -> st.SearchStrategy[pa.DataType]:
 
     def nested(inner: st.SearchStrategy[pa.DataType]) -> st.SearchStrategy[pa.DataType]:
         # pyarrow refuses a non-nullable field of the null type.
-        fields = st.builds(pa.field, names, inner, st.booleans()).map(
-            lambda f: f.with_nullable(True) if pa.types.is_null(f.type) else f
+        fields = st.builds(
+            lambda name, dtype, nullable: pa.field(
+                name, dtype, nullable or pa.types.is_null(dtype)
+            ),
+            names,
+            inner,
+            st.booleans(),
         )
         return st.one_of(
             inner.map(pa.list_),
@@ -190,7 +195,11 @@ def test_duration_columns_have_statistics(tmp_path: Path) -> None:
     tbl = raylake.create_table(str(tmp_path), schema)
     seconds = [[-5, 1], [10, 20]]
     for batch in seconds:
-        tbl.write(pa.table({"d": pa.array([datetime.timedelta(seconds=s) for s in batch], schema[0].type)}))
+        tbl.write(
+            pa.table(
+                {"d": pa.array([datetime.timedelta(seconds=s) for s in batch], schema[0].type)}
+            )
+        )
     assert tbl.count() == 4
     high = pa.scalar(datetime.timedelta(seconds=5), schema[0].type)
     plan = tbl.scan(filter=raylake.col("d") > high).plan()
@@ -256,7 +265,11 @@ def test_write_options_take_effect(tmp_path: Path) -> None:
     tbl = raylake.create_table(
         str(tmp_path),
         pa.schema([("a", pa.int64())]),
-        options={"write.row-group-rows": 10, "write.target-file-size": 400, "write.compression": "none"},
+        options={
+            "write.row-group-rows": 10,
+            "write.target-file-size": 400,
+            "write.compression": "none",
+        },
     )
     tbl.write(pa.table({"a": pa.array(range(100), pa.int64())}))
     files = [f for s in tbl.scan().plan() for f in s.files]

@@ -1,0 +1,331 @@
+"""Commits of append tables: overwrites, conflicts, idempotent retries, manifest merging."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+import raylake
+from raylake import col
+from raylake.errors import (
+    CommitConflictError,
+    CommitFailedError,
+    FilterError,
+    RaylakeError,
+    UnknownColumnError,
+    UnsupportedOperationError,
+)
+from raylake.table import CommitMessage, Table
+
+SCHEMA = pa.schema([("id", pa.int64()), ("dt", pa.string()), ("x", pa.float64())])
+DAYS = ["2024-01-01", "2024-01-02", "2024-01-03"]
+
+
+def rows(start: int, count: int, dt: str | None = "2024-01-01") -> pa.Table:
+    ids = list(range(start, start + count))
+    return pa.table({"id": ids, "dt": [dt] * count, "x": [i / 2 for i in ids]}, schema=SCHEMA)
+
+
+def ids(tbl: Table, **kwargs: object) -> list[int]:
+    return sorted(tbl.to_arrow(**kwargs).column("id").to_pylist())  # type: ignore[arg-type]
+
+
+def per_day(tbl: Table) -> dict[str | None, int]:
+    counts = tbl.to_arrow(columns=["dt"]).group_by("dt").aggregate([([], "count_all")])
+    return {r["dt"]: r["count_all"] for r in counts.to_pylist()}
+
+
+def data_files_on_disk(tbl: Table) -> set[str]:
+    return {rel for rel, _ in tbl.file_io.list_files("data") if rel.endswith(".parquet")}
+
+
+def live_data_files(tbl: Table) -> set[str]:
+    return {p for split in tbl.scan().plan() for p in split.paths}
+
+
+def prepare(tbl: Table, data: pa.Table) -> list[CommitMessage]:
+    writer = tbl.new_writer()
+    writer.write(data)
+    return writer.prepare_commit()
+
+
+@pytest.fixture
+def tbl(tmp_path: Path) -> Table:
+    t = raylake.create_table(str(tmp_path / "t"), SCHEMA, partition_by=["dt"])
+    for i, day in enumerate(DAYS):
+        t.write(rows(i * 100, 10, day))
+    return t
+
+
+# -- overwrite ----------------------------------------------------------------------------
+
+
+def test_overwrite_the_whole_table(tbl: Table) -> None:
+    snap = tbl.write(rows(900, 3, "2024-02-01"), mode="overwrite")
+    assert snap.commit_kind == "OVERWRITE"
+    assert ids(tbl) == [900, 901, 902]
+    assert snap.total_record_count == 3 and snap.delta_record_count == 3 - 30
+    assert tbl.count(snapshot_id=3) == 30
+
+
+def test_overwrite_with_nothing_truncates(tbl: Table) -> None:
+    tbl.write(rows(0, 0), mode="overwrite")
+    assert tbl.count() == 0
+    assert tbl.latest_snapshot().total_record_count == 0  # type: ignore[union-attr]
+
+
+def test_overwrite_one_partition(tbl: Table) -> None:
+    tbl.write(rows(500, 4, "2024-01-02"), mode="overwrite", overwrite_filter="dt = '2024-01-02'")
+    assert per_day(tbl) == {"2024-01-01": 10, "2024-01-02": 4, "2024-01-03": 10}
+    assert ids(tbl, filter="dt = '2024-01-02'") == [500, 501, 502, 503]
+
+
+def test_overwrite_several_partitions_with_an_expression(tbl: Table) -> None:
+    data = pa.concat_tables([rows(500, 2, "2024-01-01"), rows(600, 1, "2024-01-09")])
+    condition = col("dt").isin(["2024-01-01", "2024-01-09"]) | (col("dt") == "2024-01-03")
+    tbl.write(data, mode="overwrite", overwrite_filter=condition)
+    assert per_day(tbl) == {"2024-01-01": 2, "2024-01-02": 10, "2024-01-09": 1}
+
+
+def test_overwrite_the_null_partition(tbl: Table) -> None:
+    tbl.write(rows(700, 3, None))
+    tbl.write(rows(800, 1, None), mode="overwrite", overwrite_filter="dt is null")
+    assert per_day(tbl) == {"2024-01-01": 10, "2024-01-02": 10, "2024-01-03": 10, None: 1}
+
+
+def test_overwrite_rejects_rows_outside_the_filter(tbl: Table) -> None:
+    data = pa.concat_tables([rows(500, 2, "2024-01-02"), rows(600, 1, "2024-01-03")])
+    with pytest.raises(UnsupportedOperationError, match="2024-01-03") as info:
+        tbl.write(data, mode="overwrite", overwrite_filter="dt = '2024-01-02'")
+    assert "nothing was committed" in str(info.value)
+    assert tbl.latest_snapshot().id == 3  # type: ignore[union-attr]
+    assert data_files_on_disk(tbl) == live_data_files(tbl)
+
+
+@pytest.mark.parametrize(
+    ("condition", "error", "message"),
+    [
+        ("x > 1", FilterError, r"may only name partition columns \['dt'\]; it names \['x'\]"),
+        ("dt = '2024-01-01' and id = 3", FilterError, r"it names \['id'\]"),
+        ("nope = 1", FilterError, r"it names \['nope'\]"),
+        ("dt = ", FilterError, "position"),
+    ],
+)
+def test_overwrite_filter_on_non_partition_columns(
+    tbl: Table, condition: str, error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=message):
+        tbl.write(rows(500, 1), mode="overwrite", overwrite_filter=condition)
+    assert tbl.latest_snapshot().id == 3  # type: ignore[union-attr]
+    assert data_files_on_disk(tbl) == live_data_files(tbl)
+
+
+def test_overwrite_filter_on_an_unpartitioned_table(tmp_path: Path) -> None:
+    t = raylake.create_table(str(tmp_path), SCHEMA)
+    t.write(rows(0, 3))
+    with pytest.raises(FilterError, match=r"partition columns \[\]"):
+        t.write(rows(5, 1), mode="overwrite", overwrite_filter="dt = '2024-01-01'")
+    t.write(rows(5, 1), mode="overwrite")
+    assert ids(t) == [5]
+
+
+def test_commit_overwrite_filter_errors_delete_the_files(tbl: Table) -> None:
+    for kwargs, error in [
+        ({"overwrite_filter": "dt = 'a'"}, UnsupportedOperationError),  # mode append
+        ({"mode": "overwrite", "overwrite_filter": "id = 1"}, FilterError),
+        ({"mode": "overwrite", "overwrite_filter": "dt = ("}, FilterError),
+    ]:
+        messages = prepare(tbl, rows(500, 2))
+        with pytest.raises(error):
+            tbl.commit(messages, **kwargs)  # type: ignore[arg-type]
+        assert data_files_on_disk(tbl) == live_data_files(tbl)
+    assert tbl.latest_snapshot().id == 3  # type: ignore[union-attr]
+
+
+# -- conflicts ----------------------------------------------------------------------------
+
+
+def test_overwrite_racing_a_conflicting_commit_fails(tbl: Table) -> None:
+    base = tbl.latest_snapshot().id  # type: ignore[union-attr]
+    messages = prepare(tbl, rows(500, 5, "2024-01-02"))
+    tbl.write(rows(600, 1, "2024-01-02"))  # a concurrent writer lands first, same partition
+    with pytest.raises(CommitConflictError) as info:
+        tbl.commit(
+            messages,
+            mode="overwrite",
+            overwrite_filter="dt = '2024-01-02'",
+            base_snapshot_id=base,
+        )
+    err = info.value
+    assert err.expected == 3 and err.actual == 4
+    assert "snapshot 4" in str(err) and "nothing was committed" in str(err)
+    assert tbl.latest_snapshot().id == 4  # type: ignore[union-attr]
+    assert ids(tbl, filter="dt = '2024-01-02'") == [*range(100, 110), 600]
+    assert data_files_on_disk(tbl) == live_data_files(tbl)  # the loser's files are deleted
+
+
+def test_overwrite_racing_a_commit_in_another_partition_succeeds(tbl: Table) -> None:
+    messages = prepare(tbl, rows(500, 5, "2024-01-02"))
+    tbl.write(rows(600, 2, "2024-01-03"))  # concurrent, but another partition
+    snap = tbl.commit(
+        messages, mode="overwrite", overwrite_filter="dt = '2024-01-02'", base_snapshot_id=3
+    )
+    assert snap.id == 5
+    assert per_day(tbl) == {"2024-01-01": 10, "2024-01-02": 5, "2024-01-03": 12}
+
+
+def test_whole_table_overwrite_conflicts_with_any_concurrent_change(tbl: Table) -> None:
+    messages = prepare(tbl, rows(500, 1))
+    tbl.write(rows(600, 1, "2024-01-09"))
+    with pytest.raises(CommitConflictError):
+        tbl.commit(messages, mode="overwrite", base_snapshot_id=3)
+    assert tbl.count() == 31
+
+
+def test_an_empty_concurrent_commit_does_not_conflict(tbl: Table) -> None:
+    messages = prepare(tbl, rows(500, 1))
+    tbl.write(rows(0, 0))
+    tbl.commit(messages, mode="overwrite", base_snapshot_id=3)
+    assert ids(tbl) == [500]
+
+
+def test_appends_never_conflict(tbl: Table) -> None:
+    messages = prepare(tbl, rows(500, 2, "2024-01-02"))
+    tbl.write(rows(600, 1, "2024-01-02"), mode="overwrite", overwrite_filter="dt = '2024-01-02'")
+    snap = tbl.commit(messages, base_snapshot_id=1)
+    assert snap.commit_kind == "APPEND"
+    assert ids(tbl, filter="dt = '2024-01-02'") == [500, 501, 600]
+
+
+def test_overwrite_without_a_base_uses_the_latest_snapshot(tbl: Table) -> None:
+    """tbl.commit(mode="overwrite") with no base must not conflict with old history."""
+    messages = prepare(tbl, rows(500, 2, "2024-01-01"))
+    snap = tbl.commit(messages, mode="overwrite", overwrite_filter="dt = '2024-01-01'")
+    assert snap.commit_kind == "OVERWRITE"
+    assert per_day(tbl) == {"2024-01-01": 2, "2024-01-02": 10, "2024-01-03": 10}
+
+
+def test_commit_of_several_writers_is_one_snapshot(tbl: Table) -> None:
+    messages = [m for i in range(3) for m in prepare(tbl, rows(1000 + i * 10, 10, DAYS[i]))]
+    snap = tbl.commit(messages)
+    assert snap.id == 4 and snap.delta_record_count == 30
+    assert tbl.count() == 60 and tbl.count(snapshot_id=3) == 30
+
+
+def test_a_writer_can_stream_many_chunks(tbl: Table) -> None:
+    writer = tbl.new_writer()
+    for i in range(5):
+        writer.write(rows(1000 + i * 10, 10, DAYS[i % 3]).to_pandas())
+    assert sorted(p[0] for p in writer.partitions()) == DAYS
+    snap = tbl.commit(writer.prepare_commit())
+    assert snap.delta_record_count == 50
+
+
+def test_an_aborted_writer_leaves_nothing(tbl: Table) -> None:
+    writer = tbl.new_writer()
+    writer.write(rows(1000, 10))
+    messages = writer.prepare_commit()
+    assert data_files_on_disk(tbl) > live_data_files(tbl)
+    writer.abort()
+    assert data_files_on_disk(tbl) == live_data_files(tbl)
+    assert messages  # what it had produced is gone with it
+
+
+def test_commit_retries_exhausted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    t = raylake.create_table(str(tmp_path), SCHEMA, options={"commit.max-retries": 2})
+    messages = prepare(t, rows(0, 3))
+    # Fault injection: every attempt loses the race for the snapshot file.
+    monkeypatch.setattr(t.file_io, "create_if_absent", lambda rel, data: False)
+    with pytest.raises(CommitFailedError, match="after 2 attempts") as info:
+        t.commit(messages)
+    monkeypatch.undo()
+    assert isinstance(info.value, RaylakeError)
+    assert t.latest_snapshot() is None
+    assert data_files_on_disk(t) == set()
+    assert t.file_io.list_names("manifest") == []
+
+
+# -- idempotent commits -------------------------------------------------------------------
+
+
+def test_idempotent_retry_returns_the_same_snapshot(tbl: Table) -> None:
+    messages = prepare(tbl, rows(500, 5))
+    first = tbl.commit(messages, commit_user="etl-job", commit_identifier=42)
+    tbl.write(rows(600, 1))  # other commits land in between
+    again = tbl.commit(messages, commit_user="etl-job", commit_identifier=42)
+    assert again == first
+    assert [s.id for s in tbl.snapshots()] == [1, 2, 3, 4, 5]
+    assert tbl.count() == 36  # not committed twice
+    assert data_files_on_disk(tbl) == live_data_files(tbl)
+    stored = tbl.snapshot(first.id)
+    assert (stored.commit_user, stored.commit_identifier) == ("etl-job", 42)
+
+
+def test_idempotence_is_per_user_and_identifier(tbl: Table) -> None:
+    tbl.commit(prepare(tbl, rows(500, 1)), commit_user="a", commit_identifier=1)
+    tbl.commit(prepare(tbl, rows(510, 1)), commit_user="b", commit_identifier=1)
+    tbl.commit(prepare(tbl, rows(520, 1)), commit_user="a", commit_identifier=2)
+    assert tbl.latest_snapshot().id == 6  # type: ignore[union-attr]
+    assert tbl.count() == 33
+
+
+def test_idempotent_overwrite_retry(tbl: Table) -> None:
+    messages = prepare(tbl, rows(500, 1, "2024-01-01"))
+    kwargs = {"mode": "overwrite", "overwrite_filter": "dt = '2024-01-01'"}
+    first = tbl.commit(messages, commit_user="u", commit_identifier=7, base_snapshot_id=3, **kwargs)  # type: ignore[arg-type]
+    again = tbl.commit(messages, commit_user="u", commit_identifier=7, base_snapshot_id=3, **kwargs)  # type: ignore[arg-type]
+    assert again.id == first.id == 4
+    assert per_day(tbl)["2024-01-01"] == 1
+
+
+def test_default_commit_identifiers_are_unique(tbl: Table) -> None:
+    users = {s.commit_user for s in tbl.snapshots()}
+    assert len(users) == 3  # one per write: a default user never matches an earlier commit
+    assert [s.commit_identifier for s in tbl.snapshots()] == [1, 2, 3]
+
+
+# -- empty appends and manifests ----------------------------------------------------------
+
+
+def test_append_of_empty_data(tbl: Table) -> None:
+    before = tbl.to_arrow().sort_by("id")
+    for empty in (rows(0, 0), rows(0, 0).to_pandas(), [], pa.table({"id": [], "dt": [], "x": []})):
+        snap = tbl.write(empty)
+        assert snap.commit_kind == "APPEND" and snap.delta_record_count == 0
+    assert tbl.to_arrow().sort_by("id").equals(before)
+    assert tbl.latest_snapshot().total_record_count == 30  # type: ignore[union-attr]
+    assert data_files_on_disk(tbl) == live_data_files(tbl)
+
+
+def test_manifests_merge_after_many_commits(tmp_path: Path) -> None:
+    t = raylake.create_table(
+        str(tmp_path), SCHEMA, partition_by=["dt"], options={"manifest.merge-min-count": 4}
+    )
+    expected: list[pa.Table] = []
+    for i in range(12):
+        if i % 5 == 4:
+            t.write(
+                rows(i * 10, 3, DAYS[i % 3]),
+                mode="overwrite",
+                overwrite_filter=f"dt = '{DAYS[i % 3]}'",
+            )
+            expected = [e.filter(pc.field("dt") != DAYS[i % 3]) for e in expected]
+        else:
+            t.write(rows(i * 10, 3, DAYS[i % 3]))
+        expected.append(rows(i * 10, 3, DAYS[i % 3]))
+        snap = t.latest_snapshot()
+        assert snap is not None and len(snap.base_manifests) < 4
+        assert t.to_arrow().sort_by("id").equals(pa.concat_tables(expected).sort_by("id"))
+    sizes = [len(s.base_manifests) for s in t.snapshots()]
+    assert 1 in sizes[3:]  # merged at least once after the first few commits
+    assert t.count(snapshot_id=2) == 6  # old snapshots keep their own manifests
+    merged = t.latest_snapshot().base_manifests  # type: ignore[union-attr]
+    assert sum(m.num_deleted for m in merged[:1]) == 0  # a merged manifest holds live ADDs only
+
+
+def test_unknown_columns_in_a_committed_filter(tbl: Table) -> None:
+    with pytest.raises(UnknownColumnError):
+        tbl.scan(filter="missing > 1")

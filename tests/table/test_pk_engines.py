@@ -1,0 +1,247 @@
+"""Merge engine semantics, spelled out by example, and the sequence-field model test."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import raylake
+from raylake.table.pk_read import ReadPlan
+from raylake.table.pk_schema import KIND, SEQ
+
+SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.int64(), nullable=False),
+        ("v", pa.int64()),
+        ("s", pa.string()),
+        ("ts", pa.int64()),
+    ]
+)
+
+
+def make(tmp_path: Path, **options: Any) -> raylake.Table:
+    return raylake.create_table(
+        str(tmp_path / uuid.uuid4().hex), SCHEMA, primary_key=["id"], buckets=2, options=options
+    )
+
+
+def rows(tbl: raylake.Table, **kwargs: Any) -> list[dict[str, Any]]:
+    return sorted(tbl.to_arrow(**kwargs).to_pylist(), key=lambda r: r["id"])
+
+
+def put(tbl: raylake.Table, *items: tuple[Any, ...], kinds: list[str] | None = None) -> None:
+    data = pa.Table.from_pylist([dict(zip(SCHEMA.names, i)) for i in items], schema=SCHEMA)
+    if kinds is not None:
+        data = data.append_column(KIND, pa.array(kinds))
+    tbl.write(data)
+
+
+def test_deduplicate_last_occurrence_and_later_commit_win(tmp_path: Path) -> None:
+    tbl = make(tmp_path)
+    put(tbl, (1, 10, "a", 0), (2, 20, "b", 0), (1, 11, "a2", 0))
+    assert rows(tbl) == [
+        {"id": 1, "v": 11, "s": "a2", "ts": 0},
+        {"id": 2, "v": 20, "s": "b", "ts": 0},
+    ]
+    put(tbl, (2, None, None, 0))
+    assert rows(tbl)[1] == {"id": 2, "v": None, "s": None, "ts": 0}
+
+
+def test_first_row_keeps_the_first_row_until_deleted(tmp_path: Path) -> None:
+    tbl = make(tmp_path, **{"merge-engine": "first-row"})
+    put(tbl, (1, 10, "a", 0), (1, 11, "b", 0))
+    put(tbl, (1, 12, "c", 0))
+    assert rows(tbl) == [{"id": 1, "v": 10, "s": "a", "ts": 0}]
+    tbl.delete([{"id": 1}])
+    put(tbl, (1, 13, "d", 0))
+    assert rows(tbl) == [{"id": 1, "v": 13, "s": "d", "ts": 0}]
+
+
+def test_partial_update_fills_non_null_fields(tmp_path: Path) -> None:
+    tbl = make(tmp_path, **{"merge-engine": "partial-update"})
+    put(tbl, (1, 10, None, None))
+    put(tbl, (1, None, "x", None), (1, None, None, 7))
+    assert rows(tbl) == [{"id": 1, "v": 10, "s": "x", "ts": 7}]
+    tbl.compact(full=True)
+    put(tbl, (1, 11, None, None))
+    assert rows(tbl) == [{"id": 1, "v": 11, "s": "x", "ts": 7}]
+
+
+def test_aggregation_functions(tmp_path: Path) -> None:
+    tbl = make(
+        tmp_path,
+        **{
+            "merge-engine": "aggregation",
+            "fields.v.aggregate-function": "sum",
+            "fields.s.aggregate-function": "max",
+            "fields.ts.aggregate-function": "first-non-null",
+        },
+    )
+    put(tbl, (1, 1, "b", None), (1, 2, "a", 5))
+    put(tbl, (1, None, "c", 6), (2, 7, None, None))
+    assert rows(tbl) == [
+        {"id": 1, "v": 3, "s": "c", "ts": 5},
+        {"id": 2, "v": 7, "s": None, "ts": None},
+    ]
+    tbl.delete("id = 1")  # a delete resets the aggregate
+    put(tbl, (1, 4, "a", 1))
+    assert rows(tbl)[0] == {"id": 1, "v": 4, "s": "a", "ts": 1}
+
+
+def test_sum_keeps_the_column_type(tmp_path: Path) -> None:
+    schema = pa.schema([pa.field("id", pa.int32(), nullable=False), ("n", pa.int32())])
+    tbl = raylake.create_table(
+        str(tmp_path / "t"),
+        schema,
+        primary_key=["id"],
+        options={"merge-engine": "aggregation", "fields.n.aggregate-function": "sum"},
+    )
+    tbl.write(pa.table({"id": [1, 1], "n": [2, 3]}, schema=schema))
+    result = tbl.to_arrow()
+    assert result.schema == schema and result.to_pylist() == [{"id": 1, "n": 5}]
+
+
+def test_row_kinds_apply_a_changelog(tmp_path: Path) -> None:
+    tbl = make(tmp_path)
+    put(tbl, (1, 1, "a", 0), (2, 2, "b", 0))
+    put(
+        tbl,
+        (1, 1, "a", 0),
+        (1, 5, "a", 0),
+        (2, 2, "b", 0),
+        (3, 3, "c", 0),
+        kinds=["-U", "+U", "-D", "+I"],
+    )
+    assert [(r["id"], r["v"]) for r in rows(tbl)] == [(1, 5), (3, 3)]
+    # int codes work too: 0 +I, 1 -U, 2 +U, 3 -D
+    data = pa.table({"id": [3], "v": [3], "s": ["c"], "ts": [0], KIND: pa.array([3], pa.int8())})
+    tbl.write(data)
+    assert [r["id"] for r in rows(tbl)] == [1]
+
+
+def test_value_filter_never_resurfaces_an_old_version(tmp_path: Path) -> None:
+    tbl = make(tmp_path, **{"compaction.auto": "false"})
+    put(tbl, (1, 1, "old", 0), (2, 1, "old", 0))
+    put(tbl, (1, 2, "new", 0))
+    tbl.delete([{"id": 2}])
+    assert rows(tbl, filter="s = 'old'") == []
+    assert rows(tbl, filter="v = 1") == []
+    assert rows(tbl, filter="v = 2 and id = 1") == [{"id": 1, "v": 2, "s": "new", "ts": 0}]
+    assert tbl.count(filter="s = 'old'") == 0
+
+
+def test_projection_reads_projected_key_and_system_columns_only(tmp_path: Path) -> None:
+    tbl = make(tmp_path)
+    scan = tbl.scan(columns=["v"], filter="s = 'x'")
+    plan = ReadPlan.of(tbl.table_schema, scan.columns, scan.filter)
+    assert plan.merge_columns == ("id", "v", "s", SEQ, KIND)
+    assert plan.output == ("v",)
+    assert plan.key_filter is None and plan.residual is not None
+    key_plan = ReadPlan.of(tbl.table_schema, ["v"], tbl.scan(filter="id > 3").filter)
+    assert key_plan.merge_columns == ("id", "v", SEQ, KIND)
+    assert key_plan.key_filter is not None and key_plan.residual is None
+
+
+def test_time_travel_reads_each_snapshot(tmp_path: Path) -> None:
+    tbl = make(tmp_path)
+    put(tbl, (1, 1, "a", 0))
+    put(tbl, (1, 2, "b", 0))
+    tbl.delete([{"id": 1}])
+    tbl.compact(full=True)
+    assert [r["v"] for r in rows(tbl, snapshot_id=1)] == [1]
+    assert [r["v"] for r in rows(tbl, snapshot_id=2)] == [2]
+    assert rows(tbl, snapshot_id=3) == [] == rows(tbl)
+
+
+# -- sequence field -----------------------------------------------------------------------
+
+Op = tuple[str, Any]
+seq_rows = st.lists(
+    st.tuples(st.integers(0, 5), st.integers(0, 9), st.none() | st.integers(0, 4)), max_size=8
+)
+ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("upsert"), seq_rows),
+        st.tuples(
+            st.just("changelog"),
+            st.lists(
+                st.tuples(
+                    st.integers(0, 5),
+                    st.integers(0, 9),
+                    st.none() | st.integers(0, 4),
+                    st.sampled_from(["+I", "-U", "+U", "-D"]),
+                ),
+                max_size=6,
+            ),
+        ),
+        st.tuples(st.just("delete"), st.lists(st.integers(0, 5), max_size=3)),
+        st.tuples(st.just("compact"), st.booleans()),
+    ),
+    max_size=10,
+)
+
+
+class SequenceModel:
+    """Versions ordered by (sequence field, nulls first; then commit order); the last wins."""
+
+    def __init__(self) -> None:
+        self.winner: dict[int, tuple[tuple[Any, ...], str, dict[str, Any]]] = {}
+        self.counter = 0
+
+    def offer(self, row: dict[str, Any], kind: str) -> None:
+        self.counter += 1
+        if kind == "-U":
+            return
+        ts = row["ts"]
+        order = ((0, 0) if ts is None else (1, ts), self.counter)
+        current = self.winner.get(row["id"])
+        if current is None or order > current[0]:
+            self.winner[row["id"]] = (order, kind, row)
+
+    def state(self) -> list[dict[str, Any]]:
+        live = [w[2] for w in self.winner.values() if w[1] != "-D"]
+        return sorted(live, key=lambda r: r["id"])
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(operations=ops)
+def test_sequence_field_matches_model(tmp_path: Path, operations: list[Op]) -> None:
+    tbl = make(tmp_path, **{"sequence.field": "ts", "compaction.max-overlapping-files": 2})
+    model = SequenceModel()
+    for name, arg in operations:
+        if name == "upsert":
+            items = [{"id": i, "v": v, "s": None, "ts": ts} for i, v, ts in arg]
+            for item in items:
+                model.offer(item, "+I")
+            tbl.write(pa.Table.from_pylist(items, schema=SCHEMA))
+        elif name == "changelog":
+            items = [{"id": i, "v": v, "s": None, "ts": ts} for i, v, ts, _ in arg]
+            for item, (*_, kind) in zip(items, arg):
+                model.offer(item, kind)
+            data = pa.Table.from_pylist(items, schema=SCHEMA)
+            tbl.write(data.append_column(KIND, pa.array([k for *_, k in arg], pa.string())))
+        elif name == "delete":
+            live = {r["id"]: r for r in model.state()}
+            for key in sorted(set(arg)):
+                if key in live:
+                    model.offer(live[key], "-D")
+            tbl.delete(pa.table({"id": pa.array(arg, pa.int64())}))
+        else:
+            tbl.compact(full=arg)
+        assert rows(tbl) == model.state()
+
+
+@pytest.mark.parametrize("engine", ["first-row", "partial-update", "aggregation"])
+def test_sequence_field_needs_deduplicate(tmp_path: Path, engine: str) -> None:
+    with pytest.raises(raylake.InvalidOptionError, match="only with merge-engine=deduplicate"):
+        make(tmp_path, **{"sequence.field": "ts", "merge-engine": engine})
