@@ -31,6 +31,8 @@ from raylake.io import FileIO
 from raylake.table import CommitMessage, Snapshot, Table, TableSchema, create_table, open_table
 from raylake.table.catalog import table_exists
 from raylake.table.conform import conform
+from raylake.table.snapshot import SnapshotManager
+from raylake.table.table import SCHEMA_DIR
 from raylake.table.writer import DATA_DIR, AppendTableWriter
 
 if TYPE_CHECKING:
@@ -205,11 +207,9 @@ class LakeDatasink(Datasink[TaskCommit]):
         ]
         self.file_io.delete_quietly(mine)
         logger.warning("write to %s failed; deleted %d file(s)", self.file_io.uri, len(mine))
-        if self._created and self._table_schema is not None:
-            tbl = Table(self.file_io, self._table_schema)
-            if tbl.latest_snapshot() is None:
-                names = self.file_io.list_names("schema")
-                self.file_io.delete_quietly([f"schema/{n}" for n in names])
+        if self._created and SnapshotManager(self.file_io).latest_id() is None:
+            names = self.file_io.list_names(SCHEMA_DIR)
+            self.file_io.delete_quietly([f"{SCHEMA_DIR}/{n}" for n in names])
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -32,11 +33,19 @@ from raylake.table.pk_schema import KIND, LEVEL_TOP, SEQ, MergeSpec
 from raylake.table.pk_write import KeyedFileWriter
 from raylake.table.schema import TableSchema
 from raylake.table.snapshot import Snapshot, SnapshotManager
-from raylake.table.writer import CommitMessage
+from raylake.table.writer import CommitMessage, abort_messages
 
 logger = logging.getLogger(__name__)
 
 BucketKey = tuple[tuple[Any, ...], int]
+
+
+@dataclass(frozen=True)
+class CompactionJob:
+    """Rewritten files, not yet committed: the messages and the snapshot they were read from."""
+
+    base_snapshot_id: int
+    messages: tuple[CommitMessage, ...]
 
 
 def compact(
@@ -47,6 +56,18 @@ def compact(
     buckets: Collection[BucketKey] | None = None,
 ) -> Snapshot | None:
     """Compact the latest snapshot (only ``buckets`` if given); None if nothing to do."""
+    job = prepare_compaction(file_io, ts, full=full, buckets=buckets)
+    return None if job is None else commit_compaction(file_io, ts, job)
+
+
+def prepare_compaction(
+    file_io: FileIO,
+    ts: TableSchema,
+    *,
+    full: bool = False,
+    buckets: Collection[BucketKey] | None = None,
+) -> CompactionJob | None:
+    """Merge and write the new files of a compaction of the latest snapshot."""
     latest = SnapshotManager(file_io).latest()
     if latest is None:
         return None
@@ -57,19 +78,28 @@ def compact(
         for key, files in sorted(groups.items(), key=lambda item: repr(item[0])):
             if buckets is not None and key not in buckets:
                 continue
-            sections = _rewrite_sets(files, full)
+            sections = _rewrite_sets(files, full, spec, ts.table_options.target_file_size)
             if sections:
                 messages.append(_rewrite(file_io, ts, spec, key, sections, pack=full))
     except BaseException:
-        file_io.delete_quietly([f.path for m in messages for f in m.new_files])
+        abort_messages(file_io, messages)
         raise
-    if not messages:
-        return None
-    request = CommitRequest(messages=messages, kind="COMPACT", base_snapshot_id=latest.id)
+    return CompactionJob(latest.id, tuple(messages)) if messages else None
+
+
+def commit_compaction(file_io: FileIO, ts: TableSchema, job: CompactionJob) -> Snapshot:
+    """Commit a compaction as a COMPACT snapshot, or delete its files and raise.
+
+    It conflicts (CommitConflictError) when a concurrent commit already replaced
+    a file it replaces; concurrent appends do not conflict.
+    """
+    request = CommitRequest(
+        messages=job.messages, kind="COMPACT", base_snapshot_id=job.base_snapshot_id
+    )
     try:
         return Committer(file_io, ts).commit(request)
     except BaseException:
-        file_io.delete_quietly([f.path for m in messages for f in m.new_files])
+        abort_messages(file_io, job.messages)
         raise
 
 
@@ -114,11 +144,19 @@ def _live_by_bucket(
     return groups
 
 
-def _rewrite_sets(files: list[DataFile], full: bool) -> list[list[DataFile]]:
-    """The sections of one bucket to rewrite, in key order."""
+def _rewrite_sets(
+    files: list[DataFile], full: bool, spec: MergeSpec, target_size: int
+) -> list[list[DataFile]]:
+    """The sections of one bucket to rewrite, in key order.
+
+    A full compaction rewrites a bucket whose files overlap, hold deletes it may
+    drop, or include two files below the target size that could share one.
+    """
     sections = overlap_sections(files)
     if full:
-        if len(files) > 1 or any(f.delete_row_count for f in files):
+        droppable = spec.drops_tombstones and any(f.delete_row_count for f in files)
+        small = [f for f in files if f.in_memory_size < target_size]
+        if droppable or len(small) > 1 or any(len(s) > 1 for s in sections):
             return sections
         return []
     return [s for s in sections if len(s) > 1]

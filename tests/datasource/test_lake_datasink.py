@@ -212,6 +212,9 @@ def test_created_table_is_removed_when_the_first_job_fails(
         write_lake(from_batches([bad]), uri, schema=pa.schema([("id", pa.int64())]))
     with pytest.raises(TableNotFoundError):
         raylake.open_table(uri)
+    with pytest.raises(UnsupportedOperationError, match="'upsert'"):
+        write_lake(from_batches([bad]), uri, mode="upsert")
+    assert not table_exists(uri)
 
 
 def test_bad_modes(ray_cluster: Any, tmp_path: Path) -> None:

@@ -1,0 +1,152 @@
+"""Compaction: same reads before and after, fewer non-overlapping files, automatic trigger."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import raylake
+from raylake.errors import CommitConflictError
+from raylake.table.compaction import commit_compaction, prepare_compaction
+from raylake.table.manifest import DataFile, data_files_from_table, live_files, read_entries
+from raylake.table.pk_read import overlap_sections
+from raylake.table.pk_schema import LEVEL_TOP
+
+SCHEMA = pa.schema(
+    [pa.field("id", pa.int64(), nullable=False), ("v", pa.int64()), ("ts", pa.int64())]
+)
+
+
+def make(tmp_path: Path, **options: Any) -> raylake.Table:
+    options.setdefault("compaction.auto", "false")
+    return raylake.create_table(
+        str(tmp_path / "t"), SCHEMA, primary_key=["id"], buckets=2, options=options
+    )
+
+
+def upsert(tbl: raylake.Table, ids: Any, v: int) -> None:
+    ids = np.asarray(ids, dtype=np.int64)
+    tbl.write(pa.table({"id": ids, "v": np.full(len(ids), v), "ts": np.zeros(len(ids), np.int64)}))
+
+
+def live(tbl: raylake.Table) -> list[DataFile]:
+    snap = tbl.latest_snapshot()
+    assert snap is not None
+    entries = read_entries(tbl.file_io, snap.base_manifests, tbl.table_schema)
+    return data_files_from_table(live_files(entries), tbl.table_schema)
+
+
+def state(tbl: raylake.Table) -> list[dict[str, Any]]:
+    return sorted(tbl.to_arrow().to_pylist(), key=lambda r: r["id"])
+
+
+def by_bucket(files: list[DataFile]) -> dict[int, list[DataFile]]:
+    out: dict[int, list[DataFile]] = {}
+    for f in files:
+        out.setdefault(f.bucket, []).append(f)
+    return out
+
+
+def test_nothing_to_compact_returns_none(tmp_path: Path) -> None:
+    tbl = make(tmp_path)
+    assert tbl.compact() is None
+    upsert(tbl, range(10), 1)
+    assert tbl.compact() is None  # one file per bucket, nothing overlaps
+    assert tbl.latest_snapshot().id == 1  # type: ignore[union-attr]
+
+
+def test_compaction_merges_overlapping_files_and_keeps_reads(tmp_path: Path) -> None:
+    tbl = make(tmp_path)
+    upsert(tbl, range(100), 1)
+    upsert(tbl, range(0, 100, 3), 2)
+    upsert(tbl, range(50, 60), 3)
+    tbl.delete({"id": [1, 2, 51]})
+    before = state(tbl)
+    snap = tbl.compact()
+    assert snap is not None and snap.commit_kind == "COMPACT"
+    assert state(tbl) == before
+    assert tbl.count() == len(before) == 97
+    for files in by_bucket(live(tbl)).values():
+        assert all(len(section) == 1 for section in overlap_sections(files))
+        assert all(f.level == LEVEL_TOP and f.delete_row_count == 0 for f in files)
+    assert tbl.to_arrow(snapshot_id=snap.id - 1).num_rows == 97  # time travel across it
+
+
+def test_minor_compaction_leaves_files_that_overlap_nothing(tmp_path: Path) -> None:
+    tbl = make(tmp_path)
+    upsert(tbl, range(0, 10), 1)
+    upsert(tbl, range(100, 110), 1)  # other key ranges: new sections
+    upsert(tbl, range(5, 8), 2)
+    kept = {f.path for f in live(tbl) if f.min_key is not None and f.min_key[0] >= 100}
+    tbl.compact()
+    assert kept <= {f.path for f in live(tbl)}
+    assert [r["v"] for r in state(tbl) if 5 <= r["id"] < 8] == [2, 2, 2]
+
+
+def test_full_compaction_packs_small_files(tmp_path: Path) -> None:
+    tbl = make(tmp_path)
+    for start in range(0, 400, 100):
+        upsert(tbl, range(start, start + 100), 1)  # disjoint key ranges: nothing overlaps
+    before = state(tbl)
+    assert len(live(tbl)) == 8
+    assert tbl.compact() is None  # a minor compaction only merges overlapping files
+    snap = tbl.compact(full=True)
+    assert snap is not None and state(tbl) == before
+    assert len(live(tbl)) == 2  # one file per bucket
+    assert tbl.compact(full=True) is None
+
+
+def test_automatic_compaction_after_too_many_overlapping_files(tmp_path: Path) -> None:
+    tbl = make(tmp_path, **{"compaction.auto": "true", "compaction.max-overlapping-files": 3})
+    for v in range(3):
+        upsert(tbl, range(20), v)
+    kinds = [s.commit_kind for s in tbl.snapshots()]
+    assert kinds == ["APPEND"] * 3
+    upsert(tbl, range(20), 3)
+    assert [s.commit_kind for s in tbl.snapshots()][-2:] == ["APPEND", "COMPACT"]
+    assert {r["v"] for r in state(tbl)} == {3}
+    for files in by_bucket(live(tbl)).values():
+        assert max(len(s) for s in overlap_sections(files)) == 1
+
+
+def test_concurrent_compactions_conflict_and_clean_up(tmp_path: Path) -> None:
+    tbl = make(tmp_path)
+    upsert(tbl, range(30), 1)
+    upsert(tbl, range(30), 2)
+    first = prepare_compaction(tbl.file_io, tbl.table_schema)
+    second = prepare_compaction(tbl.file_io, tbl.table_schema)
+    assert first is not None and second is not None
+    commit_compaction(tbl.file_io, tbl.table_schema, first)
+    with pytest.raises(CommitConflictError, match="removed by a concurrent commit"):
+        commit_compaction(tbl.file_io, tbl.table_schema, second)
+    on_disk = {p for p, _ in tbl.file_io.list_files("data")}
+    assert not {f.path for m in second.messages for f in m.new_files} & on_disk
+    assert {r["v"] for r in state(tbl)} == {2}
+
+
+def test_write_committed_during_compaction_still_wins(tmp_path: Path) -> None:
+    tbl = make(tmp_path)
+    upsert(tbl, range(30), 1)
+    upsert(tbl, range(30), 2)
+    job = prepare_compaction(tbl.file_io, tbl.table_schema)
+    assert job is not None
+    upsert(tbl, range(10), 3)  # lands between the compaction's read and its commit
+    tbl.delete({"id": [29]})
+    commit_compaction(tbl.file_io, tbl.table_schema, job)
+    values = {r["id"]: r["v"] for r in state(tbl)}
+    assert values == {i: 3 if i < 10 else 2 for i in range(29)}
+
+
+def test_sequence_field_tombstones_survive_compaction(tmp_path: Path) -> None:
+    tbl = make(tmp_path, **{"sequence.field": "ts"})
+    tbl.write(pa.table({"id": [1, 2], "v": [1, 1], "ts": [5, 5]}))
+    tbl.delete({"id": [1]})
+    tbl.compact(full=True)
+    tbl.write(pa.table({"id": [1, 2], "v": [9, 9], "ts": [3, 3]}))  # late and older
+    assert state(tbl) == [{"id": 2, "v": 1, "ts": 5}]
+    tbl.write(pa.table({"id": [1], "v": [7], "ts": [6]}))
+    assert [r["v"] for r in state(tbl)] == [7, 1]
