@@ -21,25 +21,30 @@ docs/primary-keys.md.
 from __future__ import annotations
 
 import itertools
+import os
+from collections import deque
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 
 from raylake.expr import AlwaysTrue, Expr, filter_on_columns, referenced_columns, to_arrow
 from raylake.io import FileIO
-from raylake.table.bucket import integer_values
 from raylake.table.manifest import DataFile
 from raylake.table.merge_engines import merge
+from raylake.table.pk_dedupe import newest_wins_by_file, scan_newest_first
 from raylake.table.pk_schema import DELETE, KIND, SEQ, MergeSpec, file_schema
 from raylake.table.schema import TableSchema
 from raylake.table.split import FileSlice, Split, projected_size, slice_file
 
 _PARQUET = ds.ParquetFileFormat()
+# Sections merged at once by one reader (each holds its section's data in memory).
+MERGE_THREADS = min(4, os.cpu_count() or 1)
 
 
 class _Ranged(Protocol):
@@ -191,9 +196,19 @@ def read_primary_key_splits(ctx: Any, splits: Sequence[Split]) -> Iterator[pa.Re
         yield from _single_files_dataset(ctx.file_io, ts, singles).to_batches(
             **_single_scan_args(plan, singles), batch_size=ctx.batch_size
         )
-    for section in merged:
-        for pa_table in merge_section(ctx.file_io, ts, plan, section):
-            yield from pa_table.to_batches(max_chunksize=ctx.batch_size)
+    by_file, general = _by_strategy(ts, plan, merged)
+    if by_file:
+        yield from scan_newest_first(ctx.file_io, ts, plan, by_file, ctx.batch_size)
+    for pa_table in merge_sections(ctx.file_io, ts, plan, general):
+        yield from pa_table.to_batches(max_chunksize=ctx.batch_size)
+
+
+def _by_strategy(
+    ts: TableSchema, plan: ReadPlan, sections: list[list[FileSlice]]
+) -> tuple[list[list[FileSlice]], list[list[FileSlice]]]:
+    """Sections a newest-first scan can deduplicate, and those that need a full merge."""
+    by_file = [s for s in sections if newest_wins_by_file(plan.spec, s, ts)]
+    return by_file, [s for s in sections if not newest_wins_by_file(plan.spec, s, ts)]
 
 
 def read_primary_key_table(ctx: Any, splits: Sequence[Split]) -> pa.Table:
@@ -205,8 +220,11 @@ def read_primary_key_table(ctx: Any, splits: Sequence[Split]) -> pa.Table:
     if singles:
         dataset = _single_files_dataset(ctx.file_io, ts, singles)
         parts.append(dataset.to_table(**_single_scan_args(plan, singles)))
-    for section in merged:
-        parts += list(merge_section(ctx.file_io, ts, plan, section))
+    by_file, general = _by_strategy(ts, plan, merged)
+    if by_file:
+        batches = scan_newest_first(ctx.file_io, ts, plan, by_file, ctx.batch_size)
+        parts.append(pa.Table.from_batches(list(batches), schema=ctx.output_schema))
+    parts += list(merge_sections(ctx.file_io, ts, plan, general))
     if len(parts) == 1:
         return parts[0]
     # Not concat_tables: it loses the row count of tables without columns (count()).
@@ -238,10 +256,18 @@ def read_file(
     key_filter: pc.Expression | None = None,
 ) -> pa.Table:
     """One data file's columns, with ``_rl_seq`` made effective (its sequence base added)."""
-    fragment = _PARQUET.make_fragment(
-        file_io.full_path(f.path), filesystem=file_io.arrow_filesystem()
-    )
-    pa_table = fragment.to_table(schema=file_schema(ts), columns=list(columns), filter=key_filter)
+    fs = file_io.arrow_filesystem()
+    path = file_io.full_path(f.path)
+    if key_filter is None:
+        # The Parquet reader decodes the columns of a row group in parallel; a dataset
+        # scan of one file would decode a whole row group on one thread.
+        with fs.open_input_file(path) as source:
+            pa_table = pq.ParquetFile(source).read(columns=list(columns), use_threads=True)
+    else:
+        fragment = _PARQUET.make_fragment(path, filesystem=fs)
+        pa_table = fragment.to_table(
+            schema=file_schema(ts), columns=list(columns), filter=key_filter
+        )
     if f.sequence_base and SEQ in pa_table.column_names:
         i = pa_table.column_names.index(SEQ)
         shifted = pc.add(pa_table.column(i), pa.scalar(f.sequence_base, pa.int64()))
@@ -249,64 +275,46 @@ def read_file(
     return pa_table
 
 
+def merge_sections(
+    file_io: FileIO, ts: TableSchema, plan: ReadPlan, sections: Sequence[Sequence[FileSlice]]
+) -> Iterator[pa.Table]:
+    """Merge sections on a few threads, yielding their rows in section order.
+
+    pyarrow and numpy release the GIL, so one section's decoding overlaps another's
+    filtering. At most ``threads + 1`` sections are in memory at once.
+    """
+    threads = min(len(sections), MERGE_THREADS)
+    if threads <= 1:
+        for section in sections:
+            yield from merge_section(file_io, ts, plan, section)
+        return
+    todo = iter(sections)
+    with ThreadPoolExecutor(threads, thread_name_prefix="raylake-merge") as pool:
+        pending = deque(
+            pool.submit(_merged_list, file_io, ts, plan, s) for s in itertools.islice(todo, threads)
+        )
+        while pending:
+            done = pending.popleft().result()
+            following = next(todo, None)
+            if following is not None:
+                pending.append(pool.submit(_merged_list, file_io, ts, plan, following))
+            yield from done
+
+
+def _merged_list(
+    file_io: FileIO, ts: TableSchema, plan: ReadPlan, section: Sequence[FileSlice]
+) -> list[pa.Table]:
+    return list(merge_section(file_io, ts, plan, section))
+
+
 def merge_section(
     file_io: FileIO, ts: TableSchema, plan: ReadPlan, section: Sequence[FileSlice | DataFile]
 ) -> Iterator[pa.Table]:
     """The merged, filtered, projected rows of one section of overlapping files."""
-    if _newest_wins_by_file(plan.spec, section, ts):
-        pieces = _dedupe_newest_first(file_io, ts, plan, section)
-    else:
-        rows = pa.concat_tables(
-            [read_file(file_io, ts, f, plan.merge_columns, plan.key_filter) for f in section]
-        )
-        pieces = iter([merge(rows, plan.spec)])
-    for piece in pieces:
-        if plan.residual is not None:
-            piece = piece.filter(plan.residual)
-        yield piece.select(list(plan.output))
-
-
-def _newest_wins_by_file(spec: MergeSpec, section: Sequence[Any], ts: TableSchema) -> bool:
-    """Whether a deduplicate merge may go file by file, newest first.
-
-    True when the single key column is integer-like (sorted files can be searched)
-    and no two files' sequence ranges interleave, so the file with the higher
-    sequences holds the newer version of every key the two share.
-    """
-    if spec.engine != "deduplicate" or spec.sequence_field or len(spec.key) != 1:
-        return False
-    if integer_values(pa.array([], ts.arrow_schema.field(spec.key[0]).type)) is None:
-        return False
-    ranges = sorted((f.min_sequence, f.max_sequence) for f in section)
-    return all(prev[1] < nxt[0] for prev, nxt in itertools.pairwise(ranges))
-
-
-def _dedupe_newest_first(
-    file_io: FileIO, ts: TableSchema, plan: ReadPlan, section: Sequence[Any]
-) -> Iterator[pa.Table]:
-    """Deduplicate without a sort: a row survives unless a newer file has its key.
-
-    Files are sorted by key, so each newer file's keys are binary-searched in the
-    current file (newer files are usually the small ones). Only the keys of the
-    files already read are held in memory.
-    """
-    key = plan.spec.key[0]
-    columns = [c for c in plan.merge_columns if c != SEQ]
-    newer: list[np.ndarray] = []
-    for f in sorted(section, key=lambda f: f.max_sequence, reverse=True):
-        pa_table = read_file(file_io, ts, f, columns, plan.key_filter)
-        keys = integer_values(pa_table.column(key))
-        assert keys is not None
-        keep = np.asarray(pa_table.column(KIND).to_numpy()) != DELETE
-        for shadow in newer:
-            keep[_positions_of(keys, shadow)] = False
-        newer.append(keys)
-        yield pa_table.filter(pa.array(keep))
-
-
-def _positions_of(haystack: np.ndarray, needles: np.ndarray) -> np.ndarray:
-    """Positions in the sorted ``haystack`` of the ``needles`` it holds."""
-    pos = np.searchsorted(haystack, needles)
-    inside = pos < len(haystack)
-    pos, needles = pos[inside], needles[inside]
-    return pos[haystack[pos] == needles]
+    rows = pa.concat_tables(
+        [read_file(file_io, ts, f, plan.merge_columns, plan.key_filter) for f in section]
+    )
+    merged = merge(rows, plan.spec)
+    if plan.residual is not None:
+        merged = merged.filter(plan.residual)
+    yield merged.select(list(plan.output))

@@ -15,7 +15,9 @@ input changelog.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +52,8 @@ if TYPE_CHECKING:
     from raylake.table.snapshot import Snapshot
     from raylake.table.table import Table
 
+# Files written at once by one writer, each while the next bucket is merged.
+WRITE_THREADS = 2
 _BUCKET = "__raylake_bucket__"
 _ROW = "__raylake_row__"
 BucketKey = tuple[tuple[Any, ...], int]
@@ -203,25 +207,77 @@ class PrimaryKeyTableWriter:
         """
         if not self._buffer:
             return
-        # One chunk: pyarrow's take over many chunks is many times slower than over one.
-        rows = pa.concat_tables(self._buffer).combine_chunks()
+        rows = pa.concat_tables(self._buffer)
         self._buffer, self._buffered_bytes = [], 0
-        for (partition, bucket), positions in self._groups(rows):
-            self._partitions.setdefault(partition)
-            if self.options.changelog_producer == "input":
-                local = np.arange(len(positions), dtype=np.int64)
-                changes = _layout(rows.take(pa.array(positions)), local, self._schema)
-                writer = RollingFileWriter(
-                    self.file_io,
-                    self.ts,
-                    self.options,
-                    partition,
-                    bucket,
-                    prefix=f"{self.file_prefix}-changelog",
-                    schema=self._schema,
-                )
-                self._changelog_files += _write_all(writer, changes)
-            self._write_bucket(partition, bucket, rows, positions)
+        # Parquet encoding releases the GIL: one bucket's file is written while the next
+        # bucket is merged. At most WRITE_THREADS merged buckets wait in memory.
+        with ThreadPoolExecutor(WRITE_THREADS, thread_name_prefix="raylake-write") as pool:
+            jobs: deque[Future[tuple[list[DataFile], list[DataFile]]]] = deque()
+            try:
+                for (partition, bucket), positions in self._groups(rows):
+                    self._partitions.setdefault(partition)
+                    changes = self._input_changelog(rows, positions)
+                    merged = self._merge_bucket(rows, positions)
+                    jobs.append(
+                        pool.submit(
+                            self._write_files, partition, bucket, merged, changes, rows.num_rows
+                        )
+                    )
+                    while len(jobs) > WRITE_THREADS:
+                        self._collect(jobs.popleft())
+            finally:
+                while jobs:
+                    self._collect(jobs.popleft())
+
+    def _collect(self, job: Future[tuple[list[DataFile], list[DataFile]]]) -> None:
+        data, changelog = job.result()
+        self._files += data
+        self._changelog_files += changelog
+
+    def _input_changelog(self, rows: pa.Table, positions: np.ndarray) -> pa.Table | None:
+        """The rows as written (changelog-producer=input), in input order."""
+        if self.options.changelog_producer != "input":
+            return None
+        local = np.arange(len(positions), dtype=np.int64)
+        return _layout(rows.take(pa.array(positions)), local, self._schema)
+
+    def _write_files(
+        self,
+        partition: tuple[Any, ...],
+        bucket: int,
+        merged: pa.Table | None,
+        changes: pa.Table | None,
+        span: int,
+    ) -> tuple[list[DataFile], list[DataFile]]:
+        data: list[DataFile] = []
+        changelog: list[DataFile] = []
+        if merged is not None:
+            writer = KeyedFileWriter(
+                self.file_io,
+                self.ts,
+                partition,
+                bucket,
+                level=LEVEL_WRITE,
+                prefix=self.file_prefix,
+                sequence_span=span,
+            )
+            data = _write_all(writer, merged)
+        if changes is not None:
+            changelog_writer = RollingFileWriter(
+                self.file_io,
+                self.ts,
+                self.options,
+                partition,
+                bucket,
+                prefix=f"{self.file_prefix}-changelog",
+                schema=self._schema,
+            )
+            try:
+                changelog = _write_all(changelog_writer, changes)
+            except BaseException:
+                self.file_io.delete_quietly([f.path for f in data])
+                raise
+        return data, changelog
 
     def _groups(self, rows: pa.Table) -> Iterator[tuple[BucketKey, np.ndarray]]:
         """Row positions (ascending) of each (partition, bucket), with no copy of the rows."""
@@ -249,14 +305,12 @@ class PrimaryKeyTableWriter:
             positions = np.sort(np.asarray(lists[i].values.to_numpy()))
             yield (tuple(v[i] for v in values[:-1]), int(values[-1][i])), positions
 
-    def _write_bucket(
-        self, partition: tuple[Any, ...], bucket: int, rows: pa.Table, positions: np.ndarray
-    ) -> None:
-        """Pre-merge one bucket's rows (keeping deletes) and write them as one sorted run."""
+    def _merge_bucket(self, rows: pa.Table, positions: np.ndarray) -> pa.Table | None:
+        """One bucket's rows pre-merged (keeping deletes), sorted by key, in file layout."""
         kinds = np.asarray(rows.column(KIND).take(pa.array(positions)).to_numpy())
         positions = positions[kinds != UPDATE_BEFORE]  # before-images change no state
         if len(positions) == 0:
-            return
+            return None
         narrow = [
             *self.spec.key,
             *([self.spec.sequence_field] if self.spec.sequence_field else []),
@@ -267,20 +321,9 @@ class PrimaryKeyTableWriter:
         picked = merge_positions(probe, self.spec, keep_deletes=True)
         if picked is not None:
             chosen = positions[picked]
-            merged = _layout(rows.take(pa.array(chosen)), chosen, self._schema)
-        else:
-            wide = _layout(rows.take(pa.array(positions)), positions, self._schema)
-            merged = merge(wide, self.spec, keep_deletes=True)
-        writer = KeyedFileWriter(
-            self.file_io,
-            self.ts,
-            partition,
-            bucket,
-            level=LEVEL_WRITE,
-            prefix=self.file_prefix,
-            sequence_span=rows.num_rows,
-        )
-        self._files += _write_all(writer, merged)
+            return _layout(rows.take(pa.array(chosen)), chosen, self._schema)
+        wide = _layout(rows.take(pa.array(positions)), positions, self._schema)
+        return merge(wide, self.spec, keep_deletes=True)
 
     def partitions(self) -> list[tuple[Any, ...]]:
         if self._buffer:  # partitions are known once buffered rows are grouped

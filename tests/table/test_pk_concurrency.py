@@ -30,6 +30,9 @@ WRITER_SCRIPT = textwrap.dedent(
         ids = rng.integers(0, keys, 25)  # duplicates: the last occurrence wins
         batch = pa.table({"id": ids, "v": rng.integers(0, 100, 25), "w": np.full(25, writer)})
         tbl.write(batch, properties={"writer": str(writer), "round": str(r)})
+    # pyarrow sometimes aborts at interpreter exit ("terminate called without an active
+    # exception", apache/arrow#34314); collecting while Arrow is alive made it go away here.
+    import gc; gc.collect()
     """
 )
 

@@ -1,0 +1,139 @@
+"""Reading primary-key tables: bucket-aligned splits, pushdown, counts, filesystems, key types."""
+
+from __future__ import annotations
+
+import datetime
+import pickle
+import uuid
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+import raylake
+from raylake.table.pk_read import exact_row_count, overlap_sections
+
+SCHEMA = pa.schema(
+    [
+        pa.field("dt", pa.string(), nullable=False),
+        pa.field("id", pa.int64(), nullable=False),
+        ("v", pa.float32()),
+    ]
+)
+
+
+def make(uri: str, **kwargs: Any) -> raylake.Table:
+    kwargs.setdefault("primary_key", ["dt", "id"])
+    kwargs.setdefault("partition_by", ["dt"])
+    kwargs.setdefault("buckets", 3)
+    return raylake.create_table(uri, SCHEMA, **kwargs)
+
+
+def day(dt: str, ids: Any, v: float) -> pa.Table:
+    ids = np.asarray(ids, dtype=np.int64)
+    return pa.table(
+        {"dt": [dt] * len(ids), "id": ids, "v": np.full(len(ids), v, np.float32)}, schema=SCHEMA
+    )
+
+
+def test_splits_are_bucket_aligned_and_small(tmp_path: Path) -> None:
+    tbl = make(str(tmp_path / "t"))
+    tbl.write(pa.concat_tables([day("a", range(300), 1), day("b", range(300), 1)]))
+    tbl.write(day("a", range(0, 300, 2), 2))
+    splits = tbl.scan().plan()
+    assert len({(s.partition, s.bucket) for s in splits}) == len(splits) == 6
+    assert all(s.needs_merge for s in splits)
+    assert max(len(pickle.dumps(s)) for s in splits) < 2_000
+    total = sum(pa.Table.from_batches(list(tbl.read_split(s))).num_rows for s in splits)
+    assert total == 600 == tbl.count()
+    a_splits = tbl.scan(filter="dt = 'a'").plan()
+    assert {s.partition for s in a_splits} == {("a",)}
+
+
+def test_large_buckets_split_between_sections(tmp_path: Path) -> None:
+    tbl = make(str(tmp_path / "t"), partition_by=[], buckets=1)
+    for start in range(0, 400, 100):  # four disjoint key ranges: four sections
+        tbl.write(day("a", range(start, start + 100), 1))
+    splits = tbl.scan().with_split_size(1).plan()
+    assert len(splits) == 4 and {s.bucket for s in splits} == {0}
+    assert tbl.scan().with_split_size(1).count() == 400 == tbl.to_arrow().num_rows
+
+
+def test_count_uses_metadata_when_nothing_overlaps(tmp_path: Path) -> None:
+    tbl = make(str(tmp_path / "t"), partition_by=[], buckets=2)
+    tbl.write(day("a", range(100), 1))
+    tbl.delete({"dt": ["a"] * 3, "id": [1, 2, 3]})
+    assert tbl.count() == 97
+    tbl.compact(full=True)
+    assert all(exact_row_count(s) is not None for s in tbl.scan().plan())
+    assert tbl.count() == 97 == tbl.to_arrow().num_rows
+
+
+def test_key_filters_prune_files_and_rows(tmp_path: Path) -> None:
+    tbl = make(str(tmp_path / "t"), partition_by=[], buckets=1)
+    for start in range(0, 400, 100):
+        tbl.write(day("a", range(start, start + 100), 1))
+    tbl.write(day("a", [150], 2))
+    splits = tbl.scan(filter="id >= 120 and id < 130").plan()
+    assert sum(len(s.files) for s in splits) == 1  # only the file of ids 100..199
+    result = tbl.to_arrow(filter="id >= 120 and id < 160 and v > 1.5")
+    assert result.column("id").to_pylist() == [150]
+
+
+def test_sections_group_transitively_overlapping_files() -> None:
+    class F:
+        def __init__(self, lo: int, hi: int) -> None:
+            self.min_key, self.max_key = (lo,), (hi,)
+
+    files = [F(0, 5), F(10, 20), F(4, 9), F(30, 40), F(21, 22)]
+    sections = overlap_sections(files)
+    assert [[f.min_key[0] for f in s] for s in sections] == [[0, 4], [10], [21], [30]]
+    assert overlap_sections([F(0, 9), F(9, 12)])[0][1].min_key == (9,)  # equal bounds overlap
+
+
+def test_memory_filesystem(tmp_path: Path) -> None:
+    uri = f"memory://{uuid.uuid4().hex}/t"
+    tbl = make(uri, options={"changelog-producer": "lookup"})
+    tbl.write(day("a", range(50), 1))
+    tbl.write(day("a", range(25), 2))
+    tbl.delete("id >= 45")
+    tbl.compact(full=True)
+    reopened = raylake.open_table(uri)
+    values = {r["id"]: r["v"] for r in reopened.to_arrow().to_pylist()}
+    assert values == {i: 2.0 if i < 25 else 1.0 for i in range(45)}
+    assert reopened.changelog(2).num_rows == 50
+
+
+@pytest.mark.parametrize(
+    ("dtype", "values"),
+    [
+        (pa.string(), ["b", "a", "ä", "b"]),
+        (pa.binary(), [b"\x00", b"", b"\x00\x01", b""]),
+        (pa.date32(), [datetime.date(2024, 1, 2), datetime.date(1970, 1, 1)] * 2),
+        (pa.timestamp("ms", tz="UTC"), [datetime.datetime(2024, 1, 1, tzinfo=datetime.UTC)] * 2),
+        (pa.decimal128(10, 2), [Decimal("1.50"), Decimal("-2.00"), Decimal("1.50")]),
+        (pa.bool_(), [True, False, True]),
+        (pa.uint64(), [2**64 - 1, 0, 2**64 - 1]),
+    ],
+)
+def test_key_types(tmp_path: Path, dtype: pa.DataType, values: list[Any]) -> None:
+    schema = pa.schema([pa.field("k", dtype, nullable=False), ("n", pa.int64())])
+    tbl = raylake.create_table(str(tmp_path / "t"), schema, primary_key=["k"], buckets=2)
+    tbl.write(pa.table({"k": pa.array(values, dtype), "n": list(range(len(values)))}))
+    tbl.write(pa.table({"k": pa.array(values[:1], dtype), "n": [100]}))
+    expected = {v: i for i, v in enumerate(values)}
+    expected[values[0]] = 100
+    actual = {r["k"]: r["n"] for r in tbl.to_arrow().to_pylist()}
+    assert actual == expected
+    tbl.compact(full=True)
+    assert {r["k"]: r["n"] for r in tbl.to_arrow().to_pylist()} == expected
+
+
+def test_from_pandas_with_a_primary_key(tmp_path: Path) -> None:
+    df = pd.DataFrame({"id": [1, 2, 1], "v": [0.5, 1.5, 2.5]})
+    tbl = raylake.from_pandas(df, str(tmp_path / "t"), primary_key=["id"], buckets=2)
+    assert tbl.to_pandas().sort_values("id")["v"].tolist() == [2.5, 1.5]
