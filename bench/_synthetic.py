@@ -65,5 +65,26 @@ def timed(fn: Callable[[], T], repeat: int = 3) -> tuple[float, T]:
     return best, result
 
 
+def compare(
+    candidate: Callable[[], T], baseline: Callable[[], T], repeat: int = 5
+) -> tuple[float, T, float, T]:
+    """Best wall times of two functions run alternately, so both see the same machine state.
+
+    Running one side's repeats first and then the other's biases the result: the first
+    side pays for page faults of fresh memory and whatever else the machine is doing.
+    """
+    best_c = best_b = float("inf")
+    out_c = out_b = None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out_c = candidate()
+        best_c = min(best_c, time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        out_b = baseline()
+        best_b = min(best_b, time.perf_counter() - t0)
+    assert out_c is not None and out_b is not None
+    return best_c, out_c, best_b, out_b
+
+
 def rate(rows: int, seconds: float) -> str:
     return f"{rows / seconds / 1e6:7.2f}M rows/s"

@@ -101,8 +101,10 @@ def main() -> None:
     pk.compact()
     print(f"\ncompact() {time.perf_counter() - t0:.2f}s")
     after = compare_reads("after compaction", pk, plain)
-    print(f"\nsummary: merged/plain {before:.2f}x before compaction (target <= 2.5x), "
-          f"{after:.2f}x after (target <= 1.1x)")
+    print(
+        f"\nsummary: merged/plain {before:.2f}x before compaction (target <= 2.5x), "
+        f"{after:.2f}x after (target <= 1.1x)"
+    )
 
 
 def _apply(state: pa.Table, batch: pa.Table) -> pa.Table:

@@ -1,7 +1,7 @@
 """Scan throughput of raylake's Table.to_arrow against pyarrow.dataset over the same files.
 
 Writes the synthetic table (default 4M rows, 4 daily partitions, one commit per
-day), then times, best of 3, in the same run:
+day), then times, best of 5 runs alternating the two readers, in the same run:
   - a full scan,
   - a 4-column projection,
   - a selective filter (one day and an id range),
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
-from _synthetic import DATES, SCHEMA, batches_for_date, rate, timed
+from _synthetic import DATES, SCHEMA, batches_for_date, compare, rate
 
 import raylake
 from raylake.table.manifest import live_files, read_entries
@@ -87,8 +87,10 @@ def run_cases(tbl: raylake.Table, total_rows: int) -> None:
     print(f"{len(files)} data files")
     print(f"{'case':<22} {'raylake':>18} {'pyarrow.dataset':>18} {'ratio':>7}  rows")
     for name, columns, text_filter, arrow_filter in cases:
-        t_lake, out_lake = timed(partial(tbl.to_arrow, columns=columns, filter=text_filter))
-        t_pa, out_pa = timed(partial(dataset.to_table, columns=columns, filter=arrow_filter))
+        t_lake, out_lake, t_pa, out_pa = compare(
+            partial(tbl.to_arrow, columns=columns, filter=text_filter),
+            partial(dataset.to_table, columns=columns, filter=arrow_filter),
+        )
         assert out_lake.num_rows == out_pa.num_rows, (out_lake.num_rows, out_pa.num_rows)
         rows = out_lake.num_rows
         # Rows/s of the table size for every case, so that filter speed-ups show as rates.

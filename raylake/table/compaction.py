@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +39,8 @@ from raylake.table.writer import CommitMessage, abort_messages
 logger = logging.getLogger(__name__)
 
 BucketKey = tuple[tuple[Any, ...], int]
+# Buckets compacted at once (each holds one section of merged rows in memory).
+COMPACT_THREADS = 2
 
 
 @dataclass(frozen=True)
@@ -73,17 +76,26 @@ def prepare_compaction(
         return None
     groups = _live_by_bucket(file_io, ts, latest)
     spec = MergeSpec.of(ts)
-    messages: list[CommitMessage] = []
-    try:
-        for key, files in sorted(groups.items(), key=lambda item: repr(item[0])):
-            if buckets is not None and key not in buckets:
-                continue
-            sections = _rewrite_sets(files, full, spec, ts.table_options.target_file_size)
-            if sections:
-                messages.append(_rewrite(file_io, ts, spec, key, sections, pack=full))
-    except BaseException:
+    work = []
+    for key, files in sorted(groups.items(), key=lambda item: repr(item[0])):
+        sections = _rewrite_sets(files, full, spec, ts.table_options.target_file_size)
+        if sections and (buckets is None or key in buckets):
+            work.append((key, sections))
+    # Buckets are independent: merge and write a few at once (pyarrow releases the GIL).
+    with ThreadPoolExecutor(COMPACT_THREADS, thread_name_prefix="raylake-compact") as pool:
+        futures = [
+            pool.submit(_rewrite, file_io, ts, spec, key, sections, pack=full)
+            for key, sections in work
+        ]
+        messages, errors = [], []
+        for future in futures:
+            try:
+                messages.append(future.result())
+            except BaseException as exc:
+                errors.append(exc)
+    if errors:
         abort_messages(file_io, messages)
-        raise
+        raise errors[0]
     return CompactionJob(latest.id, tuple(messages)) if messages else None
 
 

@@ -117,8 +117,6 @@ def merge(rows: pa.Table, spec: MergeSpec, *, keep_deletes: bool = False) -> pa.
     """
     if rows.num_rows == 0:
         return rows
-    # pyarrow's take over many chunks is many times slower than over one.
-    rows = rows.combine_chunks()
     positions = merge_positions(rows, spec, keep_deletes=keep_deletes)
     if positions is not None:
         return rows.take(pa.array(positions))

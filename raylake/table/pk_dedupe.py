@@ -70,8 +70,10 @@ def scan_newest_first(
         fragments, schema=file_schema(ts), format=_PARQUET, filesystem=fs
     )
     paths = {file_io.full_path(f.path): f.path for f in ordered}
+    # Without -D rows the row kinds decide nothing: do not even decode them.
+    deletes = any(f.delete_row_count for f in ordered)
     scanner = dataset.scanner(
-        columns=[c for c in plan.merge_columns if c != SEQ],
+        columns=[c for c in plan.merge_columns if c != SEQ and (deletes or c != KIND)],
         filter=plan.key_filter,
         batch_size=batch_size,
     )
@@ -91,8 +93,9 @@ def scan_newest_first(
             continue
         keys = integer_values(batch.column(key))
         assert keys is not None
-        keep = np.asarray(batch.column(KIND).to_numpy(zero_copy_only=False)) != DELETE
-        keep &= ~seen.contains(keys)
+        keep = ~seen.contains(keys)
+        if deletes:
+            keep &= np.asarray(batch.column(KIND).to_numpy(zero_copy_only=False)) != DELETE
         current.add(keys)
         if not keep.all():  # the newest file of a section keeps every row: no copy
             batch = batch.filter(pa.array(keep))
@@ -133,12 +136,10 @@ class KeySet:
             return np.zeros(len(keys), dtype=bool)
         kind, lo, table = self._lookup or self._build()
         if kind == "bitmap":
-            offsets = (
-                keys.astype(np.int64) - lo if keys.dtype != np.uint64 else keys - np.uint64(lo)
-            )
-            inside = (offsets >= 0) & (offsets < len(table))
+            # Compare before subtracting, so that no key can wrap around into the range.
+            inside = (keys >= lo) & (keys <= lo + len(table) - 1)
             found = np.zeros(len(keys), dtype=bool)
-            found[inside] = table[offsets[inside]]
+            found[inside] = table[(keys[inside] - keys.dtype.type(lo)).astype(np.int64)]
             return found
         pos = np.searchsorted(table, keys)
         pos[pos == len(table)] = 0

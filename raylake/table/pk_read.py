@@ -11,10 +11,13 @@ them together); the rest of the filter runs on the merged rows, so an old
 version can never reappear. Projections read the projected columns, the filter's
 columns, the key and the system columns.
 
-Memory: a single-file section streams in batches. A merged section holds the
-projected columns of all its files at once, plus ~24 bytes per row for the sort
-and its run ids, plus the merged output (for deduplicate only the key columns of
-the section are held; value columns are read one file at a time). See
+Most deduplicate sections need no sort either: pk_dedupe.py reads them newest
+file first in one streaming scan. The rest are merged by merge_engines.py.
+
+Memory: single-file sections and newest-first scans stream in batches (the
+latter holds the keys of one section). A merged section holds the projected
+columns of all its files, ~24 bytes per row for the sort and its run ids, and
+the merged output, for each of up to MERGE_THREADS sections. See
 docs/primary-keys.md.
 """
 
@@ -281,35 +284,30 @@ def merge_sections(
     """Merge sections on a few threads, yielding their rows in section order.
 
     pyarrow and numpy release the GIL, so one section's decoding overlaps another's
-    filtering. At most ``threads + 1`` sections are in memory at once.
+    sorting. At most ``MERGE_THREADS + 1`` sections are in memory at once.
     """
     threads = min(len(sections), MERGE_THREADS)
     if threads <= 1:
         for section in sections:
-            yield from merge_section(file_io, ts, plan, section)
+            yield merge_section(file_io, ts, plan, section)
         return
     todo = iter(sections)
     with ThreadPoolExecutor(threads, thread_name_prefix="raylake-merge") as pool:
         pending = deque(
-            pool.submit(_merged_list, file_io, ts, plan, s) for s in itertools.islice(todo, threads)
+            pool.submit(merge_section, file_io, ts, plan, s)
+            for s in itertools.islice(todo, threads)
         )
         while pending:
             done = pending.popleft().result()
             following = next(todo, None)
             if following is not None:
-                pending.append(pool.submit(_merged_list, file_io, ts, plan, following))
-            yield from done
-
-
-def _merged_list(
-    file_io: FileIO, ts: TableSchema, plan: ReadPlan, section: Sequence[FileSlice]
-) -> list[pa.Table]:
-    return list(merge_section(file_io, ts, plan, section))
+                pending.append(pool.submit(merge_section, file_io, ts, plan, following))
+            yield done
 
 
 def merge_section(
     file_io: FileIO, ts: TableSchema, plan: ReadPlan, section: Sequence[FileSlice | DataFile]
-) -> Iterator[pa.Table]:
+) -> pa.Table:
     """The merged, filtered, projected rows of one section of overlapping files."""
     rows = pa.concat_tables(
         [read_file(file_io, ts, f, plan.merge_columns, plan.key_filter) for f in section]
@@ -317,4 +315,4 @@ def merge_section(
     merged = merge(rows, plan.spec)
     if plan.residual is not None:
         merged = merged.filter(plan.residual)
-    yield merged.select(list(plan.output))
+    return merged.select(list(plan.output))

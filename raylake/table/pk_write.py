@@ -1,12 +1,13 @@
 """Writing primary-key tables: bucket, buffer, pre-merge, and write sorted files.
 
-Rows are assigned to buckets by the stable key hash (bucket.py) and buffered per
-(partition, bucket). A flush numbers each buffer's rows 0..n-1 in input order
-(the file-local ``_rl_seq``; the committer adds the file's sequence base), merges
-them with the table's engine (keeping deletes, so the file can be merged again
-with older files), and writes one sorted run. So within one write the last
-occurrence of a key wins, and across the flushes of one writer a later flush
-wins, because the committer numbers files in message order.
+Input is buffered as it comes (up to ``write.buffer-size``). A flush numbers the
+buffered rows 0..n-1 in input order (the file-local ``_rl_seq``; the committer
+adds each file's sequence base), groups them by (partition, bucket) with the
+stable key hash (bucket.py), merges each bucket's rows with the table's engine
+(keeping deletes, so the file can be merged again with older files) and writes
+one sorted run per bucket. So within one write the last occurrence of a key
+wins, and across the flushes of one writer a later flush wins, because the
+committer numbers files in message order.
 
 Input may carry a ``_rl_kind`` column (``+I``/``-U``/``+U``/``-D`` or 0..3) to
 apply a changelog as is; ``-U`` rows change no state and are kept only in the
@@ -16,17 +17,16 @@ input changelog.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from raylake.errors import FilterError, SchemaMismatchError, UnsupportedOperationError
-from raylake.expr import Expr
+from raylake.errors import SchemaMismatchError
 from raylake.io import FileIO
 from raylake.table.bucket import bucket_ids
 from raylake.table.conform import ArrowData, conform, iter_input
@@ -46,15 +46,11 @@ from raylake.table.pk_schema import (
     file_schema,
 )
 from raylake.table.schema import TableSchema
-from raylake.table.writer import CommitMessage, RollingFileWriter, split_by_partition
-
-if TYPE_CHECKING:
-    from raylake.table.snapshot import Snapshot
-    from raylake.table.table import Table
+from raylake.table.writer import CommitMessage, RollingFileWriter
 
 # Files written at once by one writer, each while the next bucket is merged.
 WRITE_THREADS = 2
-_BUCKET = "__raylake_bucket__"
+BUCKET_COLUMN = "__raylake_bucket__"
 _ROW = "__raylake_row__"
 BucketKey = tuple[tuple[Any, ...], int]
 
@@ -218,21 +214,28 @@ class PrimaryKeyTableWriter:
                     self._partitions.setdefault(partition)
                     changes = self._input_changelog(rows, positions)
                     merged = self._merge_bucket(rows, positions)
-                    jobs.append(
-                        pool.submit(
-                            self._write_files, partition, bucket, merged, changes, rows.num_rows
-                        )
-                    )
+                    args = (partition, bucket, merged, changes, rows.num_rows)
+                    jobs.append(pool.submit(self._write_files, *args))
                     while len(jobs) > WRITE_THREADS:
                         self._collect(jobs.popleft())
             finally:
-                while jobs:
-                    self._collect(jobs.popleft())
+                self._drain(jobs)
 
     def _collect(self, job: Future[tuple[list[DataFile], list[DataFile]]]) -> None:
         data, changelog = job.result()
         self._files += data
         self._changelog_files += changelog
+
+    def _drain(self, jobs: deque[Future[tuple[list[DataFile], list[DataFile]]]]) -> None:
+        """Collect every job, so that abort() knows all files; then raise the first error."""
+        error: BaseException | None = None
+        while jobs:
+            try:
+                self._collect(jobs.popleft())
+            except BaseException as exc:
+                error = error or exc
+        if error is not None:
+            raise error
 
     def _input_changelog(self, rows: pa.Table, positions: np.ndarray) -> pa.Table | None:
         """The rows as written (changelog-producer=input), in input order."""
@@ -293,9 +296,9 @@ class PrimaryKeyTableWriter:
                 if bounds[bucket + 1] > bounds[bucket]:
                     yield ((), bucket), order[bounds[bucket] : bounds[bucket + 1]]
             return
-        keys = [*self.ts.partition_keys, _BUCKET]
+        keys = [*self.ts.partition_keys, BUCKET_COLUMN]
         indexed = rows.select(list(self.ts.partition_keys)).append_column(
-            _BUCKET, pa.array(buckets)
+            BUCKET_COLUMN, pa.array(buckets)
         )
         indexed = indexed.append_column(_ROW, pa.array(np.arange(rows.num_rows, dtype=np.int64)))
         groups = indexed.group_by(keys, use_threads=False).aggregate([(_ROW, "list")])
@@ -373,79 +376,3 @@ def _write_all(writer: RollingFileWriter, rows: pa.Table) -> list[DataFile]:
     except BaseException:
         writer.abort()
         raise
-
-
-def write_deletes(writer: PrimaryKeyTableWriter, rows: Iterable[pa.Table]) -> None:
-    """Write current rows as ``-D`` rows (they carry every column, sequence field included)."""
-    for pa_table in rows:
-        kinds = pa.array(np.full(pa_table.num_rows, DELETE, dtype=np.int8))
-        writer.write_arrow(conform(pa_table, writer.ts.arrow_schema), kinds)
-
-
-def delete_rows(tbl: Table, keys_or_filter: Any) -> Snapshot:
-    """Delete the rows a filter selects, or the rows of the given keys, as one commit.
-
-    The current rows are looked up first and written back as ``-D`` rows, so a
-    delete carries the sequence field and full before-image of what it removes.
-    Keys that do not exist are ignored.
-    """
-    if not tbl.is_primary_key_table:
-        raise UnsupportedOperationError(
-            f"delete() needs a primary-key table, but {tbl.uri} is an append table; "
-            "replace partitions with write(..., mode='overwrite', overwrite_filter=...)"
-        )
-    base = tbl.latest_snapshot()
-    writer = PrimaryKeyTableWriter(tbl.file_io, tbl.table_schema)
-    try:
-        if base is not None:
-            write_deletes(writer, [_current_rows(tbl, keys_or_filter, base.id)])
-        messages = writer.prepare_commit()
-    except BaseException:
-        writer.abort()
-        raise
-    return tbl.commit(messages, mode="upsert", base_snapshot_id=None if base is None else base.id)
-
-
-def _current_rows(tbl: Table, keys_or_filter: Any, snapshot_id: int) -> pa.Table:
-    if keys_or_filter is None or isinstance(keys_or_filter, str | Expr):
-        if keys_or_filter is None:
-            raise FilterError("delete() needs a filter or keys; to delete everything pass 'true'")
-        return tbl.scan(filter=keys_or_filter, snapshot_id=snapshot_id).to_arrow()
-    ts = tbl.table_schema
-    keys = _key_table(keys_or_filter, ts)
-    if keys.num_rows == 0:
-        return ts.arrow_schema.empty_table()
-    buckets = pa.array(bucket_ids([keys.column(k) for k in ts.primary_key], ts.buckets))
-    grouping = (*ts.partition_keys, _BUCKET)
-    wanted = {
-        (tuple(values[:-1]), int(values[-1]))
-        for values, _ in split_by_partition(keys.append_column(_BUCKET, buckets), grouping)
-    }
-    scan = tbl.scan(snapshot_id=snapshot_id)
-    splits = [s for s in scan.plan() if (s.partition, s.bucket) in wanted]
-    current = pa.Table.from_batches(
-        list(scan.read_context().read_all(splits)), schema=ts.arrow_schema
-    )
-    return current.join(keys, keys=list(ts.primary_key), join_type="left semi")
-
-
-def _key_table(data: Any, ts: TableSchema) -> pa.Table:
-    """The key columns of user-given keys, conformed to the key types, nulls rejected."""
-    if isinstance(data, Mapping):
-        data = pa.table(dict(data))
-    elif isinstance(data, list) and data and isinstance(data[0], Mapping):
-        data = pa.Table.from_pylist(data)
-    chunks = [
-        c if isinstance(c, pa.Table) else pa.Table.from_batches([c]) for c in iter_input(data)
-    ]
-    key_schema = pa.schema([ts.arrow_schema.field(k) for k in ts.primary_key])
-    if not chunks:
-        return key_schema.empty_table()
-    missing = [k for k in ts.primary_key if k not in chunks[0].column_names]
-    if missing:
-        raise SchemaMismatchError(
-            f"keys to delete lack primary-key column(s) {missing} (the key is "
-            f"{list(ts.primary_key)})",
-            column=missing[0],
-        )
-    return pa.concat_tables([conform(c.select(list(ts.primary_key)), key_schema) for c in chunks])

@@ -251,7 +251,7 @@ class Table:
         keys to delete (a pyarrow Table, pandas DataFrame, dict of columns or list of
         dicts holding the key columns). Keys that do not exist are ignored.
         """
-        from raylake.table.pk_write import delete_rows
+        from raylake.table.pk_delete import delete_rows
 
         return delete_rows(self, keys_or_filter)
 

@@ -43,7 +43,6 @@ def batch_of(writer: int, r: int) -> pa.Table:
     return pa.table({"id": ids, "v": rng.integers(0, 100, 25), "w": np.full(25, writer)})
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("engine", ["deduplicate", "aggregation"])
 def test_racing_processes_end_in_the_commit_order_state(tmp_path: Path, engine: str) -> None:
     options = {"merge-engine": engine, "compaction.max-overlapping-files": 2}

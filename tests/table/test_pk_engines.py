@@ -245,3 +245,27 @@ def test_sequence_field_matches_model(tmp_path: Path, operations: list[Op]) -> N
 def test_sequence_field_needs_deduplicate(tmp_path: Path, engine: str) -> None:
     with pytest.raises(raylake.InvalidOptionError, match="only with merge-engine=deduplicate"):
         make(tmp_path, **{"sequence.field": "ts", "merge-engine": engine})
+
+
+def test_overwrite_replaces_a_primary_key_table(tmp_path: Path) -> None:
+    schema = pa.schema([pa.field("dt", pa.string(), nullable=False), *SCHEMA])
+    tbl = raylake.create_table(
+        str(tmp_path / "p"), schema, primary_key=["dt", "id"], partition_by=["dt"], buckets=2
+    )
+    first = {"dt": ["a", "a", "b"], "id": [1, 2, 1], "v": [1, 2, 3], "s": [None] * 3, "ts": [0] * 3}
+    tbl.write(pa.table(first, schema=schema))
+    tbl.write(
+        pa.table({"dt": ["a"], "id": [3], "v": [9], "s": ["x"], "ts": [0]}, schema=schema),
+        mode="overwrite",
+        overwrite_filter="dt = 'a'",
+    )
+    assert sorted((r["dt"], r["id"], r["v"]) for r in tbl.to_arrow().to_pylist()) == [
+        ("a", 3, 9),
+        ("b", 1, 3),
+    ]
+    tbl.write(pa.table({"dt": ["b"], "id": [1], "v": [4], "s": [None], "ts": [0]}, schema=schema))
+    tbl.write(
+        pa.table({"dt": ["c"], "id": [1], "v": [5], "s": [None], "ts": [0]}, schema=schema),
+        mode="overwrite",
+    )
+    assert [(r["dt"], r["v"]) for r in tbl.to_arrow().to_pylist()] == [("c", 5)]

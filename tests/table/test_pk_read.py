@@ -137,3 +137,16 @@ def test_from_pandas_with_a_primary_key(tmp_path: Path) -> None:
     df = pd.DataFrame({"id": [1, 2, 1], "v": [0.5, 1.5, 2.5]})
     tbl = raylake.from_pandas(df, str(tmp_path / "t"), primary_key=["id"], buckets=2)
     assert tbl.to_pandas().sort_values("id")["v"].tolist() == [2.5, 1.5]
+
+
+@pytest.mark.parametrize("dtype", [pa.int64(), pa.uint64(), pa.int8()])
+def test_keys_at_the_ends_of_their_type(tmp_path: Path, dtype: pa.DataType) -> None:
+    info = np.iinfo(dtype.to_pandas_dtype())
+    keys = [int(info.min), int(info.min) + 1, 0, int(info.max) - 1, int(info.max)]
+    schema = pa.schema([pa.field("k", dtype, nullable=False), ("n", pa.int64())])
+    tbl = raylake.create_table(str(tmp_path / "t"), schema, primary_key=["k"])
+    tbl.write(pa.table({"k": pa.array(keys, dtype), "n": [1] * 5}))
+    tbl.write(pa.table({"k": pa.array([keys[-1], keys[0]], dtype), "n": [2, 2]}))
+    tbl.write(pa.table({"k": pa.array([keys[2]], dtype), "n": [3]}))
+    expected = {keys[0]: 2, keys[1]: 1, keys[2]: 3, keys[3]: 1, keys[4]: 2}
+    assert {r["k"]: r["n"] for r in tbl.to_arrow().to_pylist()} == expected

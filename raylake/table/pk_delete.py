@@ -1,0 +1,101 @@
+"""Deleting rows of primary-key tables, by filter or by key.
+
+The current rows are looked up first and written back as ``-D`` rows, so a
+delete carries the full before-image (for changelogs) and the sequence field
+(so that it orders correctly against late rows).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from raylake.errors import FilterError, SchemaMismatchError, UnsupportedOperationError
+from raylake.expr import Expr
+from raylake.table.bucket import bucket_ids
+from raylake.table.conform import conform, iter_input
+from raylake.table.pk_schema import DELETE
+from raylake.table.pk_write import BUCKET_COLUMN, PrimaryKeyTableWriter
+from raylake.table.schema import TableSchema
+from raylake.table.writer import split_by_partition
+
+if TYPE_CHECKING:
+    from raylake.table.snapshot import Snapshot
+    from raylake.table.table import Table
+
+
+def write_deletes(writer: PrimaryKeyTableWriter, rows: Iterable[pa.Table]) -> None:
+    """Write current rows as ``-D`` rows (they carry every column, sequence field included)."""
+    for pa_table in rows:
+        kinds = pa.array(np.full(pa_table.num_rows, DELETE, dtype=np.int8))
+        writer.write_arrow(conform(pa_table, writer.ts.arrow_schema), kinds)
+
+
+def delete_rows(tbl: Table, keys_or_filter: Any) -> Snapshot:
+    """Delete the rows a filter selects, or the rows of the given keys, as one commit.
+
+    Keys that do not exist are ignored; the commit happens (possibly empty) anyway.
+    """
+    if not tbl.is_primary_key_table:
+        raise UnsupportedOperationError(
+            f"delete() needs a primary-key table, but {tbl.uri} is an append table; "
+            "replace partitions with write(..., mode='overwrite', overwrite_filter=...)"
+        )
+    base = tbl.latest_snapshot()
+    writer = PrimaryKeyTableWriter(tbl.file_io, tbl.table_schema)
+    try:
+        if base is not None:
+            write_deletes(writer, [_current_rows(tbl, keys_or_filter, base.id)])
+        messages = writer.prepare_commit()
+    except BaseException:
+        writer.abort()
+        raise
+    return tbl.commit(messages, mode="upsert", base_snapshot_id=None if base is None else base.id)
+
+
+def _current_rows(tbl: Table, keys_or_filter: Any, snapshot_id: int) -> pa.Table:
+    if keys_or_filter is None or isinstance(keys_or_filter, str | Expr):
+        if keys_or_filter is None:
+            raise FilterError("delete() needs a filter or keys; to delete everything pass 'true'")
+        return tbl.scan(filter=keys_or_filter, snapshot_id=snapshot_id).to_arrow()
+    ts = tbl.table_schema
+    keys = _key_table(keys_or_filter, ts)
+    if keys.num_rows == 0:
+        return ts.arrow_schema.empty_table()
+    buckets = pa.array(bucket_ids([keys.column(k) for k in ts.primary_key], ts.buckets))
+    grouping = (*ts.partition_keys, BUCKET_COLUMN)
+    wanted = {
+        (tuple(values[:-1]), int(values[-1]))
+        for values, _ in split_by_partition(keys.append_column(BUCKET_COLUMN, buckets), grouping)
+    }
+    scan = tbl.scan(snapshot_id=snapshot_id)
+    splits = [s for s in scan.plan() if (s.partition, s.bucket) in wanted]
+    current = pa.Table.from_batches(
+        list(scan.read_context().read_all(splits)), schema=ts.arrow_schema
+    )
+    return current.join(keys, keys=list(ts.primary_key), join_type="left semi")
+
+
+def _key_table(data: Any, ts: TableSchema) -> pa.Table:
+    """The key columns of user-given keys, conformed to the key types, nulls rejected."""
+    if isinstance(data, Mapping):
+        data = pa.table(dict(data))
+    elif isinstance(data, list) and data and isinstance(data[0], Mapping):
+        data = pa.Table.from_pylist(data)
+    chunks = [
+        c if isinstance(c, pa.Table) else pa.Table.from_batches([c]) for c in iter_input(data)
+    ]
+    key_schema = pa.schema([ts.arrow_schema.field(k) for k in ts.primary_key])
+    if not chunks:
+        return key_schema.empty_table()
+    missing = [k for k in ts.primary_key if k not in chunks[0].column_names]
+    if missing:
+        raise SchemaMismatchError(
+            f"keys to delete lack primary-key column(s) {missing} (the key is "
+            f"{list(ts.primary_key)})",
+            column=missing[0],
+        )
+    return pa.concat_tables([conform(c.select(list(ts.primary_key)), key_schema) for c in chunks])
