@@ -37,6 +37,8 @@ test-fast: install
 
 bench: install
 	$(PY) bench/scan.py
+	$(PY) bench/merge.py
+	$(PY) bench/ray_read.py
 
 clean:
 	rm -rf $(VENV) $(WAREHOUSE) .pytest_cache .mypy_cache .ruff_cache

@@ -1,8 +1,8 @@
 """Ray Data read throughput: ``read_lake`` against ``ray.data.read_parquet`` over the same files.
 
 Writes the synthetic table of bench/scan.py (default 4M rows, 4 daily partitions,
-one commit per day), starts ``ray.init(num_cpus=2)``, and times, best of 3, in the
-same run:
+one commit per day), starts ``ray.init(num_cpus=2)``, and times, best of 3 runs
+alternating the two readers, in the same run:
   - ``materialize()`` of the whole table,
   - ``iter_batches`` over all rows,
   - a selective filter (one day and an id range) pushed through ``filter(expr=...)``,
@@ -22,10 +22,11 @@ import shutil
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from _synthetic import DATES, FEATURES, SCHEMA, batches_for_date, rate, timed
+from _synthetic import DATES, FEATURES, SCHEMA, batches_for_date, compare, rate
 
 import raylake
 from raylake.table.manifest import live_files, read_entries
@@ -140,8 +141,9 @@ def main() -> None:
 
     print(f"{'case':<20} {'read_lake':>18} {'read_parquet':>18} {'ratio':>7}  rows")
     for name, measure, lake_ds, parquet_ds in cases:
-        t_lake, n_lake = timed(lambda m=measure, d=lake_ds: m(d), args.repeat)
-        t_pq, n_pq = timed(lambda m=measure, d=parquet_ds: m(d), args.repeat)
+        t_lake, n_lake, t_pq, n_pq = compare(
+            partial(measure, lake_ds), partial(measure, parquet_ds), args.repeat
+        )
         assert n_lake == n_pq, (name, n_lake, n_pq)
         # Rows/s of the table size for every case, so that filter speed-ups show as rates.
         print(
