@@ -39,8 +39,7 @@ class TableAlreadyExistsError(RaylakeError, FileExistsError):
 
     def __init__(self, uri: str) -> None:
         super().__init__(
-            f"a raylake table already exists at {uri!r}; "
-            "use open_table() or pass exist_ok=True"
+            f"a raylake table already exists at {uri!r}; use open_table() or pass exist_ok=True"
         )
         self.uri = uri
 
@@ -158,8 +157,6 @@ class MissingDependencyError(RaylakeError, ImportError):
     """An optional dependency is not installed; the message names the extra."""
 
     def __init__(self, package: str, extra: str) -> None:
-        super().__init__(
-            f"{package} is required for this feature: pip install 'raylake[{extra}]'"
-        )
+        super().__init__(f"{package} is required for this feature: pip install 'raylake[{extra}]'")
         self.package = package
         self.extra = extra

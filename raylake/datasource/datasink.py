@@ -32,8 +32,8 @@ from raylake.table import CommitMessage, Snapshot, Table, TableSchema, create_ta
 from raylake.table.catalog import table_exists
 from raylake.table.conform import conform
 from raylake.table.snapshot import SnapshotManager
-from raylake.table.table import SCHEMA_DIR
-from raylake.table.writer import DATA_DIR, AppendTableWriter
+from raylake.table.table import SCHEMA_DIR, create_writer
+from raylake.table.writer import DATA_DIR
 
 if TYPE_CHECKING:
     from ray.data._internal.execution.interfaces import TaskContext
@@ -160,7 +160,7 @@ class LakeDatasink(Datasink[TaskCommit]):
         """Write this task's blocks into data files; on any error delete them and re-raise."""
         if self._table_schema is None:
             raise RuntimeError("LakeDatasink.write called before on_write_start")
-        writer = _new_writer(self.file_io, self._table_schema, self._file_prefix)
+        writer = create_writer(self.file_io, self._table_schema, file_prefix=self._file_prefix)
         try:
             for block in blocks:
                 writer.write(BlockAccessor.for_block(block).to_arrow())
@@ -220,14 +220,6 @@ class _CreateSpec:
     primary_key: tuple[str, ...]
     buckets: int | None
     options: Mapping[str, Any] | None
-
-
-def _new_writer(file_io: FileIO, ts: TableSchema, prefix: str) -> Any:
-    if ts.is_primary_key_table:
-        from raylake.table.pk_write import PrimaryKeyTableWriter
-
-        return PrimaryKeyTableWriter(file_io, ts, file_prefix=prefix)  # type: ignore[call-arg]
-    return AppendTableWriter(file_io, ts, file_prefix=prefix)
 
 
 def _without_row_kind(schema: pa.Schema, tbl: Table) -> pa.Schema:

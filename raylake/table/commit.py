@@ -193,7 +193,9 @@ class Committer:
         new_base = self._merge_base([*base_manifests, delta], written)
         changelog_manifests: tuple[ManifestMeta, ...] = ()
         if changelog:
-            meta = write_manifest(self.file_io, entries_table([(ADD, f) for f in changelog], self.ts))
+            meta = write_manifest(
+                self.file_io, entries_table([(ADD, f) for f in changelog], self.ts)
+            )
             written.append(meta.path)
             changelog_manifests = (meta,)
 
@@ -225,7 +227,9 @@ class Committer:
         """Fold many small manifests into one of live ADD entries, so planning stays cheap."""
         if len(metas) < self.ts.table_options.manifest_merge_min_count:
             return metas
-        merged = write_manifest(self.file_io, live_files(read_entries(self.file_io, metas, self.ts)))
+        merged = write_manifest(
+            self.file_io, live_files(read_entries(self.file_io, metas, self.ts))
+        )
         written.append(merged.path)
         return [merged]
 

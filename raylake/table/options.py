@@ -32,6 +32,20 @@ WRITE_BUFFER_SIZE = "write.buffer-size"
 FIELD_PREFIX = "fields."
 AGGREGATE_SUFFIX = ".aggregate-function"
 
+# Options that mean something only for primary-key tables; an append table refuses them
+# rather than silently ignoring them.
+PRIMARY_KEY_ONLY = frozenset(
+    {
+        MERGE_ENGINE,
+        SEQUENCE_FIELD,
+        CHANGELOG_PRODUCER,
+        DEFAULT_AGGREGATE,
+        COMPACTION_AUTO,
+        COMPACTION_MAX_OVERLAP,
+        WRITE_BUFFER_SIZE,
+    }
+)
+
 MERGE_ENGINES = ("deduplicate", "partial-update", "first-row", "aggregation")
 CHANGELOG_PRODUCERS = ("none", "input", "lookup")
 AGGREGATE_FUNCTIONS = ("sum", "min", "max", "last", "last-non-null", "first-non-null")
@@ -154,3 +168,12 @@ _PARSERS: dict[str, Any] = {
     "compaction_auto": _boolean,
 }
 assert set(_KEYS.values()) <= {f.name for f in fields(TableOptions)}
+
+
+def check_primary_key_only(options: Mapping[str, Any]) -> None:
+    """Raise if an append table is given options that only primary-key tables use."""
+    for key, raw in options.items():
+        if key in PRIMARY_KEY_ONLY or field_aggregate_column(key) is not None:
+            raise InvalidOptionError(
+                key, raw, "applies only to primary-key tables; pass primary_key=[...]"
+            )

@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 
 from raylake.errors import CorruptMetadataError, SchemaError
-from raylake.table.options import TableOptions
+from raylake.table.options import TableOptions, check_primary_key_only
 from raylake.table.types import field_from_json, field_to_json, normalize_type
 
 FORMAT_VERSION = 1
@@ -60,6 +60,8 @@ class TableSchema:
         if self.buckets < 1:
             raise SchemaError(f"buckets must be >= 1, got {self.buckets}")
         TableOptions.from_mapping(self.options)  # validates
+        if not self.primary_key:
+            check_primary_key_only(self.options)
 
     @property
     def is_primary_key_table(self) -> bool:

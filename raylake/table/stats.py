@@ -16,9 +16,11 @@ class StatsCollector:
     def __init__(self, schema: pa.Schema) -> None:
         self._schema = schema
         self._stats: dict[str, dict[str, Any]] = {
-            f.name: ({"min": None, "max": None, "null_count": 0} if has_min_max(f.type) else {
-                "null_count": 0
-            })
+            f.name: (
+                {"min": None, "max": None, "null_count": 0}
+                if has_min_max(f.type)
+                else {"null_count": 0}
+            )
             for f in schema
         }
         # Float columns that held a NaN: their bounds are unknown for good (see expr/pruning.py:

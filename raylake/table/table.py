@@ -28,11 +28,11 @@ from raylake.table.maintenance import (
     expire_snapshots,
     remove_orphan_files,
 )
-from raylake.table.schema import TableSchema
 from raylake.table.scan import ReadContext, TableScan
+from raylake.table.schema import TableSchema
 from raylake.table.snapshot import Snapshot, SnapshotManager
 from raylake.table.split import Split
-from raylake.table.writer import AppendTableWriter, CommitMessage, abort_messages
+from raylake.table.writer import AppendTableWriter, CommitMessage, TableWriter, abort_messages
 
 SCHEMA_DIR = "schema"
 _SCHEMA_NAME = re.compile(r"^schema-(\d+)\.json$")
@@ -62,6 +62,15 @@ def load_schema(file_io: FileIO) -> TableSchema:
     if not isinstance(data, dict):
         raise CorruptMetadataError(path, "not a JSON object")
     return TableSchema.from_json(data, path)
+
+
+def create_writer(file_io: FileIO, ts: TableSchema, *, file_prefix: str = "data") -> TableWriter:
+    """The writer for a table's kind; ``file_prefix`` starts every data file name."""
+    if ts.is_primary_key_table:
+        from raylake.table.pk_write import PrimaryKeyTableWriter
+
+        return PrimaryKeyTableWriter(file_io, ts, file_prefix=file_prefix)
+    return AppendTableWriter(file_io, ts, file_prefix=file_prefix)
 
 
 class Table:
@@ -102,13 +111,9 @@ class Table:
 
     # -- writes --------------------------------------------------------------------------
 
-    def new_writer(self) -> AppendTableWriter:
+    def new_writer(self, *, file_prefix: str = "data") -> TableWriter:
         """A writer for distributed writes: ``write`` many times, then ``prepare_commit``."""
-        if self.is_primary_key_table:
-            from raylake.table.pk_write import PrimaryKeyTableWriter
-
-            return PrimaryKeyTableWriter(self.file_io, self.table_schema)  # type: ignore[return-value]
-        return AppendTableWriter(self.file_io, self.table_schema)
+        return create_writer(self.file_io, self.table_schema, file_prefix=file_prefix)
 
     def commit(
         self,

@@ -7,11 +7,12 @@ snapshot. Memory stays bounded: each open file buffers at most one row group.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import quote
 
 import pyarrow as pa
@@ -194,14 +195,27 @@ class RollingFileWriter:
 
     def abort(self) -> None:
         if self._writer is not None:
-            try:
+            # The file is deleted next; a failure to finish it must not hide the first error.
+            with contextlib.suppress(OSError, pa.ArrowException):
                 self._writer.close()
-            except (OSError, pa.ArrowException):
-                pass
             self._writer = None
             self.file_io.delete_quietly([self._path])
         self.file_io.delete_quietly([f.path for f in self.completed])
         self.completed = []
+
+
+class TableWriter(Protocol):
+    """What every writer offers: many ``write`` calls, then one ``prepare_commit``."""
+
+    def write(self, data: Any) -> None: ...
+
+    def write_arrow(self, pa_table: pa.Table) -> None: ...
+
+    def partitions(self) -> list[tuple[Any, ...]]: ...
+
+    def prepare_commit(self) -> list[CommitMessage]: ...
+
+    def abort(self) -> None: ...
 
 
 class AppendTableWriter:

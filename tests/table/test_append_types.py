@@ -276,3 +276,17 @@ def test_write_options_take_effect(tmp_path: Path) -> None:
     assert len(files) > 1  # rolled at the target size (in-memory bytes)
     assert sum(f.row_count for f in files) == 100
     assert sorted(tbl.to_arrow().column("a").to_pylist()) == list(range(100))
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"merge-engine": "deduplicate"},
+        {"changelog-producer": "input"},
+        {"fields.x.aggregate-function": "sum"},
+    ],
+)
+def test_primary_key_options_on_append_table_are_refused(tmp_path, options):
+    with pytest.raises(raylake.InvalidOptionError, match="only to primary-key tables"):
+        raylake.create_table(str(tmp_path / "t"), pa.schema([("x", pa.int64())]), options=options)
+    assert not (tmp_path / "t").exists() or not any((tmp_path / "t").rglob("*.json"))
