@@ -7,12 +7,17 @@ dates, 16 float32 features ``f0``..``f15``, int32 ``label``, and a short string
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
+
+import raylake
+from raylake.table.manifest import live_files, read_entries
 
 DATES = ["2024-01-01", "2024-01-02", "2024-01-03", "2024-01-04"]
 FEATURES = [f"f{i}" for i in range(16)]
@@ -88,3 +93,29 @@ def compare(
 
 def rate(rows: int, seconds: float) -> str:
     return f"{rows / seconds / 1e6:7.2f}M rows/s"
+
+
+def build_table(root: Path, rows: int, commits_per_day: int = 1) -> raylake.Table:
+    """A fresh partitioned append table of ``rows`` synthetic rows, written day by day."""
+    if root.exists():
+        shutil.rmtree(root)
+    tbl = raylake.create_table(str(root), SCHEMA, partition_by=["dt"])
+    per_day = rows // len(DATES)
+    chunk = per_day // commits_per_day
+    t0 = time.perf_counter()
+    for day in range(len(DATES)):
+        batches = list(batches_for_date(day, per_day, chunk=chunk))
+        for batch in batches:
+            tbl.write(batch)
+    elapsed = time.perf_counter() - t0
+    commits = len(DATES) * commits_per_day
+    print(f"wrote {rows:,} rows in {elapsed:.2f}s ({rate(rows, elapsed)}), {commits} commits")
+    return tbl
+
+
+def data_files(tbl: raylake.Table) -> list[str]:
+    """Full paths of the live data files of the latest snapshot (the baselines read these)."""
+    snap = tbl.latest_snapshot()
+    assert snap is not None
+    live = live_files(read_entries(tbl.file_io, snap.base_manifests, tbl.table_schema))
+    return [tbl.file_io.full_path(p) for p in live.column("path").to_pylist()]

@@ -18,40 +18,17 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
-import shutil
 import sys
-import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from _synthetic import DATES, FEATURES, SCHEMA, batches_for_date, compare, rate
+from _synthetic import DATES, FEATURES, build_table, compare, data_files, rate
 
 import raylake
-from raylake.table.manifest import live_files, read_entries
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-
-
-def build_table(root: Path, rows: int) -> raylake.Table:
-    if root.exists():
-        shutil.rmtree(root)
-    tbl = raylake.create_table(str(root), SCHEMA, partition_by=["dt"])
-    per_day = rows // len(DATES)
-    t0 = time.perf_counter()
-    for day in range(len(DATES)):
-        tbl.write(batches_for_date(day, per_day))
-    elapsed = time.perf_counter() - t0
-    print(f"wrote {rows:,} rows in {elapsed:.2f}s ({rate(rows, elapsed)})")
-    return tbl
-
-
-def data_files(tbl: raylake.Table) -> list[str]:
-    snap = tbl.latest_snapshot()
-    assert snap is not None
-    live = live_files(read_entries(tbl.file_io, snap.base_manifests, tbl.table_schema))
-    return [tbl.file_io.full_path(p) for p in live.column("path").to_pylist()]
 
 
 def count_materialized(make_ds: Callable[[], Any]) -> int:

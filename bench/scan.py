@@ -14,41 +14,14 @@ files, and prints rows/s and the ratio (raylake / pyarrow, >1 means faster).
 from __future__ import annotations
 
 import argparse
-import shutil
-import time
 from functools import partial
 from pathlib import Path
 
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
-from _synthetic import DATES, SCHEMA, batches_for_date, compare, rate
+from _synthetic import DATES, build_table, compare, data_files, rate
 
 import raylake
-from raylake.table.manifest import live_files, read_entries
-
-
-def build_table(root: Path, rows: int, commits_per_day: int) -> raylake.Table:
-    if root.exists():
-        shutil.rmtree(root)
-    tbl = raylake.create_table(str(root), SCHEMA, partition_by=["dt"])
-    per_day = rows // len(DATES)
-    chunk = per_day // commits_per_day
-    t0 = time.perf_counter()
-    for day in range(len(DATES)):
-        batches = list(batches_for_date(day, per_day, chunk=chunk))
-        for batch in batches:
-            tbl.write(batch)
-    elapsed = time.perf_counter() - t0
-    commits = len(DATES) * commits_per_day
-    print(f"wrote {rows:,} rows in {elapsed:.2f}s ({rate(rows, elapsed)}), {commits} commits")
-    return tbl
-
-
-def data_files(tbl: raylake.Table) -> list[str]:
-    snap = tbl.latest_snapshot()
-    assert snap is not None
-    live = live_files(read_entries(tbl.file_io, snap.base_manifests, tbl.table_schema))
-    return [tbl.file_io.full_path(p) for p in live.column("path").to_pylist()]
 
 
 def main() -> None:

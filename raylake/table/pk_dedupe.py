@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.dataset as ds
 
 from raylake.io import FileIO
 from raylake.table.bucket import integer_values
+from raylake.table.fragments import fragments_dataset, parquet_fragment
 from raylake.table.pk_schema import DELETE, KIND, SEQ, MergeSpec, file_schema
 from raylake.table.schema import TableSchema
 from raylake.table.split import FileSlice
@@ -31,7 +31,6 @@ from raylake.table.split import FileSlice
 if TYPE_CHECKING:
     from raylake.table.pk_read import ReadPlan
 
-_PARQUET = ds.ParquetFileFormat()
 # A key range this small always gets a bitmap, however few keys (16 MiB).
 _BITMAP_FREE = 1 << 24
 
@@ -64,11 +63,8 @@ def scan_newest_first(
         for f in sorted(section, key=lambda f: f.max_sequence, reverse=True):
             ordered.append(f)
             section_of[f.path] = i
-    fs = file_io.arrow_filesystem()
-    fragments = [_PARQUET.make_fragment(file_io.full_path(f.path), filesystem=fs) for f in ordered]
-    dataset = ds.FileSystemDataset(
-        fragments, schema=file_schema(ts), format=_PARQUET, filesystem=fs
-    )
+    fragments = [parquet_fragment(file_io, f.path) for f in ordered]
+    dataset = fragments_dataset(file_io, file_schema(ts), fragments)
     paths = {file_io.full_path(f.path): f.path for f in ordered}
     # Without -D rows the row kinds decide nothing: do not even decode them.
     deletes = any(f.delete_row_count for f in ordered)

@@ -38,6 +38,7 @@ import pyarrow.parquet as pq
 
 from raylake.expr import AlwaysTrue, Expr, filter_on_columns, referenced_columns, to_arrow
 from raylake.io import FileIO
+from raylake.table.fragments import fragments_dataset, parquet_fragment
 from raylake.table.manifest import DataFile
 from raylake.table.merge_engines import merge
 from raylake.table.pk_dedupe import newest_wins_by_file, scan_newest_first
@@ -45,7 +46,6 @@ from raylake.table.pk_schema import DELETE, KIND, SEQ, MergeSpec, file_schema
 from raylake.table.schema import TableSchema
 from raylake.table.split import FileSlice, Split, projected_size, slice_file
 
-_PARQUET = ds.ParquetFileFormat()
 # Sections merged at once by one reader (each holds its section's data in memory).
 MERGE_THREADS = min(4, os.cpu_count() or 1)
 
@@ -237,9 +237,8 @@ def read_primary_key_table(ctx: Any, splits: Sequence[Split]) -> pa.Table:
 
 
 def _single_files_dataset(file_io: FileIO, ts: TableSchema, files: list[FileSlice]) -> ds.Dataset:
-    fs = file_io.arrow_filesystem()
-    fragments = [_PARQUET.make_fragment(file_io.full_path(f.path), filesystem=fs) for f in files]
-    return ds.FileSystemDataset(fragments, schema=file_schema(ts), format=_PARQUET, filesystem=fs)
+    fragments = [parquet_fragment(file_io, f.path) for f in files]
+    return fragments_dataset(file_io, file_schema(ts), fragments)
 
 
 def _single_scan_args(plan: ReadPlan, files: list[FileSlice]) -> dict[str, Any]:
@@ -267,7 +266,7 @@ def read_file(
         with fs.open_input_file(path) as source:
             pa_table = pq.ParquetFile(source).read(columns=list(columns), use_threads=True)
     else:
-        fragment = _PARQUET.make_fragment(path, filesystem=fs)
+        fragment = parquet_fragment(file_io, f.path)
         pa_table = fragment.to_table(
             schema=file_schema(ts), columns=list(columns), filter=key_filter
         )

@@ -22,14 +22,13 @@ import pyarrow.dataset as ds
 from raylake.errors import UnknownColumnError
 from raylake.expr import AlwaysTrue, Expr, as_expr, bind, might_match, to_arrow
 from raylake.io import FileIO
+from raylake.table.fragments import fragments_dataset, parquet_fragment
 from raylake.table.manifest import data_files_from_table, live_files, read_entries
 from raylake.table.options import TableOptions
 from raylake.table.schema import TableSchema
 from raylake.table.snapshot import Snapshot, SnapshotManager
 from raylake.table.split import Split, pack_slices, slice_file
 from raylake.table.types import has_min_max
-
-_PARQUET = ds.ParquetFileFormat()
 
 
 class ManifestStats:
@@ -115,24 +114,21 @@ class ReadContext:
         return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
 
     def _dataset(self, splits: Sequence[Split]) -> ds.FileSystemDataset:
-        fs = self.file_io.arrow_filesystem()
         fragments = []
         for split in splits:
             # Telling pyarrow each file's partition values lets it drop predicates they
             # already decide (residuals, as with hive partitioning) instead of testing rows.
             guarantee = self._partition_guarantee(split.partition)
-            for piece in split.files:
-                fragments.append(
-                    _PARQUET.make_fragment(
-                        self.file_io.full_path(piece.path),
-                        filesystem=fs,
-                        partition_expression=guarantee,
-                        row_groups=None if piece.row_groups is None else list(piece.row_groups),
-                    )
+            fragments += [
+                parquet_fragment(
+                    self.file_io,
+                    piece.path,
+                    row_groups=piece.row_groups,
+                    partition_expression=guarantee,
                 )
-        return ds.FileSystemDataset(
-            fragments, schema=self.table_schema.arrow_schema, format=_PARQUET, filesystem=fs
-        )
+                for piece in split.files
+            ]
+        return fragments_dataset(self.file_io, self.table_schema.arrow_schema, fragments)
 
     def _partition_guarantee(self, partition: tuple[Any, ...]) -> pc.Expression:
         guarantee = pc.scalar(True)
