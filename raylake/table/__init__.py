@@ -11,6 +11,18 @@ from raylake.table.split import FileSlice, Split
 from raylake.table.table import Table
 from raylake.table.writer import CommitMessage
 
+
+def clear_caches() -> None:
+    """Forget the per-process caches of immutable metadata (manifests, live file sets,
+    Parquet footers). Only cold-read benchmarks need this: the cached files never change.
+    """
+    from raylake.table.fragments import clear_fragment_cache
+    from raylake.table.manifest import clear_manifest_caches
+
+    clear_manifest_caches()
+    clear_fragment_cache()
+
+
 __all__ = [
     "CommitMessage",
     "ConsumerManager",
@@ -25,6 +37,7 @@ __all__ = [
     "Table",
     "TableScan",
     "TableSchema",
+    "clear_caches",
     "create_table",
     "from_pandas",
     "open_table",

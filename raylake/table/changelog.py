@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 
 from raylake.errors import UnsupportedOperationError
 from raylake.io import FileIO
-from raylake.table.manifest import DataFile, data_files_from_table, live_files, read_entries
+from raylake.table.manifest import DataFile, data_files_from_table, live_files_of, read_entries
 from raylake.table.merge_engines import merge, run_starts
 from raylake.table.pk_read import read_file
 from raylake.table.pk_schema import (
@@ -122,7 +122,7 @@ def _live_by_bucket(
 ) -> dict[tuple[tuple[Any, ...], int], list[DataFile]]:
     if snap is None:
         return {}
-    files = data_files_from_table(live_files(read_entries(file_io, snap.base_manifests, ts)), ts)
+    files = data_files_from_table(live_files_of(file_io, snap.base_manifests, ts), ts)
     out: dict[tuple[tuple[Any, ...], int], list[DataFile]] = {}
     for f in files:
         out.setdefault((f.partition, f.bucket), []).append(f)

@@ -35,6 +35,7 @@ from raylake.table.manifest import (
     data_files_from_table,
     entries_table,
     live_files,
+    live_files_of,
     read_entries,
     with_commit_fields,
     write_manifest,
@@ -120,7 +121,7 @@ class Committer:
             return
         deleted = [f for m in request.messages for f in m.deleted_files]
         if deleted:
-            live = live_files(read_entries(self.file_io, latest.base_manifests, self.ts))
+            live = live_files_of(self.file_io, latest.base_manifests, self.ts)
             live_paths = set(live.column("path").to_pylist())
             gone = [f.path for f in deleted if f.path not in live_paths]
             if gone:
@@ -170,7 +171,7 @@ class Committer:
                 next_sequence += f.max_sequence - f.min_sequence + 1
         deleted = [f for m in request.messages for f in m.deleted_files]
         if request.overwrite is not None and latest is not None:
-            live = live_files(read_entries(self.file_io, base_manifests, self.ts))
+            live = live_files_of(self.file_io, base_manifests, self.ts)
             replaced = _select_partitions(live, request.overwrite, self.ts)
             deleted += data_files_from_table(replaced, self.ts)
         changelog = [

@@ -27,7 +27,7 @@ import pyarrow as pa
 from raylake.errors import CommitConflictError
 from raylake.io import FileIO
 from raylake.table.commit import CommitRequest, Committer
-from raylake.table.manifest import DataFile, data_files_from_table, live_files, read_entries
+from raylake.table.manifest import DataFile, data_files_from_table, live_files_of
 from raylake.table.merge_engines import merge
 from raylake.table.pk_read import overlap_sections, read_file
 from raylake.table.pk_schema import KIND, LEVEL_TOP, SEQ, MergeSpec
@@ -149,7 +149,7 @@ def auto_compact(
 def _live_by_bucket(
     file_io: FileIO, ts: TableSchema, snap: Snapshot
 ) -> dict[BucketKey, list[DataFile]]:
-    files = data_files_from_table(live_files(read_entries(file_io, snap.base_manifests, ts)), ts)
+    files = data_files_from_table(live_files_of(file_io, snap.base_manifests, ts), ts)
     groups: dict[BucketKey, list[DataFile]] = {}
     for f in files:
         groups.setdefault((f.partition, f.bucket), []).append(f)

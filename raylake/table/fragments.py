@@ -63,3 +63,9 @@ def fragments_dataset(
     return ds.FileSystemDataset(
         list(fragments), schema=schema, format=PARQUET, filesystem=file_io.arrow_filesystem()
     )
+
+
+def clear_fragment_cache() -> None:
+    """Forget cached fragments (for benchmarks of cold reads)."""
+    with _lock:
+        _cache.clear()

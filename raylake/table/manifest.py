@@ -14,6 +14,7 @@ import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -205,7 +206,12 @@ def read_manifest(file_io: FileIO, rel: str, ts: TableSchema) -> pa.Table:
             return cached
     try:
         data = file_io.read_bytes(rel)
-        pa_table = pq.read_table(pa.BufferReader(data), schema=manifest_schema(ts))
+        # ParquetFile.read without threads: a manifest is small and wide, and the thread
+        # pool of read_table costs more than it saves there.
+        pa_table = pq.ParquetFile(pa.BufferReader(data)).read(use_threads=False)
+        expected = manifest_schema(ts)
+        if pa_table.schema != expected:
+            pa_table = pa_table.cast(expected)
     except FileNotFoundError as exc:
         raise CorruptMetadataError(file_io.full_path(rel), "manifest file is missing") from exc
     except (pa.ArrowException, OSError, ValueError) as exc:
@@ -221,7 +227,12 @@ def read_manifest(file_io: FileIO, rel: str, ts: TableSchema) -> pa.Table:
 
 def read_entries(file_io: FileIO, metas: Sequence[ManifestMeta], ts: TableSchema) -> pa.Table:
     """All entries of several manifests, in order."""
-    tables = [read_manifest(file_io, m.path, ts) for m in metas]
+    if len(metas) > 1:
+        # Decoding Parquet releases the GIL: read uncached manifests side by side.
+        with ThreadPoolExecutor(max_workers=min(len(metas), 4)) as pool:
+            tables = list(pool.map(lambda m: read_manifest(file_io, m.path, ts), metas))
+    else:
+        tables = [read_manifest(file_io, m.path, ts) for m in metas]
     if not tables:
         return manifest_schema(ts).empty_table()
     return pa.concat_tables(tables)
@@ -235,6 +246,37 @@ def live_files(entries: pa.Table) -> pa.Table:
     if len(deleted) == 0:
         return added
     return added.filter(pc.invert(pc.is_in(added.column("path"), value_set=deleted)))
+
+
+_LIVE_CACHE_LIMIT = 8
+_live_cache: OrderedDict[tuple[str, tuple[str, ...]], pa.Table] = OrderedDict()
+
+
+def live_files_of(file_io: FileIO, metas: Sequence[ManifestMeta], ts: TableSchema) -> pa.Table:
+    """The live file set that a list of manifests describes, cached per process.
+
+    Manifests are immutable, so the same list always yields the same set: repeated
+    scans of one snapshot (and commits on top of it) plan without re-deriving it.
+    """
+    key = (file_io.uri, tuple(m.path for m in metas))
+    with _cache_lock:
+        cached = _live_cache.get(key)
+        if cached is not None:
+            _live_cache.move_to_end(key)
+            return cached
+    live = live_files(read_entries(file_io, metas, ts))
+    with _cache_lock:
+        _live_cache[key] = live
+        if len(_live_cache) > _LIVE_CACHE_LIMIT:
+            _live_cache.popitem(last=False)
+    return live
+
+
+def clear_manifest_caches() -> None:
+    """Forget cached manifests and live file sets (for benchmarks of cold reads)."""
+    with _cache_lock:
+        _cache.clear()
+        _live_cache.clear()
 
 
 def with_commit_fields(f: DataFile, snapshot_id: int, sequence_base: int) -> DataFile:

@@ -23,7 +23,7 @@ from raylake.errors import UnknownColumnError
 from raylake.expr import AlwaysTrue, Expr, as_expr, bind, might_match, to_arrow
 from raylake.io import FileIO
 from raylake.table.fragments import fragments_dataset, parquet_fragment
-from raylake.table.manifest import data_files_from_table, live_files, read_entries
+from raylake.table.manifest import data_files_from_table, live_files_of
 from raylake.table.options import TableOptions
 from raylake.table.schema import TableSchema
 from raylake.table.snapshot import Snapshot, SnapshotManager
@@ -207,8 +207,7 @@ class TableScan:
         if snap is None:
             return []
         ts = self.table_schema
-        entries = read_entries(self.file_io, snap.base_manifests, ts)
-        live = live_files(entries)
+        live = live_files_of(self.file_io, snap.base_manifests, ts)
         pruning = self._pruning_filter()
         if not isinstance(pruning, AlwaysTrue) and live.num_rows:
             live = live.filter(might_match(pruning, ManifestStats(ts.arrow_schema)))
