@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import logging
 import os
 import sys
 from collections.abc import Callable
@@ -81,6 +82,7 @@ def main() -> None:
         runtime_env={"worker_process_setup_hook": avoid_http_import_race},
     )
     ray.data.DataContext.get_current().enable_progress_bars = False
+    logging.getLogger("ray.data").setLevel(logging.WARNING)  # keep the report readable
     print(
         f"{len(files)} data files, Ray {ray.__version__}, {ray.available_resources()['CPU']} CPUs"
     )

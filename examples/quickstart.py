@@ -96,6 +96,31 @@ def run_table_demo(warehouse: Path) -> str:
     return uri
 
 
+def run_primary_key_demo(warehouse: Path) -> None:
+    section("primary-key table: upserts, deletes, compaction, changelog")
+    schema = pa.schema([("user_id", pa.int64()), ("country", pa.string()), ("visits", pa.int64())])
+    profiles = raylake.create_table(
+        str(warehouse / "profiles"),
+        schema,
+        primary_key=["user_id"],
+        buckets=4,
+        options={"changelog-producer": "lookup"},
+    )
+    profiles.write(
+        pd.DataFrame({"user_id": [1, 2, 3], "country": ["de", "fr", "jp"], "visits": [1, 1, 1]})
+    )
+    snap = profiles.write(
+        pd.DataFrame({"user_id": [2, 4], "country": ["es", "br"], "visits": [5, 1]})
+    )
+    print(f"after the upsert (snapshot {snap.id}), changelog of that commit:")
+    print(profiles.changelog(snap.id).to_pandas().to_string(index=False))
+    profiles.delete("country = 'jp'")
+    compacted = profiles.compact(full=True)
+    print(f"after delete and compact (snapshot {compacted.id if compacted else '-'}):")
+    current = profiles.to_arrow().sort_by("user_id")
+    print(current.to_pandas().to_string(index=False))
+
+
 def run_ray_demo(warehouse: Path, uri: str) -> None:
     """read_lake -> map_batches -> write_lake on a local Ray cluster (issue 4)."""
     import logging
@@ -139,6 +164,7 @@ def main() -> None:
     warehouse.mkdir(parents=True)
     print(f"raylake {raylake.__version__} demo, warehouse at {warehouse}")
     uri = run_table_demo(warehouse)
+    run_primary_key_demo(warehouse)
     run_ray_demo(warehouse, uri)
     print("\ndemo finished; try: .venv/bin/raylake snapshots", warehouse / "events")
 
