@@ -194,12 +194,31 @@ class LakeDatasink(Datasink[TaskCommit]):
             messages,
             mode=self.mode or "append",
             base_snapshot_id=self._base_snapshot_id,
+            commit_user=self._file_prefix,
             properties=self._properties,
+        )
+
+    def _job_committed(self) -> bool:
+        """Whether a snapshot made after this job started was committed by this job."""
+        snapshots = SnapshotManager(self.file_io)
+        latest = snapshots.latest_id()
+        first = (self._base_snapshot_id or 0) + 1
+        if latest is None:
+            return False
+        return any(
+            snapshots.get(i).commit_user == self._file_prefix
+            for i in range(max(first, snapshots.earliest_id() or 1), latest + 1)
         )
 
     def on_write_failed(self, error: Exception) -> None:
         """Delete every data file this job wrote; drop a table this job created, if empty."""
         if not self._job_id:
+            return
+        if self._job_committed():
+            # The snapshot references this job's files: deleting them would break the table.
+            logger.warning(
+                "write to %s failed after its commit; keeping its files", self.file_io.uri
+            )
             return
         prefix = f"{self._file_prefix}-"
         mine = [

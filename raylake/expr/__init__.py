@@ -34,6 +34,7 @@ from raylake.expr.visitors import (
     conjuncts,
     evaluate_python,
     filter_on_columns,
+    nan_sensitive,
     negate_push_down,
     to_arrow,
 )
@@ -81,6 +82,7 @@ __all__ = [
     "evaluate_python",
     "filter_on_columns",
     "might_match",
+    "nan_sensitive",
     "negate_push_down",
     "not_",
     "or_",

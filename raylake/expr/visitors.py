@@ -266,6 +266,31 @@ class _ArrowFilter(ExprVisitor[pc.Expression]):
         return pc.field(node.column).is_valid()
 
 
+def nan_sensitive(expr: Expr) -> bool:
+    """Whether a filter selects NaN values that Parquet statistics would prune away.
+
+    ``x != 3`` and ``x not in (...)`` on a float column match NaN (as Arrow compares),
+    but pyarrow skips a row group whose min/max statistics, which ignore NaN, say every
+    value is 3. Such filters must be applied to rows only, never to statistics.
+    """
+    stack = [negate_push_down(expr)]  # iterative: long or-chains must not recurse
+    while stack:
+        node = stack.pop()
+        if isinstance(node, And | Or):
+            stack += [node.left, node.right]
+        elif (isinstance(node, Compare) and node.op == "!=" and _is_float(node.value)) or (
+            isinstance(node, NotIn) and any(_is_float(v) for v in node.values)
+        ):
+            return True
+    return False
+
+
+def _is_float(value: Any) -> bool:
+    if isinstance(value, pa.Scalar):
+        return pa.types.is_floating(value.type)
+    return isinstance(value, float)
+
+
 def to_arrow(expr: Expr) -> pc.Expression:
     """A ``pyarrow.compute.Expression`` selecting the rows that ``expr`` selects.
 

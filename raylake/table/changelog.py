@@ -26,7 +26,12 @@ import pyarrow.compute as pc
 
 from raylake.errors import UnsupportedOperationError
 from raylake.io import FileIO
-from raylake.table.manifest import DataFile, data_files_from_table, live_files_of, read_entries
+from raylake.table.manifest import (
+    DataFile,
+    data_files_from_table,
+    live_files_by_bucket,
+    read_entries,
+)
 from raylake.table.merge_engines import merge, run_starts
 from raylake.table.pk_read import read_file
 from raylake.table.pk_schema import (
@@ -94,7 +99,7 @@ def lookup_changelog(
     by_bucket: dict[tuple[tuple[Any, ...], int], list[DataFile]] = {}
     for f in added:
         by_bucket.setdefault((f.partition, f.bucket), []).append(f)
-    old = _live_by_bucket(file_io, ts, parent)
+    old = {} if parent is None else live_files_by_bucket(file_io, parent.base_manifests, ts)
     written: list[DataFile] = []
     try:
         for (partition, bucket), new in by_bucket.items():
@@ -115,18 +120,6 @@ def lookup_changelog(
         file_io.delete_quietly([f.path for f in written])
         raise
     return written
-
-
-def _live_by_bucket(
-    file_io: FileIO, ts: TableSchema, snap: Snapshot | None
-) -> dict[tuple[tuple[Any, ...], int], list[DataFile]]:
-    if snap is None:
-        return {}
-    files = data_files_from_table(live_files_of(file_io, snap.base_manifests, ts), ts)
-    out: dict[tuple[tuple[Any, ...], int], list[DataFile]] = {}
-    for f in files:
-        out.setdefault((f.partition, f.bucket), []).append(f)
-    return out
 
 
 def _bucket_changes(

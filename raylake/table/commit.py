@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+import numpy as np
 import pyarrow as pa
 
 from raylake.errors import CommitConflictError, CommitFailedError, FilterError
@@ -253,6 +254,8 @@ def _select_partitions(entries: pa.Table, expr: Expr, ts: TableSchema) -> pa.Tab
     bound = bind(expr, ts.partition_schema)
     partitions = pa.Table.from_struct_array(entries.column("partition").combine_chunks())
     index_name = "__raylake_entry__"
-    indexed = partitions.append_column(index_name, pa.array(range(entries.num_rows), pa.int64()))
+    indexed = partitions.append_column(
+        index_name, pa.array(np.arange(entries.num_rows, dtype=np.int64))
+    )
     keep = indexed.filter(to_arrow(bound)).column(index_name)
     return entries.take(keep)

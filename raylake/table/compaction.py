@@ -27,7 +27,7 @@ import pyarrow as pa
 from raylake.errors import CommitConflictError
 from raylake.io import FileIO
 from raylake.table.commit import CommitRequest, Committer
-from raylake.table.manifest import DataFile, data_files_from_table, live_files_of
+from raylake.table.manifest import DataFile, live_files_by_bucket
 from raylake.table.merge_engines import merge
 from raylake.table.pk_read import overlap_sections, read_file
 from raylake.table.pk_schema import KIND, LEVEL_TOP, SEQ, MergeSpec
@@ -74,7 +74,7 @@ def prepare_compaction(
     latest = SnapshotManager(file_io).latest()
     if latest is None:
         return None
-    groups = _live_by_bucket(file_io, ts, latest)
+    groups = live_files_by_bucket(file_io, latest.base_manifests, ts)
     spec = MergeSpec.of(ts)
     work = []
     for key, files in sorted(groups.items(), key=lambda item: repr(item[0])):
@@ -129,7 +129,7 @@ def auto_compact(
     latest = SnapshotManager(file_io).latest()
     if latest is None:
         return None
-    groups = _live_by_bucket(file_io, ts, latest)
+    groups = live_files_by_bucket(file_io, latest.base_manifests, ts)
     crowded = [
         key
         for key in touched
@@ -144,16 +144,11 @@ def auto_compact(
     except CommitConflictError as exc:
         logger.info("automatic compaction of %s skipped: %s", file_io.uri, exc)
         return None
-
-
-def _live_by_bucket(
-    file_io: FileIO, ts: TableSchema, snap: Snapshot
-) -> dict[BucketKey, list[DataFile]]:
-    files = data_files_from_table(live_files_of(file_io, snap.base_manifests, ts), ts)
-    groups: dict[BucketKey, list[DataFile]] = {}
-    for f in files:
-        groups.setdefault((f.partition, f.bucket), []).append(f)
-    return groups
+    except Exception:
+        # The data commit already happened: a failed compaction must not make the caller
+        # believe the write failed (and retry it, or delete its committed files).
+        logger.warning("automatic compaction of %s failed", file_io.uri, exc_info=True)
+        return None
 
 
 def _rewrite_sets(

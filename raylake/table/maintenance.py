@@ -24,16 +24,16 @@ from raylake.errors import CorruptMetadataError, InvalidOptionError, SnapshotNot
 from raylake.io import FileIO
 from raylake.table.consumer import CONSUMER_DIR, ConsumerManager
 from raylake.table.manifest import ADD, MANIFEST_DIR, live_files
+from raylake.table.schema import SCHEMA_DIR
 from raylake.table.snapshot import SNAPSHOT_DIR, Snapshot, SnapshotManager, snapshot_path
 from raylake.table.writer import DATA_DIR
 
 logger = logging.getLogger(__name__)
 
 # Changelog files of primary-key tables; they are found through changelog manifests.
-CHANGELOG_DIR = "changelog"
-SCHEMA_DIR = "schema"
 # Directories that hold only files named by manifests or snapshots.
-_REFERENCED_DIRS = (DATA_DIR, MANIFEST_DIR, CHANGELOG_DIR)
+# Changelog files live under data/ beside each bucket's data files.
+_REFERENCED_DIRS = (DATA_DIR, MANIFEST_DIR)
 # Directories whose files are metadata in their own right: only FileIO temp files are orphans.
 _TMP_ONLY_DIRS = (SNAPSHOT_DIR, CONSUMER_DIR, SCHEMA_DIR)
 _TMP_SUFFIX = ".tmp"

@@ -272,6 +272,16 @@ def live_files_of(file_io: FileIO, metas: Sequence[ManifestMeta], ts: TableSchem
     return live
 
 
+def live_files_by_bucket(
+    file_io: FileIO, metas: Sequence[ManifestMeta], ts: TableSchema
+) -> dict[tuple[tuple[Any, ...], int], list[DataFile]]:
+    """The live files of a manifest list, grouped by (partition values, bucket)."""
+    groups: dict[tuple[tuple[Any, ...], int], list[DataFile]] = {}
+    for f in data_files_from_table(live_files_of(file_io, metas, ts), ts):
+        groups.setdefault((f.partition, f.bucket), []).append(f)
+    return groups
+
+
 def clear_manifest_caches() -> None:
     """Forget cached manifests and live file sets (for benchmarks of cold reads)."""
     with _cache_lock:

@@ -135,7 +135,7 @@ class KeySet:
             # Compare before subtracting, so that no key can wrap around into the range.
             inside = (keys >= lo) & (keys <= lo + len(table) - 1)
             found = np.zeros(len(keys), dtype=bool)
-            found[inside] = table[(keys[inside] - keys.dtype.type(lo)).astype(np.int64)]
+            found[inside] = table[_offsets(keys[inside], lo)]
             return found
         pos = np.searchsorted(table, keys)
         pos[pos == len(table)] = 0
@@ -148,8 +148,20 @@ class KeySet:
         if hi - lo < max(16 * total, _BITMAP_FREE):
             bitmap = np.zeros(hi - lo + 1, dtype=bool)
             for a in self._arrays:
-                bitmap[(a - a.dtype.type(lo)).astype(np.int64)] = True
+                bitmap[_offsets(a, lo)] = True
             self._lookup = ("bitmap", lo, bitmap)
         else:
             self._lookup = ("sorted", lo, np.sort(np.concatenate(self._arrays)))
         return self._lookup
+
+
+def _offsets(keys: np.ndarray, lo: int) -> np.ndarray:
+    """``keys - lo`` as int64 bitmap positions, for keys known to be >= lo.
+
+    Subtracting in the keys' own type would wrap for narrow types (int8/int16 keys
+    spanning more than half their range), mapping unseen keys onto seen slots.
+    uint64 keys above 2**63 do not fit int64, but their difference to ``lo`` does.
+    """
+    if keys.dtype == np.uint64:
+        return (keys - np.uint64(lo)).astype(np.int64)
+    return keys.astype(np.int64) - np.int64(lo)

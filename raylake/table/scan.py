@@ -20,7 +20,16 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from raylake.errors import UnknownColumnError
-from raylake.expr import AlwaysTrue, Expr, as_expr, bind, might_match, to_arrow
+from raylake.expr import (
+    AlwaysTrue,
+    Expr,
+    as_expr,
+    bind,
+    might_match,
+    nan_sensitive,
+    referenced_columns,
+    to_arrow,
+)
 from raylake.io import FileIO
 from raylake.table.fragments import fragments_dataset, parquet_fragment
 from raylake.table.manifest import data_files_from_table, live_files_of
@@ -81,37 +90,27 @@ class ReadContext:
         yield from self._scan(dataset)
 
     def read_all(self, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
-        """Stream many splits; plain splits share one pyarrow scan for parallel readahead."""
+        """Stream many splits; an append table's splits share one pyarrow scan (readahead)."""
         if self.table_schema.is_primary_key_table:
             from raylake.table.pk_read import read_primary_key_splits
 
             yield from read_primary_key_splits(self, splits)
             return
-        plain = [s for s in splits if not s.needs_merge]
-        if plain:
-            yield from self._scan(self._dataset(plain))
-        for split in splits:
-            if split.needs_merge:
-                yield from self.read(split)
+        if splits:
+            yield from self._scan(self._dataset(splits))
 
     def read_table(self, splits: Sequence[Split]) -> pa.Table:
-        """All rows of many splits as one table (pyarrow's threaded scan for plain splits)."""
+        """All rows of many splits as one table (one threaded pyarrow scan for append tables)."""
         if self.table_schema.is_primary_key_table:
             from raylake.table.pk_read import read_primary_key_table
 
             return read_primary_key_table(self, splits)
-        plain = [s for s in splits if not s.needs_merge]
-        parts = []
-        if plain:
-            parts.append(self._dataset(plain).to_table(**self._scan_args()))
-        parts += [
-            pa.Table.from_batches(list(self.read(s)), schema=self.output_schema)
-            for s in splits
-            if s.needs_merge
-        ]
-        if not parts:
+        if not splits:
             return self.output_schema.empty_table()
-        return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+        dataset = self._dataset(splits)
+        if nan_sensitive(self.filter):
+            return pa.Table.from_batches(list(self._scan(dataset)), schema=self.output_schema)
+        return dataset.to_table(**self._scan_args())
 
     def _dataset(self, splits: Sequence[Split]) -> ds.FileSystemDataset:
         fragments = []
@@ -149,7 +148,21 @@ class ReadContext:
         }
 
     def _scan(self, dataset: ds.Dataset) -> Iterator[pa.RecordBatch]:
-        yield from dataset.to_batches(**self._scan_args())
+        if not nan_sensitive(self.filter):
+            yield from dataset.to_batches(**self._scan_args())
+            return
+        # Filter rows only: pyarrow would prune row groups by NaN-blind statistics.
+        args = self._scan_args()
+        row_filter, columns = args.pop("filter"), args.pop("columns")
+        needed = None
+        if columns is not None:
+            extra = referenced_columns(self.filter) - set(columns)
+            needed = columns + [c for c in self.table_schema.column_names if c in extra]
+        for batch in dataset.to_batches(columns=needed, **args):
+            kept = pa.Table.from_batches([batch]).filter(row_filter)
+            if columns is not None:
+                kept = kept.select(columns)
+            yield from kept.to_batches()
 
 
 @dataclass(frozen=True)

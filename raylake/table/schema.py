@@ -19,6 +19,7 @@ from raylake.table.options import TableOptions, check_primary_key_only
 from raylake.table.types import field_from_json, field_to_json, normalize_type
 
 FORMAT_VERSION = 1
+SCHEMA_DIR = "schema"
 # System columns that primary-key data files carry; user columns may not use the prefix.
 SYSTEM_PREFIX = "_rl_"
 

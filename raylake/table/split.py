@@ -41,7 +41,8 @@ class Split:
     files: tuple[FileSlice, ...]
     row_count: int  # rows in the files before any row filter (and, for PK tables, merging)
     size_bytes: int  # estimated in-memory bytes of the projected columns
-    # Primary-key splits whose files overlap in key range must be merged on read.
+    # Primary-key splits are read through merge-on-read (which skips the merge itself
+    # where the files do not overlap in key range); append splits never are.
     needs_merge: bool = False
 
     @property

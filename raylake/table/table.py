@@ -29,12 +29,11 @@ from raylake.table.maintenance import (
     remove_orphan_files,
 )
 from raylake.table.scan import ReadContext, TableScan
-from raylake.table.schema import TableSchema
+from raylake.table.schema import SCHEMA_DIR, TableSchema
 from raylake.table.snapshot import Snapshot, SnapshotManager
 from raylake.table.split import Split
 from raylake.table.writer import AppendTableWriter, CommitMessage, TableWriter, abort_messages
 
-SCHEMA_DIR = "schema"
 _SCHEMA_NAME = re.compile(r"^schema-(\d+)\.json$")
 WriteMode = Literal["append", "overwrite", "upsert"]
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import quote
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -61,7 +62,7 @@ def split_by_partition(pa_table: pa.Table, keys: tuple[str, ...]) -> list[tuple[
         return [((), pa_table)] if pa_table.num_rows else []
     index_name = "__raylake_row__"
     indexed = pa_table.select(list(keys)).append_column(
-        index_name, pa.array(range(pa_table.num_rows), pa.int64())
+        index_name, pa.array(np.arange(pa_table.num_rows, dtype=np.int64))
     )
     groups = indexed.group_by(list(keys), use_threads=False).aggregate([(index_name, "list")])
     if groups.num_rows == 1:

@@ -276,3 +276,17 @@ def _replaced_files(tbl: raylake.Table) -> set[str]:
         live = live_files(read_entries(tbl.file_io, snap.base_manifests, tbl.table_schema))
         out |= set(live.column("path").to_pylist())
     return out
+
+
+def test_failure_reported_after_the_commit_keeps_the_committed_files(
+    ray_cluster: Any, tmp_path: Path
+) -> None:
+    # Ray calls on_write_failed for errors raised after on_write_complete committed
+    # (review finding): deleting the job's files then would break the new snapshot.
+    tbl = raylake.create_table(str(tmp_path / "t"), EVENTS_SCHEMA)
+    sink = LakeDatasink(tbl.uri, mode="append")
+    from_batches([events_batch(0, 100, "d", 0)]).write_datasink(sink)
+    assert sink.snapshot is not None
+    sink.on_write_failed(RuntimeError("reported after the commit"))
+    assert tbl.count() == 100
+    assert rows(tbl.to_arrow()) == rows(events_batch(0, 100, "d", 0))

@@ -150,3 +150,33 @@ def test_sequence_field_tombstones_survive_compaction(tmp_path: Path) -> None:
     assert state(tbl) == [{"id": 2, "v": 1, "ts": 5}]
     tbl.write(pa.table({"id": [1], "v": [7], "ts": [6]}))
     assert [r["v"] for r in state(tbl)] == [7, 1]
+
+
+def test_a_failing_automatic_compaction_does_not_fail_the_committed_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The write's snapshot exists before auto-compaction runs; an error there used to
+    # reach the caller, who would retry the write or (Ray) delete its committed files.
+    import raylake.table.compaction as compaction
+
+    schema = pa.schema([("k", pa.int64()), ("v", pa.int64())])
+    tbl = raylake.create_table(
+        str(tmp_path / "t"),
+        schema,
+        primary_key=["k"],
+        buckets=1,
+        options={"compaction.max-overlapping-files": "1"},
+    )
+    tbl.write(pa.table({"k": [1, 2], "v": [1, 1]}))
+
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise OSError("disk full while compacting")
+
+    monkeypatch.setattr(compaction, "compact", broken)
+    snap = tbl.write(pa.table({"k": [2, 3], "v": [2, 2]}))
+    assert snap.id == 2 and snap.commit_kind == "APPEND"
+    assert tbl.to_arrow().sort_by("k").to_pylist() == [
+        {"k": 1, "v": 1},
+        {"k": 2, "v": 2},
+        {"k": 3, "v": 2},
+    ]

@@ -150,3 +150,26 @@ def test_keys_at_the_ends_of_their_type(tmp_path: Path, dtype: pa.DataType) -> N
     tbl.write(pa.table({"k": pa.array([keys[2]], dtype), "n": [3]}))
     expected = {keys[0]: 2, keys[1]: 1, keys[2]: 3, keys[3]: 1, keys[4]: 2}
     assert {r["k"]: r["n"] for r in tbl.to_arrow().to_pylist()} == expected
+
+
+@pytest.mark.parametrize("key_type", [pa.int8(), pa.int16(), pa.int32(), pa.uint64()])
+def test_newest_first_read_keeps_keys_across_the_whole_range_of_narrow_types(
+    tmp_path: Path, key_type: pa.DataType
+) -> None:
+    # Keys spanning more than half of a narrow type's range once wrapped around in the
+    # bitmap of seen keys and hid an older file's live row.
+    info = {pa.int8(): (-100, -27, 100), pa.int16(): (-20000, -5535, 20000)}
+    low, middle, high = info.get(key_type, (-(2**31) + 1, -7, 2**31 - 1))
+    if key_type == pa.uint64():
+        low, middle, high = 2**63 + 1, 2**63 + 5, 2**63 + 9
+    schema = pa.schema([("k", key_type), ("v", pa.string())])
+    tbl = raylake.create_table(str(tmp_path / "t"), schema, primary_key=["k"], buckets=1)
+    tbl.write(pa.table({"k": pa.array([low, middle, high], key_type), "v": ["old"] * 3}))
+    tbl.write(pa.table({"k": pa.array([low, high], key_type), "v": ["new"] * 2}))
+    rows = tbl.to_arrow().sort_by("k").to_pylist()
+    assert rows == [
+        {"k": low, "v": "new"},
+        {"k": middle, "v": "old"},
+        {"k": high, "v": "new"},
+    ]
+    assert tbl.count() == 3
