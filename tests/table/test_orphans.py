@@ -97,10 +97,12 @@ def test_unreferenced_manifests_and_changelog_files_are_orphans(tmp_path: Path) 
     messages = datafile.prepare_commit()
     entries = entries_table([(ADD, f) for m in messages for f in m.new_files], tbl.table_schema)
     stray_manifest = write_manifest(tbl.file_io, entries).path  # a committer that died
-    (root / "changelog" / "bucket-0").mkdir(parents=True)
-    (root / "changelog" / "bucket-0" / "changelog-x.parquet").write_bytes(b"PAR1")
+    # Changelog files live beside the data files of their bucket (docs/format.md).
+    stray_changelog = "data/bucket-0/data-changelog-x.parquet"
+    (root / stray_changelog).parent.mkdir(parents=True, exist_ok=True)
+    (root / stray_changelog).write_bytes(b"PAR1")
     expected = {*files, *(f.path for m in messages for f in m.new_files), stray_manifest}
-    expected.add("changelog/bucket-0/changelog-x.parquet")
+    expected.add(stray_changelog)
     assert set(tbl.remove_orphan_files(older_than=NOW).paths) == expected
     assert tbl.to_arrow().column("id").to_pylist() == [1]
 
