@@ -36,7 +36,14 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from raylake.expr import AlwaysTrue, Expr, filter_on_columns, referenced_columns, to_arrow
+from raylake.expr import (
+    AlwaysTrue,
+    Expr,
+    filter_on_columns,
+    nan_sensitive,
+    referenced_columns,
+    to_arrow,
+)
 from raylake.io import FileIO
 from raylake.table.fragments import fragments_dataset, parquet_fragment
 from raylake.table.manifest import DataFile
@@ -149,6 +156,9 @@ class ReadPlan:
     key_filter: pc.Expression | None  # safe below the merge
     residual: pc.Expression | None  # applied to merged rows
     full_filter: pc.Expression | None  # for single-file sections
+    # Filter to apply to rows only, never to Parquet statistics (expr.nan_sensitive).
+    rows_only: bool = False
+    filter_columns: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, ts: TableSchema, columns: Sequence[str] | None, filter: Expr) -> ReadPlan:
@@ -169,6 +179,8 @@ class ReadPlan:
             key_filter=None if isinstance(pushed, AlwaysTrue) else to_arrow(pushed),
             residual=None if filter_columns <= keyish else whole,
             full_filter=whole,
+            rows_only=nan_sensitive(filter),
+            filter_columns=tuple(c for c in ts.column_names if c in filter_columns),
         )
 
 
@@ -196,9 +208,7 @@ def read_primary_key_splits(ctx: Any, splits: Sequence[Split]) -> Iterator[pa.Re
     plan = ReadPlan.of(ts, ctx.columns, ctx.filter)
     singles, merged = _sections(splits)
     if singles:
-        yield from _single_files_dataset(ctx.file_io, ts, singles).to_batches(
-            **_single_scan_args(plan, singles), batch_size=ctx.batch_size
-        )
+        yield from _single_batches(ctx, plan, singles)
     by_file, general = _by_strategy(ts, plan, merged)
     if by_file:
         yield from scan_newest_first(ctx.file_io, ts, plan, by_file, ctx.batch_size)
@@ -210,8 +220,11 @@ def _by_strategy(
     ts: TableSchema, plan: ReadPlan, sections: list[list[FileSlice]]
 ) -> tuple[list[list[FileSlice]], list[list[FileSlice]]]:
     """Sections a newest-first scan can deduplicate, and those that need a full merge."""
-    by_file = [s for s in sections if newest_wins_by_file(plan.spec, s, ts)]
-    return by_file, [s for s in sections if not newest_wins_by_file(plan.spec, s, ts)]
+    by_file: list[list[FileSlice]] = []
+    general: list[list[FileSlice]] = []
+    for section in sections:
+        (by_file if newest_wins_by_file(plan.spec, section, ts) else general).append(section)
+    return by_file, general
 
 
 def read_primary_key_table(ctx: Any, splits: Sequence[Split]) -> pa.Table:
@@ -220,7 +233,10 @@ def read_primary_key_table(ctx: Any, splits: Sequence[Split]) -> pa.Table:
     plan = ReadPlan.of(ts, ctx.columns, ctx.filter)
     singles, merged = _sections(splits)
     parts = []
-    if singles:
+    if singles and plan.rows_only:
+        kept = list(_single_batches(ctx, plan, singles))
+        parts.append(pa.Table.from_batches(kept, schema=ctx.output_schema))
+    elif singles:
         dataset = _single_files_dataset(ctx.file_io, ts, singles)
         parts.append(dataset.to_table(**_single_scan_args(plan, singles)))
     by_file, general = _by_strategy(ts, plan, merged)
@@ -242,12 +258,31 @@ def _single_files_dataset(file_io: FileIO, ts: TableSchema, files: list[FileSlic
 
 
 def _single_scan_args(plan: ReadPlan, files: list[FileSlice]) -> dict[str, Any]:
-    """A single file's rows are final: drop its -D rows, and push the whole filter down."""
-    condition = plan.full_filter
+    """A single file's rows are final: drop its -D rows, and push the whole filter down.
+
+    A ``rows_only`` filter is not pushed (pyarrow would prune row groups by statistics
+    that ignore NaN); its columns are read too, for ``_single_batches`` to apply it.
+    """
+    condition = None if plan.rows_only else plan.full_filter
     if any(f.delete_row_count for f in files):
         live = pc.field(KIND) != pa.scalar(DELETE, pa.int8())
         condition = live if condition is None else live & condition
-    return {"columns": list(plan.output), "filter": condition}
+    columns = list(plan.output)
+    if plan.rows_only:
+        columns += [c for c in plan.filter_columns if c not in columns]
+    return {"columns": columns, "filter": condition}
+
+
+def _single_batches(ctx: Any, plan: ReadPlan, files: list[FileSlice]) -> Iterator[pa.RecordBatch]:
+    dataset = _single_files_dataset(ctx.file_io, ctx.table_schema, files)
+    batches = dataset.to_batches(**_single_scan_args(plan, files), batch_size=ctx.batch_size)
+    if not plan.rows_only:
+        yield from batches
+        return
+    assert plan.full_filter is not None
+    for batch in batches:
+        kept = pa.Table.from_batches([batch]).filter(plan.full_filter).select(list(plan.output))
+        yield from kept.to_batches()
 
 
 def read_file(

@@ -173,3 +173,15 @@ def test_newest_first_read_keeps_keys_across_the_whole_range_of_narrow_types(
         {"k": high, "v": "new"},
     ]
     assert tbl.count() == 3
+
+
+def test_float_not_equal_keeps_nan_rows_of_single_file_buckets(tmp_path: Path) -> None:
+    # pyarrow prunes row groups by NaN-blind statistics: a row group of 3.0 and NaN
+    # "holds only 3.0"; `x != 3` must still return the NaN row, as Arrow compares.
+    schema = pa.schema([("k", pa.int64()), ("x", pa.float64())])
+    tbl = raylake.create_table(str(tmp_path / "t"), schema, primary_key=["k"], buckets=1)
+    tbl.write(pa.table({"k": [1, 2], "x": [3.0, float("nan")]}))
+    assert tbl.count(filter="x != 3") == 1
+    assert tbl.to_arrow(columns=["k"], filter="x != 3").to_pylist() == [{"k": 2}]
+    batches = list(tbl.to_batches(columns=["k"], filter="x not in (3.0, 4.0)"))
+    assert pa.Table.from_batches(batches).to_pylist() == [{"k": 2}]
