@@ -51,7 +51,7 @@ from raylake.table.merge_engines import merge
 from raylake.table.pk_dedupe import newest_wins_by_file, scan_newest_first
 from raylake.table.pk_schema import DELETE, KIND, SEQ, MergeSpec, file_schema
 from raylake.table.schema import TableSchema
-from raylake.table.split import FileSlice, Split, projected_size, slice_file
+from raylake.table.split import FileSlice, Split, partition_sort_key, projected_size, slice_file
 
 # Sections merged at once by one reader (each holds its section's data in memory).
 MERGE_THREADS = min(4, os.cpu_count() or 1)
@@ -118,7 +118,7 @@ def plan_primary_key_splits(
 
 def _bucket_order(item: tuple[tuple[tuple[Any, ...], int], Any]) -> tuple[Any, ...]:
     (partition, bucket), _ = item
-    return (tuple((v is None, str(v)) for v in partition), bucket)
+    return (partition_sort_key(partition), bucket)
 
 
 def _split(

@@ -46,12 +46,11 @@ from raylake.table.pk_schema import (
     file_schema,
 )
 from raylake.table.schema import TableSchema
-from raylake.table.writer import CommitMessage, RollingFileWriter
+from raylake.table.writer import CommitMessage, RollingFileWriter, group_positions
 
 # Files written at once by one writer, each while the next bucket is merged.
 WRITE_THREADS = 2
 BUCKET_COLUMN = "__raylake_bucket__"
-_ROW = "__raylake_row__"
 BucketKey = tuple[tuple[Any, ...], int]
 
 
@@ -296,17 +295,11 @@ class PrimaryKeyTableWriter:
                 if bounds[bucket + 1] > bounds[bucket]:
                     yield ((), bucket), order[bounds[bucket] : bounds[bucket + 1]]
             return
-        keys = [*self.ts.partition_keys, BUCKET_COLUMN]
-        indexed = rows.select(list(self.ts.partition_keys)).append_column(
+        key_columns = rows.select(list(self.ts.partition_keys)).append_column(
             BUCKET_COLUMN, pa.array(buckets)
         )
-        indexed = indexed.append_column(_ROW, pa.array(np.arange(rows.num_rows, dtype=np.int64)))
-        groups = indexed.group_by(keys, use_threads=False).aggregate([(_ROW, "list")])
-        values = [groups.column(k).to_pylist() for k in keys]
-        lists = groups.column(f"{_ROW}_list")
-        for i in range(groups.num_rows):
-            positions = np.sort(np.asarray(lists[i].values.to_numpy()))
-            yield (tuple(v[i] for v in values[:-1]), int(values[-1][i])), positions
+        for values, positions in group_positions(key_columns):
+            yield (values[:-1], int(values[-1])), positions
 
     def _merge_bucket(self, rows: pa.Table, positions: np.ndarray) -> pa.Table | None:
         """One bucket's rows pre-merged (keeping deletes), sorted by key, in file layout."""

@@ -36,7 +36,7 @@ from raylake.table.manifest import data_files_from_table, live_files_of
 from raylake.table.options import TableOptions
 from raylake.table.schema import TableSchema
 from raylake.table.snapshot import Snapshot, SnapshotManager
-from raylake.table.split import Split, pack_slices, slice_file
+from raylake.table.split import Split, pack_slices, partition_sort_key, slice_file
 from raylake.table.types import has_min_max
 
 
@@ -281,17 +281,13 @@ def plan_append_splits(
     options: TableOptions,
     target: int,
 ) -> list[Split]:
-    files = sorted(files, key=lambda f: (_sort_key(f.partition), f.path))
+    files = sorted(files, key=lambda f: (partition_sort_key(f.partition), f.path))
     pieces = [
         (f.partition, f.bucket, piece)
         for f in files
         for piece in slice_file(f, target, column_indices)
     ]
     return pack_slices(snapshot_id, pieces, target, options.split_open_file_cost)
-
-
-def _sort_key(values: tuple[Any, ...]) -> tuple[Any, ...]:
-    return tuple((v is None, str(v) if v is not None else "") for v in values)
 
 
 def _to_millis(value: datetime | int | None) -> int | None:

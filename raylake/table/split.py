@@ -50,6 +50,11 @@ class Split:
         return [f.path for f in self.files]
 
 
+def partition_sort_key(values: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A total order over partition values of any types (None last), for stable plans."""
+    return tuple((v is None, "" if v is None else str(v)) for v in values)
+
+
 def projected_size(f: DataFile, column_indices: Sequence[int] | None) -> int:
     """Estimated in-memory bytes of a file's projected columns, from manifest sizes."""
     total = f.in_memory_size

@@ -56,25 +56,37 @@ def partition_dir(ts: TableSchema, partition: tuple[Any, ...], bucket: int) -> s
     return "/".join(parts)
 
 
-def split_by_partition(pa_table: pa.Table, keys: tuple[str, ...]) -> list[tuple[tuple, pa.Table]]:
-    """Group rows by partition values with one hash aggregation, not a loop over rows."""
-    if not keys or pa_table.num_rows == 0:
-        return [((), pa_table)] if pa_table.num_rows else []
+def group_positions(key_columns: pa.Table) -> list[tuple[tuple[Any, ...], np.ndarray]]:
+    """Distinct key tuples of a table and the (ascending) row positions of each.
+
+    One hash aggregation over all rows, not a loop over rows: the Python loop runs
+    once per distinct key (partition, or partition and bucket).
+    """
+    keys = key_columns.column_names
     index_name = "__raylake_row__"
-    indexed = pa_table.select(list(keys)).append_column(
-        index_name, pa.array(np.arange(pa_table.num_rows, dtype=np.int64))
+    indexed = key_columns.append_column(
+        index_name, pa.array(np.arange(key_columns.num_rows, dtype=np.int64))
     )
-    groups = indexed.group_by(list(keys), use_threads=False).aggregate([(index_name, "list")])
-    if groups.num_rows == 1:
-        values = tuple(groups.column(k)[0].as_py() for k in keys)
-        return [(values, pa_table)]
-    out = []
+    groups = indexed.group_by(keys, use_threads=False).aggregate([(index_name, "list")])
     key_values = [groups.column(k).to_pylist() for k in keys]
     row_lists = groups.column(f"{index_name}_list")
-    for i in range(groups.num_rows):
-        values = tuple(col[i] for col in key_values)
-        out.append((values, pa_table.take(row_lists[i].values)))
-    return out
+    return [
+        (
+            tuple(column[i] for column in key_values),
+            np.sort(row_lists[i].values.to_numpy(zero_copy_only=False)),
+        )
+        for i in range(groups.num_rows)
+    ]
+
+
+def split_by_partition(pa_table: pa.Table, keys: tuple[str, ...]) -> list[tuple[tuple, pa.Table]]:
+    """The rows of each partition (the whole table when it holds one partition)."""
+    if not keys or pa_table.num_rows == 0:
+        return [((), pa_table)] if pa_table.num_rows else []
+    groups = group_positions(pa_table.select(list(keys)))
+    if len(groups) == 1:
+        return [(groups[0][0], pa_table)]
+    return [(values, pa_table.take(positions)) for values, positions in groups]
 
 
 class RollingFileWriter:
