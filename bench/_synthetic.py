@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 import raylake
-from raylake.table.manifest import live_files, read_entries
+from raylake.format.manifest import live_files, read_entries
 
 DATES = ["2024-01-01", "2024-01-02", "2024-01-03", "2024-01-04"]
 FEATURES = [f"f{i}" for i in range(16)]

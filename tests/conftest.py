@@ -28,6 +28,9 @@ def ray_cluster() -> Iterator[Any]:
         ray.init(
             num_cpus=2,
             include_dashboard=False,
+            # Small object store: tests move little data, and several developers' test
+            # sessions may share this 2-core machine.
+            object_store_memory=1024 * 1024 * 1024,
             log_to_driver=False,
             configure_logging=False,
         )

@@ -27,11 +27,11 @@ from raylake.errors import (
     TableNotFoundError,
     UnsupportedOperationError,
 )
+from raylake.format.snapshot import SnapshotManager
 from raylake.io import FileIO
 from raylake.table import CommitMessage, Snapshot, Table, TableSchema, create_table, open_table
 from raylake.table.catalog import table_exists
 from raylake.table.conform import conform
-from raylake.table.snapshot import SnapshotManager
 from raylake.table.table import SCHEMA_DIR, create_writer
 from raylake.table.writer import DATA_DIR
 
@@ -247,7 +247,7 @@ def _without_row_kind(schema: pa.Schema, tbl: Table) -> pa.Schema:
 
 
 def _without_kind(schema: pa.Schema) -> pa.Schema:
-    from raylake.table.pk_schema import KIND
+    from raylake.table.pk.schema import KIND
 
     index = schema.get_field_index(KIND)
     return schema if index < 0 else schema.remove(index)

@@ -180,7 +180,7 @@ class LakeDatasource(Datasource):
             return None
         if not self._scan.table_schema.is_primary_key_table:
             return sum(s.row_count for s in group)
-        from raylake.table.pk_read import exact_row_count
+        from raylake.table.pk.read import exact_row_count
 
         counts = [exact_row_count(s) for s in group]
         return None if any(c is None for c in counts) else sum(c or 0 for c in counts)

@@ -1,12 +1,12 @@
 """The lake table: schema, snapshots, manifests, commits, scan planning, reading, writing."""
 
+from raylake.format.consumer import ConsumerManager, ConsumerProgress
+from raylake.format.manifest import DataFile
+from raylake.format.schema import TableSchema
+from raylake.format.snapshot import Snapshot
 from raylake.table.catalog import create_table, from_pandas, open_table, table_exists
-from raylake.table.consumer import ConsumerManager, ConsumerProgress
 from raylake.table.maintenance import ExpireResult, OrphanResult
-from raylake.table.manifest import DataFile
 from raylake.table.scan import ReadContext, TableScan
-from raylake.table.schema import TableSchema
-from raylake.table.snapshot import Snapshot
 from raylake.table.split import FileSlice, Split
 from raylake.table.table import Table
 from raylake.table.writer import CommitMessage
@@ -16,8 +16,8 @@ def clear_caches() -> None:
     """Forget the per-process caches of immutable metadata (manifests, live file sets,
     Parquet footers). Only cold-read benchmarks need this: the cached files never change.
     """
+    from raylake.format.manifest import clear_manifest_caches
     from raylake.table.fragments import clear_fragment_cache
-    from raylake.table.manifest import clear_manifest_caches
 
     clear_manifest_caches()
     clear_fragment_cache()

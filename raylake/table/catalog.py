@@ -8,9 +8,9 @@ from typing import Any, Literal, TypeAlias
 import pyarrow as pa
 
 from raylake.errors import SchemaError, TableAlreadyExistsError, UnsupportedOperationError
+from raylake.format.schema import build_table_schema
 from raylake.io import FileIO
 from raylake.table.conform import pandas_to_arrow
-from raylake.table.schema import build_table_schema
 from raylake.table.table import Table, load_schema, schema_ids, schema_path
 
 
@@ -37,7 +37,7 @@ def create_table(
         options=options,
     )
     if ts.primary_key:
-        from raylake.table.pk_schema import validate_primary_key_schema
+        from raylake.table.pk.schema import validate_primary_key_schema
 
         validate_primary_key_schema(ts)
     file_io = FileIO(uri, storage_options)

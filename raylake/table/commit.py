@@ -27,8 +27,7 @@ import pyarrow as pa
 
 from raylake.errors import CommitConflictError, CommitFailedError, FilterError
 from raylake.expr import AlwaysTrue, Expr, bind, referenced_columns, to_arrow
-from raylake.io import FileIO
-from raylake.table.manifest import (
+from raylake.format.manifest import (
     ADD,
     DELETE,
     DataFile,
@@ -41,8 +40,9 @@ from raylake.table.manifest import (
     with_commit_fields,
     write_manifest,
 )
-from raylake.table.schema import TableSchema
-from raylake.table.snapshot import CommitKind, Snapshot, SnapshotManager
+from raylake.format.schema import TableSchema
+from raylake.format.snapshot import CommitKind, Snapshot, SnapshotManager
+from raylake.io import FileIO
 from raylake.table.writer import CommitMessage
 
 logger = logging.getLogger(__name__)
@@ -184,7 +184,7 @@ class Committer:
         if self.ts.is_primary_key_table and request.kind == "APPEND":
             # A lookup changelog needs the commit order, which only the committer knows;
             # it is recomputed on every attempt (docs/primary-keys.md).
-            from raylake.table.changelog import lookup_changelog
+            from raylake.table.pk.changelog import lookup_changelog
 
             looked_up = lookup_changelog(self.file_io, self.ts, latest, added)
             written += [f.path for f in looked_up]

@@ -21,11 +21,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from raylake.errors import CorruptMetadataError, InvalidOptionError, SnapshotNotFoundError
+from raylake.format.consumer import CONSUMER_DIR, ConsumerManager
+from raylake.format.manifest import ADD, MANIFEST_DIR, live_files
+from raylake.format.schema import SCHEMA_DIR
+from raylake.format.snapshot import SNAPSHOT_DIR, Snapshot, SnapshotManager, snapshot_path
 from raylake.io import FileIO
-from raylake.table.consumer import CONSUMER_DIR, ConsumerManager
-from raylake.table.manifest import ADD, MANIFEST_DIR, live_files
-from raylake.table.schema import SCHEMA_DIR
-from raylake.table.snapshot import SNAPSHOT_DIR, Snapshot, SnapshotManager, snapshot_path
 from raylake.table.writer import DATA_DIR
 
 logger = logging.getLogger(__name__)

@@ -30,14 +30,14 @@ from raylake.expr import (
     referenced_columns,
     to_arrow,
 )
+from raylake.format.manifest import data_files_from_table, live_files_of
+from raylake.format.options import TableOptions
+from raylake.format.schema import TableSchema
+from raylake.format.snapshot import Snapshot, SnapshotManager
+from raylake.format.types import has_min_max
 from raylake.io import FileIO
 from raylake.table.fragments import fragments_dataset, parquet_fragment
-from raylake.table.manifest import data_files_from_table, live_files_of
-from raylake.table.options import TableOptions
-from raylake.table.schema import TableSchema
-from raylake.table.snapshot import Snapshot, SnapshotManager
 from raylake.table.split import Split, pack_slices, partition_sort_key, slice_file
-from raylake.table.types import has_min_max
 
 
 class ManifestStats:
@@ -82,7 +82,7 @@ class ReadContext:
     def read(self, split: Split) -> Iterator[pa.RecordBatch]:
         """Stream the rows of one split as RecordBatches."""
         if split.needs_merge:
-            from raylake.table.pk_read import read_merged_split
+            from raylake.table.pk.read import read_merged_split
 
             yield from read_merged_split(self, split)
             return
@@ -92,7 +92,7 @@ class ReadContext:
     def read_all(self, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
         """Stream many splits; an append table's splits share one pyarrow scan (readahead)."""
         if self.table_schema.is_primary_key_table:
-            from raylake.table.pk_read import read_primary_key_splits
+            from raylake.table.pk.read import read_primary_key_splits
 
             yield from read_primary_key_splits(self, splits)
             return
@@ -102,7 +102,7 @@ class ReadContext:
     def read_table(self, splits: Sequence[Split]) -> pa.Table:
         """All rows of many splits as one table (one threaded pyarrow scan for append tables)."""
         if self.table_schema.is_primary_key_table:
-            from raylake.table.pk_read import read_primary_key_table
+            from raylake.table.pk.read import read_primary_key_table
 
             return read_primary_key_table(self, splits)
         if not splits:
@@ -228,7 +228,7 @@ class TableScan:
         options = ts.table_options
         target = self.split_target_size or options.split_target_size
         if ts.is_primary_key_table:
-            from raylake.table.pk_read import plan_primary_key_splits
+            from raylake.table.pk.read import plan_primary_key_splits
 
             return plan_primary_key_splits(snap.id, files, ts, self._column_indices(), target)
         return plan_append_splits(snap.id, files, self._column_indices(), options, target)
@@ -265,7 +265,7 @@ class TableScan:
         if isinstance(self.filter, AlwaysTrue) and not any(s.needs_merge for s in splits):
             return sum(s.row_count for s in splits)
         if isinstance(self.filter, AlwaysTrue) and self.table_schema.is_primary_key_table:
-            from raylake.table.pk_read import exact_row_count
+            from raylake.table.pk.read import exact_row_count
 
             known = {i: exact_row_count(s) for i, s in enumerate(splits)}
             rest = [s for i, s in enumerate(splits) if known[i] is None]

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from raylake.table.manifest import DataFile
+from raylake.format.manifest import DataFile
 
 
 @dataclass(frozen=True)

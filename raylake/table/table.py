@@ -12,14 +12,16 @@ import pyarrow as pa
 
 from raylake.errors import CorruptMetadataError, TableNotFoundError, UnsupportedOperationError
 from raylake.expr import AlwaysTrue, Expr, as_expr
-from raylake.io import FileIO
-from raylake.table.commit import CommitRequest, Committer, check_partition_filter
-from raylake.table.consumer import (
+from raylake.format.consumer import (
     ConsumerManager,
     ConsumerProgress,
     validate_consumer_id,
     validate_next_snapshot_id,
 )
+from raylake.format.schema import SCHEMA_DIR, TableSchema
+from raylake.format.snapshot import Snapshot, SnapshotManager
+from raylake.io import FileIO
+from raylake.table.commit import CommitRequest, Committer, check_partition_filter
 from raylake.table.maintenance import (
     DEFAULT_ORPHAN_AGE,
     ExpireResult,
@@ -29,8 +31,6 @@ from raylake.table.maintenance import (
     remove_orphan_files,
 )
 from raylake.table.scan import ReadContext, TableScan
-from raylake.table.schema import SCHEMA_DIR, TableSchema
-from raylake.table.snapshot import Snapshot, SnapshotManager
 from raylake.table.split import Split
 from raylake.table.writer import AppendTableWriter, CommitMessage, TableWriter, abort_messages
 
@@ -66,7 +66,7 @@ def load_schema(file_io: FileIO) -> TableSchema:
 def create_writer(file_io: FileIO, ts: TableSchema, *, file_prefix: str = "data") -> TableWriter:
     """The writer for a table's kind; ``file_prefix`` starts every data file name."""
     if ts.is_primary_key_table:
-        from raylake.table.pk_write import PrimaryKeyTableWriter
+        from raylake.table.pk.write import PrimaryKeyTableWriter
 
         return PrimaryKeyTableWriter(file_io, ts, file_prefix=file_prefix)
     return AppendTableWriter(file_io, ts, file_prefix=file_prefix)
@@ -150,7 +150,7 @@ class Table:
             abort_messages(self.file_io, messages)
             raise
         if self.is_primary_key_table:
-            from raylake.table.compaction import auto_compact
+            from raylake.table.pk.compaction import auto_compact
 
             touched = {(f.partition, f.bucket) for m in messages for f in m.new_files}
             auto_compact(self.file_io, self.table_schema, touched)
@@ -255,7 +255,7 @@ class Table:
         keys to delete (a pyarrow Table, pandas DataFrame, dict of columns or list of
         dicts holding the key columns). Keys that do not exist are ignored.
         """
-        from raylake.table.pk_delete import delete_rows
+        from raylake.table.pk.delete import delete_rows
 
         return delete_rows(self, keys_or_filter)
 
@@ -270,7 +270,7 @@ class Table:
             raise UnsupportedOperationError(
                 f"compact() applies to primary-key tables; {self.uri} is an append table"
             )
-        from raylake.table.compaction import compact
+        from raylake.table.pk.compaction import compact
 
         return compact(self.file_io, self.table_schema, full=full)
 
@@ -279,7 +279,7 @@ class Table:
 
         Needs the option ``changelog-producer`` = ``input`` or ``lookup``.
         """
-        from raylake.table.changelog import read_changelog
+        from raylake.table.pk.changelog import read_changelog
 
         if columns is not None:
             columns = list(self.scan(columns).columns or ())

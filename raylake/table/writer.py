@@ -19,12 +19,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from raylake.format.manifest import DataFile
+from raylake.format.options import TableOptions
+from raylake.format.schema import TableSchema
+from raylake.format.stats import StatsCollector
 from raylake.io import FileIO
 from raylake.table.conform import conform, iter_input
-from raylake.table.manifest import DataFile
-from raylake.table.options import TableOptions
-from raylake.table.schema import TableSchema
-from raylake.table.stats import StatsCollector
 
 logger = logging.getLogger(__name__)
 

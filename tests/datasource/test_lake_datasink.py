@@ -34,8 +34,8 @@ from raylake.errors import (  # noqa: E402
     TableNotFoundError,
     UnsupportedOperationError,
 )
+from raylake.format.manifest import live_files, read_entries  # noqa: E402
 from raylake.table import table_exists  # noqa: E402
-from raylake.table.manifest import live_files, read_entries  # noqa: E402
 
 pytestmark = pytest.mark.ray
 

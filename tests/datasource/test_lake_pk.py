@@ -24,8 +24,8 @@ from raylake import LakeDatasource, read_lake, write_lake  # noqa: E402
 pytestmark = [
     pytest.mark.ray,
     pytest.mark.skipif(
-        importlib.util.find_spec("raylake.table.pk_write") is None,
-        reason="primary-key tables (raylake/table/pk_write.py) are not there yet",
+        importlib.util.find_spec("raylake.table.pk.write") is None,
+        reason="primary-key tables (raylake/table/pk/write.py) are not there yet",
     ),
 ]
 

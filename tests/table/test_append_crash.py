@@ -20,9 +20,9 @@ import pyarrow.parquet as pq
 import pytest
 
 import raylake
+from raylake.format.snapshot import SnapshotManager
 from raylake.io import FileIO
 from raylake.table import Table
-from raylake.table.snapshot import SnapshotManager
 
 SCHEMA = pa.schema([("id", pa.int64()), ("dt", pa.string())])
 CRASH_EXIT = 17
@@ -34,7 +34,7 @@ _CHILD = textwrap.dedent(
     import pyarrow.parquet as pq
     import raylake
     from raylake.io import FileIO
-    from raylake.table.snapshot import SnapshotManager
+    from raylake.format.snapshot import SnapshotManager
 
     uri, point, mode = sys.argv[1:4]
     calls = {"n": 0}

@@ -318,7 +318,7 @@ def test_pruning_is_sound_for_every_single_predicate(tmp_path: Path) -> None:
 
 def test_nan_leaves_float_bounds_unknown(tmp_path: Path) -> None:
     """NaN is unordered: a file holding one must not be pruned by its other values' range."""
-    from raylake.table.manifest import read_entries
+    from raylake.format.manifest import read_entries
 
     tbl = raylake.create_table(str(tmp_path), pa.schema([("x", pa.float64())]))
     tbl.write(pa.table({"x": [3.0, float("nan")]}))

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 import raylake
 from raylake.errors import InvalidOptionError, SchemaError
-from raylake.table.options import TableOptions
-from raylake.table.schema import TableSchema
-from raylake.table.types import normalize_type, type_from_json, type_to_json
+from raylake.format.options import TableOptions
+from raylake.format.schema import TableSchema
+from raylake.format.types import normalize_type, type_from_json, type_to_json
 
 PRIMITIVES = [
     pa.null(),

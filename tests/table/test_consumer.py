@@ -14,9 +14,9 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 import raylake
 from raylake.errors import ConsumerError, CorruptMetadataError, SnapshotNotFoundError
+from raylake.format.consumer import CONSUMER_DIR, ConsumerManager, ConsumerProgress
 from raylake.io import FileIO
 from raylake.table import Table
-from raylake.table.consumer import CONSUMER_DIR, ConsumerManager, ConsumerProgress
 
 SCHEMA = pa.schema([("id", pa.int64())])
 

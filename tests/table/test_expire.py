@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 import raylake
 from raylake.errors import CorruptMetadataError, InvalidOptionError
+from raylake.format.snapshot import snapshot_path
 from raylake.table import Table
 from raylake.table.maintenance import manifest_paths
-from raylake.table.snapshot import snapshot_path
 
 SCHEMA = pa.schema([("id", pa.int64()), ("p", pa.string())])
 PARTS = ("a", "b", "c")

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 import raylake
 from raylake.errors import CorruptMetadataError, InvalidOptionError
+from raylake.format.manifest import ADD, entries_table, write_manifest
 from raylake.table import Table
-from raylake.table.manifest import ADD, entries_table, write_manifest
 
 SCHEMA = pa.schema([("id", pa.int64()), ("p", pa.string())])
 NOW = timedelta(0)

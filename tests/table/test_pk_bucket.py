@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from raylake.errors import SchemaError
-from raylake.table.bucket import bucket_ids, column_hash, key_hash
+from raylake.table.pk.bucket import bucket_ids, column_hash, key_hash
 
 M = 2**64
 P = 0x100000001B3
@@ -78,7 +78,7 @@ def test_golden_values_never_change() -> None:
 
 def test_same_bucket_in_a_fresh_process_with_another_hash_seed() -> None:
     code = (
-        "import pyarrow as pa; from raylake.table.bucket import bucket_ids;"
+        "import pyarrow as pa; from raylake.table.pk.bucket import bucket_ids;"
         "print(bucket_ids([pa.array(['a', 'bb', 'ccc']), pa.array([1, 2, 3])], 7).tolist())"
     )
     env = {**os.environ, "PYTHONHASHSEED": "12345"}

@@ -11,10 +11,10 @@ import pytest
 
 import raylake
 from raylake.errors import CommitConflictError
-from raylake.table.compaction import commit_compaction, prepare_compaction
-from raylake.table.manifest import DataFile, data_files_from_table, live_files, read_entries
-from raylake.table.pk_read import overlap_sections
-from raylake.table.pk_schema import LEVEL_TOP
+from raylake.format.manifest import DataFile, data_files_from_table, live_files, read_entries
+from raylake.table.pk.compaction import commit_compaction, prepare_compaction
+from raylake.table.pk.read import overlap_sections
+from raylake.table.pk.schema import LEVEL_TOP
 
 SCHEMA = pa.schema(
     [pa.field("id", pa.int64(), nullable=False), ("v", pa.int64()), ("ts", pa.int64())]
@@ -157,7 +157,7 @@ def test_a_failing_automatic_compaction_does_not_fail_the_committed_write(
 ) -> None:
     # The write's snapshot exists before auto-compaction runs; an error there used to
     # reach the caller, who would retry the write or (Ray) delete its committed files.
-    import raylake.table.compaction as compaction
+    import raylake.table.pk.compaction as compaction
 
     schema = pa.schema([("k", pa.int64()), ("v", pa.int64())])
     tbl = raylake.create_table(

@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import raylake
-from raylake.table.pk_read import ReadPlan
-from raylake.table.pk_schema import KIND, SEQ
+from raylake.table.pk.read import ReadPlan
+from raylake.table.pk.schema import KIND, SEQ
 
 SCHEMA = pa.schema(
     [

@@ -30,7 +30,7 @@ from hypothesis.stateful import (
 
 import raylake
 from raylake.expr import And, Compare, Expr, In, IsNull, Not, NotNull, Or, bind, evaluate_python
-from raylake.table.bucket import bucket_ids
+from raylake.table.pk.bucket import bucket_ids
 
 SCHEMA = pa.schema(
     [

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 import raylake
-from raylake.table.pk_read import exact_row_count, overlap_sections
+from raylake.table.pk.read import exact_row_count, overlap_sections
 
 SCHEMA = pa.schema(
     [

@@ -15,8 +15,8 @@ from typing import Any
 import pyarrow as pa
 
 from raylake.errors import CorruptMetadataError, SchemaError
-from raylake.table.options import TableOptions, check_primary_key_only
-from raylake.table.types import field_from_json, field_to_json, normalize_type
+from raylake.format.options import TableOptions, check_primary_key_only
+from raylake.format.types import field_from_json, field_to_json, normalize_type
 
 FORMAT_VERSION = 1
 SCHEMA_DIR = "schema"

@@ -44,13 +44,13 @@ from raylake.expr import (
     referenced_columns,
     to_arrow,
 )
+from raylake.format.manifest import DataFile
+from raylake.format.schema import TableSchema
 from raylake.io import FileIO
 from raylake.table.fragments import fragments_dataset, parquet_fragment
-from raylake.table.manifest import DataFile
-from raylake.table.merge_engines import merge
-from raylake.table.pk_dedupe import newest_wins_by_file, scan_newest_first
-from raylake.table.pk_schema import DELETE, KIND, SEQ, MergeSpec, file_schema
-from raylake.table.schema import TableSchema
+from raylake.table.pk.dedupe import newest_wins_by_file, scan_newest_first
+from raylake.table.pk.engines import merge
+from raylake.table.pk.schema import DELETE, KIND, SEQ, MergeSpec, file_schema
 from raylake.table.split import FileSlice, Split, partition_sort_key, projected_size, slice_file
 
 # Sections merged at once by one reader (each holds its section's data in memory).

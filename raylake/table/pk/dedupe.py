@@ -21,15 +21,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from raylake.format.schema import TableSchema
 from raylake.io import FileIO
-from raylake.table.bucket import integer_values
 from raylake.table.fragments import fragments_dataset, parquet_fragment
-from raylake.table.pk_schema import DELETE, KIND, SEQ, MergeSpec, file_schema
-from raylake.table.schema import TableSchema
+from raylake.table.pk.bucket import integer_values
+from raylake.table.pk.schema import DELETE, KIND, SEQ, MergeSpec, file_schema
 from raylake.table.split import FileSlice
 
 if TYPE_CHECKING:
-    from raylake.table.pk_read import ReadPlan
+    from raylake.table.pk.read import ReadPlan
 
 # A key range this small always gets a bitmap, however few keys (16 MiB).
 _BITMAP_FREE = 1 << 24

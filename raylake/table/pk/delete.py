@@ -15,15 +15,15 @@ import pyarrow as pa
 
 from raylake.errors import FilterError, SchemaMismatchError, UnsupportedOperationError
 from raylake.expr import Expr
-from raylake.table.bucket import bucket_ids
+from raylake.format.schema import TableSchema
 from raylake.table.conform import conform, iter_input
-from raylake.table.pk_schema import DELETE
-from raylake.table.pk_write import BUCKET_COLUMN, PrimaryKeyTableWriter
-from raylake.table.schema import TableSchema
+from raylake.table.pk.bucket import bucket_ids
+from raylake.table.pk.schema import DELETE
+from raylake.table.pk.write import BUCKET_COLUMN, PrimaryKeyTableWriter
 from raylake.table.writer import split_by_partition
 
 if TYPE_CHECKING:
-    from raylake.table.snapshot import Snapshot
+    from raylake.format.snapshot import Snapshot
     from raylake.table.table import Table
 
 

@@ -17,8 +17,8 @@ from datetime import datetime, timezone
 from typing import Any, Literal
 
 from raylake.errors import CorruptMetadataError, SnapshotNotFoundError
+from raylake.format.manifest import ManifestMeta
 from raylake.io import FileIO
-from raylake.table.manifest import ManifestMeta
 
 logger = logging.getLogger(__name__)
 

@@ -21,8 +21,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from raylake.table.bucket import integer_values
-from raylake.table.pk_schema import DELETE, KIND, SEQ, MergeSpec
+from raylake.table.pk.bucket import integer_values
+from raylake.table.pk.schema import DELETE, KIND, SEQ, MergeSpec
 
 _HASH_AGGREGATES = {"sum": "sum", "min": "min", "max": "max"}
 

@@ -25,16 +25,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from raylake.errors import UnsupportedOperationError
-from raylake.io import FileIO
-from raylake.table.manifest import (
+from raylake.format.manifest import (
     DataFile,
     data_files_from_table,
     live_files_by_bucket,
     read_entries,
 )
-from raylake.table.merge_engines import merge, run_starts
-from raylake.table.pk_read import read_file
-from raylake.table.pk_schema import (
+from raylake.format.schema import TableSchema
+from raylake.format.snapshot import Snapshot
+from raylake.io import FileIO
+from raylake.table.pk.engines import merge, run_starts
+from raylake.table.pk.read import read_file
+from raylake.table.pk.schema import (
     DELETE,
     INSERT,
     KIND,
@@ -45,8 +47,6 @@ from raylake.table.pk_schema import (
     MergeSpec,
     file_schema,
 )
-from raylake.table.schema import TableSchema
-from raylake.table.snapshot import Snapshot
 from raylake.table.writer import RollingFileWriter
 
 _TAG = "__raylake_after__"

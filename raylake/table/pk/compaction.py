@@ -25,15 +25,15 @@ from typing import Any
 import pyarrow as pa
 
 from raylake.errors import CommitConflictError
+from raylake.format.manifest import DataFile, live_files_by_bucket
+from raylake.format.schema import TableSchema
+from raylake.format.snapshot import Snapshot, SnapshotManager
 from raylake.io import FileIO
 from raylake.table.commit import CommitRequest, Committer
-from raylake.table.manifest import DataFile, live_files_by_bucket
-from raylake.table.merge_engines import merge
-from raylake.table.pk_read import overlap_sections, read_file
-from raylake.table.pk_schema import KIND, LEVEL_TOP, SEQ, MergeSpec
-from raylake.table.pk_write import KeyedFileWriter
-from raylake.table.schema import TableSchema
-from raylake.table.snapshot import Snapshot, SnapshotManager
+from raylake.table.pk.engines import merge
+from raylake.table.pk.read import overlap_sections, read_file
+from raylake.table.pk.schema import KIND, LEVEL_TOP, SEQ, MergeSpec
+from raylake.table.pk.write import KeyedFileWriter
 from raylake.table.writer import CommitMessage, abort_messages
 
 logger = logging.getLogger(__name__)

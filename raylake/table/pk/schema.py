@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from raylake.errors import InvalidOptionError, SchemaError
-from raylake.table import options as opt
-from raylake.table.bucket import is_hashable_key_type
-from raylake.table.schema import SYSTEM_PREFIX, TableSchema
-from raylake.table.types import has_min_max
+from raylake.format import options as opt
+from raylake.format.schema import SYSTEM_PREFIX, TableSchema
+from raylake.format.types import has_min_max
+from raylake.table.pk.bucket import is_hashable_key_type
 
 SEQ = f"{SYSTEM_PREFIX}seq"
 KIND = f"{SYSTEM_PREFIX}kind"

@@ -27,13 +27,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from raylake.errors import SchemaMismatchError
+from raylake.format.manifest import DataFile
+from raylake.format.options import TableOptions
+from raylake.format.schema import TableSchema
 from raylake.io import FileIO
-from raylake.table.bucket import bucket_ids
 from raylake.table.conform import ArrowData, conform, iter_input
-from raylake.table.manifest import DataFile
-from raylake.table.merge_engines import merge, merge_positions
-from raylake.table.options import TableOptions
-from raylake.table.pk_schema import (
+from raylake.table.pk.bucket import bucket_ids
+from raylake.table.pk.engines import merge, merge_positions
+from raylake.table.pk.schema import (
     DELETE,
     INSERT,
     KIND,
@@ -45,7 +46,6 @@ from raylake.table.pk_schema import (
     MergeSpec,
     file_schema,
 )
-from raylake.table.schema import TableSchema
 from raylake.table.writer import CommitMessage, RollingFileWriter, group_positions
 
 # Files written at once by one writer, each while the next bucket is merged.

@@ -7,7 +7,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from raylake.table.types import has_min_max
+from raylake.format.types import has_min_max
 
 
 class StatsCollector:

@@ -23,9 +23,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from raylake.errors import CorruptMetadataError
+from raylake.format.schema import TableSchema
+from raylake.format.types import has_min_max
 from raylake.io import FileIO
-from raylake.table.schema import TableSchema
-from raylake.table.types import has_min_max
 
 MANIFEST_DIR = "manifest"
 ADD, DELETE = 0, 1
