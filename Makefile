@@ -11,7 +11,7 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip setuptools wheel
 
-# torch first and pinned: any other spec downloads gigabytes of CUDA (STACK.md).
+# torch first and pinned: any other spec downloads gigabytes of CUDA (docs/dependencies.md).
 $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install "torch==2.13.0"
 	$(PY) -m pip install -e ".[all,test]"

@@ -12,6 +12,7 @@ from typing import Any
 
 from raylake.errors import RaylakeError
 from raylake.table import Table, open_table
+from raylake.table.kind import kind_of
 
 _DURATION_PART = re.compile(r"(\d+)(ms|s|m|h|d|w)")
 _UNITS = {
@@ -34,7 +35,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     latest = tbl.latest_snapshot()
     info = {
         "uri": tbl.uri,
-        "kind": "primary-key" if ts.is_primary_key_table else "append",
+        "kind": kind_of(ts).name,
         "columns": {f.name: str(f.type) for f in ts.arrow_schema},
         "partition_keys": list(ts.partition_keys),
         "primary_key": list(ts.primary_key),

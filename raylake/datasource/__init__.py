@@ -14,19 +14,7 @@ except ImportError as exc:
     raise MissingDependencyError("ray", "ray") from exc
 
 from raylake.datasource.api import read_lake, write_lake
-from raylake.datasource.datasink import LakeDatasink, TaskCommit
-from raylake.datasource.datasource import LakeDatasource, pack_splits, read_splits
-from raylake.datasource.ray_expr import PredicateSplit, from_ray_expr, split_ray_predicate
+from raylake.datasource.datasink import LakeDatasink
+from raylake.datasource.datasource import LakeDatasource
 
-__all__ = [
-    "LakeDatasink",
-    "LakeDatasource",
-    "PredicateSplit",
-    "TaskCommit",
-    "from_ray_expr",
-    "pack_splits",
-    "read_lake",
-    "read_splits",
-    "split_ray_predicate",
-    "write_lake",
-]
+__all__ = ["LakeDatasink", "LakeDatasource", "read_lake", "write_lake"]

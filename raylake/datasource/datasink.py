@@ -14,7 +14,7 @@ import logging
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, cast, get_args
 
 import pyarrow as pa
 from ray.data.block import Block, BlockAccessor
@@ -25,18 +25,18 @@ from raylake.errors import (
     InvalidOptionError,
     SchemaError,
     TableNotFoundError,
-    UnsupportedOperationError,
 )
+from raylake.format.schema import SYSTEM_PREFIX, TableSchema
 from raylake.format.snapshot import SnapshotManager
 from raylake.io import FileIO
-from raylake.table import CommitMessage, Snapshot, Table, TableSchema, create_table, open_table
+from raylake.table import CommitMessage, Snapshot, Table, create_table, open_table
 from raylake.table.catalog import table_exists
 from raylake.table.conform import conform
 from raylake.table.table import SCHEMA_DIR, create_writer
 from raylake.table.writer import DATA_DIR
 
 if TYPE_CHECKING:
-    from ray.data._internal.execution.interfaces import TaskContext
+    from raylake.datasource._ray_compat import TaskContext
 
 logger = logging.getLogger(__name__)
 
@@ -105,7 +105,7 @@ class LakeDatasink(Datasink[TaskCommit]):
         self._pin(tbl)
         if data_schema is not None:
             # Fails on the driver, naming the column, before any task writes a file.
-            conform(_without_row_kind(data_schema, tbl).empty_table(), tbl.schema)
+            conform(tbl.kind.input_schema(data_schema).empty_table(), tbl.schema)
 
     def _pin(self, tbl: Table) -> None:
         self._resolve_mode(tbl)
@@ -125,8 +125,8 @@ class LakeDatasink(Datasink[TaskCommit]):
                 f"cannot create the table at {self.file_io.uri!r}: the dataset has no schema "
                 "(it is empty); pass schema= to LakeDatasink/write_lake"
             )
-        if spec.primary_key:
-            schema = _without_kind(schema)
+        if spec.primary_key:  # a changelog input carries a row kind column
+            schema = pa.schema([f for f in schema if not f.name.startswith(SYSTEM_PREFIX)])
         tbl = create_table(
             self.file_io.uri,
             _strip_metadata(schema),
@@ -141,18 +141,9 @@ class LakeDatasink(Datasink[TaskCommit]):
         return tbl
 
     def _resolve_mode(self, tbl: Table) -> None:
-        is_pk = tbl.is_primary_key_table
-        allowed: tuple[SinkMode, SinkMode] = (
-            ("upsert", "overwrite") if is_pk else ("append", "overwrite")
-        )
         if self.mode is None:
-            self.mode = allowed[0]
-        elif self.mode not in allowed:
-            kind = "a primary-key" if is_pk else "an append"
-            raise UnsupportedOperationError(
-                f"mode {self.mode!r} is not supported for {kind} table at "
-                f"{self.file_io.uri!r}; use one of {list(allowed)}"
-            )
+            self.mode = cast(SinkMode, tbl.kind.default_write_mode)
+        tbl.kind.check_write_mode(self.mode, where=self.file_io.uri)
 
     # -- workers: write --------------------------------------------------------------
 
@@ -239,18 +230,6 @@ class _CreateSpec:
     primary_key: tuple[str, ...]
     buckets: int | None
     options: Mapping[str, Any] | None
-
-
-def _without_row_kind(schema: pa.Schema, tbl: Table) -> pa.Schema:
-    """A primary-key table also accepts a changelog: rows with a ``_rl_kind`` column."""
-    return _without_kind(schema) if tbl.is_primary_key_table else schema
-
-
-def _without_kind(schema: pa.Schema) -> pa.Schema:
-    from raylake.table.pk.schema import KIND
-
-    index = schema.get_field_index(KIND)
-    return schema if index < 0 else schema.remove(index)
 
 
 def _strip_metadata(schema: pa.Schema) -> pa.Schema:

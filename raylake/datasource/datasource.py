@@ -22,18 +22,16 @@ from ray.data.block import BlockMetadata
 from ray.data.datasource import Datasource, ReadTask
 from ray.data.expressions import Expr as RayExpr
 
+from raylake.datasource._ray_compat import BATCH_SIZE_STUB_COLUMN, column_references
 from raylake.datasource.ray_expr import from_ray_expr, split_ray_predicate
 from raylake.errors import FilterError
 from raylake.expr import AlwaysTrue, Expr, and_, as_expr
 from raylake.table import ReadContext, Split, TableScan, open_table
+from raylake.table.kind import kind_of
+from raylake.table.rowfilter import filter_rows, widen
 
 if TYPE_CHECKING:
     from ray.data.context import DataContext
-
-try:
-    from ray.data._internal.arrow_block import _BATCH_SIZE_PRESERVING_STUB_COL_NAME as _STUB_COLUMN
-except ImportError:  # the name is internal to Ray Data; its value in Ray 2.60
-    _STUB_COLUMN = "__bsp_stub"
 
 FilterLike = str | Expr | RayExpr | None
 
@@ -59,7 +57,7 @@ class LakeDatasource(Datasource):
     ) -> None:
         super().__init__()
         tbl = open_table(uri, storage_options=storage_options)
-        scan = tbl.scan(list(columns) if columns is not None else None, None)
+        scan = tbl.scan(columns=list(columns) if columns is not None else None)
         scan = scan.where(_to_raylake_filter(filter, tbl.schema))
         pinned = scan.at(snapshot_id, as_of).snapshot()
         self._scan: TableScan = scan.at(pinned.id if pinned is not None else None)
@@ -178,11 +176,8 @@ class LakeDatasource(Datasource):
         """Rows from manifests alone; None when a filter or a key merge may drop rows."""
         if not isinstance(self._scan.filter, AlwaysTrue) or self._residual is not None:
             return None
-        if not self._scan.table_schema.is_primary_key_table:
-            return sum(s.row_count for s in group)
-        from raylake.table.pk.read import exact_row_count
-
-        counts = [exact_row_count(s) for s in group]
+        kind = kind_of(self._scan.table_schema)
+        counts = [kind.exact_row_count(s) for s in group]
         return None if any(c is None for c in counts) else sum(c or 0 for c in counts)
 
     def _read_context(self) -> tuple[ReadContext, pc.Expression | None]:
@@ -191,12 +186,10 @@ class LakeDatasource(Datasource):
         if self._residual is None:
             return context, None
         residual = self._residual.to_pyarrow()
-        columns = self._scan.columns
+        needed = column_references(self._residual)
+        columns = widen(self._scan.columns, needed, self._scan.table_schema.column_names)
         if columns is not None:
-            needed = _ray_columns(self._residual)
-            extra = [c for c in self._scan.table_schema.column_names if c in needed]
-            widened = self._scan.select([*columns, *(c for c in extra if c not in columns)])
-            context = widened.read_context()
+            context = self._scan.select(columns).read_context()
         return context, residual
 
 
@@ -232,13 +225,11 @@ def read_splits(
     holding more than one batch.
     """
     empty = True
-    for batch in context.read_all(splits):
-        block = pa.Table.from_batches([batch])
-        if residual is not None:
-            block = block.filter(residual).select(list(output_columns))
-        if block.num_rows:
+    columns = None if residual is None else output_columns
+    for batch in filter_rows(context.read_all(splits), residual, columns):
+        if batch.num_rows:
             empty = False
-            yield _keep_row_count(block)
+            yield _keep_row_count(pa.Table.from_batches([batch]))
     if empty:  # one empty block keeps the schema known downstream
         yield context.output_schema.empty_table().select(list(output_columns))
 
@@ -256,22 +247,12 @@ def _keep_row_count(block: pa.Table) -> pa.Table:
     """
     if block.num_columns or not block.num_rows:
         return block
-    return block.append_column(_STUB_COLUMN, pa.nulls(block.num_rows))
+    return block.append_column(BATCH_SIZE_STUB_COLUMN, pa.nulls(block.num_rows))
 
 
 def _input_files(context: ReadContext, group: Sequence[Split]) -> tuple[str, ...]:
     paths = dict.fromkeys(path for split in group for path in split.paths)
     return tuple(context.file_io.full_path(p) for p in paths)
-
-
-def _ray_columns(expr: RayExpr) -> set[str]:
-    from ray.data._internal.planner.plan_expression.expression_visitors import (
-        _ColumnReferenceCollector,
-    )
-
-    collector = _ColumnReferenceCollector()
-    collector.visit(expr)
-    return set(collector.get_column_refs() or [])
 
 
 def _to_raylake_filter(filter: FilterLike, schema: pa.Schema) -> Expr:

@@ -8,15 +8,17 @@ without changing the snapshot or manifest layout.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 
 from raylake.errors import CorruptMetadataError, SchemaError
 from raylake.format.options import TableOptions, check_primary_key_only
 from raylake.format.types import field_from_json, field_to_json, normalize_type
+
+T = TypeVar("T")
 
 FORMAT_VERSION = 1
 SCHEMA_DIR = "schema"
@@ -74,11 +76,32 @@ class TableSchema:
 
     @property
     def table_options(self) -> TableOptions:
-        return TableOptions.from_mapping(self.options)
+        return self.derived("options", lambda: TableOptions.from_mapping(self.options))
 
     @property
     def partition_schema(self) -> pa.Schema:
-        return pa.schema([self.arrow_schema.field(k) for k in self.partition_keys])
+        return self.derived(
+            "partition_schema",
+            lambda: pa.schema([self.arrow_schema.field(k) for k in self.partition_keys]),
+        )
+
+    def derived(self, key: str, compute: Callable[[], T]) -> T:
+        """A value derived from this schema, computed once per schema object.
+
+        The schema never changes, so what other layers derive from it (parsed options,
+        a merge spec, the file schema, the table kind) is kept here instead of being
+        recomputed on every read. Derived values are not pickled.
+        """
+        memo: dict[str, Any] = self.__dict__.setdefault("_derived", {})
+        if key not in memo:
+            memo[key] = compute()
+        return memo[key]  # type: ignore[no-any-return]
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "_derived"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
 
     def to_json(self) -> dict[str, Any]:
         return {

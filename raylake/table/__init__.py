@@ -1,10 +1,13 @@
-"""The lake table: schema, snapshots, manifests, commits, scan planning, reading, writing."""
+"""The lake table: create and open tables, write, commit, plan scans and read splits.
 
-from raylake.format.consumer import ConsumerManager, ConsumerProgress
-from raylake.format.manifest import DataFile
-from raylake.format.schema import TableSchema
+These names are the public surface; the modules below them (the committer, the
+writers, the kinds' internals) may change between releases.
+"""
+
+from raylake.format.consumer import ConsumerProgress
 from raylake.format.snapshot import Snapshot
 from raylake.table.catalog import create_table, from_pandas, open_table, table_exists
+from raylake.table.kind import TableKind
 from raylake.table.maintenance import ExpireResult, OrphanResult
 from raylake.table.scan import ReadContext, TableScan
 from raylake.table.split import FileSlice, Split
@@ -25,9 +28,7 @@ def clear_caches() -> None:
 
 __all__ = [
     "CommitMessage",
-    "ConsumerManager",
     "ConsumerProgress",
-    "DataFile",
     "ExpireResult",
     "FileSlice",
     "OrphanResult",
@@ -35,8 +36,8 @@ __all__ = [
     "Snapshot",
     "Split",
     "Table",
+    "TableKind",
     "TableScan",
-    "TableSchema",
     "clear_caches",
     "create_table",
     "from_pandas",

@@ -11,6 +11,7 @@ from raylake.errors import SchemaError, TableAlreadyExistsError, UnsupportedOper
 from raylake.format.schema import build_table_schema
 from raylake.io import FileIO
 from raylake.table.conform import pandas_to_arrow
+from raylake.table.kind import kind_of
 from raylake.table.table import Table, load_schema, schema_ids, schema_path
 
 
@@ -36,10 +37,7 @@ def create_table(
         buckets=buckets,
         options=options,
     )
-    if ts.primary_key:
-        from raylake.table.pk.schema import validate_primary_key_schema
-
-        validate_primary_key_schema(ts)
+    kind_of(ts).validate_schema()
     file_io = FileIO(uri, storage_options)
     if not file_io.create_if_absent(schema_path(ts.schema_id), ts.to_bytes()):
         if not exist_ok:

@@ -43,6 +43,7 @@ from raylake.format.manifest import (
 from raylake.format.schema import TableSchema
 from raylake.format.snapshot import CommitKind, Snapshot, SnapshotManager
 from raylake.io import FileIO
+from raylake.table.kind import kind_of
 from raylake.table.writer import CommitMessage
 
 logger = logging.getLogger(__name__)
@@ -181,12 +182,8 @@ class Committer:
             for f in m.changelog_files
         ]
 
-        if self.ts.is_primary_key_table and request.kind == "APPEND":
-            # A lookup changelog needs the commit order, which only the committer knows;
-            # it is recomputed on every attempt (docs/primary-keys.md).
-            from raylake.table.pk.changelog import lookup_changelog
-
-            looked_up = lookup_changelog(self.file_io, self.ts, latest, added)
+        if request.kind == "APPEND":
+            looked_up = kind_of(self.ts).commit_changelog(self.file_io, latest, added)
             written += [f.path for f in looked_up]
             changelog += [with_commit_fields(f, snapshot_id, 0) for f in looked_up]
         delta_entries = [(DELETE, f) for f in deleted] + [(ADD, f) for f in added]

@@ -9,20 +9,18 @@ what a user of ``pyarrow.dataset`` gets by keeping a dataset object around
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from raylake.caching import LruCache
 from raylake.io import FileIO
 
 PARQUET = ds.ParquetFileFormat()
-_CACHE_LIMIT = 1024  # footers of 24-column files are ~10 KB: a few MB at most
-_cache: OrderedDict[tuple[object, ...], ds.ParquetFileFragment] = OrderedDict()
-_lock = threading.Lock()
+# Footers of 24-column files are ~10 KB: a few MB at most.
+_fragments: LruCache[tuple[object, ...], ds.ParquetFileFragment] = LruCache(1024)
 
 
 def parquet_fragment(
@@ -39,22 +37,15 @@ def parquet_fragment(
     """
     groups = None if row_groups is None else tuple(row_groups)
     key = (file_io.uri, rel_path, groups, partition_expression is None)
-    with _lock:
-        fragment = _cache.get(key)
-        if fragment is not None:
-            _cache.move_to_end(key)
-            return fragment
-    fragment = PARQUET.make_fragment(
-        file_io.full_path(rel_path),
-        filesystem=file_io.arrow_filesystem(),
-        partition_expression=partition_expression,
-        row_groups=None if groups is None else list(groups),
+    return _fragments.get_or_compute(
+        key,
+        lambda: PARQUET.make_fragment(
+            file_io.full_path(rel_path),
+            filesystem=file_io.arrow_filesystem(),
+            partition_expression=partition_expression,
+            row_groups=None if groups is None else list(groups),
+        ),
     )
-    with _lock:
-        _cache[key] = fragment
-        if len(_cache) > _CACHE_LIMIT:
-            _cache.popitem(last=False)
-    return fragment
 
 
 def fragments_dataset(
@@ -67,5 +58,4 @@ def fragments_dataset(
 
 def clear_fragment_cache() -> None:
     """Forget cached fragments (for benchmarks of cold reads)."""
-    with _lock:
-        _cache.clear()
+    _fragments.clear()

@@ -41,13 +41,27 @@ class Split:
     files: tuple[FileSlice, ...]
     row_count: int  # rows in the files before any row filter (and, for PK tables, merging)
     size_bytes: int  # estimated in-memory bytes of the projected columns
-    # Primary-key splits are read through merge-on-read (which skips the merge itself
-    # where the files do not overlap in key range); append splits never are.
-    needs_merge: bool = False
+    # Primary-key splits: the number of files of each merge section, in file order (a
+    # section's files are adjacent). Planning computes sections once; readers and exact
+    # row counts use them as they are. Append splits have none: they never merge.
+    sections: tuple[int, ...] = ()
 
     @property
     def paths(self) -> list[str]:
         return [f.path for f in self.files]
+
+    @property
+    def needs_merge(self) -> bool:
+        """Whether the split is read through merge-on-read (a primary-key split)."""
+        return bool(self.sections)
+
+    def merge_sections(self) -> list[tuple[FileSlice, ...]]:
+        """The files grouped by merge section (files whose key ranges overlap)."""
+        groups, start = [], 0
+        for size in self.sections:
+            groups.append(self.files[start : start + size])
+            start += size
+        return groups
 
 
 def partition_sort_key(values: tuple[Any, ...]) -> tuple[Any, ...]:

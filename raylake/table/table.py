@@ -6,7 +6,7 @@ import json
 import re
 from collections.abc import Iterator, Mapping
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import pyarrow as pa
 
@@ -22,6 +22,7 @@ from raylake.format.schema import SCHEMA_DIR, TableSchema
 from raylake.format.snapshot import Snapshot, SnapshotManager
 from raylake.io import FileIO
 from raylake.table.commit import CommitRequest, Committer, check_partition_filter
+from raylake.table.kind import TableKind, kind_of
 from raylake.table.maintenance import (
     DEFAULT_ORPHAN_AGE,
     ExpireResult,
@@ -30,9 +31,9 @@ from raylake.table.maintenance import (
     expire_snapshots,
     remove_orphan_files,
 )
-from raylake.table.scan import ReadContext, TableScan
+from raylake.table.scan import TableScan
 from raylake.table.split import Split
-from raylake.table.writer import AppendTableWriter, CommitMessage, TableWriter, abort_messages
+from raylake.table.writer import CommitMessage, TableWriter, abort_messages
 
 _SCHEMA_NAME = re.compile(r"^schema-(\d+)\.json$")
 WriteMode = Literal["append", "overwrite", "upsert"]
@@ -65,11 +66,7 @@ def load_schema(file_io: FileIO) -> TableSchema:
 
 def create_writer(file_io: FileIO, ts: TableSchema, *, file_prefix: str = "data") -> TableWriter:
     """The writer for a table's kind; ``file_prefix`` starts every data file name."""
-    if ts.is_primary_key_table:
-        from raylake.table.pk.write import PrimaryKeyTableWriter
-
-        return PrimaryKeyTableWriter(file_io, ts, file_prefix=file_prefix)
-    return AppendTableWriter(file_io, ts, file_prefix=file_prefix)
+    return kind_of(ts).new_writer(file_io, file_prefix=file_prefix)
 
 
 class Table:
@@ -81,7 +78,7 @@ class Table:
         self._snapshots = SnapshotManager(file_io)
 
     def __repr__(self) -> str:
-        kind = "primary-key" if self.is_primary_key_table else "append"
+        kind = self.kind.name
         return f"Table({self.uri!r}, {kind}, columns={self.table_schema.column_names})"
 
     @property
@@ -96,6 +93,11 @@ class Table:
     @property
     def is_primary_key_table(self) -> bool:
         return self.table_schema.is_primary_key_table
+
+    @property
+    def kind(self) -> TableKind:
+        """The table's kind (append or primary key): how it writes, plans and reads."""
+        return kind_of(self.table_schema)
 
     # -- snapshots -----------------------------------------------------------------------
 
@@ -149,11 +151,7 @@ class Table:
         except BaseException:
             abort_messages(self.file_io, messages)
             raise
-        if self.is_primary_key_table:
-            from raylake.table.pk.compaction import auto_compact
-
-            touched = {(f.partition, f.bucket) for m in messages for f in m.new_files}
-            auto_compact(self.file_io, self.table_schema, touched)
+        self.kind.after_commit(self.file_io, messages)
         return snap
 
     def write(
@@ -171,8 +169,9 @@ class Table:
         partitions, and then every written row must lie inside them. Primary-key
         tables default to ``"upsert"``.
         """
-        mode = mode or ("upsert" if self.is_primary_key_table else "append")
-        _check_mode(mode, self.is_primary_key_table)
+        if mode is None:
+            mode = cast(WriteMode, self.kind.default_write_mode)
+        self.kind.check_write_mode(mode)
         if mode == "overwrite" and overwrite_filter is not None:
             # Fail before writing any data, and with the committer's message for the case.
             check_partition_filter(as_expr(overwrite_filter), self.table_schema)
@@ -198,6 +197,7 @@ class Table:
 
     def scan(
         self,
+        *,
         columns: list[str] | None = None,
         filter: str | Expr | None = None,
         snapshot_id: int | None = None,
@@ -208,42 +208,52 @@ class Table:
 
     def to_arrow(
         self,
+        *,
         columns: list[str] | None = None,
         filter: str | Expr | None = None,
         snapshot_id: int | None = None,
         as_of: datetime | int | None = None,
     ) -> pa.Table:
-        return self.scan(columns, filter, snapshot_id, as_of).to_arrow()
+        return self.scan(
+            columns=columns, filter=filter, snapshot_id=snapshot_id, as_of=as_of
+        ).to_arrow()
 
     def to_pandas(
         self,
+        *,
         columns: list[str] | None = None,
         filter: str | Expr | None = None,
         snapshot_id: int | None = None,
         as_of: datetime | int | None = None,
     ) -> Any:
-        return self.to_arrow(columns, filter, snapshot_id, as_of).to_pandas()
+        return self.to_arrow(
+            columns=columns, filter=filter, snapshot_id=snapshot_id, as_of=as_of
+        ).to_pandas()
 
     def to_batches(
         self,
+        *,
         columns: list[str] | None = None,
         filter: str | Expr | None = None,
         snapshot_id: int | None = None,
         as_of: datetime | int | None = None,
     ) -> Iterator[pa.RecordBatch]:
         """Stream RecordBatches in bounded memory."""
-        return self.scan(columns, filter, snapshot_id, as_of).to_batches()
+        return self.scan(
+            columns=columns, filter=filter, snapshot_id=snapshot_id, as_of=as_of
+        ).to_batches()
 
     def read_split(
         self,
         split: Split,
+        *,
         columns: list[str] | None = None,
         filter: str | Expr | None = None,
     ) -> Iterator[pa.RecordBatch]:
-        scan = self.scan(columns, filter)
-        return ReadContext(self.file_io, self.table_schema, scan.columns, scan.filter).read(split)
+        """The rows of one split of a plan (``scan(...).plan()``), e.g. in a worker."""
+        return self.scan(columns=columns, filter=filter).read_context().read(split)
 
-    def count(self, filter: str | Expr | None = None, snapshot_id: int | None = None) -> int:
+    def count(self, *, filter: str | Expr | None = None, snapshot_id: int | None = None) -> int:
         return self.scan(filter=filter, snapshot_id=snapshot_id).count()
 
     # -- primary-key tables (docs/primary-keys.md) --------------------------------------
@@ -255,9 +265,7 @@ class Table:
         keys to delete (a pyarrow Table, pandas DataFrame, dict of columns or list of
         dicts holding the key columns). Keys that do not exist are ignored.
         """
-        from raylake.table.pk.delete import delete_rows
-
-        return delete_rows(self, keys_or_filter)
+        return self.kind.delete(self, keys_or_filter)
 
     def compact(self, *, full: bool = False) -> Snapshot | None:
         """Merge overlapping files of each bucket into sorted runs (a COMPACT snapshot).
@@ -266,24 +274,16 @@ class Table:
         Returns None when there was nothing to compact. Reads return the same rows
         before and after.
         """
-        if not self.is_primary_key_table:
-            raise UnsupportedOperationError(
-                f"compact() applies to primary-key tables; {self.uri} is an append table"
-            )
-        from raylake.table.pk.compaction import compact
+        return self.kind.compact(self.file_io, full=full)
 
-        return compact(self.file_io, self.table_schema, full=full)
-
-    def changelog(self, snapshot_id: int, columns: list[str] | None = None) -> pa.Table:
+    def changelog(self, snapshot_id: int, *, columns: list[str] | None = None) -> pa.Table:
         """The rows one snapshot changed, with ``_rl_kind`` = ``+I``/``-U``/``+U``/``-D``.
 
         Needs the option ``changelog-producer`` = ``input`` or ``lookup``.
         """
-        from raylake.table.pk.changelog import read_changelog
-
         if columns is not None:
-            columns = list(self.scan(columns).columns or ())
-        return read_changelog(self.file_io, self.table_schema, self.snapshot(snapshot_id), columns)
+            columns = list(self.scan(columns=columns).columns or ())
+        return self.kind.read_changelog(self.file_io, self.snapshot(snapshot_id), columns)
 
     # -- maintenance and consumers (docs/maintenance.md) --------------------------------
 
@@ -334,15 +334,6 @@ class Table:
     def delete_consumer(self, consumer_id: str) -> bool:
         """Unregister a consumer (True if it existed); its snapshots may then expire."""
         return ConsumerManager(self.file_io).delete(consumer_id)
-
-
-def _check_mode(mode: str, is_pk: bool) -> None:
-    allowed = ("upsert", "overwrite") if is_pk else ("append", "overwrite")
-    if mode not in allowed:
-        kind = "a primary-key" if is_pk else "an append"
-        raise UnsupportedOperationError(
-            f"mode {mode!r} is not supported for {kind} table; use one of {list(allowed)}"
-        )
 
 
 def _check_rows_inside(writer: Any, ts: TableSchema, expr: Expr) -> None:

@@ -113,8 +113,10 @@ def test_snapshot_is_pinned_when_the_datasource_is_created(
 
 def test_count_and_empty_projection(ray_cluster: Any, events: raylake.Table) -> None:
     assert read_lake(events.uri).count() == 6_000
-    assert read_lake(events.uri, filter="label = 0").count() == events.count("label = 0")
-    assert read_lake(events.uri).filter(expr=rcol("x") > 0.5).count() == events.count("x > 0.5")
+    assert read_lake(events.uri, filter="label = 0").count() == events.count(filter="label = 0")
+    assert read_lake(events.uri).filter(expr=rcol("x") > 0.5).count() == events.count(
+        filter="x > 0.5"
+    )
 
 
 def test_table_without_snapshots_reads_nothing(ray_cluster: Any, tmp_path: Path) -> None:

@@ -138,7 +138,11 @@ def test_split_union_with_filter_and_projection(big_file: Table) -> None:
     scan = big_file.scan(columns=["x"], filter="id >= 1234 and id < 8765")
     splits = scan.plan()
     union = pa.Table.from_batches(
-        [b for s in splits for b in big_file.read_split(s, ["x"], "id >= 1234 and id < 8765")],
+        [
+            b
+            for s in splits
+            for b in big_file.read_split(s, columns=["x"], filter="id >= 1234 and id < 8765")
+        ],
         schema=pa.schema([("x", pa.float64())]),
     )
     assert union.sort_by("x").equals(scan.to_arrow().sort_by("x"))

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from raylake.errors import FilterError, SchemaMismatchError, UnsupportedOperationError
+from raylake.errors import FilterError, SchemaMismatchError
 from raylake.expr import Expr
 from raylake.format.schema import TableSchema
 from raylake.table.conform import conform, iter_input
@@ -39,11 +39,6 @@ def delete_rows(tbl: Table, keys_or_filter: Any) -> Snapshot:
 
     Keys that do not exist are ignored; the commit happens (possibly empty) anyway.
     """
-    if not tbl.is_primary_key_table:
-        raise UnsupportedOperationError(
-            f"delete() needs a primary-key table, but {tbl.uri} is an append table; "
-            "replace partitions with write(..., mode='overwrite', overwrite_filter=...)"
-        )
     base = tbl.latest_snapshot()
     writer = PrimaryKeyTableWriter(tbl.file_io, tbl.table_schema)
     try:

@@ -33,7 +33,6 @@ from typing import Any, Protocol, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from raylake.expr import (
@@ -51,6 +50,7 @@ from raylake.table.fragments import fragments_dataset, parquet_fragment
 from raylake.table.pk.dedupe import newest_wins_by_file, scan_newest_first
 from raylake.table.pk.engines import merge
 from raylake.table.pk.schema import DELETE, KIND, SEQ, MergeSpec, file_schema
+from raylake.table.rowfilter import filter_rows, widen
 from raylake.table.split import FileSlice, Split, partition_sort_key, projected_size, slice_file
 
 # Sections merged at once by one reader (each holds its section's data in memory).
@@ -95,24 +95,29 @@ def plan_primary_key_splits(
     column_indices: Sequence[int] | None,
     target_size: int,
 ) -> list[Split]:
-    """Bucket-aligned splits: whole sections of one bucket, packed up to ``target_size``."""
+    """Bucket-aligned splits: whole sections of one bucket, packed up to ``target_size``.
+
+    The sections are computed here, once, and carried in the splits.
+    """
     buckets: dict[tuple[tuple[Any, ...], int], list[DataFile]] = {}
     for f in files:
         buckets.setdefault((f.partition, f.bucket), []).append(f)
     splits: list[Split] = []
     for (partition, bucket), members in sorted(buckets.items(), key=_bucket_order):
         pieces: list[FileSlice] = []
+        sections: list[int] = []
         size = 0
         for section in overlap_sections(members):
             section_size = sum(projected_size(f, column_indices) for f in section)
             if pieces and size + section_size > target_size:
-                splits.append(_split(snapshot_id, partition, bucket, pieces))
-                pieces, size = [], 0
+                splits.append(_split(snapshot_id, partition, bucket, pieces, sections))
+                pieces, sections, size = [], [], 0
             # Whole files: a merge needs every row of every version.
             pieces += [next(slice_file(f, 1 << 62, column_indices)) for f in section]
+            sections.append(len(section))
             size += section_size
         if pieces:
-            splits.append(_split(snapshot_id, partition, bucket, pieces))
+            splits.append(_split(snapshot_id, partition, bucket, pieces, sections))
     return splits
 
 
@@ -122,7 +127,11 @@ def _bucket_order(item: tuple[tuple[tuple[Any, ...], int], Any]) -> tuple[Any, .
 
 
 def _split(
-    snapshot_id: int, partition: tuple[Any, ...], bucket: int, pieces: list[FileSlice]
+    snapshot_id: int,
+    partition: tuple[Any, ...],
+    bucket: int,
+    pieces: list[FileSlice],
+    sections: list[int],
 ) -> Split:
     return Split(
         snapshot_id=snapshot_id,
@@ -131,14 +140,13 @@ def _split(
         files=tuple(pieces),
         row_count=sum(p.row_count for p in pieces),
         size_bytes=sum(p.size_bytes for p in pieces),
-        needs_merge=True,
+        sections=tuple(sections),
     )
 
 
 def exact_row_count(split: Split) -> int | None:
     """Live rows of a split from metadata alone, when no section needs a merge."""
-    sections = overlap_sections(split.files)
-    if any(len(s) > 1 for s in sections):
+    if any(size > 1 for size in split.sections):
         return None
     return sum(f.row_count - f.delete_row_count for f in split.files)
 
@@ -184,17 +192,12 @@ class ReadPlan:
         )
 
 
-def read_merged_split(ctx: Any, split: Split) -> Iterator[pa.RecordBatch]:
-    """The current rows of one primary-key split (``ReadContext.read`` calls this)."""
-    yield from read_primary_key_splits(ctx, [split])
-
-
-def _sections(splits: Sequence[Split]) -> tuple[list[FileSlice], list[list[FileSlice]]]:
+def _sections(splits: Sequence[Split]) -> tuple[list[FileSlice], list[Sequence[FileSlice]]]:
     """The single-file sections (as files) and the sections that need a merge."""
     singles: list[FileSlice] = []
-    merged: list[list[FileSlice]] = []
+    merged: list[Sequence[FileSlice]] = []
     for split in splits:
-        for section in overlap_sections(split.files):
+        for section in split.merge_sections():
             if len(section) == 1:
                 singles.extend(section)
             else:
@@ -217,72 +220,35 @@ def read_primary_key_splits(ctx: Any, splits: Sequence[Split]) -> Iterator[pa.Re
 
 
 def _by_strategy(
-    ts: TableSchema, plan: ReadPlan, sections: list[list[FileSlice]]
-) -> tuple[list[list[FileSlice]], list[list[FileSlice]]]:
+    ts: TableSchema, plan: ReadPlan, sections: list[Sequence[FileSlice]]
+) -> tuple[list[Sequence[FileSlice]], list[Sequence[FileSlice]]]:
     """Sections a newest-first scan can deduplicate, and those that need a full merge."""
-    by_file: list[list[FileSlice]] = []
-    general: list[list[FileSlice]] = []
+    by_file: list[Sequence[FileSlice]] = []
+    general: list[Sequence[FileSlice]] = []
     for section in sections:
         (by_file if newest_wins_by_file(plan.spec, section, ts) else general).append(section)
     return by_file, general
 
 
-def read_primary_key_table(ctx: Any, splits: Sequence[Split]) -> pa.Table:
-    """All rows of many splits as one table (a threaded scan of single-file sections)."""
-    ts: TableSchema = ctx.table_schema
-    plan = ReadPlan.of(ts, ctx.columns, ctx.filter)
-    singles, merged = _sections(splits)
-    parts = []
-    if singles and plan.rows_only:
-        kept = list(_single_batches(ctx, plan, singles))
-        parts.append(pa.Table.from_batches(kept, schema=ctx.output_schema))
-    elif singles:
-        dataset = _single_files_dataset(ctx.file_io, ts, singles)
-        parts.append(dataset.to_table(**_single_scan_args(plan, singles)))
-    by_file, general = _by_strategy(ts, plan, merged)
-    if by_file:
-        batches = scan_newest_first(ctx.file_io, ts, plan, by_file, ctx.batch_size)
-        parts.append(pa.Table.from_batches(list(batches), schema=ctx.output_schema))
-    parts += list(merge_sections(ctx.file_io, ts, plan, general))
-    if len(parts) == 1:
-        return parts[0]
-    # Not concat_tables: it loses the row count of tables without columns (count()).
-    return pa.Table.from_batches(
-        [b for part in parts for b in part.to_batches()], schema=ctx.output_schema
-    )
-
-
-def _single_files_dataset(file_io: FileIO, ts: TableSchema, files: list[FileSlice]) -> ds.Dataset:
-    fragments = [parquet_fragment(file_io, f.path) for f in files]
-    return fragments_dataset(file_io, file_schema(ts), fragments)
-
-
-def _single_scan_args(plan: ReadPlan, files: list[FileSlice]) -> dict[str, Any]:
+def _single_batches(ctx: Any, plan: ReadPlan, files: list[FileSlice]) -> Iterator[pa.RecordBatch]:
     """A single file's rows are final: drop its -D rows, and push the whole filter down.
 
     A ``rows_only`` filter is not pushed (pyarrow would prune row groups by statistics
-    that ignore NaN); its columns are read too, for ``_single_batches`` to apply it.
+    that ignore NaN): its columns are read too, and it is applied to the rows.
     """
+    fragments = [parquet_fragment(ctx.file_io, f.path) for f in files]
+    dataset = fragments_dataset(ctx.file_io, file_schema(ctx.table_schema), fragments)
     condition = None if plan.rows_only else plan.full_filter
     if any(f.delete_row_count for f in files):
         live = pc.field(KIND) != pa.scalar(DELETE, pa.int8())
         condition = live if condition is None else live & condition
-    columns = list(plan.output)
-    if plan.rows_only:
-        columns += [c for c in plan.filter_columns if c not in columns]
-    return {"columns": columns, "filter": condition}
-
-
-def _single_batches(ctx: Any, plan: ReadPlan, files: list[FileSlice]) -> Iterator[pa.RecordBatch]:
-    dataset = _single_files_dataset(ctx.file_io, ctx.table_schema, files)
-    batches = dataset.to_batches(**_single_scan_args(plan, files), batch_size=ctx.batch_size)
+    output = list(plan.output)
     if not plan.rows_only:
-        yield from batches
+        yield from dataset.to_batches(columns=output, filter=condition, batch_size=ctx.batch_size)
         return
-    assert plan.full_filter is not None
-    for batch in batches:
-        kept = pa.Table.from_batches([batch]).filter(plan.full_filter).select(list(plan.output))
-        yield from kept.to_batches()
+    needed = widen(output, plan.filter_columns, ctx.table_schema.column_names)
+    batches = dataset.to_batches(columns=needed, filter=condition, batch_size=ctx.batch_size)
+    yield from filter_rows(batches, plan.full_filter, output)
 
 
 def read_file(

@@ -46,6 +46,10 @@ class MergeSpec:
 
     @classmethod
     def of(cls, ts: TableSchema) -> MergeSpec:
+        return ts.derived("pk.merge_spec", lambda: cls._build(ts))
+
+    @classmethod
+    def _build(cls, ts: TableSchema) -> MergeSpec:
         options = ts.table_options
         aggregates: dict[str, str] = {}
         if options.merge_engine == "aggregation":
@@ -76,8 +80,11 @@ class MergeSpec:
 
 def file_schema(ts: TableSchema) -> pa.Schema:
     """The schema of a primary-key data file: the table's columns, then the system columns."""
-    return ts.arrow_schema.append(pa.field(SEQ, pa.int64(), nullable=False)).append(
-        pa.field(KIND, pa.int8(), nullable=False)
+    return ts.derived(
+        "pk.file_schema",
+        lambda: ts.arrow_schema.append(pa.field(SEQ, pa.int64(), nullable=False)).append(
+            pa.field(KIND, pa.int8(), nullable=False)
+        ),
     )
 
 

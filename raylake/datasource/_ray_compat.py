@@ -1,0 +1,26 @@
+"""The few Ray Data internals raylake relies on, imported in one place.
+
+Ray does not promise these names; tests/datasource/test_ray_compat.py fails
+loudly when a Ray upgrade moves or changes one, instead of a read quietly
+losing rows or a filter's columns.
+"""
+
+from __future__ import annotations
+
+from ray.data._internal.arrow_block import (
+    _BATCH_SIZE_PRESERVING_STUB_COL_NAME as BATCH_SIZE_STUB_COLUMN,
+)
+from ray.data._internal.execution.interfaces import TaskContext
+from ray.data._internal.planner.plan_expression.expression_visitors import (
+    _ColumnReferenceCollector,
+)
+from ray.data.expressions import Expr as RayExpr
+
+__all__ = ["BATCH_SIZE_STUB_COLUMN", "TaskContext", "column_references"]
+
+
+def column_references(expr: RayExpr) -> set[str]:
+    """The column names a Ray Data expression reads."""
+    collector = _ColumnReferenceCollector()
+    collector.visit(expr)
+    return set(collector.get_column_refs() or [])

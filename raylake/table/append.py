@@ -1,0 +1,114 @@
+"""Append tables: independent files, split by row-group ranges, read by pyarrow.dataset.
+
+Every split's files (or row-group ranges) go into one ``pyarrow.dataset`` scan,
+which prunes row groups by Parquet statistics, filters rows in C++ and reads
+several files ahead in parallel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from raylake.expr import AlwaysTrue, Expr, nan_sensitive, referenced_columns, to_arrow
+from raylake.format.manifest import DataFile
+from raylake.io import FileIO
+from raylake.table.fragments import fragments_dataset, parquet_fragment
+from raylake.table.kind import TableKind
+from raylake.table.rowfilter import filter_rows, widen
+from raylake.table.split import Split, pack_slices, partition_sort_key, slice_file
+from raylake.table.writer import AppendTableWriter, TableWriter
+
+if TYPE_CHECKING:
+    from raylake.table.scan import ReadContext
+
+
+class AppendKind(TableKind):
+    name = "append"
+    described = "an append table"
+    write_modes = ("append", "overwrite")
+
+    def new_writer(self, file_io: FileIO, *, file_prefix: str = "data") -> TableWriter:
+        return AppendTableWriter(file_io, self.ts, file_prefix=file_prefix)
+
+    def pruning_filter(self, filter: Expr) -> Expr:
+        return filter  # files are independent: any predicate may prune
+
+    def plan_splits(
+        self,
+        snapshot_id: int,
+        files: list[DataFile],
+        column_indices: Sequence[int] | None,
+        target_size: int,
+    ) -> list[Split]:
+        """Files in partition order, large ones cut into row-group ranges, packed."""
+        files = sorted(files, key=lambda f: (partition_sort_key(f.partition), f.path))
+        pieces = [
+            (f.partition, f.bucket, piece)
+            for f in files
+            for piece in slice_file(f, target_size, column_indices)
+        ]
+        return pack_slices(
+            snapshot_id, pieces, target_size, self.ts.table_options.split_open_file_cost
+        )
+
+    def read_batches(self, ctx: ReadContext, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
+        if not splits:
+            return
+        dataset = _dataset(ctx, splits)
+        columns = None if ctx.columns is None else list(ctx.columns)
+        row_filter = None if isinstance(ctx.filter, AlwaysTrue) else to_arrow(ctx.filter)
+        if not nan_sensitive(ctx.filter):
+            yield from dataset.to_batches(
+                columns=columns, filter=row_filter, batch_size=ctx.batch_size
+            )
+            return
+        # Filter rows only: pyarrow would prune row groups by NaN-blind statistics.
+        needed = widen(columns, referenced_columns(ctx.filter), ctx.table_schema.column_names)
+        batches = dataset.to_batches(columns=needed, batch_size=ctx.batch_size)
+        yield from filter_rows(batches, row_filter, columns)
+
+    def read_table(self, ctx: ReadContext, splits: Sequence[Split]) -> pa.Table:
+        """The same scan as ``read_batches``, materialized by pyarrow itself: its
+        ``to_table`` assembles batches on all cores (~20% faster than collecting them)."""
+        if not splits or nan_sensitive(ctx.filter):
+            return super().read_table(ctx, splits)
+        row_filter = None if isinstance(ctx.filter, AlwaysTrue) else to_arrow(ctx.filter)
+        columns = None if ctx.columns is None else list(ctx.columns)
+        return _dataset(ctx, splits).to_table(
+            columns=columns, filter=row_filter, batch_size=ctx.batch_size
+        )
+
+    def exact_row_count(self, split: Split) -> int | None:
+        return split.row_count
+
+
+def _dataset(ctx: ReadContext, splits: Sequence[Split]) -> ds.FileSystemDataset:
+    fragments = []
+    for split in splits:
+        # Telling pyarrow each file's partition values lets it drop predicates they
+        # already decide (residuals, as with hive partitioning) instead of testing rows.
+        guarantee = _partition_guarantee(ctx, split.partition)
+        fragments += [
+            parquet_fragment(
+                ctx.file_io, piece.path, row_groups=piece.row_groups, partition_expression=guarantee
+            )
+            for piece in split.files
+        ]
+    return fragments_dataset(ctx.file_io, ctx.table_schema.arrow_schema, fragments)
+
+
+def _partition_guarantee(ctx: ReadContext, partition: tuple[Any, ...]) -> pc.Expression:
+    guarantee = pc.scalar(True)
+    schema = ctx.table_schema.arrow_schema
+    for key, value in zip(ctx.table_schema.partition_keys, partition):
+        column = pc.field(key)
+        if value is None:
+            guarantee = guarantee & column.is_null()
+        else:
+            guarantee = guarantee & (column == pa.scalar(value, schema.field(key).type))
+    return guarantee

@@ -1,0 +1,153 @@
+"""Table kinds: what differs between append and primary-key tables, in one place.
+
+A :class:`TableKind` is chosen once per schema by :func:`kind_of` and owns
+everything that depends on the kind: the writer, the write modes, which part of
+a filter may prune files, split planning, split reading, exact row counts, and
+the hooks around a commit (a lookup changelog, auto-compaction). Generic code
+(scans, the committer, Ray Data) asks the kind and never which kind it holds.
+
+This module is where ``raylake.table`` meets ``raylake.table.pk``: the concrete
+kinds are imported when first asked for, since the primary-key kind builds on
+the committer that itself consults kinds.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import pyarrow as pa
+
+from raylake.errors import UnsupportedOperationError
+from raylake.expr import Expr
+from raylake.format.manifest import DataFile
+from raylake.format.schema import TableSchema
+from raylake.io import FileIO
+from raylake.table.split import Split
+from raylake.table.writer import CommitMessage, TableWriter
+
+if TYPE_CHECKING:
+    from raylake.format.snapshot import Snapshot
+    from raylake.table.scan import ReadContext
+    from raylake.table.table import Table
+
+
+class TableKind(ABC):
+    """The strategy of one table kind, bound to one (immutable) table schema."""
+
+    name: ClassVar[str]  # "append", "primary-key"
+    described: ClassVar[str]  # "an append table", for messages
+    # The write modes the kind accepts; the first is the default.
+    write_modes: ClassVar[tuple[str, ...]]
+
+    def __init__(self, ts: TableSchema) -> None:
+        self.ts = ts
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.ts.column_names})"
+
+    def validate_schema(self) -> None:
+        """Reject a new table of this kind that could not be written or read correctly."""
+        return None
+
+    # -- writing -----------------------------------------------------------------------
+
+    @property
+    def default_write_mode(self) -> str:
+        return self.write_modes[0]
+
+    def check_write_mode(self, mode: str, where: str = "") -> None:
+        if mode not in self.write_modes:
+            at = f" at {where!r}" if where else ""
+            raise UnsupportedOperationError(
+                f"mode {mode!r} is not supported for {self.described}{at}; "
+                f"use one of {list(self.write_modes)}"
+            )
+
+    @abstractmethod
+    def new_writer(self, file_io: FileIO, *, file_prefix: str = "data") -> TableWriter:
+        """A writer of this kind's data files."""
+
+    def input_schema(self, schema: pa.Schema) -> pa.Schema:
+        """The table columns of an input schema (without system columns it may carry)."""
+        return schema
+
+    def commit_changelog(
+        self, file_io: FileIO, latest: Snapshot | None, added: Sequence[DataFile]
+    ) -> list[DataFile]:
+        """Changelog files the committer must make for an APPEND commit (written here)."""
+        return []
+
+    def after_commit(self, file_io: FileIO, messages: Sequence[CommitMessage]) -> None:
+        """Work after a successful commit (it must never make that commit look failed)."""
+        return None
+
+    # -- reading -----------------------------------------------------------------------
+
+    @abstractmethod
+    def pruning_filter(self, filter: Expr) -> Expr:
+        """The part of a scan's filter that may prune files by their statistics."""
+
+    @abstractmethod
+    def plan_splits(
+        self,
+        snapshot_id: int,
+        files: list[DataFile],
+        column_indices: Sequence[int] | None,
+        target_size: int,
+    ) -> list[Split]:
+        """Pack the live (pruned) files of a snapshot into splits."""
+
+    @abstractmethod
+    def read_batches(self, ctx: ReadContext, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
+        """The rows of the splits: filtered, projected, merged where the kind merges."""
+
+    def read_table(self, ctx: ReadContext, splits: Sequence[Split]) -> pa.Table:
+        """All rows of the splits: the batches of ``read_batches``, collected.
+
+        ``pa.Table.from_batches`` (not ``concat_tables``) keeps the row count of batches
+        without columns, which ``count()`` reads.
+        """
+        return pa.Table.from_batches(list(self.read_batches(ctx, splits)), schema=ctx.output_schema)
+
+    @abstractmethod
+    def exact_row_count(self, split: Split) -> int | None:
+        """Rows a split yields without a filter, from metadata alone; None if unknown."""
+
+    def read_changelog(
+        self, file_io: FileIO, snap: Snapshot, columns: Sequence[str] | None
+    ) -> pa.Table:
+        """The rows one snapshot changed, with their row kind (tables that keep a changelog)."""
+        raise UnsupportedOperationError(
+            f"{file_io.uri} records no changelog: {self.described} has none; primary-key "
+            "tables keep one with options={'changelog-producer': 'input'} or 'lookup'"
+        )
+
+    # -- maintenance -------------------------------------------------------------------
+
+    def compact(self, file_io: FileIO, *, full: bool) -> Snapshot | None:
+        raise UnsupportedOperationError(
+            f"compact() applies to primary-key tables; {file_io.uri} is {self.described}"
+        )
+
+    def delete(self, tbl: Table, keys_or_filter: Any) -> Snapshot:
+        raise UnsupportedOperationError(
+            f"delete() needs a primary-key table, but {tbl.uri} is {self.described}; "
+            "replace partitions with write(..., mode='overwrite', overwrite_filter=...)"
+        )
+
+
+def kind_of(ts: TableSchema) -> TableKind:
+    """The kind of a table schema, made once per schema object."""
+    return ts.derived("kind", lambda: _make_kind(ts))
+
+
+def _make_kind(ts: TableSchema) -> TableKind:
+    if ts.primary_key:
+        from raylake.table.pk.kind import PrimaryKeyKind
+
+        return PrimaryKeyKind(ts)
+    from raylake.table.append import AppendKind
+
+    return AppendKind(ts)

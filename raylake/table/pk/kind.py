@@ -1,0 +1,84 @@
+"""The primary-key table kind: upserts, bucket-aligned splits, merge-on-read."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from raylake.expr import Expr, filter_on_columns
+from raylake.format.manifest import DataFile
+from raylake.io import FileIO
+from raylake.table.kind import TableKind
+from raylake.table.pk import changelog, compaction, delete, read
+from raylake.table.pk.schema import KIND, validate_primary_key_schema
+from raylake.table.pk.write import PrimaryKeyTableWriter
+from raylake.table.split import Split
+from raylake.table.writer import CommitMessage, TableWriter
+
+if TYPE_CHECKING:
+    from raylake.format.snapshot import Snapshot
+    from raylake.table.scan import ReadContext
+    from raylake.table.table import Table
+
+
+class PrimaryKeyKind(TableKind):
+    name = "primary-key"
+    described = "a primary-key table"
+    write_modes = ("upsert", "overwrite")
+
+    def validate_schema(self) -> None:
+        validate_primary_key_schema(self.ts)
+
+    def new_writer(self, file_io: FileIO, *, file_prefix: str = "data") -> TableWriter:
+        return PrimaryKeyTableWriter(file_io, self.ts, file_prefix=file_prefix)
+
+    def input_schema(self, schema: pa.Schema) -> pa.Schema:
+        """A primary-key table also accepts a changelog: rows with a ``_rl_kind`` column."""
+        index = schema.get_field_index(KIND)
+        return schema if index < 0 else schema.remove(index)
+
+    def commit_changelog(
+        self, file_io: FileIO, latest: Snapshot | None, added: Sequence[DataFile]
+    ) -> list[DataFile]:
+        # A lookup changelog needs the commit order, which only the committer knows; it
+        # is recomputed on every attempt (docs/primary-keys.md).
+        return changelog.lookup_changelog(file_io, self.ts, latest, added)
+
+    def after_commit(self, file_io: FileIO, messages: Sequence[CommitMessage]) -> None:
+        touched = {(f.partition, f.bucket) for m in messages for f in m.new_files}
+        compaction.auto_compact(file_io, self.ts, touched)
+
+    def pruning_filter(self, filter: Expr) -> Expr:
+        # Only key and partition predicates may prune: a value predicate could prune the
+        # file holding a row's newest version and resurface an older one.
+        return filter_on_columns(filter, {*self.ts.primary_key, *self.ts.partition_keys})
+
+    def plan_splits(
+        self,
+        snapshot_id: int,
+        files: list[DataFile],
+        column_indices: Sequence[int] | None,
+        target_size: int,
+    ) -> list[Split]:
+        return read.plan_primary_key_splits(
+            snapshot_id, files, self.ts, column_indices, target_size
+        )
+
+    def read_batches(self, ctx: ReadContext, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
+        return read.read_primary_key_splits(ctx, splits)
+
+    def exact_row_count(self, split: Split) -> int | None:
+        return read.exact_row_count(split)
+
+    def read_changelog(
+        self, file_io: FileIO, snap: Snapshot, columns: Sequence[str] | None
+    ) -> pa.Table:
+        return changelog.read_changelog(file_io, self.ts, snap, columns)
+
+    def compact(self, file_io: FileIO, *, full: bool) -> Snapshot | None:
+        return compaction.compact(file_io, self.ts, full=full)
+
+    def delete(self, tbl: Table, keys_or_filter: Any) -> Snapshot:
+        return delete.delete_rows(tbl, keys_or_filter)

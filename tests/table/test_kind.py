@@ -1,0 +1,159 @@
+"""Table kinds: one strategy per kind, chosen once, and generic code that never asks which."""
+
+from __future__ import annotations
+
+import ast
+import pickle
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import raylake
+from raylake.errors import UnsupportedOperationError
+from raylake.table import Table
+from raylake.table.append import AppendKind
+from raylake.table.kind import kind_of
+from raylake.table.pk import read as pk_read
+from raylake.table.pk.kind import PrimaryKeyKind
+
+PACKAGE = Path(raylake.__file__).parent
+SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
+
+
+def _append(warehouse: Path) -> Table:
+    return raylake.create_table(str(warehouse / "a"), SCHEMA)
+
+
+def _pk(warehouse: Path) -> Table:
+    return raylake.create_table(str(warehouse / "p"), SCHEMA, primary_key=["id"], buckets=2)
+
+
+def test_kind_is_chosen_once_per_schema(warehouse: Path) -> None:
+    tbl, pk = _append(warehouse), _pk(warehouse)
+    assert isinstance(tbl.kind, AppendKind) and tbl.kind.name == "append"
+    assert isinstance(pk.kind, PrimaryKeyKind) and pk.kind.name == "primary-key"
+    assert kind_of(pk.table_schema) is kind_of(pk.table_schema)
+    assert tbl.kind.default_write_mode == "append" and pk.kind.default_write_mode == "upsert"
+
+
+def test_kind_refuses_what_it_cannot_do(warehouse: Path) -> None:
+    tbl = _append(warehouse)
+    with pytest.raises(UnsupportedOperationError, match="append table"):
+        tbl.compact()
+    with pytest.raises(UnsupportedOperationError, match="primary-key table"):
+        tbl.delete("id = 1")
+    with pytest.raises(UnsupportedOperationError, match="'upsert' is not supported"):
+        tbl.write(pa.table({"id": [1], "v": ["a"]}), mode="upsert")
+    with pytest.raises(UnsupportedOperationError, match="no changelog"):
+        tbl.write(pa.table({"id": [1], "v": ["a"]}))
+        tbl.changelog(1)
+
+
+def test_pk_splits_carry_their_merge_sections(warehouse: Path) -> None:
+    pk = _pk(warehouse)
+    pk.write(pa.table({"id": list(range(10)), "v": ["a"] * 10}))
+    pk.write(pa.table({"id": [3, 4, 20], "v": ["b"] * 3}))
+    splits = pk.scan().plan()
+    assert all(sum(s.sections) == len(s.files) for s in splits)
+    assert any(max(s.sections) > 1 for s in splits)
+    # Sections travel with the split: a pickled split carries them.
+    assert [pickle.loads(pickle.dumps(s)).sections for s in splits] == [s.sections for s in splits]
+
+
+def test_reads_use_planned_sections_without_recomputing(
+    warehouse: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pk = _pk(warehouse)
+    pk.write(pa.table({"id": list(range(10)), "v": ["a"] * 10}))
+    pk.write(pa.table({"id": [3, 4], "v": ["b"] * 2}))
+    expected = pk.to_arrow().sort_by("id")
+    splits = pk.scan().plan()
+
+    def boom(*args: object) -> None:
+        raise AssertionError("sections were recomputed after planning")
+
+    monkeypatch.setattr(pk_read, "overlap_sections", boom)
+    rows = pa.Table.from_batches([b for s in splits for b in pk.read_split(s)])
+    assert rows.sort_by("id").equals(expected)
+    assert pk.kind.exact_row_count(splits[0]) is None or sum(splits[0].sections) >= 1
+
+
+def test_to_arrow_and_to_batches_agree(warehouse: Path) -> None:
+    for tbl in (_append(warehouse), _pk(warehouse)):
+        tbl.write(pa.table({"id": list(range(50)), "v": [str(i % 3) for i in range(50)]}))
+        tbl.write(pa.table({"id": list(range(25, 75)), "v": ["z"] * 50}))
+        for flt in (None, "v = 'z'", "id < 30"):
+            whole = tbl.to_arrow(filter=flt, columns=["id"])
+            streamed = pa.Table.from_batches(list(tbl.to_batches(filter=flt, columns=["id"])))
+            assert whole.sort_by("id").equals(streamed.sort_by("id"))
+
+
+def test_read_methods_take_options_by_keyword_only(warehouse: Path) -> None:
+    tbl = _append(warehouse)
+    for method in (tbl.scan, tbl.to_arrow, tbl.to_pandas, tbl.to_batches):
+        with pytest.raises(TypeError):
+            method(["id"])  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        tbl.count("id > 1")  # type: ignore[misc]
+
+
+def test_schema_derived_values_are_computed_once_and_not_pickled(warehouse: Path) -> None:
+    ts = _pk(warehouse).table_schema
+    assert ts.table_options is ts.table_options
+    kind_of(ts)
+    restored = pickle.loads(pickle.dumps(ts))
+    assert restored == ts and "_derived" not in restored.__dict__
+
+
+# -- architecture: arrows point down only --------------------------------------------------
+
+
+def _imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+        elif isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+    return names
+
+
+@pytest.mark.parametrize(
+    "module",
+    ["table/scan.py", "table/commit.py", "table/table.py", "table/catalog.py"]
+    + [f"datasource/{p.name}" for p in (PACKAGE / "datasource").glob("*.py")],
+)
+def test_generic_modules_never_ask_for_the_kind(module: str) -> None:
+    path = PACKAGE / module
+    assert "is_primary_key_table" not in path.read_text().replace(
+        "def is_primary_key_table", ""
+    ).replace("self.table_schema.is_primary_key_table", "")
+    assert not any(m.startswith("raylake.table.pk") for m in _imports(path))
+
+
+@pytest.mark.parametrize(
+    ("layer", "forbidden"),
+    [
+        ("format", ("raylake.table", "raylake.datasource")),
+        ("io", ("raylake.table", "raylake.format", "raylake.datasource")),
+        ("expr", ("raylake.table", "raylake.format", "raylake.datasource")),
+        ("table", ("raylake.datasource", "raylake.spark", "raylake.streaming", "raylake.train")),
+    ],
+)
+def test_layers_import_downwards_only(layer: str, forbidden: tuple[str, ...]) -> None:
+    for path in (PACKAGE / layer).rglob("*.py"):
+        bad = [m for m in _imports(path) if m.startswith(forbidden)]
+        assert not bad, f"{path.relative_to(PACKAGE)} imports {bad}"
+
+
+def test_public_names_are_importable_and_only_public() -> None:
+    import raylake.table as table_pkg
+
+    for name in table_pkg.__all__:
+        assert getattr(table_pkg, name) is not None
+        assert not name.startswith("_")
+    pytest.importorskip("ray")
+    import raylake.datasource as ds_pkg
+
+    assert sorted(ds_pkg.__all__) == ["LakeDatasink", "LakeDatasource", "read_lake", "write_lake"]

@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from raylake.caching import LruCache
+
+
+def test_evicts_least_recently_used() -> None:
+    cache: LruCache[str, int] = LruCache(2)
+    cache.put("a", 1)
+    cache.put("b", 2)
+    assert cache.get("a") == 1  # a is now the most recent
+    cache.put("c", 3)
+    assert cache.get("b") is None and cache.get("a") == 1 and cache.get("c") == 3
+    assert len(cache) == 2
+
+
+def test_get_or_compute_computes_once_per_key() -> None:
+    cache: LruCache[int, int] = LruCache(8)
+    calls: list[int] = []
+
+    def compute(k: int) -> int:
+        calls.append(k)
+        return k * k
+
+    assert [cache.get_or_compute(k % 3, lambda k=k: compute(k % 3)) for k in range(9)] == [
+        0, 1, 4, 0, 1, 4, 0, 1, 4,
+    ]  # fmt: skip
+    assert calls == [0, 1, 2]
+    cache.clear()
+    assert len(cache) == 0
+
+
+def test_threads_share_one_bounded_cache() -> None:
+    cache: LruCache[int, int] = LruCache(16)
+
+    def work(offset: int) -> None:
+        for i in range(2000):
+            cache.put((i + offset) % 64, i)
+            cache.get(i % 64)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(cache) == 16
+
+
+def test_rejects_a_useless_limit() -> None:
+    with pytest.raises(ValueError, match="limit >= 1"):
+        LruCache(0)
