@@ -25,6 +25,7 @@ from raylake.errors import (
     TableAlreadyExistsError,
     TableNotFoundError,
     UnknownColumnError,
+    UnsafeCommitError,
     UnsupportedOperationError,
 )
 from raylake.expr import col, parse_filter
@@ -81,6 +82,7 @@ __all__ = [
     "TableAlreadyExistsError",
     "TableNotFoundError",
     "UnknownColumnError",
+    "UnsafeCommitError",
     "UnsupportedOperationError",
     "col",
     "create_table",

@@ -136,6 +136,22 @@ class CommitConflictError(RaylakeError):
         self.actual = actual
 
 
+class UnsafeCommitError(RaylakeError):
+    """The store cannot create a file atomically if absent, so concurrent commits could
+    overwrite each other; the table needs the single-writer option (or another store)."""
+
+    def __init__(self, uri: str, store: str) -> None:
+        self.uri = uri
+        self.store = store
+        super().__init__(
+            f"{store} (at {uri!r}) cannot create a file atomically if it is absent, so two "
+            "concurrent commits could both succeed and one would be lost. If only one process "
+            "commits to this table at a time, create it with "
+            "options={'commit.single-writer': 'true'}; otherwise use a store with atomic "
+            "create-if-absent (local files, S3, memory://); see docs/object-stores.md"
+        )
+
+
 class CommitFailedError(RaylakeError):
     """A commit could not be completed (retries exhausted); nothing was committed."""
 

@@ -19,6 +19,9 @@ SPLIT_TARGET_SIZE = "read.split.target-size"
 SPLIT_OPEN_FILE_COST = "read.split.open-file-cost"
 MANIFEST_MERGE_MIN_COUNT = "manifest.merge-min-count"
 COMMIT_MAX_RETRIES = "commit.max-retries"
+# The user promises that one process at a time commits: needed on stores that cannot
+# create a file atomically if absent (docs/object-stores.md).
+COMMIT_SINGLE_WRITER = "commit.single-writer"
 SNAPSHOT_RETAIN_MIN = "snapshot.num-retained.min"
 # Primary-key tables (docs/primary-keys.md).
 MERGE_ENGINE = "merge-engine"
@@ -106,6 +109,7 @@ class TableOptions:
     split_open_file_cost: int = 4 * 1024 * 1024
     manifest_merge_min_count: int = 30
     commit_max_retries: int = 50
+    commit_single_writer: bool = False
     snapshot_retain_min: int = 1
     merge_engine: str = "deduplicate"
     sequence_field: str | None = None
@@ -150,6 +154,7 @@ _KEYS: dict[str, str] = {
     SPLIT_OPEN_FILE_COST: "split_open_file_cost",
     MANIFEST_MERGE_MIN_COUNT: "manifest_merge_min_count",
     COMMIT_MAX_RETRIES: "commit_max_retries",
+    COMMIT_SINGLE_WRITER: "commit_single_writer",
     SNAPSHOT_RETAIN_MIN: "snapshot_retain_min",
     MERGE_ENGINE: "merge_engine",
     SEQUENCE_FIELD: "sequence_field",
@@ -166,6 +171,7 @@ _PARSERS: dict[str, Any] = {
     "changelog_producer": _choice(CHANGELOG_PRODUCERS),
     "default_aggregate": _choice(AGGREGATE_FUNCTIONS),
     "compaction_auto": _boolean,
+    "commit_single_writer": _boolean,
 }
 assert set(_KEYS.values()) <= {f.name for f in fields(TableOptions)}
 

@@ -134,7 +134,10 @@ class SnapshotManager:
                 f"snapshot {snapshot_id} does not exist in {self.file_io.uri} (it has {have})",
                 snapshot_id=snapshot_id,
             ) from None
-        path = self.file_io.full_path(rel)
+        return self._parse(snapshot_id, raw)
+
+    def _parse(self, snapshot_id: int, raw: bytes) -> Snapshot:
+        path = self.file_io.full_path(snapshot_path(snapshot_id))
         try:
             data = json.loads(raw)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -147,19 +150,30 @@ class SnapshotManager:
         return snap
 
     def latest_id(self) -> int | None:
-        """The newest snapshot id: start at the hint, then probe forward (the hint may lag)."""
-        hint = self._read_hint()
-        if hint is None or not self.file_io.exists(snapshot_path(hint)):
-            ids = self.snapshot_ids()
-            return ids[-1] if ids else None
-        current = hint
-        while self.file_io.exists(snapshot_path(current + 1)):
-            current += 1
-        return current
+        latest = self.latest()
+        return None if latest is None else latest.id
 
     def latest(self) -> Snapshot | None:
-        latest = self.latest_id()
-        return None if latest is None else self.get(latest)
+        """The newest snapshot: start at the hint, then read forward (the hint may lag).
+
+        Reads, not existence checks: on an object store a read of a missing key is one
+        request, while an existence check of a missing key costs two (HEAD, then LIST).
+        """
+        hint = self._read_hint()
+        found = None if hint is None else self._read_if_present(hint)
+        if found is None:  # no hint, or it names an expired snapshot: list
+            ids = self.snapshot_ids()
+            return self.get(ids[-1]) if ids else None
+        while (following := self._read_if_present(found.id + 1)) is not None:
+            found = following
+        return found
+
+    def _read_if_present(self, snapshot_id: int) -> Snapshot | None:
+        try:
+            raw = self.file_io.read_bytes(snapshot_path(snapshot_id))
+        except FileNotFoundError:
+            return None
+        return self._parse(snapshot_id, raw)
 
     def earliest_id(self) -> int | None:
         ids = self.snapshot_ids()

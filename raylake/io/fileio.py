@@ -22,6 +22,8 @@ import fsspec
 import pyarrow.fs as pafs
 from fsspec.implementations.local import LocalFileSystem
 
+from raylake.io.credentials import merge_options, recall, remember, split_secrets
+
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -31,25 +33,66 @@ _TRANSIENT_ATTEMPTS = 3
 _CREATE_LOCK = threading.Lock()
 
 
+# Filesystems whose create-if-absent is atomic, by class and protocol (a subclass under
+# another protocol may change how it opens files): local files (a hard link), S3 (a
+# conditional PUT with If-None-Match: *, s3fs mode "xb"), and memory:// (it lives in one
+# process, where _CREATE_LOCK serializes creates).
+_ATOMIC_CREATE = {
+    "LocalFileSystem": {"file", "local"},
+    "MemoryFileSystem": {"memory"},
+    "S3FileSystem": {"s3", "s3a"},
+}
+
+
 class FileIO:
-    """Read, write, create-if-absent, delete and list files under one root URI."""
+    """Read, write, create-if-absent, delete and list files under one root URI.
+
+    Secrets in ``storage_options`` never leave the process inside a pickled FileIO,
+    and never appear in its repr (raylake/io/credentials.py).
+    """
 
     def __init__(self, uri: str, storage_options: Mapping[str, Any] | None = None) -> None:
         self.uri = str(uri).rstrip("/") or "/"
-        self.storage_options = dict(storage_options or {})
+        public, secret = split_secrets(storage_options or {})
+        self._public_options = public
+        self._secrets_id = remember(secret)
         self._fs: fsspec.AbstractFileSystem | None = None
         self._root: str | None = None
         self._arrow_fs: pafs.FileSystem | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         # Filesystem objects hold caches, sessions and locks: rebuild them on the other side.
-        return {"uri": self.uri, "storage_options": self.storage_options}
+        # Secrets stay behind; the fingerprint finds them again in this process or a fork.
+        return {"uri": self.uri, "options": self._public_options, "secrets": self._secrets_id}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["uri"], state["storage_options"])  # type: ignore[misc]
+        self.uri = state["uri"]
+        self._public_options = state["options"]
+        self._secrets_id = state["secrets"]
+        self._fs = None
+        self._root = None
+        self._arrow_fs = None
 
     def __repr__(self) -> str:
         return f"FileIO({self.uri!r})"
+
+    @property
+    def storage_options(self) -> dict[str, Any]:
+        """The options to open the filesystem with: secrets included where this process
+        knows them (where it does not, the store's own credential chain applies)."""
+        return merge_options(self._public_options, recall(self._secrets_id))
+
+    @property
+    def public_storage_options(self) -> dict[str, Any]:
+        """The options without secrets: safe to log, show or ship."""
+        return dict(self._public_options)
+
+    @property
+    def atomic_create(self) -> bool:
+        """Whether :meth:`create_if_absent` is atomic against other processes."""
+        fs = self.fs
+        protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
+        return bool(protocols & _ATOMIC_CREATE.get(type(fs).__name__, set()))
 
     @property
     def fs(self) -> fsspec.AbstractFileSystem:
@@ -150,7 +193,9 @@ class FileIO:
         except FileExistsError:
             return False
         except (NotImplementedError, ValueError):
-            logger.warning("%s has no exclusive create; using check-then-write", type(self.fs))
+            # Only reached for stores that are not atomic_create, which the committer
+            # allows only with the single-writer option (docs/object-stores.md).
+            logger.debug("%s has no exclusive create; using check-then-write", type(self.fs))
             with _CREATE_LOCK:
                 if self.fs.exists(path):
                     return False

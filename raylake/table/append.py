@@ -46,7 +46,9 @@ class AppendKind(TableKind):
         target_size: int,
     ) -> list[Split]:
         """Files in partition order, large ones cut into row-group ranges, packed."""
-        files = sorted(files, key=lambda f: (partition_sort_key(f.partition), f.path))
+        # Partitions are few: compute each one's sort key once, not once per file.
+        partition_keys = {f.partition: partition_sort_key(f.partition) for f in files}
+        files = sorted(files, key=lambda f: (partition_keys[f.partition], f.path))
         pieces = [
             (f.partition, f.bucket, piece)
             for f in files

@@ -10,6 +10,7 @@ import pyarrow as pa
 from raylake.errors import SchemaError, TableAlreadyExistsError, UnsupportedOperationError
 from raylake.format.schema import build_table_schema
 from raylake.io import FileIO
+from raylake.table.commit import check_commit_safety
 from raylake.table.conform import pandas_to_arrow
 from raylake.table.kind import kind_of
 from raylake.table.table import Table, load_schema, schema_ids, schema_path
@@ -39,6 +40,7 @@ def create_table(
     )
     kind_of(ts).validate_schema()
     file_io = FileIO(uri, storage_options)
+    check_commit_safety(file_io, ts)
     if not file_io.create_if_absent(schema_path(ts.schema_id), ts.to_bytes()):
         if not exist_ok:
             raise TableAlreadyExistsError(file_io.uri)

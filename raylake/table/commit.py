@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pyarrow as pa
 
-from raylake.errors import CommitConflictError, CommitFailedError, FilterError
+from raylake.errors import CommitConflictError, CommitFailedError, FilterError, UnsafeCommitError
 from raylake.expr import AlwaysTrue, Expr, bind, referenced_columns, to_arrow
 from raylake.format.manifest import (
     ADD,
@@ -75,6 +75,7 @@ class Committer:
         self.max_retries = ts.table_options.commit_max_retries
 
     def commit(self, request: CommitRequest) -> Snapshot:
+        check_commit_safety(self.file_io, self.ts)
         if request.overwrite is not None:
             check_partition_filter(request.overwrite, self.ts)
         user = request.commit_user or default_commit_user()
@@ -231,6 +232,12 @@ class Committer:
         )
         written.append(merged.path)
         return [merged]
+
+
+def check_commit_safety(file_io: FileIO, ts: TableSchema) -> None:
+    """Refuse to commit where concurrent commits could silently overwrite each other."""
+    if not file_io.atomic_create and not ts.table_options.commit_single_writer:
+        raise UnsafeCommitError(file_io.uri, type(file_io.fs).__name__)
 
 
 def check_partition_filter(expr: Expr, ts: TableSchema) -> None:

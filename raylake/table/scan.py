@@ -24,8 +24,9 @@ from raylake.expr import (
     as_expr,
     bind,
     might_match,
+    referenced_columns,
 )
-from raylake.format.manifest import data_files_from_table, live_files_of
+from raylake.format.manifest import data_files_from_table, live_data_files, live_files_of
 from raylake.format.schema import TableSchema
 from raylake.format.snapshot import Snapshot, SnapshotManager
 from raylake.format.types import has_min_max
@@ -146,11 +147,17 @@ class TableScan:
             return []
         ts = self.table_schema
         kind = kind_of(ts)
-        live = live_files_of(self.file_io, snap.base_manifests, ts)
         pruning = kind.pruning_filter(self.filter)
-        if not isinstance(pruning, AlwaysTrue) and live.num_rows:
-            live = live.filter(might_match(pruning, ManifestStats(ts.arrow_schema)))
-        files = data_files_from_table(live, ts)
+        if isinstance(pruning, AlwaysTrue):
+            files = live_data_files(self.file_io, snap.base_manifests, ts)
+        else:
+            # Decode the statistics of the filter's columns only (cold planning of wide
+            # tables), and only the rows that survive pruning.
+            stats_columns = referenced_columns(pruning)
+            live = live_files_of(self.file_io, snap.base_manifests, ts, stats_columns)
+            if live.num_rows:
+                live = live.filter(might_match(pruning, ManifestStats(ts.arrow_schema)))
+            files = data_files_from_table(live, ts)
         target = self.split_target_size or ts.table_options.split_target_size
         return kind.plan_splits(snap.id, files, self._column_indices(), target)
 

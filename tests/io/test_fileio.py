@@ -234,14 +234,37 @@ def test_missing_file_is_not_retried(flaky: type[_FlakyMemoryFileSystem]) -> Non
     assert flaky.calls == 1
 
 
-def test_create_if_absent_falls_back_without_exclusive_create(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
+def test_create_if_absent_falls_back_without_exclusive_create() -> None:
     fsspec.register_implementation("noexcl", _NoExclusiveCreateFileSystem, clobber=True)
     file_io = FileIO(f"noexcl://{uuid.uuid4().hex}")
+    assert not file_io.atomic_create
     assert file_io.create_if_absent("s/1", b"a")
     assert not file_io.create_if_absent("s/1", b"b")
     assert file_io.read_bytes("s/1") == b"a"
-    assert "no exclusive create" in caplog.text
     winners = _race(6, lambda i: file_io.create_if_absent("s/2", b"x"))
     assert len(winners) == 1
+
+
+def test_a_store_without_atomic_create_refuses_commits_unless_single_writer() -> None:
+    import pyarrow as pa
+
+    from raylake import UnsafeCommitError, create_table
+
+    fsspec.register_implementation("noexcl", _NoExclusiveCreateFileSystem, clobber=True)
+    schema = pa.schema([("a", pa.int64())])
+    uri = f"noexcl://{uuid.uuid4().hex}/t"
+    with pytest.raises(UnsafeCommitError, match="commit.single-writer") as info:
+        create_table(uri, schema)
+    assert info.value.uri == uri
+    assert not FileIO(uri).exists("schema")  # refused before writing anything
+    tbl = create_table(uri, schema, options={"commit.single-writer": "true"})
+    tbl.write(pa.table({"a": [1, 2]}))
+    assert tbl.to_arrow()["a"].to_pylist() == [1, 2]
+
+
+@pytest.mark.parametrize(
+    ("uri", "atomic"),
+    [("/tmp/x", True), ("file:///tmp/x", True), ("memory://x", True)],
+)
+def test_atomic_create_stores(uri: str, atomic: bool) -> None:
+    assert FileIO(uri).atomic_create is atomic
