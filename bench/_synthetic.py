@@ -95,11 +95,21 @@ def rate(rows: int, seconds: float) -> str:
     return f"{rows / seconds / 1e6:7.2f}M rows/s"
 
 
-def build_table(root: Path, rows: int, commits_per_day: int = 1) -> raylake.Table:
-    """A fresh partitioned append table of ``rows`` synthetic rows, written day by day."""
-    if root.exists():
+def build_table(
+    root: Path | str,
+    rows: int,
+    commits_per_day: int = 1,
+    storage_options: dict[str, Any] | None = None,
+) -> raylake.Table:
+    """A fresh partitioned append table of ``rows`` synthetic rows, written day by day.
+
+    ``root`` is a local directory (replaced) or the URI of a new table on a store.
+    """
+    if isinstance(root, Path) and root.exists():
         shutil.rmtree(root)
-    tbl = raylake.create_table(str(root), SCHEMA, partition_by=["dt"])
+    tbl = raylake.create_table(
+        str(root), SCHEMA, partition_by=["dt"], storage_options=storage_options
+    )
     per_day = rows // len(DATES)
     chunk = per_day // commits_per_day
     t0 = time.perf_counter()

@@ -25,7 +25,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 from _synthetic import DATES, SCHEMA
 

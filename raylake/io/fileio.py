@@ -129,7 +129,9 @@ class FileIO:
     # -- reads ---------------------------------------------------------------------------
 
     def read_bytes(self, rel: str) -> bytes:
-        return _retry(lambda: self.fs.cat_file(self.full_path(rel)))
+        # start=0 makes it one ranged GET on object stores: without it s3fs first asks
+        # for the size (HEAD), and a missing key costs a HEAD and a LIST.
+        return _retry(lambda: self.fs.cat_file(self.full_path(rel), start=0))
 
     def exists(self, rel: str) -> bool:
         return bool(_retry(lambda: self.fs.exists(self.full_path(rel))))
