@@ -13,6 +13,7 @@ from raylake.errors import (
     CommitFailedError,
     ConsumerError,
     CorruptMetadataError,
+    EnvironmentSetupError,
     FilterError,
     FilterParseError,
     InvalidOptionError,
@@ -27,6 +28,7 @@ from raylake.errors import (
     UnknownColumnError,
     UnsafeCommitError,
     UnsupportedOperationError,
+    UnsupportedTypeError,
 )
 from raylake.expr import col, parse_filter
 from raylake.table import (
@@ -65,6 +67,7 @@ __all__ = [
     "CommitMessage",
     "ConsumerError",
     "CorruptMetadataError",
+    "EnvironmentSetupError",
     "FilterError",
     "FilterParseError",
     "InvalidOptionError",
@@ -84,6 +87,7 @@ __all__ = [
     "UnknownColumnError",
     "UnsafeCommitError",
     "UnsupportedOperationError",
+    "UnsupportedTypeError",
     "col",
     "create_table",
     "from_pandas",

@@ -176,3 +176,18 @@ class MissingDependencyError(RaylakeError, ImportError):
         super().__init__(f"{package} is required for this feature: pip install 'raylake[{extra}]'")
         self.package = package
         self.extra = extra
+
+
+class UnsupportedTypeError(SchemaError):
+    """A column has a type the other side (Spark, Torch, TensorFlow) cannot represent."""
+
+    def __init__(self, column: str, dtype: Any, target: str, hint: str = "") -> None:
+        self.column = column
+        self.dtype = dtype
+        self.target = target
+        extra = f"; {hint}" if hint else ""
+        super().__init__(f"column {column!r} has type {dtype}, which {target} cannot hold{extra}")
+
+
+class EnvironmentSetupError(RaylakeError, RuntimeError):
+    """Something outside raylake is missing or not running (Java, a Ray cluster)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal, cast
 
@@ -198,7 +198,7 @@ class Table:
     def scan(
         self,
         *,
-        columns: list[str] | None = None,
+        columns: Sequence[str] | None = None,
         filter: str | Expr | None = None,
         snapshot_id: int | None = None,
         as_of: datetime | int | None = None,
@@ -209,7 +209,7 @@ class Table:
     def to_arrow(
         self,
         *,
-        columns: list[str] | None = None,
+        columns: Sequence[str] | None = None,
         filter: str | Expr | None = None,
         snapshot_id: int | None = None,
         as_of: datetime | int | None = None,
@@ -221,7 +221,7 @@ class Table:
     def to_pandas(
         self,
         *,
-        columns: list[str] | None = None,
+        columns: Sequence[str] | None = None,
         filter: str | Expr | None = None,
         snapshot_id: int | None = None,
         as_of: datetime | int | None = None,
@@ -233,7 +233,7 @@ class Table:
     def to_batches(
         self,
         *,
-        columns: list[str] | None = None,
+        columns: Sequence[str] | None = None,
         filter: str | Expr | None = None,
         snapshot_id: int | None = None,
         as_of: datetime | int | None = None,
@@ -247,7 +247,7 @@ class Table:
         self,
         split: Split,
         *,
-        columns: list[str] | None = None,
+        columns: Sequence[str] | None = None,
         filter: str | Expr | None = None,
     ) -> Iterator[pa.RecordBatch]:
         """The rows of one split of a plan (``scan(...).plan()``), e.g. in a worker."""
@@ -276,7 +276,7 @@ class Table:
         """
         return self.kind.compact(self.file_io, full=full)
 
-    def changelog(self, snapshot_id: int, *, columns: list[str] | None = None) -> pa.Table:
+    def changelog(self, snapshot_id: int, *, columns: Sequence[str] | None = None) -> pa.Table:
         """The rows one snapshot changed, with ``_rl_kind`` = ``+I``/``-U``/``+U``/``-D``.
 
         Needs the option ``changelog-producer`` = ``input`` or ``lookup``.

@@ -1,0 +1,132 @@
+"""Reading a raylake table as a Spark DataFrame equal to ``Table.to_arrow()``.
+
+raylake plans on the driver (partition and statistics pruning, from manifests).
+Append tables on local or cluster-visible paths are then read by Spark's own
+Parquet reader over the planned files; primary-key tables, and tables Spark's
+reader cannot read (a store Spark has no connector for here, nanosecond
+timestamps, float16), go through raylake's reader on the executors: the splits
+become a small DataFrame of split descriptors and ``mapInArrow`` reads (and, for
+primary-key tables, merges) each one, bucket-aligned.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime
+from functools import partial
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame, SparkSession
+
+from raylake.expr import AlwaysTrue, Expr, referenced_columns, to_arrow
+from raylake.spark.types import spark_arrow_schema, spark_schema_of
+from raylake.table import ReadContext, Split, open_table
+from raylake.table.rowfilter import filter_rows, widen
+
+
+def read(
+    spark: SparkSession,
+    uri: str,
+    *,
+    columns: Sequence[str] | None = None,
+    filter: str | Expr | None = None,
+    snapshot_id: int | None = None,
+    as_of: datetime | int | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> DataFrame:
+    """The rows of one snapshot (the latest unless ``snapshot_id``/``as_of``) as a DataFrame."""
+    tbl = open_table(uri, storage_options=storage_options)
+    scan = tbl.scan(columns=columns, filter=filter, snapshot_id=snapshot_id, as_of=as_of)
+    splits = scan.plan()
+    output = scan.output_schema
+    spark_schema = spark_schema_of(output)
+    if not splits:
+        return spark.createDataFrame([], spark_schema)
+    if not any(s.needs_merge for s in splits) and _spark_can_read(tbl.file_io, tbl.schema):
+        return _read_with_spark(spark, scan.read_context(), splits)
+    return _read_with_raylake(spark, scan.read_context(), splits)
+
+
+def _spark_can_read(file_io: Any, schema: pa.Schema) -> bool:
+    return file_io.is_local and all(_spark_parquet_type(f.type) for f in schema)
+
+
+def _spark_parquet_type(dtype: pa.DataType) -> bool:
+    """Whether Spark 3.5's Parquet reader reads what pyarrow writes for this type."""
+    if pa.types.is_float16(dtype) or (pa.types.is_timestamp(dtype) and dtype.unit == "ns"):
+        return False
+    if pa.types.is_time(dtype) or pa.types.is_duration(dtype):
+        return False
+    if pa.types.is_struct(dtype):
+        return all(_spark_parquet_type(dtype.field(i).type) for i in range(dtype.num_fields))
+    if pa.types.is_map(dtype):
+        return _spark_parquet_type(dtype.key_type) and _spark_parquet_type(dtype.item_type)
+    if pa.types.is_list(dtype) or pa.types.is_large_list(dtype):
+        return _spark_parquet_type(dtype.value_type)
+    return not pa.types.is_fixed_size_list(dtype)
+
+
+def _read_with_spark(spark: SparkSession, ctx: ReadContext, splits: Sequence[Split]) -> DataFrame:
+    """Spark's Parquet reader over the planned files; the raylake filter on the rows."""
+    ts = ctx.table_schema
+    paths = list(dict.fromkeys(ctx.file_io.full_path(p) for s in splits for p in s.paths))
+    output = list(ctx.output_schema.names)
+    df = spark.read.schema(spark_schema_of(ts.arrow_schema)).parquet(*paths)
+    if isinstance(ctx.filter, AlwaysTrue):
+        return df.select(*output)
+    needed = widen(output, referenced_columns(ctx.filter), ts.column_names) or output
+    # The filter runs in pyarrow on Spark's Arrow batches, with raylake's semantics
+    # (NaN, nulls), so the rows are exactly those of Table.to_arrow().
+    return df.select(*needed).mapInArrow(
+        partial(_filter_batches, to_arrow(ctx.filter), tuple(output), spark_arrow_schema(ctx.output_schema)),
+        spark_schema_of(ctx.output_schema),
+    )  # fmt: skip
+
+
+def _filter_batches(
+    row_filter: pc.Expression,
+    output: tuple[str, ...],
+    schema: pa.Schema,
+    batches: Iterator[pa.RecordBatch],
+) -> Iterator[pa.RecordBatch]:
+    for batch in filter_rows(batches, row_filter, output):
+        yield batch.cast(schema)
+
+
+def _read_with_raylake(spark: SparkSession, ctx: ReadContext, splits: Sequence[Split]) -> DataFrame:
+    """One Spark task per split: raylake's reader (and merge) on the executors."""
+    descriptors = spark.sparkContext.parallelize(
+        [(i, pickle.dumps(s)) for i, s in enumerate(splits)], len(splits)
+    ).toDF("index int, split binary")
+    target = spark_arrow_schema(ctx.output_schema)
+    return descriptors.mapInArrow(
+        partial(_read_splits, ctx, target), spark_schema_of(ctx.output_schema)
+    )
+
+
+def _read_splits(
+    ctx: ReadContext, target: pa.Schema, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    for batch in batches:
+        for blob in batch.column("split").to_pylist():
+            split: Split = pickle.loads(blob)
+            for rows in ctx.read(split):
+                yield _to_spark_batch(rows, target)
+
+
+def _to_spark_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
+    """Cast to the exact Arrow types Spark expects for the DataFrame's schema."""
+    if batch.schema.equals(target):
+        return batch
+    arrays = [_cast(batch.column(i), target.field(i).type) for i in range(batch.num_columns)]
+    return pa.RecordBatch.from_arrays(arrays, schema=target)
+
+
+def _cast(array: pa.Array, dtype: pa.DataType) -> pa.Array:
+    if pa.types.is_dictionary(array.type):
+        array = array.dictionary_decode()
+    # Spark keeps microseconds: finer timestamps are truncated (docs/spark.md).
+    return array.cast(dtype, safe=not pa.types.is_timestamp(dtype))

@@ -1,0 +1,153 @@
+"""A SparkSession that works with raylake: local Spark, or Spark on Ray through RayDP.
+
+The JVM options below are what Spark 3.5 and RayDP need on Java 17 (docs/dependencies.md):
+without them the JVMs RayDP starts die with ``InaccessibleObjectException``.
+Nobody should have to know them, so every session made here sets them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import sys
+from collections.abc import Mapping
+
+from pyspark.sql import SparkSession
+
+from raylake.errors import EnvironmentSetupError, MissingDependencyError
+
+logger = logging.getLogger(__name__)
+
+_OPENED_PACKAGES = (
+    "java.lang",
+    "java.lang.invoke",
+    "java.io",
+    "java.net",
+    "java.nio",
+    "java.math",
+    "java.text",
+    "java.util",
+    "java.util.concurrent",
+    "java.util.concurrent.atomic",
+    "sun.nio.ch",
+    "sun.nio.cs",
+    "sun.security.action",
+    "sun.util.calendar",
+)
+JAVA_OPTIONS = " ".join(
+    ["-XX:+IgnoreUnrecognizedVMOptions"]
+    + [f"--add-opens=java.base/{pkg}=ALL-UNNAMED" for pkg in _OPENED_PACKAGES]
+)
+
+
+def base_configs(configs: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Spark configs every raylake session gets; the caller's win (options are merged)."""
+    merged = {
+        "spark.driver.extraJavaOptions": JAVA_OPTIONS,
+        "spark.executor.extraJavaOptions": JAVA_OPTIONS,
+        "spark.ray.raydp_app_master.extraJavaOptions": JAVA_OPTIONS,
+        # Executors must run the Python that has raylake, not whatever python3 is on PATH.
+        "spark.pyspark.python": sys.executable,
+        "spark.pyspark.driver.python": sys.executable,
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+    }
+    for key, value in (configs or {}).items():
+        if key.endswith("extraJavaOptions") and key in merged:
+            merged[key] = f"{merged[key]} {value}"
+        else:
+            merged[key] = str(value)
+    return merged
+
+
+def check_java() -> str:
+    """The java executable Spark will use, or a clear error that says how to get one."""
+    java_home = os.environ.get("JAVA_HOME")
+    candidate = os.path.join(java_home, "bin", "java") if java_home else shutil.which("java")
+    if not candidate or not os.path.exists(candidate):
+        raise EnvironmentSetupError(
+            "Spark needs a Java runtime (17 recommended) and none was found: install one "
+            "(Debian/Ubuntu: apt-get install openjdk-17-jre-headless; macOS: brew install "
+            "openjdk@17) and put java on PATH or set JAVA_HOME"
+        )
+    return candidate
+
+
+def session(
+    app_name: str = "raylake",
+    *,
+    on_ray: bool | None = None,
+    master: str | None = None,
+    num_executors: int = 1,
+    executor_cores: int = 1,
+    executor_memory: str = "1G",
+    configs: Mapping[str, str] | None = None,
+) -> SparkSession:
+    """A SparkSession with the options raylake and RayDP need.
+
+    ``on_ray=None`` runs Spark on Ray (RayDP) when a Ray cluster is initialized in this
+    process, else local Spark; ``True``/``False`` force the choice. Local Spark uses
+    ``master`` (default ``local[*, 4]``: all cores, and a failed task is retried up to 4
+    times as on a cluster; plain ``local[*]`` never retries).
+    """
+    check_java()
+    # PySpark sends executors the Python of PYSPARK_PYTHON (else "python3" on their PATH):
+    # it must be this interpreter, which has raylake and pyarrow.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if on_ray is None:
+        on_ray = _ray_running()
+    if on_ray:
+        return _raydp_session(app_name, num_executors, executor_cores, executor_memory, configs)
+    builder = SparkSession.builder.appName(app_name).master(master or "local[*, 4]")
+    for key, value in base_configs(configs).items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def stop() -> None:
+    """Stop the active session (and RayDP's Spark cluster, if it runs one)."""
+    if "raydp" in sys.modules:
+        import raydp
+
+        raydp.stop_spark()  # a no-op when RayDP runs no Spark
+        return
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.stop()
+
+
+def _ray_running() -> bool:
+    if "ray" not in sys.modules:
+        return False
+    import ray
+
+    return bool(ray.is_initialized())
+
+
+def _raydp_session(
+    app_name: str,
+    num_executors: int,
+    executor_cores: int,
+    executor_memory: str,
+    configs: Mapping[str, str] | None,
+) -> SparkSession:
+    try:
+        import ray
+        import raydp
+    except ImportError as exc:
+        raise MissingDependencyError("raydp", "spark") from exc
+    if not ray.is_initialized():
+        raise EnvironmentSetupError(
+            "Spark on Ray (RayDP) needs a running Ray cluster in this process: call "
+            "ray.init() first, or pass on_ray=False for local Spark"
+        )
+    return raydp.init_spark(
+        app_name,
+        num_executors=num_executors,
+        executor_cores=executor_cores,
+        executor_memory=executor_memory,
+        configs=base_configs(configs),
+    )

@@ -1,0 +1,230 @@
+"""Writing a Spark DataFrame into a raylake table: executors write, the driver commits once.
+
+Two passes for primary-key tables: the first computes each row's bucket with the
+hash the Python writer uses (raylake/table/pk/bucket.py) and Spark repartitions by
+it, so that each bucket's rows are written by one task; the second writes data
+files in ``mapInArrow`` and returns each task's commit messages, which the driver
+collects and commits as one snapshot.
+
+Exactly once under task retries: a task's files carry the job, partition and
+attempt in their names; only the messages Spark returns (one successful attempt
+per partition) are committed, and every other file of the job is deleted. A job
+that fails commits nothing and deletes every file it wrote.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Literal
+
+import numpy as np
+import pyarrow as pa
+from pyspark import TaskContext
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from raylake.errors import SchemaMismatchError
+from raylake.format.schema import SYSTEM_PREFIX, TableSchema
+from raylake.format.snapshot import Snapshot
+from raylake.io import FileIO
+from raylake.spark.types import arrow_schema_of
+from raylake.table import CommitMessage, Table, create_table, open_table, table_exists
+from raylake.table.conform import conform
+from raylake.table.table import create_writer
+from raylake.table.writer import DATA_DIR, abort_messages
+
+logger = logging.getLogger(__name__)
+
+SparkWriteMode = Literal["append", "overwrite", "upsert"]
+BUCKET_COLUMN = "_rl_spark_bucket"
+_RESULT_SCHEMA = "partition int, attempt int, messages binary"
+
+
+@dataclass(frozen=True)
+class _WriteJob:
+    """What every write task needs: small and picklable (no table object, no secrets)."""
+
+    file_io: FileIO
+    table_schema: TableSchema
+    prefix: str
+    columns: tuple[str, ...]
+
+
+def write(
+    df: DataFrame,
+    uri: str,
+    *,
+    mode: SparkWriteMode | None = None,
+    partition_by: Sequence[str] = (),
+    primary_key: Sequence[str] = (),
+    buckets: int | None = None,
+    options: Mapping[str, Any] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    create_if_missing: bool = True,
+    commit_properties: Mapping[str, str] | None = None,
+) -> Snapshot | None:
+    """Write ``df`` into the table at ``uri`` as one atomic snapshot and return it.
+
+    ``mode`` defaults to the table kind's (``append``, or ``upsert`` for a primary-key
+    table). A missing table is created from the DataFrame's schema (with
+    ``partition_by``, ``primary_key``, ``buckets``, ``options``) unless
+    ``create_if_missing=False``. Returns None when there was nothing to commit.
+    """
+    arrow_schema = arrow_schema_of(df.schema)  # unsupported types fail here, by column
+    tbl, created = _open_or_create(
+        uri, arrow_schema, create_if_missing, partition_by, primary_key, buckets, options,
+        storage_options,
+    )  # fmt: skip
+    try:
+        mode = mode or tbl.kind.default_write_mode  # type: ignore[assignment]
+        assert mode is not None
+        tbl.kind.check_write_mode(mode, where=uri)
+        columns = _check_columns(tbl, arrow_schema)
+        base = tbl.latest_snapshot()
+        job = _WriteJob(tbl.file_io, tbl.table_schema, f"spark-{uuid.uuid4().hex[:16]}", columns)
+    except BaseException:
+        _drop_if_created(tbl, created)
+        raise
+    messages: list[CommitMessage] = []
+    try:
+        messages = _run_tasks(df.select(*columns), job)
+        if not any(not m.is_empty for m in messages) and mode != "overwrite":
+            _delete_job_files(job, keep=())
+            return None
+        snap = tbl.commit(
+            messages,
+            mode=mode,
+            base_snapshot_id=None if base is None else base.id,
+            properties={"spark.job": job.prefix, **dict(commit_properties or {})},
+        )
+    except BaseException:
+        abort_messages(tbl.file_io, messages)
+        _delete_job_files(job, keep=())
+        _drop_if_created(tbl, created)
+        raise
+    # Files of attempts Spark discarded (a retried or speculative task) are not committed.
+    _delete_job_files(job, keep={f.path for m in messages for f in _files(m)})
+    return snap
+
+
+def _open_or_create(
+    uri: str,
+    arrow_schema: pa.Schema,
+    create_if_missing: bool,
+    partition_by: Sequence[str],
+    primary_key: Sequence[str],
+    buckets: int | None,
+    options: Mapping[str, Any] | None,
+    storage_options: Mapping[str, Any] | None,
+) -> tuple[Table, bool]:
+    if table_exists(uri, storage_options=storage_options) or not create_if_missing:
+        return open_table(uri, storage_options=storage_options), False
+    schema = pa.schema([f for f in arrow_schema if not f.name.startswith(SYSTEM_PREFIX)])
+    tbl = create_table(
+        uri,
+        schema,
+        partition_by=partition_by,
+        primary_key=primary_key,
+        buckets=buckets,
+        options=options,
+        storage_options=storage_options,
+    )
+    return tbl, True
+
+
+def _check_columns(tbl: Table, arrow_schema: pa.Schema) -> tuple[str, ...]:
+    """The DataFrame columns to write, after checking they fit the table (by name and type)."""
+    data_schema = tbl.kind.input_schema(arrow_schema)
+    missing_keys = [k for k in tbl.table_schema.primary_key if k not in arrow_schema.names]
+    if missing_keys:
+        raise SchemaMismatchError(
+            f"the DataFrame lacks primary-key column(s) {missing_keys} of the table at "
+            f"{tbl.uri!r}; nothing was written",
+            column=missing_keys[0],
+        )
+    conform(data_schema.empty_table(), tbl.schema)  # names the column that does not fit
+    extra = [n for n in arrow_schema.names if n not in data_schema.names]
+    return (*tbl.schema.names, *extra)
+
+
+def _run_tasks(df: DataFrame, job: _WriteJob) -> list[CommitMessage]:
+    ts = job.table_schema
+    if ts.primary_key:
+        with_bucket = df.mapInArrow(
+            partial(_add_buckets, job),
+            T.StructType([*df.schema.fields, T.StructField(BUCKET_COLUMN, T.IntegerType(), False)]),
+        )
+        keys = [*ts.partition_keys, BUCKET_COLUMN]
+        parts = max(1, min(ts.buckets, df.sparkSession.sparkContext.defaultParallelism * 4))
+        df = with_bucket.repartition(parts, *[F.col(k) for k in keys]).drop(BUCKET_COLUMN)
+    rows = df.mapInArrow(partial(_write_task, job), _RESULT_SCHEMA).collect()
+    latest: dict[int, tuple[int, bytes]] = {}
+    for row in rows:  # one successful attempt per partition; keep the last if ever more
+        if row.partition not in latest or row.attempt > latest[row.partition][0]:
+            latest[row.partition] = (row.attempt, row.messages)
+    return [m for _, blob in latest.values() for m in pickle.loads(blob)]
+
+
+def _add_buckets(job: _WriteJob, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    from raylake.table.pk.bucket import bucket_ids
+
+    ts = job.table_schema
+    for batch in batches:
+        keys = pa.Table.from_batches([batch]).select(list(ts.primary_key))
+        keys = conform(keys, pa.schema([ts.arrow_schema.field(k) for k in ts.primary_key]))
+        ids = np.asarray(bucket_ids(keys.columns, ts.buckets), dtype=np.int32)
+        yield batch.append_column(BUCKET_COLUMN, pa.array(ids, pa.int32()))
+
+
+def _write_task(job: _WriteJob, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """One Spark task: write its rows into data files, return its commit messages."""
+    context = TaskContext.get()
+    partition = context.partitionId() if context else 0
+    attempt = context.attemptNumber() if context else 0
+    prefix = f"{job.prefix}-p{partition}-a{attempt}"
+    writer = create_writer(job.file_io, job.table_schema, file_prefix=prefix)
+    try:
+        for batch in batches:
+            if batch.num_rows:
+                writer.write(pa.Table.from_batches([batch]))
+        messages = writer.prepare_commit()
+    except BaseException:
+        writer.abort()
+        raise
+    yield pa.RecordBatch.from_pydict(
+        {"partition": [partition], "attempt": [attempt], "messages": [pickle.dumps(messages)]},
+        schema=pa.schema(
+            [("partition", pa.int32()), ("attempt", pa.int32()), ("messages", pa.binary())]
+        ),
+    )
+
+
+def _files(message: CommitMessage) -> list[Any]:
+    return [*message.new_files, *message.changelog_files]
+
+
+def _delete_job_files(job: _WriteJob, keep: Any) -> None:
+    """Delete this job's data files that are not committed (failed or duplicate attempts)."""
+    stale = [
+        rel
+        for rel, _ in job.file_io.list_files(DATA_DIR)
+        if rel.rsplit("/", 1)[-1].startswith(job.prefix) and rel not in keep
+    ]
+    if stale:
+        logger.info("deleting %d uncommitted files of Spark job %s", len(stale), job.prefix)
+        job.file_io.delete_quietly(stale)
+
+
+def _drop_if_created(tbl: Table, created: bool) -> None:
+    """A table this call created for a write that failed is removed again."""
+    if created and tbl.latest_snapshot() is None:
+        try:
+            tbl.file_io.fs.rm(tbl.file_io.root, recursive=True)
+        except OSError as exc:
+            logger.warning("could not remove the table created at %s: %s", tbl.uri, exc)

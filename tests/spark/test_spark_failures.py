@@ -1,0 +1,143 @@
+"""Task retries commit every row exactly once; failed jobs and bad input leave nothing."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import raylake
+import raylake.spark as rs
+from raylake.errors import EnvironmentSetupError, SchemaMismatchError, UnsupportedTypeError
+
+pytestmark = pytest.mark.spark
+
+# Spark's Python workers cannot import test modules: ship this module's functions by value.
+from pyspark import cloudpickle  # noqa: E402
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+SMALL_FILES = {"write.row-group-rows": "10", "write.target-file-size": "2048"}
+
+
+def _kill_first_attempt(flag: str, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Pass batches through; the first attempt ever dies hard after two batches."""
+    for i, batch in enumerate(batches):
+        if i == 2 and not os.path.exists(flag):
+            open(flag, "w").close()
+            os._exit(1)  # an executor-side crash: no cleanup code runs
+        yield batch
+
+
+def _always_fail(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    for i, batch in enumerate(batches):
+        if i == 1:
+            raise RuntimeError("boom: the job fails")
+        yield batch
+
+
+def _files(tbl: raylake.Table) -> set[str]:
+    return {rel for rel, _ in tbl.file_io.list_files("data")}
+
+
+def _live(tbl: raylake.Table) -> set[str]:
+    return {p for s in tbl.scan().plan() for p in s.paths}
+
+
+@pytest.mark.parametrize("primary_key", [(), ("id",)])
+def test_a_retried_task_commits_each_row_once(
+    spark: Any, warehouse: Path, tmp_path: Path, primary_key: tuple[str, ...]
+) -> None:
+    uri = str(warehouse / "retry")
+    tbl = raylake.create_table(
+        uri,
+        pa.schema([("id", pa.int64()), ("v", pa.float64())]),
+        primary_key=primary_key,
+        options=SMALL_FILES,
+    )
+    df = spark.range(0, 400, numPartitions=2).selectExpr("id", "cast(id as double) as v")
+    flag = str(tmp_path / "killed-once")
+    flaky = df.mapInArrow(lambda it: _kill_first_attempt(flag, it), df.schema)
+    snap = rs.write(flaky, uri)
+    assert os.path.exists(flag)  # the first attempt really died
+    assert snap is not None
+    counts = Counter(tbl.to_arrow()["id"].to_pylist())
+    assert set(counts) == set(range(400)) and set(counts.values()) == {1}
+    assert _files(tbl) == _live(tbl)  # the dead attempt's files are gone
+
+
+def test_a_failed_job_leaves_the_table_unchanged(spark: Any, warehouse: Path) -> None:
+    uri = str(warehouse / "fail")
+    tbl = raylake.create_table(
+        uri, pa.schema([("id", pa.int64()), ("v", pa.float64())]), options=SMALL_FILES
+    )
+    tbl.write(pa.table({"id": [1], "v": [1.0]}))
+    before, files = tbl.latest_snapshot(), _files(tbl)
+    df = spark.range(0, 300, numPartitions=2).selectExpr("id", "cast(id as double) as v")
+    with pytest.raises(Exception, match="boom"):
+        rs.write(df.mapInArrow(_always_fail, df.schema), uri)
+    assert tbl.latest_snapshot() == before
+    assert _files(tbl) == files
+
+
+def test_a_failed_job_into_a_new_table_leaves_no_table(spark: Any, warehouse: Path) -> None:
+    uri = str(warehouse / "never")
+    df = spark.range(0, 300, numPartitions=2).selectExpr("id")
+    with pytest.raises(Exception, match="boom"):
+        rs.write(df.mapInArrow(_always_fail, df.schema), uri)
+    assert not raylake.table.table_exists(uri)
+
+
+def test_bad_input_is_refused_by_name_and_nothing_is_committed(spark: Any, warehouse: Path) -> None:
+    uri = str(warehouse / "strict")
+    tbl = raylake.create_table(
+        uri, pa.schema([("id", pa.int64()), ("name", pa.string())]), primary_key=["id"]
+    )
+    with pytest.raises(SchemaMismatchError, match="extra"):
+        rs.write(spark.createDataFrame([(1, "a", 2)], "id long, name string, extra int"), uri)
+    with pytest.raises(SchemaMismatchError, match="primary-key column"):
+        rs.write(spark.createDataFrame([("a",)], "name string"), uri)
+    with pytest.raises(SchemaMismatchError, match="name"):
+        rs.write(spark.createDataFrame([(1, [1])], "id long, name array<int>"), uri)
+    with pytest.raises(UnsupportedTypeError, match="'gap'"):
+        rs.write(spark.sql("select 1L as id, interval 1 day as gap"), str(warehouse / "iv"))
+    assert not raylake.table.table_exists(str(warehouse / "iv"))
+    assert tbl.latest_snapshot() is None
+    assert _files(tbl) == set()
+
+
+def test_no_java_and_raydp_without_ray_get_clear_errors(tmp_path: Path) -> None:
+    script = (
+        "import raylake.spark as rs\n"
+        "from raylake.errors import EnvironmentSetupError\n"
+        "try:\n"
+        "    rs.session(on_ray=True)\n"
+        "except EnvironmentSetupError as exc:\n"
+        "    print('ERROR', exc)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
+    assert "ERROR" in out.stdout and "ray.init()" in out.stdout, out.stderr[-2000:]
+    no_java = {**env, "JAVA_HOME": str(tmp_path / "nowhere"), "PATH": str(tmp_path)}
+    out = subprocess.run(
+        [sys.executable, "-c", script.replace("on_ray=True", "on_ray=False")],
+        capture_output=True,
+        text=True,
+        env=no_java,
+    )
+    assert "ERROR" in out.stdout and "install one" in out.stdout, out.stderr[-2000:]
+
+
+def test_check_java_names_the_fix(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from raylake.spark.session import check_java
+
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "missing-jdk"))
+    with pytest.raises(EnvironmentSetupError, match="openjdk-17"):
+        check_java()
