@@ -253,7 +253,7 @@ def test_a_store_without_atomic_create_refuses_commits_unless_single_writer() ->
     fsspec.register_implementation("noexcl", _NoExclusiveCreateFileSystem, clobber=True)
     schema = pa.schema([("a", pa.int64())])
     uri = f"noexcl://{uuid.uuid4().hex}/t"
-    with pytest.raises(UnsafeCommitError, match="commit.single-writer") as info:
+    with pytest.raises(UnsafeCommitError, match=r"commit\.single-writer") as info:
         create_table(uri, schema)
     assert info.value.uri == uri
     assert not FileIO(uri).exists("schema")  # refused before writing anything

@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("moto")
 pytest.importorskip("s3fs")
 
-from raylake.testing.s3server import LocalS3Server  # noqa: E402
+from raylake.testing.s3server import LocalS3Server
 
 
 @pytest.fixture(scope="session")

@@ -25,7 +25,11 @@ def test_secrets_are_split_at_any_depth() -> None:
     }
     public, secret = split_secrets(options)
     assert public == {"anon": False, "client_kwargs": {"endpoint_url": "http://x"}}
-    assert secret == {"key": "AKIA", "secret": "s3cr3t", "client_kwargs": {"aws_session_token": "tok"}}
+    assert secret == {
+        "key": "AKIA",
+        "secret": "s3cr3t",
+        "client_kwargs": {"aws_session_token": "tok"},
+    }
     assert "s3cr3t" not in repr(redacted(options)) and "http://x" in repr(redacted(options))
     assert s3_environment(options) == {
         "AWS_ACCESS_KEY_ID": "AKIA",

@@ -47,18 +47,34 @@ _WRITER = textwrap.dedent(
 )
 
 
+def _command(uri: str, options: dict[str, Any], worker: int, commits: int, rows: int) -> list[str]:
+    return [
+        sys.executable,
+        "-c",
+        _WRITER,
+        uri,
+        json.dumps(options),
+        *map(str, (worker, commits, rows)),
+    ]
+
+
 def _race(
-    uri: str, options: dict[str, Any], tmp_path: Path, workers: int, commits: int, rows: int, pk: str
+    uri: str,
+    options: dict[str, Any],
+    tmp_path: Path,
+    workers: int,
+    commits: int,
+    rows: int,
+    pk: str,
 ) -> None:
     go = tmp_path / "go"
     children = [
         subprocess.Popen(
-            [sys.executable, "-c", _WRITER, uri, json.dumps(options), str(w), str(commits),
-             str(rows), str(go), pk],
+            [*_command(uri, options, w, commits, rows), str(go), pk],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-        )  # fmt: skip
+        )
         for w in range(workers)
     ]
     go.touch()

@@ -38,8 +38,8 @@ def test_append_table_round_trip(s3_bucket: str, storage_options: dict[str, Any]
     rows = pa.Table.from_batches([b for s in splits for b in reopened.read_split(s)])
     assert rows.num_rows == 100
 
-    reopened.write(_rows(range(0, 10), "2024-01-01", 9.0), mode="overwrite",
-                   overwrite_filter="dt = '2024-01-01'")  # fmt: skip
+    day1 = "dt = '2024-01-01'"
+    reopened.write(_rows(range(0, 10), "2024-01-01", 9.0), mode="overwrite", overwrite_filter=day1)
     assert reopened.count() == 160
     with pytest.raises(SnapshotNotFoundError):
         reopened.to_arrow(snapshot_id=99)
