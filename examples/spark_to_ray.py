@@ -16,13 +16,13 @@ from pathlib import Path
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
-import pyarrow as pa  # noqa: E402
-import pyarrow.compute as pc  # noqa: E402
-import ray  # noqa: E402
-from ray.data.expressions import col  # noqa: E402
+import pyarrow as pa
+import pyarrow.compute as pc
+import ray
+from ray.data.expressions import col
 
-import raylake  # noqa: E402
-import raylake.spark  # noqa: E402
+import raylake
+import raylake.spark
 
 
 def main() -> None:
