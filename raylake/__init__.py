@@ -23,6 +23,8 @@ from raylake.errors import (
     SchemaError,
     SchemaMismatchError,
     SnapshotNotFoundError,
+    StreamError,
+    StreamPositionExpiredError,
     TableAlreadyExistsError,
     TableNotFoundError,
     UnknownColumnError,
@@ -43,12 +45,14 @@ from raylake.table import (
 
 __version__ = "0.1.0"
 
-# Ray Data integration, resolved lazily so that `import raylake` does not import ray.
+# Ray integrations, resolved lazily so that `import raylake` does not import ray.
 _LAZY = {
     "LakeDatasource": "raylake.datasource",
     "LakeDatasink": "raylake.datasource",
     "read_lake": "raylake.datasource",
     "write_lake": "raylake.datasource",
+    "read_lake_stream": "raylake.streaming",
+    "StreamingJob": "raylake.streaming",
 }
 
 
@@ -81,6 +85,9 @@ __all__ = [
     "Snapshot",
     "SnapshotNotFoundError",
     "Split",
+    "StreamError",
+    "StreamPositionExpiredError",
+    "StreamingJob",
     "Table",
     "TableAlreadyExistsError",
     "TableNotFoundError",
@@ -94,5 +101,6 @@ __all__ = [
     "open_table",
     "parse_filter",
     "read_lake",
+    "read_lake_stream",
     "write_lake",
 ]

@@ -170,6 +170,35 @@ def cmd_consumers(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_tail(args: argparse.Namespace) -> int:
+    """Print each new commit as it arrives (one line per stream plan)."""
+    tbl = _open(args)
+    start: Any = args.start
+    if start.isdigit():
+        start = int(start)
+    reader = tbl.stream(consumer_id=args.consumer, start=start, poll_interval=args.poll)
+    print(f"following {tbl.uri} from snapshot {reader.next_snapshot_id}", flush=True)
+    try:
+        for plan in reader.plans(max_plans=args.max_plans, timeout=args.timeout):
+            span = (
+                plan.snapshot_id
+                if plan.first_snapshot_id == plan.snapshot_id
+                else (f"{plan.first_snapshot_id}..{plan.snapshot_id}")
+            )
+            print(
+                f"snapshot {span}  {plan.commit_kind:<9}  {plan.kind:<9}  "
+                f"{plan.to_arrow().num_rows:>10} rows",
+                flush=True,
+            )
+            if args.consumer is not None:
+                reader.checkpoint()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        reader.close()
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="raylake", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -190,6 +219,17 @@ def build_parser() -> argparse.ArgumentParser:
     scan.add_argument("--limit", type=int, default=20, help="print at most N rows")
     scan.add_argument("--format", choices=["table", "json"], default="table")
     scan.set_defaults(func=cmd_scan)
+
+    tail = sub.add_parser("tail", help="print commits as they arrive (Ctrl-C to stop)")
+    tail.add_argument("uri")
+    tail.add_argument("--consumer", help="resume from and checkpoint this consumer id")
+    tail.add_argument(
+        "--start", default="latest-new", help="latest-new (default), latest, earliest or an id"
+    )
+    tail.add_argument("--poll", type=float, default=1.0, help="seconds between polls")
+    tail.add_argument("--max-plans", type=int, help="stop after N commits")
+    tail.add_argument("--timeout", type=float, help="stop after N seconds without a commit")
+    tail.set_defaults(func=cmd_tail)
     _add_maintenance_commands(sub)
     return parser
 

@@ -127,6 +127,29 @@ class ConsumerError(RaylakeError, ValueError):
         self.consumer_id = consumer_id
 
 
+class StreamPositionExpiredError(ConsumerError):
+    """A stream reader (or consumer) needs a snapshot that expiration already removed."""
+
+    def __init__(self, needed: int, earliest: int, uri: str, consumer_id: str | None = None):
+        who = f"consumer {consumer_id!r}" if consumer_id else "the stream reader"
+        hint = (
+            f"; move it with Table.reset_consumer({consumer_id!r}, {earliest}) and accept the gap"
+            if consumer_id
+            else ""
+        )
+        super().__init__(
+            f"{who} needs snapshot {needed} of {uri}, but it expired: the earliest snapshot "
+            f"is {earliest}{hint}",
+            consumer_id=consumer_id,
+        )
+        self.needed = needed
+        self.earliest = earliest
+
+
+class StreamError(RaylakeError, ValueError):
+    """A stream was asked for something it cannot do (bad start, shard spec, overwrite)."""
+
+
 class CommitConflictError(RaylakeError):
     """A commit lost a race with a concurrent commit it conflicts with."""
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import functools
 import heapq
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from ray.data.context import DataContext
 
 FilterLike = str | Expr | RayExpr | None
+S = TypeVar("S")
 
 
 class LakeDatasource(Datasource):
@@ -193,8 +194,14 @@ class LakeDatasource(Datasource):
         return context, residual
 
 
-def pack_splits(splits: Sequence[Split], parallelism: int) -> list[list[Split]]:
-    """Pack splits into at most ``parallelism`` groups of about equal bytes.
+def _split_bytes(split: Any) -> int:
+    return int(split.size_bytes)
+
+
+def pack_splits(
+    splits: Sequence[S], parallelism: int, weight: Callable[[S], int] = _split_bytes
+) -> list[list[S]]:
+    """Pack splits into at most ``parallelism`` groups of about equal ``weight`` (bytes).
 
     Largest first onto the lightest group (LPT), then each group and the groups are
     put back in plan order, so a read is deterministic and a retried task yields
@@ -203,11 +210,12 @@ def pack_splits(splits: Sequence[Split], parallelism: int) -> list[list[Split]]:
     count = max(1, min(parallelism, len(splits)))
     heap = [(0, g) for g in range(count)]
     members: list[list[int]] = [[] for _ in range(count)]
-    order = sorted(range(len(splits)), key=lambda i: (-max(splits[i].size_bytes, 1), i))
+    weights = [max(weight(s), 1) for s in splits]
+    order = sorted(range(len(splits)), key=lambda i: (-weights[i], i))
     for i in order:
-        weight, g = heapq.heappop(heap)
+        total, g = heapq.heappop(heap)
         members[g].append(i)
-        heapq.heappush(heap, (weight + max(splits[i].size_bytes, 1), g))
+        heapq.heappush(heap, (total + weights[i], g))
     groups = sorted((sorted(m) for m in members if m), key=lambda m: m[0])
     return [[splits[i] for i in m] for m in groups]
 

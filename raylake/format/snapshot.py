@@ -159,16 +159,17 @@ class SnapshotManager:
         Reads, not existence checks: on an object store a read of a missing key is one
         request, while an existence check of a missing key costs two (HEAD, then LIST).
         """
-        hint = self._read_hint()
-        found = None if hint is None else self._read_if_present(hint)
+        hint = self.read_hint()
+        found = None if hint is None else self.read_if_present(hint)
         if found is None:  # no hint, or it names an expired snapshot: list
             ids = self.snapshot_ids()
             return self.get(ids[-1]) if ids else None
-        while (following := self._read_if_present(found.id + 1)) is not None:
+        while (following := self.read_if_present(found.id + 1)) is not None:
             found = following
         return found
 
-    def _read_if_present(self, snapshot_id: int) -> Snapshot | None:
+    def read_if_present(self, snapshot_id: int) -> Snapshot | None:
+        """Snapshot ``snapshot_id``, or None if it does not exist (yet, or any more)."""
         try:
             raw = self.file_io.read_bytes(snapshot_path(snapshot_id))
         except FileNotFoundError:
@@ -202,7 +203,8 @@ class SnapshotManager:
             self._write_hint(snap.id)
         return created
 
-    def _read_hint(self) -> int | None:
+    def read_hint(self) -> int | None:
+        """The id the ``LATEST`` hint names (it may lag behind, never run ahead), or None."""
         try:
             return int(self.file_io.read_bytes(LATEST_HINT).decode().strip())
         except (FileNotFoundError, ValueError, UnicodeDecodeError):

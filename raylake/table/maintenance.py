@@ -149,7 +149,9 @@ def _expirable(
         return []
     end = ids[-retain_last]  # exclusive; retain_last >= 1 keeps the latest
     if protected_from is not None:
-        end = min(end, protected_from)
+        # A consumer reads its next snapshot as a change against the one before it (a
+        # stream plans a primary-key delta or a catch-up as a diff): keep that one too.
+        end = min(end, protected_from - 1)
     out = []
     for snapshot_id in ids:
         if snapshot_id >= end:

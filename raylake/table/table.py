@@ -6,7 +6,7 @@ import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import pyarrow as pa
 
@@ -34,6 +34,9 @@ from raylake.table.maintenance import (
 from raylake.table.scan import TableScan
 from raylake.table.split import Split
 from raylake.table.writer import CommitMessage, TableWriter, abort_messages
+
+if TYPE_CHECKING:
+    from raylake.streaming.reader import StreamReader
 
 _SCHEMA_NAME = re.compile(r"^schema-(\d+)\.json$")
 WriteMode = Literal["append", "overwrite", "upsert"]
@@ -284,6 +287,22 @@ class Table:
         if columns is not None:
             columns = list(self.scan(columns=columns).columns or ())
         return self.kind.read_changelog(self.file_io, self.snapshot(snapshot_id), columns)
+
+    # -- streaming (docs/streaming.md) --------------------------------------------------
+
+    def stream(self, *, consumer_id: str | None = None, **options: Any) -> StreamReader:
+        """A reader of the table's new snapshots: ``for plan in reader`` or ``async for``.
+
+        ``start`` (``"latest"``, ``"earliest"``, ``"latest-new"``, a snapshot id or a
+        datetime), ``poll_interval``, ``shard=(i, n)`` / ``buckets`` / ``bucket_filter``,
+        ``include_row_kind``, ``on_overwrite`` (``"refresh"``, ``"skip"``, ``"fail"``),
+        ``columns``, ``filter`` and ``catch_up_after``: see
+        :class:`raylake.streaming.StreamReader`. With ``consumer_id`` the reader resumes
+        where ``checkpoint()`` left off, and expiration keeps what it still needs.
+        """
+        from raylake.streaming.reader import StreamReader
+
+        return StreamReader(self, consumer_id=consumer_id, **options)
 
     # -- maintenance and consumers (docs/maintenance.md) --------------------------------
 

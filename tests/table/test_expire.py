@@ -106,20 +106,22 @@ def test_empty_table_has_nothing_to_expire(tmp_path: Path) -> None:
     assert tbl.expire_snapshots(retain_last=1).expired_snapshot_ids == ()
 
 
-def test_a_consumer_protects_its_next_snapshot_and_all_after(tmp_path: Path) -> None:
+def test_a_consumer_protects_its_next_snapshot_the_one_before_and_all_after(
+    tmp_path: Path,
+) -> None:
     tbl = make_table(tmp_path / "t")
     commit_n(tbl, 6)
     tbl.reset_consumer("slow", 3)
     tbl.reset_consumer("fast", 6)
-    assert tbl.expire_snapshots(retain_last=1).expired_snapshot_ids == (1, 2)
-    assert read_sorted(tbl, 3).column("id").to_pylist() == [0, 1, 2]
+    assert tbl.expire_snapshots(retain_last=1).expired_snapshot_ids == (1,)
+    assert read_sorted(tbl, 2).column("id").to_pylist() == [0, 1]
     tbl.delete_consumer("slow")
-    assert tbl.expire_snapshots(retain_last=1).expired_snapshot_ids == (3, 4, 5)
+    assert tbl.expire_snapshots(retain_last=1).expired_snapshot_ids == (2, 3, 4)
     tbl.delete_consumer("fast")
-    tbl.reset_consumer("tail", 7)  # waiting for the next commit protects no old snapshot
+    tbl.reset_consumer("tail", 7)  # waiting for the next commit protects only the latest
     commit_n(tbl, 1)
-    assert ids_of(tbl) == [6, 7]
-    assert tbl.expire_snapshots(retain_last=1).expired_snapshot_ids == (6,)
+    assert ids_of(tbl) == [5, 6, 7]
+    assert tbl.expire_snapshots(retain_last=1).expired_snapshot_ids == (5,)
 
 
 def test_dry_run_reports_and_deletes_nothing(tmp_path: Path) -> None:
@@ -366,7 +368,8 @@ class History:
         ids = self.existing
         if len(ids) <= retain_last:
             return []
-        end = min([ids[-retain_last], *self.consumers.values()])
+        # A consumer keeps its next snapshot and the one before it (a stream's diff base).
+        end = min([ids[-retain_last], *(c - 1 for c in self.consumers.values())])
         out = []
         for i in ids:
             if i >= end or (cutoff is not None and self.times[i] >= cutoff):

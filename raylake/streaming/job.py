@@ -1,0 +1,328 @@
+"""StreamingJob: one Ray actor per shard applies a function to each new plan, exactly once.
+
+    job = StreamingJob(src, enrich, consumer_id="enrich", num_shards=4, sink_uri=dst)
+    job.run(until_snapshot=source.latest_snapshot().id)     # or job.run(duration=60)
+
+Each shard follows the buckets ``b % num_shards == shard`` of the source (files, for an
+unbucketed append table) as consumer ``<consumer_id>.shard-<i>-of-<n>``. For each plan
+it applies ``fn`` to every batch; the output of the plans one step processed (up to
+``max_plans_per_step``) goes to the sink as one commit with commit user
+``raylake-stream/<consumer>`` and commit identifier = the source snapshot the last plan
+ends at; then it checkpoints the consumer (with the sink snapshot it saw).
+
+Exactly once end to end: a shard killed between its sink commit and its checkpoint
+restarts (``max_restarts``) from the checkpoint, finds its own commits in the sink
+snapshots made since the checkpointed sink snapshot, and moves past them; a shard
+killed before the commit reprocesses the plan. Output files of a killed attempt are
+orphans until ``remove_orphan_files``. Without a sink, ``fn`` runs for its side
+effects, at least once.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+
+from raylake.errors import StreamError
+from raylake.expr import Expr
+from raylake.format.consumer import ConsumerManager, validate_consumer_id
+from raylake.format.snapshot import SnapshotManager
+from raylake.io.credentials import split_secrets
+from raylake.streaming.plan import ON_OVERWRITE, OnOverwrite, StreamPlan
+from raylake.streaming.reader import DEFAULT_CATCH_UP_AFTER, StartPosition
+from raylake.table import Table, open_table
+
+logger = logging.getLogger(__name__)
+
+BatchFn = Callable[[pa.Table], Any]
+SINK_SNAPSHOT = "stream.sink-snapshot"
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """What every shard needs; picklable (the function is pickled by Ray)."""
+
+    uri: str
+    fn: BatchFn
+    consumer_id: str
+    num_shards: int
+    sink_uri: str | None = None
+    start: StartPosition = "earliest"
+    poll_interval: float = 0.2
+    columns: tuple[str, ...] | None = None
+    filter: str | Expr | None = None
+    include_row_kind: bool = False
+    on_overwrite: OnOverwrite = "fail"
+    storage_options: Mapping[str, Any] | None = field(default=None, repr=False)
+    sink_storage_options: Mapping[str, Any] | None = field(default=None, repr=False)
+    max_plans_per_step: int = 8
+    catch_up_after: int = DEFAULT_CATCH_UP_AFTER
+
+    def shard_consumer(self, shard: int) -> str:
+        return f"{self.consumer_id}.shard-{shard}-of-{self.num_shards}"
+
+
+@dataclass(frozen=True)
+class ShardStatus:
+    shard: int
+    next_snapshot_id: int
+    plans: int  # plans processed in this step
+    rows_in: int
+    rows_out: int
+
+
+class ShardWorker:
+    """One shard of a job; a plain object, run as a Ray actor by :class:`StreamingJob`."""
+
+    def __init__(self, spec: JobSpec, shard: int) -> None:
+        self.spec = spec
+        self.shard = shard
+        self.consumer_id = spec.shard_consumer(shard)
+        self.commit_user = f"raylake-stream/{self.consumer_id}"
+        self.source = open_table(spec.uri, storage_options=spec.storage_options)
+        self.sink: Table | None = None
+        if spec.sink_uri is not None:
+            self.sink = open_table(spec.sink_uri, storage_options=spec.sink_storage_options)
+        self.reader = self.source.stream(
+            consumer_id=self.consumer_id,
+            start=spec.start,
+            poll_interval=spec.poll_interval,
+            shard=(shard, spec.num_shards),
+            include_row_kind=spec.include_row_kind,
+            on_overwrite=spec.on_overwrite,
+            columns=spec.columns,
+            filter=spec.filter,
+            catch_up_after=spec.catch_up_after,
+        )
+        self._sink_base = self._resume()
+
+    def _resume(self) -> int:
+        """Move past plans whose output the sink already holds; the sink snapshot to
+        search from next time."""
+        if self.sink is None:
+            return 0
+        progress = ConsumerManager(self.source.file_io).get(self.consumer_id)
+        since = int(progress.properties.get(SINK_SNAPSHOT, "0")) if progress else 0
+        snapshots = SnapshotManager(self.sink.file_io)
+        latest = snapshots.latest_id() or 0
+        for snapshot_id in range(latest, since, -1):
+            snap = snapshots.read_if_present(snapshot_id)
+            if snap is not None and snap.commit_user == self.commit_user:
+                if snap.commit_identifier >= self.reader.next_snapshot_id:
+                    logger.info(
+                        "%s: output of source snapshot %d is in sink snapshot %d; moving on",
+                        self.consumer_id, snap.commit_identifier, snap.id,
+                    )  # fmt: skip
+                    self.reader.seek(snap.commit_identifier + 1, {SINK_SNAPSHOT: str(latest)})
+                break
+        return latest
+
+    def step(self) -> ShardStatus:
+        """Process the plans available now (at most ``max_plans_per_step``); their output
+        goes to the sink as one commit, named by the last plan's snapshot."""
+        batch: list[StreamPlan] = []
+        outputs: list[pa.Table] = []
+        plans = rows_in = rows_out = 0
+        while plans < self.spec.max_plans_per_step:
+            plan = self.reader.poll()
+            if plan is None:
+                break
+            if plan.is_refresh:  # it replaces the sink: what came before goes first
+                self._flush(batch, outputs)
+                batch, outputs = [], []
+            seen, out = self._apply(plan)
+            batch.append(plan)
+            outputs += out
+            plans, rows_in, rows_out = plans + 1, rows_in + seen, rows_out + _rows(out)
+            if plan.is_refresh:
+                self._flush(batch, outputs)
+                batch, outputs = [], []
+        self._flush(batch, outputs)
+        return ShardStatus(self.shard, self.reader.next_snapshot_id, plans, rows_in, rows_out)
+
+    def _apply(self, plan: StreamPlan) -> tuple[int, list[pa.Table]]:
+        rows_in = 0
+        outputs = []
+        for batch in plan.to_batches():
+            rows_in += batch.num_rows
+            out = self.spec.fn(pa.Table.from_batches([batch]))
+            if out is not None:
+                outputs.append(_as_arrow(out))
+        return rows_in, outputs
+
+    def _flush(self, plans: list[StreamPlan], outputs: list[pa.Table]) -> None:
+        """Commit the output of consecutive plans, then checkpoint after the last."""
+        if not plans:
+            return
+        last = plans[-1]
+        if self.sink is not None and (_rows(outputs) or last.is_refresh):
+            snap = self._commit(last, outputs)
+            self._sink_base = max(self._sink_base, snap.id)
+        self.reader.notify_checkpoint_complete(
+            last.next_snapshot_id, {SINK_SNAPSHOT: str(self._sink_base)}
+        )
+
+    def _commit(self, last: StreamPlan, outputs: list[pa.Table]) -> Any:
+        assert self.sink is not None
+        writer = self.sink.new_writer(file_prefix=f"stream-{self.shard}")
+        try:
+            for out in outputs:
+                writer.write(out)
+            messages = writer.prepare_commit()
+        except BaseException:
+            writer.abort()
+            raise
+        return self.sink.commit(
+            messages,
+            mode="overwrite" if last.is_refresh else "append",
+            base_snapshot_id=self._sink_base,
+            commit_user=self.commit_user,
+            commit_identifier=last.snapshot_id,
+            properties={"stream.source": self.spec.uri, "stream.consumer": self.consumer_id},
+        )
+
+    def position(self) -> int:
+        return self.reader.next_snapshot_id
+
+
+def _rows(tables: list[pa.Table]) -> int:
+    return sum(t.num_rows for t in tables)
+
+
+def _as_arrow(out: Any) -> pa.Table:
+    if isinstance(out, pa.Table):
+        return out
+    if isinstance(out, pa.RecordBatch):
+        return pa.Table.from_batches([out])
+    if isinstance(out, pd.DataFrame):
+        return pa.Table.from_pandas(out, preserve_index=False)
+    raise StreamError(
+        f"the job function must return a pyarrow Table or RecordBatch, a pandas DataFrame "
+        f"or None, got {type(out).__name__}"
+    )
+
+
+class StreamingJob:
+    """Runs ``fn`` over a table's new snapshots in ``num_shards`` Ray actors."""
+
+    def __init__(
+        self,
+        uri: str,
+        fn: BatchFn,
+        *,
+        consumer_id: str,
+        num_shards: int = 1,
+        sink_uri: str | None = None,
+        start: StartPosition = "earliest",
+        poll_interval: float = 0.2,
+        columns: Sequence[str] | None = None,
+        filter: str | Expr | None = None,
+        include_row_kind: bool = False,
+        on_overwrite: OnOverwrite = "fail",
+        storage_options: Mapping[str, Any] | None = None,
+        sink_storage_options: Mapping[str, Any] | None = None,
+        catch_up_after: int = DEFAULT_CATCH_UP_AFTER,
+        max_plans_per_step: int = 8,
+        max_restarts: int = -1,
+        actor_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        if not callable(fn):
+            raise StreamError(f"fn must be callable, got {fn!r}")
+        if isinstance(num_shards, bool) or not isinstance(num_shards, int) or num_shards < 1:
+            raise StreamError(f"num_shards must be an int >= 1, got {num_shards!r}")
+        validate_consumer_id(consumer_id)
+        if on_overwrite not in ON_OVERWRITE:
+            raise StreamError(
+                f"on_overwrite must be one of {list(ON_OVERWRITE)}, got {on_overwrite!r}"
+            )
+        if on_overwrite == "refresh" and num_shards > 1 and sink_uri is not None:
+            raise StreamError(
+                "on_overwrite='refresh' overwrites the sink, which one shard of several cannot "
+                "do for the others: use num_shards=1, or on_overwrite='skip' / 'fail'"
+            )
+        # Secrets never travel in the pickled spec (docs/object-stores.md): the actors get
+        # the public options, and S3 keys through their runtime environment.
+        self.spec = JobSpec(
+            uri=uri, fn=fn, consumer_id=consumer_id, num_shards=num_shards, sink_uri=sink_uri,
+            start=start, poll_interval=poll_interval,
+            columns=None if columns is None else tuple(columns), filter=filter,
+            include_row_kind=include_row_kind, on_overwrite=on_overwrite,
+            storage_options=split_secrets(storage_options or {})[0] or None,
+            sink_storage_options=split_secrets(sink_storage_options or {})[0] or None,
+            catch_up_after=catch_up_after, max_plans_per_step=max_plans_per_step,
+        )  # fmt: skip
+        validate_consumer_id(self.spec.shard_consumer(num_shards - 1))
+        from raylake.datasource.api import with_worker_credentials  # imports Ray
+
+        self.max_restarts = max_restarts
+        options = dict(actor_options or {"num_cpus": 0.25})
+        for target, target_options in ((sink_uri, sink_storage_options), (uri, storage_options)):
+            if target is not None:
+                options = with_worker_credentials(options, target, target_options) or options
+        self.actor_options = options
+        self.actors: list[Any] = []
+
+    def start(self) -> StreamingJob:
+        """Start the shard actors (each resumes from its consumer's checkpoint)."""
+        import ray
+
+        if self.actors:
+            return self
+        remote = ray.remote(ShardWorker).options(
+            max_restarts=self.max_restarts, max_task_retries=-1, **self.actor_options
+        )
+        self.actors = [remote.remote(self.spec, i) for i in range(self.spec.num_shards)]
+        return self
+
+    def wait_ready(self) -> list[int]:
+        """Start the actors and wait until each has resumed; their positions."""
+        import ray
+
+        self.start()
+        return list(ray.get([a.position.remote() for a in self.actors]))
+
+    def step(self) -> list[ShardStatus]:
+        """One round: every shard processes the plans available now."""
+        import ray
+
+        self.start()
+        return list(ray.get([a.step.remote() for a in self.actors]))
+
+    def run(
+        self, *, until_snapshot: int | None = None, duration: float | None = None
+    ) -> list[ShardStatus]:
+        """Process new snapshots until every shard is past ``until_snapshot``, or for
+        ``duration`` seconds (one of them, or both: whichever comes first)."""
+        if until_snapshot is None and duration is None:
+            raise StreamError("run() needs until_snapshot= or duration= (or both)")
+        deadline = None if duration is None else time.monotonic() + duration
+        while True:
+            statuses = self.step()
+            if until_snapshot is not None and all(
+                s.next_snapshot_id > until_snapshot for s in statuses
+            ):
+                return statuses
+            if deadline is not None and time.monotonic() >= deadline:
+                return statuses
+            if not any(s.plans for s in statuses):
+                time.sleep(self.spec.poll_interval)
+
+    def stop(self) -> None:
+        """Kill the actors; progress is in the consumers and the sink, not in them."""
+        import ray
+
+        for actor in self.actors:
+            ray.kill(actor, no_restart=True)
+        self.actors = []
+
+    def __enter__(self) -> StreamingJob:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()

@@ -1,0 +1,165 @@
+"""A streaming Ray Data source: one ``ray.data.Dataset`` per new snapshot (or micro-batch).
+
+    stream = read_lake_stream(uri, consumer_id="trainer", start="earliest")
+    for ds in stream:                       # blocks until the next commit
+        ds.map_batches(score).write_lake(out)
+        stream.checkpoint()
+
+Each dataset reads a stream plan's splits in balanced read tasks (the same split
+packing as ``read_lake``); ``stream.last_plan`` tells which snapshots it holds.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import ray.data
+from ray.data.block import BlockMetadata
+from ray.data.datasource import Datasource, ReadTask
+
+from raylake.datasource.api import with_worker_credentials
+from raylake.datasource.datasource import pack_splits
+from raylake.errors import StreamError
+from raylake.format.consumer import ConsumerProgress
+from raylake.streaming.plan import StreamPlan
+from raylake.streaming.reader import StreamReader
+from raylake.streaming.splits import StreamReadContext, StreamSplit
+from raylake.table import open_table
+
+if TYPE_CHECKING:
+    from ray.data import Dataset
+    from ray.data.context import DataContext
+
+
+class StreamPlanDatasource(Datasource):
+    """The rows of one or more consecutive stream plans as a Ray datasource."""
+
+    def __init__(self, plans: Sequence[StreamPlan]) -> None:
+        super().__init__()
+        if not plans:
+            raise StreamError("a stream datasource needs at least one plan")
+        self._context = plans[0].context
+        self._splits = [s for p in plans for s in p.splits]
+        self.first_snapshot_id = plans[0].first_snapshot_id
+        self.snapshot_id = plans[-1].snapshot_id
+
+    def get_name(self) -> str:
+        return "LakeStream"
+
+    def estimate_inmemory_data_size(self) -> int | None:
+        return None
+
+    def get_read_tasks(
+        self,
+        parallelism: int,
+        per_task_row_limit: int | None = None,
+        data_context: DataContext | None = None,
+    ) -> list[ReadTask]:
+        """At most ``parallelism`` tasks, balanced by the rows of their files."""
+        schema = self._context.output_schema
+        groups = pack_splits(self._splits, parallelism, weight=_rows) or [[]]
+        tasks = []
+        for group in groups:
+            metadata = BlockMetadata(
+                num_rows=None, size_bytes=None, input_files=None, exec_stats=None
+            )
+            read = functools.partial(_read_group, self._context, tuple(group))
+            tasks.append(
+                ReadTask(read, metadata, schema=schema, per_task_row_limit=per_task_row_limit)
+            )
+        return tasks
+
+
+def _rows(split: StreamSplit) -> int:
+    return split.row_count
+
+
+def _read_group(context: StreamReadContext, splits: tuple[StreamSplit, ...]) -> Iterator[pa.Table]:
+    empty = True
+    for batch in context.read_all(splits):
+        if batch.num_rows:
+            empty = False
+            yield pa.Table.from_batches([batch])
+    if empty:  # one empty block keeps the schema known downstream
+        yield context.output_schema.empty_table()
+
+
+class LakeStream:
+    """An endless iterable of Ray Datasets over a table's new snapshots."""
+
+    def __init__(
+        self,
+        reader: StreamReader,
+        *,
+        max_snapshots_per_dataset: int = 1,
+        override_num_blocks: int | None = None,
+        ray_remote_args: dict[str, Any] | None = None,
+    ) -> None:
+        if not isinstance(max_snapshots_per_dataset, int) or max_snapshots_per_dataset < 1:
+            raise StreamError(
+                f"max_snapshots_per_dataset must be an int >= 1, got {max_snapshots_per_dataset!r}"
+            )
+        self.reader = reader
+        self.max_snapshots_per_dataset = max_snapshots_per_dataset
+        self.override_num_blocks = override_num_blocks
+        self.ray_remote_args = ray_remote_args
+        self.last_plans: list[StreamPlan] = []
+
+    def datasets(
+        self, *, max_datasets: int | None = None, timeout: float | None = None
+    ) -> Iterator[Dataset]:
+        """Datasets as snapshots arrive; ends after ``max_datasets``, or ``timeout``
+        seconds without a new snapshot."""
+        for made, plan in enumerate(self.reader.plans(timeout=timeout), start=1):
+            plans = [plan]
+            while len(plans) < self.max_snapshots_per_dataset:
+                more = self.reader.poll()  # the ones already committed join this batch
+                if more is None:
+                    break
+                plans.append(more)
+            self.last_plans = plans
+            yield ray.data.read_datasource(
+                StreamPlanDatasource(plans),
+                override_num_blocks=self.override_num_blocks,
+                ray_remote_args=self.ray_remote_args or {},
+            )
+            if max_datasets is not None and made >= max_datasets:
+                return
+
+    def __iter__(self) -> Iterator[Dataset]:
+        return self.datasets()
+
+    def checkpoint(self) -> ConsumerProgress:
+        """Record that every dataset yielded so far is processed."""
+        return self.reader.checkpoint()
+
+    def close(self) -> None:
+        self.reader.close()
+
+
+def read_lake_stream(
+    uri: str,
+    *,
+    consumer_id: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    max_snapshots_per_dataset: int = 1,
+    override_num_blocks: int | None = None,
+    ray_remote_args: dict[str, Any] | None = None,
+    **stream_options: Any,
+) -> LakeStream:
+    """A :class:`LakeStream` of the table at ``uri``: one Dataset per new snapshot, or per
+    ``max_snapshots_per_dataset`` snapshots when they are already there. Other options
+    (``start``, ``poll_interval``, ``shard``, ``columns``, ``filter``, ...) are those of
+    ``Table.stream``."""
+    tbl = open_table(uri, storage_options=storage_options)
+    reader = tbl.stream(consumer_id=consumer_id, **stream_options)
+    remote_args = with_worker_credentials(ray_remote_args, uri, storage_options)
+    return LakeStream(
+        reader,
+        max_snapshots_per_dataset=max_snapshots_per_dataset,
+        override_num_blocks=override_num_blocks,
+        ray_remote_args=remote_args,
+    )

@@ -1,0 +1,351 @@
+"""The stream reader: follows a table's new snapshots, sync or async, with consumer progress.
+
+    reader = table.stream(consumer_id="features", start="earliest", shard=(0, 4))
+    for plan in reader:                 # blocks between commits (poll_interval)
+        handle(plan.to_arrow())
+        reader.checkpoint()             # progress survives a restart
+
+Position: the reader delivers plans in snapshot order and knows the snapshot it
+reads next. ``checkpoint()`` records that position in ``consumer/consumer-<id>``
+(atomically); a new reader with the same id continues exactly there, so what was
+delivered but not checkpointed is delivered again (at-least-once for the reader
+alone; exactly-once for jobs whose output commit carries the position, see
+raylake/streaming/job.py). The consumer is registered when the reader starts, so
+expiration keeps what it needs from the first moment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+from raylake.caching import LruCache
+from raylake.errors import (
+    ConsumerError,
+    StreamError,
+    StreamPositionExpiredError,
+    TableNotFoundError,
+)
+from raylake.expr import Expr
+from raylake.format.consumer import ConsumerManager, ConsumerProgress, validate_consumer_id
+from raylake.format.manifest import read_entries
+from raylake.format.snapshot import Snapshot, SnapshotManager
+from raylake.streaming.plan import OnOverwrite, StreamPlan, StreamPlanner
+from raylake.streaming.shard import ShardSpec
+from raylake.streaming.splits import StreamReadContext
+
+if TYPE_CHECKING:
+    from raylake.table.table import Table
+
+logger = logging.getLogger(__name__)
+
+StartPosition = Literal["latest", "earliest", "latest-new"] | int | datetime
+START_NAMES = ("latest", "earliest", "latest-new")
+# Consumer properties: whether the next plan is the full state at the next snapshot.
+_MODE = "stream.mode"
+DEFAULT_CATCH_UP_AFTER = 32
+
+
+class StreamReader:
+    """Plans of a table's new snapshots, one per snapshot (or one per catch-up)."""
+
+    def __init__(
+        self,
+        table: Table,
+        *,
+        consumer_id: str | None = None,
+        start: StartPosition = "latest",
+        poll_interval: float = 1.0,
+        shard: tuple[int, int] | None = None,
+        buckets: Iterable[int] | None = None,
+        bucket_filter: Callable[[int], bool] | None = None,
+        include_row_kind: bool = False,
+        on_overwrite: OnOverwrite = "refresh",
+        columns: Sequence[str] | None = None,
+        filter: str | Expr | None = None,
+        catch_up_after: int = DEFAULT_CATCH_UP_AFTER,
+        prefetch: bool = True,
+    ) -> None:
+        if (
+            isinstance(poll_interval, bool)
+            or not isinstance(poll_interval, int | float)
+            or poll_interval < 0
+        ):
+            raise StreamError(
+                f"poll_interval must be a number of seconds >= 0, got {poll_interval!r}"
+            )
+        if (
+            isinstance(catch_up_after, bool)
+            or not isinstance(catch_up_after, int)
+            or catch_up_after < 1
+        ):
+            raise StreamError(f"catch_up_after must be an int >= 1, got {catch_up_after!r}")
+        self.table = table
+        self.consumer_id = None if consumer_id is None else validate_consumer_id(consumer_id)
+        self.poll_interval = float(poll_interval)
+        self.catch_up_after = catch_up_after
+        self.shard = ShardSpec.of(shard, buckets, bucket_filter)
+        scan = table.scan(columns=columns, filter=filter)
+        context = StreamReadContext(
+            table.file_io, table.table_schema, scan.columns, scan.filter, bool(include_row_kind)
+        )
+        self.planner = StreamPlanner(context, self.shard, on_overwrite)
+        self._snapshots = SnapshotManager(table.file_io)
+        self._consumers = ConsumerManager(table.file_io)
+        self._cache: LruCache[int, Snapshot] = LruCache(64)
+        self._prefetcher: ThreadPoolExecutor | None = None
+        self._prefetched: tuple[int, Future[Snapshot | None]] | None = None
+        self._prefetch = prefetch
+        self._closed = False
+        # The snapshot read next, and whether it is read whole (a start) or as a change.
+        progress = None if consumer_id is None else self._consumers.get(self.consumer_id)  # type: ignore[arg-type]
+        if progress is not None:
+            self._check_not_expired(progress.next_snapshot_id)
+            self.next_snapshot_id = progress.next_snapshot_id
+            self._full_next = progress.properties.get(_MODE) == "full"
+        else:
+            self.next_snapshot_id, self._full_next = self._start(start)
+            if self.consumer_id is not None:  # registered now: expiration keeps what it needs
+                self._record(self.next_snapshot_id, self._full_next)
+        self._seen_table = self._snapshots.read_hint() is not None
+
+    def __repr__(self) -> str:
+        who = f"consumer {self.consumer_id!r}, " if self.consumer_id else ""
+        return (
+            f"StreamReader({self.table.uri!r}, {who}{self.shard.describe()}, "
+            f"next snapshot {self.next_snapshot_id})"
+        )
+
+    # -- where to start ----------------------------------------------------------------
+
+    def _start(self, start: StartPosition) -> tuple[int, bool]:
+        if isinstance(start, bool) or not isinstance(start, str | int | datetime):
+            raise StreamError(
+                f"start must be one of {list(START_NAMES)}, a snapshot id or a datetime, "
+                f"got {start!r}"
+            )
+        if isinstance(start, str):
+            if start not in START_NAMES:
+                raise StreamError(f"start must be one of {list(START_NAMES)}, got {start!r}")
+            if start == "earliest":
+                earliest = self._snapshots.earliest_id()
+                return (1, False) if earliest is None else (earliest, True)
+            latest = self._snapshots.latest_id()
+            if latest is None:
+                return 1, False  # the first snapshot's changes are the whole table
+            return (latest + 1, False) if start == "latest-new" else (latest, True)
+        if isinstance(start, datetime):
+            return self.table.scan(as_of=start).snapshot().id, True  # type: ignore[union-attr]
+        if start < 1:
+            raise StreamError(f"start snapshot id must be >= 1, got {start}")
+        self._snapshots.get(start)  # SnapshotNotFoundError names what exists
+        return start, True
+
+    def _check_not_expired(self, needed: int) -> None:
+        earliest = self._snapshots.earliest_id()
+        if earliest is not None and needed < earliest:
+            raise StreamPositionExpiredError(needed, earliest, self.table.uri, self.consumer_id)
+
+    # -- reading -------------------------------------------------------------------------
+
+    def poll(self) -> StreamPlan | None:
+        """The next plan if its snapshot exists, else None (never blocks on new commits)."""
+        if self._closed:
+            raise StreamError(f"{self!r} is closed")
+        wanted = self.next_snapshot_id
+        snap = self._get(wanted)
+        if snap is None:
+            self._check_position(wanted)
+            return None
+        if self._full_next:
+            plan = self.planner.full(snap)
+        else:
+            plan = self._catch_up(snap) or self._step(snap)
+        self._advance(plan)
+        return plan
+
+    def _step(self, snap: Snapshot) -> StreamPlan:
+        parent = snap.parent_id
+        if parent is not None and self._needs_parent() and self._get(parent) is None:
+            self._check_not_expired(parent)  # a diff needs it; expired underneath us
+        return self.planner.step(snap)
+
+    def _needs_parent(self) -> bool:
+        ts = self.table.table_schema
+        return ts.is_primary_key_table and ts.table_options.changelog_producer == "none"
+
+    def _catch_up(self, snap: Snapshot) -> StreamPlan | None:
+        hint = self._snapshots.read_hint()
+        if hint is None or hint - snap.id + 1 <= self.catch_up_after:
+            return None
+        last_read = self._get(snap.id - 1)
+        latest = self._snapshots.latest()
+        if last_read is None or latest is None:
+            return None
+        plan = self.planner.catch_up(last_read, latest)
+        if plan is not None:
+            logger.info("%r caught up from snapshot %d to %d", self, snap.id, latest.id)
+        return plan
+
+    def _advance(self, plan: StreamPlan) -> None:
+        self.next_snapshot_id = plan.next_snapshot_id
+        self._full_next = False
+        self._seen_table = True
+        if self._prefetch:
+            self._start_prefetch(self.next_snapshot_id)
+
+    def _check_position(self, wanted: int) -> None:
+        """A missing next snapshot is normal (not committed yet) unless it expired or the
+        table went away."""
+        hint = self._snapshots.read_hint()
+        if hint is None:
+            if self._seen_table and not self.table.file_io.exists("schema"):
+                raise TableNotFoundError(self.table.uri)
+            return
+        self._seen_table = True
+        # It should exist: expired, or committed between the two reads.
+        if hint >= wanted and self._get(wanted) is None:
+            self._check_not_expired(wanted)
+
+    def _get(self, snapshot_id: int) -> Snapshot | None:
+        cached = self._cache.get(snapshot_id)
+        if cached is not None:
+            return cached
+        prefetched = self._prefetched
+        snap = None
+        if prefetched is not None and prefetched[0] == snapshot_id:
+            self._prefetched = None
+            snap = prefetched[1].result()
+        if snap is None:
+            snap = self._snapshots.read_if_present(snapshot_id)
+        if snap is not None:
+            self._cache.put(snapshot_id, snap)
+        return snap
+
+    def _start_prefetch(self, snapshot_id: int) -> None:
+        """Read the next snapshot and its delta manifests while the caller works."""
+        if self._prefetcher is None:
+            self._prefetcher = ThreadPoolExecutor(1, thread_name_prefix="raylake-stream")
+        self._prefetched = (snapshot_id, self._prefetcher.submit(self._warm, snapshot_id))
+
+    def _warm(self, snapshot_id: int) -> Snapshot | None:
+        try:
+            snap = self._snapshots.read_if_present(snapshot_id)
+            if snap is not None:
+                ts = self.table.table_schema
+                read_entries(self.table.file_io, snap.delta_manifests, ts, ())
+                read_entries(self.table.file_io, snap.changelog_manifests, ts, ())
+            return snap
+        except Exception:  # only a prefetch: the real read reports the problem
+            logger.debug("prefetch of snapshot %d failed", snapshot_id, exc_info=True)
+            return None
+
+    def plans(
+        self, *, max_plans: int | None = None, timeout: float | None = None
+    ) -> Iterator[StreamPlan]:
+        """Plans as they come, sleeping ``poll_interval`` between empty polls; ends after
+        ``max_plans`` plans, ``timeout`` seconds without a new plan, or ``close()``."""
+        delivered = 0
+        idle_since = time.monotonic()
+        while not self._closed and (max_plans is None or delivered < max_plans):
+            plan = self.poll()
+            if plan is not None:
+                delivered += 1
+                idle_since = time.monotonic()
+                yield plan
+                continue
+            if timeout is not None and time.monotonic() - idle_since >= timeout:
+                return
+            time.sleep(self.poll_interval)
+
+    def __iter__(self) -> Iterator[StreamPlan]:
+        return self.plans()
+
+    def __aiter__(self) -> AsyncIterator[StreamPlan]:
+        return self
+
+    async def __anext__(self) -> StreamPlan:
+        """The next plan; file reads run in a worker thread, waits are ``asyncio.sleep``."""
+        while not self._closed:
+            plan = await asyncio.to_thread(self.poll)
+            if plan is not None:
+                return plan
+            await asyncio.sleep(self.poll_interval)
+        raise StopAsyncIteration
+
+    # -- progress ------------------------------------------------------------------------
+
+    def checkpoint(self, properties: dict[str, str] | None = None) -> ConsumerProgress:
+        """Record that every plan delivered so far is processed."""
+        return self._commit(self.next_snapshot_id, self._full_next, properties)
+
+    def notify_checkpoint_complete(
+        self, next_snapshot_id: int, properties: dict[str, str] | None = None
+    ) -> ConsumerProgress:
+        """Record progress up to a plan's ``next_snapshot_id`` (a checkpoint taken
+        earlier by the caller, e.g. a trainer's, completed)."""
+        if isinstance(next_snapshot_id, bool) or not isinstance(next_snapshot_id, int):
+            raise ConsumerError(f"next_snapshot_id must be an int, got {next_snapshot_id!r}")
+        if next_snapshot_id > self.next_snapshot_id:
+            raise ConsumerError(
+                f"cannot checkpoint snapshot {next_snapshot_id}: the reader has only delivered "
+                f"plans up to {self.next_snapshot_id - 1}",
+                consumer_id=self.consumer_id,
+            )
+        full = self._full_next and next_snapshot_id == self.next_snapshot_id
+        return self._commit(next_snapshot_id, full, properties)
+
+    def seek(
+        self, next_snapshot_id: int, properties: dict[str, str] | None = None
+    ) -> ConsumerProgress | None:
+        """Skip forward: continue with the changes of ``next_snapshot_id`` (for instance
+        past snapshots whose output a job finds already committed). Recorded for a
+        consumer; a reader cannot move backwards (``Table.reset_consumer`` can)."""
+        if isinstance(next_snapshot_id, bool) or not isinstance(next_snapshot_id, int):
+            raise ConsumerError(f"next_snapshot_id must be an int, got {next_snapshot_id!r}")
+        if next_snapshot_id < self.next_snapshot_id:
+            raise ConsumerError(
+                f"cannot seek back from snapshot {self.next_snapshot_id} to {next_snapshot_id}",
+                consumer_id=self.consumer_id,
+            )
+        self.next_snapshot_id, self._full_next = next_snapshot_id, False
+        if self.consumer_id is None:
+            return None
+        return self._record(next_snapshot_id, False, properties, forward_only=True)
+
+    def _commit(
+        self, next_snapshot_id: int, full: bool, properties: dict[str, str] | None
+    ) -> ConsumerProgress:
+        if self.consumer_id is None:
+            raise ConsumerError("checkpoint needs a consumer: open the stream with consumer_id=")
+        return self._record(next_snapshot_id, full, properties, forward_only=True)
+
+    def _record(
+        self,
+        next_snapshot_id: int,
+        full: bool,
+        properties: dict[str, str] | None = None,
+        forward_only: bool = False,
+    ) -> ConsumerProgress:
+        assert self.consumer_id is not None
+        props = {**(properties or {}), _MODE: "full" if full else "delta"}
+        if forward_only:
+            return self._consumers.commit(self.consumer_id, next_snapshot_id, props)
+        return self._consumers.reset(self.consumer_id, next_snapshot_id, props)
+
+    def close(self) -> None:
+        self._closed = True
+        if self._prefetcher is not None:
+            self._prefetcher.shutdown(wait=False, cancel_futures=True)
+            self._prefetcher = None
+
+    def __enter__(self) -> StreamReader:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

@@ -1,0 +1,59 @@
+"""The async reader under asyncio while another process commits."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pyarrow as pa
+from committer import SCHEMA, start
+
+import raylake
+
+
+def test_async_reader_follows_another_process(warehouse: Path) -> None:
+    tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
+    commits, rows = 8, 50
+    reader = tbl.stream(start="latest", poll_interval=0.02)
+    child = start(tbl.uri, commits, rows, 0.05)
+
+    async def consume() -> tuple[list[int], int]:
+        seen: list[int] = []
+        ticks = 0
+
+        async def heartbeat() -> None:  # runs only if polling never blocks the loop
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0.01)
+
+        beat = asyncio.create_task(heartbeat())
+        async for plan in reader:
+            table = await asyncio.to_thread(plan.to_arrow)
+            seen += table.column("id").to_pylist()
+            if plan.snapshot_id == commits:
+                break
+        beat.cancel()
+        return seen, ticks
+
+    seen, ticks = asyncio.run(asyncio.wait_for(consume(), timeout=120))
+    _, err = child.communicate(timeout=60)
+    assert child.returncode == 0, err
+    assert sorted(seen) == list(range(commits * rows))
+    assert ticks > 10  # the event loop kept running while the reader waited
+    reader.close()
+
+
+def test_async_iteration_ends_when_closed(warehouse: Path) -> None:
+    tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
+    tbl.write(pa.table({"id": [1], "v": [1]}, schema=SCHEMA))
+    reader = tbl.stream(start="latest", poll_interval=0.01)
+
+    async def consume() -> int:
+        n = 0
+        async for _plan in reader:
+            n += 1
+            reader.close()
+        return n
+
+    assert asyncio.run(consume()) == 1

@@ -1,0 +1,38 @@
+"""``raylake tail``: commits printed as they arrive, with consumer progress."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from committer import SCHEMA, batch
+
+import raylake
+from raylake.cli import main
+
+
+def test_tail_prints_commits_and_checkpoints(
+    warehouse: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
+    tbl.write(batch(0, 3))
+    tbl.write(batch(1, 4))
+    code = main(["tail", tbl.uri, "--start", "earliest", "--consumer", "cli", "--timeout", "0"])
+    out = capsys.readouterr().out.splitlines()
+    assert code == 0
+    assert out[0] == f"following {tbl.uri} from snapshot 1"
+    assert [line.split()[1:4] for line in out[1:]] == [
+        ["1", "APPEND", "full"],
+        ["2", "APPEND", "delta"],
+    ]
+    assert [line.split()[-2] for line in out[1:]] == ["3", "4"]
+    assert tbl.consumer("cli").next_snapshot_id == 3
+    tbl.write(batch(2, 5))
+    main(["tail", tbl.uri, "--consumer", "cli", "--max-plans", "1"])
+    assert capsys.readouterr().out.splitlines()[1].split()[1] == "3"
+
+
+def test_tail_bad_consumer_id(warehouse: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
+    assert main(["tail", tbl.uri, "--consumer", "a/b", "--timeout", "0"]) == 2
+    assert "invalid consumer id 'a/b'" in capsys.readouterr().err

@@ -1,0 +1,161 @@
+"""Property test: a consumer that polls, checkpoints and restarts at random, while the
+table is appended to, upserted, deleted from, compacted, overwritten and expired,
+ends with exactly the table's rows, having seen each change exactly once.
+
+The consumer keeps the state it rebuilt from the stream, and the copy of that state
+at its last checkpoint; a restart goes back to the checkpointed copy, as a job that
+commits its output with its checkpoint would. An append table's consumer must never
+see a row twice; a primary-key table's consumer replays the changelog.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import pyarrow as pa
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+import raylake
+from raylake.streaming import ROW_KIND, StreamPlan
+
+SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.int64())])
+keys = st.lists(st.integers(0, 15), min_size=1, max_size=6, unique=True)
+
+
+class StreamModel(RuleBasedStateMachine):
+    @initialize(
+        primary_key=st.booleans(),
+        producer=st.sampled_from(["none", "input", "lookup"]),
+        catch_up_after=st.integers(1, 4),
+    )
+    def setup(self, primary_key: bool, producer: str, catch_up_after: int) -> None:
+        self.dir = Path(tempfile.mkdtemp())
+        self.pk = primary_key
+        if primary_key:
+            self.tbl = raylake.create_table(
+                str(self.dir / "t"), SCHEMA, primary_key=["id"], buckets=2,
+                options={"changelog-producer": producer},
+            )  # fmt: skip
+        else:
+            self.tbl = raylake.create_table(str(self.dir / "t"), SCHEMA)
+        self.catch_up_after = catch_up_after
+        self.model: dict[int, int] = {}  # the table: key -> value (append: unique ids)
+        self.next_id = 1000  # append tables: ids are never reused
+        self.version = 0
+        self.seen: dict[int, int] = {}
+        self.checkpointed: dict[int, int] = {}
+        self.reader = self.open_reader()
+
+    def open_reader(self) -> raylake.streaming.StreamReader:
+        return self.tbl.stream(
+            consumer_id="model", start="earliest", include_row_kind=self.pk,
+            catch_up_after=self.catch_up_after, prefetch=False,
+        )  # fmt: skip
+
+    def teardown(self) -> None:
+        if hasattr(self, "reader"):
+            self.reader.close()
+        if hasattr(self, "dir"):
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def rows(self, ks: list[int]) -> pa.Table:
+        self.version += 1
+        return pa.table({"id": ks, "v": [self.version] * len(ks)}, schema=SCHEMA)
+
+    # -- the table changes -------------------------------------------------------------
+
+    @rule(ks=keys)
+    def write(self, ks: list[int]) -> None:
+        if not self.pk:
+            ks = [self.next_id + k for k in range(len(ks))]
+            self.next_id += len(ks)
+        data = self.rows(ks)
+        self.tbl.write(data)
+        self.model.update(zip(ks, data.column("v").to_pylist()))
+
+    @precondition(lambda self: self.pk)
+    @rule(ks=keys)
+    def delete(self, ks: list[int]) -> None:
+        self.tbl.delete(pa.table({"id": ks}))
+        for k in ks:
+            self.model.pop(k, None)
+
+    @precondition(lambda self: self.pk)
+    @rule(full=st.booleans())
+    def compact(self, full: bool) -> None:
+        self.tbl.compact(full=full)
+
+    @rule(ks=keys)
+    def overwrite(self, ks: list[int]) -> None:
+        data = self.rows([self.next_id + k for k in ks] if not self.pk else ks)
+        self.next_id += 100
+        self.tbl.write(data, mode="overwrite")
+        self.model = dict(zip(data.column("id").to_pylist(), data.column("v").to_pylist()))
+
+    @rule(retain=st.integers(1, 3))
+    def expire(self, retain: int) -> None:
+        self.tbl.expire_snapshots(retain_last=retain)
+
+    # -- the consumer ------------------------------------------------------------------
+
+    @rule(n=st.integers(1, 4))
+    def poll(self, n: int) -> None:
+        for _ in range(n):
+            plan = self.reader.poll()
+            if plan is None:
+                return
+            self.apply(plan)
+
+    def apply(self, plan: StreamPlan) -> None:
+        out = plan.to_arrow()
+        if plan.kind in ("full", "refresh"):
+            self.seen = {}
+        if not self.pk:
+            for key, value in zip(out.column("id").to_pylist(), out.column("v").to_pylist()):
+                assert key not in self.seen, f"row {key} delivered twice ({plan})"
+                self.seen[key] = value
+            return
+        for key, value, kind in zip(*out.select(["id", "v", ROW_KIND]).to_pydict().values()):
+            if kind in ("+I", "+U"):
+                self.seen[key] = value
+            else:
+                self.seen.pop(key, None)
+
+    @rule()
+    def checkpoint(self) -> None:
+        self.reader.checkpoint()
+        self.checkpointed = dict(self.seen)
+
+    @rule()
+    def restart(self) -> None:
+        self.reader.close()
+        self.reader = self.open_reader()
+        self.seen = dict(self.checkpointed)
+
+    @invariant()
+    def caught_up_consumer_holds_the_table(self) -> None:
+        latest = self.tbl.latest_snapshot()
+        if latest is not None and self.reader.next_snapshot_id > latest.id:
+            assert self.seen == self.model
+
+    def drain(self) -> None:
+        for plan in self.reader.plans(timeout=0):
+            self.apply(plan)
+
+    @rule()
+    def drain_and_check(self) -> None:
+        self.drain()
+        assert self.seen == self.model
+
+
+StreamModel.TestCase.settings = settings(
+    max_examples=100,
+    stateful_step_count=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+TestStreamModel = StreamModel.TestCase

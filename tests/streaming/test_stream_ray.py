@@ -1,0 +1,172 @@
+"""Streaming on Ray: a Dataset per snapshot, and sharded exactly-once jobs under faults."""
+
+from __future__ import annotations
+
+import random
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from committer import SCHEMA, batch, start
+
+import raylake
+from raylake.errors import StreamError
+from raylake.streaming import ROW_KIND, StreamingJob, read_lake_stream
+
+pytestmark = pytest.mark.ray
+ray = pytest.importorskip("ray")
+# Workers cannot import this test module: ship its functions (the job functions) by value.
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+def double(table: pa.Table) -> pa.Table:
+    return table.set_column(1, "v", pc.multiply(table.column("v"), 2))
+
+
+def test_read_lake_stream_yields_a_dataset_per_snapshot(ray_cluster: Any, warehouse: Path) -> None:
+    tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
+    tbl.write(batch(0, 100))
+    stream = read_lake_stream(tbl.uri, consumer_id="ray", start="earliest", poll_interval=0.01)
+    datasets = stream.datasets(timeout=0)
+    first = next(datasets)
+    assert sorted(first.to_pandas()["id"]) == list(range(100))
+    stream.checkpoint()
+    tbl.write(batch(1, 100))
+    tbl.write(batch(2, 100))
+    rest = list(stream.datasets(timeout=0))
+    assert [sorted(ds.to_pandas()["id"]) for ds in rest] == [
+        list(range(100, 200)),
+        list(range(200, 300)),
+    ]
+    assert tbl.consumer("ray").next_snapshot_id == 2  # checkpointed after the first only
+
+
+def test_read_lake_stream_micro_batches(ray_cluster: Any, warehouse: Path) -> None:
+    tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
+    for c in range(5):
+        tbl.write(batch(c, 10))
+    stream = read_lake_stream(
+        tbl.uri, start="latest-new", poll_interval=0.01, max_snapshots_per_dataset=3
+    )
+    assert list(stream.datasets(timeout=0)) == []
+    for c in range(5, 10):
+        tbl.write(batch(c, 10))
+    counts = [ds.count() for ds in stream.datasets(timeout=0)]
+    assert counts == [30, 20]
+    assert [p.snapshot_id for p in stream.last_plans] == [9, 10]
+
+
+def test_streaming_job_into_a_sink(ray_cluster: Any, warehouse: Path) -> None:
+    source = raylake.create_table(str(warehouse / "src"), SCHEMA, primary_key=["id"], buckets=4)
+    sink = raylake.create_table(str(warehouse / "dst"), SCHEMA, primary_key=["id"], buckets=2)
+    source.write(batch(0, 200))
+    job = StreamingJob(
+        source.uri, double, consumer_id="double", num_shards=2, sink_uri=sink.uri,
+        include_row_kind=True,
+    )  # fmt: skip
+    with job:
+        job.run(until_snapshot=1)
+        source.write(batch(0, 50))  # updates: the changelog reaches the sink as -U/+U
+        source.delete(pa.table({"id": list(range(150, 200))}))
+        job.run(until_snapshot=source.latest_snapshot().id)
+    expected = double(source.to_arrow()).sort_by("id")
+    assert sink.to_arrow().sort_by("id").equals(expected)
+    users = {s.commit_user for s in sink.snapshots()}
+    assert users == {f"raylake-stream/double.shard-{i}-of-2" for i in range(2)}
+
+
+def test_streaming_job_bad_arguments(ray_cluster: Any, warehouse: Path) -> None:
+    tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
+    with pytest.raises(StreamError, match="num_shards"):
+        StreamingJob(tbl.uri, double, consumer_id="j", num_shards=0)
+    with pytest.raises(StreamError, match="callable"):
+        StreamingJob(tbl.uri, "double", consumer_id="j")  # type: ignore[arg-type]
+    with pytest.raises(StreamError, match="refresh"):
+        StreamingJob(tbl.uri, double, consumer_id="j", num_shards=2, sink_uri=tbl.uri,
+                     on_overwrite="refresh")  # fmt: skip
+    with pytest.raises(StreamError, match="until_snapshot"):
+        StreamingJob(tbl.uri, double, consumer_id="j").run()
+
+
+def bad_output(table: pa.Table) -> Any:
+    return [1, 2]
+
+
+def test_streaming_job_function_output_checked(ray_cluster: Any, warehouse: Path) -> None:
+    tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
+    sink = raylake.create_table(str(warehouse / "s"), SCHEMA)
+    tbl.write(batch(0, 10))
+    job = StreamingJob(tbl.uri, bad_output, consumer_id="j", sink_uri=sink.uri)
+    with job, pytest.raises(ray.exceptions.RayTaskError, match="must return a pyarrow Table"):
+        job.step()
+    assert sink.snapshots() == [] and tbl.consumer("j.shard-0-of-1").next_snapshot_id == 1
+
+
+@pytest.mark.slow
+def test_killed_shards_lose_and_repeat_nothing(ray_cluster: Any, warehouse: Path) -> None:
+    """Shard actors are killed at random while another process commits: every source
+    row reaches the sink exactly once."""
+    source = raylake.create_table(str(warehouse / "src"), SCHEMA, buckets=1)
+    sink = raylake.create_table(str(warehouse / "dst"), SCHEMA)
+    commits, rows = 30, 40
+    child = start(source.uri, commits, rows, 0.1)
+    job = StreamingJob(
+        source.uri, double, consumer_id="faulty", num_shards=3, sink_uri=sink.uri,
+        poll_interval=0.01,
+    ).start()  # fmt: skip
+    rng = random.Random(7)
+    kills = 0
+    deadline = time.monotonic() + 240
+    try:
+        while time.monotonic() < deadline:
+            refs = [a.step.remote() for a in job.actors]
+            if rng.random() < 0.5:  # kill one shard while (or after) it works
+                time.sleep(rng.uniform(0, 0.05))
+                ray.kill(rng.choice(job.actors), no_restart=False)
+                kills += 1
+            statuses = ray.get(refs)
+            done = child.poll() is not None
+            if done and all(s.next_snapshot_id > commits for s in statuses):
+                break
+    finally:
+        job.stop()
+    _, err = child.communicate(timeout=60)
+    assert child.returncode == 0, err
+    ids = Counter(sink.to_arrow().column("id").to_pylist())
+    assert set(ids) == set(range(commits * rows))
+    assert set(ids.values()) == {1}, "no row was committed twice"
+    assert kills >= 3
+
+
+def test_row_kind_reaches_a_pk_sink(ray_cluster: Any, warehouse: Path) -> None:
+    source = raylake.create_table(
+        str(warehouse / "src"), SCHEMA, primary_key=["id"], options={"changelog-producer": "lookup"}
+    )
+    sink = raylake.create_table(str(warehouse / "dst"), SCHEMA, primary_key=["id"])
+    source.write(batch(0, 20))
+    source.delete(pa.table({"id": [1, 2, 3]}))
+    with StreamingJob(source.uri, lambda t: t, consumer_id="copy", sink_uri=sink.uri,
+                      include_row_kind=True) as job:  # fmt: skip
+        job.run(until_snapshot=2)
+    assert ROW_KIND not in sink.to_arrow().column_names
+    assert sink.to_arrow().sort_by("id").equals(source.to_arrow().sort_by("id"))
+
+
+def test_job_spec_carries_no_secrets() -> None:
+    options = {
+        "key": "AKIAEXAMPLE",
+        "secret": "s3cr3t-value",
+        "client_kwargs": {"region_name": "x"},
+    }
+    job = StreamingJob("s3://bucket/t", double, consumer_id="j", storage_options=options)
+    shipped = ray.cloudpickle.dumps(job.spec)
+    assert b"s3cr3t-value" not in shipped and b"AKIAEXAMPLE" not in shipped
+    assert job.spec.storage_options == {"client_kwargs": {"region_name": "x"}}
+    env = job.actor_options["runtime_env"]["env_vars"]
+    assert env["AWS_SECRET_ACCESS_KEY"] == "s3cr3t-value"
+    assert "s3cr3t-value" not in repr(job.spec)

@@ -1,0 +1,360 @@
+"""Stream readers: what each snapshot delivers, start positions, shards, progress."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import raylake
+from raylake.errors import (
+    ConsumerError,
+    CorruptMetadataError,
+    SnapshotNotFoundError,
+    StreamError,
+    StreamPositionExpiredError,
+    TableNotFoundError,
+)
+from raylake.streaming import ROW_KIND, StreamReader
+
+SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
+
+
+def rows(ids: list[int], tag: str = "a") -> pa.Table:
+    return pa.table({"id": ids, "v": [f"{tag}{i}" for i in ids]}, schema=SCHEMA)
+
+
+def drain(reader: StreamReader) -> list[pa.Table]:
+    return [plan.to_arrow() for plan in reader.plans(timeout=0)]
+
+
+def ids_of(tables: list[pa.Table]) -> list[int]:
+    return sorted(i for t in tables for i in t.column("id").to_pylist())
+
+
+def pk_table(path: Path, producer: str = "none", buckets: int = 4) -> raylake.Table:
+    return raylake.create_table(
+        str(path), SCHEMA, primary_key=["id"], buckets=buckets,
+        options={"changelog-producer": producer},
+    )  # fmt: skip
+
+
+# -- append tables -------------------------------------------------------------------------
+
+
+def test_append_stream_full_then_deltas(warehouse: Path) -> None:
+    tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
+    tbl.write(rows([1, 2]))
+    reader = tbl.stream(start="latest")
+    first = reader.poll()
+    assert first is not None and first.kind == "full" and first.snapshot_id == 1
+    assert ids_of([first.to_arrow()]) == [1, 2]
+    assert reader.poll() is None
+    tbl.write(rows([3]))
+    tbl.write(rows([4, 5]))
+    plans = list(reader.plans(timeout=0))
+    assert [(p.snapshot_id, p.kind) for p in plans] == [(2, "delta"), (3, "delta")]
+    assert [ids_of([p.to_arrow()]) for p in plans] == [[3], [4, 5]]
+
+
+def test_start_positions(warehouse: Path) -> None:
+    tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
+    empty_reader = tbl.stream(start="latest")
+    tbl.write(rows([1]))
+    tbl.write(rows([2]))
+    tbl.write(rows([3]))
+    assert ids_of(drain(empty_reader)) == [1, 2, 3]  # from the first commit on
+    assert ids_of(drain(tbl.stream(start="earliest"))) == [1, 2, 3]
+    assert ids_of(drain(tbl.stream(start="latest"))) == [1, 2, 3]  # full state at 3
+    assert drain(tbl.stream(start="latest-new")) == []
+    assert ids_of(drain(tbl.stream(start=2))) == [1, 2, 3]  # full at 2, then 3
+    at_2 = tbl.snapshot(2).time + timedelta(microseconds=1)
+    plans = list(tbl.stream(start=at_2).plans(timeout=0))
+    assert plans[0].snapshot_id == 2 and plans[0].kind == "full"
+
+
+def test_include_row_kind_on_append_tables(warehouse: Path) -> None:
+    tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
+    tbl.write(rows([1, 2]))
+    (plan,) = drain(tbl.stream(start="earliest", include_row_kind=True))
+    assert plan.column(ROW_KIND).to_pylist() == ["+I", "+I"]
+
+
+def test_columns_and_filter(warehouse: Path) -> None:
+    tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
+    tbl.write(rows([1, 2, 3]))
+    (out,) = drain(tbl.stream(start="earliest", columns=["id"], filter="id >= 2"))
+    assert out.column_names == ["id"] and out.column("id").to_pylist() == [2, 3]
+
+
+def test_overwrite_refresh_skip_fail(warehouse: Path) -> None:
+    tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
+    tbl.write(rows([1]))
+    readers = {
+        mode: tbl.stream(start="latest", on_overwrite=mode) for mode in ("refresh", "skip", "fail")
+    }
+    for reader in readers.values():
+        reader.poll()
+    tbl.write(rows([7, 8]), mode="overwrite")
+    refresh = readers["refresh"].poll()
+    assert refresh is not None and refresh.is_refresh and ids_of([refresh.to_arrow()]) == [7, 8]
+    skipped = readers["skip"].poll()
+    assert skipped is not None and skipped.kind == "empty" and skipped.to_arrow().num_rows == 0
+    with pytest.raises(StreamError, match="overwrites"):
+        readers["fail"].poll()
+
+
+# -- primary-key tables --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("producer", ["none", "input", "lookup"])
+def test_pk_changes_reach_the_consumer(warehouse: Path, producer: str) -> None:
+    tbl = pk_table(warehouse / "pk", producer)
+    tbl.write(rows([1, 2, 3]))
+    reader = tbl.stream(start="earliest", include_row_kind=True)
+    state = replay({}, drain(reader))
+    tbl.write(rows([1, 4], tag="b"))
+    tbl.delete(pa.table({"id": [2]}))
+    tbl.compact(full=True)
+    changes = drain(reader)
+    state = replay(state, changes)
+    assert state == dict(zip(*tbl.to_arrow().sort_by("id").to_pydict().values()))
+    kinds = sorted(k for t in changes for k in t.column(ROW_KIND).to_pylist())
+    if producer == "input":  # the rows as written: an upsert is +I, a delete -D
+        assert kinds == ["+I", "+I", "-D"]
+    else:  # exact before- and after-images
+        assert kinds == ["+I", "+U", "-D", "-U"]
+
+
+def replay(state: dict[int, str], changes: list[pa.Table]) -> dict[int, str]:
+    """Apply changelog rows to a dict: the model of a consumer of a PK table."""
+    state = dict(state)
+    for t in changes:
+        for key, value, kind in zip(*t.select(["id", "v", ROW_KIND]).to_pydict().values()):
+            if kind in ("+I", "+U"):
+                state[key] = value
+            else:
+                state.pop(key, None)
+    return state
+
+
+def test_pk_without_row_kind_delivers_upserts(warehouse: Path) -> None:
+    tbl = pk_table(warehouse / "pk", "lookup")
+    tbl.write(rows([1, 2]))
+    reader = tbl.stream(start="latest")
+    drain(reader)
+    tbl.write(rows([1], tag="z"))
+    tbl.delete(pa.table({"id": [2]}))
+    out = drain(reader)
+    assert [t.to_pydict() for t in out if t.num_rows] == [{"id": [1], "v": ["z1"]}]
+
+
+def test_compaction_delivers_nothing(warehouse: Path) -> None:
+    tbl = pk_table(warehouse / "pk", "lookup", buckets=1)
+    for i in range(3):
+        tbl.write(rows([i]))
+    reader = tbl.stream(start="latest")
+    drain(reader)
+    assert tbl.compact(full=True) is not None
+    (plan,) = list(reader.plans(timeout=0))
+    assert plan.commit_kind == "COMPACT" and plan.kind == "empty" and plan.splits == ()
+
+
+# -- shards --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("primary_key", [True, False])
+def test_shards_partition_the_rows(warehouse: Path, primary_key: bool) -> None:
+    if primary_key:
+        tbl = pk_table(warehouse / "t", "lookup", buckets=5)
+    else:
+        tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
+    readers = [tbl.stream(start="latest", shard=(i, 3)) for i in range(3)]
+    for start in range(0, 60, 6):
+        tbl.write(rows(list(range(start, start + 6))))
+    seen = [ids_of(drain(r)) for r in readers]
+    assert sorted(i for s in seen for i in s) == list(range(60))
+    assert all(seen), "every shard gets some of the work"
+
+
+def test_bucket_lists_and_filters(warehouse: Path) -> None:
+    tbl = pk_table(warehouse / "pk", "lookup", buckets=4)
+    tbl.write(rows(list(range(40))))
+    by_list = ids_of(drain(tbl.stream(start="earliest", buckets=[0, 2])))
+    by_fn = ids_of(drain(tbl.stream(start="earliest", bucket_filter=lambda b: b in (0, 2))))
+    rest = ids_of(drain(tbl.stream(start="earliest", buckets=[1, 3])))
+    assert by_list == by_fn and sorted(by_list + rest) == list(range(40))
+
+
+# -- progress ------------------------------------------------------------------------------
+
+
+def test_checkpoint_and_resume(warehouse: Path) -> None:
+    tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
+    tbl.write(rows([1]))
+    reader = tbl.stream(consumer_id="c", start="earliest")
+    assert tbl.consumer("c").next_snapshot_id == 1  # registered at once
+    drain(reader)
+    reader.checkpoint()
+    tbl.write(rows([2]))
+    tbl.write(rows([3]))
+    assert ids_of([reader.poll().to_arrow()]) == [2]  # delivered, not checkpointed
+    again = tbl.stream(consumer_id="c", start="earliest")  # start is ignored on resume
+    assert ids_of(drain(again)) == [2, 3]
+    again.notify_checkpoint_complete(3)
+    assert tbl.consumer("c").next_snapshot_id == 3
+    with pytest.raises(ConsumerError, match="only delivered"):
+        again.notify_checkpoint_complete(9)
+
+
+def test_restart_before_the_first_checkpoint_rereads_the_full_state(warehouse: Path) -> None:
+    tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
+    tbl.write(rows([1, 2]))
+    tbl.write(rows([3]))
+    drain(tbl.stream(consumer_id="c", start="latest"))  # crashed before checkpoint
+    plans = list(tbl.stream(consumer_id="c").plans(timeout=0))
+    assert plans[0].kind == "full" and ids_of([plans[0].to_arrow()]) == [1, 2, 3]
+
+
+def test_expiration_keeps_what_a_consumer_needs(warehouse: Path) -> None:
+    tbl = pk_table(warehouse / "pk", "none")
+    tbl.write(rows([1]))
+    reader = tbl.stream(consumer_id="c", start="earliest", include_row_kind=True)
+    drain(reader)
+    reader.checkpoint()
+    for i in range(2, 6):
+        tbl.write(rows([i]))
+    tbl.expire_snapshots(retain_last=1)
+    assert tbl.snapshots()[0].id == 1  # the consumer reads 2 as a diff against 1
+    state = replay({}, drain(tbl.stream(consumer_id="c", include_row_kind=True)))
+    assert state == {i: f"a{i}" for i in range(2, 6)}
+
+
+def test_expired_position_names_the_consumer_and_the_earliest(warehouse: Path) -> None:
+    tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
+    tbl.write(rows([1]))
+    tbl.stream(consumer_id="late", start="earliest")
+    for i in range(2, 5):
+        tbl.write(rows([i]))
+    tbl.delete_consumer("late")
+    tbl.reset_consumer("late", 1)  # re-registered, then expired by force below
+    tbl.file_io.delete("snapshot/snapshot-1.json")
+    tbl.file_io.delete("snapshot/snapshot-2.json")
+    with pytest.raises(
+        StreamPositionExpiredError, match=r"'late' needs snapshot 1.*earliest snapshot is 3"
+    ):
+        tbl.stream(consumer_id="late")
+
+
+def test_catch_up_append_table(warehouse: Path) -> None:
+    tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
+    tbl.write(rows([0]))
+    reader = tbl.stream(start="latest", catch_up_after=3)
+    drain(reader)
+    for i in range(1, 11):
+        tbl.write(rows([i]))
+    plans = list(reader.plans(timeout=0))
+    assert [(p.first_snapshot_id, p.snapshot_id, p.kind) for p in plans] == [(2, 11, "diff")]
+    assert ids_of([plans[0].to_arrow()]) == list(range(1, 11))
+
+
+def test_catch_up_append_table_with_an_overwrite_goes_one_by_one(warehouse: Path) -> None:
+    tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
+    tbl.write(rows([0]))
+    reader = tbl.stream(start="latest", catch_up_after=2)
+    drain(reader)
+    tbl.write(rows([1]))
+    tbl.write(rows([5]), mode="overwrite")
+    tbl.write(rows([6]))
+    plans = list(reader.plans(timeout=0))
+    assert [p.kind for p in plans] == ["delta", "refresh", "delta"]
+
+
+def test_catch_up_primary_key_table_across_compaction(warehouse: Path) -> None:
+    tbl = pk_table(warehouse / "pk", "none", buckets=2)
+    tbl.write(rows([1, 2, 3]))
+    reader = tbl.stream(start="latest", include_row_kind=True, catch_up_after=2)
+    state = replay({}, drain(reader))
+    tbl.write(rows([1, 5], tag="b"))
+    tbl.compact(full=True)
+    tbl.delete(pa.table({"id": [3]}))
+    tbl.write(rows([5, 6], tag="c"))
+    plans = list(reader.plans(timeout=0))
+    assert [p.kind for p in plans] == ["diff"]
+    changes = [p.to_arrow() for p in plans]
+    assert replay(state, changes) == {1: "b1", 2: "a2", 5: "c5", 6: "c6"}
+    ids = [i for t in changes for i in t.column("id").to_pylist()]
+    assert sorted(ids) == [1, 1, 3, 5, 6]  # net changes only: no unmerged or repeated rows
+
+
+# -- bad input -----------------------------------------------------------------------------
+
+
+def test_bad_arguments(warehouse: Path) -> None:
+    tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
+    tbl.write(rows([1]))
+    with pytest.raises(ConsumerError, match="invalid consumer id"):
+        tbl.stream(consumer_id="../evil")
+    with pytest.raises(StreamError, match="out of range"):
+        tbl.stream(shard=(3, 3))
+    with pytest.raises(StreamError, match="pair"):
+        tbl.stream(shard=(0,))  # type: ignore[arg-type]
+    with pytest.raises(StreamError, match="one of shard, buckets"):
+        tbl.stream(shard=(0, 2), buckets=[1])
+    with pytest.raises(SnapshotNotFoundError, match="snapshot 9 does not exist"):
+        tbl.stream(start=9)
+    with pytest.raises(StreamError, match="start must be one of"):
+        tbl.stream(start="newest")  # type: ignore[arg-type]
+    with pytest.raises(StreamError, match="on_overwrite"):
+        tbl.stream(on_overwrite="ignore")  # type: ignore[arg-type]
+    with pytest.raises(StreamError, match="poll_interval"):
+        tbl.stream(poll_interval=-1)
+    with pytest.raises(ConsumerError, match="needs a consumer"):
+        tbl.stream().checkpoint()
+    assert tbl.consumers() == []  # nothing registered by the failed calls
+
+
+def test_table_deleted_mid_stream(warehouse: Path) -> None:
+    import shutil
+
+    tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
+    tbl.write(rows([1]))
+    reader = tbl.stream(start="latest")
+    drain(reader)
+    shutil.rmtree(warehouse / "t")
+    with pytest.raises(TableNotFoundError):
+        reader.poll()
+
+
+def test_corrupted_consumer_file(warehouse: Path) -> None:
+    tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
+    tbl.write(rows([1]))
+    (warehouse / "t" / "consumer").mkdir(exist_ok=True)
+    (warehouse / "t" / "consumer" / "consumer-c").write_text('{"consumer_id": "c", "next_')
+    with pytest.raises(CorruptMetadataError, match="consumer-c"):
+        tbl.stream(consumer_id="c")
+
+
+def test_closed_reader(warehouse: Path) -> None:
+    tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
+    with tbl.stream() as reader:
+        pass
+    with pytest.raises(StreamError, match="closed"):
+        reader.poll()
+
+
+def test_repr_is_informative(warehouse: Path) -> None:
+    tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
+    tbl.write(rows([1]))
+    reader = tbl.stream(consumer_id="c", shard=(1, 2))
+    assert "consumer 'c'" in repr(reader) and "shard 1 of 2" in repr(reader)
+    assert "StreamPlan(snapshot 1, full" in repr(reader.poll())
+
+
+def test_datetime_start_before_history(warehouse: Path) -> None:
+    tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
+    tbl.write(rows([1]))
+    with pytest.raises(SnapshotNotFoundError):
+        tbl.stream(start=datetime(2000, 1, 1, tzinfo=timezone.utc))
