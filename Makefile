@@ -42,6 +42,7 @@ bench: install
 	$(PY) bench/ray_read.py
 	$(PY) bench/plan.py
 	$(PY) bench/spark.py
+	$(PY) bench/streaming.py
 
 clean:
 	rm -rf $(VENV) $(WAREHOUSE) .pytest_cache .mypy_cache .ruff_cache

@@ -10,6 +10,7 @@ from __future__ import annotations
 from raylake.errors import FilterError
 from raylake.expr.bind import bind, bind_literal, referenced_columns
 from raylake.expr.column import Column, col
+from raylake.expr.like import escape_like
 from raylake.expr.parser import parse_filter
 from raylake.expr.pruning import StatsSource, might_match
 from raylake.expr.tree import (
@@ -20,6 +21,7 @@ from raylake.expr.tree import (
     Expr,
     In,
     IsNull,
+    Like,
     Not,
     NotIn,
     NotNull,
@@ -67,6 +69,7 @@ __all__ = [
     "ExprVisitor",
     "In",
     "IsNull",
+    "Like",
     "Not",
     "NotIn",
     "NotNull",
@@ -79,6 +82,7 @@ __all__ = [
     "bind_literal",
     "col",
     "conjuncts",
+    "escape_like",
     "evaluate_python",
     "filter_on_columns",
     "might_match",

@@ -14,7 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
-KEYWORDS = frozenset({"and", "or", "not", "in", "is", "null", "true", "false"})
+KEYWORDS = frozenset({"and", "or", "not", "in", "is", "null", "true", "false", "like", "between"})
 IDENTIFIER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 
 # Operators in the tree (canonical spelling) and their mirror image, used when the

@@ -31,6 +31,7 @@ from raylake.expr.tree import (
     Expr,
     In,
     IsNull,
+    Like,
     Not,
     NotIn,
     NotNull,
@@ -205,6 +206,14 @@ class _Binder(ExprVisitor[Expr]):
 
     def visit_not_null(self, node: NotNull) -> Expr:
         self.field_type(node)
+        return node
+
+    def visit_like(self, node: Like) -> Expr:
+        typ = self.field_type(node)
+        values = typ.value_type if pa.types.is_dictionary(typ) else typ
+        if not _is_string(values):
+            op = "not like" if node.negated else "like"
+            raise FilterError(f"'{op}' needs a string column, but {node.column!r} is {typ}")
         return node
 
 

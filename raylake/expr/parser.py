@@ -13,6 +13,12 @@ Grammar (keywords case-insensitive; precedence NOT > AND > OR)::
     predicate := column OP literal | literal OP column
                | column ["not"] "in" "(" [literal ("," literal)*] ")"
                | column "is" ["not"] "null"
+               | column ["not"] "like" string
+               | column ["not"] "between" literal "and" literal
+               | "starts_with" "(" column "," string ")"
+
+``between`` is inclusive and parses to ``column >= low and column <= high``;
+``starts_with(c, 'p')`` to ``c like 'p%'`` with the prefix's wildcards escaped.
 """
 
 from __future__ import annotations
@@ -21,8 +27,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from raylake.errors import FilterParseError
+from raylake.errors import FilterError, FilterParseError
 from raylake.expr._syntax import FLIPPED_OP, IDENTIFIER_RE, KEYWORDS
+from raylake.expr.like import escape_like
 from raylake.expr.tree import (
     AlwaysFalse,
     AlwaysTrue,
@@ -31,6 +38,7 @@ from raylake.expr.tree import (
     Expr,
     In,
     IsNull,
+    Like,
     Not,
     NotIn,
     NotNull,
@@ -190,6 +198,12 @@ class _Parser:
 
     def parse_predicate(self) -> Expr:
         token = self.peek()
+        if (
+            token.kind == "ident"
+            and token.text.lower() == "starts_with"
+            and self.peek(1).kind == "("
+        ):
+            return self.parse_starts_with()
         if token.kind == "ident":
             self.advance()
             return self.parse_column_tail(token.value)
@@ -230,11 +244,60 @@ class _Parser:
             return NotIn(column, self.parse_values())
         if self.at_kw("is"):
             return self.parse_is(column)
+        negated = self.at_kw("not") and (self.at_kw("like", 1) or self.at_kw("between", 1))
+        if negated:
+            self.advance()
+        if self.at_kw("like"):
+            self.advance()
+            pattern = self.peek()
+            try:
+                return Like(column, self.expect_string("'like'"), negated)
+            except FilterError as exc:  # a malformed pattern: point at it
+                if isinstance(exc, FilterParseError):
+                    raise
+                raise self.fail(str(exc), pattern) from None
+        if self.at_kw("between"):
+            self.advance()
+            between = self.parse_between(column)
+            return Not(between) if negated else between
         raise self.fail(
             f"unexpected {token.describe()}; expected a comparison operator, 'in', "
-            f"'not in' or 'is' after column {column!r}",
+            f"'not in', 'is', 'like' or 'between' after column {column!r}",
             token,
         )
+
+    def parse_between(self, column: str) -> Expr:
+        low = self.parse_literal(">=")
+        if not self.at_kw("and"):
+            token = self.peek()
+            raise self.fail(f"unexpected {token.describe()}; expected 'and' in 'between'", token)
+        self.advance()
+        high = self.parse_literal("<=")
+        return And(Compare(">=", column, low), Compare("<=", column, high))
+
+    def parse_starts_with(self) -> Expr:
+        self.advance()  # starts_with
+        self.advance()  # (
+        column = self.peek()
+        if column.kind != "ident":
+            raise self.fail(f"unexpected {column.describe()}; expected a column name", column)
+        self.advance()
+        comma = self.advance()
+        if comma.kind != ",":
+            raise self.fail(f"unexpected {comma.describe()}; expected ','", comma)
+        prefix = self.expect_string("starts_with's prefix")
+        close = self.advance()
+        if close.kind != ")":
+            raise self.fail(f"unexpected {close.describe()}; expected ')'", close)
+        return Like(column.value, escape_like(prefix) + "%")
+
+    def expect_string(self, what: str) -> str:
+        token = self.peek()
+        if token.kind != "string":
+            raise self.fail(f"unexpected {token.describe()}; {what} needs a quoted string", token)
+        self.advance()
+        value: str = token.value
+        return value
 
     def parse_is(self, column: str) -> Expr:
         self.advance()

@@ -17,7 +17,8 @@ from typing import Any, Protocol
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from raylake.expr.tree import And, Compare, Expr, In, IsNull, Not, NotIn, NotNull, Or
+from raylake.expr.like import like_prefix, prefix_successor
+from raylake.expr.tree import And, Compare, Expr, In, IsNull, Like, Not, NotIn, NotNull, Or
 from raylake.expr.visitor import ExprVisitor, visit
 from raylake.expr.visitors import arrow_scalar, arrow_value_set, negate_push_down
 
@@ -149,6 +150,28 @@ class _Pruner(ExprVisitor[pc.Expression]):
         if not self.stats.has_stats(node.column):
             return _TRUE
         return self.has_values(node.column)
+
+    def visit_like(self, node: Like) -> pc.Expression:
+        """``like 'abc%'`` prunes like the range ``'abc' <= x < 'abd'``; ``not like``
+        prunes a file only when its one value matches the pattern."""
+        if not self.stats.has_stats(node.column):
+            return _TRUE
+        lo, hi = self.stats.min(node.column), self.stats.max(node.column)
+        has_values = self.has_values(node.column)
+        if node.negated:
+            single_match = (lo == hi) & pc.match_like(lo.cast(pa.large_string()), node.pattern)
+            return _keep_unknown(~single_match) & has_values
+        prefix, exact = like_prefix(node.pattern)
+        if not prefix:
+            return has_values
+        low = arrow_scalar(prefix)
+        if exact:
+            return _keep_unknown((lo <= low) & (hi >= low)) & has_values
+        condition = hi >= low
+        above = prefix_successor(prefix)
+        if above is not None:
+            condition = condition & (lo < arrow_scalar(above))
+        return _keep_unknown(condition) & has_values
 
 
 def might_match(expr: Expr, stats: StatsSource) -> pc.Expression:

@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from raylake.errors import FilterError
 from raylake.expr._syntax import COMPARE_OPS
+from raylake.expr.like import check_pattern
 
 if TYPE_CHECKING:
     from raylake.expr.visitor import ExprVisitor
@@ -248,6 +249,28 @@ class NotNull(Predicate):
 
     def _accept(self, visitor: ExprVisitor[T], children: list[T]) -> T:
         return visitor.visit_not_null(self)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Like(Predicate):
+    """``column like 'pattern'`` (``negated``: ``not like``) on a string column.
+
+    ``%`` matches any run of characters, ``_`` exactly one, a backslash escapes the next
+    character (raylake/expr/like.py). Unknown when the column is null, either way.
+    """
+
+    column: str
+    pattern: str
+    negated: bool = False
+
+    def __post_init__(self) -> None:
+        self._check_column()
+        check_pattern(self.pattern)
+        if not isinstance(self.negated, bool):
+            raise FilterError(f"Like.negated must be a bool, got {self.negated!r}")
+
+    def _accept(self, visitor: ExprVisitor[T], children: list[T]) -> T:
+        return visitor.visit_like(self)
 
 
 def check_expr(expr: object) -> Expr:

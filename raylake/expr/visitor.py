@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from typing import Generic, TypeVar
 
-from raylake.expr._syntax import quote_identifier, render_literal
+from raylake.expr._syntax import quote_identifier, quote_string, render_literal
 from raylake.expr.tree import (
     And,
     Compare,
     Expr,
     In,
     IsNull,
+    Like,
     Not,
     NotIn,
     NotNull,
@@ -63,6 +64,9 @@ class ExprVisitor(Generic[T]):
         return self.visit_predicate(node)
 
     def visit_not_null(self, node: NotNull) -> T:
+        return self.visit_predicate(node)
+
+    def visit_like(self, node: Like) -> T:
         return self.visit_predicate(node)
 
 
@@ -134,3 +138,7 @@ class _Renderer(ExprVisitor[tuple[str, int]]):
 
     def visit_not_null(self, node: NotNull) -> tuple[str, int]:
         return f"{quote_identifier(node.column)} is not null", _ATOM
+
+    def visit_like(self, node: Like) -> tuple[str, int]:
+        op = "not like" if node.negated else "like"
+        return f"{quote_identifier(node.column)} {op} {quote_string(node.pattern)}", _ATOM

@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 
 from raylake.errors import FilterError, UnknownColumnError
 from raylake.expr._syntax import NEGATED_OP
+from raylake.expr.like import like_regex
 from raylake.expr.tree import (
     AlwaysFalse,
     AlwaysTrue,
@@ -23,6 +24,7 @@ from raylake.expr.tree import (
     Expr,
     In,
     IsNull,
+    Like,
     Not,
     NotIn,
     NotNull,
@@ -78,6 +80,9 @@ class _NegationNormalForm(ExprVisitor[_Pair]):
 
     def visit_not_null(self, node: NotNull) -> _Pair:
         return node, IsNull(node.column)
+
+    def visit_like(self, node: Like) -> _Pair:
+        return node, Like(node.column, node.pattern, not node.negated)
 
 
 def negate_push_down(expr: Expr) -> Expr:
@@ -194,6 +199,12 @@ class _PythonEvaluator(ExprVisitor[bool | None]):
     def visit_not_null(self, node: NotNull) -> bool | None:
         return self.value(node) is not None
 
+    def visit_like(self, node: Like) -> bool | None:
+        value = self.value(node)
+        if value is None:
+            return None
+        return (like_regex(node.pattern).fullmatch(value) is not None) != node.negated
+
 
 def evaluate_python(expr: Expr, row: Mapping[str, Any]) -> bool:
     """Whether ``row`` (column name -> Python value, None = null) is selected by ``expr``.
@@ -264,6 +275,13 @@ class _ArrowFilter(ExprVisitor[pc.Expression]):
 
     def visit_not_null(self, node: NotNull) -> pc.Expression:
         return pc.field(node.column).is_valid()
+
+    def visit_like(self, node: Like) -> pc.Expression:
+        # match_like has no dictionary kernel; the cast is free for plain strings' values.
+        values = pc.field(node.column).cast(pa.large_string())
+        matched = pc.match_like(values, node.pattern)
+        # Null stays null (unknown) under ~, so "not like" never selects a null row.
+        return ~matched if node.negated else matched
 
 
 def nan_sensitive(expr: Expr) -> bool:
