@@ -49,7 +49,7 @@ def _tokens(pattern: str) -> tuple[tuple[str, bool], ...]:
 
 def like_prefix(pattern: str) -> tuple[str, bool]:
     """The literal text before the first wildcard, and whether the pattern has none."""
-    prefix = []
+    prefix: list[str] = []
     for ch, wild in _tokens(pattern):
         if wild:
             return "".join(prefix), False
