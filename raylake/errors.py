@@ -76,6 +76,19 @@ class NullConstraintError(SchemaError):
         self.null_count = null_count
 
 
+class InvalidArgumentError(RaylakeError, TypeError, ValueError):
+    """A public argument has the wrong type or value; the message names the argument and
+    what it expects. Both a TypeError and a ValueError, as either would be idiomatic."""
+
+    def __init__(self, name: str, value: Any, expected: str) -> None:
+        shown = repr(value)
+        if len(shown) > 80:
+            shown = shown[:77] + "..."
+        super().__init__(f"{name} must be {expected}, got {type(value).__name__} {shown}")
+        self.name = name
+        self.value = value
+
+
 class UnknownColumnError(RaylakeError, KeyError):
     """A projection or filter names a column the table does not have."""
 

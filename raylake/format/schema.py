@@ -152,6 +152,16 @@ def build_table_schema(
     for name, value in (("partition_by", partition_by), ("primary_key", primary_key)):
         if isinstance(value, str):
             raise SchemaError(f"{name} must be a list of column names, got the string {value!r}")
+        if not isinstance(value, Sequence) or not all(isinstance(c, str) for c in value):
+            raise SchemaError(f"{name} must be a list of column names, got {value!r}")
+    if buckets is not None and (not isinstance(buckets, int) or isinstance(buckets, bool)):
+        raise SchemaError(
+            f"buckets must be an int >= 1 or None, got {type(buckets).__name__} {buckets!r}"
+        )
+    if options is not None and (
+        not isinstance(options, Mapping) or not all(isinstance(k, str) for k in options)
+    ):
+        raise SchemaError(f"options must be a mapping of option names to values, got {options!r}")
     fields_ = [
         pa.field(f.name, normalize_type(f.type), nullable=f.nullable and f.name not in primary_key)
         for f in schema

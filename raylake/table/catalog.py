@@ -10,6 +10,7 @@ import pyarrow as pa
 from raylake.errors import SchemaError, TableAlreadyExistsError, UnsupportedOperationError
 from raylake.format.schema import build_table_schema
 from raylake.io import FileIO
+from raylake.table.args import uri_arg
 from raylake.table.commit import check_commit_safety
 from raylake.table.conform import pandas_to_arrow
 from raylake.table.kind import kind_of
@@ -31,6 +32,7 @@ def create_table(
 
     With ``exist_ok=True`` an existing table is opened instead, if its schema is the same.
     """
+    uri = uri_arg(uri)
     ts = build_table_schema(
         schema,
         partition_by=partition_by,
@@ -56,7 +58,7 @@ def create_table(
 
 def open_table(uri: str, *, storage_options: Mapping[str, Any] | None = None) -> Table:
     """Open the table at ``uri``; raise TableNotFoundError if there is none."""
-    file_io = FileIO(uri, storage_options)
+    file_io = FileIO(uri_arg(uri), storage_options)
     return Table(file_io, load_schema(file_io))
 
 

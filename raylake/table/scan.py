@@ -31,6 +31,7 @@ from raylake.format.schema import TableSchema
 from raylake.format.snapshot import Snapshot, SnapshotManager
 from raylake.format.types import has_min_max
 from raylake.io import FileIO
+from raylake.table.args import as_of_arg, columns_arg, snapshot_id_arg
 from raylake.table.kind import kind_of
 from raylake.table.split import Split
 
@@ -104,10 +105,9 @@ class TableScan:
     split_target_size: int | None = None
 
     def select(self, columns: Sequence[str] | None) -> TableScan:
+        columns = columns_arg(columns)
         if columns is None:
             return replace(self, columns=None)
-        if isinstance(columns, str):
-            columns = [columns]
         names = self.table_schema.column_names
         for c in columns:
             if c not in names:
@@ -120,6 +120,7 @@ class TableScan:
         return replace(self, filter=bound)
 
     def at(self, snapshot_id: int | None = None, as_of: datetime | int | None = None) -> TableScan:
+        snapshot_id, as_of = snapshot_id_arg(snapshot_id), as_of_arg(as_of)
         return replace(self, snapshot_id=snapshot_id, as_of=_to_millis(as_of))
 
     def with_split_size(self, target_bytes: int) -> TableScan:

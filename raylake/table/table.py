@@ -10,7 +10,12 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import pyarrow as pa
 
-from raylake.errors import CorruptMetadataError, TableNotFoundError, UnsupportedOperationError
+from raylake.errors import (
+    CorruptMetadataError,
+    InvalidArgumentError,
+    TableNotFoundError,
+    UnsupportedOperationError,
+)
 from raylake.expr import AlwaysTrue, Expr, as_expr
 from raylake.format.consumer import (
     ConsumerManager,
@@ -21,6 +26,7 @@ from raylake.format.consumer import (
 from raylake.format.schema import SCHEMA_DIR, TableSchema
 from raylake.format.snapshot import Snapshot, SnapshotManager
 from raylake.io import FileIO
+from raylake.table.args import snapshot_id_arg
 from raylake.table.commit import CommitRequest, Committer, check_partition_filter
 from raylake.table.kind import TableKind, kind_of
 from raylake.table.maintenance import (
@@ -111,6 +117,9 @@ class Table:
         return self._snapshots.latest()
 
     def snapshot(self, snapshot_id: int) -> Snapshot:
+        snapshot_id = snapshot_id_arg(snapshot_id)  # type: ignore[assignment]
+        if snapshot_id is None:
+            raise InvalidArgumentError("snapshot_id", None, "a snapshot id (an int >= 1)")
         return self._snapshots.get(snapshot_id)
 
     # -- writes --------------------------------------------------------------------------

@@ -134,7 +134,9 @@ def test_negation_normal_form_is_exact(table: pa.Table, expr: Expr) -> None:
     bound = bind(expr, SCHEMA)
     for e in (bound, Not(bound)):  # both together pin down the three-valued result
         nnf = negate_push_down(e)
-        plain = str(nnf).replace(" not in ", " ").replace(" not null", "").replace(" not like ", " ")
+        plain = (
+            str(nnf).replace(" not in ", " ").replace(" not null", "").replace(" not like ", " ")
+        )
         assert "not " not in plain
         for row in table.to_pylist():
             assert evaluate_python(nnf, row) == evaluate_python(e, row)

@@ -79,9 +79,10 @@ def test_maintenance_on_s3(s3_bucket: str, storage_options: dict[str, Any]) -> N
     tbl = raylake.create_table(uri, SCHEMA, storage_options=storage_options)
     for i in range(4):
         tbl.write(_rows(range(i * 10, i * 10 + 10), "x", float(i)), mode="overwrite")
-    tbl.reset_consumer("reader", 3)
+    tbl.reset_consumer("reader", 4)
     result = tbl.expire_snapshots(retain_last=1)
-    assert [s.id for s in tbl.snapshots()] == [3, 4]  # the consumer still needs 3
+    # The consumer reads 4 next, as a change against 3: both stay.
+    assert [s.id for s in tbl.snapshots()] == [3, 4]
     assert result.expired_snapshot_ids == (1, 2) and result.deleted_data_files
     orphan = "data/orphan-left-by-a-crash.parquet"
     tbl.file_io.write_bytes(orphan, b"not referenced")

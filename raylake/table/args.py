@@ -1,0 +1,67 @@
+"""Checks of public arguments, so that a wrong type or value fails at the call with an
+error naming the argument (never later, as a confusing error about the table's files)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from raylake.errors import InvalidArgumentError
+
+
+def is_int(value: Any) -> bool:
+    """An int that is not a bool (``True`` is an int in Python, never a snapshot id)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def snapshot_id_arg(value: Any, name: str = "snapshot_id") -> int | None:
+    if value is None:
+        return None
+    if not is_int(value) or value < 1:
+        raise InvalidArgumentError(name, value, "a snapshot id (an int >= 1) or None")
+    return int(value)
+
+
+def as_of_arg(value: Any) -> datetime | int | None:
+    if value is None or isinstance(value, datetime) or (is_int(value) and value >= 0):
+        return value  # type: ignore[no-any-return]
+    raise InvalidArgumentError("as_of", value, "a datetime, epoch milliseconds (an int) or None")
+
+
+def columns_arg(value: Any, name: str = "columns") -> tuple[str, ...] | None:
+    """A list of column names; a single string is refused (is 'a,b' one name or two?)."""
+    if value is None:
+        return None
+    if isinstance(value, str | bytes) or not isinstance(value, Sequence | set | frozenset):
+        hint = f" (for one column: [{value!r}])" if isinstance(value, str) else ""
+        raise InvalidArgumentError(name, value, f"a list of column names{hint}")
+    names = tuple(value)
+    bad = [c for c in names if not isinstance(c, str)]
+    if bad:
+        raise InvalidArgumentError(name, value, "a list of column names (strings)")
+    return names
+
+
+def positive_int_arg(value: Any, name: str, *, allow_none: bool = False) -> int | None:
+    if value is None and allow_none:
+        return None
+    if not is_int(value) or value < 1:
+        raise InvalidArgumentError(name, value, "an int >= 1" + (" or None" if allow_none else ""))
+    return int(value)
+
+
+def mapping_arg(value: Any, name: str) -> Mapping[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise InvalidArgumentError(name, value, "a mapping of string keys or None")
+    return value
+
+
+def uri_arg(value: Any) -> str:
+    if hasattr(value, "__fspath__"):
+        value = str(value.__fspath__())
+    if not isinstance(value, str) or not value:
+        raise InvalidArgumentError("uri", value, "a non-empty path or URL string")
+    return value

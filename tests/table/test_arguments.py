@@ -1,0 +1,97 @@
+"""Wrong argument types and values fail at the call, naming the argument (issue 11)."""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import raylake
+from raylake.errors import InvalidArgumentError, SchemaError, UnsupportedOperationError
+
+SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
+
+
+@pytest.fixture
+def tbl(warehouse: Path) -> raylake.Table:
+    t = raylake.create_table(str(warehouse / "t"), SCHEMA)
+    t.write(pa.table({"id": [1, 2], "v": ["a", "b"]}, schema=SCHEMA))
+    return t
+
+
+@pytest.mark.parametrize("bad", ["1", 0, -3, True, 1.0, [1]])
+def test_snapshot_id(tbl: raylake.Table, bad: Any) -> None:
+    for call in (
+        lambda: tbl.to_arrow(snapshot_id=bad),
+        lambda: tbl.count(snapshot_id=bad),
+        lambda: tbl.scan(snapshot_id=bad),
+        lambda: tbl.snapshot(bad),
+    ):
+        with pytest.raises(InvalidArgumentError, match=r"snapshot_id must be a snapshot id"):
+            call()
+
+
+def test_a_string_snapshot_id_never_blames_the_metadata(tbl: raylake.Table) -> None:
+    with pytest.raises(InvalidArgumentError) as info:
+        tbl.to_arrow(snapshot_id="1")  # type: ignore[arg-type]
+    assert "corrupt" not in str(info.value) and "got str '1'" in str(info.value)
+    assert isinstance(info.value, TypeError) and isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize("bad", ["2024-01-01", True, -1, date(2024, 1, 1), 1.5])
+def test_as_of(tbl: raylake.Table, bad: Any) -> None:
+    with pytest.raises(InvalidArgumentError, match="as_of must be a datetime, epoch milliseconds"):
+        tbl.to_arrow(as_of=bad)
+
+
+def test_columns(tbl: raylake.Table) -> None:
+    with pytest.raises(
+        InvalidArgumentError, match=r"a list of column names \(for one column: \['id'\]\)"
+    ):
+        tbl.to_arrow(columns="id")  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError, match="columns must be a list of column names"):
+        tbl.to_arrow(columns=[1])  # type: ignore[list-item]
+    with pytest.raises(InvalidArgumentError, match="columns must be"):
+        tbl.to_arrow(columns=5)  # type: ignore[arg-type]
+    assert tbl.to_arrow(columns=("id",)).column_names == ["id"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"buckets": "4"}, "buckets must be an int >= 1 or None, got str '4'"),
+        ({"buckets": 2.5}, "buckets must be an int"),
+        ({"buckets": True}, "buckets must be an int"),
+        ({"buckets": 0}, "buckets must be >= 1"),
+        ({"options": ["a"]}, "options must be a mapping"),
+        ({"options": {1: "x"}}, "options must be a mapping"),
+        ({"partition_by": [1]}, "partition_by must be a list of column names"),
+        ({"primary_key": "id"}, "primary_key must be a list of column names, got the string"),
+    ],
+)
+def test_create_table_arguments(warehouse: Path, kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(SchemaError, match=message):
+        raylake.create_table(str(warehouse / "bad"), SCHEMA, **kwargs)
+    assert not (warehouse / "bad").exists()  # nothing written
+
+
+def test_uri(warehouse: Path) -> None:
+    with pytest.raises(InvalidArgumentError, match="uri must be a non-empty path or URL string"):
+        raylake.open_table(123)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError, match="uri must be"):
+        raylake.create_table("", SCHEMA)
+    created = raylake.create_table(warehouse / "as-path", SCHEMA)  # type: ignore[arg-type]
+    assert raylake.open_table(warehouse / "as-path").uri == created.uri  # type: ignore[arg-type]
+
+
+def test_bad_write_mode_commits_nothing(tbl: raylake.Table) -> None:
+    def files() -> list[Path]:
+        return sorted((Path(tbl.uri) / "data").rglob("*.parquet"))
+
+    before, snapshots = files(), len(tbl.snapshots())
+    with pytest.raises(UnsupportedOperationError, match="mode 'upsert' is not supported"):
+        tbl.write(pa.table({"id": [3], "v": ["c"]}, schema=SCHEMA), mode="upsert")
+    assert len(tbl.snapshots()) == snapshots and files() == before
