@@ -131,7 +131,7 @@ class TableKind(ABC):
             f"compact() applies to primary-key tables; {file_io.uri} is {self.described}"
         )
 
-    def delete(self, tbl: Table, keys_or_filter: Any) -> Snapshot:
+    def delete(self, tbl: Table, keys_or_filter: Any) -> Snapshot | None:
         raise UnsupportedOperationError(
             f"delete() needs a primary-key table, but {tbl.uri} is {self.described}; "
             "replace partitions with write(..., mode='overwrite', overwrite_filter=...)"

@@ -138,12 +138,18 @@ class Table:
         commit_user: str = "",
         commit_identifier: int | None = None,
         properties: Mapping[str, str] | None = None,
-    ) -> Snapshot:
+        allow_empty: bool = False,
+    ) -> Snapshot | None:
         """Commit the messages of one or many writers as one snapshot.
 
         If the commit fails, the files named by the messages are deleted: nothing is
-        left half-written.
+        left half-written. Messages that add and remove nothing make no snapshot
+        (the latest one is returned, None for a table without snapshots) unless
+        ``allow_empty=True``; an overwrite always commits (it empties what it replaces).
+        See docs/decisions.md.
         """
+        if mode != "overwrite" and not allow_empty and all(m.is_empty for m in messages):
+            return self.latest_snapshot()
         try:  # bad arguments fail the commit too, and must not leave the files behind
             overwrite: Expr | None = None
             if mode == "overwrite":
@@ -173,8 +179,14 @@ class Table:
         mode: WriteMode | None = None,
         overwrite_filter: str | Expr | None = None,
         properties: Mapping[str, str] | None = None,
-    ) -> Snapshot:
+        allow_empty: bool = False,
+    ) -> Snapshot | None:
         """Write data as one commit and return the new snapshot.
+
+        Data without rows commits nothing and returns the latest snapshot (None for a
+        table without snapshots), unless ``allow_empty=True`` asks for an empty
+        snapshot; ``mode="overwrite"`` with no rows commits, and empties the table or
+        the partitions of ``overwrite_filter``.
 
         ``mode="append"`` adds rows; ``mode="overwrite"`` replaces the whole table, or,
         with ``overwrite_filter`` (a filter on partition columns only), just those
@@ -203,6 +215,7 @@ class Table:
             overwrite_filter=overwrite_filter,
             base_snapshot_id=base,
             properties=properties,
+            allow_empty=allow_empty,
         )
 
     # -- reads ---------------------------------------------------------------------------
@@ -270,12 +283,13 @@ class Table:
 
     # -- primary-key tables (docs/primary-keys.md) --------------------------------------
 
-    def delete(self, keys_or_filter: Any) -> Snapshot:
+    def delete(self, keys_or_filter: Any) -> Snapshot | None:
         """Delete rows of a primary-key table as one commit.
 
         ``keys_or_filter`` is a filter (a string or expression, on any columns) or the
         keys to delete (a pyarrow Table, pandas DataFrame, dict of columns or list of
-        dicts holding the key columns). Keys that do not exist are ignored.
+        dicts holding the key columns). Keys that do not exist are ignored; if none
+        matches, nothing is committed and the latest snapshot is returned.
         """
         return self.kind.delete(self, keys_or_filter)
 

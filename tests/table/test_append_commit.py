@@ -290,14 +290,35 @@ def test_default_commit_identifiers_are_unique(tbl: Table) -> None:
 # -- empty appends and manifests ----------------------------------------------------------
 
 
-def test_append_of_empty_data(tbl: Table) -> None:
+def test_append_of_empty_data_commits_nothing(tbl: Table) -> None:
     before = tbl.to_arrow().sort_by("id")
+    latest = tbl.latest_snapshot()
     for empty in (rows(0, 0), rows(0, 0).to_pandas(), [], pa.table({"id": [], "dt": [], "x": []})):
-        snap = tbl.write(empty)
-        assert snap.commit_kind == "APPEND" and snap.delta_record_count == 0
+        assert tbl.write(empty) == latest  # a no-op that returns the current snapshot
+    assert tbl.snapshots()[-1] == latest
     assert tbl.to_arrow().sort_by("id").equals(before)
-    assert tbl.latest_snapshot().total_record_count == 30  # type: ignore[union-attr]
     assert data_files_on_disk(tbl) == live_data_files(tbl)
+
+
+def test_an_empty_commit_when_asked(tbl: Table) -> None:
+    latest = tbl.latest_snapshot()
+    assert latest is not None
+    snap = tbl.write(rows(0, 0), allow_empty=True, properties={"marker": "1"})
+    assert snap is not None and snap.id == latest.id + 1
+    assert snap.commit_kind == "APPEND" and snap.delta_record_count == 0
+    assert snap.total_record_count == latest.total_record_count
+
+
+def test_empty_writes_to_a_new_table(tmp_path: Path) -> None:
+    t = raylake.create_table(str(tmp_path / "new"), SCHEMA, partition_by=["dt"])
+    assert t.write(rows(0, 0)) is None and t.snapshots() == []
+    snap = t.write(rows(0, 0), mode="overwrite")  # an overwrite always commits
+    assert snap is not None and snap.commit_kind == "OVERWRITE" and t.count() == 0
+
+
+def test_an_empty_overwrite_empties_the_table(tbl: Table) -> None:
+    snap = tbl.write(rows(0, 0), mode="overwrite")
+    assert snap is not None and snap.commit_kind == "OVERWRITE" and tbl.count() == 0
 
 
 def test_manifests_merge_after_many_commits(tmp_path: Path) -> None:

@@ -40,6 +40,7 @@ from raylake.expr import (
     col,
     evaluate_python,
 )
+from raylake.table import Snapshot
 
 SCHEMA = pa.schema(
     [
@@ -140,11 +141,19 @@ class AppendTableMachine(RuleBasedStateMachine):
     def write(self, rows: list[Row], **kwargs: Any) -> None:
         data = pa.Table.from_pylist(rows, schema=SCHEMA)
         snap = self.tbl.write(data, **kwargs)
-        assert snap.id == len(self.states)
+        assert snap is not None and snap.id == len(self.states)
+
+    def check_no_commit(self, snap: Snapshot | None) -> None:
+        """Nothing to write: no snapshot, and the latest one (if any) comes back."""
+        latest = self.tbl.latest_snapshot()
+        assert snap == latest and len(self.tbl.snapshots()) == len(self.states) - 1
 
     @rule(values=st.lists(row_values, max_size=12))
     def append(self, values: list[Row]) -> None:
         rows = self.make_rows(values)
+        if not rows:
+            self.check_no_commit(self.tbl.write(pa.Table.from_pylist(rows, schema=SCHEMA)))
+            return
         self.write(rows)
         self.states.append(self.current + rows)
 
@@ -158,7 +167,10 @@ class AppendTableMachine(RuleBasedStateMachine):
             writer.write(pa.Table.from_pylist(rows, schema=SCHEMA))
             messages += writer.prepare_commit()
         snap = self.tbl.commit(messages)
-        assert snap.id == len(self.states)
+        if not batches[0] + batches[1]:
+            self.check_no_commit(snap)
+            return
+        assert snap is not None and snap.id == len(self.states)
         self.states.append(self.current + batches[0] + batches[1])
 
     @rule(values=st.lists(row_values, max_size=6))

@@ -196,8 +196,10 @@ class PrimaryKeyMachine(RuleBasedStateMachine):
         """Record the new snapshot(s) (an automatic compaction may follow the commit)."""
         before = self.current
         latest = self.tbl.latest_snapshot()
-        assert latest is not None
         first = max(self.states) + 1
+        if latest is None or latest.id < first:  # nothing to write: nothing committed
+            assert state == before
+            return
         for snapshot_id in range(first, latest.id + 1):
             self.states[snapshot_id] = state
         self.check_changelog(first, before, state, written)

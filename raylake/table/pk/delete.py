@@ -34,10 +34,11 @@ def write_deletes(writer: PrimaryKeyTableWriter, rows: Iterable[pa.Table]) -> No
         writer.write_arrow(conform(pa_table, writer.ts.arrow_schema), kinds)
 
 
-def delete_rows(tbl: Table, keys_or_filter: Any) -> Snapshot:
+def delete_rows(tbl: Table, keys_or_filter: Any) -> Snapshot | None:
     """Delete the rows a filter selects, or the rows of the given keys, as one commit.
 
-    Keys that do not exist are ignored; the commit happens (possibly empty) anyway.
+    Keys that do not exist are ignored; when nothing matches, nothing is committed and
+    the latest snapshot is returned.
     """
     base = tbl.latest_snapshot()
     writer = PrimaryKeyTableWriter(tbl.file_io, tbl.table_schema)

@@ -80,5 +80,5 @@ class PrimaryKeyKind(TableKind):
     def compact(self, file_io: FileIO, *, full: bool) -> Snapshot | None:
         return compaction.compact(file_io, self.ts, full=full)
 
-    def delete(self, tbl: Table, keys_or_filter: Any) -> Snapshot:
+    def delete(self, tbl: Table, keys_or_filter: Any) -> Snapshot | None:
         return delete.delete_rows(tbl, keys_or_filter)
