@@ -8,19 +8,33 @@ removes a snapshot a consumer still needs (see maintenance.py).
 
 Each consumer id has one writer (its stream reader); the registry does not
 arbitrate between two processes that commit progress for the same id.
+
+Registration and expiration are made safe against each other with expiry markers
+(``consumer/EXPIRING-<uuid>``): an expiration writes one before it re-reads the
+consumers, and removes it when it has deleted what it chose. A registering
+consumer writes its file, waits while a marker exists, then checks that the
+snapshots it needs are still there. Either the expiration's re-read sees the new
+consumer, or the consumer's check runs after the expiration is done: it is never
+left believing in snapshots that are gone (docs/maintenance.md).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 import time
-from collections.abc import Mapping
+import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from raylake.errors import ConsumerError, CorruptMetadataError
+from raylake.errors import ConsumerError, CorruptMetadataError, StreamPositionExpiredError
+from raylake.format.snapshot import SnapshotManager
 from raylake.io import FileIO
+
+logger = logging.getLogger(__name__)
 
 CONSUMER_DIR = "consumer"
 _PREFIX = "consumer-"
@@ -28,6 +42,10 @@ _PREFIX = "consumer-"
 # ".tmp" suffix, which FileIO's write-then-rename uses for its temporary files.
 _ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _TMP_SUFFIX = ".tmp"
+_MARKER_PREFIX = "EXPIRING-"
+# A marker this old belongs to an expiration that crashed: registrations stop waiting.
+MARKER_STALE_MS = 10 * 60 * 1000
+MARKER_WAIT_S = 60.0
 
 
 def validate_consumer_id(consumer_id: Any) -> str:
@@ -177,14 +195,78 @@ class ConsumerManager:
         progress = self.list()
         return min((p.next_snapshot_id for p in progress), default=None)
 
+    def register(
+        self,
+        consumer_id: str,
+        next_snapshot_id: int,
+        properties: Mapping[str, str] | None = None,
+    ) -> ConsumerProgress:
+        """:meth:`reset`, safe against a concurrent expiration: once it returns,
+        ``next_snapshot_id`` (and the one before it, if it existed) and all after it are
+        kept until the consumer moves on.
+
+        Raises :class:`StreamPositionExpiredError` (and unregisters the consumer) when an
+        expiration removed ``next_snapshot_id`` while the consumer registered.
+        """
+        progress = self.reset(consumer_id, next_snapshot_id, properties)
+        self.wait_for_expirations()
+        earliest = SnapshotManager(self.file_io).earliest_id()
+        if earliest is not None and next_snapshot_id < earliest:
+            self.delete(consumer_id)
+            raise StreamPositionExpiredError(
+                next_snapshot_id, earliest, self.file_io.uri, consumer_id
+            )
+        return progress
+
+    @contextmanager
+    def expiring(self) -> Iterator[None]:
+        """Hold an expiry marker while an expiration re-reads consumers and deletes."""
+        rel = f"{CONSUMER_DIR}/{_MARKER_PREFIX}{uuid.uuid4().hex}"
+        self.file_io.write_bytes(rel, json.dumps({"time_millis": _now_millis()}).encode())
+        try:
+            yield
+        finally:
+            self.file_io.delete_quietly([rel])
+
+    def wait_for_expirations(self, timeout: float = MARKER_WAIT_S) -> None:
+        """Return once no expiration holds a (fresh) marker, or after ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while self._fresh_markers():
+            if time.monotonic() >= deadline:
+                logger.warning("an expiration of %s holds its marker; going on", self.file_io.uri)
+                return
+            time.sleep(0.02)
+
+    def _fresh_markers(self) -> tuple[str, ...]:
+        fresh: tuple[str, ...] = ()
+        now = _now_millis()
+        for name in self.file_io.list_names(CONSUMER_DIR):
+            if not name.startswith(_MARKER_PREFIX) or name.endswith(_TMP_SUFFIX):
+                continue
+            try:
+                written = int(
+                    json.loads(self.file_io.read_bytes(f"{CONSUMER_DIR}/{name}"))["time_millis"]
+                )
+            except FileNotFoundError:
+                continue  # released meanwhile
+            except (ValueError, KeyError, TypeError):
+                written = now  # unreadable: being written, treat as fresh
+            if now - written < MARKER_STALE_MS:
+                fresh += (name,)
+        return fresh
+
     def _write(
         self, consumer_id: str, next_snapshot_id: int, properties: Mapping[str, str] | None
     ) -> ConsumerProgress:
         progress = ConsumerProgress(
             consumer_id=consumer_id,
             next_snapshot_id=next_snapshot_id,
-            updated_millis=int(time.time() * 1000),
+            updated_millis=_now_millis(),
             properties=dict(properties or {}),
         )
         self.file_io.write_bytes(consumer_path(consumer_id), progress.to_bytes())
         return progress
+
+
+def _now_millis() -> int:
+    return int(time.time() * 1000)

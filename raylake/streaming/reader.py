@@ -172,7 +172,11 @@ class StreamReader:
     def _step(self, snap: Snapshot) -> StreamPlan:
         parent = snap.parent_id
         if parent is not None and self._needs_parent() and self._get(parent) is None:
-            self._check_not_expired(parent)  # a diff needs it; expired underneath us
+            # The diff base is gone (a consumer moved past a gap by reset_consumer): the
+            # changes of this snapshot are unknown, its state is not.
+            if self.planner.on_overwrite == "fail":
+                self._check_not_expired(parent)
+            return self.planner.full(snap, kind="refresh")
         return self.planner.step(snap)
 
     def _needs_parent(self) -> bool:
@@ -336,7 +340,7 @@ class StreamReader:
         props = {**(properties or {}), _MODE: "full" if full else "delta"}
         if forward_only:
             return self._consumers.commit(self.consumer_id, next_snapshot_id, props)
-        return self._consumers.reset(self.consumer_id, next_snapshot_id, props)
+        return self._consumers.register(self.consumer_id, next_snapshot_id, props)
 
     def close(self) -> None:
         self._closed = True

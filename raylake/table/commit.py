@@ -83,6 +83,7 @@ class Committer:
             latest = self.snapshots.latest()
             done = self._already_committed(request, user, latest)
             if done is not None:
+                self._drop_unused_files(request, done)
                 return done
             if request.base_snapshot_id is None:
                 # No base given: the commit is based on what it first sees, so only commits
@@ -118,6 +119,23 @@ class Committer:
             if snap.commit_user == user and snap.commit_identifier == request.commit_identifier:
                 return snap
         return None
+
+    def _drop_unused_files(self, request: CommitRequest, done: Snapshot) -> None:
+        """An idempotent retry found its commit done: delete the files this attempt
+        wrote that the committed snapshot does not name (a retry that rewrote its data),
+        at once rather than leaving them to orphan removal."""
+        attempt = {f.path for m in request.messages for f in (*m.new_files, *m.changelog_files)}
+        if not attempt:
+            return
+        metas = [*done.delta_manifests, *done.changelog_manifests]
+        committed = set(read_entries(self.file_io, metas, self.ts, ()).column("path").to_pylist())
+        unused = sorted(attempt - committed)
+        if unused:
+            logger.info(
+                "commit %s/%s is already snapshot %d; deleting %d files of this attempt",
+                done.commit_user, done.commit_identifier, done.id, len(unused),
+            )  # fmt: skip
+            self.file_io.delete_quietly(unused)
 
     def _check_conflicts(self, request: CommitRequest, latest: Snapshot | None) -> None:
         if latest is None:

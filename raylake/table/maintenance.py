@@ -111,12 +111,33 @@ def expire_snapshots(
         raise InvalidOptionError("retain_last", retain_last, "expected a positive integer")
     cutoff = None if older_than is None else cutoff_millis(older_than, _now_millis())
     snapshots = SnapshotManager(file_io)
-    # Consumers first: a consumer that registers after this line is not protected (docs).
-    protected_from = ConsumerManager(file_io).min_next_snapshot()
+    consumers = ConsumerManager(file_io)
     ids = snapshots.snapshot_ids()
-    expired = _expirable(snapshots, ids, retain_last, cutoff, protected_from)
+    expired = _expirable(snapshots, ids, retain_last, cutoff, consumers.min_next_snapshot())
     if not expired:
         return ExpireResult((), (), (), dry_run)
+    if dry_run:
+        return _expire(file_io, snapshots, ids, expired, dry_run=True)
+    # A consumer registering now either shows up in this second read, or waits for the
+    # marker to go and then finds out what is left (raylake/format/consumer.py).
+    with consumers.expiring():
+        expired = _protect(expired, consumers.min_next_snapshot())
+        if not expired:
+            return ExpireResult((), (), (), dry_run)
+        return _expire(file_io, snapshots, ids, expired, dry_run=False)
+
+
+def _protect(expired: list[Snapshot], protected_from: int | None) -> list[Snapshot]:
+    """The expired prefix, cut before what a consumer needs (see ``_expirable``)."""
+    if protected_from is None:
+        return expired
+    return [s for s in expired if s.id < protected_from - 1]
+
+
+def _expire(
+    file_io: FileIO, snapshots: SnapshotManager, ids: list[int], expired: list[Snapshot],
+    *, dry_run: bool,
+) -> ExpireResult:  # fmt: skip
     retained = [snapshots.get(i) for i in ids if i > expired[-1].id]
     doomed_manifests, doomed_data = _exclusive_files(file_io, expired, retained)
     result = ExpireResult(

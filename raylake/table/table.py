@@ -366,12 +366,14 @@ class Table:
         """Register a consumer, or move it, so that it reads ``snapshot_id`` next.
 
         The snapshot must exist, or be the one after the latest (read only new commits).
+        Safe against an expiration running at the same time: once this returns, the
+        snapshot is kept (docs/maintenance.md).
         """
         validate_next_snapshot_id(validate_consumer_id(consumer_id), snapshot_id)
         latest = self._snapshots.latest_id() or 0
         if snapshot_id != latest + 1:
             self._snapshots.get(snapshot_id)  # SnapshotNotFoundError names what exists
-        return ConsumerManager(self.file_io).reset(consumer_id, snapshot_id)
+        return ConsumerManager(self.file_io).register(consumer_id, snapshot_id)
 
     def delete_consumer(self, consumer_id: str) -> bool:
         """Unregister a consumer (True if it existed); its snapshots may then expire."""

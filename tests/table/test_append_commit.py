@@ -264,6 +264,17 @@ def test_idempotent_retry_returns_the_same_snapshot(tbl: Table) -> None:
     assert (stored.commit_user, stored.commit_identifier) == ("etl-job", 42)
 
 
+def test_a_retry_that_rewrote_its_data_deletes_the_new_files_at_once(tbl: Table) -> None:
+    first = tbl.commit(prepare(tbl, rows(500, 5)), commit_user="etl-job", commit_identifier=9)
+    rewritten = prepare(tbl, rows(500, 5))  # the retried task wrote its output again
+    paths = {f.path for m in rewritten for f in m.new_files}
+    assert paths and paths <= data_files_on_disk(tbl)
+    again = tbl.commit(rewritten, commit_user="etl-job", commit_identifier=9)
+    assert again == first and tbl.count() == 35
+    assert not paths & data_files_on_disk(tbl)  # gone now, not at the next orphan sweep
+    assert data_files_on_disk(tbl) == live_data_files(tbl)
+
+
 def test_idempotence_is_per_user_and_identifier(tbl: Table) -> None:
     tbl.commit(prepare(tbl, rows(500, 1)), commit_user="a", commit_identifier=1)
     tbl.commit(prepare(tbl, rows(510, 1)), commit_user="b", commit_identifier=1)
