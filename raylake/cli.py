@@ -11,6 +11,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from raylake.errors import RaylakeError
+from raylake.progress import progress_enabled
 from raylake.table import Table, open_table
 from raylake.table.kind import kind_of
 
@@ -273,7 +274,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args))
+        with progress_enabled():  # bars for long work, on a terminal only
+            return int(args.func(args))
     except RaylakeError as exc:
         print(f"raylake: error: {exc}", file=sys.stderr)
         return 2

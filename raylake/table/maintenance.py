@@ -26,6 +26,7 @@ from raylake.format.manifest import ADD, MANIFEST_DIR, live_files
 from raylake.format.schema import SCHEMA_DIR
 from raylake.format.snapshot import SNAPSHOT_DIR, Snapshot, SnapshotManager, snapshot_path
 from raylake.io import FileIO
+from raylake.progress import track
 from raylake.table.writer import DATA_DIR
 
 logger = logging.getLogger(__name__)
@@ -146,8 +147,8 @@ def _expire(
     if not dry_run:
         for snap in expired:  # oldest first: the remaining history never has a gap
             file_io.delete(snapshot_path(snap.id))
-        _delete_all(file_io, result.deleted_data_files)
-        _delete_all(file_io, result.deleted_manifests)
+        _delete_all(file_io, result.deleted_data_files, "expire: data files")
+        _delete_all(file_io, result.deleted_manifests, "expire: manifests")
         logger.info(
             "expired snapshots %d..%d of %s, deleted %d files",
             expired[0].id,
@@ -225,7 +226,7 @@ def remove_orphan_files(
     paths = pa.array(listed, pa.string())
     orphans = paths.filter(pc.invert(pc.is_in(paths, value_set=referenced))).to_pylist()
     if not dry_run:
-        _delete_all(file_io, orphans)
+        _delete_all(file_io, orphans, "orphans: deleting")
         logger.info("removed %d orphan files from %s", len(orphans), file_io.uri)
     return OrphanResult(tuple(orphans), dry_run)
 
@@ -337,8 +338,8 @@ def kept_data_paths(file_io: FileIO, retained: list[Snapshot]) -> pa.Array:
     return data_paths(refs)
 
 
-def _delete_all(file_io: FileIO, paths: Iterable[str]) -> None:
-    for rel in paths:
+def _delete_all(file_io: FileIO, paths: Iterable[str], description: str = "deleting") -> None:
+    for rel in track(paths, description):
         file_io.delete(rel)
 
 

@@ -290,3 +290,22 @@ def test_primary_key_options_on_append_table_are_refused(tmp_path, options):
     with pytest.raises(raylake.InvalidOptionError, match="only to primary-key tables"):
         raylake.create_table(str(tmp_path / "t"), pa.schema([("x", pa.int64())]), options=options)
     assert not (tmp_path / "t").exists() or not any((tmp_path / "t").rglob("*.json"))
+
+
+def test_dictionary_is_an_encoding_not_a_type(tmp_path: Path) -> None:
+    """Declared or written dictionary<string> is stored as string (docs/format.md); the
+    Parquet pages still use dictionary encoding, so the files stay compact."""
+    import pyarrow.parquet as pq
+
+    declared = pa.schema([("id", pa.int64()), ("c", pa.dictionary(pa.int32(), pa.string()))])
+    tbl = raylake.create_table(str(tmp_path / "t"), declared)
+    assert tbl.schema.field("c").type == pa.string()
+    tbl.write(pa.table({"id": [1, 2], "c": pa.array(["x", "y"]).dictionary_encode()}))
+    tbl.write(pa.table({"id": [3], "c": ["x"]}))  # plain strings are accepted too
+    out = tbl.to_arrow().sort_by("id")
+    assert out.schema.field("c").type == pa.string()
+    assert out.column("c").to_pylist() == ["x", "y", "x"]
+    assert tbl.count(filter="c = 'x'") == 2
+    for path in (tmp_path / "t" / "data").rglob("*.parquet"):
+        encodings = pq.ParquetFile(path).metadata.row_group(0).column(1).encodings
+        assert any("DICTIONARY" in e for e in encodings)

@@ -29,6 +29,7 @@ from raylake.format.manifest import DataFile, live_files_by_bucket
 from raylake.format.schema import TableSchema
 from raylake.format.snapshot import Snapshot, SnapshotManager
 from raylake.io import FileIO
+from raylake.progress import track
 from raylake.table.commit import CommitRequest, Committer
 from raylake.table.pk.engines import merge
 from raylake.table.pk.read import overlap_sections, read_file
@@ -88,7 +89,7 @@ def prepare_compaction(
             for key, sections in work
         ]
         messages, errors = [], []
-        for future in futures:
+        for future in track(futures, "compact: buckets"):
             try:
                 messages.append(future.result())
             except BaseException as exc:
