@@ -13,6 +13,9 @@ the rows that pyarrow would, or the read would differ from an unpushed ``filter`
 - A literal is bound to its column's type; one that does not round-trip exactly
   (``0.1`` against a float32 column, ``1.5`` against an int column) is not converted,
   since pyarrow would compare in the wider type.
+- ``col.str.starts_with(p)`` and ``col.str.match(pattern)`` (pyarrow ``starts_with`` and
+  ``match_like``) on a string column become ``like``: both are null for a null value,
+  as raylake's ``like`` is unknown. ``ignore_case`` or any other option is not converted.
 
 Whatever cannot be converted raises :class:`_Unconvertible` internally; callers either
 turn it into a :class:`~raylake.errors.FilterError` naming the part (an explicit
@@ -25,12 +28,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from ray.data.expressions import (
     AliasExpr,
     BinaryExpr,
     ColumnExpr,
     LiteralExpr,
     Operation,
+    PyArrowComputeUDFExpr,
     UnaryExpr,
 )
 from ray.data.expressions import Expr as RayExpr
@@ -43,10 +48,12 @@ from raylake.expr import (
     Expr,
     In,
     IsNull,
+    Like,
     NotIn,
     NotNull,
     and_,
     bind,
+    escape_like,
     not_,
     or_,
 )
@@ -128,6 +135,10 @@ def render(expr: RayExpr) -> str:
     if isinstance(expr, UnaryExpr):
         operand = render(expr.operand)
         return f"~{operand}" if expr.op == Operation.NOT else f"{operand}.{expr.op.value}()"
+    if isinstance(expr, PyArrowComputeUDFExpr):
+        parts = [render(a) for a in expr.args] + [repr(v) for v in expr.pc_positional]
+        parts += [f"{k}={v!r}" for k, v in expr.pc_kwargs.items()]
+        return f"{getattr(expr.pc_func, '__name__', 'udf')}({', '.join(parts)})"
     return type(expr).__name__
 
 
@@ -181,6 +192,8 @@ class _Converter:
             return self._bare_column(expr)
         if isinstance(expr, LiteralExpr) and isinstance(expr.value, bool):
             return AlwaysTrue() if expr.value else AlwaysFalse()
+        if isinstance(expr, PyArrowComputeUDFExpr):
+            return self._string_match(expr)
         raise _Unconvertible(expr, f"{type(expr).__name__} is not a predicate raylake knows")
 
     def _binary(self, expr: BinaryExpr) -> Expr:
@@ -241,6 +254,30 @@ class _Converter:
         if len(values) < len(raw):
             return and_(NotNull(name), NotIn(name, values)) if values else NotNull(name)
         return or_(IsNull(name), NotIn(name, values)) if values else AlwaysTrue()
+
+    def _string_match(self, expr: PyArrowComputeUDFExpr) -> Expr:
+        """``col.str.starts_with(p)`` / ``col.str.match(pattern)``, without options."""
+        func = expr.pc_func
+        if func is not pc.starts_with and func is not pc.match_like:
+            raise _Unconvertible(expr, "only starts_with and match (LIKE) UDFs are predicates")
+        kwargs = dict(expr.pc_kwargs)
+        positional = list(expr.pc_positional)
+        if "pattern" in kwargs and not positional:
+            positional.append(kwargs.pop("pattern"))
+        if kwargs.pop("ignore_case", False) or kwargs or len(positional) != 1:
+            raise _Unconvertible(expr, "only a pattern, without other options, is exact")
+        if len(expr.args) != 1 or expr.kwargs:
+            raise _Unconvertible(expr, "the operand must be a plain column")
+        name = self._column(expr.args[0], expr)
+        pattern = positional[0]
+        if not isinstance(pattern, str):
+            raise _Unconvertible(expr, f"the pattern {pattern!r} is not a string")
+        if func is pc.starts_with:
+            pattern = escape_like(pattern) + "%"
+        try:
+            return Like(name, pattern)
+        except FilterError as exc:
+            raise _Unconvertible(expr, str(exc)) from None
 
     def _column(self, operand: RayExpr, whole: RayExpr) -> str:
         operand = _unalias(operand)

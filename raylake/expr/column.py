@@ -6,7 +6,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from raylake.errors import FilterError
-from raylake.expr.tree import Compare, Expr, In, IsNull, NotIn, NotNull, as_values
+from raylake.expr.like import escape_like
+from raylake.expr.tree import And, Compare, Expr, In, IsNull, Like, NotIn, NotNull, as_values
 
 
 class Column:
@@ -68,6 +69,24 @@ class Column:
     def is_not_null(self) -> NotNull:
         """``column is not null``."""
         return NotNull(self.name)
+
+    def like(self, pattern: str) -> Like:
+        """``column like pattern``: ``%`` any run, ``_`` one character, ``\\`` escapes."""
+        return Like(self.name, pattern)
+
+    def not_like(self, pattern: str) -> Like:
+        """``column not like pattern``; like SQL, does not match null."""
+        return Like(self.name, pattern, negated=True)
+
+    def starts_with(self, prefix: str) -> Like:
+        """``starts_with(column, prefix)``: the prefix taken literally."""
+        if not isinstance(prefix, str):
+            raise FilterError(f"starts_with on column {self.name!r} needs a string, got {prefix!r}")
+        return Like(self.name, escape_like(prefix) + "%")
+
+    def between(self, low: Any, high: Any) -> Expr:
+        """``column between low and high``, both ends included."""
+        return And(self._compare(">=", low), self._compare("<=", high))
 
 
 def col(name: str) -> Column:

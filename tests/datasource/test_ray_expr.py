@@ -20,7 +20,7 @@ from ray.data.expressions import col, lit
 
 from raylake.datasource.ray_expr import from_ray_expr, render, split_ray_predicate
 from raylake.errors import FilterError
-from raylake.expr import AlwaysTrue, Compare, to_arrow
+from raylake.expr import AlwaysTrue, Compare, Like, to_arrow
 
 SCHEMA = pa.schema(
     [
@@ -33,11 +33,11 @@ SCHEMA = pa.schema(
 )
 ROWS = pa.table(
     {
-        "i": [1, 2, 3, None, 5, -1, 0, 2],
-        "f": [0.5, math.nan, 2.0, None, -1.0, 3.5, 0.0, 2.0],
-        "g": [0.1, 0.2, None, 1.5, math.nan, -2.0, 0.0, 1.0],
-        "s": ["a", "b", None, "c", "a", "", "zz", "b"],
-        "b": [True, False, None, True, False, True, None, False],
+        "i": [1, 2, 3, None, 5, -1, 0, 2, 7, 8],
+        "f": [0.5, math.nan, 2.0, None, -1.0, 3.5, 0.0, 2.0, 1.0, None],
+        "g": [0.1, 0.2, None, 1.5, math.nan, -2.0, 0.0, 1.0, 0.5, None],
+        "s": ["a", "b", None, "c", "a", "", "zz", "b", "a%", "a\\"],
+        "b": [True, False, None, True, False, True, None, False, True, None],
     },
     schema=SCHEMA,
 )
@@ -78,12 +78,26 @@ def lake_selects(expr: Any) -> list[int]:
         col("f") != 2.0,
         ~(col("f") == 2.0),
         (col("i") == 2).alias("x"),
+        col("s").str.starts_with("a"),
+        col("s").str.starts_with(""),
+        ~col("s").str.starts_with("z"),
+        col("s").str.match("a%"),
+        col("s").str.match("%z"),
+        col("s").str.match("_"),
+        col("s").str.match("a\\%"),
+        ~col("s").str.match("b"),
+        col("s").str.match("a%") | (col("i") > 2),
     ],
     ids=lambda e: render(e) if not isinstance(e, str) else e,
 )
 def test_conversion_selects_what_pyarrow_selects(expr: Any) -> None:
     converted = from_ray_expr(expr, SCHEMA)
     assert lake_selects(converted) == ray_selects(expr)
+
+
+def test_string_predicates_become_like() -> None:
+    assert from_ray_expr(col("s").str.starts_with("a_"), SCHEMA) == Like("s", "a\\_%")
+    assert from_ray_expr(col("s").str.match("a%b"), SCHEMA) == Like("s", "a%b")
 
 
 def test_simple_comparison_becomes_a_bound_compare() -> None:
@@ -102,6 +116,10 @@ def test_simple_comparison_becomes_a_bound_compare() -> None:
         (col("nope") == 1, "unknown column 'nope'"),
         (col("s") == None, "null"),  # noqa: E711
         (col("i"), "not boolean"),
+        (col("s").str.match("a%", ignore_case=True), "without other options"),
+        (col("s").str.starts_with("A", ignore_case=True), "without other options"),
+        (col("i").str.starts_with("1"), "needs a string column"),
+        (col("s").str.ends_with("a"), "only starts_with and match"),
     ],
     ids=lambda e: render(e) if not isinstance(e, str) else e,
 )

@@ -9,7 +9,17 @@ import pytest
 
 import raylake
 from raylake.errors import FilterError
-from raylake.expr import And, Compare, Like, Not, bind, escape_like, parse_filter, to_arrow
+from raylake.expr import (
+    And,
+    Compare,
+    Like,
+    Not,
+    bind,
+    col,
+    escape_like,
+    parse_filter,
+    to_arrow,
+)
 from raylake.expr.like import like_prefix, prefix_successor
 
 WORDS = pa.table({"s": ["apple", "apricot", "banana", "a%b", "a_b", "ab", None, "APPLE"]})
@@ -17,6 +27,14 @@ WORDS = pa.table({"s": ["apple", "apricot", "banana", "a%b", "a_b", "ab", None, 
 
 def rows(text: str, table: pa.Table = WORDS) -> list[str | None]:
     return table.filter(to_arrow(bind(parse_filter(text), table.schema)))["s"].to_pylist()
+
+
+def test_column_builders() -> None:
+    assert col("s").like("ap%") == parse_filter("s like 'ap%'")
+    assert col("s").not_like("ap%") == parse_filter("s not like 'ap%'")
+    assert col("s").starts_with("a%") == parse_filter("starts_with(s, 'a%')")
+    assert col("x").between(1, 3) == parse_filter("x between 1 and 3")
+    assert ~col("x").between(1, 3) == parse_filter("x not between 1 and 3")
 
 
 def test_parse_forms() -> None:

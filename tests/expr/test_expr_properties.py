@@ -71,7 +71,7 @@ LITERALS: dict[str, st.SearchStrategy[Any]] = {
 OPS = ["=", "!=", "<", "<=", ">", ">="]
 # LIKE patterns over the strings above: wildcards, escapes and literal pattern characters.
 PATTERNS = st.lists(
-    st.sampled_from(["a", "b", "é", " ", "%", "_", "\\%", "\\_", "\\\\"]), max_size=4
+    st.sampled_from(["a", "b", "é", " ", "%", "_", "\\%", "\\_", "\\\\", "\\a"]), max_size=4
 ).map("".join)
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
