@@ -98,6 +98,7 @@ class ShardedLoader:
         self.epoch = 0
         self._pending: Position | None = None  # a loaded position, used by the next pass
         self._live: Position | None = None  # the pass in progress in this process
+        self._yielded = 0  # batches the pass in progress has yielded
 
     # -- epochs and orders -------------------------------------------------------------
 
@@ -158,15 +159,13 @@ class ShardedLoader:
         begin, count = division.worker_block(worker)
         own = [division.batch(rank, i) for i in range(begin + first, begin + count)]
         self._live = Position(start.epoch, start.remaining, replace(here, batches=first))
-        reader = WindowReader(self.source, self.order(start.epoch))
-        return self._counted(numpy_batches(reader, self.converter, own))
+        self._yielded = 0
+        reader = WindowReader(self.source, self.order(start.epoch), self.converter)
+        return self._counted(numpy_batches(reader, own))
 
     def _counted(self, batches: Iterator[Block]) -> Iterator[Block]:
         for block in batches:
-            live = self._live
-            assert live is not None and live.progress is not None
-            progress = replace(live.progress, batches=live.progress.batches + 1)
-            self._live = replace(live, progress=progress)
+            self._yielded += 1  # counted before the caller has it, as StatefulDataLoader expects
             yield block
 
     # -- positions ---------------------------------------------------------------------
@@ -175,6 +174,8 @@ class ShardedLoader:
         """The position: of the pass in progress in this process, else where the next starts."""
         position = self._live or self._start()
         p = position.progress
+        if p is not None and self._live is not None:
+            p = replace(p, batches=p.batches + self._yielded)
         return {
             STATE_KEY: STATE_VERSION,
             "table": self.source.uri,

@@ -110,7 +110,7 @@ class EpochOrder:
     seed: int = 0
     epoch: int = 0
     shuffle: bool = True
-    window: int = 1 << 18  # rows per shuffle window
+    window: int = 1 << 16  # rows per shuffle window
 
     def __post_init__(self) -> None:
         if self.window < 1:

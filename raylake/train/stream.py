@@ -2,10 +2,10 @@
 
 A consumer (one rank's DataLoader worker, or one tf.data input pipeline) reads its
 batches' positions window by window: the pieces behind a window are read once
-(kept in a small cache, since a piece may straddle two windows), the window's rows
-are put in the epoch's order with one ``take``, converted to numpy once, and the
-batches are zero-copy slices of that (a batch that straddles two chunks is the only
-copy). Nothing here is per row in Python.
+(kept in a small cache, since a piece may straddle two windows) and converted to
+numpy once; a shuffled window's rows are then put in the epoch's order with one
+gather per array, and the batches are zero-copy slices of that (a batch that
+straddles two chunks is the only other copy). Nothing here is per row in Python.
 """
 
 from __future__ import annotations
@@ -24,13 +24,20 @@ Block = dict[str, np.ndarray]
 
 
 class WindowReader:
-    """The rows at positions [lo, hi) of one epoch's order, as Arrow tables."""
+    """The rows at positions [lo, hi) of one epoch's order, converted to numpy."""
 
-    def __init__(self, source: LakeSource, order: EpochOrder, cached_pieces: int = 4) -> None:
+    def __init__(
+        self,
+        source: LakeSource,
+        order: EpochOrder,
+        convert: Callable[[pa.Table], Block],
+        cached_pieces: int = 4,
+    ) -> None:
         self.source = source
         self.order = order
+        self.convert = convert
         self._pieces: LruCache[int, pa.Table] = LruCache(cached_pieces)
-        self._window: tuple[int, pa.Table, np.ndarray] | None = None
+        self._window: tuple[int, Block, np.ndarray] | None = None
 
     def _piece(self, index: int) -> pa.Table:
         return self._pieces.get_or_compute(index, lambda: self.source.read_piece(index))
@@ -41,22 +48,27 @@ class WindowReader:
             return self.source.schema.empty_table()
         return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
 
-    def read(self, lo: int, hi: int) -> pa.Table:
-        """Positions [lo, hi), which must lie in one window, in epoch order."""
-        k = lo // self.order.window
+    def read(self, lo: int, hi: int) -> Block:
+        """Positions [lo, hi), which must lie in one window, in epoch order.
+
+        A shuffled window is converted once, then permuted in numpy: gathering whole
+        rows of the stacked features is cheaper than gathering every Arrow column.
+        """
         if not self.order.shuffle:
-            return self._source_rows(lo, hi)
+            return self.convert(self._source_rows(lo, hi))
+        k = lo // self.order.window
         if self._window is None or self._window[0] != k:
+            self._window = None  # let the previous window go before reading the next
             w_lo, w_hi = self.order.window_bounds(k)
-            rows = self._source_rows(w_lo, w_hi).combine_chunks()
             perm = self.order.permutation(k)
             assert perm is not None
-            self._window = (k, rows, perm)
-        _, rows, perm = self._window
+            self._window = (k, self.convert(self._source_rows(w_lo, w_hi)), perm)
+        _, block, perm = self._window
         base = k * self.order.window
-        return rows.take(pa.array(perm[lo - base : hi - base]))
+        rows = perm[lo - base : hi - base]
+        return {name: values[rows] for name, values in block.items()}
 
-    def chunks(self, segments: Sequence[Interval]) -> Iterator[pa.Table]:
+    def chunks(self, segments: Sequence[Interval]) -> Iterator[Block]:
         """The rows of ``segments`` (positions, in the order given), one window part at a time."""
         for lo, hi in segments:
             for _, a, b in self.order.split_by_window(lo, hi):
@@ -75,14 +87,9 @@ def segments_of(batches: Sequence[Batch]) -> list[Interval]:
     return out
 
 
-def numpy_batches(
-    reader: WindowReader,
-    convert: Callable[[pa.Table], Block],
-    batches: Sequence[Batch],
-) -> Iterator[Block]:
+def numpy_batches(reader: WindowReader, batches: Sequence[Batch]) -> Iterator[Block]:
     """The batches, converted: each the rows of its positions, in order."""
-    blocks = (convert(t) for t in reader.chunks(segments_of(batches)) if t.num_rows)
-    return cut(blocks, [size(b) for b in batches])
+    return cut(reader.chunks(segments_of(batches)), [size(b) for b in batches])
 
 
 def cut(blocks: Iterator[Block], sizes: Sequence[int]) -> Iterator[Block]:

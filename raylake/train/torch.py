@@ -37,7 +37,7 @@ from raylake.train.loader import ShardedLoader, Transform
 from raylake.train.source import LakeSource
 from raylake.train.stream import Block
 
-DEFAULT_SHUFFLE_WINDOW = 1 << 18
+DEFAULT_SHUFFLE_WINDOW = 1 << 16
 
 _NUMPY_OF = {
     torch.float16: np.float16,
