@@ -9,9 +9,8 @@ batches into tensors.
 A position (docs/training.md, "Resume") names the table, snapshot and order it is
 relative to, the positions of the epoch not yet read when the current division
 started, and the division's progress: ``batches`` read by one consumer. A position
-made by a consumer that is alone on its rank (no DataLoader workers) is turned into
-plain remaining positions when loaded, so it resumes under any world size or worker
-count; one DataLoader worker's position (what StatefulDataLoader keeps per worker)
+made by a consumer that is alone on its rank (no DataLoader workers) is saved as
+plain remaining positions, so it resumes under any world size or worker count; one DataLoader worker's position (what StatefulDataLoader keeps per worker)
 resumes that same worker, and the loader's whole state dict resumes anything.
 """
 
@@ -173,9 +172,11 @@ class ShardedLoader:
     def state_dict(self) -> dict[str, Any]:
         """The position: of the pass in progress in this process, else where the next starts."""
         position = self._live or self._start()
+        if position.progress is not None and self._live is not None:
+            progress = replace(position.progress, batches=position.progress.batches + self._yielded)
+            position = replace(position, progress=progress)
+        position = position.normalized()
         p = position.progress
-        if p is not None and self._live is not None:
-            p = replace(p, batches=p.batches + self._yielded)
         return {
             STATE_KEY: STATE_VERSION,
             "table": self.source.uri,
@@ -186,6 +187,9 @@ class ShardedLoader:
             "shuffle": self.shuffle,
             "shuffle_window": self.shuffle_window,
             "total_rows": self.source.total,
+            "batch_size": self.batch_size,
+            "drop_last": self.drop_last,
+            "world_size": None if p is None else p.world_size,
             "epoch": position.epoch,
             "remaining": [list(i) for i in position.remaining],
             "progress": None if p is None else p.__dict__.copy(),
@@ -249,15 +253,17 @@ def from_loader_state(state: Mapping[str, Any]) -> Mapping[str, Any]:
     """The position a StatefulDataLoader's state dict stands for, as plain remaining rows.
 
     The loader's state holds how many batches this rank received (``_num_yielded``, or
-    its last snapshot's step plus the steps since) and each worker's dataset position;
-    with every rank at that same step, what all ranks read is known.
+    its last snapshot's step plus the steps since) and each worker's dataset position
+    as of that snapshot; with every rank at the same step, what all ranks read is known.
     """
-    if "_snapshot" in state:  # multi-process: per-worker states
+    since = 0
+    if "_snapshot" in state:  # worker processes: their positions as of the snapshot
         snap = state["_snapshot"]
-        steps = int(snap["_snapshot_step"]) + int(state.get("_steps_since_snapshot", 0))
+        since = int(state.get("_steps_since_snapshot", 0))
+        steps = int(snap["_snapshot_step"]) + since
         workers = snap.get("_worker_snapshots", {})
         datasets = [w.get("dataset_state") for w in workers.values() if isinstance(w, Mapping)]
-    elif "_num_yielded" in state:  # single process
+    elif "_num_yielded" in state:  # in-process: the dataset's position is current
         steps = int(state["_num_yielded"])
         datasets = [state.get("dataset_state")]
     else:
@@ -269,17 +275,29 @@ def from_loader_state(state: Mapping[str, Any]) -> Mapping[str, Any]:
     if not ours:
         raise ResumeStateError("the StatefulDataLoader state holds no raylake dataset position")
     base = ours[0]
-    p = base.get("progress")
-    if p is None:  # no pass had started: the position is where it stands
-        return base
-    progress = Progress(**p)
     remaining = normalize(base["remaining"])
-    rest = progress.division(remaining).remaining_after(steps)
+    if base.get("progress") is not None:  # one of several workers: the loader knows the steps
+        rest = Progress(**base["progress"]).division(remaining).remaining_after(steps)
+    elif since and base.get("world_size"):  # a lone worker, saved ``since`` steps ago
+        division = Division(remaining, base["batch_size"], base["world_size"], 1, base["drop_last"])
+        rest = division.remaining_after(since)
+    else:
+        rest = remaining
     return {**base, "remaining": [list(i) for i in rest], "progress": None}
 
 
 def consumed_rows(state: Mapping[str, Any]) -> int:
-    """Rows of the epoch a (normalized) position has read, counting nothing twice."""
+    """Rows of the epoch a position has read on all ranks together (for progress reports).
+
+    One DataLoader worker's position does not know what the other workers read; pass
+    the StatefulDataLoader's whole state dict instead.
+    """
+    state = _position_state(state)
+    if state.get("progress") is not None:
+        raise ResumeStateError(
+            "one DataLoader worker's position does not tell what the others read; "
+            "pass the StatefulDataLoader's state_dict()"
+        )
     return int(state["total_rows"]) - size(normalize(state["remaining"]))
 
 
