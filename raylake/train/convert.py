@@ -186,10 +186,11 @@ class Converter:
         if layout.features is not None:
             types = [numpy_dtype(self.schema.field(c).type) for c in layout.features]
             self.features_dtype = self.dtype or np.result_type(*types)
-            self.features_width = sum(
-                int(np.prod(inner_shape(self.schema.field(c).type), dtype=np.int64))
+            self.widths = {
+                c: int(np.prod(inner_shape(self.schema.field(c).type), dtype=np.int64))
                 for c in layout.features
-            )
+            }
+            self.features_width = sum(self.widths.values())
 
     def _fill_for(self, column: str) -> Any:
         return self.fill.get(column) if isinstance(self.fill, dict) else self.fill
@@ -214,15 +215,14 @@ class Converter:
     def _stack(self, table: pa.Table, features: Sequence[str]) -> np.ndarray:
         n = table.num_rows
         if len(features) == 1:
-            arr = self.column(table, features[0])
-            arr = arr.reshape(n, -1) if arr.ndim != 2 else arr
+            arr = self.column(table, features[0]).reshape(n, self.features_width)
             return arr.astype(self.features_dtype, copy=False)
         out = np.empty((n, self.features_width), dtype=self.features_dtype)
         j = 0
         for name in features:
-            arr = self.column(table, name).reshape(n, -1)
-            out[:, j : j + arr.shape[1]] = arr
-            j += arr.shape[1]
+            width = self.widths[name]
+            out[:, j : j + width] = self.column(table, name).reshape(n, width)
+            j += width
         return out
 
 
