@@ -11,7 +11,7 @@ straddles two chunks is the only other copy). Nothing here is per row in Python.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -92,16 +92,26 @@ def numpy_batches(reader: WindowReader, batches: Sequence[Batch]) -> Iterator[Bl
     return cut(reader.chunks(segments_of(batches)), [size(b) for b in batches])
 
 
-def cut(blocks: Iterator[Block], sizes: Sequence[int]) -> Iterator[Block]:
-    """Re-cut a stream of blocks into batches of the given sizes (views where possible)."""
+def cut(blocks: Iterable[Block], sizes: Iterable[int]) -> Iterator[Block]:
+    """Re-cut a stream of blocks into batches of the given sizes (views where possible).
+
+    When the blocks run out, the rows left form one last, smaller batch.
+    """
+    blocks = iter(blocks)
     queue: deque[tuple[Block, int, int]] = deque()  # block, offset, rows
     have = 0
     for want in sizes:
         while have < want:
-            block = next(blocks)
-            n = len(next(iter(block.values()))) if block else 0
-            queue.append((block, 0, n))
-            have += n
+            block = next(blocks, None)
+            if block is None:
+                break
+            n = _rows(block)
+            if n:
+                queue.append((block, 0, n))
+                have += n
+        want = min(want, have)
+        if want == 0:
+            return
         parts: list[Block] = []
         need = want
         while need:
@@ -118,3 +128,7 @@ def cut(blocks: Iterator[Block], sizes: Sequence[int]) -> Iterator[Block]:
             yield parts[0]
         else:
             yield {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+def _rows(block: Block) -> int:
+    return len(next(iter(block.values()))) if block else 0

@@ -59,7 +59,7 @@ def to_tensor(array: np.ndarray) -> torch.Tensor:
     return torch.from_dlpack(array)
 
 
-def _numpy_dtype(dtype: torch.dtype | None) -> np.dtype | None:
+def numpy_dtype_for(dtype: torch.dtype | None) -> np.dtype | None:
     """The numpy dtype to convert to; bfloat16 (unknown to numpy) is made from float32."""
     if dtype is None:
         return None
@@ -89,14 +89,14 @@ def _open(
         tbl.schema,
         layout,
         target="torch tensors",
-        dtype=_numpy_dtype(dtype),
+        dtype=numpy_dtype_for(dtype),
         fill_null=fill_null,
     )
     source = LakeSource.open(tbl, columns=layout.columns, filter=filter, snapshot_id=snapshot_id)
     return source, converter
 
 
-class _Output:
+class TensorBatches:
     """Numpy blocks to the batch structure the user asked for, on the right device."""
 
     def __init__(
@@ -221,7 +221,7 @@ class LakeIterableDataset(IterableDataset):
             drop_last=drop_last,
             shuffle_window=shuffle_window,
         )
-        self._output = _Output(converter.layout, dtype, transform, device, pin_memory)
+        self._output = TensorBatches(converter.layout, dtype, transform, device, pin_memory)
         self._rank = rank
         self._world_size = world_size
 
@@ -351,7 +351,7 @@ class LakeMapDataset(Dataset):
             dtype,
             fill_null,
         )
-        self._output = _Output(self._converter.layout, dtype, transform, None, False)
+        self._output = TensorBatches(self._converter.layout, dtype, transform, None, False)
         self._offsets = np.concatenate([[0], np.cumsum(self._source.counts, dtype=np.int64)])
         self._cache_bytes = cache_bytes
         self._cache = _ByteLru(cache_bytes)

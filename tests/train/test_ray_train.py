@@ -52,3 +52,27 @@ def test_tensorflow_trainer_two_workers(ray_cluster: Any, uri: str, tmp_path: Pa
     results = ex.run(uri, "lake", str(tmp_path), batch_size=200)
     example("train_torch_ray").check_shards(results, ROWS, whole_epoch=True)
     assert len(results[0]["losses"]) == len(results[1]["losses"]) == 5
+
+
+def test_zero_copy_ray_batches(ray_cluster: Any, append_table: Any) -> None:
+    import torch
+
+    from raylake import read_lake
+    from raylake.train.ray import iter_torch_batches
+
+    ds = read_lake(append_table.uri, columns=["id", "x", "emb", "label"])
+    batches = list(
+        iter_torch_batches(
+            ds,
+            feature_columns=["id", "x", "emb"],
+            label_column="label",
+            batch_size=64,
+            dtype=torch.float64,
+        )
+    )
+    assert {len(y) for _, y in batches[:-1]} == {64} and 0 < len(batches[-1][1]) <= 64
+    ids = sorted(int(i) for x, _ in batches for i in x[:, 0])
+    assert ids == list(range(700))
+    assert batches[0][0].shape[1] == 4 and batches[0][0].dtype == torch.float64
+    dropped = list(iter_torch_batches(ds, columns=["id"], batch_size=64, drop_last=True))
+    assert len(dropped) == 700 // 64 and all(len(b["id"]) == 64 for b in dropped)
