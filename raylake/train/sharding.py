@@ -300,7 +300,7 @@ class Division:
                 if full > 0:
                     u = rank * self.per_rank + first
                     parts += self._full(u, u + full)
-                if first + n > self.per_rank and self.tails:
+                if first <= self.per_rank < first + n and self.tails:
                     parts += self.tails[rank]
         return normalize(parts)
 

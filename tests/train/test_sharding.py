@@ -6,7 +6,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from raylake.train.sharding import (
@@ -87,6 +87,7 @@ def test_division_reads_each_position_once_with_equal_steps(
         st.tuples(st.integers(1, 4), st.integers(1, 3), st.integers(0, 30)), min_size=1, max_size=4
     ),
 )
+@example(total=1, batch_size=1, plan=[(2, 2, 0)])  # a worker whose block is only the tail
 def test_resuming_under_other_world_sizes_reads_exactly_the_rest(
     total: int, batch_size: int, plan: list[tuple[int, int, int]]
 ) -> None:
