@@ -11,6 +11,7 @@ straddles two chunks is the only other copy). Nothing here is per row in Python.
 from __future__ import annotations
 
 from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
@@ -38,9 +39,27 @@ class WindowReader:
         self.convert = convert
         self._pieces: LruCache[int, pa.Table] = LruCache(cached_pieces)
         self._window: tuple[int, Block, np.ndarray] | None = None
+        self._ahead: dict[int, Future[pa.Table]] = {}  # pieces being read in the background
 
     def _piece(self, index: int) -> pa.Table:
+        future = self._ahead.pop(index, None)
+        if future is not None:
+            table = future.result()
+            self._pieces.put(index, table)
+            return table
         return self._pieces.get_or_compute(index, lambda: self.source.read_piece(index))
+
+    def _source_range(self, lo: int, hi: int) -> tuple[int, int]:
+        """The source rows that positions [lo, hi) (in one window) come from."""
+        if not self.order.shuffle:
+            return lo, hi
+        return self.order.window_bounds(lo // self.order.window)
+
+    def _read_ahead(self, pool: ThreadPoolExecutor, lo: int, hi: int) -> None:
+        """Start reading the pieces behind positions [lo, hi) that are not at hand."""
+        for p, _, _ in self.order.source_slices(*self._source_range(lo, hi)):
+            if p not in self._ahead and self._pieces.get(p) is None:
+                self._ahead[p] = pool.submit(self.source.read_piece, p)
 
     def _source_rows(self, lo: int, hi: int) -> pa.Table:
         parts = [self._piece(p).slice(b, e - b) for p, b, e in self.order.source_slices(lo, hi)]
@@ -59,20 +78,27 @@ class WindowReader:
         k = lo // self.order.window
         if self._window is None or self._window[0] != k:
             self._window = None  # let the previous window go before reading the next
-            w_lo, w_hi = self.order.window_bounds(k)
             perm = self.order.permutation(k)
             assert perm is not None
-            self._window = (k, self.convert(self._source_rows(w_lo, w_hi)), perm)
+            self._window = (k, self.convert(self._source_rows(*self._source_range(lo, hi))), perm)
         _, block, perm = self._window
         base = k * self.order.window
         rows = perm[lo - base : hi - base]
         return {name: values[rows] for name, values in block.items()}
 
     def chunks(self, segments: Sequence[Interval]) -> Iterator[Block]:
-        """The rows of ``segments`` (positions, in the order given), one window part at a time."""
-        for lo, hi in segments:
-            for _, a, b in self.order.split_by_window(lo, hi):
+        """The rows of ``segments`` (positions, in the order given), one window part at a time.
+
+        While one part is converted and consumed, the pieces of the next are read on a
+        background thread (pyarrow and the merge release the GIL).
+        """
+        parts = [(a, b) for lo, hi in segments for _, a, b in self.order.split_by_window(lo, hi)]
+        with ThreadPoolExecutor(1, thread_name_prefix="raylake-read-ahead") as pool:
+            for i, (a, b) in enumerate(parts):
+                if i + 1 < len(parts):
+                    self._read_ahead(pool, *parts[i + 1])
                 yield self.read(a, b)
+            self._ahead.clear()
 
 
 def segments_of(batches: Sequence[Batch]) -> list[Interval]:
