@@ -21,6 +21,7 @@ install: $(STAMP)
 
 demo: install
 	$(PY) examples/quickstart.py --warehouse $(WAREHOUSE)
+	$(PY) examples/train_quickstart.py --warehouse $(WAREHOUSE)
 
 lint: install
 	$(PY) -m ruff check raylake tests bench examples
@@ -39,6 +40,7 @@ bench: install
 	$(PY) bench/scan.py
 	$(PY) bench/merge.py
 	$(PY) bench/ray_read.py
+	$(PY) bench/train.py
 
 clean:
 	rm -rf $(VENV) $(WAREHOUSE) .pytest_cache .mypy_cache .ruff_cache

@@ -92,7 +92,7 @@ def train_loop(config: dict[str, Any]) -> None:
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-        losses.append(float(loss))
+        losses.append(loss.item())
     out = Path(config["out_dir"]) / f"{config['source']}-rank{rank}.json"
     out.write_text(json.dumps({"rank": rank, "world": world, "ids": ids, "losses": losses}))
     ray.train.report({"loss": losses[-1] if losses else float("nan"), "steps": len(losses)})
