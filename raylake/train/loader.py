@@ -26,6 +26,7 @@ from raylake.train.sharding import Division, EpochOrder, Intervals, normalize, s
 from raylake.train.source import LakeSource
 from raylake.train.stream import Block, WindowReader, numpy_batches
 
+Transform = Callable[[Any], Any]  # applied to each batch
 STATE_KEY = "raylake_train_state"
 STATE_VERSION = 1
 
@@ -154,9 +155,7 @@ class ShardedLoader:
             )
         else:
             first = 0
-        division = here.division(start.remaining)
-        begin, count = division.worker_block(worker)
-        own = [division.batch(rank, i) for i in range(begin + first, begin + count)]
+        own = here.division(start.remaining).worker_batches(rank, worker, skip=first)
         self._live = Position(start.epoch, start.remaining, replace(here, batches=first))
         self._yielded = 0
         reader = WindowReader(self.source, self.order(start.epoch), self.converter)
@@ -175,6 +174,7 @@ class ShardedLoader:
         if position.progress is not None and self._live is not None:
             progress = replace(position.progress, batches=position.progress.batches + self._yielded)
             position = replace(position, progress=progress)
+        producer = position.progress
         position = position.normalized()
         p = position.progress
         return {
@@ -189,7 +189,7 @@ class ShardedLoader:
             "total_rows": self.source.total,
             "batch_size": self.batch_size,
             "drop_last": self.drop_last,
-            "world_size": None if p is None else p.world_size,
+            "world_size": None if producer is None else producer.world_size,
             "epoch": position.epoch,
             "remaining": [list(i) for i in position.remaining],
             "progress": None if p is None else p.__dict__.copy(),
@@ -299,6 +299,3 @@ def consumed_rows(state: Mapping[str, Any]) -> int:
             "pass the StatefulDataLoader's state_dict()"
         )
     return int(state["total_rows"]) - size(normalize(state["remaining"]))
-
-
-Transform = Callable[[Any], Any]

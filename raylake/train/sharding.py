@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import overload
 
 import numpy as np
 
@@ -280,9 +281,10 @@ class Division:
         base, extra = divmod(m, w)
         return worker * base + min(worker, extra), base + (1 if worker < extra else 0)
 
-    def worker_batches(self, rank: int, worker: int) -> list[Batch]:
+    def worker_batches(self, rank: int, worker: int, skip: int = 0) -> Sequence[Batch]:
+        """A worker's batches (after the first ``skip``), computed when asked for."""
         first, count = self.worker_block(worker)
-        return [self.batch(rank, i) for i in range(first, first + count)]
+        return _Batches(self, rank, range(first + min(skip, count), first + count))
 
     def delivered(self, steps: int) -> list[int]:
         """Batches each worker of a rank has delivered after ``steps`` steps (round-robin)."""
@@ -307,3 +309,26 @@ class Division:
     def remaining_after(self, steps: int) -> Intervals:
         """Positions left to read after ``steps`` steps on every rank."""
         return subtract(self.remaining, self.consumed(steps))
+
+
+class _Batches(Sequence[Batch]):
+    """Some of a rank's batches, made on demand (an epoch may hold millions)."""
+
+    def __init__(self, division: Division, rank: int, indices: range) -> None:
+        self._division = division
+        self._rank = rank
+        self._indices = indices
+
+    def __len__(self) -> int:
+        return len(self._indices)
+
+    @overload
+    def __getitem__(self, i: int) -> Batch: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[Batch]: ...
+
+    def __getitem__(self, i: int | slice) -> Batch | list[Batch]:
+        if isinstance(i, slice):
+            return [self._division.batch(self._rank, j) for j in self._indices[i]]
+        return self._division.batch(self._rank, self._indices[i])

@@ -86,36 +86,42 @@ class WindowReader:
         rows = perm[lo - base : hi - base]
         return {name: values[rows] for name, values in block.items()}
 
-    def chunks(self, segments: Sequence[Interval]) -> Iterator[Block]:
+    def chunks(self, segments: Iterable[Interval]) -> Iterator[Block]:
         """The rows of ``segments`` (positions, in the order given), one window part at a time.
 
         While one part is converted and consumed, the pieces of the next are read on a
         background thread (pyarrow and the merge release the GIL).
         """
-        parts = [(a, b) for lo, hi in segments for _, a, b in self.order.split_by_window(lo, hi)]
+        parts = ((a, b) for lo, hi in segments for _, a, b in self.order.split_by_window(lo, hi))
         with ThreadPoolExecutor(1, thread_name_prefix="raylake-read-ahead") as pool:
-            for i, (a, b) in enumerate(parts):
-                if i + 1 < len(parts):
-                    self._read_ahead(pool, *parts[i + 1])
-                yield self.read(a, b)
+            current = next(parts, None)
+            while current is not None:
+                following = next(parts, None)
+                if following is not None:
+                    self._read_ahead(pool, *following)
+                yield self.read(*current)
+                current = following
             self._ahead.clear()
 
 
-def segments_of(batches: Sequence[Batch]) -> list[Interval]:
+def segments_of(batches: Iterable[Batch]) -> Iterator[Interval]:
     """The batches' positions in reading order, adjacent runs merged."""
-    out: list[Interval] = []
+    run: Interval | None = None
     for batch in batches:
         for lo, hi in batch:
-            if out and out[-1][1] == lo:
-                out[-1] = (out[-1][0], hi)
-            else:
-                out.append((lo, hi))
-    return out
+            if run is not None and run[1] == lo:
+                run = (run[0], hi)
+                continue
+            if run is not None:
+                yield run
+            run = (lo, hi)
+    if run is not None:
+        yield run
 
 
 def numpy_batches(reader: WindowReader, batches: Sequence[Batch]) -> Iterator[Block]:
     """The batches, converted: each the rows of its positions, in order."""
-    return cut(reader.chunks(segments_of(batches)), [size(b) for b in batches])
+    return cut(reader.chunks(segments_of(batches)), (size(b) for b in batches))
 
 
 def cut(blocks: Iterable[Block], sizes: Iterable[int]) -> Iterator[Block]:
