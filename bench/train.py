@@ -100,6 +100,25 @@ class PyarrowWorkers:
 
         return run
 
+    @staticmethod
+    def ceiling(rows: int, workers: int) -> Callable[[], int]:
+        """Workers that only send ready-made batches: what DataLoader's transport allows."""
+        import torch
+        from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+
+        class Ready(IterableDataset):
+            def __iter__(self) -> Any:
+                info = get_worker_info()
+                n = rows // BATCH // (info.num_workers if info else 1)
+                x, y = torch.zeros(BATCH, len(FEATURES)), torch.zeros(BATCH, dtype=torch.int32)
+                for _ in range(n):
+                    yield x, y
+
+        def run() -> int:
+            return sum(len(y) for _, y in DataLoader(Ready(), batch_size=None, num_workers=workers))
+
+        return run
+
 
 def lake_torch(tbl: raylake.Table, *, shuffle: bool, workers: int = 0) -> Callable[[], int]:
     import torch
@@ -249,6 +268,8 @@ def main() -> None:
     )
     assert n_ours == n_base == rows
     report("LakeIterableDataset vs pyarrow->torch, both in 2 workers", rows, t_ours, t_base)
+    t_ceiling = min(_timed(PyarrowWorkers.ceiling(rows, 2)) for _ in range(3))
+    report("DataLoader ceiling: 2 workers sending ready tensors", rows, t_ceiling, None)
 
     pk = build_pk_table(root / "pk", args.rows)
     t0 = time.perf_counter()
