@@ -195,3 +195,10 @@ def test_snapshot_is_pinned_at_construction(tmp_path: Any) -> None:
     assert sorted(i for b in ds for i in ids_of(b)) == list(range(50))
     old = make(tbl, snapshot_id=1)
     assert old.snapshot_id == 1 and old.num_rows == 50
+
+
+def test_spawned_workers_get_a_picklable_dataset(pk_table: raylake.Table) -> None:
+    """With the spawn start method (macOS, CUDA jobs) the dataset travels pickled."""
+    ds = make(pk_table, filter=FILTER)
+    loader = DataLoader(ds, batch_size=None, num_workers=1, multiprocessing_context="spawn")
+    assert sorted(i for b in loader for i in ids_of(b)) == expected_ids(pk_table, FILTER)
