@@ -22,6 +22,7 @@ install: $(STAMP)
 demo: install
 	$(PY) examples/quickstart.py --warehouse $(WAREHOUSE)
 	$(PY) examples/spark_to_ray.py --warehouse $(WAREHOUSE)
+	$(PY) examples/train_quickstart.py --warehouse $(WAREHOUSE)
 
 lint: install
 	$(PY) -m ruff check raylake tests bench examples
@@ -43,6 +44,7 @@ bench: install
 	$(PY) bench/plan.py
 	$(PY) bench/spark.py
 	$(PY) bench/streaming.py
+	$(PY) bench/train.py
 
 clean:
 	rm -rf $(VENV) $(WAREHOUSE) .pytest_cache .mypy_cache .ruff_cache

@@ -227,3 +227,8 @@ class UnsupportedTypeError(SchemaError):
 
 class EnvironmentSetupError(RaylakeError, RuntimeError):
     """Something outside raylake is missing or not running (Java, a Ray cluster)."""
+
+
+class ResumeStateError(RaylakeError, ValueError):
+    """A training loader's saved position does not fit the loader it is loaded into
+    (another table, snapshot, filter or order), or is not a position at all."""

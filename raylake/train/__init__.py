@@ -1,0 +1,31 @@
+"""Training loaders over raylake tables (docs/training.md).
+
+- ``raylake.train.torch``: ``LakeIterableDataset`` and ``LakeMapDataset`` (needs
+  ``pip install 'raylake[torch]'``);
+- ``raylake.train.tf``: ``to_tf_dataset`` (needs ``pip install 'raylake[tf]'``).
+
+The framework modules import their framework when first used, so ``import
+raylake.train`` needs neither; a missing one raises MissingDependencyError naming
+the extra to install.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_LAZY = {
+    "LakeIterableDataset": "raylake.train.torch",
+    "LakeMapDataset": "raylake.train.torch",
+    "to_tf_dataset": "raylake.train.tf",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'raylake.train' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+__all__ = sorted(_LAZY)

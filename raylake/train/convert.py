@@ -1,0 +1,263 @@
+"""Arrow columns to numpy arrays for tensors: columnar, without copies where possible.
+
+A fixed-width column without nulls becomes a numpy view of the Arrow buffer (torch
+then wraps it without a copy, raylake/train/torch.py). Booleans (bit-packed in
+Arrow) and columns with filled nulls are copied once. Feature columns are stacked
+into one 2-D array once per chunk of rows (thousands of batches), never per batch.
+
+Types (docs/training.md): integers, floats and bools keep their type; timestamps
+become int64 milliseconds since the epoch (UTC); dates, times and durations their
+integer storage (date32: days, date64: ms); fixed-size lists become 2-D (or N-D)
+arrays; strings and binaries become object arrays (TensorFlow only). Anything else
+is refused when the loader is made, naming the column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from raylake.errors import SchemaError, UnknownColumnError, UnsupportedTypeError
+
+# The key of stacked features in a converted block; "_rl_" names are never table columns.
+FEATURES = "_rl_features"
+FillNull = Any  # a scalar for every column, or a mapping column -> scalar
+
+_TS_TO_MS = {"s": (1000, 1), "ms": (1, 1), "us": (1, 1000), "ns": (1, 1_000_000)}
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Which columns are read and how a batch groups them.
+
+    - ``features`` given: ``(features, label)``, the features stacked into one 2-D
+      array (``label`` may be None: then the features alone);
+    - otherwise a dict of the ``named`` columns, and with a ``label``, ``(dict, label)``.
+    """
+
+    columns: tuple[str, ...]
+    features: tuple[str, ...] | None
+    label: str | None
+    named: tuple[str, ...]
+
+    @classmethod
+    def of(
+        cls,
+        schema: pa.Schema,
+        *,
+        columns: Sequence[str] | None,
+        feature_columns: Sequence[str] | None,
+        label_column: str | None,
+    ) -> Layout:
+        names = schema.names
+        for c in [
+            *(columns or ()),
+            *(feature_columns or ()),
+            *([label_column] if label_column else []),
+        ]:
+            if c not in names:
+                raise UnknownColumnError(c, names)
+        if feature_columns is not None:
+            if columns is not None:
+                raise SchemaError(
+                    "pass either columns= (a dict of tensors) or feature_columns= (a stacked "
+                    "feature tensor), not both"
+                )
+            if isinstance(feature_columns, str):
+                feature_columns = [feature_columns]
+            if not feature_columns:
+                raise SchemaError("feature_columns is empty; name at least one column")
+            features = tuple(feature_columns)
+            if label_column in features:
+                raise SchemaError(f"label column {label_column!r} is also a feature column")
+            read = (*features, *([label_column] if label_column else []))
+            return cls(read, features, label_column, ())
+        chosen = list(names if columns is None else columns)
+        named = tuple(c for c in chosen if c != label_column)
+        read = (*named, *([label_column] if label_column else []))
+        if not read:
+            raise SchemaError("no columns to read; name some in columns= or feature_columns=")
+        return cls(read, None, label_column, named)
+
+
+def _check_type(column: str, dtype: pa.DataType, target: str, strings: bool) -> None:
+    """Refuse, naming the column, a type that cannot become an array of ``target``."""
+    if pa.types.is_fixed_size_list(dtype):
+        value = dtype.value_type
+        if not _is_numeric(value) and not pa.types.is_fixed_size_list(value):
+            raise UnsupportedTypeError(
+                column, dtype, target, "fixed-size lists must hold numbers or booleans"
+            )
+        _check_type(column, value, target, strings=False)
+        return
+    if _is_numeric(dtype) or _is_temporal(dtype):
+        return
+    if strings and (
+        pa.types.is_string(dtype)
+        or pa.types.is_large_string(dtype)
+        or pa.types.is_binary(dtype)
+        or pa.types.is_large_binary(dtype)
+    ):
+        return
+    hints = {
+        "decimal": "cast it to float64 when writing, or leave it out of the columns",
+        "list": "variable-length lists have no tensor shape; use a fixed-size list",
+        "string": "tokenize or encode it first, or leave it out of the columns",
+    }
+    kind = (
+        "decimal"
+        if pa.types.is_decimal(dtype)
+        else "list"
+        if pa.types.is_list(dtype) or pa.types.is_large_list(dtype)
+        else "string"
+        if pa.types.is_string(dtype) or pa.types.is_large_string(dtype) or pa.types.is_binary(dtype)
+        else ""
+    )
+    raise UnsupportedTypeError(column, dtype, target, hints.get(kind, ""))
+
+
+def _is_numeric(dtype: pa.DataType) -> bool:
+    return bool(
+        pa.types.is_integer(dtype) or pa.types.is_floating(dtype) or pa.types.is_boolean(dtype)
+    )
+
+
+def _is_temporal(dtype: pa.DataType) -> bool:
+    return bool(
+        pa.types.is_timestamp(dtype)
+        or pa.types.is_date(dtype)
+        or pa.types.is_time(dtype)
+        or pa.types.is_duration(dtype)
+    )
+
+
+def numpy_dtype(dtype: pa.DataType) -> np.dtype:
+    """The numpy dtype a column of ``dtype`` becomes (object for strings)."""
+    if pa.types.is_fixed_size_list(dtype):
+        return numpy_dtype(dtype.value_type)
+    if pa.types.is_timestamp(dtype) or pa.types.is_duration(dtype):
+        return np.dtype(np.int64)
+    if pa.types.is_date32(dtype) or pa.types.is_time32(dtype):
+        return np.dtype(np.int32)
+    if pa.types.is_date64(dtype) or pa.types.is_time64(dtype):
+        return np.dtype(np.int64)
+    if _is_numeric(dtype):
+        return np.dtype(dtype.to_pandas_dtype())
+    return np.dtype(object)
+
+
+def inner_shape(dtype: pa.DataType) -> tuple[int, ...]:
+    """The shape of one row's value: () for scalars, (n,) or (n, m, ...) for fixed-size lists."""
+    shape: list[int] = []
+    while pa.types.is_fixed_size_list(dtype):
+        shape.append(dtype.list_size)
+        dtype = dtype.value_type
+    return tuple(shape)
+
+
+class Converter:
+    """Converts Arrow tables of the layout's columns to named numpy arrays."""
+
+    def __init__(
+        self,
+        schema: pa.Schema,
+        layout: Layout,
+        *,
+        target: str,
+        strings: bool = False,
+        dtype: np.dtype | None = None,
+        fill_null: FillNull = None,
+    ) -> None:
+        self.layout = layout
+        self.schema = pa.schema([schema.field(c) for c in layout.columns])
+        for f in self.schema:
+            _check_type(f.name, f.type, target, strings and f.name not in (layout.features or ()))
+        self.fill = dict(fill_null) if isinstance(fill_null, Mapping) else fill_null
+        if isinstance(self.fill, dict):
+            for c in self.fill:
+                if c not in self.schema.names:
+                    raise UnknownColumnError(c, list(self.schema.names))
+        self.dtype = None if dtype is None else np.dtype(dtype)
+        if layout.features is not None:
+            types = [numpy_dtype(self.schema.field(c).type) for c in layout.features]
+            self.features_dtype = self.dtype or np.result_type(*types)
+            self.widths = {
+                c: int(np.prod(inner_shape(self.schema.field(c).type), dtype=np.int64))
+                for c in layout.features
+            }
+            self.features_width = sum(self.widths.values())
+
+    def _fill_for(self, column: str) -> Any:
+        return self.fill.get(column) if isinstance(self.fill, dict) else self.fill
+
+    def column(self, table: pa.Table, name: str) -> np.ndarray:
+        return to_numpy(name, table.column(name), self._fill_for(name))
+
+    def __call__(self, table: pa.Table) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        layout = self.layout
+        if layout.features is not None:
+            out[FEATURES] = self._stack(table, layout.features)
+        for name in layout.named:
+            arr = self.column(table, name)
+            if self.dtype is not None and arr.dtype.kind == "f":
+                arr = arr.astype(self.dtype, copy=False)
+            out[name] = arr
+        if layout.label is not None:
+            out[layout.label] = self.column(table, layout.label)
+        return out
+
+    def _stack(self, table: pa.Table, features: Sequence[str]) -> np.ndarray:
+        n = table.num_rows
+        if len(features) == 1:
+            arr = self.column(table, features[0]).reshape(n, self.features_width)
+            return arr.astype(self.features_dtype, copy=False)
+        out = np.empty((n, self.features_width), dtype=self.features_dtype)
+        j = 0
+        for name in features:
+            width = self.widths[name]
+            out[:, j : j + width] = self.column(table, name).reshape(n, width)
+            j += width
+        return out
+
+
+def to_numpy(name: str, column: pa.ChunkedArray | pa.Array, fill: Any = None) -> np.ndarray:
+    """One column as a numpy array (a view of the Arrow buffer when it can be)."""
+    arr = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if arr.null_count:
+        if fill is None:
+            raise SchemaError(
+                f"column {name!r} has {arr.null_count} null value(s), which a tensor cannot "
+                f"hold; pass fill_null={{{name!r}: <value>}} (or a value for every column), "
+                "or filter them out"
+            )
+        if not pa.types.is_fixed_size_list(arr.type):
+            arr = pc.fill_null(arr, pa.scalar(fill).cast(arr.type))
+    dtype = arr.type
+    if pa.types.is_fixed_size_list(dtype):
+        return _fixed_size_list(name, arr, fill)
+    if pa.types.is_timestamp(dtype):
+        mul, div = _TS_TO_MS[dtype.unit]
+        ints = arr.view(pa.int64()).to_numpy(zero_copy_only=False)
+        return ints * mul if mul != 1 else (ints // div if div != 1 else ints)
+    if pa.types.is_date(dtype) or pa.types.is_time(dtype) or pa.types.is_duration(dtype):
+        storage = pa.int32() if dtype.bit_width == 32 else pa.int64()
+        return arr.view(storage).to_numpy(zero_copy_only=False)
+    return arr.to_numpy(zero_copy_only=False)
+
+
+def _fixed_size_list(name: str, arr: pa.FixedSizeListArray, fill: Any) -> np.ndarray:
+    n, width = len(arr), arr.type.list_size
+    values = arr.values.slice(arr.offset * width, n * width)
+    flat = to_numpy(name, values, fill)
+    out = flat.reshape((n, width, *flat.shape[1:]))
+    if arr.null_count:  # whole lists that are null: every element takes the fill value
+        mask = arr.is_null().to_numpy(zero_copy_only=False)
+        out = out.copy()
+        out[mask] = fill
+    return out

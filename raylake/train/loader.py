@@ -1,0 +1,301 @@
+"""The framework-neutral core of the training loaders: epochs, consumers, positions.
+
+:class:`ShardedLoader` owns what LakeIterableDataset (torch) and to_tf_dataset
+share: the pinned source, the epoch's order, the division of the positions left
+among ranks and workers, and the resumable position (``state_dict`` /
+``load_state_dict``). The frameworks only say who the consumer is and turn numpy
+batches into tensors.
+
+A position (docs/training.md, "Resume") names the table, snapshot and order it is
+relative to, the positions of the epoch not yet read when the current division
+started, and the division's progress: ``batches`` read by one consumer. A position
+made by a consumer that is alone on its rank (no DataLoader workers) is saved as
+plain remaining positions, so it resumes under any world size or worker count; one DataLoader worker's position (what StatefulDataLoader keeps per worker)
+resumes that same worker, and the loader's whole state dict resumes anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from raylake.errors import ResumeStateError
+from raylake.train.convert import Converter
+from raylake.train.sharding import Division, EpochOrder, Intervals, normalize, size
+from raylake.train.source import LakeSource
+from raylake.train.stream import Block, WindowReader, numpy_batches
+
+Transform = Callable[[Any], Any]  # applied to each batch
+STATE_KEY = "raylake_train_state"
+STATE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A division and how far one of its consumers got."""
+
+    batch_size: int
+    drop_last: bool
+    world_size: int
+    num_workers: int
+    rank: int
+    worker: int
+    batches: int  # batches this consumer has yielded
+
+    def division(self, remaining: Intervals) -> Division:
+        return Division(
+            remaining, self.batch_size, self.world_size, self.num_workers, self.drop_last
+        )
+
+
+@dataclass(frozen=True)
+class Position:
+    epoch: int
+    remaining: Intervals  # positions not read when the division started
+    progress: Progress | None = None
+
+    def normalized(self) -> Position:
+        """The same position as plain remaining positions, when that is exact.
+
+        A consumer alone on its rank has read ``batches`` steps; every rank has read as
+        many (equal step counts, synchronous training), so what all of them read is known.
+        """
+        p = self.progress
+        if p is None or p.num_workers != 1:
+            return self
+        rest = p.division(self.remaining).remaining_after(p.batches)
+        return Position(self.epoch, rest)
+
+
+class ShardedLoader:
+    """Epochs of a pinned source, sharded exactly over consumers, with a resumable position."""
+
+    def __init__(
+        self,
+        source: LakeSource,
+        converter: Converter,
+        *,
+        batch_size: int,
+        shuffle: bool,
+        seed: int,
+        drop_last: bool,
+        shuffle_window: int,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if seed < 0:
+            raise ValueError(f"seed must be >= 0, got {seed}")
+        if shuffle_window < 1:
+            raise ValueError(f"shuffle_window must be >= 1, got {shuffle_window}")
+        self.source = source
+        self.converter = converter
+        self.batch_size = batch_size
+        self.shuffle = shuffle
+        self.seed = seed
+        self.drop_last = drop_last
+        self.shuffle_window = shuffle_window
+        self.epoch = 0
+        self._pending: Position | None = None  # a loaded position, used by the next pass
+        self._live: Position | None = None  # the pass in progress in this process
+        self._yielded = 0  # batches the pass in progress has yielded
+
+    # -- epochs and orders -------------------------------------------------------------
+
+    def order(self, epoch: int | None = None) -> EpochOrder:
+        return EpochOrder(
+            self.source.counts,
+            self.seed,
+            self.epoch if epoch is None else epoch,
+            self.shuffle,
+            self.shuffle_window,
+        )
+
+    def set_epoch(self, epoch: int) -> None:
+        """Use epoch ``epoch``'s order; a loaded position of another epoch is dropped."""
+        if epoch < 0:
+            raise ValueError(f"epoch must be >= 0, got {epoch}")
+        if self._pending is not None and self._pending.epoch != epoch:
+            self._pending = None
+        self.epoch = epoch
+        self._live = None
+
+    def _start(self) -> Position:
+        if self._pending is not None and self._pending.epoch == self.epoch:
+            return self._pending
+        return Position(self.epoch, normalize([(0, self.source.total)]))
+
+    def steps(self, world_size: int) -> int:
+        """Batches each rank reads in the next pass (the same on every rank)."""
+        start = self._start().normalized()
+        if start.progress is not None:
+            return start.progress.division(start.remaining).steps
+        return Division(start.remaining, self.batch_size, world_size, 1, self.drop_last).steps
+
+    # -- reading -----------------------------------------------------------------------
+
+    def batches(self, rank: int, world_size: int, worker: int, num_workers: int) -> Iterator[Block]:
+        """The numpy batches of one consumer for the next pass, in order."""
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank {rank} is not in [0, {world_size})")
+        start = self._start()
+        self._pending = None  # a loaded position resumes one pass only
+        here = Progress(self.batch_size, self.drop_last, world_size, num_workers, rank, worker, 0)
+        p = start.progress
+        if p is not None and replace(p, batches=0) == here:
+            first = p.batches  # this very consumer resumes its own block
+        elif p is not None:
+            raise ResumeStateError(
+                f"this position is DataLoader worker {p.worker}'s of rank {p.rank} "
+                f"(world size {p.world_size}, {p.num_workers} workers) and resumes only that "
+                f"worker, not worker {worker} of rank {rank} (world size {world_size}, "
+                f"{num_workers} workers). To resume with other workers or ranks, load the "
+                "StatefulDataLoader's whole state_dict() into the dataset before making the "
+                "new loader: dataset.load_state_dict(loader.state_dict())"
+            )
+        else:
+            first = 0
+        own = here.division(start.remaining).worker_batches(rank, worker, skip=first)
+        self._live = Position(start.epoch, start.remaining, replace(here, batches=first))
+        self._yielded = 0
+        reader = WindowReader(self.source, self.order(start.epoch), self.converter)
+        return self._counted(numpy_batches(reader, own))
+
+    def _counted(self, batches: Iterator[Block]) -> Iterator[Block]:
+        for block in batches:
+            self._yielded += 1  # counted before the caller has it, as StatefulDataLoader expects
+            yield block
+
+    # -- positions ---------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        """The position: of the pass in progress in this process, else where the next starts."""
+        position = self._live or self._start()
+        if position.progress is not None and self._live is not None:
+            progress = replace(position.progress, batches=position.progress.batches + self._yielded)
+            position = replace(position, progress=progress)
+        producer = position.progress
+        position = position.normalized()
+        p = position.progress
+        return {
+            STATE_KEY: STATE_VERSION,
+            "table": self.source.uri,
+            "snapshot_id": self.source.snapshot_id,
+            "plan": self.source.digest,
+            "filter": self.source.filter_text,
+            "seed": self.seed,
+            "shuffle": self.shuffle,
+            "shuffle_window": self.shuffle_window,
+            "total_rows": self.source.total,
+            "batch_size": self.batch_size,
+            "drop_last": self.drop_last,
+            "world_size": None if producer is None else producer.world_size,
+            "epoch": position.epoch,
+            "remaining": [list(i) for i in position.remaining],
+            "progress": None if p is None else p.__dict__.copy(),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Resume from a position (or from a StatefulDataLoader's whole state dict)."""
+        position = self._check(_position_state(state))
+        self.epoch = position.epoch
+        self._pending = position.normalized()
+        self._live = None
+
+    def _check(self, state: Mapping[str, Any]) -> Position:
+        src = self.source
+        if state.get("table") != src.uri:
+            raise ResumeStateError(
+                f"this position is of table {state.get('table')!r}; this loader reads {src.uri!r}"
+            )
+        if state.get("snapshot_id") != src.snapshot_id:
+            raise ResumeStateError(
+                f"this position is of snapshot {state.get('snapshot_id')} of {src.uri!r}, but "
+                f"this loader pinned snapshot {src.snapshot_id}; pass "
+                f"snapshot_id={state.get('snapshot_id')} to resume it"
+            )
+        if state.get("filter") != src.filter_text or state.get("plan") != src.digest:
+            raise ResumeStateError(
+                f"this position is of another selection of snapshot {src.snapshot_id} "
+                f"(filter {state.get('filter')!r}, this loader's {src.filter_text!r}): its "
+                "positions would name other rows"
+            )
+        for name in ("seed", "shuffle", "shuffle_window"):
+            if state.get(name) != getattr(self, name):
+                raise ResumeStateError(
+                    f"this position was made with {name}={state.get(name)!r}, this loader has "
+                    f"{name}={getattr(self, name)!r}; positions are relative to the order, so "
+                    f"pass {name}={state.get(name)!r}"
+                )
+        try:
+            remaining = normalize(state["remaining"])
+            progress = None if state["progress"] is None else Progress(**state["progress"])
+            epoch = int(state["epoch"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ResumeStateError(f"malformed position: {exc}") from exc
+        if remaining and (remaining[0][0] < 0 or remaining[-1][1] > src.total):
+            raise ResumeStateError(f"position names rows outside [0, {src.total})")
+        return Position(epoch, remaining, progress)
+
+
+def _position_state(state: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Our own position, or the one inside a StatefulDataLoader's state dict."""
+    if not isinstance(state, Mapping):
+        raise ResumeStateError(f"a position is a dict, got {type(state).__name__}")
+    if STATE_KEY in state:
+        if state[STATE_KEY] != STATE_VERSION:
+            raise ResumeStateError(f"position version {state[STATE_KEY]} is not supported")
+        return state
+    return from_loader_state(state)
+
+
+def from_loader_state(state: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The position a StatefulDataLoader's state dict stands for, as plain remaining rows.
+
+    The loader's state holds how many batches this rank received (``_num_yielded``, or
+    its last snapshot's step plus the steps since) and each worker's dataset position
+    as of that snapshot; with every rank at the same step, what all ranks read is known.
+    """
+    since = 0
+    if "_snapshot" in state:  # worker processes: their positions as of the snapshot
+        snap = state["_snapshot"]
+        since = int(state.get("_steps_since_snapshot", 0))
+        steps = int(snap["_snapshot_step"]) + since
+        workers = snap.get("_worker_snapshots", {})
+        datasets = [w.get("dataset_state") for w in workers.values() if isinstance(w, Mapping)]
+    elif "_num_yielded" in state:  # in-process: the dataset's position is current
+        steps = int(state["_num_yielded"])
+        datasets = [state.get("dataset_state")]
+    else:
+        raise ResumeStateError(
+            "not a raylake position nor a StatefulDataLoader state dict (expected the key "
+            f"{STATE_KEY!r}, '_snapshot' or '_num_yielded')"
+        )
+    ours = [d for d in datasets if isinstance(d, Mapping) and STATE_KEY in d]
+    if not ours:
+        raise ResumeStateError("the StatefulDataLoader state holds no raylake dataset position")
+    base = ours[0]
+    remaining = normalize(base["remaining"])
+    if base.get("progress") is not None:  # one of several workers: the loader knows the steps
+        rest = Progress(**base["progress"]).division(remaining).remaining_after(steps)
+    elif since and base.get("world_size"):  # a lone worker, saved ``since`` steps ago
+        division = Division(remaining, base["batch_size"], base["world_size"], 1, base["drop_last"])
+        rest = division.remaining_after(since)
+    else:
+        rest = remaining
+    return {**base, "remaining": [list(i) for i in rest], "progress": None}
+
+
+def consumed_rows(state: Mapping[str, Any]) -> int:
+    """Rows of the epoch a position has read on all ranks together (for progress reports).
+
+    One DataLoader worker's position does not know what the other workers read; pass
+    the StatefulDataLoader's whole state dict instead.
+    """
+    state = _position_state(state)
+    if state.get("progress") is not None:
+        raise ResumeStateError(
+            "one DataLoader worker's position does not tell what the others read; "
+            "pass the StatefulDataLoader's state_dict()"
+        )
+    return int(state["total_rows"]) - size(normalize(state["remaining"]))

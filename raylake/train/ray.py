@@ -1,0 +1,68 @@
+"""Ray Data to torch without Ray's per-batch conversions (docs/training.md, "Ray Train").
+
+``iter_torch_batches(shard, ...)`` takes a Ray ``Dataset`` or the ``DataIterator``
+of ``ray.train.get_dataset_shard``, asks Ray for whole blocks as Arrow tables (zero
+copies out of the object store), converts each block once with the loaders' columnar
+converter, and cuts zero-copy batches from it: the per-batch work is a slice.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from raylake.train.convert import Converter, FillNull, Layout
+from raylake.train.stream import Block, cut
+from raylake.train.torch import TensorBatches, numpy_dtype_for
+
+
+def iter_torch_batches(
+    data: Any,
+    *,
+    feature_columns: Sequence[str] | None = None,
+    label_column: str | None = None,
+    columns: Sequence[str] | None = None,
+    batch_size: int = 1024,
+    drop_last: bool = False,
+    dtype: Any = None,
+    fill_null: FillNull = None,
+    device: Any = None,
+    transform: Any = None,
+    prefetch_blocks: int = 1,
+) -> Iterator[Any]:
+    """Batches of tensors from a Ray ``Dataset`` or ``DataIterator``, shaped as the Lake
+    datasets shape them: ``(features, label)``, a dict of tensors, or ``(dict, label)``."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    tables = iter(
+        data.iter_batches(batch_size=None, batch_format="pyarrow", prefetch_batches=prefetch_blocks)
+    )
+    first = next(tables, None)
+    if first is None:
+        return
+    converter = _converter(first.schema, feature_columns, label_column, columns, dtype, fill_null)
+    output = TensorBatches(converter.layout, dtype, transform, device, False)
+    blocks: Iterator[Block] = (converter(t) for t in itertools.chain([first], tables))
+    for block in cut(blocks, itertools.repeat(batch_size)):
+        if drop_last and len(next(iter(block.values()))) < batch_size:
+            return
+        yield output(block)
+
+
+def _converter(
+    schema: pa.Schema,
+    feature_columns: Sequence[str] | None,
+    label_column: str | None,
+    columns: Sequence[str] | None,
+    dtype: Any,
+    fill_null: FillNull,
+) -> Converter:
+    layout = Layout.of(
+        schema, columns=columns, feature_columns=feature_columns, label_column=label_column
+    )
+    return Converter(
+        schema, layout, target="torch tensors", dtype=numpy_dtype_for(dtype), fill_null=fill_null
+    )

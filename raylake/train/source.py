@@ -1,0 +1,125 @@
+"""The rows a training loader reads: one pinned snapshot, cut into pieces with exact counts.
+
+A *piece* is the smallest unit read on its own: a row group of an append table, a
+merge section of a primary-key table (whose rows exist only once its files are
+merged). Pieces come from the ordinary scan planner with a 1-byte split target, so
+they are exactly the splits Ray Data or Spark would read, only cut as fine as the
+table allows. Their exact row counts after the filter and the merge are needed to
+deal positions exactly (raylake/train/sharding.py); they come from the manifests
+where they suffice and otherwise from one counting read (docs/training.md).
+
+A :class:`LakeSource` is picklable and small (a read context and split
+descriptions), and holds the counts, so DataLoader workers never recount.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import pyarrow as pa
+
+from raylake.errors import CorruptMetadataError, RaylakeError
+from raylake.expr import AlwaysTrue, Expr
+from raylake.table import ReadContext, Split, Table, open_table
+from raylake.table.kind import kind_of
+
+
+@dataclass(frozen=True)
+class LakeSource:
+    """A pinned snapshot's pieces, their exact row counts, and how to read them."""
+
+    uri: str
+    snapshot_id: int | None  # None: the table has no snapshot (no rows)
+    context: ReadContext
+    pieces: tuple[Split, ...]
+    counts: tuple[int, ...]
+
+    @classmethod
+    def open(
+        cls,
+        table: str | Table,
+        *,
+        columns: Sequence[str] | None,
+        filter: str | Expr | None = None,
+        snapshot_id: int | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+    ) -> LakeSource:
+        """Pin the snapshot (the latest unless ``snapshot_id``), plan pieces, count rows."""
+        tbl = (
+            table
+            if isinstance(table, Table)
+            else open_table(table, storage_options=storage_options)
+        )
+        scan = tbl.scan(columns=columns, filter=filter, snapshot_id=snapshot_id)
+        snap = scan.snapshot()
+        if snap is None:
+            return cls(tbl.uri, None, scan.read_context(), (), ())
+        pieces = tuple(scan.at(snap.id).with_split_size(1).plan())
+        counts = exact_counts(scan.read_context(), pieces)
+        return cls(tbl.uri, snap.id, scan.read_context(), pieces, counts)
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self.context.output_schema
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts)
+
+    @property
+    def filter_text(self) -> str:
+        return "" if isinstance(self.context.filter, AlwaysTrue) else str(self.context.filter)
+
+    @cached_property
+    def digest(self) -> str:
+        """A fingerprint of the pieces and counts, which positions are relative to."""
+        h = hashlib.sha256()
+        for split, count in zip(self.pieces, self.counts):
+            for f in split.files:
+                h.update(f"{f.path}:{f.row_groups}|".encode())
+            h.update(f"{count};".encode())
+        return h.hexdigest()[:32]
+
+    def read_piece(self, index: int) -> pa.Table:
+        """The rows of one piece (filtered, merged, projected), in their stable order."""
+        rows = self.context.read_table([self.pieces[index]])
+        if rows.num_rows != self.counts[index]:
+            raise CorruptMetadataError(
+                self.uri,
+                f"piece {index} of snapshot {self.snapshot_id} read {rows.num_rows} rows, "
+                f"but counting found {self.counts[index]}; files changed under a pinned snapshot",
+            )
+        return rows
+
+
+def exact_counts(context: ReadContext, pieces: Sequence[Split]) -> tuple[int, ...]:
+    """Rows of each piece after the filter and the merge.
+
+    From the manifests when they decide it (no filter, and no overlapping files to
+    merge); otherwise by reading the piece's filter and key columns only, on a few
+    threads (pyarrow decodes without the GIL).
+    """
+    kind = kind_of(context.table_schema)
+    unfiltered = isinstance(context.filter, AlwaysTrue)
+    counts: list[int | None] = [kind.exact_row_count(p) if unfiltered else None for p in pieces]
+    missing = [i for i, c in enumerate(counts) if c is None]
+    if missing:
+        counting = ReadContext(context.file_io, context.table_schema, (), context.filter)
+
+        def count(i: int) -> int:
+            return sum(b.num_rows for b in counting.read_all([pieces[i]]))
+
+        threads = max(1, min(len(missing), os.cpu_count() or 1))
+        with ThreadPoolExecutor(threads, thread_name_prefix="raylake-count") as pool:
+            for i, n in zip(missing, pool.map(count, missing)):
+                counts[i] = n
+    result = tuple(int(c or 0) for c in counts)
+    if any(c < 0 for c in result):
+        raise RaylakeError(f"negative row count in a plan: {result}")
+    return result

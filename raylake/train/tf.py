@@ -1,0 +1,153 @@
+"""TensorFlow datasets over raylake tables (docs/training.md).
+
+:func:`to_tf_dataset` builds a ``tf.data.Dataset`` whose ``output_signature`` comes
+from the table schema, sharded exactly over ``tf.distribute`` input pipelines (an
+``InputContext``) with equal step counts, in the same order as the PyTorch loader.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from raylake.errors import MissingDependencyError
+
+try:
+    import tensorflow as tf
+except ImportError as exc:  # pragma: no cover - exercised without tensorflow only
+    raise MissingDependencyError("tensorflow", "tf") from exc
+
+from raylake.expr import Expr
+from raylake.table import Table, open_table
+from raylake.train.convert import FEATURES, Converter, FillNull, Layout, inner_shape, numpy_dtype
+from raylake.train.loader import ShardedLoader
+from raylake.train.source import LakeSource
+from raylake.train.stream import Block
+
+DEFAULT_SHUFFLE_WINDOW = 1 << 16
+
+
+def to_tf_dataset(
+    table: str | Table,
+    feature_columns: Sequence[str] | None = None,
+    label_column: str | None = None,
+    batch_size: int = 1024,
+    *,
+    columns: Sequence[str] | None = None,
+    filter: str | Expr | None = None,
+    snapshot_id: int | None = None,
+    shuffle: bool = True,
+    seed: int = 0,
+    epoch: int = 0,
+    reshuffle_each_iteration: bool = True,
+    drop_last: bool = False,
+    shuffle_window: int = DEFAULT_SHUFFLE_WINDOW,
+    dtype: Any = None,
+    fill_null: FillNull = None,
+    input_context: tf.distribute.InputContext | None = None,
+    rank: int | None = None,
+    world_size: int | None = None,
+    prefetch: bool = True,
+    storage_options: Mapping[str, Any] | None = None,
+) -> tf.data.Dataset:
+    """A ``tf.data.Dataset`` of batches of a raylake table (one pinned snapshot).
+
+    Elements are ``(features, label)`` with the ``feature_columns`` stacked into one
+    2-D tensor (cast to ``dtype``), or a dict of the ``columns`` (all by default), and
+    with a ``label_column`` ``(dict, label)``. Types: ints, floats and bools as they
+    are, strings as ``tf.string``, timestamps as int64 milliseconds, dates and times
+    as their integer storage, fixed-size lists as 2-D tensors.
+
+    Sharding: ``input_context`` (from ``strategy.distribute_datasets_from_function``)
+    makes this dataset pipeline ``input_pipeline_id`` of ``num_input_pipelines``;
+    ``rank``/``world_size`` say the same directly. Every pipeline reads a disjoint part
+    and the same number of batches of ``batch_size`` (the per-replica batch size), and
+    together they read the snapshot exactly once per pass. TensorFlow's own
+    auto-sharding is turned off for a sharded dataset: it would shard a second time.
+
+    Each new iteration (a Keras epoch) reads the next epoch's order (``epoch``,
+    ``epoch + 1``, ...) unless ``reshuffle_each_iteration=False``.
+    """
+    if input_context is not None:
+        if rank is not None or world_size is not None:
+            raise ValueError("pass input_context or rank/world_size, not both")
+        rank, world_size = input_context.input_pipeline_id, input_context.num_input_pipelines
+    elif (rank is None) != (world_size is None):
+        raise ValueError("pass both rank and world_size, or neither")
+    sharded = world_size is not None and world_size > 1
+    rank, world_size = rank or 0, world_size or 1
+
+    tbl = table if isinstance(table, Table) else open_table(table, storage_options=storage_options)
+    layout = Layout.of(
+        tbl.schema, columns=columns, feature_columns=feature_columns, label_column=label_column
+    )
+    np_dtype = None if dtype is None else np.dtype(tf.as_dtype(dtype).as_numpy_dtype)
+    converter = Converter(
+        tbl.schema,
+        layout,
+        target="TensorFlow tensors",
+        strings=True,
+        dtype=np_dtype,
+        fill_null=fill_null,
+    )
+    source = LakeSource.open(tbl, columns=layout.columns, filter=filter, snapshot_id=snapshot_id)
+    loader = ShardedLoader(
+        source,
+        converter,
+        batch_size=batch_size,
+        shuffle=shuffle,
+        seed=seed,
+        drop_last=drop_last,
+        shuffle_window=shuffle_window,
+    )
+    signature = output_signature(source, converter, None if not drop_last else batch_size)
+    passes = [0]
+
+    def generate() -> Iterator[Any]:
+        loader.set_epoch(epoch + passes[0] if reshuffle_each_iteration else epoch)
+        passes[0] += 1
+        for block in loader.batches(rank, world_size, 0, 1):
+            yield _structure(layout, block)
+
+    ds = tf.data.Dataset.from_generator(generate, output_signature=signature)
+    # The exact step count (the same on every pipeline) lets Keras size its epochs.
+    ds = ds.apply(tf.data.experimental.assert_cardinality(loader.steps(world_size)))
+    if sharded:
+        options = tf.data.Options()
+        options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+        ds = ds.with_options(options)
+    if prefetch:
+        ds = ds.prefetch(tf.data.AUTOTUNE)
+    return ds
+
+
+def output_signature(source: LakeSource, converter: Converter, batch: int | None) -> Any:
+    """The ``tf.TensorSpec`` structure of the batches, from the table schema."""
+    layout = converter.layout
+    schema = source.schema
+
+    def spec(name: str) -> tf.TensorSpec:
+        dtype = schema.field(name).type
+        np_type = numpy_dtype(dtype)
+        if converter.dtype is not None and np_type.kind == "f":
+            np_type = converter.dtype
+        tf_type = tf.string if np_type == np.dtype(object) else tf.as_dtype(np_type)
+        return tf.TensorSpec((batch, *inner_shape(dtype)), tf_type, name=name)
+
+    if layout.features is not None:
+        features = tf.TensorSpec(
+            (batch, converter.features_width), tf.as_dtype(converter.features_dtype)
+        )
+        return features if layout.label is None else (features, spec(layout.label))
+    named = {c: spec(c) for c in layout.named}
+    return named if layout.label is None else (named, spec(layout.label))
+
+
+def _structure(layout: Layout, block: Block) -> Any:
+    if layout.features is not None:
+        features = block[FEATURES]
+        return features if layout.label is None else (features, block[layout.label])
+    named = {c: block[c] for c in layout.named}
+    return named if layout.label is None else (named, block[layout.label])

@@ -1,0 +1,226 @@
+"""Arrow to tensors: types, zero copies, nulls, and refusals that name the column."""
+
+from __future__ import annotations
+
+import datetime as dt
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import torch
+
+import raylake
+from raylake.errors import SchemaError, UnknownColumnError, UnsupportedTypeError
+from raylake.train.torch import LakeIterableDataset, LakeMapDataset, to_tensor
+
+TYPES = pa.schema(
+    [
+        pa.field("id", pa.int64(), nullable=False),
+        ("i8", pa.int8()),
+        ("u8", pa.uint8()),
+        ("i16", pa.int16()),
+        ("i32", pa.int32()),
+        ("f16", pa.float16()),
+        ("f32", pa.float32()),
+        ("f64", pa.float64()),
+        ("b", pa.bool_()),
+        ("ts", pa.timestamp("us", "UTC")),
+        ("ts_s", pa.timestamp("s")),
+        ("d32", pa.date32()),
+        ("dur", pa.duration("ms")),
+        ("emb", pa.list_(pa.float32(), 3)),
+        ("grid", pa.list_(pa.list_(pa.int16(), 2), 2)),
+        ("s", pa.string()),
+        ("dec", pa.decimal128(10, 2)),
+        ("lst", pa.list_(pa.int32())),
+    ]
+)
+N = 40
+
+
+def typed_rows() -> pa.Table:
+    ids = np.arange(N)
+    epoch = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
+    return pa.table(
+        {
+            "id": ids,
+            "i8": (ids % 100).astype(np.int8),
+            "u8": (ids % 200).astype(np.uint8),
+            "i16": ids.astype(np.int16),
+            "i32": ids.astype(np.int32),
+            "f16": ids.astype(np.float16),
+            "f32": ids.astype(np.float32) / 2,
+            "f64": ids.astype(np.float64) / 4,
+            "b": ids % 2 == 0,
+            "ts": [epoch + dt.timedelta(milliseconds=int(i) * 1500) for i in ids],
+            "ts_s": pa.array(ids * 10, pa.timestamp("s")),
+            "d32": pa.array(ids.astype(np.int32), pa.date32()),
+            "dur": pa.array(ids * 7, pa.duration("ms")),
+            "emb": pa.FixedSizeListArray.from_arrays(
+                pa.array(np.repeat(ids, 3).astype(np.float32)), 3
+            ),
+            "grid": pa.array(
+                [[[i, i + 1], [i + 2, i + 3]] for i in ids], pa.list_(pa.list_(pa.int16(), 2), 2)
+            ),
+            "s": [f"s{i}" for i in ids],
+            "dec": pa.array([None] * N, pa.decimal128(10, 2)),
+            "lst": [[1]] * N,
+        },
+        schema=TYPES,
+    )
+
+
+@pytest.fixture(scope="module")
+def typed(tmp_path_factory: pytest.TempPathFactory) -> raylake.Table:
+    tbl = raylake.create_table(str(tmp_path_factory.mktemp("types") / "t"), TYPES)
+    tbl.write(typed_rows())
+    return tbl
+
+
+TENSOR_COLUMNS = [
+    "id",
+    "i8",
+    "u8",
+    "i16",
+    "i32",
+    "f16",
+    "f32",
+    "f64",
+    "b",
+    "ts",
+    "ts_s",
+    "d32",
+    "dur",
+    "emb",
+    "grid",
+]
+
+
+def test_every_supported_type(typed: raylake.Table) -> None:
+    ds = LakeIterableDataset(typed, columns=TENSOR_COLUMNS, batch_size=N, shuffle=False)
+    (batch,) = list(ds)
+    order = batch["id"].numpy()
+    assert sorted(order.tolist()) == list(range(N))
+    dtypes = {k: v.dtype for k, v in batch.items()}
+    assert dtypes == {
+        "id": torch.int64,
+        "i8": torch.int8,
+        "u8": torch.uint8,
+        "i16": torch.int16,
+        "i32": torch.int32,
+        "f16": torch.float16,
+        "f32": torch.float32,
+        "f64": torch.float64,
+        "b": torch.bool,
+        "ts": torch.int64,
+        "ts_s": torch.int64,
+        "d32": torch.int32,
+        "dur": torch.int64,
+        "emb": torch.float32,
+        "grid": torch.int16,
+    }
+    epoch_ms = 1_704_067_200_000
+    assert batch["ts"].tolist() == [epoch_ms + 1500 * i for i in order]
+    assert batch["ts_s"].tolist() == [10_000 * i for i in order]
+    assert batch["d32"].tolist() == order.tolist()
+    assert batch["dur"].tolist() == [7 * i for i in order]
+    assert batch["b"].tolist() == [i % 2 == 0 for i in order]
+    assert batch["emb"].shape == (N, 3) and batch["emb"][:, 2].tolist() == order.tolist()
+    assert (
+        batch["grid"].shape == (N, 2, 2) and batch["grid"][:, 1, 1].tolist() == (order + 3).tolist()
+    )
+
+
+def test_features_stack_and_cast(typed: raylake.Table) -> None:
+    ds = LakeIterableDataset(
+        typed,
+        feature_columns=["f32", "emb", "b"],
+        label_column="i32",
+        batch_size=8,
+        dtype=torch.bfloat16,
+    )
+    features, label = next(iter(ds))
+    assert features.shape == (8, 5) and features.dtype == torch.bfloat16
+    assert label.dtype == torch.int32
+    default = LakeIterableDataset(typed, feature_columns=["f32", "f64"], batch_size=8)
+    assert next(iter(default)).dtype == torch.float64  # the common type
+
+
+@pytest.mark.parametrize(
+    ("column", "match"),
+    [
+        ("s", "'s' has type string.*tokenize"),
+        ("dec", "'dec' has type decimal.*float64"),
+        ("lst", "'lst'.*fixed-size"),
+    ],
+)
+def test_types_without_tensors_are_named(typed: raylake.Table, column: str, match: str) -> None:
+    with pytest.raises(UnsupportedTypeError, match=match):
+        LakeIterableDataset(typed, columns=["id", column])
+    with pytest.raises(UnsupportedTypeError, match=match):
+        LakeMapDataset(typed, feature_columns=["id", column])
+
+
+def test_bad_layouts(typed: raylake.Table) -> None:
+    with pytest.raises(UnknownColumnError, match="nope"):
+        LakeIterableDataset(typed, feature_columns=["nope"])
+    with pytest.raises(SchemaError, match="not both"):
+        LakeIterableDataset(typed, columns=["id"], feature_columns=["f32"])
+    with pytest.raises(SchemaError, match="also a feature"):
+        LakeIterableDataset(typed, feature_columns=["f32", "i32"], label_column="i32")
+
+
+def test_nulls_need_a_fill_value(tmp_path: Path) -> None:
+    schema = pa.schema([("id", pa.int64()), ("x", pa.float32()), ("e", pa.list_(pa.float32(), 2))])
+    tbl = raylake.create_table(str(tmp_path / "t"), schema)
+    tbl.write(
+        pa.table(
+            {"id": [1, 2, 3], "x": [1.0, None, 3.0], "e": [[1.0, None], None, [5.0, 6.0]]},
+            schema=schema,
+        )
+    )
+    with pytest.raises(SchemaError, match=r"column 'x' has 1 null.*fill_null=\{'x'"):
+        list(LakeIterableDataset(tbl, columns=["id", "x"], shuffle=False))
+    with pytest.raises(SchemaError, match="column 'e'"):
+        list(LakeIterableDataset(tbl, columns=["e"], shuffle=False))
+    (batch,) = list(
+        LakeIterableDataset(
+            tbl, columns=["id", "x", "e"], shuffle=False, fill_null={"x": -1, "e": 0}
+        )
+    )
+    assert batch["x"].tolist() == [1.0, -1.0, 3.0]
+    assert batch["e"].tolist() == [[1.0, 0.0], [0.0, 0.0], [5.0, 6.0]]
+    (features,) = list(
+        LakeIterableDataset(tbl, feature_columns=["x", "e"], shuffle=False, fill_null=9)
+    )
+    assert features.tolist() == [[1, 1, 9], [9, 9, 9], [3, 5, 6]]
+
+
+def test_tensors_share_arrow_memory() -> None:
+    arr = pa.array(np.arange(10, dtype=np.float32)).to_numpy()
+    assert not arr.flags.writeable
+    t = to_tensor(arr)
+    assert t.data_ptr() == arr.ctypes.data
+    view = arr[3:7]
+    assert to_tensor(view).data_ptr() == view.ctypes.data
+
+
+def test_missing_torch_names_the_extra() -> None:
+    code = (
+        "import sys; sys.modules['torch'] = None\n"
+        "try:\n import raylake.train.torch\nexcept Exception as e:\n print(type(e).__name__, e)\n"
+        "import raylake.train\n"
+        "try:\n raylake.train.LakeIterableDataset\nexcept Exception as e:\n print(type(e).__name__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "MissingDependencyError torch is required" in out.stdout
+    assert "pip install 'raylake[torch]'" in out.stdout
+
+
+def test_device_and_pin_memory_only_in_process(typed: Any) -> None:
+    ds = LakeIterableDataset(typed, columns=["id"], batch_size=8, device="cpu")
+    assert next(iter(ds))["id"].device.type == "cpu"

@@ -1,0 +1,78 @@
+"""Ray Train: the examples' 2-worker TorchTrainer and TensorflowTrainer, on the session cluster.
+
+Each worker records the ids it read: the shards must be disjoint and cover the table.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+ROWS = 2000
+
+
+def example(name: str) -> Any:
+    """Import an example script; its functions travel to Ray workers by value."""
+    ray = pytest.importorskip("ray")
+    sys.path.insert(0, str(EXAMPLES))
+    try:
+        module = __import__(name)
+    finally:
+        sys.path.remove(str(EXAMPLES))
+    ray.cloudpickle.register_pickle_by_value(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def uri(tmp_path_factory: pytest.TempPathFactory) -> str:
+    path = str(tmp_path_factory.mktemp("ray_train") / "t")
+    example("train_torch_ray").make_table(path, ROWS)
+    return path
+
+
+@pytest.mark.parametrize("source", ["read_lake", "lake"])
+def test_torch_trainer_two_workers(ray_cluster: Any, uri: str, tmp_path: Path, source: str) -> None:
+    ex = example("train_torch_ray")
+    results = ex.run(uri, source, str(tmp_path), batch_size=200)
+    assert [r["rank"] for r in results] == [0, 1] and all(r["world"] == 2 for r in results)
+    ex.check_shards(results, ROWS, whole_epoch=True)
+    assert len(results[0]["losses"]) == len(results[1]["losses"]) == 5  # equal steps
+    assert results[0]["losses"][-1] < results[0]["losses"][0]
+
+
+def test_tensorflow_trainer_two_workers(ray_cluster: Any, uri: str, tmp_path: Path) -> None:
+    pytest.importorskip("tensorflow")
+    example("train_torch_ray")
+    ex = example("train_tf_ray")
+    results = ex.run(uri, "lake", str(tmp_path), batch_size=200)
+    example("train_torch_ray").check_shards(results, ROWS, whole_epoch=True)
+    assert len(results[0]["losses"]) == len(results[1]["losses"]) == 5
+
+
+def test_zero_copy_ray_batches(ray_cluster: Any, append_table: Any) -> None:
+    import torch
+
+    from raylake import read_lake
+    from raylake.train.ray import iter_torch_batches
+
+    ds = read_lake(append_table.uri, columns=["id", "x", "emb", "label"])
+    batches = list(
+        iter_torch_batches(
+            ds,
+            feature_columns=["id", "x", "emb"],
+            label_column="label",
+            batch_size=64,
+            dtype=torch.float64,
+        )
+    )
+    assert {len(y) for _, y in batches[:-1]} == {64} and 0 < len(batches[-1][1]) <= 64
+    ids = sorted(int(i) for x, _ in batches for i in x[:, 0])
+    assert ids == list(range(700))
+    assert batches[0][0].shape[1] == 4 and batches[0][0].dtype == torch.float64
+    dropped = list(iter_torch_batches(ds, columns=["id"], batch_size=64, drop_last=True))
+    assert len(dropped) == 700 // 64 and all(len(b["id"]) == 64 for b in dropped)

@@ -1,0 +1,168 @@
+"""The pure sharding model: epoch orders, divisions, and resumable positions."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from raylake.train.sharding import (
+    Division,
+    EpochOrder,
+    cut,
+    normalize,
+    size,
+    subtract,
+)
+
+
+def positions(intervals: tuple[tuple[int, int], ...]) -> list[int]:
+    return [p for lo, hi in intervals for p in range(lo, hi)]
+
+
+def read_all(d: Division) -> tuple[Counter[int], list[int]]:
+    """Every position every consumer reads, and each rank's step count."""
+    seen: Counter[int] = Counter()
+    steps = []
+    for rank in range(d.world_size):
+        n = 0
+        for worker in range(d.num_workers):
+            for batch in d.worker_batches(rank, worker):
+                seen.update(positions(batch))
+                n += 1
+        steps.append(n)
+    return seen, steps
+
+
+interval_lists = st.lists(st.tuples(st.integers(0, 400), st.integers(0, 60)), max_size=6).map(
+    lambda xs: normalize((lo, lo + n) for lo, n in xs)
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    remaining=interval_lists,
+    batch_size=st.integers(1, 40),
+    world=st.integers(1, 5),
+    workers=st.integers(1, 4),
+    drop_last=st.booleans(),
+)
+def test_division_reads_each_position_once_with_equal_steps(
+    remaining: tuple[tuple[int, int], ...],
+    batch_size: int,
+    world: int,
+    workers: int,
+    drop_last: bool,
+) -> None:
+    d = Division(remaining, batch_size, world, workers, drop_last)
+    seen, steps = read_all(d)
+    assert steps == [d.steps] * world
+    total = size(remaining)
+    if drop_last:
+        assert all(c == 1 for c in seen.values())
+        assert set(seen) <= set(positions(remaining))
+        assert sum(seen.values()) == world * d.per_rank * batch_size  # full batches only
+        if not remaining or remaining == ((0, remaining[-1][1]),):  # a whole epoch
+            assert total - sum(seen.values()) < world * batch_size  # less than a round dropped
+    else:
+        assert set(seen) == set(positions(remaining))
+        repeats = sum(seen.values()) - total
+        assert repeats <= world - 1
+        assert repeats == 0 or total % (world * batch_size) < world
+    # Every batch but the last round's is a whole cell of the global grid.
+    for rank in range(world):
+        for i in range(d.per_rank):
+            ((lo, hi),) = d.batch(rank, i)
+            assert lo % batch_size == 0 and hi - lo == batch_size
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    total=st.integers(0, 300),
+    batch_size=st.integers(1, 17),
+    plan=st.lists(
+        st.tuples(st.integers(1, 4), st.integers(1, 3), st.integers(0, 30)), min_size=1, max_size=4
+    ),
+)
+@example(total=1, batch_size=1, plan=[(2, 2, 0)])  # a worker whose block is only the tail
+def test_resuming_under_other_world_sizes_reads_exactly_the_rest(
+    total: int, batch_size: int, plan: list[tuple[int, int, int]]
+) -> None:
+    """Stop after k steps, resume with another (world, workers), again and again: every
+    position is read exactly once (repeats only for the last step's padding)."""
+    remaining = normalize([(0, total)])
+    seen: Counter[int] = Counter()
+    for world, workers, k in plan:
+        d = Division(remaining, batch_size, world, workers)
+        k = min(k, d.steps)
+        # What the ranks read in their first k steps (DataLoader round-robin over workers).
+        for rank in range(world):
+            got = 0
+            for worker, n in enumerate(d.delivered(k)):
+                for batch in d.worker_batches(rank, worker)[:n]:
+                    seen.update(positions(batch))
+                    got += 1
+            assert got == k
+        remaining = d.remaining_after(k)
+    d = Division(remaining, batch_size, 2, 2)
+    rest, _ = read_all(d)
+    seen.update(rest)
+    assert set(seen) == set(range(total))
+    assert sum(seen.values()) - total <= 2 * len(plan) + 2
+
+
+def test_delivered_follows_dataloader_round_robin() -> None:
+    d = Division(((0, 50),), 10, 1, 3)  # 5 batches over 3 workers: blocks of 2, 2, 1
+    assert [d.worker_block(w) for w in range(3)] == [(0, 2), (2, 2), (4, 1)]
+    assert [d.delivered(k) for k in range(6)] == [
+        [0, 0, 0],
+        [1, 0, 0],
+        [1, 1, 0],
+        [1, 1, 1],
+        [2, 1, 1],
+        [2, 2, 1],
+    ]
+
+
+def test_tails_spread_leftover_rows_evenly() -> None:
+    d = Division(((0, 25),), 10, 2)  # one full round (2 x 10), 5 rows left for 2 ranks
+    assert d.steps == 2
+    assert d.tails == (((20, 23),), ((23, 25),))
+    assert Division(((0, 25),), 10, 2, drop_last=True).steps == 1
+    tiny = Division(((0, 2),), 10, 4)  # fewer rows than ranks: ranks 2 and 3 repeat rows 0, 1
+    assert tiny.tails == (((0, 1),), ((1, 2),), ((0, 1),), ((1, 2),))
+
+
+def test_interval_helpers() -> None:
+    assert normalize([(5, 7), (0, 2), (2, 3), (6, 9), (4, 4)]) == ((0, 3), (5, 9))
+    assert subtract(((0, 10), (20, 30)), ((2, 4), (8, 22))) == ((0, 2), (4, 8), (22, 30))
+    assert cut(((0, 3), (10, 15)), 2, 4) == ((2, 3), (10, 13))
+
+
+@pytest.mark.parametrize("shuffle", [True, False])
+def test_epoch_order_is_a_permutation_of_the_pieces(shuffle: bool) -> None:
+    counts = (5, 0, 7, 3, 11)
+    order = EpochOrder(counts, seed=3, epoch=1, shuffle=shuffle, window=4)
+    assert sorted(order.piece_order.tolist()) == list(range(5))
+    slices = order.source_slices(0, order.total)
+    assert sum(e - b for _, b, e in slices) == sum(counts)
+    assert sorted((p, b) for p, b, _ in slices) == sorted((p, 0) for p in range(5) if counts[p])
+    for k in range(-(-order.total // 4)):
+        perm = order.permutation(k)
+        lo, hi = order.window_bounds(k)
+        if shuffle:
+            assert perm is not None and sorted(perm.tolist()) == list(range(hi - lo))
+        else:
+            assert perm is None
+
+
+def test_epoch_orders_depend_on_seed_and_epoch_only() -> None:
+    counts = tuple(range(1, 40))
+    a = EpochOrder(counts, seed=1, epoch=0)
+    assert np.array_equal(a.piece_order, EpochOrder(counts, seed=1, epoch=0).piece_order)
+    assert not np.array_equal(a.piece_order, EpochOrder(counts, seed=1, epoch=1).piece_order)
+    assert not np.array_equal(a.piece_order, EpochOrder(counts, seed=2, epoch=0).piece_order)
+    assert np.array_equal(a.permutation(0), EpochOrder(counts, seed=1, epoch=0).permutation(0))

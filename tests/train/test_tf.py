@@ -1,0 +1,107 @@
+"""to_tf_dataset: signatures from the schema, values, InputContext sharding, model.fit."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+from conftest import FILTER, expected_ids
+from test_convert import TYPES, N, typed_rows
+
+import raylake
+from raylake.errors import UnsupportedTypeError
+
+tf = pytest.importorskip("tensorflow")
+from raylake.train.tf import to_tf_dataset  # noqa: E402
+
+TF_COLUMNS = ["id", "i8", "u8", "i32", "f16", "f32", "f64", "b", "ts", "d32", "emb", "grid", "s"]
+
+
+@pytest.fixture(scope="module")
+def typed(tmp_path_factory: pytest.TempPathFactory) -> raylake.Table:
+    tbl = raylake.create_table(str(tmp_path_factory.mktemp("tf") / "t"), TYPES)
+    tbl.write(typed_rows())
+    return tbl
+
+
+def test_signature_and_values_of_every_type(typed: raylake.Table) -> None:
+    ds = to_tf_dataset(typed, columns=TF_COLUMNS, label_column="i32", batch_size=N, shuffle=False)
+    features, label = ds.element_spec
+    assert {k: (v.dtype, tuple(v.shape)) for k, v in features.items()} == {
+        "id": (tf.int64, (None,)),
+        "i8": (tf.int8, (None,)),
+        "u8": (tf.uint8, (None,)),
+        "f16": (tf.float16, (None,)),
+        "f32": (tf.float32, (None,)),
+        "f64": (tf.float64, (None,)),
+        "b": (tf.bool, (None,)),
+        "ts": (tf.int64, (None,)),
+        "d32": (tf.int32, (None,)),
+        "emb": (tf.float32, (None, 3)),
+        "grid": (tf.int16, (None, 2, 2)),
+        "s": (tf.string, (None,)),
+    }
+    assert (label.dtype, tuple(label.shape)) == (tf.int32, (None,))
+    ((values, labels),) = list(ds)
+    ids = values["id"].numpy()
+    assert sorted(ids.tolist()) == list(range(N))
+    assert [s.decode() for s in values["s"].numpy()] == [f"s{i}" for i in ids]
+    assert values["ts"].numpy().tolist() == [1_704_067_200_000 + 1500 * i for i in ids]
+    assert values["emb"].numpy()[:, 0].tolist() == ids.tolist()
+    assert values["b"].numpy().tolist() == [i % 2 == 0 for i in ids]
+    assert labels.numpy().tolist() == ids.tolist()
+
+
+def test_stacked_features_static_shapes_and_refusals(typed: raylake.Table) -> None:
+    ds = to_tf_dataset(typed, ["f32", "emb"], "b", batch_size=8, drop_last=True, dtype=tf.float16)
+    features, label = ds.element_spec
+    assert tuple(features.shape) == (8, 4) and features.dtype == tf.float16
+    assert tuple(label.shape) == (8,) and label.dtype == tf.bool
+    assert int(ds.cardinality()) == N // 8
+    with pytest.raises(UnsupportedTypeError, match="'s'"):
+        to_tf_dataset(typed, ["f32", "s"])
+    with pytest.raises(UnsupportedTypeError, match="'dec'"):
+        to_tf_dataset(typed, columns=["dec"])
+
+
+@pytest.mark.parametrize("pipelines", [1, 2, 3])
+def test_input_context_sharding_reads_each_row_once(table: raylake.Table, pipelines: int) -> None:
+    seen: Counter[int] = Counter()
+    steps = set()
+    for i in range(pipelines):
+        ctx = tf.distribute.InputContext(num_input_pipelines=pipelines, input_pipeline_id=i)
+        ds = to_tf_dataset(
+            table, ["id", "x"], "label", batch_size=16, filter=FILTER, input_context=ctx
+        )
+        batches = [f.numpy()[:, 0].astype(int).tolist() for f, _ in ds]
+        assert len(batches) == int(ds.cardinality())
+        steps.add(len(batches))
+        seen.update(i for b in batches for i in b)
+    assert len(steps) == 1
+    expected = expected_ids(table, FILTER)
+    assert set(seen) == set(expected) and sum(seen.values()) - len(expected) <= pipelines - 1
+
+
+def test_same_order_as_torch_and_reshuffled_per_iteration(append_table: raylake.Table) -> None:
+    from raylake.train.torch import LakeIterableDataset
+
+    ds = to_tf_dataset(append_table, ["id"], None, batch_size=32, seed=4, epoch=2)
+    first = [int(i) for f in ds for i in f.numpy()[:, 0]]
+    second = [int(i) for f in ds for i in f.numpy()[:, 0]]
+    torch_ds = LakeIterableDataset(append_table, feature_columns=["id"], batch_size=32, seed=4)
+    torch_ds.set_epoch(2)
+    assert first == [int(i) for f in torch_ds for i in f[:, 0]]
+    assert sorted(first) == sorted(second) and first != second
+    fixed = to_tf_dataset(append_table, ["id"], batch_size=32, reshuffle_each_iteration=False)
+    assert [f.numpy().tolist() for f in fixed] == [f.numpy().tolist() for f in fixed]
+
+
+def test_model_fit_runs(append_table: raylake.Table) -> None:
+    ds = to_tf_dataset(append_table, ["x", "emb"], "label", batch_size=64, dtype=tf.float32)
+    model = tf.keras.Sequential(
+        [tf.keras.Input((3,)), tf.keras.layers.Dense(3, activation="softmax")]
+    )
+    model.compile("adam", "sparse_categorical_crossentropy")
+    history = model.fit(ds, epochs=2, verbose=0, shuffle=False)  # the dataset shuffles
+    assert len(history.history["loss"]) == 2 and np.isfinite(history.history["loss"]).all()

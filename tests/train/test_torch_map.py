@@ -1,0 +1,93 @@
+"""LakeMapDataset: global row indices, batched gathers, samplers, a bounded cache."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+import torch
+from conftest import FILTER, expected_ids
+from torch.utils.data import BatchSampler, DataLoader, DistributedSampler, RandomSampler
+
+import raylake
+from raylake.train.torch import LakeMapDataset
+
+pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create")
+
+
+def make(tbl: raylake.Table, **kwargs: object) -> LakeMapDataset:
+    kwargs.setdefault("feature_columns", ["id", "x", "emb"])
+    kwargs.setdefault("label_column", "label")
+    return LakeMapDataset(tbl, **kwargs)  # type: ignore[arg-type]
+
+
+def test_every_index_is_one_row(table: raylake.Table) -> None:
+    ds = make(table, filter=FILTER)
+    expected = expected_ids(table, FILTER)
+    assert len(ds) == len(expected)
+    ids = [int(ds[i][0][0]) for i in range(len(ds))]
+    assert sorted(ids) == expected
+    features, label = ds[list(range(len(ds)))]
+    assert features[:, 0].long().tolist() == ids
+    truth = table.to_arrow().to_pandas().set_index("id")
+    assert label.tolist() == truth.loc[ids, "label"].tolist()
+    np.testing.assert_allclose(features[:, 1].numpy(), truth.loc[ids, "x"].to_numpy(), rtol=1e-6)
+
+
+def test_batched_access_equals_single_access(pk_table: raylake.Table) -> None:
+    ds = make(pk_table)
+    idx = [5, -1, 0, 17, 5, len(ds) - 3]
+    features, label = ds[idx]
+    for row, i in enumerate(idx):
+        f, y = ds[i]
+        assert torch.equal(features[row], f) and int(label[row]) == int(y)
+    assert torch.equal(ds[np.array(idx)][0], features)
+    assert torch.equal(ds[torch.tensor(idx)][0], features)
+    assert torch.equal(ds[2:5][0], ds[[2, 3, 4]][0])
+    with pytest.raises(IndexError, match="out of range"):
+        ds[len(ds)]
+    empty, empty_label = ds[[]]
+    assert empty.shape == (0, 4) and empty_label.shape == (0,)
+
+
+def test_dataloader_with_samplers(table: raylake.Table) -> None:
+    ds = make(table, cache_bytes=2_000)  # a tiny cache: pieces are read again and again
+    expected = expected_ids(table)
+    # __getitems__: one gather per batch, samples for the default collate.
+    loader = DataLoader(ds, batch_size=32, sampler=RandomSampler(ds), num_workers=2)
+    seen = [i for features, _ in loader for i in features[:, 0].long().tolist()]
+    assert sorted(seen) == expected
+    # A batch sampler and batch_size=None: ds[list] returns whole batches.
+    batches = BatchSampler(RandomSampler(ds, generator=torch.Generator().manual_seed(1)), 50, False)
+    seen = [
+        i
+        for f, _ in DataLoader(ds, sampler=batches, batch_size=None)
+        for i in f[:, 0].long().tolist()
+    ]
+    assert sorted(seen) == expected
+    # DistributedSampler: two replicas together cover every row (it pads to equal lengths).
+    parts = []
+    for rank in range(2):
+        sampler = DistributedSampler(ds, num_replicas=2, rank=rank, shuffle=True, seed=3)
+        parts.append(
+            [
+                i
+                for f, _ in DataLoader(ds, batch_size=16, sampler=sampler)
+                for i in f[:, 0].long().tolist()
+            ]
+        )
+    assert len(parts[0]) == len(parts[1])
+    assert set(parts[0]) | set(parts[1]) == set(expected)
+    assert sum(Counter(parts[0] + parts[1]).values()) - len(expected) <= 1
+
+
+def test_dict_samples_and_transform(append_table: raylake.Table) -> None:
+    ds = LakeMapDataset(append_table, columns=["id", "emb"], transform=lambda b: b["emb"].sum())
+    assert ds[3].shape == ()
+    plain = LakeMapDataset(append_table, columns=["id", "emb", "label"], label_column="label")
+    sample, label = plain[3]
+    assert set(sample) == {"id", "emb"} and sample["emb"].shape == (2,) and label.shape == ()
+    batch = DataLoader(plain, batch_size=8)
+    named, labels = next(iter(batch))
+    assert named["emb"].shape == (8, 2) and labels.shape == (8,)

@@ -1,0 +1,248 @@
+"""Resuming LakeIterableDataset mid-epoch: in-process, through StatefulDataLoader, elastic."""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import FILTER, SCHEMA, expected_ids, rows
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_torch_iterable import ids_of, make
+from torchdata.stateful_dataloader import StatefulDataLoader
+
+import raylake
+from raylake.errors import ResumeStateError
+from raylake.train.loader import consumed_rows
+
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:This DataLoader will create"),
+    # torchdata 0.11 calls torch.set_vital, which torch 2.13 deprecates.
+    pytest.mark.filterwarnings("ignore:'set_vital' is deprecated"),
+]
+
+
+def take(iterable: Any, k: int) -> list[list[int]]:
+    return [ids_of(b) for b in itertools.islice(iterable, k)]
+
+
+def flat(batches: list[list[int]]) -> list[int]:
+    return [i for b in batches for i in b]
+
+
+def check_exact(seen: list[int], expected: list[int], slack: int) -> None:
+    counts = Counter(seen)
+    assert set(counts) == set(expected)
+    assert 0 <= len(seen) - len(expected) <= slack
+
+
+@pytest.mark.parametrize(
+    ("world", "new_world", "new_workers"),
+    [(1, 1, 1), (1, 3, 2), (2, 1, 1), (2, 4, 3), (3, 2, 2), (4, 3, 1)],
+)
+def test_resume_in_process_under_another_world_size(
+    table: raylake.Table, world: int, new_world: int, new_workers: int
+) -> None:
+    """Every rank reads k batches; rank 0's position resumes ranks of another world size."""
+    k = 5
+    first: list[int] = []
+    states = []
+    for rank in range(world):
+        ds = make(table, rank, world, filter=FILTER)
+        ds.set_epoch(2)
+        it = iter(ds)
+        first += flat(take(it, k))
+        states.append(ds.state_dict())
+    # Any rank's position stands for all of them (every rank took k steps).
+    assert len({str(sorted(s["remaining"])) for s in [states[0]]}) == 1
+    rest: list[int] = []
+    steps = set()
+    for rank in range(new_world):
+        ds = make(table, rank, new_world, filter=FILTER)
+        ds.load_state_dict(states[0])
+        assert ds.epoch == 2
+        n = 0
+        for worker in range(new_workers):
+            batches = [ids_of(b) for b in ds_copy(ds).iter_shard(worker, new_workers)]
+            rest += flat(batches)
+            n += len(batches)
+        steps.add(n)
+    assert len(steps) == 1
+    check_exact(first + rest, expected_ids(table, FILTER), world + new_world)
+
+
+def ds_copy(ds: Any) -> Any:
+    """What a DataLoader worker gets: its own copy of the dataset, loaded position included."""
+    import pickle
+
+    return pickle.loads(pickle.dumps(ds))
+
+
+def test_resume_reads_exactly_the_rest_of_the_same_order(append_table: raylake.Table) -> None:
+    ds = make(append_table)
+    full = [ids_of(b) for b in ds]
+    ds2 = make(append_table)
+    it = iter(ds2)
+    head = take(it, 7)
+    state = ds2.state_dict()
+    assert consumed_rows(state) == sum(len(b) for b in head)
+    ds3 = make(append_table)
+    ds3.load_state_dict(state)
+    assert len(ds3) == len(full) - 7
+    assert head + [ids_of(b) for b in ds3] == full
+    # The position resumes one pass; the next pass is a whole epoch again.
+    assert [ids_of(b) for b in ds3] == full
+
+
+def test_state_at_epoch_end_and_next_epoch(append_table: raylake.Table) -> None:
+    ds = make(append_table)
+    list(ds)
+    state = ds.state_dict()
+    assert state["remaining"] == [] and consumed_rows(state) == 700
+    again = make(append_table)
+    again.load_state_dict(state)
+    assert list(again) == []
+    again.set_epoch(1)
+    assert sorted(i for b in again for i in ids_of(b)) == list(range(700))
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_stateful_dataloader_same_config(table: raylake.Table, workers: int) -> None:
+    expected = expected_ids(table)
+    ds = make(table)
+    ds.set_epoch(1)
+    loader = StatefulDataLoader(ds, batch_size=None, num_workers=workers)
+    it = iter(loader)
+    head = take(it, 9)
+    state = loader.state_dict()
+    del it
+    ds2 = make(table)
+    ds2.set_epoch(1)
+    loader2 = StatefulDataLoader(ds2, batch_size=None, num_workers=workers)
+    loader2.load_state_dict(state)
+    rest = [ids_of(b) for b in loader2]
+    assert len(head) + len(rest) == len(ds)
+    check_exact(flat(head) + flat(rest), expected, 0)
+    # The same as one uninterrupted pass.
+    ds.set_epoch(1)
+    assert head + rest == [
+        ids_of(b) for b in StatefulDataLoader(ds, batch_size=None, num_workers=workers)
+    ]
+
+
+@pytest.mark.parametrize(("workers", "new_world", "new_workers"), [(2, 1, 3), (2, 3, 0), (0, 2, 2)])
+def test_stateful_dataloader_elastic(
+    table: raylake.Table, workers: int, new_world: int, new_workers: int
+) -> None:
+    """Two ranks stop after k steps; the loader state of rank 0 resumes another world."""
+    expected = expected_ids(table, FILTER)
+    head: list[int] = []
+    states = []
+    for rank in range(2):
+        loader = StatefulDataLoader(
+            make(table, rank, 2, filter=FILTER), batch_size=None, num_workers=workers
+        )
+        head += flat(take(iter(loader), 4))
+        states.append(loader.state_dict())
+    rest: list[int] = []
+    steps = set()
+    for rank in range(new_world):
+        ds = make(table, rank, new_world, filter=FILTER)
+        ds.load_state_dict(states[0])  # the loader's whole state dict
+        batches = [
+            ids_of(b) for b in StatefulDataLoader(ds, batch_size=None, num_workers=new_workers)
+        ]
+        steps.add(len(batches))
+        rest += flat(batches)
+    assert len(steps) == 1
+    check_exact(head + rest, expected, 2 + new_world)
+
+
+def test_a_worker_position_resumes_only_its_worker(append_table: raylake.Table) -> None:
+    ds = make(append_table)
+    it = ds.iter_shard(1, 2)
+    take(it, 2)
+    state = ds.state_dict()
+    assert state["progress"]["worker"] == 1 and state["progress"]["batches"] == 2
+    same = make(append_table)
+    same.load_state_dict(state)
+    assert [ids_of(b) for b in same.iter_shard(1, 2)] == [ids_of(b) for b in ds.iter_shard(1, 2)][
+        2:
+    ]
+    other = make(append_table)
+    other.load_state_dict(state)
+    with pytest.raises(ResumeStateError, match="load the StatefulDataLoader's whole state_dict"):
+        next(other.iter_shard(0, 3))
+
+
+def test_foreign_positions_are_refused(
+    append_table: raylake.Table, pk_table: raylake.Table, tmp_path: Any
+) -> None:
+    ds = make(append_table)
+    take(iter(ds), 2)
+    state = ds.state_dict()
+    with pytest.raises(ResumeStateError, match="of table"):
+        make(pk_table).load_state_dict(state)
+    with pytest.raises(ResumeStateError, match="seed=0"):
+        make(append_table, seed=1).load_state_dict(state)
+    with pytest.raises(ResumeStateError, match="another selection"):
+        make(append_table, filter=FILTER).load_state_dict(state)
+    with pytest.raises(ResumeStateError, match="not a raylake position"):
+        make(append_table).load_state_dict({"something": 1})
+    with pytest.raises(ResumeStateError, match="malformed"):
+        make(append_table).load_state_dict({**state, "remaining": "nope"})
+
+    tbl = raylake.create_table(str(tmp_path / "t"), SCHEMA)
+    tbl.write(rows(np.arange(40)))
+    old = make(tbl)
+    old_state = old.state_dict()
+    tbl.write(rows(np.arange(40, 60)))
+    with pytest.raises(ResumeStateError, match="pass snapshot_id=1"):
+        make(tbl).load_state_dict(old_state)
+    make(tbl, snapshot_id=1).load_state_dict(old_state)
+
+
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    plan=st.lists(
+        st.tuples(st.integers(1, 4), st.integers(1, 3), st.integers(0, 12)), min_size=1, max_size=3
+    ),
+    shuffle=st.booleans(),
+)
+def test_chains_of_elastic_resumes_read_each_row_once(
+    pk_table: raylake.Table, plan: list[tuple[int, int, int]], shuffle: bool
+) -> None:
+    """Stop and resume again and again, each time with another world size and worker
+    count (simulated workers): the epoch is read exactly once (padding aside)."""
+    state: Any = None
+    seen: list[int] = []
+    for world, workers, k in plan:
+        for rank in range(world):
+            ds = make(pk_table, rank, world, shuffle=shuffle)
+            if state is not None:
+                ds.load_state_dict(state)
+            copies = [ds_copy(ds) for _ in range(workers)]
+            streams = [c.iter_shard(w, workers) for w, c in enumerate(copies)]
+            # k steps, round-robin over the workers, as DataLoader delivers them.
+            for w in itertools.islice(itertools.cycle(range(workers)), k):
+                batch = next(streams[w], None)
+                if batch is not None:
+                    seen += ids_of(batch)
+            if rank == 0:  # what StatefulDataLoader saves: the steps and the workers' positions
+                snapshots = {
+                    f"worker_{w}": {"dataset_state": c.state_dict()} for w, c in enumerate(copies)
+                }
+                saved = {
+                    "_snapshot": {"_snapshot_step": k, "_worker_snapshots": snapshots},
+                    "_steps_since_snapshot": 0,
+                }
+        state = saved
+    final = make(pk_table, shuffle=shuffle)
+    final.load_state_dict(state)
+    seen += [i for b in final for i in ids_of(b)]
+    check_exact(seen, expected_ids(pk_table), sum(w for w, _, _ in plan) + 1)
