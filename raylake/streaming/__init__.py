@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from raylake.streaming.plan import StreamPlan
-from raylake.streaming.reader import StreamReader
+from raylake.streaming.reader import StreamPosition, StreamReader
 from raylake.streaming.shard import ShardSpec
 from raylake.streaming.splits import ROW_KIND, ChangelogSplit, DiffSplit, InsertSplit
 
@@ -25,6 +25,7 @@ __all__ = [
     "InsertSplit",
     "ShardSpec",
     "StreamPlan",
+    "StreamPosition",
     "StreamReader",
     "StreamingJob",
     "read_lake_stream",

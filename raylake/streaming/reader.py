@@ -19,8 +19,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -44,7 +45,30 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-StartPosition = Literal["latest", "earliest", "latest-new"] | int | datetime
+@dataclass(frozen=True)
+class StreamPosition:
+    """Where a reader stands: the snapshot it reads next, and whether it reads that one
+    whole (a start) or as a change. ``reader.position``; ``start=`` takes it back, so a
+    trainer's checkpoint can hold a stream position without a consumer file."""
+
+    next_snapshot_id: int
+    full: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"next_snapshot_id": self.next_snapshot_id, "full": self.full}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> StreamPosition:
+        try:
+            position = cls(int(data["next_snapshot_id"]), bool(data["full"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise StreamError(f"not a stream position: {data!r} ({exc!r})") from None
+        if position.next_snapshot_id < 1:
+            raise StreamError(f"not a stream position: {data!r} (snapshot ids start at 1)")
+        return position
+
+
+StartPosition = Literal["latest", "earliest", "latest-new"] | int | datetime | StreamPosition
 START_NAMES = ("latest", "earliest", "latest-new")
 # Consumer properties: whether the next plan is the full state at the next snapshot.
 _MODE = "stream.mode"
@@ -123,7 +147,17 @@ class StreamReader:
 
     # -- where to start ----------------------------------------------------------------
 
+    @property
+    def position(self) -> StreamPosition:
+        """The position after the plans delivered so far."""
+        return StreamPosition(self.next_snapshot_id, self._full_next)
+
     def _start(self, start: StartPosition) -> tuple[int, bool]:
+        if isinstance(start, StreamPosition):
+            latest = self._snapshots.latest_id() or 0
+            if start.next_snapshot_id <= latest:
+                self._check_not_expired(start.next_snapshot_id)
+            return start.next_snapshot_id, start.full
         if isinstance(start, bool) or not isinstance(start, str | int | datetime):
             raise StreamError(
                 f"start must be one of {list(START_NAMES)}, a snapshot id or a datetime, "
@@ -135,10 +169,10 @@ class StreamReader:
             if start == "earliest":
                 earliest = self._snapshots.earliest_id()
                 return (1, False) if earliest is None else (earliest, True)
-            latest = self._snapshots.latest_id()
-            if latest is None:
+            newest = self._snapshots.latest_id()
+            if newest is None:
                 return 1, False  # the first snapshot's changes are the whole table
-            return (latest + 1, False) if start == "latest-new" else (latest, True)
+            return (newest + 1, False) if start == "latest-new" else (newest, True)
         if isinstance(start, datetime):
             return self.table.scan(as_of=start).snapshot().id, True  # type: ignore[union-attr]
         if start < 1:

@@ -1,6 +1,7 @@
 """Training loaders over raylake tables (docs/training.md).
 
-- ``raylake.train.torch``: ``LakeIterableDataset`` and ``LakeMapDataset`` (needs
+- ``raylake.train.torch``: ``LakeIterableDataset`` and ``LakeMapDataset``, and
+  ``LakeStreamDataset`` for continual training on new commits (needs
   ``pip install 'raylake[torch]'``);
 - ``raylake.train.tf``: ``to_tf_dataset`` (needs ``pip install 'raylake[tf]'``).
 
@@ -17,6 +18,7 @@ from typing import Any
 _LAZY = {
     "LakeIterableDataset": "raylake.train.torch",
     "LakeMapDataset": "raylake.train.torch",
+    "LakeStreamDataset": "raylake.train.torch",
     "to_tf_dataset": "raylake.train.tf",
 }
 
