@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+
 @dataclass(frozen=True)
 class StreamPosition:
     """Where a reader stands: the snapshot it reads next, and whether it reads that one
