@@ -10,9 +10,11 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+import pyarrow as pa
+
 from raylake.errors import RaylakeError
 from raylake.progress import progress_enabled
-from raylake.table import Table, open_table
+from raylake.table import Table, create_table, open_table, table_exists
 from raylake.table.kind import kind_of
 
 _DURATION_PART = re.compile(r"(\d+)(ms|s|m|h|d|w)")
@@ -171,6 +173,37 @@ def cmd_consumers(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_write(args: argparse.Namespace) -> int:
+    """Write Parquet, CSV or JSON-lines files into a table as one commit."""
+    from raylake.files import check_files, file_batches, file_dataset
+
+    check_files(args.files)  # before a table is created for them
+    if table_exists(args.uri) or not args.create:
+        tbl = _open(args)
+    else:
+        inferred = file_dataset(args.files[0], args.format).schema
+        tbl = create_table(
+            args.uri,
+            pa.schema([pa.field(f.name, f.type, f.nullable) for f in inferred]),
+            partition_by=_names(args.partition_by),
+            primary_key=_names(args.primary_key),
+            buckets=args.buckets,
+        )
+    before = tbl.latest_snapshot()
+    snap = tbl.write(file_batches(args.files, args.format, tbl.schema), mode=args.mode)
+    if snap is None or snap == before:
+        print("nothing to write")
+    else:
+        print(
+            f"wrote {snap.delta_record_count} row(s) from {len(args.files)} file(s): snapshot {snap.id}"
+        )
+    return 0
+
+
+def _names(text: str | None) -> list[str]:
+    return [c.strip() for c in text.split(",") if c.strip()] if text else []
+
+
 def cmd_tail(args: argparse.Namespace) -> int:
     """Print each new commit as it arrives (one line per stream plan)."""
     tbl = _open(args)
@@ -220,6 +253,17 @@ def build_parser() -> argparse.ArgumentParser:
     scan.add_argument("--limit", type=int, default=20, help="print at most N rows")
     scan.add_argument("--format", choices=["table", "json"], default="table")
     scan.set_defaults(func=cmd_scan)
+
+    write = sub.add_parser("write", help="write Parquet, CSV or JSON-lines files, one commit")
+    write.add_argument("uri")
+    write.add_argument("files", nargs="+")
+    write.add_argument("--format", choices=["auto", "parquet", "csv", "json"], default="auto")
+    write.add_argument("--mode", choices=["append", "overwrite", "upsert"], help="table default")
+    write.add_argument("--create", action="store_true", help="create the table from the files")
+    write.add_argument("--partition-by", help="with --create: comma-separated columns")
+    write.add_argument("--primary-key", help="with --create: comma-separated key columns")
+    write.add_argument("--buckets", type=int, help="with --create: bucket count")
+    write.set_defaults(func=cmd_write)
 
     tail = sub.add_parser("tail", help="print commits as they arrive (Ctrl-C to stop)")
     tail.add_argument("uri")
