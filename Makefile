@@ -21,6 +21,7 @@ install: $(STAMP)
 
 demo: install
 	$(PY) examples/quickstart.py --warehouse $(WAREHOUSE)
+	$(PY) examples/streaming_quickstart.py --warehouse $(WAREHOUSE)
 	$(PY) examples/spark_to_ray.py --warehouse $(WAREHOUSE)
 	$(PY) examples/train_quickstart.py --warehouse $(WAREHOUSE)
 
