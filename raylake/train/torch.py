@@ -31,6 +31,7 @@ except ImportError as exc:  # pragma: no cover - exercised without torch only
     raise MissingDependencyError("torch", "torch") from exc
 
 from raylake.expr import Expr
+from raylake.streaming.reader import StreamReader
 from raylake.table import Table, open_table
 from raylake.train.continual import ContinualConfig, ContinualReader, check_resume_state
 from raylake.train.convert import FEATURES, Converter, FillNull, Layout
@@ -340,6 +341,10 @@ class LakeStreamDataset(IterableDataset):
             fill_null=fill_null,
         )  # fmt: skip
         self._table = tbl
+        # Resolved now, once: every DataLoader worker of this rank starts at the same
+        # snapshot even if a commit lands while they start (under DDP, pass the same
+        # snapshot id or saved position to every rank).
+        start = StreamReader(tbl, start=start, prefetch=False).position
         self._config = ContinualConfig(
             tbl.uri, layout.columns, filter, start, batch_size, shuffle, seed, drop_last,
             poll_interval, until_snapshot, idle_timeout,
