@@ -42,10 +42,12 @@ _PREFIX = "consumer-"
 # ".tmp" suffix, which FileIO's write-then-rename uses for its temporary files.
 _ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _TMP_SUFFIX = ".tmp"
+# Consumer property: "full" when the next snapshot is read whole (a start, or a position
+# whose previous snapshot is gone), "delta" when it is read as a change.
+STREAM_MODE = "stream.mode"
 _MARKER_PREFIX = "EXPIRING-"
 # A marker this old belongs to an expiration that crashed: registrations stop waiting.
 MARKER_STALE_MS = 10 * 60 * 1000
-MARKER_WAIT_S = 60.0
 
 
 def validate_consumer_id(consumer_id: Any) -> str:
@@ -228,13 +230,15 @@ class ConsumerManager:
         finally:
             self.file_io.delete_quietly([rel])
 
-    def wait_for_expirations(self, timeout: float = MARKER_WAIT_S) -> None:
-        """Return once no expiration holds a (fresh) marker, or after ``timeout`` seconds."""
-        deadline = time.monotonic() + timeout
+    def wait_for_expirations(self) -> None:
+        """Return once no expiration holds a fresh marker (a marker goes stale after
+        ``MARKER_STALE_MS``: its expiration crashed). Waiting less would let a slow
+        expiration delete what the registering consumer needs."""
+        waited = False
         while self._fresh_markers():
-            if time.monotonic() >= deadline:
-                logger.warning("an expiration of %s holds its marker; going on", self.file_io.uri)
-                return
+            if not waited:
+                logger.info("waiting for an expiration of %s to finish", self.file_io.uri)
+                waited = True
             time.sleep(0.02)
 
     def _fresh_markers(self) -> tuple[str, ...]:

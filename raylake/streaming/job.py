@@ -35,7 +35,7 @@ from raylake.format.consumer import ConsumerManager, validate_consumer_id
 from raylake.format.snapshot import SnapshotManager
 from raylake.io.credentials import split_secrets
 from raylake.streaming.plan import ON_OVERWRITE, OnOverwrite, StreamPlan
-from raylake.streaming.reader import DEFAULT_CATCH_UP_AFTER, StartPosition
+from raylake.streaming.reader import DEFAULT_CATCH_UP_AFTER, StartPosition, StreamReader
 from raylake.table import Table, open_table
 
 logger = logging.getLogger(__name__)
@@ -89,18 +89,23 @@ class ShardWorker:
         self.sink: Table | None = None
         if spec.sink_uri is not None:
             self.sink = open_table(spec.sink_uri, storage_options=spec.sink_storage_options)
-        self.reader = self.source.stream(
+        self.reader = self._open_reader()
+        self._sink_base = self._resume()
+
+    def _open_reader(self) -> StreamReader:
+        spec = self.spec
+        return self.source.stream(
             consumer_id=self.consumer_id,
             start=spec.start,
             poll_interval=spec.poll_interval,
-            shard=(shard, spec.num_shards),
+            shard=(self.shard, spec.num_shards),
             include_row_kind=spec.include_row_kind,
             on_overwrite=spec.on_overwrite,
             columns=spec.columns,
             filter=spec.filter,
             catch_up_after=spec.catch_up_after,
+            prefetch=False,  # a step reads what is there; the actor holds no threads
         )
-        self._sink_base = self._resume()
 
     def _resume(self) -> int:
         """Move past plans whose output the sink already holds; the sink snapshot to
@@ -125,7 +130,21 @@ class ShardWorker:
 
     def step(self) -> ShardStatus:
         """Process the plans available now (at most ``max_plans_per_step``); their output
-        goes to the sink as one commit, named by the last plan's snapshot."""
+        goes to the sink as one commit, named by the last plan's snapshot.
+
+        If anything fails (``fn``, the sink commit, the checkpoint), the shard goes back
+        to its last checkpoint before the error propagates, as a restarted actor would:
+        a later step reprocesses the plans that were not committed.
+        """
+        try:
+            return self._step()
+        except BaseException:
+            self.reader.close()
+            self.reader = self._open_reader()
+            self._sink_base = self._resume()
+            raise
+
+    def _step(self) -> ShardStatus:
         batch: list[StreamPlan] = []
         outputs: list[pa.Table] = []
         plans = rows_in = rows_out = 0
@@ -181,7 +200,8 @@ class ShardWorker:
         return self.sink.commit(
             messages,
             mode="overwrite" if last.is_refresh else "append",
-            base_snapshot_id=self._sink_base,
+            # A refresh replaces the whole sink: it conflicts with nothing before it.
+            base_snapshot_id=None if last.is_refresh else self._sink_base,
             commit_user=self.commit_user,
             commit_identifier=last.snapshot_id,
             properties={"stream.source": self.spec.uri, "stream.consumer": self.consumer_id},

@@ -26,7 +26,7 @@ from raylake.errors import StreamError
 from raylake.format.consumer import ConsumerProgress
 from raylake.streaming.plan import StreamPlan
 from raylake.streaming.reader import StreamReader
-from raylake.streaming.splits import StreamReadContext, StreamSplit
+from raylake.streaming.splits import InsertSplit, StreamReadContext, StreamSplit
 from raylake.table import open_table
 
 if TYPE_CHECKING:
@@ -42,7 +42,13 @@ class StreamPlanDatasource(Datasource):
         if not plans:
             raise StreamError("a stream datasource needs at least one plan")
         self._context = plans[0].context
-        self._splits = [s for p in plans for s in p.splits]
+        # The changes of one bucket stay in one read task, in snapshot order: a key's
+        # -U/+U of snapshot 6 must not overtake those of snapshot 5.
+        groups: dict[tuple[Any, int], list[StreamSplit]] = {}
+        for plan in plans:
+            for split in plan.splits:
+                groups.setdefault(_bucket_of(split), []).append(split)
+        self._groups = list(groups.values())
         self.first_snapshot_id = plans[0].first_snapshot_id
         self.snapshot_id = plans[-1].snapshot_id
 
@@ -60,9 +66,10 @@ class StreamPlanDatasource(Datasource):
     ) -> list[ReadTask]:
         """At most ``parallelism`` tasks, balanced by the rows of their files."""
         schema = self._context.output_schema
-        groups = pack_splits(self._splits, parallelism, weight=_rows) or [[]]
+        packed = pack_splits(self._groups, parallelism, weight=_rows) or [[]]
         tasks = []
-        for group in groups:
+        for members in packed:
+            group = [split for bucket in members for split in bucket]
             metadata = BlockMetadata(
                 num_rows=None, size_bytes=None, input_files=None, exec_stats=None
             )
@@ -73,8 +80,14 @@ class StreamPlanDatasource(Datasource):
         return tasks
 
 
-def _rows(split: StreamSplit) -> int:
-    return split.row_count
+def _rows(splits: list[StreamSplit]) -> int:
+    return sum(s.row_count for s in splits)
+
+
+def _bucket_of(split: StreamSplit) -> tuple[Any, int]:
+    if isinstance(split, InsertSplit):
+        return (split.split.partition, split.bucket)
+    return (split.partition, split.bucket)
 
 
 def _read_group(context: StreamReadContext, splits: tuple[StreamSplit, ...]) -> Iterator[pa.Table]:
@@ -107,34 +120,45 @@ class LakeStream:
         self.override_num_blocks = override_num_blocks
         self.ray_remote_args = ray_remote_args
         self.last_plans: list[StreamPlan] = []
+        self._carried: StreamPlan | None = None  # a refresh plan that starts the next dataset
 
     def datasets(
         self, *, max_datasets: int | None = None, timeout: float | None = None
     ) -> Iterator[Dataset]:
         """Datasets as snapshots arrive; ends after ``max_datasets``, or ``timeout``
         seconds without a new snapshot."""
-        for made, plan in enumerate(self.reader.plans(timeout=timeout), start=1):
-            plans = [plan]
-            while len(plans) < self.max_snapshots_per_dataset:
+        made = 0
+        while max_datasets is None or made < max_datasets:
+            first = self._carried or next(self.reader.plans(max_plans=1, timeout=timeout), None)
+            self._carried = None
+            if first is None:
+                return
+            plans = [first]
+            while len(plans) < self.max_snapshots_per_dataset and not first.is_refresh:
                 more = self.reader.poll()  # the ones already committed join this batch
                 if more is None:
                     break
+                if more.is_refresh:  # a whole new state starts a dataset of its own
+                    self._carried = more
+                    break
                 plans.append(more)
             self.last_plans = plans
+            made += 1
             yield ray.data.read_datasource(
                 StreamPlanDatasource(plans),
                 override_num_blocks=self.override_num_blocks,
                 ray_remote_args=self.ray_remote_args or {},
             )
-            if max_datasets is not None and made >= max_datasets:
-                return
 
     def __iter__(self) -> Iterator[Dataset]:
         return self.datasets()
 
     def checkpoint(self) -> ConsumerProgress:
         """Record that every dataset yielded so far is processed."""
-        return self.reader.checkpoint()
+        if not self.last_plans:
+            return self.reader.checkpoint()
+        # Not reader.checkpoint(): the reader may hold a refresh plan for the next dataset.
+        return self.reader.notify_checkpoint_complete(self.last_plans[-1].next_snapshot_id)
 
     def close(self) -> None:
         self.reader.close()

@@ -33,7 +33,12 @@ from raylake.errors import (
     TableNotFoundError,
 )
 from raylake.expr import Expr
-from raylake.format.consumer import ConsumerManager, ConsumerProgress, validate_consumer_id
+from raylake.format.consumer import (
+    STREAM_MODE,
+    ConsumerManager,
+    ConsumerProgress,
+    validate_consumer_id,
+)
 from raylake.format.manifest import read_entries
 from raylake.format.snapshot import Snapshot, SnapshotManager
 from raylake.streaming.plan import OnOverwrite, StreamPlan, StreamPlanner
@@ -72,7 +77,7 @@ class StreamPosition:
 StartPosition = Literal["latest", "earliest", "latest-new"] | int | datetime | StreamPosition
 START_NAMES = ("latest", "earliest", "latest-new")
 # Consumer properties: whether the next plan is the full state at the next snapshot.
-_MODE = "stream.mode"
+_MODE = STREAM_MODE
 DEFAULT_CATCH_UP_AFTER = 32
 
 
@@ -138,6 +143,9 @@ class StreamReader:
             if self.consumer_id is not None:  # registered now: expiration keeps what it needs
                 self._record(self.next_snapshot_id, self._full_next)
         self._seen_table = self._snapshots.read_hint() is not None
+        # The snapshot read whole first, if any: a checkpoint back at it must say so.
+        self._full_start = self.next_snapshot_id if self._full_next else None
+        self._pending: asyncio.Future[StreamPlan | None] | None = None
 
     def __repr__(self) -> str:
         who = f"consumer {self.consumer_id!r}, " if self.consumer_id else ""
@@ -206,12 +214,15 @@ class StreamReader:
 
     def _step(self, snap: Snapshot) -> StreamPlan:
         parent = snap.parent_id
-        if parent is not None and self._needs_parent() and self._get(parent) is None:
-            # The diff base is gone (a consumer moved past a gap by reset_consumer): the
-            # changes of this snapshot are unknown, its state is not.
-            if self.planner.on_overwrite == "fail":
-                self._check_not_expired(parent)
-            return self.planner.full(snap, kind="refresh")
+        # Not from the cache: the base must still be on the store when the diff reads it.
+        if (
+            parent is not None
+            and self._needs_parent()
+            and self._snapshots.read_if_present(parent) is None
+        ):
+            # The diff base is gone: the changes of this snapshot cannot be known. (A
+            # consumer moved past a gap by reset_consumer reads the snapshot whole.)
+            self._check_not_expired(parent)
         return self.planner.step(snap)
 
     def _needs_parent(self) -> bool:
@@ -309,9 +320,16 @@ class StreamReader:
         return self
 
     async def __anext__(self) -> StreamPlan:
-        """The next plan; file reads run in a worker thread, waits are ``asyncio.sleep``."""
+        """The next plan; file reads run in a worker thread, waits are ``asyncio.sleep``.
+
+        A poll that was cancelled while its thread ran (``asyncio.wait_for``) is not
+        lost: the next call returns its plan, and no two polls run at once.
+        """
         while not self._closed:
-            plan = await asyncio.to_thread(self.poll)
+            if self._pending is None:
+                self._pending = asyncio.ensure_future(asyncio.to_thread(self.poll))
+            plan = await asyncio.shield(self._pending)
+            self._pending = None
             if plan is not None:
                 return plan
             await asyncio.sleep(self.poll_interval)
@@ -336,7 +354,7 @@ class StreamReader:
                 f"plans up to {self.next_snapshot_id - 1}",
                 consumer_id=self.consumer_id,
             )
-        full = self._full_next and next_snapshot_id == self.next_snapshot_id
+        full = next_snapshot_id == self._full_start  # that start was not read yet
         return self._commit(next_snapshot_id, full, properties)
 
     def seek(

@@ -18,6 +18,7 @@ from raylake.errors import (
 )
 from raylake.expr import AlwaysTrue, Expr, as_expr
 from raylake.format.consumer import (
+    STREAM_MODE,
     ConsumerManager,
     ConsumerProgress,
     validate_consumer_id,
@@ -373,7 +374,11 @@ class Table:
         latest = self._snapshots.latest_id() or 0
         if snapshot_id != latest + 1:
             self._snapshots.get(snapshot_id)  # SnapshotNotFoundError names what exists
-        return ConsumerManager(self.file_io).register(consumer_id, snapshot_id)
+        # A stream reads its next snapshot as a change against the one before it; where
+        # that one is gone (a reset past a gap), it reads the snapshot whole instead.
+        gap = snapshot_id > 1 and self._snapshots.read_if_present(snapshot_id - 1) is None
+        properties = {STREAM_MODE: "full" if gap else "delta"}
+        return ConsumerManager(self.file_io).register(consumer_id, snapshot_id, properties)
 
     def delete_consumer(self, consumer_id: str) -> bool:
         """Unregister a consumer (True if it existed); its snapshots may then expire."""

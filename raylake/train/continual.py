@@ -80,6 +80,7 @@ class ContinualReader:
             columns=config.columns,
             filter=config.filter,
             catch_up_after=NEVER_CATCH_UP,
+            prefetch=False,
         )
         self.position = self.reader.position  # of the plan being read
         self.batches_done = self._skip
@@ -95,16 +96,19 @@ class ContinualReader:
         }
 
     def __iter__(self) -> Iterator[Block]:
-        for plan in self._plans():
-            blocks = self._batches(plan)
-            for i, block in enumerate(blocks):
-                if i < self._skip:
-                    continue
-                self.batches_done = i + 1
-                yield block
-            self._skip = 0
-            self.position = StreamPosition(plan.next_snapshot_id)
-            self.batches_done = 0
+        try:
+            for plan in self._plans():
+                blocks = self._batches(plan)
+                for i, block in enumerate(blocks):
+                    if i < self._skip:
+                        continue
+                    self.batches_done = i + 1
+                    yield block
+                self._skip = 0
+                self.position = StreamPosition(plan.next_snapshot_id)
+                self.batches_done = 0
+        finally:
+            self.reader.close()
 
     def _plans(self) -> Iterator[StreamPlan]:
         until = self.config.until_snapshot

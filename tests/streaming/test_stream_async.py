@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from pathlib import Path
 
 import pyarrow as pa
@@ -57,3 +58,19 @@ def test_async_iteration_ends_when_closed(warehouse: Path) -> None:
         return n
 
     assert asyncio.run(consume()) == 1
+
+
+def test_a_cancelled_poll_loses_no_plan(warehouse: Path) -> None:
+    tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
+    tbl.write(pa.table({"id": [1], "v": [1]}, schema=SCHEMA))
+    tbl.write(pa.table({"id": [2], "v": [2]}, schema=SCHEMA))
+    reader = tbl.stream(start="earliest", poll_interval=0.01)
+
+    async def consume() -> list[int]:
+        # Cancelled at once: the poll's thread runs on and reads snapshot 1.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(reader.__anext__(), timeout=0)
+        return [(await reader.__anext__()).snapshot_id for _ in range(2)]
+
+    assert asyncio.run(consume()) == [1, 2]
+    reader.close()

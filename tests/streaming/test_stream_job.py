@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pytest
 from committer import SCHEMA, batch
 
 import raylake
@@ -71,3 +72,22 @@ def test_a_job_without_sink_checkpoints_after_each_plan(warehouse: Path) -> None
     assert ShardWorker(spec, 0).step().plans == 2
     assert sorted(seen) == list(range(10))
     assert source.consumer("side.shard-0-of-1").next_snapshot_id == 3
+
+
+def test_a_failed_step_goes_back_to_the_checkpoint(warehouse: Path) -> None:
+    source, sink, _ = make(warehouse)
+    failures = [True]
+
+    def flaky(table: pa.Table) -> pa.Table:
+        if failures.pop() if failures else False:
+            raise RuntimeError("transient")
+        return table
+
+    spec = JobSpec(source.uri, flaky, "job", 1, sink_uri=sink.uri)
+    source.write(batch(0, 10))
+    worker = ShardWorker(spec, 0)
+    with pytest.raises(RuntimeError, match="transient"):
+        worker.step()
+    assert worker.reader.next_snapshot_id == 1  # not past the plan that failed
+    assert worker.step().plans == 1  # the same actor, called again
+    assert sorted(sink.to_arrow().column("id").to_pylist()) == list(range(10))

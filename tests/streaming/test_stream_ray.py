@@ -170,3 +170,23 @@ def test_job_spec_carries_no_secrets() -> None:
     env = job.actor_options["runtime_env"]["env_vars"]
     assert env["AWS_SECRET_ACCESS_KEY"] == "s3cr3t-value"
     assert "s3cr3t-value" not in repr(job.spec)
+
+
+def test_a_refresh_starts_a_dataset_of_its_own(ray_cluster: Any, warehouse: Path) -> None:
+    tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
+    stream = read_lake_stream(
+        tbl.uri, consumer_id="mb", start="latest-new", poll_interval=0.01,
+        max_snapshots_per_dataset=5,
+    )  # fmt: skip
+    tbl.write(batch(0, 10))
+    tbl.write(batch(1, 10))
+    tbl.write(batch(2, 10), mode="overwrite")
+    tbl.write(batch(3, 10))
+    datasets = stream.datasets(timeout=0)
+    assert next(datasets).count() == 20
+    assert [p.snapshot_id for p in stream.last_plans] == [1, 2]
+    stream.checkpoint()  # up to 2: the refresh read ahead is not part of it
+    assert tbl.consumer("mb").next_snapshot_id == 3
+    assert sorted(next(datasets).to_pandas()["id"]) == list(range(20, 30))  # the new state
+    assert [p.is_refresh for p in stream.last_plans] == [True]
+    assert sorted(next(datasets).to_pandas()["id"]) == list(range(30, 40))

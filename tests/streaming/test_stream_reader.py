@@ -358,3 +358,38 @@ def test_datetime_start_before_history(warehouse: Path) -> None:
     tbl.write(rows([1]))
     with pytest.raises(SnapshotNotFoundError):
         tbl.stream(start=datetime(2000, 1, 1, tzinfo=timezone.utc))
+
+
+def test_a_checkpoint_back_at_a_full_start_keeps_it_full(warehouse: Path) -> None:
+    tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
+    tbl.write(rows([1, 2]))
+    reader = tbl.stream(consumer_id="c", start="latest")
+    assert reader.poll().kind == "full"  # type: ignore[union-attr]
+    reader.notify_checkpoint_complete(1)  # the trainer's checkpoint predates the plan
+    again = tbl.stream(consumer_id="c")
+    plan = again.poll()
+    assert plan is not None and plan.kind == "full" and ids_of([plan.to_arrow()]) == [1, 2]
+
+
+def test_reset_past_a_gap_reads_the_snapshot_whole(warehouse: Path) -> None:
+    tbl = pk_table(warehouse / "pk", "none")
+    for i in range(4):
+        tbl.write(rows([i]))
+    tbl.file_io.delete("snapshot/snapshot-1.json")
+    tbl.file_io.delete("snapshot/snapshot-2.json")
+    tbl.reset_consumer("late", 3)  # 2 is gone: 3's changes are unknown, its state is not
+    plans = list(tbl.stream(consumer_id="late").plans(timeout=0))
+    assert [(p.snapshot_id, p.kind) for p in plans] == [(3, "full"), (4, "delta")]
+    assert ids_of([plans[0].to_arrow()]) == [0, 1, 2]
+
+
+def test_a_vanished_diff_base_is_an_error_not_a_guess(warehouse: Path) -> None:
+    tbl = pk_table(warehouse / "pk", "none")
+    tbl.write(rows([0]))
+    reader = tbl.stream(start="latest")
+    drain(reader)
+    tbl.write(rows([1]))
+    tbl.write(rows([2]))
+    tbl.file_io.delete("snapshot/snapshot-1.json")  # removed by hand under the reader
+    with pytest.raises(StreamPositionExpiredError, match="needs snapshot 1"):
+        reader.poll()
