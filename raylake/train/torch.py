@@ -83,6 +83,24 @@ def _open(
     dtype: torch.dtype | None,
     fill_null: FillNull,
 ) -> tuple[LakeSource, Converter]:
+    tbl, converter = _table_and_converter(
+        table, storage_options, columns, feature_columns, label_column, dtype, fill_null
+    )
+    columns = converter.layout.columns
+    source = LakeSource.open(tbl, columns=columns, filter=filter, snapshot_id=snapshot_id)
+    return source, converter
+
+
+def _table_and_converter(
+    table: str | Table,
+    storage_options: Mapping[str, Any] | None,
+    columns: Sequence[str] | None,
+    feature_columns: Sequence[str] | None,
+    label_column: str | None,
+    dtype: torch.dtype | None,
+    fill_null: FillNull,
+) -> tuple[Table, Converter]:
+    """The table, and the conversion of its rows to the batches the user asked for."""
     tbl = table if isinstance(table, Table) else open_table(table, storage_options=storage_options)
     layout = Layout.of(
         tbl.schema, columns=columns, feature_columns=feature_columns, label_column=label_column
@@ -94,8 +112,7 @@ def _open(
         dtype=numpy_dtype_for(dtype),
         fill_null=fill_null,
     )
-    source = LakeSource.open(tbl, columns=layout.columns, filter=filter, snapshot_id=snapshot_id)
-    return source, converter
+    return tbl, converter
 
 
 class TensorBatches:
@@ -153,7 +170,10 @@ def _tree_map(fn: Any, batch: Any) -> Any:
     return tuple(_tree_map(fn, v) for v in batch)
 
 
-def _distributed() -> tuple[int, int]:
+def _distributed(rank: int | None = None, world_size: int | None = None) -> tuple[int, int]:
+    """The given rank and world size, else torch.distributed's (0 and 1 without it)."""
+    if rank is not None and world_size is not None:
+        return rank, world_size
     dist = torch.distributed
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
@@ -252,9 +272,7 @@ class LakeIterableDataset(IterableDataset):
         self._loader.set_epoch(epoch)
 
     def rank_and_world_size(self) -> tuple[int, int]:
-        if self._rank is not None and self._world_size is not None:
-            return self._rank, self._world_size
-        return _distributed()
+        return _distributed(self._rank, self._world_size)
 
     def __len__(self) -> int:
         return self._loader.steps(self.rank_and_world_size()[1])
@@ -328,18 +346,10 @@ class LakeStreamDataset(IterableDataset):
             raise ValueError("pass both rank and world_size, or neither")
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
-        tbl = (
-            table
-            if isinstance(table, Table)
-            else open_table(table, storage_options=storage_options)
+        tbl, self._converter = _table_and_converter(
+            table, storage_options, columns, feature_columns, label_column, dtype, fill_null
         )
-        layout = Layout.of(
-            tbl.schema, columns=columns, feature_columns=feature_columns, label_column=label_column
-        )
-        self._converter = Converter(
-            tbl.schema, layout, target="torch tensors", dtype=numpy_dtype_for(dtype),
-            fill_null=fill_null,
-        )  # fmt: skip
+        layout = self._converter.layout
         self._table = tbl
         # Resolved now, once: every DataLoader worker of this rank starts at the same
         # snapshot even if a commit lands while they start (under DDP, pass the same
@@ -356,11 +366,7 @@ class LakeStreamDataset(IterableDataset):
         self._reader: ContinualReader | None = None
 
     def _consumer(self) -> tuple[int, int]:
-        rank, world = (
-            (self._rank, self._world_size)
-            if self._rank is not None and self._world_size is not None
-            else _distributed()
-        )
+        rank, world = _distributed(self._rank, self._world_size)
         info = get_worker_info()
         worker, workers = (0, 1) if info is None else (info.id, info.num_workers)
         return rank * workers + worker, world * workers
