@@ -3,7 +3,7 @@ error naming the argument (never later, as a confusing error about the table's f
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -41,22 +41,6 @@ def columns_arg(value: Any, name: str = "columns") -> tuple[str, ...] | None:
     if bad:
         raise InvalidArgumentError(name, value, "a list of column names (strings)")
     return names
-
-
-def positive_int_arg(value: Any, name: str, *, allow_none: bool = False) -> int | None:
-    if value is None and allow_none:
-        return None
-    if not is_int(value) or value < 1:
-        raise InvalidArgumentError(name, value, "an int >= 1" + (" or None" if allow_none else ""))
-    return int(value)
-
-
-def mapping_arg(value: Any, name: str) -> Mapping[str, Any] | None:
-    if value is None:
-        return None
-    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
-        raise InvalidArgumentError(name, value, "a mapping of string keys or None")
-    return value
 
 
 def uri_arg(value: Any) -> str:
