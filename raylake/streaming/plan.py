@@ -42,6 +42,7 @@ from raylake.streaming.splits import (
     StreamSplit,
 )
 from raylake.table.kind import kind_of
+from raylake.table.split import partition_sort_key
 
 PlanKind = Literal["full", "delta", "changelog", "diff", "refresh", "empty"]
 OnOverwrite = Literal["refresh", "skip", "fail"]
@@ -230,4 +231,4 @@ def _rows_by_bucket(files: Sequence[DataFile]) -> dict[tuple[tuple[Any, ...], in
 
 def _bucket_key(key: tuple[tuple[Any, ...], int]) -> tuple[Any, ...]:
     partition, bucket = key
-    return (tuple((v is None, str(v)) for v in partition), bucket)
+    return (partition_sort_key(partition), bucket)
