@@ -60,9 +60,8 @@ class LakeDatasource(Datasource):
         tbl = open_table(uri, storage_options=storage_options)
         scan = tbl.scan(columns=list(columns) if columns is not None else None)
         scan = scan.where(_to_raylake_filter(filter, tbl.schema))
-        pinned = scan.at(snapshot_id, as_of).snapshot()
-        self._scan: TableScan = scan.at(pinned.id if pinned is not None else None)
-        self._empty = pinned is None
+        self._scan: TableScan = scan.at(snapshot_id, as_of).pin()
+        self._empty = self._scan.snapshot() is None
         self._residual: RayExpr | None = None
         self._projection_map: dict[str, str] | None = None
         self._plan_cache: list[Split] | None = None

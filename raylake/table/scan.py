@@ -21,6 +21,7 @@ from raylake.errors import UnknownColumnError
 from raylake.expr import (
     AlwaysTrue,
     Expr,
+    and_,
     as_expr,
     bind,
     might_match,
@@ -103,36 +104,65 @@ class TableScan:
     snapshot_id: int | None = None
     as_of: int | None = None  # epoch millis
     split_target_size: int | None = None
+    # The snapshot this scan resolved on first use: one scan reads one snapshot, and
+    # reads its file once (`pin`). Not an init field, so `replace` starts a new scan fresh.
+    _resolved: list[Snapshot | None] = field(
+        default_factory=list, init=False, repr=False, compare=False
+    )
 
     def select(self, columns: Sequence[str] | None) -> TableScan:
         columns = columns_arg(columns)
         if columns is None:
-            return replace(self, columns=None)
+            return self._derive(columns=None)
         names = self.table_schema.column_names
         for c in columns:
             if c not in names:
                 raise UnknownColumnError(c, names)
-        return replace(self, columns=tuple(columns))
+        return self._derive(columns=tuple(columns))
 
     def where(self, filter: str | Expr | None) -> TableScan:
+        """A scan whose rows also match ``filter`` (filters combine with AND)."""
         expr = as_expr(filter)
         bound = bind(expr, self.table_schema.arrow_schema)  # fail early on unknown columns
-        return replace(self, filter=bound)
+        return self._derive(filter=and_(self.filter, bound))
 
     def at(self, snapshot_id: int | None = None, as_of: datetime | int | None = None) -> TableScan:
         snapshot_id, as_of = snapshot_id_arg(snapshot_id), as_of_arg(as_of)
         return replace(self, snapshot_id=snapshot_id, as_of=_to_millis(as_of))
 
     def with_split_size(self, target_bytes: int) -> TableScan:
-        return replace(self, split_target_size=target_bytes)
+        return self._derive(split_target_size=target_bytes)
+
+    def _derive(self, **changes: Any) -> TableScan:
+        """A copy with ``changes`` that reads the same snapshot, resolved once for both."""
+        derived = replace(self, **changes)
+        object.__setattr__(derived, "_resolved", self._resolved)
+        return derived
 
     def snapshot(self) -> Snapshot | None:
+        """The snapshot this scan reads, resolved on the first call and then kept."""
+        if not self._resolved:
+            self._resolved.append(self._resolve_snapshot())
+        return self._resolved[0]
+
+    def _resolve_snapshot(self) -> Snapshot | None:
         manager = SnapshotManager(self.file_io)
         if self.snapshot_id is not None:
             return manager.get(self.snapshot_id)
         if self.as_of is not None:
             return manager.as_of(self.as_of)
         return manager.latest()
+
+    def pin(self) -> TableScan:
+        """This scan at the snapshot it resolves to now (latest, ``as_of`` or an id).
+
+        Later commits do not change what the pinned scan reads, and its snapshot file is
+        not read again.
+        """
+        snap = self.snapshot()
+        pinned = replace(self, snapshot_id=snap.id if snap is not None else None, as_of=None)
+        pinned._resolved.append(snap)
+        return pinned
 
     def read_context(self) -> ReadContext:
         return ReadContext(self.file_io, self.table_schema, self.columns, self.filter)
@@ -176,6 +206,23 @@ class TableScan:
 
     def to_pandas(self, **kwargs: Any) -> Any:
         return self.to_arrow().to_pandas(**kwargs)
+
+    def to_arrow_reader(self) -> pa.RecordBatchReader:
+        """The scan's rows as a ``pyarrow.RecordBatchReader``, streamed in bounded memory.
+
+        Planning waits for the first batch, so asking a reader for its schema (DuckDB
+        and others do, several times per query) costs nothing.
+        """
+        context = self.read_context()
+        return pa.RecordBatchReader.from_batches(context.output_schema, self.to_batches())
+
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
+        """The Arrow PyCapsule stream interface: DuckDB, polars, DataFusion, pyarrow
+        (``pa.table(scan)``) and others read the scan without a copy into pandas.
+
+        Each call starts a new stream over a new plan, so a consumer may read it twice.
+        """
+        return self.to_arrow_reader().__arrow_c_stream__(requested_schema)
 
     def count(self) -> int:
         """Row count; from manifests alone for the splits that need no filter or merge."""

@@ -29,6 +29,7 @@ from raylake.format.snapshot import Snapshot, SnapshotManager
 from raylake.io import FileIO
 from raylake.table.args import snapshot_id_arg
 from raylake.table.commit import CommitRequest, Committer, check_partition_filter
+from raylake.table.interop import register_duckdb, to_polars_frame
 from raylake.table.kind import TableKind, kind_of
 from raylake.table.maintenance import (
     DEFAULT_ORPHAN_AGE,
@@ -268,6 +269,54 @@ class Table:
         return self.scan(
             columns=columns, filter=filter, snapshot_id=snapshot_id, as_of=as_of
         ).to_batches()
+
+    def to_arrow_reader(
+        self,
+        *,
+        columns: Sequence[str] | None = None,
+        filter: str | Expr | None = None,
+        snapshot_id: int | None = None,
+        as_of: datetime | int | None = None,
+    ) -> pa.RecordBatchReader:
+        """A ``pyarrow.RecordBatchReader`` over the rows, streamed in bounded memory.
+
+        A scan (``tbl.scan(...)``) is also an Arrow stream itself (``__arrow_c_stream__``):
+        ``duckdb.sql("select ... from scan")``, ``polars.DataFrame(scan)`` and
+        ``pa.table(scan)`` read it directly.
+        """
+        return self.scan(
+            columns=columns, filter=filter, snapshot_id=snapshot_id, as_of=as_of
+        ).to_arrow_reader()
+
+    def to_duckdb(
+        self,
+        name: str,
+        connection: Any = None,
+        *,
+        columns: Sequence[str] | None = None,
+        filter: str | Expr | None = None,
+        snapshot_id: int | None = None,
+        as_of: datetime | int | None = None,
+    ) -> Any:
+        """Register the table (its current snapshot, or the one chosen) as a DuckDB view.
+
+        Returns the connection (a new in-memory one unless ``connection`` is given). The
+        view streams the pinned snapshot's rows on every query; nothing is copied up front.
+        """
+        scan = self.scan(columns=columns, filter=filter, snapshot_id=snapshot_id, as_of=as_of)
+        return register_duckdb(scan, name, connection)
+
+    def to_polars(
+        self,
+        *,
+        columns: Sequence[str] | None = None,
+        filter: str | Expr | None = None,
+        snapshot_id: int | None = None,
+        as_of: datetime | int | None = None,
+    ) -> Any:
+        """The rows as a ``polars.DataFrame`` (read through the Arrow stream interface)."""
+        scan = self.scan(columns=columns, filter=filter, snapshot_id=snapshot_id, as_of=as_of)
+        return to_polars_frame(scan)
 
     def read_split(
         self,

@@ -56,11 +56,11 @@ class LakeSource:
             if isinstance(table, Table)
             else open_table(table, storage_options=storage_options)
         )
-        scan = tbl.scan(columns=columns, filter=filter, snapshot_id=snapshot_id)
+        scan = tbl.scan(columns=columns, filter=filter, snapshot_id=snapshot_id).pin()
         snap = scan.snapshot()
         if snap is None:
             return cls(tbl.uri, None, scan.read_context(), (), ())
-        pieces = tuple(scan.at(snap.id).with_split_size(1).plan())
+        pieces = tuple(scan.with_split_size(1).plan())
         counts = exact_counts(scan.read_context(), pieces)
         return cls(tbl.uri, snap.id, scan.read_context(), pieces, counts)
 

@@ -1,0 +1,118 @@
+"""Scans as Arrow streams: RecordBatchReader, the PyCapsule interface, DuckDB and polars."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import raylake
+from raylake.table import Table
+
+SCHEMA = pa.schema([("id", pa.int64()), ("dt", pa.string()), ("x", pa.float64())])
+
+
+def rows(start: int, count: int, dt: str) -> pa.Table:
+    ids = np.arange(start, start + count, dtype=np.int64)
+    return pa.table({"id": ids, "dt": [dt] * count, "x": ids / 10.0}, schema=SCHEMA)
+
+
+@pytest.fixture
+def days(tmp_path: Path) -> Table:
+    tbl = raylake.create_table(str(tmp_path / "t"), SCHEMA, partition_by=["dt"])
+    for i, day in enumerate(["2024-01-01", "2024-01-02", "2024-01-03"]):
+        tbl.write(rows(i * 1000, 1000, day))
+    return tbl
+
+
+@pytest.fixture
+def users(tmp_path: Path) -> Table:
+    schema = pa.schema([("k", pa.int64()), ("v", pa.string())])
+    tbl = raylake.create_table(str(tmp_path / "pk"), schema, primary_key=["k"], buckets=2)
+    tbl.write(pa.table({"k": [1, 2, 3], "v": ["a", "b", "c"]}, schema=schema))
+    tbl.write(pa.table({"k": [2], "v": ["B"]}, schema=schema))
+    return tbl
+
+
+def test_arrow_reader_streams_the_scan(days: Table) -> None:
+    reader = days.to_arrow_reader(columns=["id", "x"], filter="id >= 1500")
+    assert isinstance(reader, pa.RecordBatchReader)
+    assert reader.schema == pa.schema([("id", pa.int64()), ("x", pa.float64())])
+    got = reader.read_all().sort_by("id")
+    assert got.equals(days.to_arrow(columns=["id", "x"], filter="id >= 1500").sort_by("id"))
+    assert got.num_rows == 1500
+
+
+def test_a_scan_is_an_arrow_stream_read_more_than_once(days: Table) -> None:
+    scan = days.scan(filter="dt = '2024-01-02'")
+    first = pa.table(scan)  # pyarrow reads objects with __arrow_c_stream__
+    second = pa.table(scan)
+    assert first.num_rows == second.num_rows == 1000
+    assert sorted(first["id"].to_pylist()) == list(range(1000, 2000))
+
+
+def test_the_reader_plans_on_first_batch(days: Table) -> None:
+    reader = days.scan().to_arrow_reader()
+    days.write(rows(5000, 10, "2024-01-04"))  # after the reader, before its first batch
+    assert reader.read_all().num_rows == 3010  # the plan is made when reading starts
+
+
+def test_primary_key_scan_stream_is_merged(users: Table) -> None:
+    got = pa.table(users.scan()).sort_by("k")
+    assert got.to_pydict() == {"k": [1, 2, 3], "v": ["a", "B", "c"]}
+
+
+def test_duckdb_queries_a_scan_and_a_registered_table(days: Table) -> None:
+    duckdb = pytest.importorskip("duckdb")
+    scan = days.scan(columns=["id", "dt"])  # noqa: F841  (DuckDB finds it by name)
+    assert duckdb.sql("select count(*), max(id) from scan").fetchall() == [(3000, 2999)]
+    con = days.to_duckdb("days", filter="id < 2000")
+    days.write(rows(9000, 5, "2024-01-09"))  # the view is pinned to its snapshot
+    query = "select dt, count(*) from days group by dt order by dt"
+    expected = [("2024-01-01", 1000), ("2024-01-02", 1000)]
+    assert con.sql(query).fetchall() == expected
+    assert con.sql(query).fetchall() == expected  # a second query streams again
+    con.close()
+
+
+def test_duckdb_uses_a_given_connection(users: Table) -> None:
+    duckdb = pytest.importorskip("duckdb")
+    con = duckdb.connect()
+    assert users.to_duckdb("users", con) is con
+    assert con.sql("select v from users order by k").fetchall() == [("a",), ("B",), ("c",)]
+    con.close()
+
+
+def test_duckdb_view_name_must_be_given(users: Table) -> None:
+    pytest.importorskip("duckdb")
+    with pytest.raises(raylake.InvalidArgumentError, match="name"):
+        users.to_duckdb("")
+
+
+def test_polars_frame(days: Table, users: Table) -> None:
+    pl = pytest.importorskip("polars")
+    frame = days.to_polars(columns=["id", "x"], filter="id < 10")
+    assert isinstance(frame, pl.DataFrame)
+    assert frame.columns == ["id", "x"]
+    assert sorted(frame["id"].to_list()) == list(range(10))
+    assert pl.DataFrame(users.scan()).sort("k")["v"].to_list() == ["a", "B", "c"]
+
+
+def test_where_combines_with_the_existing_filter(days: Table) -> None:
+    scan = days.scan(filter="id >= 500").where("id < 1500").where("dt = '2024-01-02'")
+    assert sorted(scan.to_arrow()["id"].to_pylist()) == list(range(1000, 1500))
+
+
+def test_a_scan_reads_its_snapshot_once(days: Table) -> None:
+    scan = days.scan()
+    first = scan.snapshot()
+    days.write(rows(7000, 3, "2024-01-05"))
+    assert scan.snapshot() is first  # resolved once: one scan reads one snapshot
+    assert scan.select(["id"]).to_arrow().num_rows == 3000
+    assert days.scan().count() == 3003
+    pinned = days.scan().pin()
+    days.write(rows(8000, 3, "2024-01-06"))
+    assert pinned.count() == 3003
+    assert pinned.at(None).count() == 3006  # a new `at` resolves anew
