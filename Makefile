@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 WAREHOUSE ?= ./warehouse
 
-.PHONY: install demo test test-fast lint bench clean
+.PHONY: install demo test test-fast lint bench clean paimon-env paimon-fixtures
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -47,5 +47,20 @@ bench: install
 	$(PY) bench/streaming.py
 	$(PY) bench/train.py
 
+# pypaimon pins pyarrow<20, so it lives in its own environment, never in $(VENV):
+# it writes the Paimon fixture tables (tests/paimon/fixtures) and runs the peer benchmarks.
+PAIMON_VENV ?= .venv-paimon
+PAIMON_PY := $(PAIMON_VENV)/bin/python
+
+$(PAIMON_VENV)/.installed:
+	$(PYTHON) -m venv $(PAIMON_VENV)
+	$(PAIMON_PY) -m pip install "pypaimon==2.1.0" "pandas<3"
+	touch $@
+
+paimon-env: $(PAIMON_VENV)/.installed
+
+paimon-fixtures: paimon-env
+	$(PAIMON_PY) tests/paimon/fixtures/generate.py
+
 clean:
-	rm -rf $(VENV) $(WAREHOUSE) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(PAIMON_VENV) $(WAREHOUSE) .pytest_cache .mypy_cache .ruff_cache
