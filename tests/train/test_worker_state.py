@@ -169,6 +169,10 @@ def test_stream_in_process_state_stays_exact(stream_table: raylake.Table) -> Non
     whole = stream_ids(stream(stream_table))
     it = iter(ds)  # num_workers=0 after a multi-worker pass
     head = stream_ids([next(it) for _ in range(4)])
+    state = ds.state_dict()
     resumed = stream(stream_table)
-    resumed.load_state_dict(ds.state_dict())
+    resumed.load_state_dict(state)
     assert Counter(head + stream_ids(resumed)) == Counter(whole)
+    # A position loaded into a dataset that has read: the loaded one is the answer.
+    resumed.load_state_dict(state)
+    assert resumed.state_dict() == state
