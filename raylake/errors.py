@@ -232,3 +232,22 @@ class EnvironmentSetupError(RaylakeError, RuntimeError):
 class ResumeStateError(RaylakeError, ValueError):
     """A training loader's saved position does not fit the loader it is loaded into
     (another table, snapshot, filter or order), or is not a position at all."""
+
+
+class WorkerPositionError(ResumeStateError):
+    """``state_dict()`` was asked of the main process's copy of a training dataset that
+    DataLoader worker processes iterated: the batches were read by the workers' copies,
+    so this copy does not know the position. The message names the fix."""
+
+    def __init__(self, dataset: str, resume: str) -> None:
+        self.dataset = dataset
+        super().__init__(
+            f"DataLoader worker processes iterated this {dataset}, each its own copy; this "
+            "main-process copy read nothing, so its state_dict() would say nothing was "
+            "consumed and a resume would read everything again. With num_workers > 0, make "
+            "the loader with torchdata.stateful_dataloader.StatefulDataLoader(ds, "
+            "batch_size=None, num_workers=...) and save loader.state_dict() (it holds each "
+            f"worker's position as of the batches it delivered); {resume}. With "
+            "num_workers=0 the dataset's own state_dict() is exact (docs/training.md, "
+            "'Resume')."
+        )

@@ -38,6 +38,7 @@ from raylake.train.convert import FEATURES, Converter, FillNull, Layout
 from raylake.train.loader import ShardedLoader, Transform
 from raylake.train.source import LakeSource
 from raylake.train.stream import Block
+from raylake.train.workers import WorkerPasses
 
 DEFAULT_SHUFFLE_WINDOW = 1 << 16
 
@@ -246,6 +247,7 @@ class LakeIterableDataset(IterableDataset):
         self._output = TensorBatches(converter.layout, dtype, transform, device, pin_memory)
         self._rank = rank
         self._world_size = world_size
+        self._workers = WorkerPasses()
 
     def __repr__(self) -> str:
         s = self._loader.source
@@ -270,6 +272,7 @@ class LakeIterableDataset(IterableDataset):
     def set_epoch(self, epoch: int) -> None:
         """Read epoch ``epoch``'s order next (call it at the start of every epoch)."""
         self._loader.set_epoch(epoch)
+        self._workers.position_set()
 
     def rank_and_world_size(self) -> tuple[int, int]:
         return _distributed(self._rank, self._world_size)
@@ -278,6 +281,7 @@ class LakeIterableDataset(IterableDataset):
         return self._loader.steps(self.rank_and_world_size()[1])
 
     def __iter__(self) -> Iterator[Any]:
+        self._workers.pass_started()
         info = get_worker_info()
         if info is None:
             return self.iter_shard(0, 1)
@@ -292,7 +296,18 @@ class LakeIterableDataset(IterableDataset):
         return (self._output(b) for b in blocks)
 
     def state_dict(self) -> dict[str, Any]:
-        """The position: the table, snapshot and order, the epoch, and what was read."""
+        """The position: the table, snapshot and order, the epoch, and what was read.
+
+        In the main process after DataLoader workers read this dataset, it raises
+        WorkerPositionError: the workers' copies read the batches (save a
+        StatefulDataLoader's ``loader.state_dict()`` instead).
+        """
+        self._workers.check(
+            "LakeIterableDataset",
+            "resume with loader.load_state_dict(saved) on a loader of the same worker "
+            "count, or with ds.load_state_dict(saved) before making the loader (any world "
+            "size or worker count)",
+        )
         return self._loader.state_dict()
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -303,6 +318,7 @@ class LakeIterableDataset(IterableDataset):
         position of another table, snapshot, filter or order raises ResumeStateError.
         """
         self._loader.load_state_dict(state)
+        self._workers.position_set()
 
 
 class LakeStreamDataset(IterableDataset):
@@ -364,6 +380,7 @@ class LakeStreamDataset(IterableDataset):
         self._world_size = world_size
         self._resume: Mapping[str, Any] | None = None
         self._reader: ContinualReader | None = None
+        self._workers = WorkerPasses()
 
     def _consumer(self) -> tuple[int, int]:
         rank, world = _distributed(self._rank, self._world_size)
@@ -372,6 +389,7 @@ class LakeStreamDataset(IterableDataset):
         return rank * workers + worker, world * workers
 
     def __iter__(self) -> Iterator[Any]:
+        self._workers.pass_started()
         consumer, consumers = self._consumer()
         resume = self._resume
         if resume is not None:
@@ -383,7 +401,16 @@ class LakeStreamDataset(IterableDataset):
         return (self._output(b) for b in self._reader)
 
     def state_dict(self) -> dict[str, Any]:
-        """The stream position of this consumer (the plan being read, batches done)."""
+        """The stream position of this consumer (the plan being read, batches done).
+
+        In the main process after DataLoader workers read this dataset, it raises
+        WorkerPositionError: save a StatefulDataLoader's ``loader.state_dict()`` instead.
+        """
+        self._workers.check(
+            "LakeStreamDataset",
+            "resume with loader.load_state_dict(saved) on a loader of the same world size "
+            "and worker count",
+        )
         if self._reader is None:
             if self._resume is not None:
                 return dict(self._resume)
@@ -397,6 +424,8 @@ class LakeStreamDataset(IterableDataset):
             raise ResumeStateError(f"not a continual-training position: {state!r}")
         check_resume_state(state, self._table.uri, self._config.seed, list(consumer))
         self._resume = dict(state)
+        self._reader = None  # the loaded position is the answer until the next pass
+        self._workers.position_set()
 
 
 class _ByteLru:
