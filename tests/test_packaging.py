@@ -91,3 +91,9 @@ def test_tensorflow_has_an_extra_for_each_distribution() -> None:
     # Both install the `tensorflow` module: `all` must not force either one on a user.
     (everything,) = (Requirement(t) for t in extras["all"])
     assert everything.name == "raylake" and not {"tf", "tf-cpu"} & everything.extras
+
+
+def test_the_package_and_the_module_agree_on_the_version() -> None:
+    import raylake
+
+    assert raylake.__version__ == _project()["version"]
