@@ -5,19 +5,29 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 WAREHOUSE ?= ./warehouse
 
-.PHONY: install demo test test-fast lint bench clean paimon-env paimon-fixtures
+.PHONY: install constraints demo test test-fast lint bench clean paimon-env paimon-fixtures
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip setuptools wheel
 
 # torch first and pinned: any other spec downloads gigabytes of CUDA (docs/dependencies.md).
-$(STAMP): pyproject.toml | $(PY)
-	$(PY) -m pip install "torch==2.13.0"
-	$(PY) -m pip install -e ".[all,test]"
+# pyproject.toml says which versions raylake supports; constraints.txt pins the ones we test.
+$(STAMP): pyproject.toml constraints.txt | $(PY)
+	$(PY) -m pip install -c constraints.txt "torch==2.13.0"
+	$(PY) -m pip install -c constraints.txt -e ".[all,tf-cpu,test]"
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# Regenerate the pins from a working environment (after adding or moving a dependency).
+# A local version label (+cpu) is dropped: torch==2.13.0 also names the CPU wheel.
+constraints: install
+	{ echo "# The exact versions that make install uses, written by make constraints from a"; \
+	  echo "# working .venv (docs/dependencies.md). pyproject.toml holds the supported ranges."; \
+	  $(PY) -m pip freeze --exclude-editable | grep -v -i '^raylake[= ]' \
+	    | sed -E 's/^([A-Za-z0-9_.-]+==[^+ ]+)\+[^ ]*$$/\1/'; } > constraints.txt.new
+	mv constraints.txt.new constraints.txt
 
 demo: install
 	$(PY) examples/quickstart.py --warehouse $(WAREHOUSE)

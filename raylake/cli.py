@@ -1,4 +1,4 @@
-"""The ``raylake`` command: look at and maintain tables from a shell."""
+"""The raylake command: look at and maintain tables from a shell."""
 
 from __future__ import annotations
 
@@ -6,15 +6,16 @@ import argparse
 import json
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pyarrow as pa
 
+from raylake import __version__
 from raylake.errors import RaylakeError
 from raylake.progress import progress_enabled
-from raylake.table import Table, create_table, open_table, table_exists
+from raylake.table import Snapshot, Table, create_table, open_table, table_exists
 from raylake.table.kind import kind_of
 
 _DURATION_PART = re.compile(r"(\d+)(ms|s|m|h|d|w)")
@@ -45,8 +46,11 @@ def cmd_info(args: argparse.Namespace) -> int:
         "buckets": ts.buckets,
         "options": dict(ts.options),
         "latest_snapshot": None if latest is None else latest.id,
-        "total_records": 0 if latest is None else latest.total_record_count,
+        "rows": _live_rows(tbl, latest),
     }
+    if tbl.is_primary_key_table:
+        # Every version and delete marker in the data files, until compaction merges them.
+        info["stored_versions"] = 0 if latest is None else latest.total_record_count
     if latest is not None:
         splits = tbl.scan().plan()
         info["data_files"] = len({p for s in splits for p in s.paths})
@@ -54,15 +58,33 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _live_rows(tbl: Table, snap: Snapshot | None) -> int:
+    """Rows a read returns: for a primary-key table from manifests where each bucket is
+    one file, else by a merge of the key columns only (Table.count)."""
+    if snap is None:
+        return 0
+    if not tbl.is_primary_key_table:
+        return snap.total_record_count
+    return tbl.count(snapshot_id=snap.id)
+
+
 def cmd_snapshots(args: argparse.Namespace) -> int:
     tbl = _open(args)
-    print(f"{'id':>6}  {'kind':<9}  {'time (UTC)':<23}  {'delta rows':>11}  {'total rows':>11}")
-    for snap in tbl.snapshots():
+    pk = tbl.is_primary_key_table
+    snaps = tbl.snapshots()
+    head = f"{'id':>6}  {'kind':<9}  {'time (UTC)':<23}  {'delta rows':>13}  "
+    print(head + (f"{'stored rows':>13}  {'live rows':>13}" if pk else f"{'total rows':>13}"))
+    counted = {s.id for s in snaps[len(snaps) - args.live_rows :]} if args.live_rows > 0 else set()
+    for snap in snaps:
         when = snap.time.strftime("%Y-%m-%d %H:%M:%S.%f")[:23]
-        print(
-            f"{snap.id:>6}  {snap.commit_kind:<9}  {when:<23}  "
-            f"{snap.delta_record_count:>11}  {snap.total_record_count:>11}"
-        )
+        line = f"{snap.id:>6}  {snap.commit_kind:<9}  {when:<23}  {snap.delta_record_count:>13,}  "
+        line += f"{snap.total_record_count:>13,}"
+        if pk:
+            live = f"{_live_rows(tbl, snap):,}" if snap.id in counted else "-"
+            line += f"  {live:>13}"
+        print(line)
+    if pk and len(counted) < len(snaps):
+        print(f"live rows of the newest {len(counted)} snapshot(s) only: --live-rows N for more")
     return 0
 
 
@@ -70,16 +92,7 @@ def cmd_scan(args: argparse.Namespace) -> int:
     tbl = _open(args)
     columns = [c.strip() for c in args.columns.split(",")] if args.columns else None
     scan = tbl.scan(columns=columns, filter=args.filter, snapshot_id=args.snapshot)
-    rows, shown = 0, []
-    for batch in scan.to_batches():
-        take = batch if args.limit is None else batch.slice(0, max(args.limit - rows, 0))
-        if take.num_rows:
-            shown.append(take)
-            rows += take.num_rows
-        if args.limit is not None and rows >= args.limit:
-            break
-    import pyarrow as pa
-
+    shown, more = _first_rows(scan.to_batches(), max(args.limit, 0))
     result = pa.Table.from_batches(shown, schema=scan.output_schema)
     if args.format == "json":
         for row in result.to_pylist():
@@ -89,7 +102,29 @@ def cmd_scan(args: argparse.Namespace) -> int:
 
         with pd.option_context("display.max_rows", None, "display.width", 200):
             print(result.to_pandas().to_string(index=False))
+    if more:
+        # Counting is cheap without a filter (manifests, or a key-only merge); with one it
+        # would read the filter's columns of the whole table, so say only that more match.
+        of = f"of {scan.count():,} rows" if args.filter is None else "rows; more match"
+        print(f"showing {result.num_rows:,} {of}: use --limit N to see more", file=sys.stderr)
     return 0
+
+
+def _first_rows(batches: Iterator[pa.RecordBatch], limit: int) -> tuple[list[pa.RecordBatch], bool]:
+    """The first ``limit`` rows, and whether more follow (reads at most one batch more)."""
+    shown: list[pa.RecordBatch] = []
+    rows = 0
+    for batch in batches:
+        if rows >= limit:
+            if batch.num_rows:
+                return shown, True
+            continue
+        take = batch.slice(0, limit - rows)
+        shown.append(take)
+        rows += take.num_rows
+        if take.num_rows < batch.num_rows:
+            return shown, True
+    return shown, False
 
 
 def parse_older_than(text: str) -> datetime | timedelta:
@@ -220,8 +255,8 @@ def cmd_tail(args: argparse.Namespace) -> int:
                 else (f"{plan.first_snapshot_id}..{plan.snapshot_id}")
             )
             print(
-                f"snapshot {span}  {plan.commit_kind:<9}  {plan.kind:<9}  "
-                f"{plan.to_arrow().num_rows:>10} rows",
+                f"snapshot {span:>9}  {plan.commit_kind:<9}  {plan.kind:<9}  "
+                f"{plan.to_arrow().num_rows:>13,} rows",
                 flush=True,
             )
             if args.consumer is not None:
@@ -235,6 +270,7 @@ def cmd_tail(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="raylake", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     info = sub.add_parser("info", help="schema, keys, options and size of a table")
@@ -243,6 +279,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     snaps = sub.add_parser("snapshots", help="list the snapshots of a table")
     snaps.add_argument("uri")
+    snaps.add_argument(
+        "--live-rows",
+        type=int,
+        default=10,
+        metavar="N",
+        help="primary-key tables: count live rows of the newest N snapshots (default 10)",
+    )
     snaps.set_defaults(func=cmd_snapshots)
 
     scan = sub.add_parser("scan", help="print rows of a table")
@@ -250,7 +293,7 @@ def build_parser() -> argparse.ArgumentParser:
     scan.add_argument("--columns", help="comma-separated column names")
     scan.add_argument("--filter", help="filter, e.g. \"label = 1 and dt = '2024-01-01'\"")
     scan.add_argument("--snapshot", type=int, help="read this snapshot id (time travel)")
-    scan.add_argument("--limit", type=int, default=20, help="print at most N rows")
+    scan.add_argument("--limit", type=int, default=20, help="print at most N rows (default 20)")
     scan.add_argument("--format", choices=["table", "json"], default="table")
     scan.set_defaults(func=cmd_scan)
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import re
 import time
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -12,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 import raylake
-from raylake.cli import main, parse_older_than
+from raylake.cli import build_parser, main, parse_older_than
 from raylake.table import Table
 
 SCHEMA = pa.schema([("id", pa.int64()), ("dt", pa.string()), ("label", pa.int32())])
@@ -41,8 +44,45 @@ def test_info(tbl: Table, capsys: pytest.CaptureFixture[str]) -> None:
     info = json.loads(out)
     assert code == 0
     assert info["kind"] == "append" and info["partition_keys"] == ["dt"]
-    assert info["latest_snapshot"] == 3 and info["total_records"] == 30
+    assert info["latest_snapshot"] == 3 and info["rows"] == 30 and "stored_versions" not in info
     assert info["data_files"] == 3 and info["columns"]["label"] == "int32"
+
+
+@pytest.fixture
+def upserted(tmp_path: Path) -> Table:
+    """1,000 keys, then 100 of them written again: 1,100 stored versions of 1,000 rows."""
+    schema = pa.schema([pa.field("k", pa.int64(), nullable=False), ("v", pa.int64())])
+    pk = raylake.create_table(str(tmp_path / "pk"), schema, primary_key=["k"], buckets=2)
+    pk.write(pa.table({"k": list(range(1000)), "v": [0] * 1000}, schema=schema))
+    pk.write(pa.table({"k": list(range(0, 1000, 10)), "v": [1] * 100}, schema=schema))
+    return pk
+
+
+def test_info_of_a_primary_key_table_shows_live_rows_and_stored_versions(
+    upserted: Table, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(capsys, "info", upserted.uri)
+    info = json.loads(out)
+    assert code == 0 and info["rows"] == 1000 and info["stored_versions"] == 1100
+    upserted.delete("k < 5")
+    info = json.loads(run(capsys, "info", upserted.uri)[1])
+    assert info["rows"] == 995 and info["stored_versions"] == 1105
+
+
+def test_snapshots_of_a_primary_key_table_show_live_rows(
+    upserted: Table, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(capsys, "snapshots", upserted.uri)
+    lines = out.splitlines()
+    assert code == 0 and lines[0].split()[-4:] == ["stored", "rows", "live", "rows"]
+    assert [line.split()[-3:] for line in lines[1:]] == [
+        ["1,000", "1,000", "1,000"],
+        ["100", "1,100", "1,000"],
+    ]
+    code, out, _ = run(capsys, "snapshots", upserted.uri, "--live-rows", "1")
+    lines = out.splitlines()
+    assert [line.split()[-1] for line in lines[1:3]] == ["-", "1,000"]
+    assert lines[3] == "live rows of the newest 1 snapshot(s) only: --live-rows N for more"
 
 
 def test_snapshots(tbl: Table, capsys: pytest.CaptureFixture[str]) -> None:
@@ -51,6 +91,7 @@ def test_snapshots(tbl: Table, capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and lines[0].split()[:2] == ["id", "kind"]
     assert [line.split()[0] for line in lines[1:]] == ["1", "2", "3"]
     assert lines[-1].split()[-2:] == ["10", "30"]
+    assert len({len(line) for line in lines}) == 1  # aligned columns
 
 
 def test_scan_json_with_columns_filter_limit_and_time_travel(
@@ -66,9 +107,31 @@ def test_scan_json_with_columns_filter_limit_and_time_travel(
 
 
 def test_scan_table_format(tbl: Table, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "scan", tbl.uri, "--filter", "id = 25")
-    assert code == 0
+    code, out, err = run(capsys, "scan", tbl.uri, "--filter", "id = 25")
+    assert code == 0 and err == ""
     assert out.split() == ["id", "dt", "label", "25", "2024-01-03", "1"]
+
+
+def test_scan_says_when_it_truncated(tbl: Table, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "scan", tbl.uri, "--limit", "12", "--format", "json")
+    assert code == 0 and len(out.splitlines()) == 12
+    assert err == "showing 12 of 30 rows: use --limit N to see more\n"
+    code, out, err = run(capsys, "scan", tbl.uri, "--filter", "label = 1", "--limit", "3")
+    assert code == 0 and len(out.splitlines()) == 1 + 3
+    assert err == "showing 3 rows; more match: use --limit N to see more\n"
+    for limit in ("10", "30"):  # the first file exactly, and every row: nothing left out
+        code, out, err = run(capsys, "scan", tbl.uri, "--limit", limit, "--format", "json")
+        assert code == 0 and len(out.splitlines()) == int(limit)
+        assert err == (
+            "" if limit == "30" else "showing 10 of 30 rows: use --limit N to see more\n"
+        )
+
+
+def test_scan_of_a_primary_key_table_counts_live_rows(
+    upserted: Table, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(capsys, "scan", upserted.uri, "--format", "json")
+    assert code == 0 and err == "showing 20 of 1,000 rows: use --limit N to see more\n"
 
 
 @pytest.mark.parametrize(
@@ -91,6 +154,42 @@ def test_scan_errors_are_clear(tbl: Table, capsys: pytest.CaptureFixture[str]) -
     assert code == 2 and "raylake: error:" in err and "position" in err
     code, _, err = run(capsys, "scan", tbl.uri, "--snapshot", "42")
     assert code == 2 and "snapshot 42 does not exist" in err
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0
+    assert capsys.readouterr().out == f"raylake {raylake.__version__}\n"
+
+
+def _all_help(parser: argparse.ArgumentParser) -> Iterator[str]:
+    yield parser.format_help()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                yield from _all_help(sub)
+
+
+def test_help_is_plain_text() -> None:
+    texts = list(_all_help(build_parser()))
+    assert len(texts) > 5
+    for text in texts:
+        assert "``" not in text and not re.search(r":[a-z]+:`", text), text
+
+
+def test_tail_columns_stay_aligned_at_two_digit_snapshot_ids(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    t = raylake.create_table(str(tmp_path / "t"), SCHEMA)
+    for i in range(11):
+        t.write(pa.table({"id": [i] * (i + 1), "dt": ["d"] * (i + 1), "label": [0] * (i + 1)}))
+    code, out, _ = run(capsys, "tail", t.uri, "--start", "1", "--timeout", "0")
+    lines = out.splitlines()[1:]
+    assert code == 0 and len(lines) == 11
+    assert lines[8].split()[1] == "9" and lines[9].split()[1] == "10"
+    assert len({line.index("APPEND") for line in lines}) == 1
+    assert len({len(line) for line in lines}) == 1
 
 
 def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:

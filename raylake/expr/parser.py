@@ -10,13 +10,14 @@ Grammar (keywords case-insensitive; precedence NOT > AND > OR)::
     or_expr   := and_expr ("or" and_expr)*
     and_expr  := not_expr ("and" not_expr)*
     not_expr  := "not" not_expr | "(" or_expr ")" | "true" | "false" | predicate
-    predicate := column OP literal | literal OP column
+    predicate := column OP literal | literal OP column    (OP: = == != <> < <= > >=)
                | column ["not"] "in" "(" [literal ("," literal)*] ")"
                | column "is" ["not"] "null"
                | column ["not"] "like" string
                | column ["not"] "between" literal "and" literal
                | "starts_with" "(" column "," string ")"
 
+``==`` is an alias of ``=`` (the habit of pandas and Polars users) and ``<>`` of ``!=``.
 ``between`` is inclusive and parses to ``column >= low and column <= high``;
 ``starts_with(c, 'p')`` to ``c like 'p%'`` with the prefix's wildcards escaped.
 """
@@ -50,6 +51,13 @@ _NAME_CHAR_RE = re.compile(r"[A-Za-z0-9_.]")
 _OPS = ("<=", ">=", "<>", "!=", "==", "=", "<", ">")  # longest first
 _OP_CANONICAL = {"==": "=", "<>": "!="}
 _QUOTES = {"'": "string literal", '"': "quoted column name", "`": "quoted column name"}
+# Python and pandas habits the grammar does not take, with the SQL to write instead.
+_PYTHON_HINTS = {
+    "&": "use 'and'",
+    "|": "use 'or'",
+    "!": "use 'not', or '!=' for not equal",
+    "~": "use 'not'",
+}
 
 
 @dataclass(frozen=True)
@@ -110,7 +118,8 @@ def _next_token(text: str, pos: int) -> Token:
             return number
     match = IDENTIFIER_RE.match(text, pos)
     if match is None:
-        raise FilterParseError(f"unexpected character {ch!r}", text, pos)
+        hint = f" ({_PYTHON_HINTS[ch]})" if ch in _PYTHON_HINTS else ""
+        raise FilterParseError(f"unexpected character {ch!r}{hint}", text, pos)
     word = match.group()
     if word.lower() in KEYWORDS:
         return Token("kw", word.lower(), pos, word)
@@ -324,7 +333,8 @@ class _Parser:
             raise self.fail(f"{what}; use '{hint}'", token)
         if token.kind == "ident":
             raise self.fail(
-                f"comparing with column {token.value!r} is not supported; expected a literal",
+                f"comparing with column {token.value!r} is not supported; expected a literal"
+                + _literal_hint(token, op),
                 token,
             )
         raise self.fail(f"unexpected {token.describe()}; expected a literal value", token)
@@ -347,6 +357,16 @@ class _Parser:
                 raise self.fail("missing ')' to close the value list", token)
             if token.kind != ",":
                 raise self.fail(f"unexpected {token.describe()}; expected ',' or ')'", token)
+
+
+def _literal_hint(token: Token, op: str | None) -> str:
+    """What a pandas or Python habit meant: a double-quoted string, or None for null."""
+    if token.text.startswith('"'):
+        quoted = "'" + str(token.value).replace("'", "''") + "'"
+        return f" (double quotes name a column: write the string as {quoted})"
+    if token.text == "None":
+        return f" (write '{'is not null' if op == '!=' else 'is null'}' for nulls)"
+    return ""
 
 
 def parse_filter(text: str) -> Expr:

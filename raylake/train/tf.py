@@ -3,21 +3,27 @@
 :func:`to_tf_dataset` builds a ``tf.data.Dataset`` whose ``output_signature`` comes
 from the table schema, sharded exactly over ``tf.distribute`` input pipelines (an
 ``InputContext``) with equal step counts, in the same order as the PyTorch loader.
+
+TensorFlow is imported on the first call, not with this module: importing it starts
+TensorFlow's C++ logging (oneDNN and CPU feature lines on stderr) and configures absl
+logging, which an import of raylake must not do.
 """
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from raylake.errors import MissingDependencyError
 
-try:
+if importlib.util.find_spec("tensorflow") is None:
+    raise MissingDependencyError("tensorflow", "tf")
+
+if TYPE_CHECKING:
     import tensorflow as tf
-except ImportError as exc:  # pragma: no cover - exercised without tensorflow only
-    raise MissingDependencyError("tensorflow", "tf") from exc
 
 from raylake.expr import Expr
 from raylake.table import Table, open_table
@@ -70,6 +76,7 @@ def to_tf_dataset(
     Each new iteration (a Keras epoch) reads the next epoch's order (``epoch``,
     ``epoch + 1``, ...) unless ``reshuffle_each_iteration=False``.
     """
+    tf = _tensorflow()
     if input_context is not None:
         if rank is not None or world_size is not None:
             raise ValueError("pass input_context or rank/world_size, not both")
@@ -125,10 +132,11 @@ def to_tf_dataset(
 
 def output_signature(source: LakeSource, converter: Converter, batch: int | None) -> Any:
     """The ``tf.TensorSpec`` structure of the batches, from the table schema."""
+    tf = _tensorflow()
     layout = converter.layout
     schema = source.schema
 
-    def spec(name: str) -> tf.TensorSpec:
+    def spec(name: str) -> Any:
         dtype = schema.field(name).type
         np_type = numpy_dtype(dtype)
         if converter.dtype is not None and np_type.kind == "f":
@@ -143,6 +151,14 @@ def output_signature(source: LakeSource, converter: Converter, batch: int | None
         return features if layout.label is None else (features, spec(layout.label))
     named = {c: spec(c) for c in layout.named}
     return named if layout.label is None else (named, spec(layout.label))
+
+
+def _tensorflow() -> Any:
+    try:
+        import tensorflow
+    except ImportError as exc:  # found but broken, e.g. a missing shared library
+        raise MissingDependencyError("tensorflow", "tf") from exc
+    return tensorflow
 
 
 def _structure(layout: Layout, block: Block) -> Any:

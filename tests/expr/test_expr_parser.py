@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from raylake.errors import FilterError, FilterParseError
@@ -133,6 +135,14 @@ BAD = [
     ("not", 3, "end of filter"),
     ("()", 1, "unexpected ')'"),
     ("x = - 1", 4, "unexpected character '-'"),
+    # Python and pandas habits: each error says what to write instead (docs/filters.md).
+    ("x = 1 && y = 2", 6, "unexpected character '&' (use 'and')"),
+    ("x = 1 | y = 2", 6, "unexpected character '|' (use 'or')"),
+    ("!(x = 1)", 0, "unexpected character '!' (use 'not', or '!=' for not equal)"),
+    ("~(x = 1)", 0, "unexpected character '~' (use 'not')"),
+    ('s == "a\'b"', 5, "double quotes name a column: write the string as 'a''b'"),
+    ("x == None", 5, "(write 'is null' for nulls)"),
+    ("x != None", 5, "(write 'is not null' for nulls)"),
 ]
 
 
@@ -172,3 +182,15 @@ def test_long_chains_do_not_recurse() -> None:
 def test_rejects_non_strings() -> None:
     with pytest.raises(TypeError):
         parse_filter(3)  # type: ignore[arg-type]
+
+
+def test_every_operator_is_documented() -> None:
+    """``==`` is accepted as ``=`` (pandas and Polars habit); the docs must say so."""
+    from raylake.expr.parser import _OPS
+
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "filters.md").read_text()
+    syntax = docs.split("## Syntax", 1)[1].split("\n## ", 1)[0]
+    missing = [op for op in _OPS if f"x {op} 1" not in syntax]
+    assert not missing, f"docs/filters.md does not show {missing}"
+    assert parse_filter("label == 1") == parse_filter("label = 1")
+    assert str(parse_filter("label == 1")) == "label = 1"

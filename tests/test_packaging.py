@@ -1,0 +1,99 @@
+"""Extras state supported ranges; constraints.txt pins one environment inside them."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    tomllib = pytest.importorskip("tomli")
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _project() -> dict:
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        return dict(tomllib.load(f)["project"])
+
+
+def _requirements() -> list[tuple[str, Requirement]]:
+    """(where, requirement) for the core dependencies and every extra, minus self-references."""
+    project = _project()
+    found = [("dependencies", Requirement(text)) for text in project["dependencies"]]
+    for extra, texts in project["optional-dependencies"].items():
+        found += [(f"extra {extra!r}", Requirement(text)) for text in texts]
+    return [(where, req) for where, req in found if canonicalize_name(req.name) != "raylake"]
+
+
+def _pins() -> dict[str, Version]:
+    pins: dict[str, Version] = {}
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        name, sep, version = line.partition("==")
+        assert sep and version, f"constraints.txt: {line!r} is not name==version"
+        pins[canonicalize_name(name)] = Version(version)
+    return pins
+
+
+def test_dependencies_are_ranges_not_pins() -> None:
+    pinned = [
+        f"{where}: {req}"
+        for where, req in _requirements()
+        if any(spec.operator in ("==", "===") for spec in req.specifier)
+    ]
+    assert not pinned, f"exact pins belong in constraints.txt, not pyproject.toml: {pinned}"
+
+
+def test_constraints_pin_every_dependency_inside_its_range() -> None:
+    pins = _pins()
+    missing, outside = [], []
+    for where, req in _requirements():
+        pin = pins.get(canonicalize_name(req.name))
+        if pin is None:
+            if req.name == "tensorflow":  # the tf extra: make installs tensorflow-cpu instead
+                continue
+            missing.append(f"{where}: {req.name}")
+        elif not req.specifier.contains(pin, prereleases=True):
+            outside.append(f"{where}: {req} but constraints.txt has {pin}")
+    hint = "run `make constraints` after installing it (docs/dependencies.md)"
+    assert not missing, f"not pinned in constraints.txt: {missing}; {hint}"
+    assert not outside, f"constraints.txt pins a version outside the range: {outside}"
+
+
+def test_constraints_hold_no_raylake_and_no_local_labels() -> None:
+    pins = _pins()
+    assert "raylake" not in pins
+    assert not [f"{n}=={v}" for n, v in pins.items() if v.local], "drop +cpu and the like"
+
+
+def test_makefile_installs_torch_first_at_the_pinned_version() -> None:
+    makefile = (ROOT / "Makefile").read_text()
+    first = re.search(r'pip install -c constraints\.txt "torch==([^"]+)"', makefile)
+    assert first is not None, "the Makefile must install torch first, pinned, with constraints"
+    assert Version(first.group(1)) == _pins()["torch"]
+    assert 'pip install -c constraints.txt -e ".[all,tf-cpu,test]"' in makefile
+
+
+def test_tensorflow_has_an_extra_for_each_distribution() -> None:
+    extras = _project()["optional-dependencies"]
+    assert [Requirement(t).name for t in extras["tf"]] == ["tensorflow"]
+    assert [Requirement(t).name for t in extras["tf-cpu"]] == ["tensorflow-cpu"]
+    # Both install the `tensorflow` module: `all` must not force either one on a user.
+    (everything,) = (Requirement(t) for t in extras["all"])
+    assert everything.name == "raylake" and not {"tf", "tf-cpu"} & everything.extras
+
+
+def test_the_package_and_the_module_agree_on_the_version() -> None:
+    import raylake
+
+    assert raylake.__version__ == _project()["version"]
