@@ -122,7 +122,9 @@ def ray_cases(root: Path, rows: int, repeat: int) -> None:
     source = raylake.open_table(str(root / "source"))
     df = spark.read.parquet(*data_files(source))
     t_table, t_raydp = best_pair(
-        lambda: rs.to_ray(df, via="table", uri=str(root / "handoff")).materialize(),
+        lambda: rs.to_ray(
+            df, via="table", uri=str(root / "handoff"), mode="overwrite"
+        ).materialize(),
         lambda: rs.to_ray(df).materialize(),
         repeat,
     )

@@ -37,10 +37,8 @@ class TableNotFoundError(RaylakeError, FileNotFoundError):
 class TableAlreadyExistsError(RaylakeError, FileExistsError):
     """``create_table`` found a table already at the URI."""
 
-    def __init__(self, uri: str) -> None:
-        super().__init__(
-            f"a raylake table already exists at {uri!r}; use open_table() or pass exist_ok=True"
-        )
+    def __init__(self, uri: str, fix: str = "use open_table() or pass exist_ok=True") -> None:
+        super().__init__(f"a raylake table already exists at {uri!r}; {fix}")
         self.uri = uri
 
 

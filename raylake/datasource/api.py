@@ -107,9 +107,23 @@ def write_lake(
         storage_options=storage_options,
         commit_properties=commit_properties,
     )
+    sink.check_schema(_known_schema(ds))
     ds.write_datasink(
         sink,
         concurrency=concurrency,
         ray_remote_args=with_worker_credentials(ray_remote_args, uri, storage_options),
     )
     return sink.snapshot
+
+
+def _known_schema(ds: Dataset) -> Any:
+    """The dataset's schema if Ray knows it without executing anything, else None.
+
+    Checked on the driver before any task runs; an unknown schema (after a map) is
+    checked by ``on_write_start`` when the first block arrives, still before any write
+    task. Blocks whose schemas do not unify have no one schema: each is checked as it
+    is written."""
+    try:
+        return ds.schema(fetch_if_missing=False)
+    except pa.ArrowException:
+        return None

@@ -31,7 +31,7 @@ from raylake.format.snapshot import SnapshotManager
 from raylake.io import FileIO
 from raylake.table import CommitMessage, Snapshot, Table, create_table, open_table
 from raylake.table.catalog import table_exists
-from raylake.table.conform import conform
+from raylake.table.conform import check_schema as check_table_schema
 from raylake.table.table import SCHEMA_DIR, create_writer
 from raylake.table.writer import DATA_DIR
 
@@ -94,18 +94,52 @@ class LakeDatasink(Datasink[TaskCommit]):
         if table_exists(uri, storage_options=storage_options):
             self._resolve_mode(open_table(uri, storage_options=storage_options))
 
+    @property
+    def min_bytes_per_write(self) -> int:
+        """Set so that Ray never fuses the write with the map before it: a fused
+        ``map_batches(f)->Write`` hands ``on_write_start`` the schema of ``f``'s *input*
+        (Ray 2.60), and the table would be checked against, or created from, the wrong
+        columns. One byte: every non-empty block is a write input of its own, as unfused."""
+        return 1
+
     # -- driver: start ---------------------------------------------------------------
+
+    def check_schema(self, schema: Any) -> None:
+        """Check a dataset's schema against the table (or the ``schema=`` a new table gets)
+        on the driver, before any task runs: :func:`write_lake` calls it with
+        ``ds.schema(fetch_if_missing=False)``. Takes a ``pyarrow.Schema``, a
+        ``ray.data.Schema`` or None (not known yet: ``on_write_start`` checks it).
+        Raises :class:`SchemaMismatchError` naming the column, or
+        :class:`TableNotFoundError` when the table is missing and may not be created.
+        """
+        data_schema = _arrow_schema(schema)
+        uri, storage_options = self.file_io.uri, self.file_io.storage_options
+        if table_exists(uri, storage_options=storage_options):
+            tbl = open_table(uri, storage_options=storage_options)
+            self._resolve_mode(tbl)
+            if data_schema is not None:
+                check_table_schema(tbl.kind.input_schema(data_schema), tbl.schema)
+        elif not self._create.create_if_missing:
+            raise TableNotFoundError(uri)
+        elif data_schema is not None and self._create.schema is not None:
+            check_table_schema(self._new_table_columns(data_schema), self._new_table_columns(
+                _strip_metadata(self._create.schema)))  # fmt: skip
 
     def on_write_start(self, schema: pa.Schema | None = None) -> None:
         """Open or create the table, check the data's schema, pin the base snapshot."""
         self._job_id = uuid.uuid4().hex[:16]
         self._created = False
-        data_schema = schema if isinstance(schema, pa.Schema) else None
+        data_schema = _arrow_schema(schema)
         tbl = self._open_or_create(data_schema)
         self._pin(tbl)
         if data_schema is not None:
             # Fails on the driver, naming the column, before any task writes a file.
-            conform(tbl.kind.input_schema(data_schema).empty_table(), tbl.schema)
+            check_table_schema(tbl.kind.input_schema(data_schema), tbl.schema)
+
+    def _new_table_columns(self, schema: pa.Schema) -> pa.Schema:
+        if self._create.primary_key:  # a changelog input carries a row kind column
+            return pa.schema([f for f in schema if not f.name.startswith(SYSTEM_PREFIX)])
+        return schema
 
     def _pin(self, tbl: Table) -> None:
         self._resolve_mode(tbl)
@@ -125,11 +159,9 @@ class LakeDatasink(Datasink[TaskCommit]):
                 f"cannot create the table at {self.file_io.uri!r}: the dataset has no schema "
                 "(it is empty); pass schema= to LakeDatasink/write_lake"
             )
-        if spec.primary_key:  # a changelog input carries a row kind column
-            schema = pa.schema([f for f in schema if not f.name.startswith(SYSTEM_PREFIX)])
         tbl = create_table(
             self.file_io.uri,
-            _strip_metadata(schema),
+            self._new_table_columns(_strip_metadata(schema)),
             partition_by=spec.partition_by,
             primary_key=spec.primary_key,
             buckets=spec.buckets,
@@ -230,6 +262,21 @@ class _CreateSpec:
     primary_key: tuple[str, ...]
     buckets: int | None
     options: Mapping[str, Any] | None
+
+
+def _arrow_schema(schema: Any) -> pa.Schema | None:
+    """A dataset's schema as Arrow: Ray hands over Arrow schemas, ``ray.data.Schema``s and
+    pandas block schemas. A column whose type has no Arrow equivalent yet (a pandas
+    object column) becomes null: checked on the rows, not here."""
+    if schema is None or isinstance(schema, pa.Schema):
+        return schema
+    from ray.data import Schema
+
+    wrapped = schema if isinstance(schema, Schema) else Schema(schema)
+    if isinstance(wrapped.base_schema, pa.Schema):
+        return wrapped.base_schema
+    types = [t if isinstance(t, pa.DataType) else pa.null() for t in wrapped.types]
+    return pa.schema([pa.field(n, t) for n, t in zip(wrapped.names, types, strict=True)])
 
 
 def _strip_metadata(schema: pa.Schema) -> pa.Schema:

@@ -3,7 +3,7 @@
     spark = raylake.spark.session(app_name="etl")        # local, or Spark on Ray
     raylake.spark.write(df, uri, mode="upsert", primary_key=["id"], buckets=8)
     df = raylake.spark.read(spark, uri, filter="dt = '2024-01-01'")
-    ds = raylake.spark.to_ray(df, via="table", uri=uri)    # pinned, fault tolerant
+    ds = raylake.spark.to_ray(df, via="table", uri=staging)  # a new table: pinned, fault tolerant
 
 Needs the ``spark`` extra (``pip install raylake[spark]``) and a Java runtime.
 """

@@ -7,6 +7,11 @@ lives in the Spark executors' object-store blocks and is gone with them.
 returns ``read_lake(uri, snapshot_id=...)``: pinned (later commits do not change
 it), fault tolerant (a failed read task re-reads its files), and alive after
 ``raydp.stop_spark()``. None of the anchors offers the second.
+
+The table is a staging path: like Spark's ``DataFrameWriter`` (``mode="error"``, the
+default), it refuses a table that exists, before any Spark job runs. Writing into one
+takes ``mode="overwrite"``/``"append"``/``"upsert"``, said explicitly (issue 15: a
+doc that handed off into the table it had read replaced that table).
 """
 
 from __future__ import annotations
@@ -16,11 +21,22 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pyspark.sql import DataFrame, SparkSession
 
-from raylake.errors import EnvironmentSetupError, MissingDependencyError, RaylakeError
+from raylake.errors import (
+    EnvironmentSetupError,
+    InvalidOptionError,
+    MissingDependencyError,
+    RaylakeError,
+    TableAlreadyExistsError,
+)
 from raylake.spark.write import SparkWriteMode, write
+from raylake.table import table_exists
 
 if TYPE_CHECKING:
     from ray.data import Dataset
+
+
+HandoffMode = Literal["error", "overwrite", "append", "upsert"]
+_HANDOFF_MODES = ("error", "overwrite", "append", "upsert")
 
 
 def to_ray(
@@ -28,29 +44,41 @@ def to_ray(
     *,
     via: Literal["raydp", "table"] = "raydp",
     uri: str | None = None,
-    mode: SparkWriteMode = "overwrite",
+    mode: HandoffMode = "error",
     storage_options: Mapping[str, Any] | None = None,
     **write_args: Any,
 ) -> Dataset:
     """A Ray Dataset of ``df``'s rows.
 
     ``via="raydp"`` (needs a Spark-on-Ray session, ``raylake.spark.session(on_ray=True)``)
-    hands the executors' Arrow blocks to Ray. ``via="table"`` writes ``df`` to the
-    table at ``uri`` as one snapshot (``mode="overwrite"`` by default, so the dataset
-    holds exactly ``df``'s rows; other arguments go to :func:`raylake.spark.write`)
-    and reads that snapshot with Ray Data.
+    hands the executors' Arrow blocks to Ray. ``via="table"`` writes ``df`` to a new
+    table at ``uri`` as one snapshot and reads that snapshot with Ray Data; other
+    arguments go to :func:`raylake.spark.write`. ``mode="error"`` (the default) raises
+    :class:`TableAlreadyExistsError` if a table exists at ``uri``, before any Spark job
+    runs; ``"overwrite"`` replaces its rows with ``df``'s, ``"append"``/``"upsert"``
+    add them (the dataset is then the table's new state).
     """
     if via == "table":
         if uri is None:
             raise RaylakeError("to_ray(df, via='table') needs uri= (where to write the table)")
-        snap = write(df, uri, mode=mode, storage_options=storage_options, **write_args)
+        if mode not in _HANDOFF_MODES:
+            raise InvalidOptionError("mode", mode, f"expected one of {list(_HANDOFF_MODES)}")
+        if mode == "error" and table_exists(uri, storage_options=storage_options):
+            raise TableAlreadyExistsError(
+                uri,
+                "to_ray(df, via='table') writes to a new table: pass another uri, or "
+                "mode='overwrite' to replace this table's rows with the DataFrame's "
+                "(mode='append'/'upsert' to add them)",
+            )
+        write_mode: SparkWriteMode | None = None if mode == "error" else mode
+        snap = write(df, uri, mode=write_mode, storage_options=storage_options, **write_args)
         from raylake.datasource import read_lake
 
         snapshot_id = snap.id if snap is not None else None
         return read_lake(uri, snapshot_id=snapshot_id, storage_options=storage_options)
     if via != "raydp":
         raise RaylakeError(f"to_ray(via={via!r}): use 'raydp' or 'table'")
-    ray = _ray()
+    ray = _ray(df.sparkSession)
     from raydp.spark import from_spark_recoverable
 
     try:
@@ -63,15 +91,17 @@ def to_ray(
 
 def from_ray(ds: Dataset, spark: SparkSession) -> DataFrame:
     """A Spark DataFrame of a Ray Dataset's rows (through RayDP; needs a Spark-on-Ray session)."""
-    _ray()
+    _ray(spark)
     return ds.to_spark(spark)  # type: ignore[attr-defined, no-any-return]
 
 
-def _ray() -> Any:
+def _ray(spark: SparkSession) -> Any:
+    """Ray, after checking that ``spark`` runs on it (RayDP), before anything executes."""
     try:
         import ray
         import ray.data
         import raydp  # noqa: F401 - adds Dataset.to_spark and ray.data.from_spark
+        from raydp.spark.ray_cluster_master import RAYDP_SPARK_MASTER_SUFFIX
     except ImportError as exc:
         raise MissingDependencyError("raydp", "spark") from exc
     if not ray.is_initialized():
@@ -79,4 +109,14 @@ def _ray() -> Any:
             "the RayDP hand-off needs a running Ray cluster and a Spark-on-Ray session: "
             "ray.init(), then raylake.spark.session(on_ray=True)"
         )
+    context = spark.sparkContext
+    try:  # the actor RayDP's hand-off looks up; a local session has none
+        ray.get_actor(context.appName + RAYDP_SPARK_MASTER_SUFFIX)
+    except ValueError:
+        raise EnvironmentSetupError(
+            f"the RayDP hand-off needs a Spark-on-Ray session, but Spark app "
+            f"{context.appName!r} runs on master {context.master!r}: start Spark with "
+            "raylake.spark.session(on_ray=True), or hand off through a table "
+            "(to_ray(df, via='table', uri=...), raylake.spark.read)"
+        ) from None
     return ray

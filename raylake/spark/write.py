@@ -35,7 +35,7 @@ from raylake.format.snapshot import Snapshot
 from raylake.io import FileIO
 from raylake.spark.types import arrow_schema_of
 from raylake.table import CommitMessage, Table, create_table, open_table, table_exists
-from raylake.table.conform import conform
+from raylake.table.conform import check_schema, conform
 from raylake.table.table import create_writer
 from raylake.table.writer import DATA_DIR, abort_messages
 
@@ -148,7 +148,8 @@ def _check_columns(tbl: Table, arrow_schema: pa.Schema) -> tuple[str, ...]:
             f"{tbl.uri!r}; nothing was written",
             column=missing_keys[0],
         )
-    conform(data_schema.empty_table(), tbl.schema)  # names the column that does not fit
+    # By name and kind of type, from df.schema alone: before any Spark job runs.
+    check_schema(data_schema, tbl.schema)
     extra = [n for n in arrow_schema.names if n not in data_schema.names]
     return (*tbl.schema.names, *extra)
 

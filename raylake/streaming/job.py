@@ -34,6 +34,7 @@ from raylake.expr import Expr
 from raylake.format.consumer import ConsumerManager, validate_consumer_id
 from raylake.format.snapshot import SnapshotManager
 from raylake.io.credentials import split_secrets
+from raylake.streaming.job_check import check_job
 from raylake.streaming.plan import ON_OVERWRITE, OnOverwrite, StreamPlan
 from raylake.streaming.reader import DEFAULT_CATCH_UP_AFTER, StartPosition, StreamReader
 from raylake.table import Table, open_table
@@ -229,7 +230,11 @@ def _as_arrow(out: Any) -> pa.Table:
 
 
 class StreamingJob:
-    """Runs ``fn`` over a table's new snapshots in ``num_shards`` Ray actors."""
+    """Runs ``fn`` over a table's new snapshots in ``num_shards`` Ray actors.
+
+    ``output_schema`` declares the schema of ``fn``'s output: :meth:`start` checks it
+    against the sink's, with the tables and consumers, before any actor starts.
+    """
 
     def __init__(
         self,
@@ -251,6 +256,7 @@ class StreamingJob:
         max_plans_per_step: int = 8,
         max_restarts: int = -1,
         actor_options: Mapping[str, Any] | None = None,
+        output_schema: pa.Schema | None = None,
     ) -> None:
         if not callable(fn):
             raise StreamError(f"fn must be callable, got {fn!r}")
@@ -280,6 +286,14 @@ class StreamingJob:
         validate_consumer_id(self.spec.shard_consumer(num_shards - 1))
         from raylake.datasource.api import with_worker_credentials  # imports Ray
 
+        if output_schema is not None and not isinstance(output_schema, pa.Schema):
+            raise StreamError(
+                f"output_schema must be a pyarrow.Schema, got {type(output_schema).__name__}"
+            )
+        self.output_schema = output_schema
+        # The caller's options, secrets included: the driver checks the tables with them
+        # (job_check.py); they are never part of what the actors get.
+        self._driver_options = (storage_options, sink_storage_options)
         self.max_restarts = max_restarts
         options = dict(actor_options or {"num_cpus": 0.25})
         for target, target_options in ((sink_uri, sink_storage_options), (uri, storage_options)):
@@ -289,11 +303,19 @@ class StreamingJob:
         self.actors: list[Any] = []
 
     def start(self) -> StreamingJob:
-        """Start the shard actors (each resumes from its consumer's checkpoint)."""
+        """Check the job on the driver (:func:`check_job`: the tables, ``output_schema``
+        against the sink, the consumers), then start the shard actors (each resumes
+        from its consumer's checkpoint)."""
         import ray
 
         if self.actors:
             return self
+        check_job(
+            self.spec,
+            output_schema=self.output_schema,
+            storage_options=self._driver_options[0],
+            sink_storage_options=self._driver_options[1],
+        )
         remote = ray.remote(ShardWorker).options(
             max_restarts=self.max_restarts, max_task_retries=-1, **self.actor_options
         )

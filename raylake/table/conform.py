@@ -56,26 +56,49 @@ def pandas_to_arrow(df: Any, schema: pa.Schema | None = None) -> pa.Table:
 
 def conform(data: ArrowData, schema: pa.Schema) -> pa.Table:
     """Reorder and safely cast ``data`` to ``schema``; check non-nullable columns."""
-    names = data.schema.names
-    expected = schema.names
+    _check_names(data.schema.names, schema.names)
+    pa_table = data if isinstance(data, pa.Table) else pa.Table.from_batches([data])
+    columns = [_conform_column(pa_table.column(f.name), f) for f in schema]
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def check_schema(data: pa.Schema, schema: pa.Schema) -> None:
+    """Check, before any row is seen, that data of schema ``data`` can be written to a
+    table of schema ``schema``: the same column names, and each type of the same kind as
+    the table's (the casts :func:`conform` allows). Whether values fit (an int64 into an
+    int32, nulls in a non-nullable column) is still checked on the rows.
+
+    A column of type null stands for a type not known yet (a pandas object column):
+    it passes here and is checked on the rows.
+    """
+    _check_names(data.names, schema.names)
+    for field in schema:
+        dtype = data.field(field.name).type
+        if pa.types.is_dictionary(dtype):
+            dtype = dtype.value_type
+        if dtype != field.type and not _castable(dtype, field.type):
+            raise SchemaMismatchError(
+                f"column {field.name!r} has type {dtype}, but the table stores {field.type}",
+                column=field.name,
+                expected=field.type,
+                actual=dtype,
+            )
+
+
+def _check_names(names: list[str], expected: list[str]) -> None:
     missing = [n for n in expected if n not in names]
     extra = [n for n in names if n not in expected]
+    shown = f"(the data has columns {names}; the table has columns {expected})"
     if missing:
-        raise SchemaMismatchError(
-            f"data is missing column(s) {missing}; the table has columns {expected}",
-            column=missing[0],
-        )
+        raise SchemaMismatchError(f"data is missing column(s) {missing} {shown}", column=missing[0])
     if extra:
         raise SchemaMismatchError(
-            f"data has column(s) {extra} that the table does not have (columns: {expected})",
+            f"data has column(s) {extra} that the table does not have {shown}",
             column=extra[0],
         )
     if len(set(names)) != len(names):
         dup = sorted({n for n in names if names.count(n) > 1})
         raise SchemaMismatchError(f"data has duplicate column(s) {dup}", column=dup[0])
-    pa_table = data if isinstance(data, pa.Table) else pa.Table.from_batches([data])
-    columns = [_conform_column(pa_table.column(f.name), f) for f in schema]
-    return pa.Table.from_arrays(columns, schema=schema)
 
 
 def _conform_column(column: pa.ChunkedArray, field: pa.Field) -> pa.ChunkedArray:

@@ -191,6 +191,67 @@ def test_schema_mismatch_fails_before_writing(ray_cluster: Any, tmp_path: Path) 
     assert data_files_on_disk(tbl) == live_data_files(tbl)
 
 
+def test_a_known_dataset_schema_is_checked_before_execution(
+    ray_cluster: Any, tmp_path: Path
+) -> None:
+    """The error comes from the driver before Ray runs anything: a plain raylake error,
+    not one re-raised from Ray's executor or a write task; the message shows both sides."""
+    tbl = make_events(tmp_path / "t", rows_per_day=10)
+    before = tbl.latest_snapshot()
+    lacking = events_batch(0, 5, "d", 0).drop_columns(["tag"])
+    with pytest.raises(SchemaMismatchError) as excinfo:
+        write_lake(from_batches([lacking]), tbl.uri)
+    message = str(excinfo.value)
+    assert "missing column(s) ['tag']" in message
+    assert "the data has columns ['id', 'dt', 'x', 'label']" in message
+    assert "the table has columns ['id', 'dt', 'x', 'label', 'tag']" in message
+    assert type(excinfo.value) is SchemaMismatchError and excinfo.value.__cause__ is None
+    batch = events_batch(0, 5, "d", 0)
+    wrong_type = batch.set_column(2, "x", pa.array(["not a float"] * 5))
+    with pytest.raises(SchemaMismatchError, match="'x' has type string") as excinfo:
+        write_lake(from_batches([wrong_type]), tbl.uri)
+    assert type(excinfo.value) is SchemaMismatchError and excinfo.value.__cause__ is None
+    assert excinfo.value.column == "x"
+    assert tbl.latest_snapshot() == before
+    assert data_files_on_disk(tbl) == live_data_files(tbl)
+
+
+def test_a_schema_known_only_at_run_time_fails_before_any_write_task(
+    ray_cluster: Any, tmp_path: Path
+) -> None:
+    tbl = make_events(tmp_path / "t", rows_per_day=10)
+    before = tbl.latest_snapshot()
+    batch = events_batch(0, 5, "d", 0)
+    wrong_type = batch.set_column(2, "x", pa.array(["not a float"] * 5))
+    ds = from_batches([wrong_type]).map_batches(lambda b: b, batch_format="pyarrow")
+    assert ds.schema(fetch_if_missing=False) is None
+    with pytest.raises(SchemaMismatchError, match="'x' has type string") as excinfo:
+        ds.write_datasink(LakeDatasink(tbl.uri))
+    # Raised by on_write_start on the driver, not by a write task (a RayTaskError).
+    assert not isinstance(excinfo.value, ray.exceptions.RayTaskError)
+    assert tbl.latest_snapshot() == before
+    assert data_files_on_disk(tbl) == live_data_files(tbl)
+
+
+def test_a_map_before_the_write_is_checked_by_its_output(ray_cluster: Any, tmp_path: Path) -> None:
+    """Ray fuses map_batches with a write and then reports the map's input schema: the
+    sink must see (and create tables from) the columns the map returns."""
+    tbl = make_events(tmp_path / "t", rows_per_day=10)
+    batch = events_batch(100, 5, "d", 0)
+
+    def dataset() -> Any:
+        lacking = from_batches([batch.drop_columns(["tag"])])
+        return lacking.map_batches(
+            lambda b: b.append_column("tag", pa.array(["t"] * b.num_rows)),
+            batch_format="pyarrow",
+        )
+
+    write_lake(dataset(), tbl.uri)
+    assert tbl.count() == 35
+    dataset().write_datasink(LakeDatasink(str(tmp_path / "new")))
+    assert raylake.open_table(str(tmp_path / "new")).schema == EVENTS_SCHEMA
+
+
 def test_missing_table_without_creation(ray_cluster: Any, tmp_path: Path) -> None:
     uri = str(tmp_path / "missing")
     with pytest.raises(TableNotFoundError):

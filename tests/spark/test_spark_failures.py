@@ -113,6 +113,47 @@ def test_bad_input_is_refused_by_name_and_nothing_is_committed(spark: Any, wareh
     assert _files(tbl) == set()
 
 
+def test_a_wrong_column_type_is_refused_before_any_spark_job(
+    spark: Any, warehouse: Path, spark_jobs: Any
+) -> None:
+    uri = str(warehouse / "typed")
+    tbl = raylake.create_table(uri, pa.schema([("id", pa.int64()), ("score", pa.float64())]))
+    tbl.write(pa.table({"id": [1], "score": [0.5]}))
+    before, files = tbl.latest_snapshot(), _files(tbl)
+    df = spark.createDataFrame([(2, "high"), (3, "low")], "id long, score string")
+    with pytest.raises(SchemaMismatchError, match="'score' has type string") as excinfo:
+        rs.write(df, uri)
+    # Refused from df.schema on the driver, not by executors (a PythonException).
+    assert type(excinfo.value) is SchemaMismatchError and excinfo.value.column == "score"
+    assert spark_jobs() == []
+    assert tbl.latest_snapshot() == before and _files(tbl) == files
+    assert df.count() == 2 and spark_jobs() != []  # the control: jobs are seen
+
+
+def test_raydp_hand_off_on_local_spark_names_the_fix() -> None:
+    """RayDP's own error on a local session is a bare ValueError about an actor name."""
+    script = (
+        "import ray\n"
+        "import raylake.spark as rs\n"
+        "from raylake.errors import EnvironmentSetupError\n"
+        "ray.init(address='local', num_cpus=1, include_dashboard=False, log_to_driver=False)\n"
+        "spark = rs.session('local-app', on_ray=False, master='local[1]')\n"
+        "ds = ray.data.range(3)\n"
+        "calls = {'from_ray': lambda: rs.from_ray(ds, spark),\n"
+        "         'to_ray': lambda: rs.to_ray(spark.range(3))}\n"
+        "for name, call in calls.items():\n"
+        "    try:\n"
+        "        call()\n"
+        "    except EnvironmentSetupError as exc:\n"
+        "        print('ERROR', name, exc)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
+    for name in ("from_ray", "to_ray"):
+        assert f"ERROR {name} " in out.stdout, out.stderr[-3000:]
+    assert "'local-app'" in out.stdout and "session(on_ray=True)" in out.stdout
+
+
 def test_no_java_and_raydp_without_ray_get_clear_errors(tmp_path: Path) -> None:
     script = (
         "import raylake.spark as rs\n"

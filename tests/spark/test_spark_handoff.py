@@ -12,7 +12,7 @@ import pytest
 
 import raylake
 import raylake.spark as rs
-from raylake.errors import RaylakeError
+from raylake.errors import RaylakeError, TableAlreadyExistsError
 
 pytestmark = [pytest.mark.spark, pytest.mark.ray]
 
@@ -50,3 +50,28 @@ def test_table_hand_off_is_pinned(spark: Any, warehouse: Path) -> None:
 def test_table_hand_off_needs_a_uri(spark: Any) -> None:
     with pytest.raises(RaylakeError, match="uri="):
         rs.to_ray(spark.range(3), via="table")
+
+
+def test_table_hand_off_never_replaces_a_table_unasked(
+    spark: Any, warehouse: Path, spark_jobs: Any
+) -> None:
+    """Reading a table and handing off into the same uri once replaced the table with
+    the filtered rows (docs/spark.md did that): an existing table is refused before any
+    Spark job runs, unless the mode says what to do with it."""
+    uri = str(warehouse / "events")
+    tbl = raylake.create_table(uri, pa.schema([("id", pa.int64()), ("score", pa.float64())]))
+    tbl.write(pa.table({"id": list(range(100)), "score": [i / 10 for i in range(100)]}))
+    before = tbl.latest_snapshot()
+    df = rs.read(spark, uri, filter="score > 6")
+    jobs_before = spark_jobs()
+    with pytest.raises(TableAlreadyExistsError, match="mode='overwrite'"):
+        rs.to_ray(df, via="table", uri=uri)
+    assert spark_jobs() == jobs_before
+    assert tbl.latest_snapshot() == before and tbl.count() == 100
+    with pytest.raises(RaylakeError, match="mode"):
+        rs.to_ray(df, via="table", uri=str(warehouse / "other"), mode="replace")  # type: ignore[arg-type]
+
+    ds = rs.to_ray(df, via="table", uri=uri, mode="overwrite")  # asked for: replaced
+    assert sorted(ds.to_pandas()["id"].tolist()) == list(range(61, 100))
+    assert spark_jobs() != jobs_before  # the control: this test's jobs are counted
+    assert tbl.count() == 39 and tbl.to_arrow(snapshot_id=before.id).num_rows == 100

@@ -15,7 +15,15 @@ import pytest
 from committer import SCHEMA, batch, start
 
 import raylake
-from raylake.errors import StreamError
+from raylake.errors import (
+    ConsumerError,
+    SchemaMismatchError,
+    StreamError,
+    StreamPositionExpiredError,
+    TableNotFoundError,
+    UnknownColumnError,
+)
+from raylake.format.consumer import ConsumerManager
 from raylake.streaming import ROW_KIND, StreamingJob, read_lake_stream
 
 pytestmark = pytest.mark.ray
@@ -91,6 +99,68 @@ def test_streaming_job_bad_arguments(ray_cluster: Any, warehouse: Path) -> None:
                      on_overwrite="refresh")  # fmt: skip
     with pytest.raises(StreamError, match="until_snapshot"):
         StreamingJob(tbl.uri, double, consumer_id="j").run()
+
+
+def test_streaming_job_is_checked_before_any_actor_starts(
+    ray_cluster: Any, warehouse: Path
+) -> None:
+    """Each of these used to start the actors, which died in their constructors and
+    were restarted without end; now start() raises the raylake error on the driver."""
+    source = raylake.create_table(str(warehouse / "src"), SCHEMA, buckets=2)
+    source.write(batch(0, 10))
+    sink = raylake.create_table(str(warehouse / "dst"), SCHEMA)
+
+    def refused(error: type[Exception], match: str, **options: Any) -> None:
+        uri = options.pop("uri", source.uri)
+        job = StreamingJob(uri, double, consumer_id="j", num_shards=2, **options)
+        with pytest.raises(error, match=match):
+            job.run(until_snapshot=1)
+        assert job.actors == []
+
+    refused(TableNotFoundError, "no-sink", sink_uri=str(warehouse / "no-sink"))
+    refused(TableNotFoundError, "no-src", uri=str(warehouse / "no-src"), sink_uri=sink.uri)
+    refused(UnknownColumnError, "'nope'", sink_uri=sink.uri, columns=["id", "nope"])
+    refused(UnknownColumnError, "'nope'", sink_uri=sink.uri, filter="nope > 1")
+    refused(StreamError, "start", sink_uri=sink.uri, start="soon")
+    text_v = pa.schema([("id", pa.int64()), ("v", pa.string())])
+    refused(SchemaMismatchError, "'v' has type string", sink_uri=sink.uri, output_schema=text_v)
+    refused(SchemaMismatchError, r"missing column\(s\) \['v'\]", sink_uri=sink.uri,
+            output_schema=pa.schema([("id", pa.int64())]))  # fmt: skip
+    refused(StreamError, "sink_uri", output_schema=SCHEMA)
+    assert source.consumers() == [] and sink.snapshots() == []
+
+    job = StreamingJob(source.uri, double, consumer_id="j", sink_uri=sink.uri, output_schema=SCHEMA)
+    with job:
+        job.run(until_snapshot=1)
+    assert sink.count() == 10
+
+
+def test_streaming_job_refuses_consumers_it_cannot_resume(
+    ray_cluster: Any, warehouse: Path
+) -> None:
+    source = raylake.create_table(str(warehouse / "src"), SCHEMA, buckets=4)
+    sink = raylake.create_table(str(warehouse / "dst"), SCHEMA)
+    source.write(batch(0, 40))
+    with StreamingJob(source.uri, double, consumer_id="j", num_shards=2, sink_uri=sink.uri) as job:
+        job.run(until_snapshot=1)
+    before = sink.latest_snapshot()
+    # Three shards beside the two consumers of two shards would process snapshot 1 again.
+    job = StreamingJob(source.uri, double, consumer_id="j", num_shards=3, sink_uri=sink.uri)
+    with pytest.raises(ConsumerError, match=r"j\.shard-0-of-2, j\.shard-1-of-2"):
+        job.start()
+    assert job.actors == [] and sink.latest_snapshot() == before
+    assert {c.consumer_id for c in source.consumers()} == {"j.shard-0-of-2", "j.shard-1-of-2"}
+
+    for c in range(1, 4):
+        source.write(batch(c, 10))
+    for shard in range(2):
+        source.delete_consumer(f"j.shard-{shard}-of-2")
+    source.expire_snapshots(retain_last=1)
+    ConsumerManager(source.file_io).reset("k.shard-0-of-1", 2)  # behind the earliest, 4
+    job = StreamingJob(source.uri, double, consumer_id="k", sink_uri=sink.uri)
+    with pytest.raises(StreamPositionExpiredError, match=r"'k\.shard-0-of-1' needs snapshot 2"):
+        job.start()
+    assert job.actors == [] and sink.latest_snapshot() == before
 
 
 def bad_output(table: pa.Table) -> Any:

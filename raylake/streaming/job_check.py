@@ -1,0 +1,97 @@
+"""The checks a StreamingJob makes on the driver before any shard actor starts (issue 15).
+
+A shard actor that cannot start (a missing table, a bad filter, an expired consumer)
+dies in its constructor, and Ray restarts it without end (``max_restarts=-1``): each
+check an actor would fail at start happens here first, with the raylake error a caller
+can catch. Nothing here writes: no consumer is registered, nothing is committed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from raylake.errors import ConsumerError, StreamError, StreamPositionExpiredError
+from raylake.format.consumer import STREAM_MODE, ConsumerManager
+from raylake.format.snapshot import SnapshotManager
+from raylake.streaming.reader import StartPosition, StreamPosition
+from raylake.table import Table, open_table
+from raylake.table.conform import check_schema
+
+if TYPE_CHECKING:
+    from raylake.streaming.job import JobSpec
+
+
+def check_job(
+    spec: JobSpec,
+    *,
+    output_schema: pa.Schema | None,
+    storage_options: Mapping[str, Any] | None,
+    sink_storage_options: Mapping[str, Any] | None,
+) -> None:
+    """Raise the error a shard would raise at start, or refuse what would go wrong later.
+
+    The options are the caller's, secrets included: the driver opens the tables with
+    them, while the shards get theirs through their runtime environment.
+    """
+    source = open_table(spec.uri, storage_options=storage_options)
+    if spec.sink_uri is not None:
+        sink = open_table(spec.sink_uri, storage_options=sink_storage_options)
+        if output_schema is not None:
+            check_schema(sink.kind.input_schema(output_schema), sink.schema)
+    elif output_schema is not None:
+        raise StreamError("output_schema= describes what fn writes to the sink: pass sink_uri=")
+    _check_shard_count(source, spec)
+    for shard in range(spec.num_shards):
+        _check_shard(source, spec, shard)
+
+
+def _check_shard_count(source: Table, spec: JobSpec) -> None:
+    """Shards of another shard count would start over from ``start`` beside the old
+    consumers: rows the old shards consumed would be processed again (or skipped)."""
+    pattern = re.compile(rf"^{re.escape(spec.consumer_id)}\.shard-\d+-of-(\d+)$")
+    other = sorted(
+        consumer_id
+        for consumer_id in ConsumerManager(source.file_io).ids()
+        if (match := pattern.match(consumer_id)) and int(match.group(1)) != spec.num_shards
+    )
+    if other:
+        raise ConsumerError(
+            f"consumer {spec.consumer_id!r} of {source.uri} has progress under another shard "
+            f"count ({', '.join(other)}), but this job has num_shards={spec.num_shards}: its "
+            f"shards would start over from start={spec.start!r} and repeat what those "
+            "consumed. Run with the shard count of those consumers, or delete them "
+            "(Table.delete_consumer) to start over on purpose",
+            consumer_id=spec.consumer_id,
+        )
+
+
+def _check_shard(source: Table, spec: JobSpec, shard: int) -> None:
+    """Open the shard's reader as its actor will, without registering its consumer."""
+    consumer_id = spec.shard_consumer(shard)
+    progress = ConsumerManager(source.file_io).get(consumer_id)
+    start: StartPosition = spec.start
+    if progress is not None:
+        earliest = SnapshotManager(source.file_io).earliest_id()
+        if earliest is not None and progress.next_snapshot_id < earliest:
+            raise StreamPositionExpiredError(
+                progress.next_snapshot_id, earliest, source.uri, consumer_id
+            )
+        full = progress.properties.get(STREAM_MODE) == "full"
+        start = StreamPosition(progress.next_snapshot_id, full)
+    reader = source.stream(
+        consumer_id=None,
+        start=start,
+        poll_interval=spec.poll_interval,
+        shard=(shard, spec.num_shards),
+        include_row_kind=spec.include_row_kind,
+        on_overwrite=spec.on_overwrite,
+        columns=spec.columns,
+        filter=spec.filter,
+        catch_up_after=spec.catch_up_after,
+        prefetch=False,
+    )
+    reader.close()
