@@ -48,6 +48,10 @@ class InsertSplit:
     split: Split
 
     @property
+    def partition(self) -> tuple[Any, ...]:
+        return self.split.partition
+
+    @property
     def bucket(self) -> int:
         return self.split.bucket
 
@@ -61,6 +65,10 @@ class RemovedSplit:
     """The rows of files that are gone (an append table's overwrite), each one a delete."""
 
     split: Split
+
+    @property
+    def partition(self) -> tuple[Any, ...]:
+        return self.split.partition
 
     @property
     def bucket(self) -> int:
@@ -202,6 +210,8 @@ class ChangeRange:
     use_changelog: bool = True
     # The snapshots before.id+1..after.id, oldest first; None when one is gone.
     load_snapshots: Callable[[], list[Snapshot] | None] | None = None
+    # Set by the kind when it planned from changelog files rather than data files.
+    from_changelog: bool = False
     _cache: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property

@@ -81,6 +81,7 @@ def plan_changes(rng: ChangeRange) -> list[ChangeSplit]:
 def _changelog_splits(
     rng: ChangeRange, snaps: Sequence[Snapshot], net: bool
 ) -> list[ChangeSplit]:
+    rng.from_changelog = True
     groups = rng.by_bucket(rng.changelog_files(snaps))  # commit order within each bucket
     return [
         ChangelogSplit(rng.after.id, partition, bucket, tuple(files), net)
