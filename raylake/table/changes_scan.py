@@ -164,9 +164,9 @@ def _resolve(manager: SnapshotManager, value: Any, name: str) -> Snapshot | None
         raise InvalidArgumentError(name, value, "a snapshot id (an int >= 0) or a datetime")
     if value == 0:
         return None  # before the first commit: the empty table
-    snap = manager.read_if_present(value)
-    if snap is not None:
-        return snap
+    found = manager.read_if_present(value)
+    if found is not None:
+        return found
     earliest = manager.earliest_id()
     if earliest is not None and value < earliest:
         raise SnapshotExpiredError(value, earliest, manager.file_io.uri)

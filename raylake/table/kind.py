@@ -131,9 +131,7 @@ class TableKind(ABC):
     def plan_changes(self, rng: ChangeRange) -> list[ChangeSplit]:
         """The splits of what changed in ``rng``, each bucket's files planned once."""
 
-    def read_changes(
-        self, ctx: ChangeReadContext, split: ChangeSplit
-    ) -> Iterator[pa.RecordBatch]:
+    def read_changes(self, ctx: ChangeReadContext, split: ChangeSplit) -> Iterator[pa.RecordBatch]:
         """The change rows of a split other than whole-file inserts and removals."""
         raise UnsupportedOperationError(f"{self.described} has no {type(split).__name__}")
 

@@ -282,7 +282,7 @@ def test_expired_start_raises_snapshot_expired(warehouse: Path) -> None:
     tbl = _pk_table(warehouse)
     tbl.write(pa.table({"id": [1], "v": [9]}, schema=SCHEMA))
     tbl.expire_snapshots(retain_last=1)
-    with pytest.raises(SnapshotExpiredError, match="snapshot 1 of .* expired: the earliest"):
+    with pytest.raises(SnapshotExpiredError, match=r"snapshot 1 of .* expired: the earliest"):
         tbl.changes(1)
     with pytest.raises(SnapshotExpiredError):
         tbl.changes(tbl.snapshots()[0].time - timedelta(days=1))

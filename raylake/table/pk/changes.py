@@ -78,9 +78,7 @@ def plan_changes(rng: ChangeRange) -> list[ChangeSplit]:
     return splits
 
 
-def _changelog_splits(
-    rng: ChangeRange, snaps: Sequence[Snapshot], net: bool
-) -> list[ChangeSplit]:
+def _changelog_splits(rng: ChangeRange, snaps: Sequence[Snapshot], net: bool) -> list[ChangeSplit]:
     rng.from_changelog = True
     groups = rng.by_bucket(rng.changelog_files(snaps))  # commit order within each bucket
     return [

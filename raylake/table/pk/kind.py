@@ -81,9 +81,7 @@ class PrimaryKeyKind(TableKind):
     def plan_changes(self, rng: ChangeRange) -> list[ChangeSplit]:
         return changes.plan_changes(rng)
 
-    def read_changes(
-        self, ctx: ChangeReadContext, split: ChangeSplit
-    ) -> Iterator[pa.RecordBatch]:
+    def read_changes(self, ctx: ChangeReadContext, split: ChangeSplit) -> Iterator[pa.RecordBatch]:
         return changes.read_changes(ctx, split)
 
     def step_needs_parent(self) -> bool:
