@@ -288,3 +288,18 @@ def test_expired_start_raises_snapshot_expired(warehouse: Path) -> None:
         tbl.changes(tbl.snapshots()[0].time - timedelta(days=1))
     # From the empty table, the changes are the whole current state.
     assert tbl.changes(0).to_arrow().num_rows == tbl.count()
+
+
+def test_a_stream_catch_up_is_the_same_change_read(warehouse: Path) -> None:
+    tbl = _pk_table(warehouse)
+    for v in range(2, 6):
+        tbl.write(pa.table({"id": [v, 60 + v], "v": [v, v]}, schema=SCHEMA))
+    tbl.delete("id = 3")
+    reader = tbl.stream(start=1, include_row_kind=True, catch_up_after=1, prefetch=False)
+    reader.poll()  # the full state at snapshot 1
+    plan = reader.poll()
+    assert plan is not None and plan.kind == "diff" and plan.first_snapshot_id == 2
+    changes = tbl.changes(1, include_row_kind=True)
+    assert plan.splits == tuple(changes.plan())
+    assert plan.to_arrow().sort_by("id").equals(changes.to_arrow().sort_by("id"))
+    reader.close()
