@@ -55,6 +55,7 @@ bench: install
 	$(PY) bench/plan.py
 	$(PY) bench/spark.py
 	$(PY) bench/streaming.py
+	$(PY) bench/changes.py
 	$(PY) bench/train.py
 
 # pypaimon pins pyarrow<20, so it lives in its own environment, never in $(VENV):

@@ -121,6 +121,17 @@ class SnapshotNotFoundError(RaylakeError, LookupError):
         self.snapshot_id = snapshot_id
 
 
+class SnapshotExpiredError(SnapshotNotFoundError):
+    """A snapshot that expiration already removed (older than the earliest one kept)."""
+
+    def __init__(self, snapshot_id: int, earliest: int, uri: str) -> None:
+        super().__init__(
+            f"snapshot {snapshot_id} of {uri} expired: the earliest snapshot is {earliest}",
+            snapshot_id=snapshot_id,
+        )
+        self.earliest = earliest
+
+
 class CorruptMetadataError(RaylakeError):
     """A metadata file (schema, snapshot, manifest, consumer) cannot be decoded."""
 

@@ -26,7 +26,7 @@ from raylake.errors import StreamError
 from raylake.format.consumer import ConsumerProgress
 from raylake.streaming.plan import StreamPlan
 from raylake.streaming.reader import StreamReader
-from raylake.streaming.splits import InsertSplit, StreamReadContext, StreamSplit
+from raylake.streaming.splits import StreamReadContext, StreamSplit
 from raylake.table import open_table
 
 if TYPE_CHECKING:
@@ -85,8 +85,6 @@ def _rows(splits: list[StreamSplit]) -> int:
 
 
 def _bucket_of(split: StreamSplit) -> tuple[Any, int]:
-    if isinstance(split, InsertSplit):
-        return (split.split.partition, split.bucket)
     return (split.partition, split.bucket)
 
 

@@ -44,6 +44,7 @@ from raylake.format.snapshot import Snapshot, SnapshotManager
 from raylake.streaming.plan import OnOverwrite, StreamPlan, StreamPlanner
 from raylake.streaming.shard import ShardSpec
 from raylake.streaming.splits import StreamReadContext
+from raylake.table.kind import kind_of
 
 if TYPE_CHECKING:
     from raylake.table.table import Table
@@ -226,8 +227,7 @@ class StreamReader:
         return self.planner.step(snap)
 
     def _needs_parent(self) -> bool:
-        ts = self.table.table_schema
-        return ts.is_primary_key_table and ts.table_options.changelog_producer == "none"
+        return kind_of(self.table.table_schema).step_needs_parent()
 
     def _catch_up(self, snap: Snapshot) -> StreamPlan | None:
         hint = self._snapshots.read_hint()

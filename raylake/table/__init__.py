@@ -7,6 +7,7 @@ writers, the kinds' internals) may change between releases.
 from raylake.format.consumer import ConsumerProgress
 from raylake.format.snapshot import Snapshot
 from raylake.table.catalog import create_table, from_pandas, open_table, table_exists
+from raylake.table.changes_scan import ChangesScan
 from raylake.table.kind import TableKind
 from raylake.table.maintenance import ExpireResult, OrphanResult
 from raylake.table.scan import ReadContext, TableScan
@@ -27,6 +28,7 @@ def clear_caches() -> None:
 
 
 __all__ = [
+    "ChangesScan",
     "CommitMessage",
     "ConsumerProgress",
     "ExpireResult",

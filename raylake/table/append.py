@@ -17,6 +17,7 @@ import pyarrow.dataset as ds
 from raylake.expr import AlwaysTrue, Expr, nan_sensitive, referenced_columns, to_arrow
 from raylake.format.manifest import DataFile
 from raylake.io import FileIO
+from raylake.table.changes import InsertSplit, RemovedSplit
 from raylake.table.fragments import fragments_dataset, parquet_fragment
 from raylake.table.kind import TableKind
 from raylake.table.rowfilter import filter_rows, widen
@@ -24,6 +25,7 @@ from raylake.table.split import Split, pack_slices, partition_sort_key, slice_fi
 from raylake.table.writer import AppendTableWriter, TableWriter
 
 if TYPE_CHECKING:
+    from raylake.table.changes import ChangeRange, ChangeSplit
     from raylake.table.scan import ReadContext
 
 
@@ -87,6 +89,25 @@ class AppendKind(TableKind):
 
     def exact_row_count(self, split: Split) -> int | None:
         return split.row_count
+
+    def plan_changes(self, rng: ChangeRange) -> list[ChangeSplit]:
+        """Rows of the files added as inserts, of the files removed (an overwrite) as
+        deletes: files are independent, so that is the whole change."""
+        if rng.step:
+            return [InsertSplit(s) for s in rng.splits(rng.after.id, rng.added())]
+        before, after = rng.live_before(), rng.live_after()
+        old, new = {f.path for f in before}, {f.path for f in after}
+        added = [f for f in after if f.path not in old]
+        removed = [f for f in before if f.path not in new]
+        before_id = 0 if rng.before is None else rng.before.id
+        return [
+            *(InsertSplit(s) for s in rng.splits(rng.after.id, added)),
+            *(RemovedSplit(s) for s in rng.splits(before_id, removed)),
+        ]
+
+    @property
+    def shards_by_file(self) -> bool:
+        return self.ts.buckets == 1
 
 
 def _dataset(ctx: ReadContext, splits: Sequence[Split]) -> ds.FileSystemDataset:

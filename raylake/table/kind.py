@@ -29,6 +29,7 @@ from raylake.table.writer import CommitMessage, TableWriter
 
 if TYPE_CHECKING:
     from raylake.format.snapshot import Snapshot
+    from raylake.table.changes import ChangeRange, ChangeReadContext, ChangeSplit
     from raylake.table.scan import ReadContext
     from raylake.table.table import Table
 
@@ -123,6 +124,25 @@ class TableKind(ABC):
             f"{file_io.uri} records no changelog: {self.described} has none; primary-key "
             "tables keep one with options={'changelog-producer': 'input'} or 'lookup'"
         )
+
+    # -- changes (raylake/table/changes.py) -------------------------------------------
+
+    @abstractmethod
+    def plan_changes(self, rng: ChangeRange) -> list[ChangeSplit]:
+        """The splits of what changed in ``rng``, each bucket's files planned once."""
+
+    def read_changes(self, ctx: ChangeReadContext, split: ChangeSplit) -> Iterator[pa.RecordBatch]:
+        """The change rows of a split other than whole-file inserts and removals."""
+        raise UnsupportedOperationError(f"{self.described} has no {type(split).__name__}")
+
+    def step_needs_parent(self) -> bool:
+        """Whether one snapshot's changes are planned against its parent's files."""
+        return False
+
+    @property
+    def shards_by_file(self) -> bool:
+        """Whether stream shards split the table by data file rather than by bucket."""
+        return False
 
     # -- maintenance -------------------------------------------------------------------
 

@@ -27,7 +27,12 @@ from raylake.expr import (
     might_match,
     referenced_columns,
 )
-from raylake.format.manifest import data_files_from_table, live_data_files, live_files_of
+from raylake.format.manifest import (
+    DataFile,
+    data_files_from_table,
+    live_data_files,
+    live_files_of,
+)
 from raylake.format.schema import TableSchema
 from raylake.format.snapshot import Snapshot, SnapshotManager
 from raylake.format.types import has_min_max
@@ -178,17 +183,7 @@ class TableScan:
             return []
         ts = self.table_schema
         kind = kind_of(ts)
-        pruning = kind.pruning_filter(self.filter)
-        if isinstance(pruning, AlwaysTrue):
-            files = live_data_files(self.file_io, snap.base_manifests, ts)
-        else:
-            # Decode the statistics of the filter's columns only (cold planning of wide
-            # tables), and only the rows that survive pruning.
-            stats_columns = referenced_columns(pruning)
-            live = live_files_of(self.file_io, snap.base_manifests, ts, stats_columns)
-            if live.num_rows:
-                live = live.filter(might_match(pruning, ManifestStats(ts.arrow_schema)))
-            files = data_files_from_table(live, ts)
+        files = pruned_live_files(self.file_io, ts, snap, kind.pruning_filter(self.filter))
         target = self.split_target_size or ts.table_options.split_target_size
         return kind.plan_splits(snap.id, files, self._column_indices(), target)
 
@@ -238,6 +233,25 @@ class TableScan:
                 known.append(rows)
         counted = self.select([]).read_context().read_all(rest) if rest else iter(())
         return sum(known) + sum(b.num_rows for b in counted)
+
+
+def pruned_live_files(
+    file_io: FileIO, ts: TableSchema, snap: Snapshot, pruning: Expr
+) -> list[DataFile]:
+    """The live files of a snapshot that may hold rows matching ``pruning``."""
+    if isinstance(pruning, AlwaysTrue):
+        return live_data_files(file_io, snap.base_manifests, ts)
+    # Decode the statistics of the filter's columns only (cold planning of wide tables),
+    # and only the rows that survive pruning.
+    live = live_files_of(file_io, snap.base_manifests, ts, referenced_columns(pruning))
+    return data_files_from_table(prune_entries(live, ts, pruning), ts)
+
+
+def prune_entries(entries: pa.Table, ts: TableSchema, pruning: Expr) -> pa.Table:
+    """Manifest rows (read with ``pruning``'s statistics) that may hold matching rows."""
+    if isinstance(pruning, AlwaysTrue) or not entries.num_rows:
+        return entries
+    return entries.filter(might_match(pruning, ManifestStats(ts.arrow_schema)))
 
 
 def _to_millis(value: datetime | int | None) -> int | None:

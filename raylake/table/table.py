@@ -28,6 +28,7 @@ from raylake.format.schema import SCHEMA_DIR, TableSchema
 from raylake.format.snapshot import Snapshot, SnapshotManager
 from raylake.io import FileIO
 from raylake.table.args import snapshot_id_arg
+from raylake.table.changes_scan import ChangesScan, changes_scan
 from raylake.table.commit import CommitRequest, Committer, check_partition_filter
 from raylake.table.interop import register_duckdb, to_polars_frame
 from raylake.table.kind import TableKind, kind_of
@@ -360,6 +361,35 @@ class Table:
         if columns is not None:
             columns = list(self.scan(columns=columns).columns or ())
         return self.kind.read_changelog(self.file_io, self.snapshot(snapshot_id), columns)
+
+    def changes(
+        self,
+        start: int | datetime,
+        end: int | datetime | None = None,
+        *,
+        columns: Sequence[str] | None = None,
+        filter: str | Expr | None = None,
+        include_row_kind: bool = False,
+    ) -> ChangesScan:
+        """What changed after snapshot ``start`` up to and including ``end`` (the latest
+        when None), as a scan: ``to_arrow()``, ``to_batches()``, ``plan()``/``read_split``.
+
+        ``start``/``end`` are snapshot ids or datetimes (the snapshot current at that
+        time); ``start=0`` means before the first commit. An append table yields the
+        rows committed in the range; a primary-key table the net change of every key
+        changed in it. ``include_row_kind`` adds ``_rl_kind`` (``+I``/``-U``/``+U``/
+        ``-D``); without it the rows are upserts only (``+I`` and ``+U``), as in a
+        stream. See docs/changes.md.
+        """
+        return changes_scan(
+            self.file_io,
+            self.table_schema,
+            start,
+            end,
+            columns=columns,
+            filter=filter,
+            include_row_kind=include_row_kind,
+        )
 
     # -- streaming (docs/streaming.md) --------------------------------------------------
 

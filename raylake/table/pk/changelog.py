@@ -47,6 +47,7 @@ from raylake.table.pk.schema import (
     MergeSpec,
     file_schema,
 )
+from raylake.table.split import FileSlice
 from raylake.table.writer import RollingFileWriter
 
 _TAG = "__raylake_after__"
@@ -103,7 +104,7 @@ def lookup_changelog(
     written: list[DataFile] = []
     try:
         for (partition, bucket), new in by_bucket.items():
-            changes = _bucket_changes(file_io, ts, spec, old.get((partition, bucket), []), new)
+            changes = bucket_changes(file_io, ts, spec, old.get((partition, bucket), []), new)
             if changes.num_rows:
                 writer = RollingFileWriter(
                     file_io,
@@ -122,12 +123,12 @@ def lookup_changelog(
     return written
 
 
-def _bucket_changes(
+def bucket_changes(
     file_io: FileIO,
     ts: TableSchema,
     spec: MergeSpec,
-    old_files: list[DataFile],
-    new_files: list[DataFile],
+    old_files: Sequence[DataFile | FileSlice],
+    new_files: Sequence[DataFile | FileSlice],
 ) -> pa.Table:
     """Changelog rows (file layout) for the keys the new files of one bucket wrote."""
     columns = [*ts.column_names, SEQ, KIND]

@@ -11,7 +11,7 @@ from raylake.expr import Expr, filter_on_columns
 from raylake.format.manifest import DataFile
 from raylake.io import FileIO
 from raylake.table.kind import TableKind
-from raylake.table.pk import changelog, compaction, delete, read
+from raylake.table.pk import changelog, changes, compaction, delete, read
 from raylake.table.pk.schema import KIND, validate_primary_key_schema
 from raylake.table.pk.write import PrimaryKeyTableWriter
 from raylake.table.split import Split
@@ -19,6 +19,7 @@ from raylake.table.writer import CommitMessage, TableWriter
 
 if TYPE_CHECKING:
     from raylake.format.snapshot import Snapshot
+    from raylake.table.changes import ChangeRange, ChangeReadContext, ChangeSplit
     from raylake.table.scan import ReadContext
     from raylake.table.table import Table
 
@@ -76,6 +77,16 @@ class PrimaryKeyKind(TableKind):
         self, file_io: FileIO, snap: Snapshot, columns: Sequence[str] | None
     ) -> pa.Table:
         return changelog.read_changelog(file_io, self.ts, snap, columns)
+
+    def plan_changes(self, rng: ChangeRange) -> list[ChangeSplit]:
+        return changes.plan_changes(rng)
+
+    def read_changes(self, ctx: ChangeReadContext, split: ChangeSplit) -> Iterator[pa.RecordBatch]:
+        return changes.read_changes(ctx, split)
+
+    def step_needs_parent(self) -> bool:
+        # Without a changelog, one snapshot's changes are a diff against its parent.
+        return self.ts.table_options.changelog_producer == "none"
 
     def compact(self, file_io: FileIO, *, full: bool) -> Snapshot | None:
         return compaction.compact(file_io, self.ts, full=full)

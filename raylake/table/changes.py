@@ -1,0 +1,278 @@
+"""Changes between two snapshots: the splits and the reader behind ``Table.changes``, a
+stream's step and a stream's catch-up (docs/changes.md; issue 17).
+
+The table kind decides how changes are found (``TableKind.plan_changes``) and read
+(``TableKind.read_changes``); this module holds what every kind shares:
+
+- :class:`ChangeRange`: what the kind plans from (two snapshots, the files live at
+  each, the files one snapshot added, the snapshots in between), each read once and
+  only when the kind asks for it;
+- the splits: :class:`InsertSplit` (rows that are new as a whole), :class:`RemovedSplit`
+  (rows of files that are gone as a whole), :class:`ChangelogSplit` (one bucket's
+  changelog files) and :class:`DiffSplit` (one bucket's files at both snapshots, merged
+  and compared);
+- :class:`ChangeReadContext`: reads any of them into the output schema, with
+  ``_rl_kind`` (``+I``/``-U``/``+U``/``-D``) when asked. Without the row kind, changes
+  are **upserts**: inserts and after-images only (the stream's convention).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from raylake.expr import AlwaysTrue, Expr, referenced_columns
+from raylake.format.manifest import ADD, DataFile, data_files_from_table, read_entries
+from raylake.format.schema import TableSchema
+from raylake.format.snapshot import Snapshot
+from raylake.io import FileIO
+from raylake.table.kind import kind_of
+from raylake.table.scan import ReadContext, prune_entries, pruned_live_files
+from raylake.table.split import Split, partition_sort_key
+
+ROW_KIND = "_rl_kind"  # the column Table.changelog uses, which a primary-key writer accepts
+INSERT = "+I"
+DELETE = "-D"
+
+BucketKey = tuple[tuple[Any, ...], int]
+
+
+@dataclass(frozen=True)
+class InsertSplit:
+    """The rows of a table split, each one an insert."""
+
+    split: Split
+
+    @property
+    def partition(self) -> tuple[Any, ...]:
+        return self.split.partition
+
+    @property
+    def bucket(self) -> int:
+        return self.split.bucket
+
+    @property
+    def row_count(self) -> int:
+        return self.split.row_count
+
+
+@dataclass(frozen=True)
+class RemovedSplit:
+    """The rows of files that are gone (an append table's overwrite), each one a delete."""
+
+    split: Split
+
+    @property
+    def partition(self) -> tuple[Any, ...]:
+        return self.split.partition
+
+    @property
+    def bucket(self) -> int:
+        return self.split.bucket
+
+    @property
+    def row_count(self) -> int:
+        return self.split.row_count
+
+
+@dataclass(frozen=True)
+class ChangelogSplit:
+    """One bucket's changelog files, in commit order; ``net``: they span several commits
+    and fold into one change per key."""
+
+    snapshot_id: int
+    partition: tuple[Any, ...]
+    bucket: int
+    files: tuple[DataFile, ...]
+    net: bool = False
+
+    @property
+    def row_count(self) -> int:
+        return sum(f.row_count for f in self.files)
+
+
+@dataclass(frozen=True)
+class DiffSplit:
+    """One bucket's files at two snapshots (planned once, carried here), merged and
+    compared when read."""
+
+    partition: tuple[Any, ...]
+    bucket: int
+    before: tuple[Split, ...]
+    after: tuple[Split, ...]
+
+    @property
+    def row_count(self) -> int:
+        """Rows in the bucket's files at the later snapshot, before merging: an estimate."""
+        return sum(s.row_count for s in self.after)
+
+
+ChangeSplit = InsertSplit | RemovedSplit | ChangelogSplit | DiffSplit
+
+
+@dataclass(frozen=True)
+class ChangeReadContext:
+    """Everything a worker needs to read change splits: picklable, no table object."""
+
+    file_io: FileIO
+    table_schema: TableSchema
+    columns: tuple[str, ...] | None = None
+    filter: Expr = field(default_factory=AlwaysTrue)
+    include_row_kind: bool = False
+    batch_size: int = 131_072
+
+    @property
+    def output_schema(self) -> pa.Schema:
+        schema = self.read_context().output_schema
+        if self.include_row_kind:
+            schema = schema.append(pa.field(ROW_KIND, pa.string(), nullable=False))
+        return schema
+
+    def read_context(self) -> ReadContext:
+        return ReadContext(
+            self.file_io, self.table_schema, self.columns, self.filter, self.batch_size
+        )
+
+    def read(self, split: ChangeSplit) -> Iterator[pa.RecordBatch]:
+        return self.read_all([split])
+
+    def read_all(self, splits: Sequence[ChangeSplit]) -> Iterator[pa.RecordBatch]:
+        """Runs of whole-file splits share one scan; the kind reads the rest split by split."""
+        kind = kind_of(self.table_schema)
+        run: list[Split] = []
+        run_kind = INSERT
+        for split in splits:
+            whole = _whole_kind(split)
+            if whole is not None and (not run or whole == run_kind):
+                assert isinstance(split, InsertSplit | RemovedSplit)
+                run.append(split.split)
+                run_kind = whole
+                continue
+            yield from self._whole(run, run_kind)
+            run = []
+            if whole is not None:
+                assert isinstance(split, InsertSplit | RemovedSplit)
+                run, run_kind = [split.split], whole
+            else:
+                yield from kind.read_changes(self, split)
+        yield from self._whole(run, run_kind)
+
+    def read_table(self, splits: Sequence[ChangeSplit]) -> pa.Table:
+        return pa.Table.from_batches(list(self.read_all(splits)), schema=self.output_schema)
+
+    def _whole(self, splits: list[Split], row_kind: str) -> Iterator[pa.RecordBatch]:
+        if not splits or (row_kind == DELETE and not self.include_row_kind):
+            return  # upserts only: a delete is not one
+        for batch in self.read_context().read_all(splits):
+            if self.include_row_kind:
+                kinds = pa.repeat(pa.scalar(row_kind), batch.num_rows)
+                batch = batch.append_column(self.output_schema.field(ROW_KIND), kinds)
+            yield batch
+
+    def needed_columns(self) -> list[str]:
+        """The projected columns and those the filter reads."""
+        names = self.table_schema.column_names
+        wanted = set(self.columns or names) | referenced_columns(self.filter)
+        return [c for c in names if c in wanted]
+
+
+def _whole_kind(split: ChangeSplit) -> str | None:
+    if isinstance(split, InsertSplit):
+        return INSERT
+    if isinstance(split, RemovedSplit):
+        return DELETE
+    return None
+
+
+@dataclass
+class ChangeRange:
+    """What changed after ``before`` (None: the empty table) up to ``after``, as the kind
+    asks for it. Each piece is read once, on first use.
+
+    ``step``: ``after`` is one APPEND snapshot right after ``before`` (a stream's step),
+    so its delta manifests hold what it added. ``use_changelog``: the kind may read
+    changelog files instead of comparing states (a stream's catch-up does not: it reads
+    two live-file sets, not every snapshot in between).
+    """
+
+    file_io: FileIO
+    ts: TableSchema
+    before: Snapshot | None
+    after: Snapshot
+    pruning: Expr = field(default_factory=AlwaysTrue)
+    take: Callable[[DataFile], bool] | None = None
+    column_indices: Sequence[int] | None = None
+    step: bool = False
+    use_changelog: bool = True
+    # The snapshots before.id+1..after.id, oldest first; None when one is gone.
+    load_snapshots: Callable[[], list[Snapshot] | None] | None = None
+    # Set by the kind when it planned from changelog files rather than data files.
+    from_changelog: bool = False
+    _cache: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def target_size(self) -> int:
+        return self.ts.table_options.split_target_size
+
+    def live_before(self) -> list[DataFile]:
+        if self.before is None:
+            return []
+        return self._once("before", lambda: self._live(self.before))  # type: ignore[arg-type]
+
+    def live_after(self) -> list[DataFile]:
+        return self._once("after", lambda: self._live(self.after))
+
+    def added(self) -> list[DataFile]:
+        """The files ``after`` added (its delta manifests): only for a step."""
+        assert self.step, "added() describes one snapshot"
+        return self._once("added", lambda: self._entries(self.after.delta_manifests, True))
+
+    def snapshots(self) -> list[Snapshot] | None:
+        if self.load_snapshots is None:
+            return None
+        return self._once("snapshots", self.load_snapshots)  # type: ignore[no-any-return]
+
+    def changelog_files(self, snapshots: Sequence[Snapshot]) -> list[DataFile]:
+        """The changelog files of the snapshots, in commit order."""
+        return [f for s in snapshots for f in self._entries(s.changelog_manifests, False)]
+
+    def by_bucket(self, files: Sequence[DataFile]) -> dict[BucketKey, list[DataFile]]:
+        groups: dict[BucketKey, list[DataFile]] = {}
+        for f in files:
+            groups.setdefault((f.partition, f.bucket), []).append(f)
+        return groups
+
+    def splits(self, snapshot_id: int, files: list[DataFile], whole: bool = False) -> list[Split]:
+        """The kind's splits of files (``whole``: every column, one split per bucket)."""
+        if not files:
+            return []
+        indices = None if whole else self.column_indices
+        target = 1 << 62 if whole else self.target_size
+        return kind_of(self.ts).plan_splits(snapshot_id, files, indices, target)
+
+    def _once(self, name: str, compute: Callable[[], Any]) -> Any:
+        if name not in self._cache:
+            self._cache[name] = compute()
+        return self._cache[name]
+
+    def _live(self, snap: Snapshot) -> list[DataFile]:
+        return self._mine(pruned_live_files(self.file_io, self.ts, snap, self.pruning))
+
+    def _entries(self, metas: Sequence[Any], added_only: bool) -> list[DataFile]:
+        entries = read_entries(self.file_io, metas, self.ts, referenced_columns(self.pruning))
+        if added_only:
+            entries = entries.filter(pc.equal(entries.column("kind"), ADD))
+        entries = prune_entries(entries, self.ts, self.pruning)
+        return self._mine(data_files_from_table(entries, self.ts))
+
+    def _mine(self, files: list[DataFile]) -> list[DataFile]:
+        return files if self.take is None else [f for f in files if self.take(f)]
+
+
+def bucket_order(key: BucketKey) -> tuple[Any, ...]:
+    partition, bucket = key
+    return (partition_sort_key(partition), bucket)

@@ -1,0 +1,173 @@
+"""``Table.changes``: a bounded incremental read, as a scan (docs/changes.md; issue 17).
+
+What changed after snapshot ``start`` up to and including ``end``: planned by the table
+kind from two snapshots (raylake/table/changes.py), read split by split like a scan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import pyarrow as pa
+
+from raylake.errors import InvalidArgumentError, SnapshotExpiredError
+from raylake.expr import AlwaysTrue, Expr
+from raylake.format.schema import TableSchema
+from raylake.format.snapshot import Snapshot, SnapshotManager
+from raylake.io import FileIO
+from raylake.table.args import is_int
+from raylake.table.changes import ChangeRange, ChangeReadContext, ChangeSplit
+from raylake.table.kind import kind_of
+from raylake.table.scan import TableScan, _to_millis
+
+SnapshotRef = int | datetime
+
+
+@dataclass(frozen=True)
+class ChangesScan:
+    """The changes after ``start`` (None: the empty table) up to ``end`` (None: the table
+    has no snapshot): ``plan()`` / ``read_split``, ``to_arrow``, ``to_batches``,
+    ``to_arrow_reader`` and the Arrow stream interface, like ``TableScan``."""
+
+    file_io: FileIO
+    table_schema: TableSchema
+    start: Snapshot | None
+    end: Snapshot | None
+    columns: tuple[str, ...] | None = None
+    filter: Expr = field(default_factory=AlwaysTrue)
+    include_row_kind: bool = False
+
+    def __repr__(self) -> str:
+        start = 0 if self.start is None else self.start.id
+        end = None if self.end is None else self.end.id
+        return f"ChangesScan({self.file_io.uri!r}, after snapshot {start} up to {end})"
+
+    @property
+    def start_snapshot_id(self) -> int:
+        return 0 if self.start is None else self.start.id
+
+    @property
+    def end_snapshot_id(self) -> int:
+        return 0 if self.end is None else self.end.id
+
+    def read_context(self) -> ChangeReadContext:
+        return ChangeReadContext(
+            self.file_io, self.table_schema, self.columns, self.filter, self.include_row_kind
+        )
+
+    @property
+    def output_schema(self) -> pa.Schema:
+        return self.read_context().output_schema
+
+    def plan(self) -> list[ChangeSplit]:
+        """The change splits: small, picklable, each read on its own (``read_split``)."""
+        if self.end is None or self.start_snapshot_id == self.end.id:
+            return []
+        ts = self.table_schema
+        kind = kind_of(ts)
+        names = ts.column_names
+        rng = ChangeRange(
+            self.file_io,
+            ts,
+            self.start,
+            self.end,
+            pruning=kind.pruning_filter(self.filter),
+            column_indices=None if self.columns is None else [names.index(c) for c in self.columns],
+            load_snapshots=self._between,
+        )
+        return kind.plan_changes(rng)
+
+    def _between(self) -> list[Snapshot] | None:
+        """Snapshots start+1..end, or None if one of them is gone."""
+        assert self.end is not None
+        manager = SnapshotManager(self.file_io)
+        found = []
+        for snapshot_id in range(self.start_snapshot_id + 1, self.end.id):
+            snap = manager.read_if_present(snapshot_id)
+            if snap is None:
+                return None
+            found.append(snap)
+        return [*found, self.end]
+
+    def read_split(self, split: ChangeSplit) -> Iterator[pa.RecordBatch]:
+        return self.read_context().read(split)
+
+    def to_batches(self) -> Iterator[pa.RecordBatch]:
+        yield from self.read_context().read_all(self.plan())
+
+    def to_arrow(self) -> pa.Table:
+        return self.read_context().read_table(self.plan())
+
+    def to_pandas(self, **kwargs: Any) -> Any:
+        return self.to_arrow().to_pandas(**kwargs)
+
+    def to_arrow_reader(self) -> pa.RecordBatchReader:
+        """The change rows as a ``pyarrow.RecordBatchReader`` (planned on the first batch)."""
+        return pa.RecordBatchReader.from_batches(self.output_schema, self.to_batches())
+
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
+        """The Arrow PyCapsule stream interface (DuckDB, polars, ``pa.table(changes)``)."""
+        return self.to_arrow_reader().__arrow_c_stream__(requested_schema)
+
+
+def changes_scan(
+    file_io: FileIO,
+    ts: TableSchema,
+    start: SnapshotRef,
+    end: SnapshotRef | None,
+    *,
+    columns: Any = None,
+    filter: Any = None,
+    include_row_kind: Any = False,
+) -> ChangesScan:
+    """Check the arguments and resolve both ends, before any data is read."""
+    if not isinstance(include_row_kind, bool):
+        raise InvalidArgumentError("include_row_kind", include_row_kind, "a bool")
+    scan = TableScan(file_io, ts).select(columns).where(filter)
+    manager = SnapshotManager(file_io)
+    first = _resolve(manager, start, "start")
+    if end is None:
+        last = manager.latest()
+        if last is None and first is not None:
+            last = first
+    else:
+        if is_int(end) and end == 0:
+            raise InvalidArgumentError("end", end, "a snapshot id >= 1, a datetime or None")
+        last = _resolve(manager, end, "end")
+    first_id = 0 if first is None else first.id
+    if last is not None and first_id > last.id:
+        raise InvalidArgumentError(
+            "start", start, f"at or before end (snapshot {last.id}); snapshot {first_id} is after"
+        )
+    return ChangesScan(file_io, ts, first, last, scan.columns, scan.filter, include_row_kind)
+
+
+def _resolve(manager: SnapshotManager, value: Any, name: str) -> Snapshot | None:
+    """A snapshot id or a time -> the snapshot (None: before the first snapshot)."""
+    if isinstance(value, datetime):
+        millis = _to_millis(value)
+        assert millis is not None
+        if name == "end":
+            return manager.as_of(millis)  # SnapshotNotFoundError: none that early
+        ids = manager.snapshot_ids()
+        for snapshot_id in reversed(ids):
+            snap = manager.get(snapshot_id)
+            if snap.time_millis <= millis:
+                return snap
+        if ids and ids[0] > 1:  # the state at that time was expired with its snapshot
+            raise SnapshotExpiredError(ids[0] - 1, ids[0], manager.file_io.uri)
+        return None
+    if not is_int(value) or value < 0:
+        raise InvalidArgumentError(name, value, "a snapshot id (an int >= 0) or a datetime")
+    if value == 0:
+        return None  # before the first commit: the empty table
+    found = manager.read_if_present(value)
+    if found is not None:
+        return found
+    earliest = manager.earliest_id()
+    if earliest is not None and value < earliest:
+        raise SnapshotExpiredError(value, earliest, manager.file_io.uri)
+    return manager.get(value)  # SnapshotNotFoundError names what exists
