@@ -198,3 +198,7 @@ def staged(
             yield deliver(item)
     finally:
         ahead.close()  # type: ignore[attr-defined]
+        # Its reads ahead stop now: an exception's traceback may keep it referenced.
+        close = getattr(blocks, "close", None)
+        if close is not None:
+            close()
