@@ -85,6 +85,7 @@ class ShardedLoader:
         shuffle_window: int,
         read_ahead: int = DEFAULT_PIECES,
         read_ahead_bytes: int = DEFAULT_BYTES,
+        convert_ahead: int = 0,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -101,6 +102,7 @@ class ShardedLoader:
         self.shuffle_window = shuffle_window
         self.read_ahead = check_count("read_ahead", read_ahead)
         self.read_ahead_bytes = check_count("read_ahead_bytes", read_ahead_bytes)
+        self.convert_ahead = check_count("convert_ahead", convert_ahead)  # chunks, on a thread
         self.epoch = 0
         self._pending: Position | None = None  # a loaded position, used by the next pass
         self._live: Position | None = None  # the pass in progress in this process
@@ -175,7 +177,7 @@ class ShardedLoader:
             read_ahead=self.read_ahead,
             read_ahead_bytes=self.read_ahead_bytes,
         )
-        blocks = numpy_batches(reader, own)
+        blocks = numpy_batches(reader, own, self.convert_ahead)
         return self._counted(blocks if feed is None else feed(blocks))
 
     def _counted(self, batches: Iterator[Any]) -> Iterator[Any]:

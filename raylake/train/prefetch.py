@@ -19,7 +19,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Generic, TypeVar
 
@@ -131,7 +131,9 @@ class PieceWindow(Generic[T]):
         self.close()
 
 
-def background(items: Iterator[T], depth: int, name: str = "raylake-prefetch") -> Iterator[T]:
+def background(
+    items: Iterator[T], depth: int, name: str = "raylake-prefetch"
+) -> Generator[T, None, None]:
     """``items`` in order, produced on a thread at most ``depth`` items ahead.
 
     ``depth=0`` produces them on the calling thread, as they are asked for. At most
@@ -161,14 +163,16 @@ def background(items: Iterator[T], depth: int, name: str = "raylake-prefetch") -
         _drain(slots)
 
 
-def _produce(items: Iterator[T], slots: queue.Queue[tuple[int, object]], stop: threading.Event) -> None:
+def _produce(
+    items: Iterator[T], slots: queue.Queue[tuple[int, object]], stop: threading.Event
+) -> None:
     try:
         for item in items:
             slots.put((_ITEM, item))
             if stop.is_set():
                 return
         slots.put((_DONE, None))
-    except BaseException as exc:  # noqa: BLE001 - handed to the consumer, raised there
+    except BaseException as exc:  # handed to the consumer, raised there
         slots.put((_ERROR, exc))
     finally:
         close = getattr(items, "close", None)
@@ -197,7 +201,7 @@ def staged(
         for item in ahead:
             yield deliver(item)
     finally:
-        ahead.close()  # type: ignore[attr-defined]
+        ahead.close()
         # Its reads ahead stop now: an exception's traceback may keep it referenced.
         close = getattr(blocks, "close", None)
         if close is not None:

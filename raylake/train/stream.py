@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from raylake.caching import LruCache
-from raylake.train.prefetch import DEFAULT_BYTES, DEFAULT_PIECES, PieceWindow
+from raylake.train.prefetch import DEFAULT_BYTES, DEFAULT_PIECES, PieceWindow, background
 from raylake.train.sharding import Batch, EpochOrder, Interval, size
 from raylake.train.source import LakeSource
 
@@ -140,9 +140,15 @@ def segments_of(batches: Iterable[Batch]) -> Iterator[Interval]:
         yield run
 
 
-def numpy_batches(reader: WindowReader, batches: Sequence[Batch]) -> Iterator[Block]:
-    """The batches, converted: each the rows of its positions, in order."""
-    chunks = reader.chunks(segments_of(batches))
+def numpy_batches(
+    reader: WindowReader, batches: Sequence[Batch], chunks_ahead: int = 0
+) -> Iterator[Block]:
+    """The batches, converted: each the rows of its positions, in order.
+
+    ``chunks_ahead``: chunks (window parts) converted ahead on a thread of their own, so
+    that the next window is read and converted while this one is cut into batches.
+    """
+    chunks = background(reader.chunks(segments_of(batches)), chunks_ahead, "raylake-convert")
     try:
         yield from cut(chunks, (size(b) for b in batches))
     finally:

@@ -267,6 +267,7 @@ class LakeIterableDataset(IterableDataset):
             drop_last=drop_last,
             shuffle_window=shuffle_window,
             read_ahead=read_ahead,
+            convert_ahead=1 if prefetch else 0,  # the next window, while batches are cut
         )
         self._output = TensorBatches(
             converter.layout, dtype, transform, device, pin_memory, prefetch

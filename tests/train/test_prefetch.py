@@ -15,7 +15,7 @@ WAIT_S = 10.0  # only ever waited in full when something is broken
 
 def raylake_threads() -> list[str]:
     """The read-ahead threads alive (other raylake pools, e.g. manifests', are long-lived)."""
-    names = ("raylake-prefetch", "raylake-read-ahead")
+    names = ("raylake-prefetch", "raylake-read-ahead", "raylake-convert")
     return [t.name for t in threading.enumerate() if t.name.startswith(names)]
 
 
@@ -92,7 +92,7 @@ def test_stopping_early_joins_the_thread_and_closes_the_source() -> None:
     source = Counted(1000)
     ahead = background(iter(source), 4)
     assert [next(ahead) for _ in range(3)] == [0, 1, 2]
-    ahead.close()  # type: ignore[attr-defined]
+    ahead.close()
     assert source.closed and not raylake_threads()
     assert source.produced < 1000
 

@@ -24,7 +24,7 @@ no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-o
 
 def raylake_threads() -> list[str]:
     """The read-ahead threads alive (other raylake pools, e.g. manifests', are long-lived)."""
-    names = ("raylake-prefetch", "raylake-read-ahead")
+    names = ("raylake-prefetch", "raylake-read-ahead", "raylake-convert")
     return [t.name for t in threading.enumerate() if t.name.startswith(names)]
 
 
@@ -149,7 +149,8 @@ def test_cuda_batches_are_pinned_copies_in_order(
 
 
 @pytest.mark.parametrize(
-    ("name", "value"), [("prefetch", -1), ("read_ahead", -2), ("prefetch", 1.5), ("read_ahead", "8")]
+    ("name", "value"),
+    [("prefetch", -1), ("read_ahead", -2), ("prefetch", 1.5), ("read_ahead", "8")],
 )
 def test_bad_read_ahead_settings_are_refused(
     append_table: raylake.Table, name: str, value: Any
