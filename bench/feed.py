@@ -91,7 +91,9 @@ def epoch(ds: Any, step: Callable[[Any], None] | None) -> float:
     return time.perf_counter() - t0
 
 
-def overlap(label: str, tbl: raylake.Table, repeat: int) -> dict[str, float]:
+def overlap(
+    label: str, tbl: raylake.Table, repeat: int, batch: int = BATCH, prefetch: int = 2
+) -> dict[str, float]:
     """The four timings of one setting (best of ``repeat``, the cases alternated)."""
     from raylake.train.torch import LakeIterableDataset
 
@@ -100,13 +102,13 @@ def overlap(label: str, tbl: raylake.Table, repeat: int) -> dict[str, float]:
             tbl,
             feature_columns=FEATURES,
             label_column="label",
-            batch_size=BATCH,
+            batch_size=batch,
             shuffle=True,
             prefetch=prefetch,
             read_ahead=read_ahead,
         )
 
-    ahead, serial = dataset(2, 8), dataset(0, 0)
+    ahead, serial = dataset(prefetch, 8), dataset(0, 0)
     steps = len(ahead)
     t_load = min(epoch(ahead, None) for _ in range(3))
     sample = next(iter(serial))
@@ -121,7 +123,7 @@ def overlap(label: str, tbl: raylake.Table, repeat: int) -> dict[str, float]:
         best["serial"] = min(best["serial"], epoch(serial, step))
     longer = max(min(best["load"], best["load0"]), best["step"])
     print(
-        f"{label:<22} {steps:>6} {best['load']:>8.2f}s {best['load0']:>8.2f}s {best['step']:>8.2f}s "
+        f"{label:<22} {batch:>6} {prefetch:>4} {steps:>6} {best['load']:>8.2f}s {best['load0']:>8.2f}s {best['step']:>8.2f}s "
         f"{best['ahead']:>8.2f}s {best['serial']:>8.2f}s "
         f"{best['ahead'] / longer:>8.2f}x {best['serial'] / longer:>8.2f}x"
     )
@@ -130,7 +132,7 @@ def overlap(label: str, tbl: raylake.Table, repeat: int) -> dict[str, float]:
 
 def header() -> None:
     print(
-        f"\n{'overlap':<22} {'steps':>6} {'load':>9} {'load0':>9} {'step':>9} {'ahead':>9} "
+        f"\n{'overlap':<22} {'batch':>6} {'pref':>4} {'steps':>6} {'load':>9} {'load0':>9} {'step':>9} {'ahead':>9} "
         f"{'serial':>9} "
         f"{'ahead/max':>9} {'serial/max':>9}   target: ahead/max <= 1.2x"
     )

@@ -1,17 +1,20 @@
 """Read-ahead for the training loaders, on threads of the consuming process (issue 16).
 
-Two stages keep a trainer fed without DataLoader worker processes (no IPC: pyarrow,
-numpy and torch release the GIL while they decode, gather and copy):
+The stages that keep a trainer fed without DataLoader worker processes (no IPC:
+pyarrow, numpy and torch release the GIL while they decode, gather and copy;
+docs/training.md, "Read-ahead and the GPU feed"):
 
 - :class:`PieceWindow` keeps reads of the next pieces an epoch needs in flight on a
   thread pool, in the order they will be used: up to ``pieces`` of them, and no more
   estimated in-memory bytes than ``max_bytes`` (always at least one). On an object
   store each read waits on round trips; a window of them overlaps the waits.
-- :func:`background` runs an iterator (the conversion of pieces into batches, and
-  their staging onto the device) on one thread, at most ``depth`` items ahead of the
-  consumer. Items come out in order; an exception raised on the thread is raised again,
-  the same object, in the consumer; closing the consumer (``break``, ``close()``, an
-  exception, garbage collection) stops and joins the thread and closes the iterator.
+- :func:`background` runs an iterator on one thread, at most ``depth`` items ahead of
+  the consumer: the conversion of windows to numpy (raylake/train/stream.py), and the
+  making of batches, their transform and their copy to the device (:func:`staged`,
+  raylake/train/device.py). Items come out in order; an exception raised on the thread
+  is raised again, the same object, in the consumer; closing the consumer (``break``,
+  ``close()``, an exception, garbage collection) stops and joins the thread and
+  closes the iterator.
 """
 
 from __future__ import annotations
