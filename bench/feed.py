@@ -14,7 +14,7 @@ runs over an epoch of ``LakeIterableDataset`` iterated in the main process:
 Locally, and on S3 (the moto server of raylake/testing/s3server.py in a process of its
 own, ``--latency`` ms injected per request). Run by bench/train.py (``--overlap``), or:
 
-    python bench/feed.py [--rows 1000000] [--latency 20] [--skip-s3]
+    python bench/feed.py [--rows 1000000] [--latency 20] [--repeat 5] [--skip-s3]
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def calibrate(target: float, sample: Any, steps: int) -> Callable[[Any], None]:
     """A step such that ``steps`` of them take about ``target`` seconds."""
     n = 256
     for _ in range(4):
-        took = min(steps_alone(make_step(n), sample, min(steps, 200)) for _ in range(2))
+        took = min(steps_alone(make_step(n), sample, min(steps, 200)) for _ in range(3))
         took *= steps / min(steps, 200)
         n = max(16, round(n * (target / took) ** (1 / 3)))
     return make_step(n)
@@ -112,7 +112,7 @@ def overlap(
     steps = len(ahead)
     t_load = min(epoch(ahead, None) for _ in range(3))
     sample = next(iter(serial))
-    step = calibrate(t_load, sample, steps)
+    step = calibrate(t_load, sample, steps)  # about as long as loading, alone
     best = dict.fromkeys(["load", "load0", "step", "ahead", "serial"], float("inf"))
     best["load"] = t_load
     for _ in range(repeat):
@@ -176,6 +176,7 @@ class S3Process:
 
 
 def run(rows: int, root: Path, latency_ms: float, repeat: int, s3: bool = True) -> None:
+    """Locally (batches of 1024 and 8192), then on S3 with latency, on half the rows."""
     import shutil
 
     import torch
@@ -186,11 +187,12 @@ def run(rows: int, root: Path, latency_ms: float, repeat: int, s3: bool = True) 
     local = build(str(root / "feed"), rows)
     header()
     overlap("local disk", local, repeat)
+    overlap("local disk", local, repeat, batch=8 * BATCH)
     if not s3:
         return
     with S3Process() as server:
         uri = f"s3://{server.bucket}/feed"
-        remote = build(uri, rows, server.storage_options)
+        remote = build(uri, rows // 2, server.storage_options)
         server.latency(latency_ms / 1000)
         overlap(f"S3, {latency_ms:g} ms latency", remote, repeat)
 
@@ -200,7 +202,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--dir", default=str(Path(__file__).parent / ".data" / "feed"))
     parser.add_argument("--latency", type=float, default=20.0, help="ms per S3 request")
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--skip-s3", action="store_true")
     args = parser.parse_args()
     run(args.rows, Path(args.dir), args.latency, args.repeat, s3=not args.skip_s3)
