@@ -15,9 +15,13 @@ two sides of each comparison alternated so that both see the same machine state:
     ``read_parquet(...).iter_torch_batches`` (>= 2x);
   - the primary-key table against the append table (>= 0.5x);
   - LakeMapDataset random access (a shuffling sampler), rows/s;
-  - to_tf_dataset against ``tf.data.Dataset.from_generator`` over pyarrow batches.
+  - to_tf_dataset against ``tf.data.Dataset.from_generator`` over pyarrow batches;
+  - the overlap of loading and a training step of the same length, with read-ahead and
+    without, locally and on S3 at ``--latency`` ms (bench/feed.py; target <= 1.2x the
+    longer of the two alone).
 
     python bench/train.py [--rows 2000000] [--dir bench/.data/train] [--skip-ray] [--skip-tf]
+                          [--skip-overlap | --overlap-only] [--latency 20]
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import feed
 import numpy as np
 import pyarrow.dataset as pads
 import ray_read
@@ -236,7 +241,14 @@ def main() -> None:
     parser.add_argument("--ray-repeat", type=int, default=3)
     parser.add_argument("--skip-ray", action="store_true")
     parser.add_argument("--skip-tf", action="store_true")
+    parser.add_argument("--skip-overlap", action="store_true")
+    parser.add_argument("--overlap-only", action="store_true")
+    parser.add_argument("--overlap-rows", type=int, default=1_000_000)
+    parser.add_argument("--latency", type=float, default=20.0, help="ms per S3 request")
     args = parser.parse_args()
+    if args.overlap_only:
+        feed.run(args.overlap_rows, Path(args.dir) / "feed", args.latency, args.repeat)
+        return
     # The baseline's zero-copy label is a read-only Arrow view: torch warns once, harmlessly.
     warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
     root = Path(args.dir)
@@ -292,6 +304,9 @@ def main() -> None:
 
     if not args.skip_ray:
         ray_cases(tbl, files, rows, results, args.ray_repeat)
+
+    if not args.skip_overlap:
+        feed.run(args.overlap_rows, root / "feed", args.latency, args.repeat)
 
 
 def _timed(fn: Callable[[], int]) -> float:

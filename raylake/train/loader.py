@@ -22,11 +22,13 @@ from typing import Any
 
 from raylake.errors import ResumeStateError
 from raylake.train.convert import Converter
+from raylake.train.prefetch import DEFAULT_BYTES, DEFAULT_PIECES, check_count
 from raylake.train.sharding import Division, EpochOrder, Intervals, normalize, size
 from raylake.train.source import LakeSource
 from raylake.train.stream import Block, WindowReader, numpy_batches
 
 Transform = Callable[[Any], Any]  # applied to each batch
+Feed = Callable[[Iterator[Block]], Iterator[Any]]  # numpy batches to what the consumer gets
 STATE_KEY = "raylake_train_state"
 STATE_VERSION = 1
 
@@ -81,6 +83,9 @@ class ShardedLoader:
         seed: int,
         drop_last: bool,
         shuffle_window: int,
+        read_ahead: int = DEFAULT_PIECES,
+        read_ahead_bytes: int = DEFAULT_BYTES,
+        convert_ahead: int = 0,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -95,6 +100,9 @@ class ShardedLoader:
         self.seed = seed
         self.drop_last = drop_last
         self.shuffle_window = shuffle_window
+        self.read_ahead = check_count("read_ahead", read_ahead)
+        self.read_ahead_bytes = check_count("read_ahead_bytes", read_ahead_bytes)
+        self.convert_ahead = check_count("convert_ahead", convert_ahead)  # chunks, on a thread
         self.epoch = 0
         self._pending: Position | None = None  # a loaded position, used by the next pass
         self._live: Position | None = None  # the pass in progress in this process
@@ -134,8 +142,12 @@ class ShardedLoader:
 
     # -- reading -----------------------------------------------------------------------
 
-    def batches(self, rank: int, world_size: int, worker: int, num_workers: int) -> Iterator[Block]:
-        """The numpy batches of one consumer for the next pass, in order."""
+    def batches(
+        self, rank: int, world_size: int, worker: int, num_workers: int, feed: Feed | None = None
+    ) -> Iterator[Any]:
+        """The numpy batches of one consumer for the next pass, in order; through ``feed``
+        (read ahead on a thread, raylake/train/prefetch.py) when given. A batch counts
+        as read when the consumer takes it, not when it is read ahead."""
         if not 0 <= rank < world_size:
             raise ValueError(f"rank {rank} is not in [0, {world_size})")
         start = self._start()
@@ -158,10 +170,17 @@ class ShardedLoader:
         own = here.division(start.remaining).worker_batches(rank, worker, skip=first)
         self._live = Position(start.epoch, start.remaining, replace(here, batches=first))
         self._yielded = 0
-        reader = WindowReader(self.source, self.order(start.epoch), self.converter)
-        return self._counted(numpy_batches(reader, own))
+        reader = WindowReader(
+            self.source,
+            self.order(start.epoch),
+            self.converter,
+            read_ahead=self.read_ahead,
+            read_ahead_bytes=self.read_ahead_bytes,
+        )
+        blocks = numpy_batches(reader, own, self.convert_ahead)
+        return self._counted(blocks if feed is None else feed(blocks))
 
-    def _counted(self, batches: Iterator[Block]) -> Iterator[Block]:
+    def _counted(self, batches: Iterator[Any]) -> Iterator[Any]:
         for block in batches:
             self._yielded += 1  # counted before the caller has it, as StatefulDataLoader expects
             yield block

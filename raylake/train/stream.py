@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
 
 from raylake.caching import LruCache
+from raylake.train.prefetch import DEFAULT_BYTES, DEFAULT_PIECES, PieceWindow, background
 from raylake.train.sharding import Batch, EpochOrder, Interval, size
 from raylake.train.source import LakeSource
 
@@ -33,21 +33,25 @@ class WindowReader:
         order: EpochOrder,
         convert: Callable[[pa.Table], Block],
         cached_pieces: int = 4,
+        read_ahead: int = DEFAULT_PIECES,
+        read_ahead_bytes: int = DEFAULT_BYTES,
     ) -> None:
         self.source = source
         self.order = order
         self.convert = convert
+        self.read_ahead = read_ahead
+        self.read_ahead_bytes = read_ahead_bytes
         self._pieces: LruCache[int, pa.Table] = LruCache(cached_pieces)
         self._window: tuple[int, Block, np.ndarray] | None = None
-        self._ahead: dict[int, Future[pa.Table]] = {}  # pieces being read in the background
+        self._reads: PieceWindow[pa.Table] | None = None  # the reads ahead of ``chunks``
 
     def _piece(self, index: int) -> pa.Table:
-        future = self._ahead.pop(index, None)
-        if future is not None:
-            table = future.result()
+        table = self._pieces.get(index)
+        if table is None:
+            reads = self._reads
+            table = self.source.read_piece(index) if reads is None else reads.take(index)
             self._pieces.put(index, table)
-            return table
-        return self._pieces.get_or_compute(index, lambda: self.source.read_piece(index))
+        return table
 
     def _source_range(self, lo: int, hi: int) -> tuple[int, int]:
         """The source rows that positions [lo, hi) (in one window) come from."""
@@ -55,11 +59,20 @@ class WindowReader:
             return lo, hi
         return self.order.window_bounds(lo // self.order.window)
 
-    def _read_ahead(self, pool: ThreadPoolExecutor, lo: int, hi: int) -> None:
-        """Start reading the pieces behind positions [lo, hi) that are not at hand."""
-        for p, _, _ in self.order.source_slices(*self._source_range(lo, hi)):
-            if p not in self._ahead and self._pieces.get(p) is None:
-                self._ahead[p] = pool.submit(self.source.read_piece, p)
+    def _plan(self, parts: Sequence[Interval]) -> Iterator[int]:
+        """The pieces that reading ``parts`` takes, in the order it takes them, each once
+        in a row (a piece that straddles two parts is kept in the cache between them)."""
+        last, window = None, None
+        for lo, hi in parts:
+            if self.order.shuffle:  # a shuffled window is read whole, once
+                k = lo // self.order.window
+                if k == window:
+                    continue
+                window = k
+            for p, _, _ in self.order.source_slices(*self._source_range(lo, hi)):
+                if p != last:
+                    yield p
+                last = p
 
     def _source_rows(self, lo: int, hi: int) -> pa.Table:
         parts = [self._piece(p).slice(b, e - b) for p, b, e in self.order.source_slices(lo, hi)]
@@ -89,19 +102,27 @@ class WindowReader:
     def chunks(self, segments: Iterable[Interval]) -> Iterator[Block]:
         """The rows of ``segments`` (positions, in the order given), one window part at a time.
 
-        While one part is converted and consumed, the pieces of the next are read on a
-        background thread (pyarrow and the merge release the GIL).
+        While one part is converted and consumed, the pieces of the next ones are read on
+        a window of threads (pyarrow and the merge release the GIL; docs/training.md,
+        "Read-ahead"), at most ``read_ahead`` pieces and ``read_ahead_bytes`` ahead.
         """
-        parts = ((a, b) for lo, hi in segments for _, a, b in self.order.split_by_window(lo, hi))
-        with ThreadPoolExecutor(1, thread_name_prefix="raylake-read-ahead") as pool:
-            current = next(parts, None)
-            while current is not None:
-                following = next(parts, None)
-                if following is not None:
-                    self._read_ahead(pool, *following)
-                yield self.read(*current)
-                current = following
-            self._ahead.clear()
+        parts = [(a, b) for lo, hi in segments for _, a, b in self.order.split_by_window(lo, hi)]
+        source = self.source
+        reads = PieceWindow(
+            source.read_piece,
+            self._plan(parts),
+            pieces=self.read_ahead,
+            max_bytes=self.read_ahead_bytes,
+            cost=lambda p: source.pieces[p].size_bytes,
+        )
+        self._reads = reads
+        try:
+            reads.fill()
+            for part in parts:
+                yield self.read(*part)
+        finally:
+            self._reads = None
+            reads.close()
 
 
 def segments_of(batches: Iterable[Batch]) -> Iterator[Interval]:
@@ -119,9 +140,19 @@ def segments_of(batches: Iterable[Batch]) -> Iterator[Interval]:
         yield run
 
 
-def numpy_batches(reader: WindowReader, batches: Sequence[Batch]) -> Iterator[Block]:
-    """The batches, converted: each the rows of its positions, in order."""
-    return cut(reader.chunks(segments_of(batches)), (size(b) for b in batches))
+def numpy_batches(
+    reader: WindowReader, batches: Sequence[Batch], chunks_ahead: int = 0
+) -> Iterator[Block]:
+    """The batches, converted: each the rows of its positions, in order.
+
+    ``chunks_ahead``: chunks (window parts) converted ahead on a thread of their own, so
+    that the next window is read and converted while this one is cut into batches.
+    """
+    chunks = background(reader.chunks(segments_of(batches)), chunks_ahead, "raylake-convert")
+    try:
+        yield from cut(chunks, (size(b) for b in batches))
+    finally:
+        chunks.close()  # stops the reads ahead now, not when the generator is collected
 
 
 def cut(blocks: Iterable[Block], sizes: Iterable[int]) -> Iterator[Block]:

@@ -35,7 +35,9 @@ from raylake.streaming.reader import StreamReader
 from raylake.table import Table, open_table
 from raylake.train.continual import ContinualConfig, ContinualReader, check_resume_state
 from raylake.train.convert import FEATURES, Converter, FillNull, Layout
-from raylake.train.loader import ShardedLoader, Transform
+from raylake.train.device import DeviceCopy
+from raylake.train.loader import Feed, ShardedLoader, Transform
+from raylake.train.prefetch import DEFAULT_BATCHES, DEFAULT_PIECES, check_count, staged
 from raylake.train.source import LakeSource
 from raylake.train.stream import Block
 from raylake.train.workers import WorkerPasses
@@ -125,13 +127,15 @@ class TensorBatches:
         dtype: torch.dtype | None,
         transform: Transform | None,
         device: str | torch.device | None,
-        pin_memory: bool,
+        pin_memory: bool | None,
+        prefetch: int = 0,
     ) -> None:
         self.layout = layout
         self.dtype = dtype
         self.transform = transform
         self.device = None if device is None else torch.device(device)
         self.pin_memory = pin_memory
+        self.prefetch = check_count("prefetch", prefetch)
 
     def check_in_worker(self) -> None:
         if self.pin_memory or (self.device is not None and self.device.type != "cpu"):
@@ -153,6 +157,16 @@ class TensorBatches:
         if self.dtype == torch.bfloat16:
             named = {c: v.to(self.dtype) if v.is_floating_point() else v for c, v in named.items()}
         return named if layout.label is None else (named, t[layout.label])
+
+    def feed(self) -> Feed:
+        """One pass's conversion: tensors, pinned and copied to the device, ``prefetch``
+        batches ahead on a thread (raylake/train/prefetch.py, device.py)."""
+        copy = DeviceCopy(self.device, self.pin_memory, self.transform)
+
+        def prepare(block: Block) -> Any:
+            return copy.prepare(self.tensors(block))
+
+        return lambda blocks: staged(blocks, prepare, copy.deliver, self.prefetch)
 
     def __call__(self, block: Block) -> Any:
         batch = self.tensors(block)
@@ -196,6 +210,12 @@ class LakeIterableDataset(IterableDataset):
     batch each (``drop_last=False``; ranks short of a row repeat one of the first rows)
     or dropped (``drop_last=True``). ``len(ds)`` is the number of batches every rank
     reads in an epoch.
+
+    Read-ahead (docs/training.md): up to ``read_ahead`` pieces are read concurrently
+    ahead of the one being converted, and ``prefetch`` batches are converted (and
+    transformed, and copied to ``device``) on a thread ahead of the consumer (0: on
+    the consumer's thread). Iterated directly in the main process, with
+    ``device="cuda"``, batches arrive pinned and copied on a side CUDA stream.
     """
 
     def __init__(
@@ -218,12 +238,16 @@ class LakeIterableDataset(IterableDataset):
         rank: int | None = None,
         world_size: int | None = None,
         device: str | torch.device | None = None,
-        pin_memory: bool = False,
+        pin_memory: bool | None = None,
+        prefetch: int = DEFAULT_BATCHES,
+        read_ahead: int = DEFAULT_PIECES,
         storage_options: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
         if (rank is None) != (world_size is None):
             raise ValueError("pass both rank and world_size, or neither")
+        check_count("prefetch", prefetch)
+        check_count("read_ahead", read_ahead)
         source, converter = _open(
             table,
             storage_options,
@@ -243,8 +267,12 @@ class LakeIterableDataset(IterableDataset):
             seed=seed,
             drop_last=drop_last,
             shuffle_window=shuffle_window,
+            read_ahead=read_ahead,
+            convert_ahead=1 if prefetch else 0,  # the next window, while batches are cut
         )
-        self._output = TensorBatches(converter.layout, dtype, transform, device, pin_memory)
+        self._output = TensorBatches(
+            converter.layout, dtype, transform, device, pin_memory, prefetch
+        )
         self._rank = rank
         self._world_size = world_size
         self._workers = WorkerPasses()
@@ -292,8 +320,7 @@ class LakeIterableDataset(IterableDataset):
         """The batches of one worker of this rank (what ``__iter__`` does in a DataLoader
         worker), for launchers that are not DataLoader."""
         rank, world_size = self.rank_and_world_size()
-        blocks = self._loader.batches(rank, world_size, worker, num_workers)
-        return (self._output(b) for b in blocks)
+        return self._loader.batches(rank, world_size, worker, num_workers, self._output.feed())
 
     def state_dict(self) -> dict[str, Any]:
         """The position: the table, snapshot and order, the epoch, and what was read.

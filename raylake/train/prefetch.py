@@ -1,0 +1,211 @@
+"""Read-ahead for the training loaders, on threads of the consuming process (issue 16).
+
+The stages that keep a trainer fed without DataLoader worker processes (no IPC:
+pyarrow, numpy and torch release the GIL while they decode, gather and copy;
+docs/training.md, "Read-ahead and the GPU feed"):
+
+- :class:`PieceWindow` keeps reads of the next pieces an epoch needs in flight on a
+  thread pool, in the order they will be used: up to ``pieces`` of them, and no more
+  estimated in-memory bytes than ``max_bytes`` (always at least one). On an object
+  store each read waits on round trips; a window of them overlaps the waits.
+- :func:`background` runs an iterator on one thread, at most ``depth`` items ahead of
+  the consumer: the conversion of windows to numpy (raylake/train/stream.py), and the
+  making of batches, their transform and their copy to the device (:func:`staged`,
+  raylake/train/device.py). Items come out in order; an exception raised on the thread
+  is raised again, the same object, in the consumer; closing the consumer (``break``,
+  ``close()``, an exception, garbage collection) stops and joins the thread and
+  closes the iterator.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Generator, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Generic, TypeVar
+
+from raylake.errors import InvalidArgumentError
+
+T = TypeVar("T")
+U = TypeVar("U")
+
+DEFAULT_PIECES = 8  # piece reads in flight
+DEFAULT_BYTES = 256 << 20  # estimated in-memory bytes of the pieces in flight
+DEFAULT_BATCHES = 2  # batches prepared ahead of the trainer
+
+_ITEM, _ERROR, _DONE = 0, 1, 2
+
+
+def check_count(name: str, value: object, minimum: int = 0) -> int:
+    """``value`` if it is an int >= ``minimum``; else InvalidArgumentError naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InvalidArgumentError(name, value, f"an int >= {minimum}")
+    return value
+
+
+class PieceWindow(Generic[T]):
+    """Reads of the pieces of ``plan`` (indices, in the order of use), a window ahead.
+
+    ``take(i)`` returns piece ``i``: the read started ahead if there is one (waiting
+    for it), otherwise a read on the calling thread. Each take tops the window up
+    first, so the next reads start before this one is waited for. ``pieces=0`` reads
+    nothing ahead. Use it as a context manager, or call ``close()``: pending reads are
+    cancelled and running ones are waited for, so no thread outlives it.
+    """
+
+    def __init__(
+        self,
+        read: Callable[[int], T],
+        plan: Iterable[int],
+        *,
+        pieces: int = DEFAULT_PIECES,
+        max_bytes: int = DEFAULT_BYTES,
+        cost: Callable[[int], int] = lambda _: 0,
+        name: str = "raylake-read-ahead",
+    ) -> None:
+        self.pieces = check_count("read_ahead", pieces)
+        self.max_bytes = check_count("read_ahead_bytes", max_bytes)
+        self._read = read
+        self._plan = iter(plan)
+        self._peeked: int | None = None
+        self._cost = cost
+        self._name = name
+        self._ahead: OrderedDict[int, Future[T]] = OrderedDict()
+        self._bytes = 0
+        self._pool: ThreadPoolExecutor | None = None
+
+    @property
+    def in_flight(self) -> int:
+        """Reads started ahead and not yet taken."""
+        return len(self._ahead)
+
+    @property
+    def bytes_in_flight(self) -> int:
+        return self._bytes
+
+    def take(self, index: int) -> T:
+        future: Future[T] | None = None
+        if index in self._ahead:
+            while future is None:
+                key, pending = self._ahead.popitem(last=False)
+                self._bytes -= self._cost(key)
+                if key == index:
+                    future = pending
+                else:  # planned before ``index``, and the consumer went past it
+                    pending.cancel()
+        self.fill()
+        return self._read(index) if future is None else future.result()
+
+    def fill(self) -> None:
+        """Start reads of the next planned pieces until the window is full."""
+        while len(self._ahead) < self.pieces:
+            index = self._peek()
+            if index is None:
+                return
+            cost = self._cost(index)
+            if self._ahead and self._bytes + cost > self.max_bytes:
+                return
+            self._peeked = None
+            if index in self._ahead:
+                continue
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.pieces, thread_name_prefix=self._name)
+            self._ahead[index] = self._pool.submit(self._read, index)
+            self._bytes += cost
+
+    def _peek(self) -> int | None:
+        if self._peeked is None:
+            self._peeked = next(self._plan, None)
+        return self._peeked
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+        self._ahead.clear()
+        self._bytes = 0
+
+    def __enter__(self) -> PieceWindow[T]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def background(
+    items: Iterator[T], depth: int, name: str = "raylake-prefetch"
+) -> Generator[T, None, None]:
+    """``items`` in order, produced on a thread at most ``depth`` items ahead.
+
+    ``depth=0`` produces them on the calling thread, as they are asked for. At most
+    ``depth`` items wait in the queue and one more is being produced.
+    """
+    depth = check_count("prefetch", depth)
+    if depth == 0:
+        yield from items
+        return
+    slots: queue.Queue[tuple[int, object]] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    thread = threading.Thread(target=_produce, args=(items, slots, stop), name=name, daemon=True)
+    thread.start()
+    try:
+        while True:
+            kind, value = slots.get()
+            if kind == _DONE:
+                return
+            if kind == _ERROR:
+                assert isinstance(value, BaseException)
+                raise value
+            yield value  # type: ignore[misc]
+    finally:
+        stop.set()
+        _drain(slots)  # a producer blocked on a full queue gets its slot and sees ``stop``
+        thread.join()
+        _drain(slots)
+
+
+def _produce(
+    items: Iterator[T], slots: queue.Queue[tuple[int, object]], stop: threading.Event
+) -> None:
+    try:
+        for item in items:
+            slots.put((_ITEM, item))
+            if stop.is_set():
+                return
+        slots.put((_DONE, None))
+    except BaseException as exc:  # handed to the consumer, raised there
+        slots.put((_ERROR, exc))
+    finally:
+        close = getattr(items, "close", None)
+        if close is not None:
+            close()
+
+
+def _drain(slots: queue.Queue[tuple[int, object]]) -> None:
+    while True:
+        try:
+            slots.get_nowait()
+        except queue.Empty:
+            return
+
+
+def staged(
+    blocks: Iterator[T],
+    prepare: Callable[[T], U],
+    deliver: Callable[[U], object],
+    depth: int,
+) -> Iterator[object]:
+    """``deliver(prepare(b))`` for each block: ``prepare`` on the read-ahead thread (with
+    the reading of ``blocks``), ``deliver`` on the consumer's thread as it takes each."""
+    ahead = background((prepare(b) for b in blocks), depth)
+    try:
+        for item in ahead:
+            yield deliver(item)
+    finally:
+        ahead.close()
+        # Its reads ahead stop now: an exception's traceback may keep it referenced.
+        close = getattr(blocks, "close", None)
+        if close is not None:
+            close()

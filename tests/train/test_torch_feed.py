@@ -1,0 +1,159 @@
+"""LakeIterableDataset's read-ahead and device feed: the same batches and positions as
+without it, no thread left behind, errors raised where the trainer is, device paths."""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from test_torch_iterable import ids_of, make
+
+import raylake
+from raylake.errors import EnvironmentSetupError, InvalidArgumentError
+
+# prefetch (batches on a thread), read_ahead (piece reads in flight); (0, 0) reads as before.
+SETTINGS = [(0, 0), (1, 1), (3, 8)]
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only behaviour")
+
+
+def raylake_threads() -> list[str]:
+    """The read-ahead threads alive (other raylake pools, e.g. manifests', are long-lived)."""
+    names = ("raylake-prefetch", "raylake-read-ahead", "raylake-convert")
+    return [t.name for t in threading.enumerate() if t.name.startswith(names)]
+
+
+def epoch_with_states(ds: Any) -> list[tuple[list[int], dict[str, Any]]]:
+    """Each batch's ids, and the position right after the trainer took it."""
+    return [(ids_of(batch), ds.state_dict()) for batch in ds]
+
+
+@pytest.mark.parametrize("shuffle", [True, False])
+def test_read_ahead_yields_the_same_batches_and_positions(
+    table: raylake.Table, shuffle: bool
+) -> None:
+    runs = []
+    for prefetch, read_ahead in SETTINGS:
+        ds = make(table, shuffle=shuffle, prefetch=prefetch, read_ahead=read_ahead)
+        ds.set_epoch(1)
+        runs.append(epoch_with_states(ds))
+    assert len(runs[0]) > 10
+    assert runs[1] == runs[0] and runs[2] == runs[0]
+
+
+def test_a_position_saved_under_read_ahead_resumes_exactly(table: raylake.Table) -> None:
+    whole = [ids_of(b) for b in make(table, prefetch=0, read_ahead=0)]
+    ds = make(table, prefetch=3, read_ahead=4)
+    it = iter(ds)
+    first = [ids_of(b) for b in itertools.islice(it, 5)]
+    state = ds.state_dict()  # batches read ahead but not taken are not counted
+    it.close()  # type: ignore[attr-defined]
+    again = make(table, prefetch=2, read_ahead=2)
+    again.load_state_dict(state)
+    assert first + [ids_of(b) for b in again] == whole
+
+
+def test_stopping_early_leaves_no_thread(append_table: raylake.Table) -> None:
+    ds = make(append_table, prefetch=2, read_ahead=4, shuffle=False)
+    for i, _ in enumerate(ds):
+        if i == 2:
+            break
+    assert not raylake_threads()
+    it = iter(ds)
+    next(it)
+    assert raylake_threads()  # reading ahead while the trainer holds a batch
+    it.close()  # type: ignore[attr-defined]
+    assert not raylake_threads()
+    del it
+
+
+def test_a_failed_read_ahead_raises_the_original_error(
+    tmp_path: Path, append_table: raylake.Table
+) -> None:
+    root = tmp_path / "copy"
+    shutil.copytree(append_table.uri, root)
+    tbl = raylake.open_table(str(root))
+    errors = []
+    for prefetch, read_ahead in SETTINGS:
+        ds = make(tbl, shuffle=False, prefetch=prefetch, read_ahead=read_ahead)
+        if not errors:  # the snapshot is pinned; now its last data file goes missing
+            last = sorted(root.joinpath("data").rglob("*.parquet"))[-1]
+            last.rename(tmp_path / "moved.parquet")
+        with pytest.raises(Exception) as info:
+            for _ in ds:
+                pass
+        errors.append(info.value)
+        assert not raylake_threads()
+    assert len({type(e) for e in errors}) == 1, errors
+    assert "moved" not in str(errors[0]) and ".parquet" in str(errors[0])
+
+
+def test_a_transform_error_on_the_thread_is_the_same_object(append_table: raylake.Table) -> None:
+    error = ValueError("bad batch")
+    seen = []
+
+    def transform(batch: Any) -> Any:
+        seen.append(threading.current_thread().name)
+        if len(seen) == 3:
+            raise error
+        return batch
+
+    ds = make(append_table, transform=transform, prefetch=2)
+    with pytest.raises(ValueError) as info:
+        list(ds)
+    assert info.value is error
+    assert seen[0].startswith("raylake-prefetch")  # transforms run on the read-ahead thread
+    assert not raylake_threads()
+
+
+def test_device_cpu_gives_the_same_tensors(append_table: raylake.Table) -> None:
+    plain = list(make(append_table, prefetch=0))
+    on_cpu = list(make(append_table, device="cpu", prefetch=2))
+    assert len(plain) == len(on_cpu)
+    for (x0, y0), (x1, y1) in zip(plain, on_cpu):
+        assert x1.device.type == "cpu" and torch.equal(x0, x1) and torch.equal(y0, y1)
+
+
+@no_cuda
+def test_pin_memory_without_cuda_is_skipped_with_a_warning(append_table: raylake.Table) -> None:
+    plain = [ids_of(b) for b in make(append_table, prefetch=0)]
+    with pytest.warns(UserWarning, match="pin_memory=True, but there is no accelerator"):
+        pinned = [ids_of(b) for b in make(append_table, pin_memory=True)]
+    assert pinned == plain
+
+
+@no_cuda
+def test_a_cuda_device_without_cuda_is_refused_when_iterated(append_table: raylake.Table) -> None:
+    ds = make(append_table, device="cuda")  # made on a CPU driver: fine
+    with pytest.raises(EnvironmentSetupError, match="torch finds no CUDA device"):
+        next(iter(ds))
+
+
+@cuda
+@pytest.mark.parametrize("prefetch", [0, 2])
+def test_cuda_batches_are_pinned_copies_in_order(
+    append_table: raylake.Table, prefetch: int
+) -> None:  # pragma: no cover - runs where a GPU is present
+    plain = list(make(append_table, prefetch=0))
+    on_gpu = list(make(append_table, device="cuda", prefetch=prefetch))
+    torch.cuda.synchronize()
+    assert len(plain) == len(on_gpu)
+    for (x0, y0), (x1, y1) in zip(plain, on_gpu):
+        assert x1.is_cuda and y1.is_cuda
+        assert torch.equal(x0, x1.cpu()) and torch.equal(y0, y1.cpu())
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("prefetch", -1), ("read_ahead", -2), ("prefetch", 1.5), ("read_ahead", "8")],
+)
+def test_bad_read_ahead_settings_are_refused(
+    append_table: raylake.Table, name: str, value: Any
+) -> None:
+    with pytest.raises(InvalidArgumentError, match=f"{name} must be an int >= 0"):
+        make(append_table, **{name: value})
