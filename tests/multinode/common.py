@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 
 
 def clear_aws_environment() -> None:
@@ -15,4 +16,12 @@ def clear_aws_environment() -> None:
     os.environ["AWS_SHARED_CREDENTIALS_FILE"] = os.devnull
     os.environ["AWS_CONFIG_FILE"] = os.devnull
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+
+
+def private_ray_tmpdir() -> None:
+    """Ray files under a directory of this run: ``Cluster`` writes the address of its head
+    into ``<tmp>/ray/ray_current_cluster``, and a plain ``ray.init()`` elsewhere on the
+    machine would join this cluster while it runs."""
+    if "RAY_TMPDIR" not in os.environ:
+        os.environ["RAY_TMPDIR"] = tempfile.mkdtemp(prefix="rl-", dir="/tmp")
     os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")

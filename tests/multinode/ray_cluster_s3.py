@@ -14,9 +14,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from common import clear_aws_environment  # noqa: I001 - a sibling script module
+from common import clear_aws_environment, private_ray_tmpdir  # noqa: I001 - a sibling script
 
 clear_aws_environment()
+private_ray_tmpdir()
 
 import pyarrow as pa  # noqa: E402
 import ray  # noqa: E402
