@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from common import clear_aws_environment, private_ray_tmpdir  # noqa: I001 - a sibling script
+from common import clear_aws_environment, private_ray_tmpdir
 
 clear_aws_environment()
 private_ray_tmpdir()
@@ -60,7 +60,9 @@ def train_loop(config: dict[str, Any]) -> None:
 
 
 def read_and_write(uri: str, dst: str, options: dict[str, Any]) -> dict[str, Any]:
-    ds = ray.data.read_datasource(LakeDatasource(uri, storage_options=options), override_num_blocks=4)
+    ds = ray.data.read_datasource(
+        LakeDatasource(uri, storage_options=options), override_num_blocks=4
+    )
     read_ids = sorted(ds.to_pandas()["id"].tolist())
     ds.map_batches(lambda b: {"id": b["id"], "x": b["x"] * 2}, batch_format="numpy").write_datasink(
         LakeDatasink(dst, storage_options=options)
@@ -84,7 +86,9 @@ def streaming(uri: str, bucket: str, options: dict[str, Any]) -> dict[str, Any]:
     with job:
         job.wait_ready()
         actor_nodes = {ray.get(a.__ray_call__.remote(_node_of)) for a in job.actors}
-        job.run(until_snapshot=raylake.open_table(uri, storage_options=options).latest_snapshot().id)
+        job.run(
+            until_snapshot=raylake.open_table(uri, storage_options=options).latest_snapshot().id
+        )
     out = raylake.open_table(sink, storage_options=options).to_arrow()
     return {
         "stream_rows": sorted(out["id"].to_pylist()) == list(range(300)),

@@ -10,7 +10,7 @@ import json
 import os
 import sys
 
-from common import clear_aws_environment  # noqa: I001 - a sibling script module
+from common import clear_aws_environment
 
 clear_aws_environment()
 

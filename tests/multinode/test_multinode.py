@@ -27,14 +27,18 @@ def run_script(name: str, timeout: int) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(HERE)])
     # Short (Ray's socket paths must fit 107 bytes) and removed afterwards.
-    with tempfile.TemporaryDirectory(prefix="rl-", dir="/tmp", ignore_cleanup_errors=True) as ray_tmp:
+    with tempfile.TemporaryDirectory(
+        prefix="rl-", dir="/tmp", ignore_cleanup_errors=True
+    ) as ray_tmp:
         env["RAY_TMPDIR"] = ray_tmp
         done = subprocess.run(
             [sys.executable, str(HERE / name)],
             cwd=HERE, env=env, capture_output=True, text=True, timeout=timeout,
         )  # fmt: skip
     lines = done.stdout.strip().splitlines()
-    assert done.returncode == 0 and lines, f"{name} failed:\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
+    assert done.returncode == 0 and lines, (
+        f"{name} failed:\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
+    )
     return dict(json.loads(lines[-1]))
 
 
