@@ -17,6 +17,7 @@ from raylake.errors import (
     FilterError,
     FilterParseError,
     InvalidOptionError,
+    MissingCredentialsError,
     MissingDependencyError,
     NullConstraintError,
     RaylakeError,
@@ -33,6 +34,7 @@ from raylake.errors import (
     UnsupportedTypeError,
 )
 from raylake.expr import col, parse_filter
+from raylake.io.credentials import StorageOptions
 from raylake.table import (
     CommitMessage,
     Snapshot,
@@ -77,6 +79,7 @@ __all__ = [
     "InvalidOptionError",
     "LakeDatasink",
     "LakeDatasource",
+    "MissingCredentialsError",
     "MissingDependencyError",
     "NullConstraintError",
     "RaylakeError",
@@ -85,6 +88,7 @@ __all__ = [
     "Snapshot",
     "SnapshotNotFoundError",
     "Split",
+    "StorageOptions",
     "StreamError",
     "StreamPositionExpiredError",
     "StreamingJob",

@@ -14,8 +14,6 @@ from common import clear_aws_environment
 
 clear_aws_environment()
 
-import pyarrow as pa  # noqa: E402
-
 import raylake  # noqa: E402
 import raylake.spark  # noqa: E402
 from raylake.testing.s3server import LocalS3Server  # noqa: E402
@@ -50,5 +48,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    assert pa  # imported for the write's types
     main()
