@@ -5,6 +5,7 @@ spawned DataLoader workers; a process that truly has none gets MissingCredential
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import os
 import pickle
@@ -80,7 +81,9 @@ def test_read_datasource_and_write_datasink(
     s3_bucket: str,
     storage_options: dict[str, Any],
     table: raylake.Table,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.DEBUG)
     source = LakeDatasource(table.uri, storage_options=storage_options)
     ds = ray.data.read_datasource(source, override_num_blocks=3)
     assert sorted(ds.to_pandas()["id"]) == list(range(300))
@@ -94,6 +97,7 @@ def test_read_datasource_and_write_datasink(
     for obj in (source, sink, *source.get_read_tasks(3)):
         assert secret not in ray.cloudpickle.dumps(obj) and secret not in pickle.dumps(obj)
     assert s3_server.secret_key not in repr(source) + repr(sink) + repr(sink.file_io)
+    assert s3_server.secret_key not in caplog.text
 
 
 def test_read_lake_keeps_secrets_out_of_the_plan(

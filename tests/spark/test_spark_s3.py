@@ -11,9 +11,9 @@ import pytest
 
 pytest.importorskip("moto")
 
-import raylake  # noqa: E402
-import raylake.spark  # noqa: E402
-from raylake.testing.s3server import LocalS3Server  # noqa: E402
+import raylake
+import raylake.spark
+from raylake.testing.s3server import LocalS3Server
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
