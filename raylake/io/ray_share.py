@@ -47,15 +47,19 @@ def share(fingerprint: str) -> bytes | None:
         return None
     import ray
 
-    session = _session()
-    ref = credentials.shared_ref(fingerprint, session)
-    if ref is None:
-        secret = credentials.recall(fingerprint)
-        if secret is None:
-            return None
-        ref = _put(secret)
-        credentials.set_shared_ref(fingerprint, secret, ref, session)
-    return bytes(ray.cloudpickle.dumps(ref))
+    try:
+        session = _session()
+        ref = credentials.shared_ref(fingerprint, session)
+        if ref is None:
+            secret = credentials.recall(fingerprint)
+            if secret is None:
+                return None
+            ref = _put(secret)
+            credentials.set_shared_ref(fingerprint, secret, ref, session)
+        return bytes(ray.cloudpickle.dumps(ref))
+    except Exception as exc:  # pickling must not fail for it; workers then say what is missing
+        logger.warning("could not share credentials through the Ray object store: %r", exc)
+        return None
 
 
 def _put(secret: dict[str, Any]) -> Any:

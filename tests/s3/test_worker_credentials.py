@@ -144,6 +144,7 @@ def test_streaming_job(
     assert sorted(out["id"].to_pylist()) == list(range(300))
 
 
+@pytest.mark.slow
 def test_spawned_dataloader_workers(
     no_aws_environment: None, s3_server: LocalS3Server, storage_options: dict[str, Any],
     table: raylake.Table,
