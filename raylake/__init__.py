@@ -18,6 +18,7 @@ from raylake.errors import (
     FilterParseError,
     InvalidArgumentError,
     InvalidOptionError,
+    MissingCredentialsError,
     MissingDependencyError,
     NullConstraintError,
     RaylakeError,
@@ -36,6 +37,7 @@ from raylake.errors import (
     UnsupportedTypeError,
 )
 from raylake.expr import col, parse_filter
+from raylake.io.credentials import StorageOptions
 from raylake.table import (
     CommitMessage,
     Snapshot,
@@ -81,6 +83,7 @@ __all__ = [
     "InvalidOptionError",
     "LakeDatasink",
     "LakeDatasource",
+    "MissingCredentialsError",
     "MissingDependencyError",
     "NullConstraintError",
     "RaylakeError",
@@ -91,6 +94,7 @@ __all__ = [
     "SnapshotExpiredError",
     "SnapshotNotFoundError",
     "Split",
+    "StorageOptions",
     "StreamError",
     "StreamPositionExpiredError",
     "StreamingJob",

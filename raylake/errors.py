@@ -197,6 +197,24 @@ class UnsafeCommitError(RaylakeError):
         )
 
 
+class MissingCredentialsError(RaylakeError, PermissionError):
+    """This process has no credentials for a store: the secrets the driver was given did
+    not reach it, and the store's own credential chain (environment, config files,
+    instance roles) has none either. The message names the fix."""
+
+    def __init__(self, uri: str, reason: str) -> None:
+        self.uri = uri
+        self.reason = reason
+        super().__init__(
+            f"this process has no credentials for {uri!r}: {reason}. Pass the credentials in "
+            "storage_options on the driver (with Ray initialized before the work is submitted, "
+            "so that Ray workers fetch them from the object store), or give every process the "
+            "store's own credentials (for S3: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
+            "AWS_PROFILE, or an instance role; storage_options={'anon': True} for a public "
+            "bucket); see docs/object-stores.md"
+        )
+
+
 class CommitFailedError(RaylakeError):
     """A commit could not be completed (retries exhausted); nothing was committed."""
 

@@ -26,6 +26,9 @@ def ray_cluster() -> Iterator[Any]:
     ray = pytest.importorskip("ray")
     if not ray.is_initialized():
         ray.init(
+            # A cluster of this session's own, even where another one on the machine
+            # is the "current" one (ray.init() with no address would join that).
+            address="local",
             num_cpus=2,
             include_dashboard=False,
             # Small object store: tests move little data, and several developers' test

@@ -11,34 +11,10 @@ import ray.data
 
 from raylake.datasource.datasink import LakeDatasink, SinkMode
 from raylake.datasource.datasource import FilterLike, LakeDatasource
-from raylake.io.credentials import s3_environment
 from raylake.table import Snapshot
 
 if TYPE_CHECKING:
     from ray.data import Dataset
-
-
-def with_worker_credentials(
-    ray_remote_args: dict[str, Any] | None,
-    uri: str,
-    storage_options: Mapping[str, Any] | None,
-) -> dict[str, Any] | None:
-    """Ray task options that give workers the S3 credentials of ``storage_options``.
-
-    A pickled FileIO carries no secrets (docs/object-stores.md), so workers use the
-    store's credential chain; for S3 that is the AWS environment variables, set here
-    in the tasks' runtime environment. Variables the caller set win.
-    """
-    if not uri.startswith(("s3://", "s3a://")) or not storage_options:
-        return ray_remote_args
-    env = s3_environment(storage_options)
-    if not env:
-        return ray_remote_args
-    args = dict(ray_remote_args or {})
-    runtime_env = dict(args.get("runtime_env") or {})
-    runtime_env["env_vars"] = {**env, **(runtime_env.get("env_vars") or {})}
-    args["runtime_env"] = runtime_env
-    return args
 
 
 def read_lake(
@@ -69,7 +45,7 @@ def read_lake(
     return ray.data.read_datasource(
         source,
         override_num_blocks=override_num_blocks,
-        ray_remote_args=with_worker_credentials(ray_remote_args, uri, storage_options),
+        ray_remote_args=ray_remote_args,
         **read_args,
     )
 
@@ -111,7 +87,7 @@ def write_lake(
     ds.write_datasink(
         sink,
         concurrency=concurrency,
-        ray_remote_args=with_worker_credentials(ray_remote_args, uri, storage_options),
+        ray_remote_args=ray_remote_args,
     )
     return sink.snapshot
 

@@ -22,7 +22,7 @@ import fsspec
 import pyarrow.fs as pafs
 from fsspec.implementations.local import LocalFileSystem
 
-from raylake.io.credentials import merge_options, recall, remember, split_secrets
+from raylake.io.credentials import StorageOptions
 
 logger = logging.getLogger(__name__)
 
@@ -47,28 +47,28 @@ _ATOMIC_CREATE = {
 class FileIO:
     """Read, write, create-if-absent, delete and list files under one root URI.
 
-    Secrets in ``storage_options`` never leave the process inside a pickled FileIO,
-    and never appear in its repr (raylake/io/credentials.py).
+    Secrets in ``storage_options`` never travel in clear text inside a pickled FileIO
+    and never appear in its repr; other processes get them by reference
+    (raylake/io/credentials.py).
     """
 
-    def __init__(self, uri: str, storage_options: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self, uri: str, storage_options: Mapping[str, Any] | StorageOptions | None = None
+    ) -> None:
         self.uri = str(uri).rstrip("/") or "/"
-        public, secret = split_secrets(storage_options or {})
-        self._public_options = public
-        self._secrets_id = remember(secret)
+        self._options = StorageOptions.of(storage_options)
         self._fs: fsspec.AbstractFileSystem | None = None
         self._root: str | None = None
         self._arrow_fs: pafs.FileSystem | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         # Filesystem objects hold caches, sessions and locks: rebuild them on the other side.
-        # Secrets stay behind; the fingerprint finds them again in this process or a fork.
-        return {"uri": self.uri, "options": self._public_options, "secrets": self._secrets_id}
+        # The options pickle without their secrets (raylake/io/credentials.py).
+        return {"uri": self.uri, "options": self._options}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.uri = state["uri"]
-        self._public_options = state["options"]
-        self._secrets_id = state["secrets"]
+        self._options = state["options"]
         self._fs = None
         self._root = None
         self._arrow_fs = None
@@ -76,16 +76,29 @@ class FileIO:
     def __repr__(self) -> str:
         return f"FileIO({self.uri!r})"
 
+    def resolved_options(self) -> dict[str, Any]:
+        """The full options to build a client of the store with, secrets included, in
+        whichever process this runs (docs/object-stores.md, "Credentials").
+
+        Raises :class:`~raylake.errors.MissingCredentialsError` where this process has
+        no credentials at all (neither the driver's nor the store's own chain).
+        """
+        return self._options.resolve(self.uri)
+
     @property
     def storage_options(self) -> dict[str, Any]:
-        """The options to open the filesystem with: secrets included where this process
-        knows them (where it does not, the store's own credential chain applies)."""
-        return merge_options(self._public_options, recall(self._secrets_id))
+        """The same as :meth:`resolved_options`."""
+        return self.resolved_options()
+
+    @property
+    def options(self) -> StorageOptions:
+        """The options as they travel: public ones in clear, secrets by reference."""
+        return self._options
 
     @property
     def public_storage_options(self) -> dict[str, Any]:
         """The options without secrets: safe to log, show or ship."""
-        return dict(self._public_options)
+        return dict(self._options.public)
 
     @property
     def atomic_create(self) -> bool:
@@ -97,7 +110,7 @@ class FileIO:
     @property
     def fs(self) -> fsspec.AbstractFileSystem:
         if self._fs is None:
-            fs, root = fsspec.core.url_to_fs(self.uri, **self.storage_options)
+            fs, root = fsspec.core.url_to_fs(self.uri, **self.resolved_options())
             # _root first: another thread that sees _fs set must also see _root set.
             self._root = root.rstrip("/") or "/"
             self._fs = fs

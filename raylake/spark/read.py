@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 
 from raylake.expr import AlwaysTrue, Expr, referenced_columns, to_arrow
+from raylake.spark.credentials import broadcast_credentials, install_credentials
 from raylake.spark.types import spark_arrow_schema, spark_schema_of
 from raylake.table import ReadContext, Split, open_table
 from raylake.table.rowfilter import filter_rows, widen
@@ -102,14 +103,17 @@ def _read_with_raylake(spark: SparkSession, ctx: ReadContext, splits: Sequence[S
         [(i, pickle.dumps(s)) for i, s in enumerate(splits)], len(splits)
     ).toDF("index int, split binary")
     target = spark_arrow_schema(ctx.output_schema)
+    # The DataFrame is lazy: the broadcast lives as long as Spark keeps the plan.
+    credentials = broadcast_credentials(spark.sparkContext, ctx.file_io)
     return descriptors.mapInArrow(
-        partial(_read_splits, ctx, target), spark_schema_of(ctx.output_schema)
+        partial(_read_splits, ctx, target, credentials), spark_schema_of(ctx.output_schema)
     )
 
 
 def _read_splits(
-    ctx: ReadContext, target: pa.Schema, batches: Iterator[pa.RecordBatch]
+    ctx: ReadContext, target: pa.Schema, credentials: Any, batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
+    install_credentials(credentials)
     for batch in batches:
         for blob in batch.column("split").to_pylist():
             split: Split = pickle.loads(blob)

@@ -33,6 +33,7 @@ from raylake.errors import SchemaMismatchError
 from raylake.format.schema import SYSTEM_PREFIX, TableSchema
 from raylake.format.snapshot import Snapshot
 from raylake.io import FileIO
+from raylake.spark.credentials import broadcast_credentials, destroy, install_credentials
 from raylake.spark.types import arrow_schema_of
 from raylake.table import CommitMessage, Table, create_table, open_table, table_exists
 from raylake.table.conform import check_schema, conform
@@ -48,12 +49,14 @@ _RESULT_SCHEMA = "partition int, attempt int, messages binary"
 
 @dataclass(frozen=True)
 class _WriteJob:
-    """What every write task needs: small and picklable (no table object, no secrets)."""
+    """What every write task needs: small and picklable (no table object, no secrets: the
+    file_io's secrets travel in the ``credentials`` broadcast)."""
 
     file_io: FileIO
     table_schema: TableSchema
     prefix: str
     columns: tuple[str, ...]
+    credentials: Any = None
 
 
 def write(
@@ -87,13 +90,19 @@ def write(
         tbl.kind.check_write_mode(mode, where=uri)
         columns = _check_columns(tbl, arrow_schema)
         base = tbl.latest_snapshot()
-        job = _WriteJob(tbl.file_io, tbl.table_schema, f"spark-{uuid.uuid4().hex[:16]}", columns)
+        credentials = broadcast_credentials(df.sparkSession.sparkContext, tbl.file_io)
+        job = _WriteJob(
+            tbl.file_io, tbl.table_schema, f"spark-{uuid.uuid4().hex[:16]}", columns, credentials
+        )
     except BaseException:
         _drop_if_created(tbl, created)
         raise
     messages: list[CommitMessage] = []
     try:
-        messages = _run_tasks(df.select(*columns), job)
+        try:
+            messages = _run_tasks(df.select(*columns), job)
+        finally:
+            destroy(job.credentials)
         if not any(not m.is_empty for m in messages) and mode != "overwrite":
             _delete_job_files(job, keep=())
             return None
@@ -185,6 +194,7 @@ def _add_buckets(job: _WriteJob, batches: Iterator[pa.RecordBatch]) -> Iterator[
 
 def _write_task(job: _WriteJob, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """One Spark task: write its rows into data files, return its commit messages."""
+    install_credentials(job.credentials)
     context = TaskContext.get()
     partition = context.partitionId() if context else 0
     attempt = context.attemptNumber() if context else 0

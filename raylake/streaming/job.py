@@ -33,7 +33,7 @@ from raylake.errors import StreamError
 from raylake.expr import Expr
 from raylake.format.consumer import ConsumerManager, validate_consumer_id
 from raylake.format.snapshot import SnapshotManager
-from raylake.io.credentials import split_secrets
+from raylake.io.credentials import StorageOptions
 from raylake.streaming.job_check import check_job
 from raylake.streaming.plan import ON_OVERWRITE, OnOverwrite, StreamPlan
 from raylake.streaming.reader import DEFAULT_CATCH_UP_AFTER, StartPosition, StreamReader
@@ -60,8 +60,8 @@ class JobSpec:
     filter: str | Expr | None = None
     include_row_kind: bool = False
     on_overwrite: OnOverwrite = "fail"
-    storage_options: Mapping[str, Any] | None = field(default=None, repr=False)
-    sink_storage_options: Mapping[str, Any] | None = field(default=None, repr=False)
+    storage_options: StorageOptions | None = field(default=None, repr=False)
+    sink_storage_options: StorageOptions | None = field(default=None, repr=False)
     max_plans_per_step: int = 8
     catch_up_after: int = DEFAULT_CATCH_UP_AFTER
 
@@ -272,20 +272,18 @@ class StreamingJob:
                 "on_overwrite='refresh' overwrites the sink, which one shard of several cannot "
                 "do for the others: use num_shards=1, or on_overwrite='skip' / 'fail'"
             )
-        # Secrets never travel in the pickled spec (docs/object-stores.md): the actors get
-        # the public options, and S3 keys through their runtime environment.
+        # The pickled spec carries secrets by reference only (docs/object-stores.md): the
+        # actors, on any node, fetch them from the Ray object store.
         self.spec = JobSpec(
             uri=uri, fn=fn, consumer_id=consumer_id, num_shards=num_shards, sink_uri=sink_uri,
             start=start, poll_interval=poll_interval,
             columns=None if columns is None else tuple(columns), filter=filter,
             include_row_kind=include_row_kind, on_overwrite=on_overwrite,
-            storage_options=split_secrets(storage_options or {})[0] or None,
-            sink_storage_options=split_secrets(sink_storage_options or {})[0] or None,
+            storage_options=StorageOptions.of(storage_options),
+            sink_storage_options=StorageOptions.of(sink_storage_options),
             catch_up_after=catch_up_after, max_plans_per_step=max_plans_per_step,
         )  # fmt: skip
         validate_consumer_id(self.spec.shard_consumer(num_shards - 1))
-        from raylake.datasource.api import with_worker_credentials  # imports Ray
-
         if output_schema is not None and not isinstance(output_schema, pa.Schema):
             raise StreamError(
                 f"output_schema must be a pyarrow.Schema, got {type(output_schema).__name__}"
@@ -295,11 +293,7 @@ class StreamingJob:
         # (job_check.py); they are never part of what the actors get.
         self._driver_options = (storage_options, sink_storage_options)
         self.max_restarts = max_restarts
-        options = dict(actor_options or {"num_cpus": 0.25})
-        for target, target_options in ((sink_uri, sink_storage_options), (uri, storage_options)):
-            if target is not None:
-                options = with_worker_credentials(options, target, target_options) or options
-        self.actor_options = options
+        self.actor_options = dict(actor_options or {"num_cpus": 0.25})
         self.actors: list[Any] = []
 
     def start(self) -> StreamingJob:

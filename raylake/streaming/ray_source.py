@@ -20,7 +20,6 @@ import ray.data
 from ray.data.block import BlockMetadata
 from ray.data.datasource import Datasource, ReadTask
 
-from raylake.datasource.api import with_worker_credentials
 from raylake.datasource.datasource import pack_splits
 from raylake.errors import StreamError
 from raylake.format.consumer import ConsumerProgress
@@ -178,10 +177,9 @@ def read_lake_stream(
     ``Table.stream``."""
     tbl = open_table(uri, storage_options=storage_options)
     reader = tbl.stream(consumer_id=consumer_id, **stream_options)
-    remote_args = with_worker_credentials(ray_remote_args, uri, storage_options)
     return LakeStream(
         reader,
         max_snapshots_per_dataset=max_snapshots_per_dataset,
         override_num_blocks=override_num_blocks,
-        ray_remote_args=remote_args,
+        ray_remote_args=ray_remote_args,
     )

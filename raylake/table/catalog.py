@@ -10,6 +10,7 @@ import pyarrow as pa
 from raylake.errors import SchemaError, TableAlreadyExistsError, UnsupportedOperationError
 from raylake.format.schema import build_table_schema
 from raylake.io import FileIO
+from raylake.io.credentials import OptionsLike
 from raylake.table.args import uri_arg
 from raylake.table.commit import check_commit_safety
 from raylake.table.conform import pandas_to_arrow
@@ -25,7 +26,7 @@ def create_table(
     primary_key: Sequence[str] = (),
     buckets: int | None = None,
     options: Mapping[str, Any] | None = None,
-    storage_options: Mapping[str, Any] | None = None,
+    storage_options: OptionsLike | None = None,
     exist_ok: bool = False,
 ) -> Table:
     """Create a table at ``uri`` (any fsspec URL or local path) and return it.
@@ -56,13 +57,13 @@ def create_table(
     return Table(file_io, ts)
 
 
-def open_table(uri: str, *, storage_options: Mapping[str, Any] | None = None) -> Table:
+def open_table(uri: str, *, storage_options: OptionsLike | None = None) -> Table:
     """Open the table at ``uri``; raise TableNotFoundError if there is none."""
     file_io = FileIO(uri_arg(uri), storage_options)
     return Table(file_io, load_schema(file_io))
 
 
-def table_exists(uri: str, *, storage_options: Mapping[str, Any] | None = None) -> bool:
+def table_exists(uri: str, *, storage_options: OptionsLike | None = None) -> bool:
     file_io = FileIO(uri, storage_options)
     return bool(schema_ids(file_io))
 

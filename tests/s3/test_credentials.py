@@ -12,7 +12,7 @@ import pytest
 import raylake
 from raylake.errors import RaylakeError
 from raylake.io import FileIO
-from raylake.io.credentials import redacted, s3_environment, split_secrets
+from raylake.io.credentials import redacted, split_secrets
 from raylake.testing.s3server import LocalS3Server
 
 
@@ -31,11 +31,6 @@ def test_secrets_are_split_at_any_depth() -> None:
         "client_kwargs": {"aws_session_token": "tok"},
     }
     assert "s3cr3t" not in repr(redacted(options)) and "http://x" in repr(redacted(options))
-    assert s3_environment(options) == {
-        "AWS_ACCESS_KEY_ID": "AKIA",
-        "AWS_SECRET_ACCESS_KEY": "s3cr3t",
-        "AWS_SESSION_TOKEN": "tok",
-    }
 
 
 def test_pickled_objects_carry_no_secret(
