@@ -26,6 +26,9 @@ def ray_cluster() -> Iterator[Any]:
     ray = pytest.importorskip("ray")
     if not ray.is_initialized():
         ray.init(
+            # Always a cluster of its own: without an address, ray.init joins the newest
+            # cluster started on this machine (another test session's, say), if any.
+            address="local",
             num_cpus=2,
             include_dashboard=False,
             # Small object store: tests move little data, and several developers' test

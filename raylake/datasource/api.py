@@ -125,9 +125,25 @@ def write_lake(
         storage_options=storage_options,
         commit_properties=commit_properties,
     )
+    # Ray hands on_write_start the schema of the first block *before* the transforms fused
+    # into the write (ds.map_batches(fn)): the sink checks and creates with the dataset's own.
+    sink.data_schema = _dataset_schema(ds)
     ds.write_datasink(
         sink,
         concurrency=concurrency,
         ray_remote_args=with_worker_credentials(ray_remote_args, uri, storage_options),
     )
     return sink.snapshot
+
+
+def _dataset_schema(ds: Dataset) -> pa.Schema | None:
+    """The Arrow schema of ``ds``'s rows (Ray runs the first block if it must), or None."""
+    schema = ds.schema()
+    if schema is None:
+        return None
+    if isinstance(schema.base_schema, pa.Schema):
+        return schema.base_schema
+    types = schema.types  # pandas blocks: Ray maps their dtypes to Arrow types
+    if not all(isinstance(t, pa.DataType) for t in types):
+        return None
+    return pa.schema(list(zip(schema.names, types, strict=True)))

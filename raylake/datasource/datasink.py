@@ -91,6 +91,9 @@ class LakeDatasink(Datasink[TaskCommit]):
         self._job_id = ""
         self._created = False
         self.snapshot: Snapshot | None = None
+        # The rows' schema where the caller knows it (write_lake: Dataset.schema()); else
+        # the one Ray passes to on_write_start, which precedes transforms fused into the write.
+        self.data_schema: pa.Schema | None = None
         if table_exists(uri, storage_options=storage_options):
             self._resolve_mode(open_table(uri, storage_options=storage_options))
 
@@ -100,7 +103,9 @@ class LakeDatasink(Datasink[TaskCommit]):
         """Open or create the table, check the data's schema, pin the base snapshot."""
         self._job_id = uuid.uuid4().hex[:16]
         self._created = False
-        data_schema = schema if isinstance(schema, pa.Schema) else None
+        data_schema = self.data_schema
+        if data_schema is None and isinstance(schema, pa.Schema):
+            data_schema = schema
         tbl = self._open_or_create(data_schema)
         self._pin(tbl)
         if data_schema is not None:
