@@ -1,5 +1,5 @@
 """File access over fsspec."""
 
-from raylake.io.fileio import FileIO
+from raylake.io.fileio import FileIO, absolute_uri
 
-__all__ = ["FileIO"]
+__all__ = ["FileIO", "absolute_uri"]

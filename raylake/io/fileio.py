@@ -52,7 +52,7 @@ class FileIO:
     """
 
     def __init__(self, uri: str, storage_options: Mapping[str, Any] | None = None) -> None:
-        self.uri = _absolute(str(uri).rstrip("/") or "/")
+        self.uri = absolute_uri(str(uri).rstrip("/") or "/")
         public, secret = split_secrets(storage_options or {})
         self._public_options = public
         self._secrets_id = remember(secret)
@@ -262,7 +262,7 @@ def _retry(fn: Callable[[], T]) -> T:
     raise AssertionError("unreachable")
 
 
-def _absolute(uri: str) -> str:
+def absolute_uri(uri: str) -> str:
     """A relative local path as an absolute one, fixed where the table is opened: Ray
     tasks, actors and Spark executors run in working directories of their own."""
     if "://" in uri or os.path.isabs(uri):

@@ -33,6 +33,7 @@ from raylake.errors import StreamError
 from raylake.expr import Expr
 from raylake.format.consumer import ConsumerManager, validate_consumer_id
 from raylake.format.snapshot import SnapshotManager
+from raylake.io import absolute_uri
 from raylake.io.credentials import split_secrets
 from raylake.streaming.plan import ON_OVERWRITE, OnOverwrite, StreamPlan
 from raylake.streaming.reader import DEFAULT_CATCH_UP_AFTER, StartPosition, StreamReader
@@ -269,7 +270,9 @@ class StreamingJob:
         # Secrets never travel in the pickled spec (docs/object-stores.md): the actors get
         # the public options, and S3 keys through their runtime environment.
         self.spec = JobSpec(
-            uri=uri, fn=fn, consumer_id=consumer_id, num_shards=num_shards, sink_uri=sink_uri,
+            # Actors run in working directories of their own: relative paths are the driver's.
+            uri=absolute_uri(uri), fn=fn, consumer_id=consumer_id, num_shards=num_shards,
+            sink_uri=None if sink_uri is None else absolute_uri(sink_uri),
             start=start, poll_interval=poll_interval,
             columns=None if columns is None else tuple(columns), filter=filter,
             include_row_kind=include_row_kind, on_overwrite=on_overwrite,
