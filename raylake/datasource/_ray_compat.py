@@ -10,7 +10,6 @@ from __future__ import annotations
 import inspect
 
 import ray.data
-
 from ray.data._internal.arrow_block import (
     _BATCH_SIZE_PRESERVING_STUB_COL_NAME as BATCH_SIZE_STUB_COLUMN,
 )
