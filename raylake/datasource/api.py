@@ -138,7 +138,10 @@ def write_lake(
 
 def _dataset_schema(ds: Dataset) -> pa.Schema | None:
     """The Arrow schema of ``ds``'s rows (Ray runs the first block if it must), or None."""
-    schema = ds.schema()
+    try:
+        schema = ds.schema()
+    except pa.ArrowException:  # blocks of incompatible schemas: the sink's checks name them
+        return None
     if schema is None:
         return None
     if isinstance(schema.base_schema, pa.Schema):

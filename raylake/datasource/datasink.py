@@ -92,7 +92,8 @@ class LakeDatasink(Datasink[TaskCommit]):
         self._created = False
         self.snapshot: Snapshot | None = None
         # The rows' schema where the caller knows it (write_lake: Dataset.schema()); else
-        # the one Ray passes to on_write_start, which precedes transforms fused into the write.
+        # schema=, else the one Ray passes to on_write_start, which precedes transforms
+        # fused into the write (docs/ray-data.md).
         self.data_schema: pa.Schema | None = None
         if table_exists(uri, storage_options=storage_options):
             self._resolve_mode(open_table(uri, storage_options=storage_options))
@@ -103,7 +104,7 @@ class LakeDatasink(Datasink[TaskCommit]):
         """Open or create the table, check the data's schema, pin the base snapshot."""
         self._job_id = uuid.uuid4().hex[:16]
         self._created = False
-        data_schema = self.data_schema
+        data_schema = self.data_schema or self._create.schema
         if data_schema is None and isinstance(schema, pa.Schema):
             data_schema = schema
         tbl = self._open_or_create(data_schema)
