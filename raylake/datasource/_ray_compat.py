@@ -7,6 +7,9 @@ losing rows or a filter's columns.
 
 from __future__ import annotations
 
+import inspect
+
+import ray.data
 from ray.data._internal.arrow_block import (
     _BATCH_SIZE_PRESERVING_STUB_COL_NAME as BATCH_SIZE_STUB_COLUMN,
 )
@@ -16,7 +19,24 @@ from ray.data._internal.planner.plan_expression.expression_visitors import (
 )
 from ray.data.expressions import Expr as RayExpr
 
-__all__ = ["BATCH_SIZE_STUB_COLUMN", "TaskContext", "column_references"]
+__all__ = ["BATCH_SIZE_STUB_COLUMN", "READ_TASK_PARAMETERS", "TaskContext", "column_references"]
+
+# Ray options that ``read_datasource`` takes as named parameters in this Ray version
+# (2.60 deprecates passing them in ``ray_remote_args``).
+READ_TASK_PARAMETERS = frozenset(
+    {
+        "num_cpus",
+        "num_gpus",
+        "memory",
+        "label_selector",
+        "fallback_strategy",
+        "max_calls",
+        "resources",
+        "accelerator_type",
+        "runtime_env",
+    }
+    & set(inspect.signature(ray.data.read_datasource).parameters)
+)
 
 
 def column_references(expr: RayExpr) -> set[str]:

@@ -9,12 +9,26 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import ray.data
 
+from raylake.datasource._ray_compat import READ_TASK_PARAMETERS
 from raylake.datasource.datasink import LakeDatasink, SinkMode
 from raylake.datasource.datasource import FilterLike, LakeDatasource
 from raylake.table import Snapshot
 
 if TYPE_CHECKING:
     from ray.data import Dataset
+
+
+def read_task_options(ray_remote_args: dict[str, Any] | None) -> dict[str, Any]:
+    """Keyword arguments of ``ray.data.read_datasource`` for the read tasks' Ray options.
+
+    Ray 2.60 deprecates ``read_datasource(ray_remote_args=...)`` in favour of named
+    parameters (``num_cpus``, ``runtime_env``, ...): options it names go there, and only
+    the rest (``scheduling_strategy``, ...) still travel as ``ray_remote_args``.
+    """
+    args = ray_remote_args or {}
+    named = {k: v for k, v in args.items() if k in READ_TASK_PARAMETERS}
+    rest = {k: v for k, v in args.items() if k not in READ_TASK_PARAMETERS}
+    return {**named, "ray_remote_args": rest} if rest else named
 
 
 def read_lake(
@@ -45,7 +59,7 @@ def read_lake(
     return ray.data.read_datasource(
         source,
         override_num_blocks=override_num_blocks,
-        ray_remote_args=ray_remote_args,
+        **read_task_options(ray_remote_args),
         **read_args,
     )
 

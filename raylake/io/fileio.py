@@ -55,7 +55,7 @@ class FileIO:
     def __init__(
         self, uri: str, storage_options: Mapping[str, Any] | StorageOptions | None = None
     ) -> None:
-        self.uri = str(uri).rstrip("/") or "/"
+        self.uri = absolute_uri(str(uri).rstrip("/") or "/")
         self._options = StorageOptions.of(storage_options)
         self._fs: fsspec.AbstractFileSystem | None = None
         self._root: str | None = None
@@ -273,3 +273,11 @@ def _retry(fn: Callable[[], T]) -> T:
                 raise
             time.sleep(0.05 * 2**attempt)
     raise AssertionError("unreachable")
+
+
+def absolute_uri(uri: str) -> str:
+    """A relative local path as an absolute one, fixed where the table is opened: Ray
+    tasks, actors and Spark executors run in working directories of their own."""
+    if "://" in uri or os.path.isabs(uri):
+        return uri
+    return os.path.abspath(uri)

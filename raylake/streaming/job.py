@@ -33,6 +33,7 @@ from raylake.errors import StreamError
 from raylake.expr import Expr
 from raylake.format.consumer import ConsumerManager, validate_consumer_id
 from raylake.format.snapshot import SnapshotManager
+from raylake.io import absolute_uri
 from raylake.io.credentials import StorageOptions
 from raylake.streaming.job_check import check_job
 from raylake.streaming.plan import ON_OVERWRITE, OnOverwrite, StreamPlan
@@ -275,7 +276,9 @@ class StreamingJob:
         # The pickled spec carries secrets by reference only (docs/object-stores.md): the
         # actors, on any node, fetch them from the Ray object store.
         self.spec = JobSpec(
-            uri=uri, fn=fn, consumer_id=consumer_id, num_shards=num_shards, sink_uri=sink_uri,
+            # Actors run in working directories of their own: relative paths are the driver's.
+            uri=absolute_uri(uri), fn=fn, consumer_id=consumer_id, num_shards=num_shards,
+            sink_uri=None if sink_uri is None else absolute_uri(sink_uri),
             start=start, poll_interval=poll_interval,
             columns=None if columns is None else tuple(columns), filter=filter,
             include_row_kind=include_row_kind, on_overwrite=on_overwrite,

@@ -20,6 +20,7 @@ import ray.data
 from ray.data.block import BlockMetadata
 from ray.data.datasource import Datasource, ReadTask
 
+from raylake.datasource.api import read_task_options
 from raylake.datasource.datasource import pack_splits
 from raylake.errors import StreamError
 from raylake.format.consumer import ConsumerProgress
@@ -106,7 +107,7 @@ class LakeStream:
         *,
         max_snapshots_per_dataset: int = 1,
         override_num_blocks: int | None = None,
-        ray_remote_args: dict[str, Any] | None = None,
+        task_options: dict[str, Any] | None = None,
     ) -> None:
         if not isinstance(max_snapshots_per_dataset, int) or max_snapshots_per_dataset < 1:
             raise StreamError(
@@ -115,7 +116,7 @@ class LakeStream:
         self.reader = reader
         self.max_snapshots_per_dataset = max_snapshots_per_dataset
         self.override_num_blocks = override_num_blocks
-        self.ray_remote_args = ray_remote_args
+        self.task_options = task_options or {}  # read_datasource's Ray options (read_task_options)
         self.last_plans: list[StreamPlan] = []
         self._carried: StreamPlan | None = None  # a refresh plan that starts the next dataset
 
@@ -144,7 +145,7 @@ class LakeStream:
             yield ray.data.read_datasource(
                 StreamPlanDatasource(plans),
                 override_num_blocks=self.override_num_blocks,
-                ray_remote_args=self.ray_remote_args or {},
+                **self.task_options,
             )
 
     def __iter__(self) -> Iterator[Dataset]:
@@ -181,5 +182,5 @@ def read_lake_stream(
         reader,
         max_snapshots_per_dataset=max_snapshots_per_dataset,
         override_num_blocks=override_num_blocks,
-        ray_remote_args=ray_remote_args,
+        task_options=read_task_options(ray_remote_args),
     )

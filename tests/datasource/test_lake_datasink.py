@@ -84,6 +84,20 @@ def test_write_creates_the_table_from_the_dataset_schema(ray_cluster: Any, tmp_p
     assert rows(tbl.to_arrow()) == rows(pa.concat_tables(batches))
 
 
+def test_new_table_takes_the_schema_after_a_map(ray_cluster: Any, tmp_path: Path) -> None:
+    """Ray gives the sink the first block's schema before a fused map_batches."""
+    source = make_events(tmp_path / "source", rows_per_day=100)
+
+    def add_score(batch: pa.Table) -> pa.Table:
+        return batch.append_column("score", pa.array(np.ones(batch.num_rows)))
+
+    ds = read_lake(source.uri, columns=["id", "x"]).map_batches(add_score, batch_format="pyarrow")
+    snap = write_lake(ds, str(tmp_path / "scores"))
+    target = raylake.open_table(str(tmp_path / "scores"))
+    assert snap is not None and target.schema.names == ["id", "x", "score"]
+    assert target.count() == source.count()
+
+
 def test_append_and_overwrite_commit_one_snapshot_each(ray_cluster: Any, tmp_path: Path) -> None:
     tbl = make_events(tmp_path / "t", rows_per_day=200)
     before = tbl.to_arrow()

@@ -157,6 +157,20 @@ def test_pickles_without_filesystem_objects(file_io: FileIO) -> None:
     assert clone.read_bytes("k") == b"v"
 
 
+def test_relative_path_is_fixed_where_it_is_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ray tasks and Spark executors run elsewhere: "warehouse/t" means the driver's."""
+    (tmp_path / "driver").mkdir()
+    (tmp_path / "worker").mkdir()
+    monkeypatch.chdir(tmp_path / "driver")
+    file_io = FileIO("warehouse/t")
+    file_io.write_bytes("k", b"v")
+    assert file_io.uri == f"{tmp_path}/driver/warehouse/t"
+    monkeypatch.chdir(tmp_path / "worker")
+    assert pickle.loads(pickle.dumps(file_io)).read_bytes("k") == b"v"
+
+
 def test_paths_and_arrow_filesystem(tmp_path: Path) -> None:
     local = FileIO(f"{tmp_path}/t/")
     assert local.uri == f"{tmp_path}/t"

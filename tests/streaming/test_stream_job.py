@@ -91,3 +91,11 @@ def test_a_failed_step_goes_back_to_the_checkpoint(warehouse: Path) -> None:
     assert worker.reader.next_snapshot_id == 1  # not past the plan that failed
     assert worker.step().plans == 1  # the same actor, called again
     assert sorted(sink.to_arrow().column("id").to_pylist()) == list(range(10))
+
+
+def test_relative_paths_are_the_drivers(warehouse: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Shard actors run in working directories of their own."""
+    pytest.importorskip("ray")
+    monkeypatch.chdir(warehouse)
+    job = raylake.StreamingJob("src", double, consumer_id="c", sink_uri="out/dst")
+    assert (job.spec.uri, job.spec.sink_uri) == (f"{warehouse}/src", f"{warehouse}/out/dst")

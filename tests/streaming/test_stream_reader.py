@@ -17,7 +17,8 @@ from raylake.errors import (
     StreamPositionExpiredError,
     TableNotFoundError,
 )
-from raylake.streaming import ROW_KIND, StreamReader
+from raylake.streaming import ROW_KIND, ShardSpec, StreamReader
+from raylake.table.pk.bucket import bucket_ids
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
 
@@ -165,18 +166,38 @@ def test_compaction_delivers_nothing(warehouse: Path) -> None:
 # -- shards --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("primary_key", [True, False])
-def test_shards_partition_the_rows(warehouse: Path, primary_key: bool) -> None:
-    if primary_key:
-        tbl = pk_table(warehouse / "t", "lookup", buckets=5)
-    else:
-        tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
+def test_pk_shards_partition_the_rows_by_bucket(warehouse: Path) -> None:
+    tbl = pk_table(warehouse / "t", "lookup", buckets=5)
     readers = [tbl.stream(start="latest", shard=(i, 3)) for i in range(3)]
     for start in range(0, 60, 6):
         tbl.write(rows(list(range(start, start + 6))))
     seen = [ids_of(drain(r)) for r in readers]
     assert sorted(i for s in seen for i in s) == list(range(60))
+    # Bucket b belongs to shard b % 3; the key hash is fixed, so this split is too.
+    buckets = bucket_ids([pa.array(range(60), pa.int64())], 5).tolist()
+    assert seen == [[i for i in range(60) if buckets[i] % 3 == s] for s in range(3)]
     assert all(seen), "every shard gets some of the work"
+
+
+def test_append_shards_partition_the_rows_by_file(warehouse: Path) -> None:
+    tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
+    readers = [tbl.stream(start="latest", shard=(i, 3)) for i in range(3)]
+    writes = [list(range(start, start + 6)) for start in range(0, 60, 6)]  # a file each
+    for ids in writes:
+        tbl.write(rows(ids))
+    seen = [ids_of(drain(r)) for r in readers]
+    assert sorted(i for s in seen for i in s) == list(range(60))
+    # File names are random, so how many files each shard gets is luck (a shard may
+    # get none of 10 files): check only that no file is split between shards.
+    for ids in writes:
+        assert sum(set(ids) <= set(s) for s in seen) == 1
+
+
+def test_file_shards_spread_files() -> None:
+    paths = [f"data/bucket-0/part-{i:032x}.parquet" for i in range(30)]
+    shards = [[ShardSpec.of((i, 3)).takes_file(p, 0, True) for p in paths] for i in range(3)]
+    assert [sum(column) for column in zip(*shards, strict=True)] == [1] * 30  # a partition
+    assert all(sum(taken) >= 5 for taken in shards), [sum(taken) for taken in shards]
 
 
 def test_bucket_lists_and_filters(warehouse: Path) -> None:

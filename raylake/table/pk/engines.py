@@ -25,6 +25,8 @@ from raylake.table.pk.bucket import integer_values
 from raylake.table.pk.schema import DELETE, KIND, SEQ, MergeSpec
 
 _HASH_AGGREGATES = {"sum": "sum", "min": "min", "max": "max"}
+# pyarrow 25 takes the null placement per sort key and deprecates the global option.
+_PER_KEY_NULL_PLACEMENT = int(pa.__version__.split(".")[0]) >= 25
 
 
 @dataclass(frozen=True)
@@ -64,10 +66,19 @@ def sort_order(rows: pa.Table, spec: MergeSpec) -> np.ndarray | None:
         if np.all(seq[1:] > seq[:-1]):  # input order is version order
             return np.argsort(ints, kind="stable")
         return np.lexsort((seq, ints))
-    sort_keys = [(k, "ascending") for k in (*spec.key, *spec.order_columns)]
     # Nulls of the sequence field sort first: a version without one is the oldest.
-    order = pc.sort_indices(rows, sort_keys=sort_keys, null_placement="at_start")
+    order = sort_indices_nulls_first(rows, [*spec.key, *spec.order_columns])
     return np.asarray(order.to_numpy())
+
+
+def sort_indices_nulls_first(rows: pa.Table, columns: list[str]) -> pa.Array:
+    """Indices that sort ``rows`` ascending by ``columns``, nulls first, stably."""
+    if _PER_KEY_NULL_PLACEMENT:
+        keys = [(c, "ascending", "at_start") for c in columns]
+        return pc.sort_indices(rows, sort_keys=keys)
+    return pc.sort_indices(
+        rows, sort_keys=[(c, "ascending") for c in columns], null_placement="at_start"
+    )
 
 
 def _single_integer_key(rows: pa.Table, spec: MergeSpec) -> np.ndarray | None:
