@@ -11,19 +11,14 @@ import numpy as np
 import pyarrow as pa
 
 from raylake.expr import Expr
-from raylake.table import Table, open_table
+from raylake.table import Table
 from raylake.train.convert import FEATURES, Converter, FillNull, Layout
-from raylake.train.source import LakeSource
+from raylake.train.source import LakeSource, table_of
 
 T = TypeVar("T")
 
 DEFAULT_SHUFFLE_WINDOW = 1 << 16
 """Rows shuffled together within a piece (``shuffle_window=``)."""
-
-
-def table_of(table: str | Table, storage_options: Mapping[str, Any] | None) -> Table:
-    """The table itself, or the table at a URI."""
-    return table if isinstance(table, Table) else open_table(table, storage_options=storage_options)
 
 
 def check_rank(rank: int | None, world_size: int | None) -> None:

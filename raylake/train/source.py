@@ -49,11 +49,7 @@ class LakeSource:
         storage_options: Mapping[str, Any] | None = None,
     ) -> LakeSource:
         """Pin the snapshot (the latest unless ``snapshot_id``), plan pieces, count rows."""
-        tbl = (
-            table
-            if isinstance(table, Table)
-            else open_table(table, storage_options=storage_options)
-        )
+        tbl = table_of(table, storage_options)
         scan = tbl.scan(columns=columns, filter=filter, snapshot_id=snapshot_id).pin()
         snap = scan.snapshot()
         if snap is None:
@@ -94,3 +90,8 @@ class LakeSource:
                 f"but counting found {self.counts[index]}; files changed under a pinned snapshot",
             )
         return rows
+
+
+def table_of(table: str | Table, storage_options: Mapping[str, Any] | None) -> Table:
+    """The table itself, or the table at a URI."""
+    return table if isinstance(table, Table) else open_table(table, storage_options=storage_options)
