@@ -26,8 +26,9 @@ class LruCache(Generic[K, V]):
     """
 
     def __init__(self, limit: int, weigh: Callable[[V], int] | None = None) -> None:
-        if limit < (0 if weigh else 1):
-            raise ValueError(f"an LRU cache needs a limit >= 1, got {limit}")
+        least = 0 if weigh else 1
+        if limit < least:
+            raise ValueError(f"an LRU cache needs a limit >= {least}, got {limit}")
         self.limit = limit
         self._weigh = weigh
         self._items: OrderedDict[K, tuple[V, int]] = OrderedDict()
