@@ -1,7 +1,9 @@
 """One small thread-safe LRU map for the per-process caches of immutable things.
 
-Manifests, live file sets and Parquet footers never change once written, so
-caching them per process is always correct; the bound keeps memory flat.
+Manifests, live file sets, Parquet footers and decoded training pieces never change
+once written, so caching them per process is always correct; the bound keeps memory
+flat. The bound counts entries, or with ``weigh`` the sum of the entries' weights
+(bytes, say).
 """
 
 from __future__ import annotations
@@ -16,13 +18,21 @@ V = TypeVar("V")
 
 
 class LruCache(Generic[K, V]):
-    """A bounded least-recently-used map, safe to share between threads."""
+    """A bounded least-recently-used map, safe to share between threads.
 
-    def __init__(self, limit: int) -> None:
-        if limit < 1:
-            raise ValueError(f"an LRU cache needs a limit >= 1, got {limit}")
+    Without ``weigh`` it holds at most ``limit`` entries. With ``weigh`` it holds
+    entries whose weights sum to at most ``limit``, but always the newest one, even
+    when that one alone weighs more.
+    """
+
+    def __init__(self, limit: int, weigh: Callable[[V], int] | None = None) -> None:
+        least = 0 if weigh else 1
+        if limit < least:
+            raise ValueError(f"an LRU cache needs a limit >= {least}, got {limit}")
         self.limit = limit
-        self._items: OrderedDict[K, V] = OrderedDict()
+        self._weigh = weigh
+        self._items: OrderedDict[K, tuple[V, int]] = OrderedDict()
+        self._weight = 0
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -30,17 +40,23 @@ class LruCache(Generic[K, V]):
 
     def get(self, key: K) -> V | None:
         with self._lock:
-            value = self._items.get(key)
-            if value is not None:
-                self._items.move_to_end(key)
-            return value
+            item = self._items.get(key)
+            if item is None:
+                return None
+            self._items.move_to_end(key)
+            return item[0]
 
     def put(self, key: K, value: V) -> None:
+        weight = 1 if self._weigh is None else self._weigh(value)
         with self._lock:
-            self._items[key] = value
-            self._items.move_to_end(key)
-            if len(self._items) > self.limit:
-                self._items.popitem(last=False)
+            old = self._items.pop(key, None)
+            if old is not None:
+                self._weight -= old[1]
+            self._items[key] = (value, weight)
+            self._weight += weight
+            while self._weight > self.limit and len(self._items) > 1:
+                _, (_, dropped) = self._items.popitem(last=False)
+                self._weight -= dropped
 
     def get_or_compute(self, key: K, compute: Callable[[], V]) -> V:
         """The cached value, or ``compute()`` stored. Computing happens outside the lock,
@@ -54,3 +70,4 @@ class LruCache(Generic[K, V]):
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
+            self._weight = 0

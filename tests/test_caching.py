@@ -52,3 +52,16 @@ def test_threads_share_one_bounded_cache() -> None:
 def test_rejects_a_useless_limit() -> None:
     with pytest.raises(ValueError, match="limit >= 1"):
         LruCache(0)
+
+
+def test_weighted_limit_bounds_the_sum_of_weights() -> None:
+    cache: LruCache[str, bytes] = LruCache(10, weigh=len)
+    cache.put("a", b"1234")
+    cache.put("b", b"1234")
+    assert cache.get("a") == b"1234"  # a is now the most recent
+    cache.put("c", b"1234")  # 12 > 10: b goes
+    assert cache.get("b") is None and len(cache) == 2
+    cache.put("a", b"12345678")  # replacing a counts its new weight only: 12 > 10, c goes
+    assert cache.get("c") is None and cache.get("a") == b"12345678"
+    cache.put("d", b"12345678901")  # heavier than the limit alone: kept, all else goes
+    assert len(cache) == 1 and cache.get("d") is not None

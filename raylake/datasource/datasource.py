@@ -27,7 +27,7 @@ from raylake.datasource.ray_expr import from_ray_expr, split_ray_predicate
 from raylake.errors import FilterError
 from raylake.expr import AlwaysTrue, Expr, and_, as_expr
 from raylake.table import ReadContext, Split, TableScan, open_table
-from raylake.table.kind import kind_of
+from raylake.table.counting import metadata_total
 from raylake.table.rowfilter import filter_rows, widen
 
 if TYPE_CHECKING:
@@ -176,9 +176,7 @@ class LakeDatasource(Datasource):
         """Rows from manifests alone; None when a filter or a key merge may drop rows."""
         if not isinstance(self._scan.filter, AlwaysTrue) or self._residual is not None:
             return None
-        kind = kind_of(self._scan.table_schema)
-        counts = [kind.exact_row_count(s) for s in group]
-        return None if any(c is None for c in counts) else sum(c or 0 for c in counts)
+        return metadata_total(self._scan.read_context(), group)
 
     def _read_context(self) -> tuple[ReadContext, pc.Expression | None]:
         """The context read tasks carry, widened by the columns a residual filter needs."""

@@ -31,7 +31,7 @@ import pyarrow as pa
 
 from raylake.errors import StreamError
 from raylake.expr import Expr
-from raylake.format.consumer import ConsumerManager, validate_consumer_id
+from raylake.format.consumer import validate_consumer_id
 from raylake.format.snapshot import SnapshotManager
 from raylake.io import absolute_uri
 from raylake.io.credentials import StorageOptions
@@ -114,7 +114,7 @@ class ShardWorker:
         search from next time."""
         if self.sink is None:
             return 0
-        progress = ConsumerManager(self.source.file_io).get(self.consumer_id)
+        progress = self.reader.resumed_from  # read once, by the reader, at open
         since = int(progress.properties.get(SINK_SNAPSHOT, "0")) if progress else 0
         snapshots = SnapshotManager(self.sink.file_io)
         latest = snapshots.latest_id() or 0

@@ -99,7 +99,7 @@ class StreamReader:
         on_overwrite: OnOverwrite = "refresh",
         columns: Sequence[str] | None = None,
         filter: str | Expr | None = None,
-        catch_up_after: int = DEFAULT_CATCH_UP_AFTER,
+        catch_up_after: int | None = DEFAULT_CATCH_UP_AFTER,
         prefetch: bool = True,
     ) -> None:
         if (
@@ -110,12 +110,14 @@ class StreamReader:
             raise StreamError(
                 f"poll_interval must be a number of seconds >= 0, got {poll_interval!r}"
             )
-        if (
+        if catch_up_after is not None and (
             isinstance(catch_up_after, bool)
             or not isinstance(catch_up_after, int)
             or catch_up_after < 1
         ):
-            raise StreamError(f"catch_up_after must be an int >= 1, got {catch_up_after!r}")
+            raise StreamError(
+                f"catch_up_after must be an int >= 1 or None (never), got {catch_up_after!r}"
+            )
         self.table = table
         self.consumer_id = None if consumer_id is None else validate_consumer_id(consumer_id)
         self.poll_interval = float(poll_interval)
@@ -135,6 +137,9 @@ class StreamReader:
         self._closed = False
         # The snapshot read next, and whether it is read whole (a start) or as a change.
         progress = None if consumer_id is None else self._consumers.get(self.consumer_id)  # type: ignore[arg-type]
+        # The consumer's progress as read at open (None: a new consumer), for callers
+        # that keep more in it (a job's sink snapshot) without reading it again.
+        self.resumed_from: ConsumerProgress | None = progress
         if progress is not None:
             self._check_not_expired(progress.next_snapshot_id)
             self.next_snapshot_id = progress.next_snapshot_id
@@ -230,6 +235,8 @@ class StreamReader:
         return kind_of(self.table.table_schema).step_needs_parent()
 
     def _catch_up(self, snap: Snapshot) -> StreamPlan | None:
+        if self.catch_up_after is None:  # off: not even the hint is read
+            return None
         hint = self._snapshots.read_hint()
         if hint is None or hint - snap.id + 1 <= self.catch_up_after:
             return None

@@ -38,6 +38,7 @@ from raylake.format.snapshot import Snapshot, SnapshotManager
 from raylake.format.types import has_min_max
 from raylake.io import FileIO
 from raylake.table.args import as_of_arg, columns_arg, snapshot_id_arg
+from raylake.table.counting import count_rows
 from raylake.table.kind import kind_of
 from raylake.table.split import Split
 
@@ -221,18 +222,7 @@ class TableScan:
 
     def count(self) -> int:
         """Row count; from manifests alone for the splits that need no filter or merge."""
-        splits = self.plan()
-        kind = kind_of(self.table_schema)
-        known: list[int] = []
-        rest: list[Split] = []
-        for split in splits:
-            rows = kind.exact_row_count(split) if isinstance(self.filter, AlwaysTrue) else None
-            if rows is None:
-                rest.append(split)
-            else:
-                known.append(rows)
-        counted = self.select([]).read_context().read_all(rest) if rest else iter(())
-        return sum(known) + sum(b.num_rows for b in counted)
+        return count_rows(self.read_context(), self.plan())
 
 
 def pruned_live_files(

@@ -30,7 +30,6 @@ from raylake.streaming.reader import StreamPosition, StreamReader
 from raylake.table import Table
 from raylake.train.stream import Block
 
-NEVER_CATCH_UP = 1 << 62
 STATE_KIND = "raylake.continual"
 
 
@@ -79,7 +78,7 @@ class ContinualReader:
             poll_interval=config.poll_interval,
             columns=config.columns,
             filter=config.filter,
-            catch_up_after=NEVER_CATCH_UP,
+            catch_up_after=None,  # off: every consumer cuts the same plans
             prefetch=False,
         )
         self.position = self.reader.position  # of the plan being read

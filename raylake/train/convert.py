@@ -1,7 +1,7 @@
 """Arrow columns to numpy arrays for tensors: columnar, without copies where possible.
 
 A fixed-width column without nulls becomes a numpy view of the Arrow buffer (torch
-then wraps it without a copy, raylake/train/torch.py). Booleans (bit-packed in
+then wraps it without a copy, raylake/train/tensors.py). Booleans (bit-packed in
 Arrow) and columns with filled nulls are copied once. Feature columns are stacked
 into one 2-D array once per chunk of rows (thousands of batches), never per batch.
 

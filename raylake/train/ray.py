@@ -12,9 +12,8 @@ import itertools
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import pyarrow as pa
-
-from raylake.train.convert import Converter, FillNull, Layout
+from raylake.train.convert import FillNull
+from raylake.train.setup import converter_for
 from raylake.train.stream import Block, cut
 from raylake.train.torch import TensorBatches, numpy_dtype_for
 
@@ -43,26 +42,18 @@ def iter_torch_batches(
     first = next(tables, None)
     if first is None:
         return
-    converter = _converter(first.schema, feature_columns, label_column, columns, dtype, fill_null)
+    converter = converter_for(
+        first.schema,
+        columns=columns,
+        feature_columns=feature_columns,
+        label_column=label_column,
+        target="torch tensors",
+        dtype=numpy_dtype_for(dtype),
+        fill_null=fill_null,
+    )
     output = TensorBatches(converter.layout, dtype, transform, device, False)
     blocks: Iterator[Block] = (converter(t) for t in itertools.chain([first], tables))
     for block in cut(blocks, itertools.repeat(batch_size)):
         if drop_last and len(next(iter(block.values()))) < batch_size:
             return
         yield output(block)
-
-
-def _converter(
-    schema: pa.Schema,
-    feature_columns: Sequence[str] | None,
-    label_column: str | None,
-    columns: Sequence[str] | None,
-    dtype: Any,
-    fill_null: FillNull,
-) -> Converter:
-    layout = Layout.of(
-        schema, columns=columns, feature_columns=feature_columns, label_column=label_column
-    )
-    return Converter(
-        schema, layout, target="torch tensors", dtype=numpy_dtype_for(dtype), fill_null=fill_null
-    )

@@ -15,19 +15,17 @@ descriptions), and holds the counts, so DataLoader workers never recount.
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
 import pyarrow as pa
 
-from raylake.errors import CorruptMetadataError, RaylakeError
+from raylake.errors import CorruptMetadataError
 from raylake.expr import AlwaysTrue, Expr
 from raylake.table import ReadContext, Split, Table, open_table
-from raylake.table.kind import kind_of
+from raylake.table.counting import exact_counts
 
 
 @dataclass(frozen=True)
@@ -51,11 +49,7 @@ class LakeSource:
         storage_options: Mapping[str, Any] | None = None,
     ) -> LakeSource:
         """Pin the snapshot (the latest unless ``snapshot_id``), plan pieces, count rows."""
-        tbl = (
-            table
-            if isinstance(table, Table)
-            else open_table(table, storage_options=storage_options)
-        )
+        tbl = table_of(table, storage_options)
         scan = tbl.scan(columns=columns, filter=filter, snapshot_id=snapshot_id).pin()
         snap = scan.snapshot()
         if snap is None:
@@ -98,28 +92,6 @@ class LakeSource:
         return rows
 
 
-def exact_counts(context: ReadContext, pieces: Sequence[Split]) -> tuple[int, ...]:
-    """Rows of each piece after the filter and the merge.
-
-    From the manifests when they decide it (no filter, and no overlapping files to
-    merge); otherwise by reading the piece's filter and key columns only, on a few
-    threads (pyarrow decodes without the GIL).
-    """
-    kind = kind_of(context.table_schema)
-    unfiltered = isinstance(context.filter, AlwaysTrue)
-    counts: list[int | None] = [kind.exact_row_count(p) if unfiltered else None for p in pieces]
-    missing = [i for i, c in enumerate(counts) if c is None]
-    if missing:
-        counting = ReadContext(context.file_io, context.table_schema, (), context.filter)
-
-        def count(i: int) -> int:
-            return sum(b.num_rows for b in counting.read_all([pieces[i]]))
-
-        threads = max(1, min(len(missing), os.cpu_count() or 1))
-        with ThreadPoolExecutor(threads, thread_name_prefix="raylake-count") as pool:
-            for i, n in zip(missing, pool.map(count, missing)):
-                counts[i] = n
-    result = tuple(int(c or 0) for c in counts)
-    if any(c < 0 for c in result):
-        raise RaylakeError(f"negative row count in a plan: {result}")
-    return result
+def table_of(table: str | Table, storage_options: Mapping[str, Any] | None) -> Table:
+    """The table itself, or the table at a URI."""
+    return table if isinstance(table, Table) else open_table(table, storage_options=storage_options)

@@ -26,13 +26,11 @@ if TYPE_CHECKING:
     import tensorflow as tf
 
 from raylake.expr import Expr
-from raylake.table import Table, open_table
-from raylake.train.convert import FEATURES, Converter, FillNull, Layout, inner_shape, numpy_dtype
+from raylake.table import Table
+from raylake.train.convert import Converter, FillNull, inner_shape, numpy_dtype
 from raylake.train.loader import ShardedLoader
+from raylake.train.setup import DEFAULT_SHUFFLE_WINDOW, check_rank, open_source, structure
 from raylake.train.source import LakeSource
-from raylake.train.stream import Block
-
-DEFAULT_SHUFFLE_WINDOW = 1 << 16
 
 
 def to_tf_dataset(
@@ -81,25 +79,25 @@ def to_tf_dataset(
         if rank is not None or world_size is not None:
             raise ValueError("pass input_context or rank/world_size, not both")
         rank, world_size = input_context.input_pipeline_id, input_context.num_input_pipelines
-    elif (rank is None) != (world_size is None):
-        raise ValueError("pass both rank and world_size, or neither")
+    else:
+        check_rank(rank, world_size)
     sharded = world_size is not None and world_size > 1
     rank, world_size = rank or 0, world_size or 1
 
-    tbl = table if isinstance(table, Table) else open_table(table, storage_options=storage_options)
-    layout = Layout.of(
-        tbl.schema, columns=columns, feature_columns=feature_columns, label_column=label_column
-    )
-    np_dtype = None if dtype is None else np.dtype(tf.as_dtype(dtype).as_numpy_dtype)
-    converter = Converter(
-        tbl.schema,
-        layout,
+    source, converter = open_source(
+        table,
+        filter=filter,
+        snapshot_id=snapshot_id,
+        storage_options=storage_options,
+        columns=columns,
+        feature_columns=feature_columns,
+        label_column=label_column,
         target="TensorFlow tensors",
-        strings=True,
-        dtype=np_dtype,
+        dtype=None if dtype is None else np.dtype(tf.as_dtype(dtype).as_numpy_dtype),
         fill_null=fill_null,
+        strings=True,
     )
-    source = LakeSource.open(tbl, columns=layout.columns, filter=filter, snapshot_id=snapshot_id)
+    layout = converter.layout
     loader = ShardedLoader(
         source,
         converter,
@@ -116,7 +114,7 @@ def to_tf_dataset(
         loader.set_epoch(epoch + passes[0] if reshuffle_each_iteration else epoch)
         passes[0] += 1
         for block in loader.batches(rank, world_size, 0, 1):
-            yield _structure(layout, block)
+            yield structure(layout, block)
 
     ds = tf.data.Dataset.from_generator(generate, output_signature=signature)
     # The exact step count (the same on every pipeline) lets Keras size its epochs.
@@ -159,11 +157,3 @@ def _tensorflow() -> Any:
     except ImportError as exc:  # found but broken, e.g. a missing shared library
         raise MissingDependencyError("tensorflow", "tf") from exc
     return tensorflow
-
-
-def _structure(layout: Layout, block: Block) -> Any:
-    if layout.features is not None:
-        features = block[FEATURES]
-        return features if layout.label is None else (features, block[layout.label])
-    named = {c: block[c] for c in layout.named}
-    return named if layout.label is None else (named, block[layout.label])

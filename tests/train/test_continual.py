@@ -133,3 +133,19 @@ def test_a_position_of_another_table_or_seed_is_refused(
         LakeStreamDataset(tbl).load_state_dict({"epoch": 1})
     with pytest.raises(ResumeStateError, match="not been iterated"):
         LakeStreamDataset(tbl).state_dict()
+
+
+def test_consumers_read_no_latest_hint_per_plan(tbl: raylake.Table) -> None:
+    """Catch-up is off, so a poll does not ask the ``LATEST`` hint how far behind it is:
+    the hint reads do not grow with the number of plans (counted on the real files)."""
+    from raylake.testing.counting_fs import PROTOCOL, register
+
+    fs = register()
+    counted = raylake.open_table(f"{PROTOCOL}://{tbl.uri}")
+    hint_reads = []
+    for until in (1, 5):
+        ds = LakeStreamDataset(counted, start="earliest", batch_size=8, until_snapshot=until)
+        fs.reads.clear()
+        assert len(ids_of(list(ds))) == 37 * until
+        hint_reads.append(fs.count("snapshot/LATEST"))
+    assert hint_reads[0] == hint_reads[1]

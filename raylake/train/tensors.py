@@ -1,0 +1,135 @@
+"""Numpy blocks to torch tensors in the batch structure the user asked for, on the
+device asked for: what the torch datasets and ``iter_torch_batches`` share."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from raylake.errors import UnsupportedOperationError
+from raylake.train.convert import FEATURES, Layout
+from raylake.train.device import DeviceCopy
+from raylake.train.loader import Feed, Transform
+from raylake.train.prefetch import check_count, staged
+from raylake.train.setup import structure
+from raylake.train.stream import Block
+
+_NUMPY_OF = {
+    torch.float16: np.float16,
+    torch.float32: np.float32,
+    torch.float64: np.float64,
+    torch.int8: np.int8,
+    torch.int16: np.int16,
+    torch.int32: np.int32,
+    torch.int64: np.int64,
+    torch.uint8: np.uint8,
+    torch.bool: np.bool_,
+}
+
+
+def to_tensor(array: np.ndarray) -> torch.Tensor:
+    """A tensor over the array's memory (no copy); read-only Arrow views go through DLPack."""
+    if array.flags.writeable:
+        return torch.from_numpy(array)
+    return torch.from_dlpack(array)
+
+
+def numpy_dtype_for(dtype: torch.dtype | None) -> np.dtype | None:
+    """The numpy dtype to convert to; bfloat16 (unknown to numpy) is made from float32."""
+    if dtype is None:
+        return None
+    if dtype == torch.bfloat16:
+        return np.dtype(np.float32)
+    if dtype not in _NUMPY_OF:
+        raise ValueError(f"dtype {dtype} is not a tensor dtype raylake converts to")
+    return np.dtype(_NUMPY_OF[dtype])
+
+
+class TensorBatches:
+    """Numpy blocks to the batch structure the user asked for, on the right device."""
+
+    def __init__(
+        self,
+        layout: Layout,
+        dtype: torch.dtype | None,
+        transform: Transform | None,
+        device: str | torch.device | None,
+        pin_memory: bool | None,
+        prefetch: int = 0,
+    ) -> None:
+        self.layout = layout
+        self.dtype = dtype
+        self.transform = transform
+        self.device = None if device is None else torch.device(device)
+        self.pin_memory = pin_memory
+        self.prefetch = check_count("prefetch", prefetch)
+
+    def check_in_worker(self) -> None:
+        if self.pin_memory or (self.device is not None and self.device.type != "cpu"):
+            raise UnsupportedOperationError(
+                "device= and pin_memory= apply when the dataset is iterated in the main "
+                "process (num_workers=0); with DataLoader workers pass pin_memory=True to the "
+                "DataLoader and move each batch to the device in the training loop"
+            )
+
+    def tensors(self, block: Block) -> Any:
+        t = {k: to_tensor(v) for k, v in block.items()}
+        if self.dtype is not None:
+            if self.layout.features is not None:
+                if t[FEATURES].dtype != self.dtype:
+                    t[FEATURES] = t[FEATURES].to(self.dtype)
+            elif self.dtype == torch.bfloat16:
+                for c in self.layout.named:
+                    if t[c].is_floating_point():
+                        t[c] = t[c].to(self.dtype)
+        return structure(self.layout, t)
+
+    def feed(self) -> Feed:
+        """One pass's conversion: tensors, pinned and copied to the device, ``prefetch``
+        batches ahead on a thread (raylake/train/prefetch.py, device.py)."""
+        copy = DeviceCopy(self.device, self.pin_memory, self.transform)
+
+        def prepare(block: Block) -> Any:
+            return copy.prepare(self.tensors(block))
+
+        return lambda blocks: staged(blocks, prepare, copy.deliver, self.prefetch)
+
+    def __call__(self, block: Block) -> Any:
+        batch = self.tensors(block)
+        if self.pin_memory:
+            batch = tree_map(lambda x: x.pin_memory(), batch)
+        if self.device is not None and self.device.type != "cpu":
+            batch = tree_map(lambda x: x.to(self.device, non_blocking=self.pin_memory), batch)
+        return batch if self.transform is None else self.transform(batch)
+
+
+def tree_map(fn: Any, batch: Any) -> Any:
+    """``fn`` applied to every tensor of a batch structure."""
+    if isinstance(batch, torch.Tensor):
+        return fn(batch)
+    if isinstance(batch, dict):
+        return {k: tree_map(fn, v) for k, v in batch.items()}
+    return tuple(tree_map(fn, v) for v in batch)
+
+
+def distributed(rank: int | None = None, world_size: int | None = None) -> tuple[int, int]:
+    """The given rank and world size, else torch.distributed's (0 and 1 without it)."""
+    if rank is not None and world_size is not None:
+        return rank, world_size
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def unbind(batch: Any, n: int) -> list[Any]:
+    """A batch structure of ``n`` rows as the list of its ``n`` samples."""
+    if isinstance(batch, torch.Tensor):
+        return list(batch.unbind(0))
+    if isinstance(batch, dict):
+        columns = {k: unbind(v, n) for k, v in batch.items()}
+        return [{k: columns[k][i] for k in columns} for i in range(n)]
+    parts = [unbind(v, n) for v in batch]
+    return [tuple(p[i] for p in parts) for i in range(n)]

@@ -1,0 +1,179 @@
+"""The PyTorch iterable dataset over a pinned snapshot (docs/training.md).
+
+Batches for ``DataLoader(ds, batch_size=None, num_workers=k)`` under DDP; every
+(rank, worker) reads a disjoint part and together they read the pinned snapshot
+exactly once per epoch, in an order that does not depend on the world size or the
+worker count; every rank takes the same number of steps; the position resumes
+through ``state_dict`` / ``load_state_dict`` (StatefulDataLoader included), also
+under another world size or worker count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import torch
+from torch.utils.data import IterableDataset, get_worker_info
+
+from raylake.expr import Expr
+from raylake.table import Table
+from raylake.train.convert import FillNull
+from raylake.train.loader import ShardedLoader, Transform
+from raylake.train.prefetch import DEFAULT_BATCHES, DEFAULT_PIECES, check_count
+from raylake.train.setup import DEFAULT_SHUFFLE_WINDOW, check_rank, open_source
+from raylake.train.tensors import TensorBatches, distributed, numpy_dtype_for
+from raylake.train.workers import WorkerPasses
+
+
+class LakeIterableDataset(IterableDataset):
+    """Batches of a raylake table for ``DataLoader(ds, batch_size=None, num_workers=k)``.
+
+    The snapshot is pinned when the dataset is made (the latest, or ``snapshot_id``),
+    and the exact row count of every piece is taken then (from manifests, or by one
+    counting read when a filter or a primary-key merge decides it).
+
+    ``rank`` / ``world_size`` default to ``torch.distributed``'s (0 / 1 without it);
+    the DataLoader's workers are found by ``get_worker_info``. ``shuffle`` permutes
+    the pieces (row groups, merge sections) and the rows within windows of
+    ``shuffle_window`` rows, by ``seed`` and the epoch (``set_epoch``). The rows that
+    do not fill a last round of full batches are spread over the ranks as one smaller
+    batch each (``drop_last=False``; ranks short of a row repeat one of the first rows)
+    or dropped (``drop_last=True``). ``len(ds)`` is the number of batches every rank
+    reads in an epoch.
+
+    Read-ahead (docs/training.md): up to ``read_ahead`` pieces are read concurrently
+    ahead of the one being converted, and ``prefetch`` batches are converted (and
+    transformed, and copied to ``device``) on a thread ahead of the consumer (0: on
+    the consumer's thread). Iterated directly in the main process, with
+    ``device="cuda"``, batches arrive pinned and copied on a side CUDA stream.
+    """
+
+    def __init__(
+        self,
+        table: str | Table,
+        *,
+        columns: Sequence[str] | None = None,
+        feature_columns: Sequence[str] | None = None,
+        label_column: str | None = None,
+        filter: str | Expr | None = None,
+        snapshot_id: int | None = None,
+        batch_size: int = 1024,
+        shuffle: bool = True,
+        seed: int = 0,
+        drop_last: bool = False,
+        transform: Transform | None = None,
+        dtype: torch.dtype | None = None,
+        fill_null: FillNull = None,
+        shuffle_window: int = DEFAULT_SHUFFLE_WINDOW,
+        rank: int | None = None,
+        world_size: int | None = None,
+        device: str | torch.device | None = None,
+        pin_memory: bool | None = None,
+        prefetch: int = DEFAULT_BATCHES,
+        read_ahead: int = DEFAULT_PIECES,
+        storage_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__()
+        check_rank(rank, world_size)
+        check_count("prefetch", prefetch)
+        check_count("read_ahead", read_ahead)
+        source, converter = open_source(
+            table,
+            filter=filter,
+            snapshot_id=snapshot_id,
+            storage_options=storage_options,
+            columns=columns,
+            feature_columns=feature_columns,
+            label_column=label_column,
+            target="torch tensors",
+            dtype=numpy_dtype_for(dtype),
+            fill_null=fill_null,
+        )
+        self._loader = ShardedLoader(
+            source,
+            converter,
+            batch_size=batch_size,
+            shuffle=shuffle,
+            seed=seed,
+            drop_last=drop_last,
+            shuffle_window=shuffle_window,
+            read_ahead=read_ahead,
+            convert_ahead=1 if prefetch else 0,  # the next window, while batches are cut
+        )
+        self._output = TensorBatches(
+            converter.layout, dtype, transform, device, pin_memory, prefetch
+        )
+        self._rank = rank
+        self._world_size = world_size
+        self._workers = WorkerPasses()
+
+    def __repr__(self) -> str:
+        s = self._loader.source
+        return (
+            f"LakeIterableDataset({s.uri!r}, snapshot={s.snapshot_id}, rows={s.total}, "
+            f"pieces={len(s.pieces)}, epoch={self.epoch})"
+        )
+
+    @property
+    def snapshot_id(self) -> int | None:
+        return self._loader.source.snapshot_id
+
+    @property
+    def num_rows(self) -> int:
+        """Rows of the pinned snapshot that the filter keeps (one epoch, all ranks)."""
+        return self._loader.source.total
+
+    @property
+    def epoch(self) -> int:
+        return self._loader.epoch
+
+    def set_epoch(self, epoch: int) -> None:
+        """Read epoch ``epoch``'s order next (call it at the start of every epoch)."""
+        self._loader.set_epoch(epoch)
+        self._workers.position_set()
+
+    def rank_and_world_size(self) -> tuple[int, int]:
+        return distributed(self._rank, self._world_size)
+
+    def __len__(self) -> int:
+        return self._loader.steps(self.rank_and_world_size()[1])
+
+    def __iter__(self) -> Iterator[Any]:
+        self._workers.pass_started()
+        info = get_worker_info()
+        if info is None:
+            return self.iter_shard(0, 1)
+        self._output.check_in_worker()
+        return self.iter_shard(info.id, info.num_workers)
+
+    def iter_shard(self, worker: int = 0, num_workers: int = 1) -> Iterator[Any]:
+        """The batches of one worker of this rank (what ``__iter__`` does in a DataLoader
+        worker), for launchers that are not DataLoader."""
+        rank, world_size = self.rank_and_world_size()
+        return self._loader.batches(rank, world_size, worker, num_workers, self._output.feed())
+
+    def state_dict(self) -> dict[str, Any]:
+        """The position: the table, snapshot and order, the epoch, and what was read.
+
+        In the main process after DataLoader workers read this dataset, it raises
+        WorkerPositionError: the workers' copies read the batches (save a
+        StatefulDataLoader's ``loader.state_dict()`` instead).
+        """
+        self._workers.check(
+            "LakeIterableDataset",
+            "resume with loader.load_state_dict(saved) on a loader of the same worker "
+            "count, or with ds.load_state_dict(saved) before making the loader (any world "
+            "size or worker count)",
+        )
+        return self._loader.state_dict()
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Resume: the next pass reads exactly the rest of the saved epoch.
+
+        ``state`` is a ``state_dict()`` of this dataset or a StatefulDataLoader's whole
+        ``state_dict()`` (which also resumes with another world size or worker count). A
+        position of another table, snapshot, filter or order raises ResumeStateError.
+        """
+        self._loader.load_state_dict(state)
+        self._workers.position_set()

@@ -1,0 +1,134 @@
+"""The PyTorch dataset for continual training on a table's new commits
+(docs/training.md, raylake/train/continual.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import torch
+from torch.utils.data import IterableDataset, get_worker_info
+
+from raylake.errors import ResumeStateError
+from raylake.expr import Expr
+from raylake.streaming.reader import StreamReader
+from raylake.table import Table
+from raylake.train.continual import ContinualConfig, ContinualReader, check_resume_state
+from raylake.train.convert import FillNull
+from raylake.train.loader import Transform
+from raylake.train.setup import check_rank, table_and_converter
+from raylake.train.tensors import TensorBatches, distributed, numpy_dtype_for
+from raylake.train.workers import WorkerPasses
+
+
+class LakeStreamDataset(IterableDataset):
+    """Continual training: batches of a table's new snapshots as they are committed.
+
+    Every consumer (rank x DataLoader worker) reads each new snapshot's rows (inserts
+    and after-images of a primary-key table) and takes an equal, disjoint share, so
+    ranks take the same steps per snapshot (raylake/train/continual.py). ``start`` is
+    a stream start (``"latest"``: the current state first, ``"latest-new"``, ``"earliest"``,
+    a snapshot id). Iteration ends after ``until_snapshot``, or ``idle_timeout`` seconds
+    without a commit, else never. ``state_dict()`` is the stream position (also through
+    torchdata's StatefulDataLoader, per worker); resume with the same world size and
+    worker count.
+    """
+
+    def __init__(
+        self,
+        table: str | Table,
+        *,
+        columns: Sequence[str] | None = None,
+        feature_columns: Sequence[str] | None = None,
+        label_column: str | None = None,
+        filter: str | Expr | None = None,
+        start: Any = "latest",
+        batch_size: int = 1024,
+        shuffle: bool = True,
+        seed: int = 0,
+        drop_last: bool = False,
+        poll_interval: float = 1.0,
+        until_snapshot: int | None = None,
+        idle_timeout: float | None = None,
+        transform: Transform | None = None,
+        dtype: torch.dtype | None = None,
+        fill_null: FillNull = None,
+        rank: int | None = None,
+        world_size: int | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__()
+        check_rank(rank, world_size)
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
+        tbl, self._converter = table_and_converter(
+            table,
+            storage_options=storage_options,
+            columns=columns,
+            feature_columns=feature_columns,
+            label_column=label_column,
+            target="torch tensors",
+            dtype=numpy_dtype_for(dtype),
+            fill_null=fill_null,
+        )
+        layout = self._converter.layout
+        self._table = tbl
+        # Resolved now, once: every DataLoader worker of this rank starts at the same
+        # snapshot even if a commit lands while they start (under DDP, pass the same
+        # snapshot id or saved position to every rank).
+        start = StreamReader(tbl, start=start, prefetch=False).position
+        self._config = ContinualConfig(
+            tbl.uri, layout.columns, filter, start, batch_size, shuffle, seed, drop_last,
+            poll_interval, until_snapshot, idle_timeout,
+        )  # fmt: skip
+        self._output = TensorBatches(layout, dtype, transform, None, False)
+        self._rank = rank
+        self._world_size = world_size
+        self._resume: Mapping[str, Any] | None = None
+        self._reader: ContinualReader | None = None
+        self._workers = WorkerPasses()
+
+    def _consumer(self) -> tuple[int, int]:
+        rank, world = distributed(self._rank, self._world_size)
+        info = get_worker_info()
+        worker, workers = (0, 1) if info is None else (info.id, info.num_workers)
+        return rank * workers + worker, world * workers
+
+    def __iter__(self) -> Iterator[Any]:
+        self._workers.pass_started()
+        consumer, consumers = self._consumer()
+        resume = self._resume
+        if resume is not None:
+            check_resume_state(resume, self._table.uri, self._config.seed, (consumer, consumers))
+        self._reader = ContinualReader(
+            self._table, self._config, self._converter, consumer, consumers, resume
+        )
+        self._resume = None
+        return (self._output(b) for b in self._reader)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The stream position of this consumer (the plan being read, batches done).
+
+        In the main process after DataLoader workers read this dataset, it raises
+        WorkerPositionError: save a StatefulDataLoader's ``loader.state_dict()`` instead.
+        """
+        self._workers.check(
+            "LakeStreamDataset",
+            "resume with loader.load_state_dict(saved) on a loader of the same world size "
+            "and worker count",
+        )
+        if self._reader is None:
+            if self._resume is not None:
+                return dict(self._resume)
+            raise ResumeStateError("the dataset has not been iterated: there is no position")
+        return self._reader.state_dict()
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue from a ``state_dict()`` at the next iteration."""
+        consumer = state.get("consumer") if isinstance(state, Mapping) else None
+        if not isinstance(consumer, list | tuple) or len(consumer) != 2:
+            raise ResumeStateError(f"not a continual-training position: {state!r}")
+        check_resume_state(state, self._table.uri, self._config.seed, list(consumer))
+        self._resume = dict(state)
+        self._reader = None  # the loaded position is the answer until the next pass
+        self._workers.position_set()
