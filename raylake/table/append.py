@@ -17,7 +17,7 @@ import pyarrow.dataset as ds
 from raylake.expr import AlwaysTrue, Expr, nan_sensitive, referenced_columns, to_arrow
 from raylake.format.manifest import DataFile
 from raylake.io import FileIO
-from raylake.table.fragments import fragments_dataset, parquet_fragment
+from raylake.table.fragments import fragments_dataset, parquet_fragment, scan_arguments
 from raylake.table.kind import TableKind
 from raylake.table.rowfilter import filter_rows, widen
 from raylake.table.split import Split, pack_slices, partition_sort_key, slice_file
@@ -62,16 +62,17 @@ class AppendKind(TableKind):
         if not splits:
             return
         dataset = _dataset(ctx, splits)
+        scan = scan_arguments(ctx.file_io)
         columns = None if ctx.columns is None else list(ctx.columns)
         row_filter = None if isinstance(ctx.filter, AlwaysTrue) else to_arrow(ctx.filter)
         if not nan_sensitive(ctx.filter):
             yield from dataset.to_batches(
-                columns=columns, filter=row_filter, batch_size=ctx.batch_size
+                columns=columns, filter=row_filter, batch_size=ctx.batch_size, **scan
             )
             return
         # Filter rows only: pyarrow would prune row groups by NaN-blind statistics.
         needed = widen(columns, referenced_columns(ctx.filter), ctx.table_schema.column_names)
-        batches = dataset.to_batches(columns=needed, batch_size=ctx.batch_size)
+        batches = dataset.to_batches(columns=needed, batch_size=ctx.batch_size, **scan)
         yield from filter_rows(batches, row_filter, columns)
 
     def read_table(self, ctx: ReadContext, splits: Sequence[Split]) -> pa.Table:
@@ -82,7 +83,10 @@ class AppendKind(TableKind):
         row_filter = None if isinstance(ctx.filter, AlwaysTrue) else to_arrow(ctx.filter)
         columns = None if ctx.columns is None else list(ctx.columns)
         return _dataset(ctx, splits).to_table(
-            columns=columns, filter=row_filter, batch_size=ctx.batch_size
+            columns=columns,
+            filter=row_filter,
+            batch_size=ctx.batch_size,
+            **scan_arguments(ctx.file_io),
         )
 
     def exact_row_count(self, split: Split) -> int | None:
@@ -97,7 +101,11 @@ def _dataset(ctx: ReadContext, splits: Sequence[Split]) -> ds.FileSystemDataset:
         guarantee = _partition_guarantee(ctx, split.partition)
         fragments += [
             parquet_fragment(
-                ctx.file_io, piece.path, row_groups=piece.row_groups, partition_expression=guarantee
+                ctx.file_io,
+                piece.path,
+                row_groups=piece.row_groups,
+                partition_expression=guarantee,
+                file_size=piece.file_size,
             )
             for piece in split.files
         ]
