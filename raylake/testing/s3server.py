@@ -22,6 +22,7 @@ import sys
 import time
 import urllib.request
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterable
 from threading import Thread
 from typing import Any
@@ -50,6 +51,8 @@ class _Latency:
         self.app = app
         self.seconds = seconds
         self.requests = 0
+        # The latest requests: (method, path, Range header), for tests that count round trips.
+        self.log: deque[tuple[str, str, str | None]] = deque(maxlen=10_000)
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         path = str(environ.get("PATH_INFO", ""))
@@ -58,6 +61,7 @@ class _Latency:
             start_response("200 OK", [("Content-Type", "text/plain")])
             return [b"ok"]
         self.requests += 1
+        self.log.append((str(environ.get("REQUEST_METHOD")), path, environ.get("HTTP_RANGE")))
         if self.seconds:
             time.sleep(self.seconds)
         return self.app(environ, start_response)
@@ -94,6 +98,11 @@ class LocalS3Server:
     @property
     def requests(self) -> int:
         return self._app.requests
+
+    @property
+    def request_log(self) -> list[tuple[str, str, str | None]]:
+        """The latest requests served: (method, path, Range header)."""
+        return list(self._app.log)
 
     @property
     def storage_options(self) -> dict[str, Any]:
