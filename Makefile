@@ -46,6 +46,7 @@ bench: install
 	$(PY) bench/spark.py
 	$(PY) bench/streaming.py
 	$(PY) bench/train.py
+	$(PY) bench/object_store.py
 
 clean:
 	rm -rf $(VENV) $(WAREHOUSE) .pytest_cache .mypy_cache .ruff_cache

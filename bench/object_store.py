@@ -205,6 +205,36 @@ def ray_reads(uri: str, options: dict[str, Any], files: list[str], fs: pafs.File
     return lake, parquet
 
 
+def obstore_read(server: S3ServerProcess, bucket: str, files: list[str]) -> Callable[[], Any]:
+    """The candidate client: obstore (Rust's object_store) fetching every file whole,
+    all at once on its async runtime, then decoded by pyarrow from memory."""
+    import asyncio
+
+    import obstore
+    from obstore.store import S3Store
+
+    store = S3Store(
+        bucket,
+        endpoint=server.endpoint_url,
+        region="us-east-1",
+        access_key_id=server.access_key,
+        secret_access_key=server.secret_key,
+        client_options={"allow_http": True},
+        virtual_hosted_style_request=False,
+    )
+    keys = [f.split("/", 1)[1] for f in files]
+
+    async def fetch() -> list[Any]:
+        results = await asyncio.gather(*(obstore.get_async(store, k) for k in keys))
+        return await asyncio.gather(*(r.bytes_async() for r in results))
+
+    def run() -> None:
+        blobs = asyncio.run(fetch())
+        pa.concat_tables([pq.read_table(pa.py_buffer(b)) for b in blobs])
+
+    return run
+
+
 def writes(server: S3ServerProcess, bucket: str, data: pa.Table, fs: pafs.FileSystem) -> tuple:
     options = server.storage_options
 
@@ -232,6 +262,7 @@ def main() -> None:
     parser.add_argument("--latencies", type=float, nargs="+", default=[0, 20, 50])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--skip-ray", action="store_true")
+    parser.add_argument("--obstore", action="store_true", help="also time obstore against to_arrow")
     args = parser.parse_args()
     rows = 200_000 if args.small else args.rows
 
@@ -279,6 +310,14 @@ def main() -> None:
                 *median_alternating(lake_arrow, pa_arrow, args.repeat),
                 ">= 1.0x",
             )
+            if args.obstore:
+                report(
+                    "to_arrow vs obstore whole-file GETs",
+                    *median_alternating(
+                        lake_arrow, obstore_read(server, bucket, files), args.repeat
+                    ),
+                    "(candidate client)",
+                )
             report(
                 "loader epoch vs pyarrow->torch",
                 *median_alternating(lake_epoch, pa_epoch, args.repeat),
