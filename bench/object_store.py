@@ -205,6 +205,25 @@ def ray_reads(uri: str, options: dict[str, Any], files: list[str], fs: pafs.File
     return lake, parquet
 
 
+def piece_window(uri: str, options: dict[str, Any]) -> Callable[[], None]:
+    """The loader's pieces (row groups) read through ``LakeSource.read_piece`` with
+    ``FileIO.files_in_flight`` reads in flight, in order, as a loader's read-ahead window
+    would: the table and I/O side of an epoch, without the conversion to batches."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from raylake.train.source import LakeSource
+
+    def run() -> None:
+        clear_caches()
+        source = LakeSource.open(uri, columns=COLUMNS, storage_options=options)
+        window = source.context.file_io.files_in_flight
+        with ThreadPoolExecutor(window) as pool:
+            rows = sum(t.num_rows for t in pool.map(source.read_piece, range(len(source.pieces))))
+        assert rows == source.total
+
+    return run
+
+
 def obstore_read(server: S3ServerProcess, bucket: str, files: list[str]) -> Callable[[], Any]:
     """The candidate client: obstore (Rust's object_store) fetching every file whole,
     all at once on its async runtime, then decoded by pyarrow from memory."""
@@ -262,6 +281,7 @@ def main() -> None:
     parser.add_argument("--latencies", type=float, nargs="+", default=[0, 20, 50])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--skip-ray", action="store_true")
+    parser.add_argument("--skip-write", action="store_true", help="reads only")
     parser.add_argument("--obstore", action="store_true", help="also time obstore against to_arrow")
     args = parser.parse_args()
     rows = 200_000 if args.small else args.rows
@@ -287,6 +307,7 @@ def main() -> None:
         data_dir = f"{bucket}/lake/data"
         lake_arrow, pa_arrow, lake_epoch, pa_epoch = reads(uri, options, data_dir, fs)
         lake_write, pa_write = writes(server, bucket, data, fs)
+        lake_pieces = piece_window(uri, options)
         if not args.skip_ray:
             import ray
 
@@ -323,12 +344,21 @@ def main() -> None:
                 *median_alternating(lake_epoch, pa_epoch, args.repeat),
                 ">= 0.8x",
             )
+            report(
+                "loader pieces, files_in_flight window",
+                *median_alternating(lake_pieces, pa_epoch, args.repeat),
+                "(the I/O a loader window drives)",
+            )
+            if args.skip_write and args.skip_ray:
+                continue
             if not args.skip_ray:
                 report(
                     "read_lake vs read_parquet",
                     *median_alternating(lake_ray, pa_ray, args.repeat),
                     ">= 0.8x",
                 )
+            if args.skip_write:
+                continue
             report(
                 "write vs pq.write_to_dataset",
                 *median_alternating(lake_write, pa_write, args.repeat),
