@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import threading
 import uuid
 from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -256,7 +258,7 @@ class Uploads:
     def close(self, sink: pa.NativeFile) -> None:
         while len(self._pending) >= self.limit:
             self._pending.pop(0).result()
-        self._pending.append(_UPLOAD_POOL.submit(sink.close))
+        self._pending.append(_upload_pool().submit(sink.close))
 
     def wait(self) -> None:
         """Wait for every upload; the first failure is raised once all have ended."""
@@ -266,8 +268,18 @@ class Uploads:
             future.result()
 
 
-# Shared by all writers of the process: threads that wait on the network, not CPUs.
-_UPLOAD_POOL = ThreadPoolExecutor(16, thread_name_prefix="raylake-upload")
+_pool: tuple[int, ThreadPoolExecutor] | None = None
+_pool_lock = threading.Lock()
+
+
+def _upload_pool() -> ThreadPoolExecutor:
+    """Threads shared by all writers of the process (they wait on the network, not CPUs);
+    a new pool in a forked child, whose copy of the parent's pool has no threads."""
+    global _pool
+    with _pool_lock:
+        if _pool is None or _pool[0] != os.getpid():
+            _pool = (os.getpid(), ThreadPoolExecutor(16, thread_name_prefix="raylake-upload"))
+        return _pool[1]
 
 
 class TableWriter(Protocol):
