@@ -206,19 +206,15 @@ def ray_reads(uri: str, options: dict[str, Any], files: list[str], fs: pafs.File
 
 
 def piece_window(uri: str, options: dict[str, Any]) -> Callable[[], None]:
-    """The loader's pieces (row groups) read through ``LakeSource.read_piece`` with
+    """The loader's pieces (row groups) read through ``ReadContext.read_tables`` with
     ``FileIO.files_in_flight`` reads in flight, in order, as a loader's read-ahead window
     would: the table and I/O side of an epoch, without the conversion to batches."""
-    from concurrent.futures import ThreadPoolExecutor
-
     from raylake.train.source import LakeSource
 
     def run() -> None:
         clear_caches()
         source = LakeSource.open(uri, columns=COLUMNS, storage_options=options)
-        window = source.context.file_io.files_in_flight
-        with ThreadPoolExecutor(window) as pool:
-            rows = sum(t.num_rows for t in pool.map(source.read_piece, range(len(source.pieces))))
+        rows = sum(t.num_rows for t in source.context.read_tables(source.pieces))
         assert rows == source.total
 
     return run

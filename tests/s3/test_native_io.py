@@ -187,3 +187,17 @@ def test_pickled_file_io_carries_no_filesystem_and_no_secret(
     assert b"S3FileSystem" not in data
     copy = pickle.loads(data)
     assert isinstance(copy.arrow_filesystem(), pafs.S3FileSystem)
+
+
+def test_read_tables_returns_each_split_in_order_with_a_window_in_flight(
+    s3_bucket: str, storage_options: dict[str, Any]
+) -> None:
+    tbl = _write(f"s3://{s3_bucket}/window", storage_options, files=6)
+    scan = tbl.scan()
+    pieces = scan.with_split_size(1).plan()
+    assert len(pieces) == 6
+    tables = list(scan.read_context().read_tables(pieces))
+    assert [t.num_rows for t in tables] == [p.row_count for p in pieces]
+    expected = [scan.read_context().read_table([p])["id"].to_pylist() for p in pieces]
+    assert [t["id"].to_pylist() for t in tables] == expected
+    assert sorted(i for ids in expected for i in ids) == list(range(600))
