@@ -221,7 +221,7 @@ def piece_window(uri: str, options: dict[str, Any]) -> Callable[[], None]:
 
 
 def obstore_read(server: S3ServerProcess, bucket: str, files: list[str]) -> Callable[[], Any]:
-    """The candidate client: obstore (Rust's object_store) fetching every file whole,
+    """The candidate client: obstore (Rust's object_store) getting every file whole,
     all at once on its async runtime, then decoded by pyarrow from memory."""
     import asyncio
 
@@ -239,12 +239,12 @@ def obstore_read(server: S3ServerProcess, bucket: str, files: list[str]) -> Call
     )
     keys = [f.split("/", 1)[1] for f in files]
 
-    async def fetch() -> list[Any]:
+    async def get_all() -> list[Any]:
         results = await asyncio.gather(*(obstore.get_async(store, k) for k in keys))
         return await asyncio.gather(*(r.bytes_async() for r in results))
 
     def run() -> None:
-        blobs = asyncio.run(fetch())
+        blobs = asyncio.run(get_all())
         pa.concat_tables([pq.read_table(pa.py_buffer(b)) for b in blobs])
 
     return run

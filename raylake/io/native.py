@@ -27,7 +27,7 @@ S3_PROTOCOLS = frozenset({"s3", "s3a"})
 # 16 files in flight need ~32 threads to reach the store's limit.
 REMOTE_IO_THREADS = 32
 
-# s3fs options that change nothing about how a data file is fetched.
+# s3fs options that change nothing about how a data file is read.
 _HARMLESS = frozenset(
     {
         "default_block_size",
