@@ -57,6 +57,7 @@ bench: install
 	$(PY) bench/streaming.py
 	$(PY) bench/changes.py
 	$(PY) bench/train.py
+	$(PY) bench/object_store.py
 
 # pypaimon pins pyarrow<20, so it lives in its own environment, never in $(VENV):
 # it writes the Paimon fixture tables (tests/paimon/fixtures) and runs the peer benchmarks.

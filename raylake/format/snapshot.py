@@ -12,6 +12,7 @@ import json
 import logging
 import re
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Literal
@@ -160,12 +161,21 @@ class SnapshotManager:
         request, while an existence check of a missing key costs two (HEAD, then LIST).
         """
         hint = self.read_hint()
-        found = None if hint is None else self.read_if_present(hint)
+        found = following = None
+        if hint is not None and self.file_io.is_remote:
+            # The hint is usually right: read it and the next one at once, one round
+            # trip instead of two before a scan's first data request (issue 16).
+            with ThreadPoolExecutor(2, thread_name_prefix="raylake-snapshot") as pool:
+                found, following = pool.map(self.read_if_present, (hint, hint + 1))
+        elif hint is not None:
+            found = self.read_if_present(hint)
+            following = None if found is None else self.read_if_present(hint + 1)
         if found is None:  # no hint, or it names an expired snapshot: list
             ids = self.snapshot_ids()
             return self.get(ids[-1]) if ids else None
-        while (following := self.read_if_present(found.id + 1)) is not None:
+        while following is not None:
             found = following
+            following = self.read_if_present(found.id + 1)
         return found
 
     def read_if_present(self, snapshot_id: int) -> Snapshot | None:

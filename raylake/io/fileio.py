@@ -4,6 +4,15 @@ Paths given to FileIO are relative to the table root, so metadata never stores
 absolute paths and a table can be copied or moved. FileIO pickles without its
 filesystem objects (they are rebuilt lazily), so Ray tasks and Spark executors
 can carry it cheaply.
+
+FileIO decides which client serves which operation, so table code never asks
+(docs/object-stores.md, "Which client does what"):
+
+- data files (Parquet reads, ranged and concurrent, and uploads) go through
+  :meth:`arrow_filesystem`: pyarrow's native client where pyarrow has one for the
+  store (local files, S3), else the fsspec filesystem wrapped for pyarrow;
+- metadata reads (one GET each), listings, deletes and the commit's
+  create-if-absent (S3's conditional PUT) go through fsspec (:attr:`fs`).
 """
 
 from __future__ import annotations
@@ -23,11 +32,16 @@ import pyarrow.fs as pafs
 from fsspec.implementations.local import LocalFileSystem
 
 from raylake.io.credentials import StorageOptions
+from raylake.io.native import native_filesystem
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 _TRANSIENT_ATTEMPTS = 3
+LOCAL_FILES_IN_FLIGHT = 4  # pyarrow.dataset's default fragment readahead
+REMOTE_FILES_IN_FLIGHT = 16
+# Stores without directories: a makedirs there is a request (s3fs checks the bucket) for nothing.
+OBJECT_STORES = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss"})
 # Serializes create-if-absent on non-local filesystems within a process: fsspec's "xb" is
 # often check-then-write in Python (memory:// is), so two threads could both "create" a file.
 _CREATE_LOCK = threading.Lock()
@@ -127,16 +141,37 @@ class FileIO:
     def is_local(self) -> bool:
         return isinstance(self.fs, LocalFileSystem)
 
+    @property
+    def protocol(self) -> str:
+        """The URI's scheme (``s3``, ``memory``...); ``file`` for plain paths."""
+        scheme = self.uri.split("://", 1)[0] if "://" in self.uri else "file"
+        return scheme.lower()
+
+    @property
+    def is_remote(self) -> bool:
+        """Whether every request is a network round trip (object stores, HDFS, HTTP...)."""
+        return not self.is_local and self.protocol != "memory"
+
+    @property
+    def files_in_flight(self) -> int:
+        """How many data files a scan reads at once: more where each request waits on
+        the network, so that round trips overlap (issue 16, measured in
+        bench/object_store.py); pyarrow's default where the disk answers at once."""
+        return REMOTE_FILES_IN_FLIGHT if self.is_remote else LOCAL_FILES_IN_FLIGHT
+
     def full_path(self, rel: str) -> str:
         return posixpath.join(self.root, rel) if rel else self.root
 
     def arrow_filesystem(self) -> pafs.FileSystem:
-        """A pyarrow filesystem over the same files; native for local paths (faster)."""
+        """The pyarrow filesystem that serves data files over the same paths as :attr:`fs`:
+        pyarrow's native client where it has one (local files, S3), else fsspec wrapped."""
         if self._arrow_fs is None:
             if self.is_local:
-                self._arrow_fs = pafs.LocalFileSystem()
+                arrow_fs: pafs.FileSystem = pafs.LocalFileSystem()
             else:
-                self._arrow_fs = pafs.PyFileSystem(pafs.FSSpecHandler(self.fs))
+                native = native_filesystem(self.protocol, self.storage_options, self.root)
+                arrow_fs = native or pafs.PyFileSystem(pafs.FSSpecHandler(self.fs))
+            self._arrow_fs = arrow_fs
         return self._arrow_fs
 
     # -- reads ---------------------------------------------------------------------------
@@ -176,7 +211,7 @@ class FileIO:
     def write_bytes(self, rel: str, data: bytes) -> None:
         """Write a whole file, replacing any file at that path."""
         path = self.full_path(rel)
-        self.fs.makedirs(posixpath.dirname(path), exist_ok=True)
+        self.makedirs(posixpath.dirname(rel))
         if self.is_local:
             # Write then rename, so a reader never sees half a file.
             tmp = f"{path}.{uuid.uuid4().hex}.tmp"
@@ -198,7 +233,7 @@ class FileIO:
         and concurrent writers from several machines need an external lock.
         """
         path = self.full_path(rel)
-        self.fs.makedirs(posixpath.dirname(path), exist_ok=True)
+        self.makedirs(posixpath.dirname(rel))
         if self.is_local:
             return _link_create(path, data)
         try:
@@ -231,6 +266,8 @@ class FileIO:
                 logger.warning("could not delete %s: %s", rel, exc)
 
     def makedirs(self, rel: str) -> None:
+        if self.protocol in OBJECT_STORES:
+            return  # no directories to make: a key's prefix exists once the key does
         self.fs.makedirs(self.full_path(rel), exist_ok=True)
 
 

@@ -18,8 +18,9 @@ from raylake.expr import AlwaysTrue, Expr, nan_sensitive, referenced_columns, to
 from raylake.format.manifest import DataFile
 from raylake.io import FileIO
 from raylake.table.changes import InsertSplit, RemovedSplit
-from raylake.table.fragments import fragments_dataset, parquet_fragment
+from raylake.table.fragments import fragments_dataset, parquet_fragment, scan_arguments
 from raylake.table.kind import TableKind
+from raylake.table.readahead import read_ahead
 from raylake.table.rowfilter import filter_rows, widen
 from raylake.table.split import Split, pack_slices, partition_sort_key, slice_file
 from raylake.table.writer import AppendTableWriter, TableWriter
@@ -64,16 +65,17 @@ class AppendKind(TableKind):
         if not splits:
             return
         dataset = _dataset(ctx, splits)
+        scan = scan_arguments(ctx.file_io)
         columns = None if ctx.columns is None else list(ctx.columns)
         row_filter = None if isinstance(ctx.filter, AlwaysTrue) else to_arrow(ctx.filter)
         if not nan_sensitive(ctx.filter):
             yield from dataset.to_batches(
-                columns=columns, filter=row_filter, batch_size=ctx.batch_size
+                columns=columns, filter=row_filter, batch_size=ctx.batch_size, **scan
             )
             return
         # Filter rows only: pyarrow would prune row groups by NaN-blind statistics.
         needed = widen(columns, referenced_columns(ctx.filter), ctx.table_schema.column_names)
-        batches = dataset.to_batches(columns=needed, batch_size=ctx.batch_size)
+        batches = dataset.to_batches(columns=needed, batch_size=ctx.batch_size, **scan)
         yield from filter_rows(batches, row_filter, columns)
 
     def read_table(self, ctx: ReadContext, splits: Sequence[Split]) -> pa.Table:
@@ -83,8 +85,24 @@ class AppendKind(TableKind):
             return super().read_table(ctx, splits)
         row_filter = None if isinstance(ctx.filter, AlwaysTrue) else to_arrow(ctx.filter)
         columns = None if ctx.columns is None else list(ctx.columns)
-        return _dataset(ctx, splits).to_table(
-            columns=columns, filter=row_filter, batch_size=ctx.batch_size
+        dataset = _dataset(ctx, splits)
+        fragments = list(dataset.get_fragments())
+        if ctx.file_io.is_remote and len(fragments) > 1 and columns != []:
+            # On an object store, files read on a pool of their own beat one scanner's
+            # fragment readahead (bench/object_store.py): each file's footer and row
+            # groups are requested as soon as a thread is free, not as the scanner's
+            # batch queue drains. The result is the whole table either way.
+            def read(fragment: ds.Fragment) -> pa.Table:
+                one = fragments_dataset(ctx.file_io, dataset.schema, [fragment])
+                return one.to_table(columns=columns, filter=row_filter, batch_size=ctx.batch_size)
+
+            window = ctx.file_io.files_in_flight
+            return pa.concat_tables(list(read_ahead(read, fragments, window)))
+        return dataset.to_table(
+            columns=columns,
+            filter=row_filter,
+            batch_size=ctx.batch_size,
+            **scan_arguments(ctx.file_io),
         )
 
     def exact_row_count(self, split: Split) -> int | None:
@@ -118,7 +136,11 @@ def _dataset(ctx: ReadContext, splits: Sequence[Split]) -> ds.FileSystemDataset:
         guarantee = _partition_guarantee(ctx, split.partition)
         fragments += [
             parquet_fragment(
-                ctx.file_io, piece.path, row_groups=piece.row_groups, partition_expression=guarantee
+                ctx.file_io,
+                piece.path,
+                row_groups=piece.row_groups,
+                partition_expression=guarantee,
+                file_size=piece.file_size,
             )
             for piece in split.files
         ]

@@ -10,6 +10,7 @@ what a user of ``pyarrow.dataset`` gets by keeping a dataset object around
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -29,11 +30,13 @@ def parquet_fragment(
     *,
     row_groups: Sequence[int] | None = None,
     partition_expression: pc.Expression | None = None,
+    file_size: int | None = None,
 ) -> ds.ParquetFileFragment:
     """The fragment of one data file (or some of its row groups).
 
     A file's partition values never change, so whether a partition expression is given
-    is the only part of it that goes into the cache key.
+    is the only part of it that goes into the cache key. ``file_size`` (from the
+    manifest) saves the request that would ask an object store for it.
     """
     groups = None if row_groups is None else tuple(row_groups)
     key = (file_io.uri, rel_path, groups, partition_expression is None)
@@ -44,6 +47,7 @@ def parquet_fragment(
             filesystem=file_io.arrow_filesystem(),
             partition_expression=partition_expression,
             row_groups=None if groups is None else list(groups),
+            file_size=file_size or None,
         ),
     )
 
@@ -54,6 +58,19 @@ def fragments_dataset(
     return ds.FileSystemDataset(
         list(fragments), schema=schema, format=PARQUET, filesystem=file_io.arrow_filesystem()
     )
+
+
+def scan_arguments(file_io: FileIO) -> dict[str, Any]:
+    """Arguments of ``Dataset.to_batches``/``to_table`` that keep enough requests in
+    flight for the store: ``files_in_flight`` files at once (a window, not the whole
+    table), each pre-buffered (one coalesced ranged read per row group's columns)."""
+    return {
+        "fragment_readahead": file_io.files_in_flight,
+        "fragment_scan_options": _SCAN_OPTIONS,
+    }
+
+
+_SCAN_OPTIONS = ds.ParquetFragmentScanOptions(pre_buffer=True)
 
 
 def clear_fragment_cache() -> None:

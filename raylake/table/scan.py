@@ -9,7 +9,7 @@ every file), then packed into splits. Reading goes through one kernel,
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -40,6 +40,7 @@ from raylake.io import FileIO
 from raylake.table.args import as_of_arg, columns_arg, snapshot_id_arg
 from raylake.table.counting import count_rows
 from raylake.table.kind import kind_of
+from raylake.table.readahead import read_ahead
 from raylake.table.split import Split
 
 
@@ -97,6 +98,13 @@ class ReadContext:
     def read_table(self, splits: Sequence[Split]) -> pa.Table:
         """All rows of many splits as one table (the same rows as ``read_all``)."""
         return kind_of(self.table_schema).read_table(self, splits)
+
+    def read_tables(self, splits: Iterable[Split], window: int | None = None) -> Iterator[pa.Table]:
+        """Each split's rows as a table, in order, with ``window`` split reads in flight
+        (default: ``FileIO.files_in_flight``, more on remote stores); memory holds a
+        window of splits, never all of them (raylake/table/readahead.py)."""
+        size = self.file_io.files_in_flight if window is None else window
+        return read_ahead(lambda split: self.read_table([split]), splits, size)
 
 
 @dataclass(frozen=True)

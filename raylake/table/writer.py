@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import threading
 import uuid
 from collections.abc import Iterable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import quote
@@ -118,6 +121,8 @@ class RollingFileWriter:
         self._buffered_rows = 0
         self._buffered_bytes = 0
         self._writer: pq.ParquetWriter | None = None
+        self._sink: pa.NativeFile | None = None
+        self._uploads = Uploads() if file_io.is_remote else None
         self._path = ""
         self._stats: StatsCollector | None = None
         self._row_group_rows: list[int] = []
@@ -164,10 +169,15 @@ class RollingFileWriter:
         self.file_io.makedirs(directory)
         self._path = f"{directory}/{self.prefix}-{uuid.uuid4().hex}.parquet"
         compression = None if self.options.compression == "none" else self.options.compression
+        # Our own sink: its position after the footer is the file's size (no request to
+        # ask the store for it), and on an object store it is closed, which is the
+        # upload, beside the next file's encoding (Uploads).
+        self._sink = self.file_io.arrow_filesystem().open_output_stream(
+            self.file_io.full_path(self._path)
+        )
         self._writer = pq.ParquetWriter(
-            self.file_io.full_path(self._path),
+            self._sink,
             self.schema,
-            filesystem=self.file_io.arrow_filesystem(),
             compression=compression,
             # Random floats never repeat: trying to dictionary-encode them doubles the
             # write time and grows the file (measured in bench/merge.py's data).
@@ -177,15 +187,20 @@ class RollingFileWriter:
         self._row_group_rows, self._row_group_sizes = [], []
 
     def _close_file(self) -> None:
-        assert self._writer is not None and self._stats is not None
+        assert self._writer is not None and self._stats is not None and self._sink is not None
         self._writer.close()
         self._writer = None
-        info = self.file_io.arrow_filesystem().get_file_info(self.file_io.full_path(self._path))
+        size = self._sink.tell()
+        if self._uploads is None:
+            self._sink.close()
+        else:
+            self._uploads.close(self._sink)
+        self._sink = None
         rows = sum(self._row_group_rows)
         self.completed.append(
             DataFile(
                 path=self._path,
-                file_size=int(info.size or 0),
+                file_size=int(size),
                 row_count=rows,
                 partition=self.partition,
                 bucket=self.bucket,
@@ -201,9 +216,12 @@ class RollingFileWriter:
         )
 
     def close(self) -> list[DataFile]:
+        """Finish every file; its data files are all complete (uploaded) on return."""
         self._flush_row_groups()
         if self._writer is not None:
             self._close_file()
+        if self._uploads is not None:
+            self._uploads.wait()
         return self.completed
 
     def abort(self) -> None:
@@ -211,10 +229,57 @@ class RollingFileWriter:
             # The file is deleted next; a failure to finish it must not hide the first error.
             with contextlib.suppress(OSError, pa.ArrowException):
                 self._writer.close()
-            self._writer = None
+                assert self._sink is not None
+                self._sink.close()
+            self._writer = self._sink = None
             self.file_io.delete_quietly([self._path])
+        if self._uploads is not None:
+            with contextlib.suppress(OSError, pa.ArrowException):
+                self._uploads.wait()
         self.file_io.delete_quietly([f.path for f in self.completed])
         self.completed = []
+
+
+class Uploads:
+    """Closes (uploads) finished files on threads, a bounded number at once.
+
+    On an object store closing a file is its upload (or the last part and the completion
+    of a multipart upload): a round trip that need not hold up the encoding of the next
+    file. At most ``limit`` uploads wait, which bounds the memory they hold. A file is
+    visible in the store only once its upload completes; a process killed before then
+    leaves no object behind (and never a commit that names one).
+    """
+
+    limit = 8
+
+    def __init__(self) -> None:
+        self._pending: list[Future[None]] = []
+
+    def close(self, sink: pa.NativeFile) -> None:
+        while len(self._pending) >= self.limit:
+            self._pending.pop(0).result()
+        self._pending.append(_upload_pool().submit(sink.close))
+
+    def wait(self) -> None:
+        """Wait for every upload; the first failure is raised once all have ended."""
+        pending, self._pending = self._pending, []
+        wait(pending)
+        for future in pending:
+            future.result()
+
+
+_pool: tuple[int, ThreadPoolExecutor] | None = None
+_pool_lock = threading.Lock()
+
+
+def _upload_pool() -> ThreadPoolExecutor:
+    """Threads shared by all writers of the process (they wait on the network, not CPUs);
+    a new pool in a forked child, whose copy of the parent's pool has no threads."""
+    global _pool
+    with _pool_lock:
+        if _pool is None or _pool[0] != os.getpid():
+            _pool = (os.getpid(), ThreadPoolExecutor(16, thread_name_prefix="raylake-upload"))
+        return _pool[1]
 
 
 class TableWriter(Protocol):

@@ -1,16 +1,28 @@
-"""A real S3-compatible HTTP server on 127.0.0.1, in-process (moto's server mode).
+"""A real S3-compatible HTTP server on 127.0.0.1 (moto's server mode).
 
 Used by the test suite and bench/ to run raylake against ``s3://`` exactly as
-against a cloud store: s3fs speaks HTTP to it, conditional writes included.
-``latency_s`` delays every request, to measure what a remote store's round
-trips cost (a cloud region is ~10-30 ms away).
+against a cloud store: s3fs and pyarrow's S3 client speak HTTP to it, conditional
+writes included. ``latency_s`` delays every request, to measure what a remote
+store's round trips cost (a cloud region is ~10-30 ms away).
+
+:class:`LocalS3Server` runs in the calling process; :class:`S3ServerProcess` runs
+it in a process of its own (``python -m raylake.testing.s3server``), so that
+throughput figures are not the server competing for the caller's GIL, and so that
+a test can kill the server in the middle of a read.
 """
 
 from __future__ import annotations
 
+import argparse
+import os
+import signal
 import socket
+import subprocess
+import sys
 import time
+import urllib.request
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterable
 from threading import Thread
 from typing import Any
@@ -28,6 +40,7 @@ try:
 except ImportError as exc:  # pragma: no cover - the test extra is installed in CI
     raise MissingDependencyError("moto[server] and boto3", "test") from exc
 
+_CONTROL = "/_raylake/latency/"
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
@@ -38,9 +51,17 @@ class _Latency:
         self.app = app
         self.seconds = seconds
         self.requests = 0
+        # The latest requests: (method, path, Range header), for tests that count round trips.
+        self.log: deque[tuple[str, str, str | None]] = deque(maxlen=10_000)
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        path = str(environ.get("PATH_INFO", ""))
+        if path.startswith(_CONTROL):  # S3 bucket names cannot start with "_"
+            self.seconds = float(path[len(_CONTROL) :])
+            start_response("200 OK", [("Content-Type", "text/plain")])
+            return [b"ok"]
         self.requests += 1
+        self.log.append((str(environ.get("REQUEST_METHOD")), path, environ.get("HTTP_RANGE")))
         if self.seconds:
             time.sleep(self.seconds)
         return self.app(environ, start_response)
@@ -56,8 +77,8 @@ class _QuietHandler(MotoRequestHandler):  # type: ignore[misc]
 class LocalS3Server:
     """Start with ``with LocalS3Server() as s3:``; ``s3.storage_options`` opens it with s3fs."""
 
-    def __init__(self, *, latency_s: float = 0.0) -> None:
-        self.port = _free_port()
+    def __init__(self, *, latency_s: float = 0.0, port: int | None = None) -> None:
+        self.port = port or _free_port()
         self.endpoint_url = f"http://127.0.0.1:{self.port}"
         self._app = _Latency(DomainDispatcherApplication(create_backend_app), latency_s)
         self._server: BaseWSGIServer | None = None
@@ -77,6 +98,11 @@ class LocalS3Server:
     @property
     def requests(self) -> int:
         return self._app.requests
+
+    @property
+    def request_log(self) -> list[tuple[str, str, str | None]]:
+        """The latest requests served: (method, path, Range header)."""
+        return list(self._app.log)
 
     @property
     def storage_options(self) -> dict[str, Any]:
@@ -104,16 +130,7 @@ class LocalS3Server:
 
     def create_bucket(self, name: str | None = None) -> str:
         """Create a bucket (names of 3+ characters) and return its name."""
-        name = name or f"raylake-{uuid.uuid4().hex[:12]}"
-        client = boto3.client(
-            "s3",
-            endpoint_url=self.endpoint_url,
-            region_name="us-east-1",
-            aws_access_key_id=self.access_key,
-            aws_secret_access_key=self.secret_key,
-        )
-        client.create_bucket(Bucket=name)
-        return name
+        return _create_bucket(self.endpoint_url, self.access_key, self.secret_key, name)
 
     def __enter__(self) -> LocalS3Server:
         return self.start()
@@ -122,7 +139,96 @@ class LocalS3Server:
         self.stop()
 
 
+class S3ServerProcess:
+    """The same server in a child process; ``kill()`` drops it at once, mid-request."""
+
+    def __init__(self, *, latency_s: float = 0.0) -> None:
+        self.port = _free_port()
+        self.endpoint_url = f"http://127.0.0.1:{self.port}"
+        self.access_key = "raylake-test-key"
+        self.secret_key = f"raylake-test-secret-{uuid.uuid4().hex}"
+        self._latency_s = latency_s
+        self._child: subprocess.Popen[bytes] | None = None
+
+    storage_options = LocalS3Server.storage_options
+
+    @property
+    def latency_s(self) -> float:
+        return self._latency_s
+
+    @latency_s.setter
+    def latency_s(self, seconds: float) -> None:
+        url = f"{self.endpoint_url}{_CONTROL}{seconds}"
+        with urllib.request.urlopen(urllib.request.Request(url, method="POST"), timeout=10):
+            pass
+        self._latency_s = seconds
+
+    def start(self, timeout_s: float = 60.0) -> S3ServerProcess:
+        command = [sys.executable, "-m", "raylake.testing.s3server", "--port", str(self.port)]
+        command += ["--latency", str(self._latency_s)]
+        self._child = subprocess.Popen(command, start_new_session=True)
+        deadline = time.monotonic() + timeout_s
+        while not _accepts(self.port):
+            if self._child.poll() is not None or time.monotonic() > deadline:
+                self.kill()
+                raise RuntimeError(f"the S3 server process did not start on port {self.port}")
+            time.sleep(0.05)
+        return self
+
+    def kill(self) -> None:
+        """Stop the server without a goodbye: connections in flight are cut."""
+        if self._child is not None and self._child.poll() is None:
+            os.killpg(self._child.pid, signal.SIGKILL)
+            self._child.wait(timeout=30)
+
+    stop = kill
+
+    def create_bucket(self, name: str | None = None) -> str:
+        return _create_bucket(self.endpoint_url, self.access_key, self.secret_key, name)
+
+    def __enter__(self) -> S3ServerProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill()
+
+
+def _create_bucket(endpoint_url: str, key: str, secret: str, name: str | None) -> str:
+    name = name or f"raylake-{uuid.uuid4().hex[:12]}"
+    client = boto3.client(
+        "s3",
+        endpoint_url=endpoint_url,
+        region_name="us-east-1",
+        aws_access_key_id=key,
+        aws_secret_access_key=secret,
+    )
+    client.create_bucket(Bucket=name)
+    return name
+
+
+def _accepts(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="moto's S3 server on 127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds per request")
+    args = parser.parse_args()
+    server = LocalS3Server(latency_s=args.latency, port=args.port)
+    server._server = make_server(
+        "127.0.0.1", server.port, server._app, threaded=True, request_handler=_QuietHandler
+    )
+    server._server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

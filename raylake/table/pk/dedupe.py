@@ -63,7 +63,7 @@ def scan_newest_first(
         for f in sorted(section, key=lambda f: f.max_sequence, reverse=True):
             ordered.append(f)
             section_of[f.path] = i
-    fragments = [parquet_fragment(file_io, f.path) for f in ordered]
+    fragments = [parquet_fragment(file_io, f.path, file_size=f.file_size) for f in ordered]
     dataset = fragments_dataset(file_io, file_schema(ts), fragments)
     paths = {file_io.full_path(f.path): f.path for f in ordered}
     # Without -D rows the row kinds decide nothing: do not even decode them.

@@ -236,7 +236,7 @@ def _single_batches(ctx: Any, plan: ReadPlan, files: list[FileSlice]) -> Iterato
     A ``rows_only`` filter is not pushed (pyarrow would prune row groups by statistics
     that ignore NaN): its columns are read too, and it is applied to the rows.
     """
-    fragments = [parquet_fragment(ctx.file_io, f.path) for f in files]
+    fragments = [parquet_fragment(ctx.file_io, f.path, file_size=f.file_size) for f in files]
     dataset = fragments_dataset(ctx.file_io, file_schema(ctx.table_schema), fragments)
     condition = None if plan.rows_only else plan.full_filter
     if any(f.delete_row_count for f in files):
@@ -259,15 +259,14 @@ def read_file(
     key_filter: pc.Expression | None = None,
 ) -> pa.Table:
     """One data file's columns, with ``_rl_seq`` made effective (its sequence base added)."""
-    fs = file_io.arrow_filesystem()
-    path = file_io.full_path(f.path)
+    fragment = parquet_fragment(file_io, f.path, file_size=f.file_size)
     if key_filter is None:
         # The Parquet reader decodes the columns of a row group in parallel; a dataset
-        # scan of one file would decode a whole row group on one thread.
-        with fs.open_input_file(path) as source:
+        # scan of one file would decode a whole row group on one thread. Opened through
+        # the fragment, which knows the file's size (no request to ask the store).
+        with fragment.open() as source:
             pa_table = pq.ParquetFile(source).read(columns=list(columns), use_threads=True)
     else:
-        fragment = parquet_fragment(file_io, f.path)
         pa_table = fragment.to_table(
             schema=file_schema(ts), columns=list(columns), filter=key_filter
         )
