@@ -33,7 +33,7 @@ from raylake.table import CommitMessage, Snapshot, Table, open_table
 from raylake.table.catalog import open_or_create_table, table_columns, table_exists
 from raylake.table.conform import check_schema as check_table_schema
 from raylake.table.table import SCHEMA_DIR, create_writer
-from raylake.table.writer import DATA_DIR
+from raylake.table.writer import DATA_DIR, writing
 
 if TYPE_CHECKING:
     from raylake.datasource._ray_compat import TaskContext
@@ -171,14 +171,11 @@ class LakeDatasink(Datasink[TaskCommit]):
         """Write this task's blocks into data files; on any error delete them and re-raise."""
         if self._table_schema is None:
             raise RuntimeError("LakeDatasink.write called before on_write_start")
-        writer = create_writer(self.file_io, self._table_schema, file_prefix=self._file_prefix)
-        try:
+        new_writer = create_writer(self.file_io, self._table_schema, file_prefix=self._file_prefix)
+        with writing(new_writer) as writer:
             for block in blocks:
                 writer.write(BlockAccessor.for_block(block).to_arrow())
             messages = writer.prepare_commit()
-        except BaseException:
-            writer.abort()
-            raise
         return TaskCommit(ctx.task_idx, tuple(messages))
 
     @property

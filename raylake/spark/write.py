@@ -39,7 +39,7 @@ from raylake.table.catalog import open_or_create_table
 from raylake.table.conform import check_schema
 from raylake.table.kind import kind_of
 from raylake.table.table import create_writer
-from raylake.table.writer import DATA_DIR, abort_messages
+from raylake.table.writer import DATA_DIR, abort_messages, writing
 
 logger = logging.getLogger(__name__)
 
@@ -169,15 +169,11 @@ def _write_task(job: _WriteJob, batches: Iterator[pa.RecordBatch]) -> Iterator[p
     partition = context.partitionId() if context else 0
     attempt = context.attemptNumber() if context else 0
     prefix = f"{job.prefix}-p{partition}-a{attempt}"
-    writer = create_writer(job.file_io, job.table_schema, file_prefix=prefix)
-    try:
+    with writing(create_writer(job.file_io, job.table_schema, file_prefix=prefix)) as writer:
         for batch in batches:
             if batch.num_rows:
                 writer.write(pa.Table.from_batches([batch]))
         messages = writer.prepare_commit()
-    except BaseException:
-        writer.abort()
-        raise
     yield pa.RecordBatch.from_pydict(
         {"partition": [partition], "attempt": [attempt], "messages": [pickle.dumps(messages)]},
         schema=pa.schema(
