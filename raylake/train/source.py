@@ -26,8 +26,9 @@ import pyarrow as pa
 
 from raylake.errors import CorruptMetadataError, RaylakeError
 from raylake.expr import AlwaysTrue, Expr
-from raylake.table import ReadContext, Split, Table, open_table
+from raylake.table import Split, Table, open_table
 from raylake.table.kind import kind_of
+from raylake.table.scan import ReadContext
 
 
 @dataclass(frozen=True)
