@@ -19,8 +19,7 @@ import torch
 from torch.utils.data import DataLoader
 
 import raylake
-from raylake.train.loader import consumed_rows
-from raylake.train.torch import LakeIterableDataset, LakeMapDataset
+from raylake.train import LakeIterableDataset, LakeMapDataset, consumed_rows
 
 FEATURES = [f"f{i}" for i in range(16)]
 SCHEMA = pa.schema(

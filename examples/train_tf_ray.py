@@ -2,7 +2,7 @@
 
 1. ``datasets={"train": read_lake(...)}`` and, in each worker,
    ``ray.train.get_dataset_shard("train").to_tf(...)``;
-2. ``raylake.train.tf.to_tf_dataset`` through
+2. ``raylake.train.to_tf_dataset`` through
    ``strategy.distribute_datasets_from_function``: each worker's ``InputContext``
    makes it one input pipeline of two, reading its exact share.
 
@@ -42,7 +42,7 @@ def train_loop(config: dict[str, Any]) -> None:
     import ray.train
     import tensorflow as tf
 
-    from raylake.train.tf import to_tf_dataset
+    from raylake.train import to_tf_dataset
 
     ctx = ray.train.get_context()
     rank, world = ctx.get_world_rank(), ctx.get_world_size()

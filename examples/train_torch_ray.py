@@ -55,7 +55,7 @@ def train_loop(config: dict[str, Any]) -> None:
     import ray.train.torch
     import torch
 
-    from raylake.train.torch import LakeIterableDataset
+    from raylake.train import LakeIterableDataset
 
     ctx = ray.train.get_context()
     rank, world = ctx.get_world_rank(), ctx.get_world_size()

@@ -26,14 +26,14 @@ from raylake.errors import (
     SchemaError,
     TableNotFoundError,
 )
-from raylake.format.schema import SYSTEM_PREFIX, TableSchema
+from raylake.format.schema import TableSchema
 from raylake.format.snapshot import SnapshotManager
 from raylake.io import FileIO
-from raylake.table import CommitMessage, Snapshot, Table, create_table, open_table
-from raylake.table.catalog import table_exists
+from raylake.table import CommitMessage, Snapshot, Table, open_table
+from raylake.table.catalog import open_or_create_table, table_columns, table_exists
 from raylake.table.conform import check_schema as check_table_schema
 from raylake.table.table import SCHEMA_DIR, create_writer
-from raylake.table.writer import DATA_DIR
+from raylake.table.writer import DATA_DIR, writing
 
 if TYPE_CHECKING:
     from raylake.datasource._ray_compat import TaskContext
@@ -122,8 +122,7 @@ class LakeDatasink(Datasink[TaskCommit]):
         elif not self._create.create_if_missing:
             raise TableNotFoundError(uri)
         elif data_schema is not None and self._create.schema is not None:
-            check_table_schema(self._new_table_columns(data_schema), self._new_table_columns(
-                _strip_metadata(self._create.schema)))  # fmt: skip
+            check_table_schema(table_columns(data_schema), table_columns(self._create.schema))
 
     def on_write_start(self, schema: pa.Schema | None = None) -> None:
         """Open or create the table, check the data's schema, pin the base snapshot."""
@@ -134,12 +133,11 @@ class LakeDatasink(Datasink[TaskCommit]):
         self._pin(tbl)
         if data_schema is not None:
             # Fails on the driver, naming the column, before any task writes a file.
-            check_table_schema(tbl.kind.input_schema(data_schema), tbl.schema)
-
-    def _new_table_columns(self, schema: pa.Schema) -> pa.Schema:
-        if self._create.primary_key:  # a changelog input carries a row kind column
-            return pa.schema([f for f in schema if not f.name.startswith(SYSTEM_PREFIX)])
-        return schema
+            try:
+                check_table_schema(tbl.kind.input_schema(data_schema), tbl.schema)
+            except Exception as exc:
+                self.on_write_failed(exc)  # drops the table if this call created it
+                raise
 
     def _pin(self, tbl: Table) -> None:
         self._resolve_mode(tbl)
@@ -148,28 +146,18 @@ class LakeDatasink(Datasink[TaskCommit]):
         self._base_snapshot_id = None if latest is None else latest.id
 
     def _open_or_create(self, data_schema: pa.Schema | None) -> Table:
-        if table_exists(self.file_io.uri, storage_options=self.file_io.storage_options):
-            return open_table(self.file_io.uri, storage_options=self.file_io.storage_options)
         spec = self._create
-        if not spec.create_if_missing:
-            raise TableNotFoundError(self.file_io.uri)
-        schema = spec.schema or data_schema
-        if schema is None:
-            raise SchemaError(
-                f"cannot create the table at {self.file_io.uri!r}: the dataset has no schema "
-                "(it is empty); pass schema= to LakeDatasink/write_lake"
-            )
-        tbl = create_table(
+        tbl, self._created = open_or_create_table(
             self.file_io.uri,
-            self._new_table_columns(_strip_metadata(schema)),
+            spec.schema or data_schema,
+            create_if_missing=spec.create_if_missing,
             partition_by=spec.partition_by,
             primary_key=spec.primary_key,
             buckets=spec.buckets,
             options=spec.options,
             storage_options=self.file_io.storage_options,
-            exist_ok=True,
+            schema_hint="The dataset is empty: pass schema= to LakeDatasink/write_lake.",
         )
-        self._created = True
         return tbl
 
     def _resolve_mode(self, tbl: Table) -> None:
@@ -183,14 +171,11 @@ class LakeDatasink(Datasink[TaskCommit]):
         """Write this task's blocks into data files; on any error delete them and re-raise."""
         if self._table_schema is None:
             raise RuntimeError("LakeDatasink.write called before on_write_start")
-        writer = create_writer(self.file_io, self._table_schema, file_prefix=self._file_prefix)
-        try:
+        new_writer = create_writer(self.file_io, self._table_schema, file_prefix=self._file_prefix)
+        with writing(new_writer) as writer:
             for block in blocks:
                 writer.write(BlockAccessor.for_block(block).to_arrow())
             messages = writer.prepare_commit()
-        except BaseException:
-            writer.abort()
-            raise
         return TaskCommit(ctx.task_idx, tuple(messages))
 
     @property
@@ -277,11 +262,6 @@ def _arrow_schema(schema: Any) -> pa.Schema | None:
         return wrapped.base_schema
     types = [t if isinstance(t, pa.DataType) else pa.null() for t in wrapped.types]
     return pa.schema([pa.field(n, t) for n, t in zip(wrapped.names, types, strict=True)])
-
-
-def _strip_metadata(schema: pa.Schema) -> pa.Schema:
-    """Ray and pandas attach schema metadata; a table schema keeps only the fields."""
-    return pa.schema([pa.field(f.name, f.type, f.nullable) for f in schema])
 
 
 def _basename(rel: str) -> str:

@@ -26,9 +26,10 @@ from raylake.datasource._ray_compat import BATCH_SIZE_STUB_COLUMN, column_refere
 from raylake.datasource.ray_expr import from_ray_expr, split_ray_predicate
 from raylake.errors import FilterError
 from raylake.expr import AlwaysTrue, Expr, and_, as_expr
-from raylake.table import ReadContext, Split, TableScan, open_table
+from raylake.table import Split, TableScan, open_table
 from raylake.table.counting import metadata_total
 from raylake.table.rowfilter import filter_rows, widen
+from raylake.table.scan import ReadContext
 
 if TYPE_CHECKING:
     from ray.data.context import DataContext

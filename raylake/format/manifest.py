@@ -14,7 +14,7 @@ import threading
 import uuid
 from collections.abc import Collection, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from functools import partial
 from typing import Any, TypeAlias
 
@@ -64,6 +64,33 @@ class DataFile:
         return sum(self.row_group_sizes)
 
 
+# The one list of how DataFile's fields are stored: each plain field as a manifest
+# column of this Arrow type, in on-disk order (tuples are stored as lists). The other
+# fields are structs whose members come from the table schema: ``partition`` (the
+# partition keys), ``stats`` (per column), ``min_key``/``max_key`` (the primary key).
+PLAIN_FIELDS: dict[str, pa.DataType] = {
+    "path": pa.string(),
+    "file_size": pa.int64(),
+    "row_count": pa.int64(),
+    "bucket": pa.int32(),
+    "level": pa.int32(),
+    "schema_id": pa.int64(),
+    "sequence_base": pa.int64(),
+    "min_sequence": pa.int64(),
+    "max_sequence": pa.int64(),
+    "added_snapshot": pa.int64(),
+    "delete_row_count": pa.int64(),
+    "row_group_rows": pa.list_(pa.int64()),
+    "row_group_sizes": pa.list_(pa.int64()),
+    "column_sizes": pa.list_(pa.int64()),
+}
+STRUCT_FIELDS = ("partition", "stats", "min_key", "max_key")
+_TUPLE_FIELDS = frozenset(n for n, t in PLAIN_FIELDS.items() if pa.types.is_list(t))
+_FIELD_ORDER = tuple(f.name for f in fields(DataFile))
+if set(_FIELD_ORDER) != {*PLAIN_FIELDS, *STRUCT_FIELDS}:  # a new DataFile field needs a column
+    raise TypeError(f"the manifest codec does not cover DataFile's fields {_FIELD_ORDER}")
+
+
 @dataclass(frozen=True)
 class ManifestMeta:
     """A manifest as listed in a snapshot."""
@@ -102,52 +129,25 @@ def _manifest_schema(ts: TableSchema, stats_columns: StatsColumns) -> pa.Schema:
         if has_min_max(f.type):
             parts = [pa.field("min", f.type), pa.field("max", f.type), *parts]
         stats_fields.append(pa.field(f.name, pa.struct(parts)))
-    fields = [
+    columns = [
         pa.field("kind", pa.int8(), nullable=False),
-        pa.field("path", pa.string(), nullable=False),
-        pa.field("file_size", pa.int64()),
-        pa.field("row_count", pa.int64()),
-        pa.field("bucket", pa.int32()),
-        pa.field("level", pa.int32()),
-        pa.field("schema_id", pa.int64()),
-        pa.field("sequence_base", pa.int64()),
-        pa.field("min_sequence", pa.int64()),
-        pa.field("max_sequence", pa.int64()),
-        pa.field("added_snapshot", pa.int64()),
-        pa.field("delete_row_count", pa.int64()),
-        pa.field("row_group_rows", pa.list_(pa.int64())),
-        pa.field("row_group_sizes", pa.list_(pa.int64())),
-        pa.field("column_sizes", pa.list_(pa.int64())),
+        *(pa.field(n, t, nullable=n != "path") for n, t in PLAIN_FIELDS.items()),
     ]
     if stats_fields or stats_columns is None:
-        fields.append(pa.field("stats", pa.struct(stats_fields)))
+        columns.append(pa.field("stats", pa.struct(stats_fields)))
     if ts.partition_keys:
-        fields.append(pa.field("partition", pa.struct(list(ts.partition_schema))))
+        columns.append(pa.field("partition", pa.struct(list(ts.partition_schema))))
     if ts.primary_key:
         key_struct = pa.struct([ts.arrow_schema.field(k) for k in ts.primary_key])
-        fields += [pa.field("min_key", key_struct), pa.field("max_key", key_struct)]
-    return pa.schema(fields)
+        columns += [pa.field("min_key", key_struct), pa.field("max_key", key_struct)]
+    return pa.schema(columns)
 
 
 def _to_row(kind: int, f: DataFile, ts: TableSchema) -> dict[str, Any]:
-    row: dict[str, Any] = {
-        "kind": kind,
-        "path": f.path,
-        "file_size": f.file_size,
-        "row_count": f.row_count,
-        "bucket": f.bucket,
-        "level": f.level,
-        "schema_id": f.schema_id,
-        "sequence_base": f.sequence_base,
-        "min_sequence": f.min_sequence,
-        "max_sequence": f.max_sequence,
-        "added_snapshot": f.added_snapshot,
-        "delete_row_count": f.delete_row_count,
-        "row_group_rows": list(f.row_group_rows),
-        "row_group_sizes": list(f.row_group_sizes),
-        "column_sizes": list(f.column_sizes),
-        "stats": f.stats,
-    }
+    row: dict[str, Any] = {"kind": kind, "stats": f.stats}
+    for name in PLAIN_FIELDS:
+        value = getattr(f, name)
+        row[name] = list(value) if name in _TUPLE_FIELDS else value
     if ts.partition_keys:
         row["partition"] = dict(zip(ts.partition_keys, f.partition))
     if ts.primary_key:
@@ -178,72 +178,15 @@ def data_files_from_table(manifest: pa.Table, ts: TableSchema) -> list[DataFile]
         valid = column.is_valid().to_pylist()
         return [tuple(row) if ok else None for ok, row in zip(valid, zip(*children))]
 
-    partitions = struct_tuples("partition", ts.partition_keys)
-    min_keys = struct_tuples("min_key", ts.primary_key)
-    max_keys = struct_tuples("max_key", ts.primary_key)
-    stats = values("stats") if "stats" in names else [None] * n
-    columns = zip(
-        values("path"),
-        values("file_size"),
-        values("row_count"),
-        partitions,
-        values("bucket"),
-        values("level"),
-        values("schema_id"),
-        values("sequence_base"),
-        values("min_sequence"),
-        values("max_sequence"),
-        values("added_snapshot"),
-        values("delete_row_count"),
-        values("row_group_rows"),
-        values("row_group_sizes"),
-        values("column_sizes"),
-        stats,
-        min_keys,
-        max_keys,
-    )
-    return [
-        DataFile(
-            path=path,
-            file_size=file_size,
-            row_count=row_count,
-            partition=partition or (),
-            bucket=bucket,
-            level=level,
-            schema_id=schema_id,
-            sequence_base=sequence_base,
-            min_sequence=min_sequence,
-            max_sequence=max_sequence,
-            added_snapshot=added_snapshot,
-            delete_row_count=delete_row_count,
-            row_group_rows=tuple(rg_rows),
-            row_group_sizes=tuple(rg_sizes),
-            column_sizes=tuple(col_sizes),
-            stats=file_stats or {},
-            min_key=min_key or None,
-            max_key=max_key or None,
-        )
-        for (
-            path,
-            file_size,
-            row_count,
-            partition,
-            bucket,
-            level,
-            schema_id,
-            sequence_base,
-            min_sequence,
-            max_sequence,
-            added_snapshot,
-            delete_row_count,
-            rg_rows,
-            rg_sizes,
-            col_sizes,
-            file_stats,
-            min_key,
-            max_key,
-        ) in columns
-    ]
+    by_name: dict[str, list[Any]] = {
+        name: [tuple(v) for v in values(name)] if name in _TUPLE_FIELDS else values(name)
+        for name in PLAIN_FIELDS
+    }
+    by_name["partition"] = [p or () for p in struct_tuples("partition", ts.partition_keys)]
+    by_name["stats"] = [s or {} for s in values("stats")] if "stats" in names else [{}] * n
+    by_name["min_key"] = [k or None for k in struct_tuples("min_key", ts.primary_key)]
+    by_name["max_key"] = [k or None for k in struct_tuples("max_key", ts.primary_key)]
+    return [DataFile(*row) for row in zip(*(by_name[name] for name in _FIELD_ORDER))]
 
 
 def entries_table(entries: Iterable[tuple[int, DataFile]], ts: TableSchema) -> pa.Table:

@@ -24,8 +24,9 @@ from pyspark.sql import DataFrame, SparkSession
 from raylake.expr import AlwaysTrue, Expr, referenced_columns, to_arrow
 from raylake.spark.credentials import broadcast_credentials, install_credentials
 from raylake.spark.types import spark_arrow_schema, spark_schema_of
-from raylake.table import ReadContext, Split, open_table
+from raylake.table import Split, open_table
 from raylake.table.rowfilter import filter_rows, widen
+from raylake.table.scan import ReadContext
 
 
 def read(

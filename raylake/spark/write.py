@@ -1,8 +1,9 @@
 """Writing a Spark DataFrame into a raylake table: executors write, the driver commits once.
 
-Two passes for primary-key tables: the first computes each row's bucket with the
-hash the Python writer uses (raylake/table/pk/bucket.py) and Spark repartitions by
-it, so that each bucket's rows are written by one task; the second writes data
+Two passes for tables whose kind routes rows to buckets (primary-key tables): the
+first computes each row's bucket with the table kind's hash (``TableKind.bucket_ids``,
+the one the Python writer uses) and Spark repartitions by it, so that each bucket's
+rows are written by one task; the second writes data
 files in ``mapInArrow`` and returns each task's commit messages, which the driver
 collects and commits as one snapshot.
 
@@ -22,7 +23,6 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Literal
 
-import numpy as np
 import pyarrow as pa
 from pyspark import TaskContext
 from pyspark.sql import DataFrame
@@ -30,15 +30,17 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from raylake.errors import SchemaMismatchError
-from raylake.format.schema import SYSTEM_PREFIX, TableSchema
+from raylake.format.schema import TableSchema
 from raylake.format.snapshot import Snapshot
 from raylake.io import FileIO
 from raylake.spark.credentials import broadcast_credentials, destroy, install_credentials
 from raylake.spark.types import arrow_schema_of
-from raylake.table import CommitMessage, Table, create_table, open_table, table_exists
-from raylake.table.conform import check_schema, conform
+from raylake.table import CommitMessage, Table
+from raylake.table.catalog import open_or_create_table
+from raylake.table.conform import check_schema
+from raylake.table.kind import kind_of
 from raylake.table.table import create_writer
-from raylake.table.writer import DATA_DIR, abort_messages
+from raylake.table.writer import DATA_DIR, abort_messages, writing
 
 logger = logging.getLogger(__name__)
 
@@ -80,10 +82,16 @@ def write(
     ``create_if_missing=False``. Returns None when there was nothing to commit.
     """
     arrow_schema = arrow_schema_of(df.schema)  # unsupported types fail here, by column
-    tbl, created = _open_or_create(
-        uri, arrow_schema, create_if_missing, partition_by, primary_key, buckets, options,
-        storage_options,
-    )  # fmt: skip
+    tbl, created = open_or_create_table(
+        uri,
+        arrow_schema,
+        create_if_missing=create_if_missing,
+        partition_by=partition_by,
+        primary_key=primary_key,
+        buckets=buckets,
+        options=options,
+        storage_options=storage_options,
+    )
     try:
         mode = mode or tbl.kind.default_write_mode  # type: ignore[assignment]
         assert mode is not None
@@ -122,31 +130,6 @@ def write(
     return snap
 
 
-def _open_or_create(
-    uri: str,
-    arrow_schema: pa.Schema,
-    create_if_missing: bool,
-    partition_by: Sequence[str],
-    primary_key: Sequence[str],
-    buckets: int | None,
-    options: Mapping[str, Any] | None,
-    storage_options: Mapping[str, Any] | None,
-) -> tuple[Table, bool]:
-    if table_exists(uri, storage_options=storage_options) or not create_if_missing:
-        return open_table(uri, storage_options=storage_options), False
-    schema = pa.schema([f for f in arrow_schema if not f.name.startswith(SYSTEM_PREFIX)])
-    tbl = create_table(
-        uri,
-        schema,
-        partition_by=partition_by,
-        primary_key=primary_key,
-        buckets=buckets,
-        options=options,
-        storage_options=storage_options,
-    )
-    return tbl, True
-
-
 def _check_columns(tbl: Table, arrow_schema: pa.Schema) -> tuple[str, ...]:
     """The DataFrame columns to write, after checking they fit the table (by name and type)."""
     data_schema = tbl.kind.input_schema(arrow_schema)
@@ -165,13 +148,14 @@ def _check_columns(tbl: Table, arrow_schema: pa.Schema) -> tuple[str, ...]:
 
 def _run_tasks(df: DataFrame, job: _WriteJob) -> list[CommitMessage]:
     ts = job.table_schema
-    if ts.primary_key:
+    buckets = kind_of(ts).write_buckets
+    if buckets:
         with_bucket = df.mapInArrow(
             partial(_add_buckets, job),
             T.StructType([*df.schema.fields, T.StructField(BUCKET_COLUMN, T.IntegerType(), False)]),
         )
         keys = [*ts.partition_keys, BUCKET_COLUMN]
-        parts = max(1, min(ts.buckets, df.sparkSession.sparkContext.defaultParallelism * 4))
+        parts = max(1, min(buckets, df.sparkSession.sparkContext.defaultParallelism * 4))
         df = with_bucket.repartition(parts, *[F.col(k) for k in keys]).drop(BUCKET_COLUMN)
     rows = df.mapInArrow(partial(_write_task, job), _RESULT_SCHEMA).collect()
     latest: dict[int, tuple[int, bytes]] = {}
@@ -182,14 +166,10 @@ def _run_tasks(df: DataFrame, job: _WriteJob) -> list[CommitMessage]:
 
 
 def _add_buckets(job: _WriteJob, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    from raylake.table.pk.bucket import bucket_ids
-
-    ts = job.table_schema
+    kind = kind_of(job.table_schema)
     for batch in batches:
-        keys = pa.Table.from_batches([batch]).select(list(ts.primary_key))
-        keys = conform(keys, pa.schema([ts.arrow_schema.field(k) for k in ts.primary_key]))
-        ids = np.asarray(bucket_ids(keys.columns, ts.buckets), dtype=np.int32)
-        yield batch.append_column(BUCKET_COLUMN, pa.array(ids, pa.int32()))
+        ids = kind.bucket_ids(pa.Table.from_batches([batch]))
+        yield batch.append_column(BUCKET_COLUMN, ids)
 
 
 def _write_task(job: _WriteJob, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -199,15 +179,11 @@ def _write_task(job: _WriteJob, batches: Iterator[pa.RecordBatch]) -> Iterator[p
     partition = context.partitionId() if context else 0
     attempt = context.attemptNumber() if context else 0
     prefix = f"{job.prefix}-p{partition}-a{attempt}"
-    writer = create_writer(job.file_io, job.table_schema, file_prefix=prefix)
-    try:
+    with writing(create_writer(job.file_io, job.table_schema, file_prefix=prefix)) as writer:
         for batch in batches:
             if batch.num_rows:
                 writer.write(pa.Table.from_batches([batch]))
         messages = writer.prepare_commit()
-    except BaseException:
-        writer.abort()
-        raise
     yield pa.RecordBatch.from_pydict(
         {"partition": [partition], "attempt": [attempt], "messages": [pickle.dumps(messages)]},
         schema=pa.schema(

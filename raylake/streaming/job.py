@@ -39,6 +39,7 @@ from raylake.streaming.job_check import check_job
 from raylake.streaming.plan import ON_OVERWRITE, OnOverwrite, StreamPlan
 from raylake.streaming.reader import DEFAULT_CATCH_UP_AFTER, StartPosition, StreamReader
 from raylake.table import Table, open_table
+from raylake.table.writer import writing
 
 logger = logging.getLogger(__name__)
 
@@ -191,14 +192,10 @@ class ShardWorker:
 
     def _commit(self, last: StreamPlan, outputs: list[pa.Table]) -> Any:
         assert self.sink is not None
-        writer = self.sink.new_writer(file_prefix=f"stream-{self.shard}")
-        try:
+        with writing(self.sink.new_writer(file_prefix=f"stream-{self.shard}")) as writer:
             for out in outputs:
                 writer.write(out)
             messages = writer.prepare_commit()
-        except BaseException:
-            writer.abort()
-            raise
         return self.sink.commit(
             messages,
             mode="overwrite" if last.is_refresh else "append",

@@ -1,17 +1,17 @@
 """The lake table: create and open tables, write, commit, plan scans and read splits.
 
 These names are the public surface; the modules below them (the committer, the
-writers, the kinds' internals) may change between releases.
+writers, the kinds, ``ReadContext`` in ``raylake.table.scan``, ``FileSlice`` in
+``raylake.table.split``) may change between releases.
 """
 
 from raylake.format.consumer import ConsumerProgress
 from raylake.format.snapshot import Snapshot
 from raylake.table.catalog import create_table, from_pandas, open_table, table_exists
 from raylake.table.changes_scan import ChangesScan
-from raylake.table.kind import TableKind
 from raylake.table.maintenance import ExpireResult, OrphanResult
-from raylake.table.scan import ReadContext, TableScan
-from raylake.table.split import FileSlice, Split
+from raylake.table.scan import TableScan
+from raylake.table.split import Split
 from raylake.table.table import Table
 from raylake.table.writer import CommitMessage
 
@@ -32,13 +32,10 @@ __all__ = [
     "CommitMessage",
     "ConsumerProgress",
     "ExpireResult",
-    "FileSlice",
     "OrphanResult",
-    "ReadContext",
     "Snapshot",
     "Split",
     "Table",
-    "TableKind",
     "TableScan",
     "clear_caches",
     "create_table",

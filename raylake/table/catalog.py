@@ -7,8 +7,13 @@ from typing import Any, Literal, TypeAlias
 
 import pyarrow as pa
 
-from raylake.errors import SchemaError, TableAlreadyExistsError, UnsupportedOperationError
-from raylake.format.schema import build_table_schema
+from raylake.errors import (
+    SchemaError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+    UnsupportedOperationError,
+)
+from raylake.format.schema import SYSTEM_PREFIX, build_table_schema
 from raylake.io import FileIO
 from raylake.io.credentials import OptionsLike
 from raylake.table.args import uri_arg
@@ -66,6 +71,59 @@ def open_table(uri: str, *, storage_options: OptionsLike | None = None) -> Table
 def table_exists(uri: str, *, storage_options: OptionsLike | None = None) -> bool:
     file_io = FileIO(uri, storage_options)
     return bool(schema_ids(file_io))
+
+
+def open_or_create_table(
+    uri: str,
+    schema: pa.Schema | None,
+    *,
+    create_if_missing: bool = True,
+    partition_by: Sequence[str] = (),
+    primary_key: Sequence[str] = (),
+    buckets: int | None = None,
+    options: Mapping[str, Any] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    schema_hint: str = "",
+) -> tuple[Table, bool]:
+    """The table at ``uri``, created from ``schema`` when missing; and whether it was created.
+
+    What the sinks (Ray Data, Spark) share. A new table takes the schema's columns
+    without system (``_rl_``) columns, whatever its kind: those are never table columns,
+    and whether the data may carry them is the kind's call when the write checks its
+    schema (a primary-key table accepts ``_rl_kind``). Two writers creating the same
+    table at once both get it (the loser opens the winner's, if the schema is the same).
+    Raises :class:`TableNotFoundError` when the table is missing and
+    ``create_if_missing`` is False, :class:`SchemaError` when there is no ``schema`` to
+    create it from (``schema_hint`` says how to give one).
+    """
+    if table_exists(uri, storage_options=storage_options):
+        return open_table(uri, storage_options=storage_options), False
+    if not create_if_missing:
+        raise TableNotFoundError(uri)
+    if schema is None:
+        raise SchemaError(f"cannot create the table at {uri!r}: no schema is known. {schema_hint}")
+    tbl = create_table(
+        uri,
+        table_columns(schema),
+        partition_by=partition_by,
+        primary_key=primary_key,
+        buckets=buckets,
+        options=options,
+        storage_options=storage_options,
+        exist_ok=True,
+    )
+    return tbl, True
+
+
+def table_columns(schema: pa.Schema) -> pa.Schema:
+    """The columns a new table takes from a data schema: no system columns, no metadata."""
+    return pa.schema(
+        [
+            pa.field(f.name, f.type, f.nullable)
+            for f in schema
+            if not f.name.startswith(SYSTEM_PREFIX)
+        ]
+    )
 
 
 SchemaSpec: TypeAlias = pa.Schema | Sequence[str] | Sequence[pa.DataType] | None

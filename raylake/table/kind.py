@@ -74,6 +74,16 @@ class TableKind(ABC):
         """The table columns of an input schema (without system columns it may carry)."""
         return schema
 
+    @property
+    def write_buckets(self) -> int:
+        """How many buckets a distributed write routes rows into, one writer per bucket
+        (see :meth:`bucket_ids`); 0 when any writer may write any row."""
+        return 0
+
+    def bucket_ids(self, rows: pa.Table) -> pa.Array:
+        """The bucket of each row (int32), for kinds whose buckets each need one writer."""
+        raise UnsupportedOperationError(f"{self.described} does not route rows to buckets")
+
     def commit_changelog(
         self, file_io: FileIO, latest: Snapshot | None, added: Sequence[DataFile]
     ) -> list[DataFile]:

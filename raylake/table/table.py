@@ -42,7 +42,7 @@ from raylake.table.maintenance import (
 )
 from raylake.table.scan import TableScan
 from raylake.table.split import Split
-from raylake.table.writer import CommitMessage, TableWriter, abort_messages
+from raylake.table.writer import CommitMessage, TableWriter, abort_messages, writing
 
 if TYPE_CHECKING:
     from raylake.streaming.reader import StreamReader
@@ -203,15 +203,11 @@ class Table:
             # Fail before writing any data, and with the committer's message for the case.
             check_partition_filter(as_expr(overwrite_filter), self.table_schema)
         base = self._snapshots.latest_id()
-        writer = self.new_writer()
-        try:
+        with writing(self.new_writer()) as writer:
             writer.write(data)
             if overwrite_filter is not None and mode == "overwrite":
                 _check_rows_inside(writer, self.table_schema, as_expr(overwrite_filter))
             messages = writer.prepare_commit()
-        except BaseException:
-            writer.abort()
-            raise
         return self.commit(
             messages,
             mode=mode,

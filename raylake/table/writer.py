@@ -12,10 +12,10 @@ import logging
 import os
 import threading
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 from urllib.parse import quote
 
 import numpy as np
@@ -340,6 +340,30 @@ class AppendTableWriter:
         """Delete every file this writer wrote (the commit did not happen)."""
         for writer in self._writers.values():
             writer.abort()
+
+
+class Abortable(Protocol):
+    def abort(self) -> None: ...
+
+
+W = TypeVar("W", bound=Abortable)
+
+
+@contextlib.contextmanager
+def writing(writer: W) -> Iterator[W]:
+    """Use ``writer`` in the block; on any exception (a KeyboardInterrupt included) abort
+    it, deleting every file it wrote, and re-raise. What the block returns (commit
+    messages, closed files) is the caller's to commit or to delete::
+
+        with writing(table.new_writer()) as writer:
+            writer.write(data)
+            messages = writer.prepare_commit()
+    """
+    try:
+        yield writer
+    except BaseException:
+        writer.abort()
+        raise
 
 
 def abort_messages(file_io: FileIO, messages: Iterable[CommitMessage]) -> None:

@@ -3,7 +3,13 @@
 - ``raylake.train.torch``: ``LakeIterableDataset`` and ``LakeMapDataset``, and
   ``LakeStreamDataset`` for continual training on new commits (needs
   ``pip install 'raylake[torch]'``);
-- ``raylake.train.tf``: ``to_tf_dataset`` (needs ``pip install 'raylake[tf]'``).
+- ``raylake.train.tf``: ``to_tf_dataset`` (needs ``pip install 'raylake[tf]'``);
+- ``raylake.train.ray``: ``iter_torch_batches`` over a Ray Data ``Dataset`` or
+  ``DataIterator`` (Ray Train workers);
+- ``consumed_rows(state)``: the rows a saved loader state has consumed.
+
+These names are the public surface: import them from ``raylake.train``; the modules
+behind them may change between releases.
 
 The framework modules import their framework when first used, so ``import
 raylake.train`` needs neither; a missing one raises MissingDependencyError naming
@@ -19,6 +25,8 @@ _LAZY = {
     "LakeIterableDataset": "raylake.train.torch",
     "LakeMapDataset": "raylake.train.torch",
     "LakeStreamDataset": "raylake.train.torch",
+    "consumed_rows": "raylake.train.loader",
+    "iter_torch_batches": "raylake.train.ray",
     "to_tf_dataset": "raylake.train.tf",
 }
 

@@ -24,8 +24,9 @@ import pyarrow as pa
 
 from raylake.errors import CorruptMetadataError
 from raylake.expr import AlwaysTrue, Expr
-from raylake.table import ReadContext, Split, Table, open_table
+from raylake.table import Split, Table, open_table
 from raylake.table.counting import exact_counts
+from raylake.table.scan import ReadContext
 
 
 @dataclass(frozen=True)

@@ -365,3 +365,15 @@ def test_failure_reported_after_the_commit_keeps_the_committed_files(
     sink.on_write_failed(RuntimeError("reported after the commit"))
     assert tbl.count() == 100
     assert rows(tbl.to_arrow()) == rows(events_batch(0, 100, "d", 0))
+
+
+def test_system_columns_never_become_table_columns(ray_cluster: Any, tmp_path: Path) -> None:
+    """Both sinks open or create the same way: a new table drops ``_rl_`` columns, and an
+    append table then refuses data carrying one, naming it (docs/decisions.md)."""
+    uri = str(tmp_path / "new")
+    data = pa.table({"id": [1, 2], "_rl_kind": ["+I", "+I"]})
+    with pytest.raises(SchemaMismatchError, match="_rl_kind"):
+        write_lake(from_batches([data]), uri)
+    assert not table_exists(uri)
+    snap = write_lake(from_batches([data]), uri, primary_key=["id"], buckets=1)
+    assert snap is not None and raylake.open_table(uri).schema.names == ["id"]

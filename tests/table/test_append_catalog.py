@@ -240,3 +240,30 @@ def test_to_pandas_ignores_the_dataframe_index(tmp_path: Path) -> None:
     tbl = raylake.from_pandas(df, str(tmp_path))
     assert tbl.schema.names == ["a"]
     assert tbl.to_pandas().index.tolist() == [0, 1]
+
+
+# -- open or create: the one function both sinks (Ray Data, Spark) use ----------------------
+
+
+@pytest.mark.parametrize("primary_key", [(), ("id",)])
+def test_open_or_create_drops_system_columns_whatever_the_kind(
+    tmp_path: Path, primary_key: tuple[str, ...]
+) -> None:
+    from raylake.table.catalog import open_or_create_table
+
+    uri = str(tmp_path / "t")
+    data = SCHEMA.append(pa.field("_rl_kind", pa.string())).with_metadata({b"pandas": b"{}"})
+    tbl, created = open_or_create_table(uri, data, primary_key=primary_key, buckets=2)
+    assert created and tbl.schema.names == ["id", "dt", "x"] and not tbl.schema.metadata
+    again, created = open_or_create_table(uri, None, primary_key=primary_key)
+    assert not created and again.schema == tbl.schema
+
+
+def test_open_or_create_refuses_before_writing_anything(tmp_path: Path) -> None:
+    from raylake.table.catalog import open_or_create_table
+
+    with pytest.raises(TableNotFoundError):
+        open_or_create_table(str(tmp_path / "a"), SCHEMA, create_if_missing=False)
+    with pytest.raises(SchemaError, match=r"no schema is known\. Pass one"):
+        open_or_create_table(str(tmp_path / "b"), None, schema_hint="Pass one.")
+    assert not table_exists(str(tmp_path / "a")) and not table_exists(str(tmp_path / "b"))

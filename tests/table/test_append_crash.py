@@ -258,3 +258,25 @@ def _hint_fails(original: Callable[..., Any]) -> Callable[..., Any]:
             original(self, snapshot_id)
 
     return write_hint
+
+
+@pytest.mark.parametrize("primary_key", [(), ("id",)])
+def test_writing_aborts_on_any_exception_and_keeps_files_otherwise(
+    tmp_path: Path, primary_key: tuple[str, ...]
+) -> None:
+    """``writing(writer)``: the one write/abort sequence of every writer in raylake."""
+    from raylake.table.writer import writing
+
+    tbl = raylake.create_table(
+        str(tmp_path / "t"), pa.schema([("id", pa.int64())]), primary_key=primary_key
+    )
+    data = pa.table({"id": list(range(100))})
+    with pytest.raises(KeyboardInterrupt), writing(tbl.new_writer()) as writer:
+        writer.write(data)
+        writer.prepare_commit()  # files are on disk now
+        raise KeyboardInterrupt
+    assert not list((tmp_path / "t").rglob("*.parquet"))
+    with writing(tbl.new_writer()) as writer:
+        writer.write(data)
+        messages = writer.prepare_commit()
+    assert tbl.commit(messages) is not None and tbl.count() == 100

@@ -132,7 +132,9 @@ def _imports(path: Path) -> set[str]:
     + [f"datasource/{p.name}" for p in (PACKAGE / "datasource").glob("*.py")]
     # A stream's step and catch-up are Table.changes' mechanism: the kind plans them.
     + [f"streaming/{p.name}" for p in (PACKAGE / "streaming").glob("*.py")]
-    + [f"train/{p.name}" for p in (PACKAGE / "train").glob("*.py")],
+    + [f"train/{p.name}" for p in (PACKAGE / "train").glob("*.py")]
+    # A Spark write routes rows to buckets by asking the kind (TableKind.write_buckets).
+    + [f"spark/{p.name}" for p in (PACKAGE / "spark").glob("*.py")],
 )
 def test_generic_modules_never_ask_for_the_kind(module: str) -> None:
     path = PACKAGE / module

@@ -35,7 +35,7 @@ from raylake.table.pk.engines import merge
 from raylake.table.pk.read import overlap_sections, read_file
 from raylake.table.pk.schema import KIND, LEVEL_TOP, SEQ, MergeSpec
 from raylake.table.pk.write import KeyedFileWriter
-from raylake.table.writer import CommitMessage, abort_messages
+from raylake.table.writer import CommitMessage, abort_messages, writing
 
 logger = logging.getLogger(__name__)
 
@@ -188,22 +188,17 @@ def _rewrite(
     """
     partition, bucket = key
     new_files: list[DataFile] = []
-    writer: KeyedFileWriter | None = None
+    groups = ([list(sections)] if sections else []) if pack else [[s] for s in sections]
     try:
-        for section in sections:
-            if writer is None:
-                writer = KeyedFileWriter(file_io, ts, partition, bucket, level=LEVEL_TOP)
-            for piece in _merged(file_io, ts, spec, section):
-                writer.write(piece)
-            if not pack:
+        for group in groups:
+            new_writer = KeyedFileWriter(file_io, ts, partition, bucket, level=LEVEL_TOP)
+            with writing(new_writer) as writer:
+                for section in group:
+                    for piece in _merged(file_io, ts, spec, section):
+                        writer.write(piece)
                 new_files += writer.close()
-                writer = None
-        if writer is not None:
-            new_files += writer.close()
     except BaseException:
-        if writer is not None:
-            writer.abort()
-        file_io.delete_quietly([f.path for f in new_files])
+        file_io.delete_quietly([f.path for f in new_files])  # the writers closed before
         raise
     deleted = tuple(f for section in sections for f in section)
     return CommitMessage(new_files=tuple(new_files), deleted_files=deleted)

@@ -20,7 +20,7 @@ from raylake.table.conform import conform, iter_input
 from raylake.table.pk.bucket import bucket_ids
 from raylake.table.pk.schema import DELETE
 from raylake.table.pk.write import BUCKET_COLUMN, PrimaryKeyTableWriter
-from raylake.table.writer import split_by_partition
+from raylake.table.writer import split_by_partition, writing
 
 if TYPE_CHECKING:
     from raylake.format.snapshot import Snapshot
@@ -41,14 +41,10 @@ def delete_rows(tbl: Table, keys_or_filter: Any) -> Snapshot | None:
     the latest snapshot is returned.
     """
     base = tbl.latest_snapshot()
-    writer = PrimaryKeyTableWriter(tbl.file_io, tbl.table_schema)
-    try:
+    with writing(PrimaryKeyTableWriter(tbl.file_io, tbl.table_schema)) as writer:
         if base is not None:
             write_deletes(writer, [_current_rows(tbl, keys_or_filter, base.id)])
         messages = writer.prepare_commit()
-    except BaseException:
-        writer.abort()
-        raise
     return tbl.commit(messages, mode="upsert", base_snapshot_id=None if base is None else base.id)
 
 

@@ -5,13 +5,15 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 
 from raylake.expr import Expr, filter_on_columns
 from raylake.format.manifest import DataFile
 from raylake.io import FileIO
+from raylake.table.conform import conform
 from raylake.table.kind import TableKind
-from raylake.table.pk import changelog, changes, compaction, delete, read
+from raylake.table.pk import bucket, changelog, changes, compaction, delete, read
 from raylake.table.pk.schema import KIND, validate_primary_key_schema
 from raylake.table.pk.write import PrimaryKeyTableWriter
 from raylake.table.split import Split
@@ -39,6 +41,19 @@ class PrimaryKeyKind(TableKind):
         """A primary-key table also accepts a changelog: rows with a ``_rl_kind`` column."""
         index = schema.get_field_index(KIND)
         return schema if index < 0 else schema.remove(index)
+
+    @property
+    def write_buckets(self) -> int:
+        # Each bucket's files are written by one writer: its sequence numbers and its
+        # sorted runs must not interleave with another writer's (docs/primary-keys.md).
+        return self.ts.buckets
+
+    def bucket_ids(self, rows: pa.Table) -> pa.Array:
+        """Each row's bucket, by the hash the writer uses, from its (conformed) keys."""
+        key_schema = pa.schema([self.ts.arrow_schema.field(k) for k in self.ts.primary_key])
+        keys = conform(rows.select(list(self.ts.primary_key)), key_schema)
+        ids = np.asarray(bucket.bucket_ids(keys.columns, self.ts.buckets), dtype=np.int32)
+        return pa.array(ids, pa.int32())
 
     def commit_changelog(
         self, file_io: FileIO, latest: Snapshot | None, added: Sequence[DataFile]

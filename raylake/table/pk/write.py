@@ -46,7 +46,7 @@ from raylake.table.pk.schema import (
     MergeSpec,
     file_schema,
 )
-from raylake.table.writer import CommitMessage, RollingFileWriter, group_positions
+from raylake.table.writer import CommitMessage, RollingFileWriter, group_positions, writing
 
 # Files written at once by one writer, each while the next bucket is merged.
 WRITE_THREADS = 2
@@ -363,9 +363,6 @@ def _layout(rows: pa.Table, seq: np.ndarray, schema: pa.Schema) -> pa.Table:
 
 
 def _write_all(writer: RollingFileWriter, rows: pa.Table) -> list[DataFile]:
-    try:
+    with writing(writer):
         writer.write(rows)
         return writer.close()
-    except BaseException:
-        writer.abort()
-        raise

@@ -1,0 +1,92 @@
+"""One public surface per package: examples use only it, docs name modules that exist."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+import raylake
+
+ROOT = Path(raylake.__file__).parent.parent
+PACKAGE = ROOT / "raylake"
+
+
+def _all_of(module: str) -> list[str]:
+    """A package's ``__all__``, read from its source (nothing heavy is imported)."""
+    path = PACKAGE.parent.joinpath(*module.split("."))
+    source = (path / "__init__.py") if path.is_dir() else path.with_suffix(".py")
+    for node in ast.walk(ast.parse(source.read_text())):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+        ):
+            if isinstance(node.value, ast.Call):  # __all__ = sorted(_LAZY)
+                return _lazy_names(source)
+            return [ast.literal_eval(e) for e in node.value.elts]  # type: ignore[attr-defined]
+    return []
+
+
+def _lazy_names(source: Path) -> list[str]:
+    for node in ast.walk(ast.parse(source.read_text())):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "_LAZY" for t in node.targets
+        ):
+            return list(ast.literal_eval(node.value))
+    return []
+
+
+def test_internals_stay_out_of_the_table_package_surface() -> None:
+    names = _all_of("raylake.table")
+    assert not {"ReadContext", "FileSlice", "TableKind"} & set(names)
+    from raylake.table.kind import TableKind
+    from raylake.table.scan import ReadContext
+    from raylake.table.split import FileSlice
+
+    assert all(c is not None for c in (TableKind, ReadContext, FileSlice))
+
+
+def test_the_train_package_exports_every_loader() -> None:
+    import raylake.train
+
+    assert {"iter_torch_batches", "consumed_rows", "to_tf_dataset"} <= set(raylake.train.__all__)
+    assert {"LakeIterableDataset", "LakeMapDataset", "LakeStreamDataset"} <= set(
+        raylake.train.__all__
+    )
+    assert callable(raylake.train.consumed_rows)
+
+
+@pytest.mark.parametrize("example", sorted((ROOT / "examples").glob("*.py")), ids=lambda p: p.name)
+def test_examples_import_only_public_names(example: Path) -> None:
+    for node in ast.walk(ast.parse(example.read_text())):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("raylake"):
+            public = _all_of(node.module or "")
+            private = [a.name for a in node.names if a.name not in public]
+            assert not private, f"{example.name}: {node.module} does not export {private}"
+        elif isinstance(node, ast.Import):
+            for alias in node.names:  # `import raylake.spark`: a package with a surface
+                if alias.name.startswith("raylake"):
+                    assert _all_of(alias.name), f"{example.name} imports {alias.name}"
+
+
+def test_architecture_names_modules_that_exist() -> None:
+    """Every module and package in the layout block of docs/architecture.md exists."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    block = text.split("```", 2)[1]
+    parents: list[tuple[int, Path]] = []
+    named = 0
+    for line in block.splitlines():
+        match = re.match(r"^( *)(\S+\.py|\S+/)(?=\s|$)", line)
+        if not match:
+            continue
+        indent, name = len(match.group(1)), match.group(2)
+        while parents and parents[-1][0] >= indent:
+            parents.pop()
+        base = parents[-1][1] if parents else ROOT
+        path = base / name.rstrip("/")
+        assert path.exists(), f"docs/architecture.md names {path.relative_to(ROOT)}"
+        named += 1
+        if name.endswith("/"):
+            parents.append((indent, path))
+    assert named > 10
