@@ -64,9 +64,9 @@ def sort_order(rows: pa.Table, spec: MergeSpec) -> np.ndarray | None:
         if np.all(seq[1:] > seq[:-1]):  # input order is version order
             return np.argsort(ints, kind="stable")
         return np.lexsort((seq, ints))
-    sort_keys = [(k, "ascending") for k in (*spec.key, *spec.order_columns)]
     # Nulls of the sequence field sort first: a version without one is the oldest.
-    order = pc.sort_indices(rows, sort_keys=sort_keys, null_placement="at_start")
+    sort_keys = [(k, "ascending", "at_start") for k in (*spec.key, *spec.order_columns)]
+    order = pc.sort_indices(rows, sort_keys=sort_keys)
     return np.asarray(order.to_numpy())
 
 
