@@ -49,6 +49,8 @@ if TYPE_CHECKING:
 # Bytes of packed winner masks kept per process (one bit per row version: 64 MiB
 # cover 512M versions, so the whole decision of a 100M-row table stays cached).
 DECISION_CACHE_BYTES = 64 * 1024 * 1024
+# Rows decoded at once when materializing winners.
+_BATCH_ROWS = 65_536
 
 
 def picks_rows(spec: MergeSpec) -> bool:
@@ -241,29 +243,83 @@ def materialize(
         return
     for i in decision.order:
         if decision.winners[i]:
-            yield from _file_winners(file_io, plan, section[i], decision.positions(i))
+            yield from _file_winners(file_io, plan, section[i], decision, i)
 
 
 def _file_winners(
-    file_io: FileIO, plan: ReadPlan, f: FileSlice, positions: np.ndarray
+    file_io: FileIO, plan: ReadPlan, f: FileSlice, decision: Decision, i: int
 ) -> Iterator[pa.Table]:
+    """File ``i``'s winners: its row groups that hold one, decoded in batches and filtered.
+
+    Batches keep the decoded values in cache between decoding and filtering (a whole
+    row group of values would not fit).
+    """
     metadata = parquet_fragment(file_io, f.path).metadata
     sizes = [metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)]
     starts = np.cumsum([0, *sizes])
-    # A group's winners are positions[bounds[g]:bounds[g + 1]] (positions ascend).
-    bounds = np.searchsorted(positions, starts)
+    keep = np.unpackbits(decision.masks[i], count=decision.rows[i]).view(bool)
+    offset = decision.offsets[i]  # file position of keep[0]
     # Only table columns: the decision already used the system columns.
     wanted = [c for c in plan.merge_columns if c not in (SEQ, KIND)]
+    groups = [
+        g
+        for g in range(len(sizes))
+        if keep[max(starts[g] - offset, 0) : max(starts[g + 1] - offset, 0)].any()
+    ]  # a group where every row lost is never decoded
+    dictionary = _dictionary_columns(metadata, wanted)
     with file_io.arrow_filesystem().open_input_file(file_io.full_path(f.path)) as source:
-        reader = pq.ParquetFile(source, metadata=metadata)
-        for g in range(metadata.num_row_groups):
-            mine = positions[bounds[g] : bounds[g + 1]]
-            if not len(mine):
-                continue  # every row of this group lost: never decoded
-            chunk = reader.read_row_group(g, columns=wanted, use_threads=True)
-            if len(mine) < chunk.num_rows:
-                chunk = chunk.take(pa.array(mine - starts[g]))
-            if plan.full_filter is not None:
-                chunk = chunk.filter(plan.full_filter)
-            if chunk.num_rows:
-                yield chunk.select(list(plan.output))
+        reader = pq.ParquetFile(source, metadata=metadata, read_dictionary=dictionary)
+        for g in groups:
+            at = int(starts[g]) - offset  # keep-index of the group's first row (may be < 0)
+            batches = reader.iter_batches(
+                batch_size=_BATCH_ROWS, row_groups=[g], columns=wanted, use_threads=True
+            )
+            for batch in batches:
+                lo, hi = at, at + batch.num_rows
+                at = hi
+                mask = keep[max(lo, 0) : max(hi, 0)]
+                if lo < 0:
+                    mask = np.concatenate([np.zeros(min(-lo, batch.num_rows), bool), mask])
+                if len(mask) < batch.num_rows:
+                    mask = np.concatenate([mask, np.zeros(batch.num_rows - len(mask), bool)])
+                if not mask.any():
+                    continue
+                rows = batch if mask.all() else batch.filter(pa.array(mask))
+                if dictionary:
+                    rows = _decode_dictionaries(rows, dictionary)
+                if plan.full_filter is not None:
+                    rows = rows.filter(plan.full_filter)
+                if rows.num_rows:
+                    yield pa.Table.from_batches([rows.select(list(plan.output))])
+
+
+def _dictionary_columns(metadata: pq.FileMetaData, columns: Sequence[str]) -> list[str]:
+    """String and binary columns stored dictionary-encoded in every row group.
+
+    They are read as dictionary indices and only the winners' values are built
+    (a superseded version's strings are never copied). A column whose pages fell
+    back to plain encoding is read as is: rebuilding a dictionary would cost more.
+    """
+    schema = metadata.schema.to_arrow_schema()
+    found = []
+    for name in columns:
+        dtype = schema.field(name).type
+        if not (pa.types.is_string(dtype) or pa.types.is_binary(dtype)):
+            continue
+        j = schema.get_field_index(name)
+        chunks = [metadata.row_group(g).column(j) for g in range(metadata.num_row_groups)]
+        # Dictionary indices take a few bits per row; plain strings take their length.
+        if all(
+            c.has_dictionary_page and c.total_uncompressed_size <= 4 * c.num_values + 65536
+            for c in chunks
+        ):
+            found.append(name)
+    return found
+
+
+def _decode_dictionaries(rows: pa.RecordBatch, names: Sequence[str]) -> pa.RecordBatch:
+    arrays = [
+        column.dictionary_decode() if name in names else column
+        for name, column in zip(rows.schema.names, rows.columns)
+    ]
+    return pa.RecordBatch.from_arrays(arrays, names=rows.schema.names)

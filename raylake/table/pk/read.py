@@ -323,6 +323,8 @@ def merge_section(
         parts = list(materialize(file_io, plan, section, decision))
         if len(parts) == 1:
             return parts[0]
+        if not plan.output:  # concat_tables forgets the rows of tables without columns
+            return pa.table({"n": pa.nulls(sum(p.num_rows for p in parts))}).select([])
         schema = pa.schema([file_schema(ts).field(c) for c in plan.output])
         return pa.concat_tables(parts) if parts else schema.empty_table()
     if part is None:
