@@ -90,11 +90,16 @@ class _DecisionCache:
         self._items: OrderedDict[tuple[object, ...], Decision] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
 
     def get(self, key: tuple[object, ...]) -> Decision | None:
         with self._lock:
             found = self._items.get(key)
-            if found is not None:
+            if found is None:
+                self.misses += 1
+            else:
+                self.hits += 1
                 self._items.move_to_end(key)
             return found
 
@@ -112,6 +117,16 @@ class _DecisionCache:
         with self._lock:
             self._items.clear()
             self._bytes = 0
+            self.hits = self.misses = 0
+
+    def info(self) -> dict[str, int]:
+        with self._lock:
+            return {
+                "hits": self.hits,
+                "misses": self.misses,
+                "entries": len(self._items),
+                "bytes": self._bytes,
+            }
 
 
 _decisions = _DecisionCache(DECISION_CACHE_BYTES)
@@ -120,6 +135,11 @@ _decisions = _DecisionCache(DECISION_CACHE_BYTES)
 def clear_decision_cache() -> None:
     """Forget cached decisions (benchmarks of cold reads, tests)."""
     _decisions.clear()
+
+
+def decision_cache_info() -> dict[str, int]:
+    """Hits, misses, entries and mask bytes of this process's decision cache."""
+    return _decisions.info()
 
 
 def decide(
@@ -290,7 +310,9 @@ def _file_winners(
                 if plan.full_filter is not None:
                     rows = rows.filter(plan.full_filter)
                 if rows.num_rows:
-                    yield pa.Table.from_batches([rows.select(list(plan.output))])
+                    # The table's fields (a file marks its key columns not null).
+                    out = rows.select(list(plan.output)).columns
+                    yield pa.table(out, schema=plan.output_schema)
 
 
 def _dictionary_columns(metadata: pq.FileMetaData, columns: Sequence[str]) -> list[str]:

@@ -33,6 +33,7 @@ from typing import Any, Protocol, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as ds
 
 from raylake.expr import (
     AlwaysTrue,
@@ -206,6 +207,7 @@ class ReadPlan:
     # Filter to apply to rows only, never to Parquet statistics (expr.nan_sensitive).
     rows_only: bool = False
     filter_columns: tuple[str, ...] = ()
+    output_schema: pa.Schema = pa.schema([])  # the table's fields of ``output``
 
     @classmethod
     def of(cls, ts: TableSchema, columns: Sequence[str] | None, filter: Expr) -> ReadPlan:
@@ -228,6 +230,7 @@ class ReadPlan:
             full_filter=whole,
             rows_only=nan_sensitive(filter),
             filter_columns=tuple(c for c in ts.column_names if c in filter_columns),
+            output_schema=pa.schema([ts.arrow_schema.field(c) for c in output]),
         )
 
 
@@ -258,18 +261,45 @@ def read_primary_key_splits(ctx: Any, splits: Sequence[Split]) -> Iterator[pa.Re
         yield from pa_table.to_batches(max_chunksize=ctx.batch_size)
 
 
-def _single_batches(ctx: Any, plan: ReadPlan, files: list[FileSlice]) -> Iterator[pa.RecordBatch]:
-    """A single file's rows are final: drop its -D rows, and push the whole filter down.
+def read_primary_key_table(ctx: Any, splits: Sequence[Split]) -> pa.Table:
+    """The rows of ``read_primary_key_splits`` as one table, assembled by pyarrow where it can."""
+    ts: TableSchema = ctx.table_schema
+    plan = ReadPlan.of(ts, ctx.columns, ctx.filter)
+    singles, merged = _sections(splits)
+    if (singles and plan.rows_only) or not plan.output:
+        return pa.Table.from_batches(list(read_primary_key_splits(ctx, splits)), ctx.output_schema)
+    parts = []
+    if singles:
+        dataset, condition = _single_scan(ctx, plan, singles)
+        # pyarrow's to_table assembles batches on all cores (append.py measured ~20%).
+        parts.append(
+            dataset.to_table(columns=list(plan.output), filter=condition, batch_size=ctx.batch_size)
+        )
+    parts += merge_sections(ctx.file_io, ts, plan, merged)
+    if not parts:
+        return ctx.output_schema.empty_table()
+    return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
 
-    A ``rows_only`` filter is not pushed (pyarrow would prune row groups by statistics
-    that ignore NaN): its columns are read too, and it is applied to the rows.
-    """
+
+def _single_scan(
+    ctx: Any, plan: ReadPlan, files: list[FileSlice]
+) -> tuple[ds.FileSystemDataset, pc.Expression | None]:
     fragments = [parquet_fragment(ctx.file_io, f.path, row_groups=f.row_groups) for f in files]
     dataset = fragments_dataset(ctx.file_io, file_schema(ctx.table_schema), fragments)
     condition = None if plan.rows_only else plan.full_filter
     if any(f.delete_row_count for f in files):
         live = pc.field(KIND) != pa.scalar(DELETE, pa.int8())
         condition = live if condition is None else live & condition
+    return dataset, condition
+
+
+def _single_batches(ctx: Any, plan: ReadPlan, files: list[FileSlice]) -> Iterator[pa.RecordBatch]:
+    """A single file's rows are final: drop its -D rows, and push the whole filter down.
+
+    A ``rows_only`` filter is not pushed (pyarrow would prune row groups by statistics
+    that ignore NaN): its columns are read too, and it is applied to the rows.
+    """
+    dataset, condition = _single_scan(ctx, plan, files)
     output = list(plan.output)
     if not plan.rows_only:
         yield from dataset.to_batches(columns=output, filter=condition, batch_size=ctx.batch_size)
@@ -336,4 +366,6 @@ def merge_section(
     merged = merge(pa.concat_tables(found), plan.spec)
     if after is not None:
         merged = merged.filter(after)
-    return merged.select(list(plan.output))
+    if not plan.output:
+        return merged.select([])
+    return pa.table(merged.select(list(plan.output)).columns, schema=plan.output_schema)
