@@ -168,3 +168,26 @@ def test_counting_and_training_reads_share_one_decision(tmp_path: Path) -> None:
     read = decision_cache_info()
     assert read["misses"] == counted["misses"]  # not merged again
     assert read["hits"] == len(source.pieces)
+
+
+@pytest.mark.parametrize(
+    "writes",
+    [
+        [(0, 128), (100, 300)],  # the cut falls after the last row group's first key
+        [(0, 10), (5, 500)],
+        [(0, 1000), (990, 1001)],
+        [(0, 65), (0, 65), (64, 65)],
+    ],
+)
+def test_parts_of_uneven_files_cover_every_key_once(
+    tmp_path: Path, writes: list[tuple[int, int]]
+) -> None:
+    tbl = make(tmp_path, **{"write.row-group-rows": "64"})
+    for version, (lo, hi) in enumerate(writes):
+        ids = np.arange(lo, hi)
+        v = np.full(len(ids), version, np.int64)
+        tbl.write(pa.table({"id": ids, "v": v, "s": ["x"] * len(ids), "ts": v}, schema=SCHEMA))
+    expected = read_splits(tbl, tbl.scan().plan())
+    parts = tbl.scan().with_split_size(1).plan()
+    assert read_splits(tbl, parts).equals(expected)
+    assert LakeSource.open(tbl, columns=["v"]).total == expected.num_rows

@@ -85,7 +85,8 @@ def _cut_keys(
     cuts: list[Bound] = [None]
     for j in range(1, parts):
         at = int(np.searchsorted(before, j * total / parts))
-        cuts.append(firsts.slice(int(order[at]), 1) if at < len(order) else cuts[-1])
+        # Past the last group's first key: the parts left are empty ranges.
+        cuts.append(firsts.slice(int(order[min(at, len(order) - 1)]), 1))
     cuts.append(None)
     return tuple(cuts)
 
