@@ -310,6 +310,9 @@ def _file_winners(
                 if plan.full_filter is not None:
                     rows = rows.filter(plan.full_filter)
                 if rows.num_rows:
+                    if not plan.output:  # counting under a filter: rows, no columns
+                        yield pa.Table.from_batches([rows.select([])])
+                        continue
                     # The table's fields (a file marks its key columns not null).
                     out = rows.select(list(plan.output)).columns
                     yield pa.table(out, schema=plan.output_schema)
