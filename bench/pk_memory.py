@@ -44,7 +44,7 @@ CHUNK = 1 << 20
 
 def rows_of(ids: np.ndarray, version: np.ndarray | int) -> pa.Table:
     """Deterministic rows for ids at a version (0: the first write, 1: the upsert)."""
-    mixed = (ids.astype(np.uint64) * np.uint64(2654435761) + np.uint64(97) * np.uint64(version))
+    mixed = ids.astype(np.uint64) * np.uint64(2654435761) + np.uint64(97) * np.uint64(version)
     columns: dict[str, object] = {"id": ids}
     for j, name in enumerate(FEATURES):
         columns[name] = ((mixed + np.uint64(j)) % np.uint64(1_000_003)).astype(np.float32)

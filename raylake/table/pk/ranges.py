@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -28,7 +29,7 @@ from raylake.table.pk.schema import SEQ
 from raylake.table.split import FileSlice, KeyRange
 
 # Bounds of a part: a one-row table of the key columns, or None for an open end.
-Bound = pa.Table | None
+Bound: TypeAlias = "pa.Table | None"
 
 
 @dataclass(frozen=True)

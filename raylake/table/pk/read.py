@@ -28,7 +28,7 @@ import os
 from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 import pyarrow as pa
@@ -116,14 +116,12 @@ def plan_primary_key_splits(
         sections: list[int] = []
         ranges: list[KeyRange | None] = []
         size = 0
-        for files, part, part_size in _units(
-            overlap_sections(members), column_indices, target_size
-        ):
+        for unit, part, part_size in _units(overlap_sections(members), column_indices, target_size):
             if pieces and size + part_size > target_size:
                 splits.append(_split(snapshot_id, partition, bucket, pieces, sections, ranges))
                 pieces, sections, ranges, size = [], [], [], 0
-            pieces += files
-            sections.append(len(files))
+            pieces += unit
+            sections.append(len(unit))
             ranges.append(part)
             size += part_size
         if pieces:
@@ -208,7 +206,7 @@ class ReadPlan:
     # Filter to apply to rows only, never to Parquet statistics (expr.nan_sensitive).
     rows_only: bool = False
     filter_columns: tuple[str, ...] = ()
-    output_schema: pa.Schema = pa.schema([])  # the table's fields of ``output``
+    output_schema: pa.Schema = field(default_factory=lambda: pa.schema([]))  # of ``output``
 
     @classmethod
     def of(cls, ts: TableSchema, columns: Sequence[str] | None, filter: Expr) -> ReadPlan:
