@@ -279,8 +279,10 @@ def _file_winners(
     starts = np.cumsum([0, *sizes])
     keep = np.unpackbits(decision.masks[i], count=decision.rows[i]).view(bool)
     offset = decision.offsets[i]  # file position of keep[0]
-    # Only table columns: the decision already used the system columns.
-    wanted = [c for c in plan.merge_columns if c not in (SEQ, KIND)]
+    # Only what the output and the filter need: the decision already used the key,
+    # the sequence field and the system columns.
+    needed = {*plan.output, *plan.filter_columns}
+    wanted = [c for c in plan.merge_columns if c in needed]
     groups = [
         g
         for g in range(len(sizes))
