@@ -140,6 +140,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, nargs="+", default=[20_000_000])
     parser.add_argument("--buckets", type=int, default=8)
     parser.add_argument("--dir", default=str(Path(__file__).parent / ".data" / "pk_memory"))
+    parser.add_argument("--keep", action="store_true", help="keep the tables")
     parser.add_argument("--measure", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.measure:
@@ -162,7 +163,8 @@ def main() -> None:
                     flush=True,
                 )
             print(f"{'':>12} {how:<8} peak ratio pk/append {peaks['pk'] / peaks['append']:.2f}x")
-        shutil.rmtree(root)
+        if not args.keep:
+            shutil.rmtree(root)
 
 
 if __name__ == "__main__":

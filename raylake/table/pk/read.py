@@ -146,8 +146,8 @@ def _units(
         size = sum(projected_size(f, column_indices) for f in section)
         # Whole files: a merge needs every row of every version (of the part's keys).
         files = [next(slice_file(f, 1 << 62, column_indices)) for f in section]
-        # Cuts fall on row-group boundaries: n files of one group each give one part.
-        groups = sum(max(len(f.row_group_rows), 1) for f in section) - len(section) + 1
+        # Cuts fall on the first keys of row groups (of any file of the section).
+        groups = sum(max(len(f.row_group_rows), 1) for f in section)
         count = min(-(-size // max(target_size, 1)), groups)
         if count <= 1:
             yield files, None, size
