@@ -146,8 +146,12 @@ def _units(
         size = sum(projected_size(f, column_indices) for f in section)
         # Whole files: a merge needs every row of every version (of the part's keys).
         files = [next(slice_file(f, 1 << 62, column_indices)) for f in section]
-        # Cuts fall on the first keys of row groups (of any file of the section).
-        groups = sum(max(len(f.row_group_rows), 1) for f in section)
+        # Cuts fall on the first keys of row groups, and a part reads whole row groups
+        # of every file it spans: parts no narrower than the coarsest file's groups keep
+        # each group decoded about once. Small files (a delete, a few upserts) do not
+        # count: decoding them again costs little.
+        rows = sum(f.row_count for f in section)
+        groups = min(max(len(f.row_group_rows), 1) for f in section if f.row_count * 10 >= rows)
         count = min(-(-size // max(target_size, 1)), groups)
         if count <= 1:
             yield files, None, size
