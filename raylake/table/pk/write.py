@@ -27,8 +27,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from raylake.errors import SchemaMismatchError
-from raylake.format.manifest import DataFile
 from raylake.format import options as opt
+from raylake.format.manifest import DataFile
 from raylake.format.options import TableOptions
 from raylake.format.schema import TableSchema
 from raylake.io import FileIO
