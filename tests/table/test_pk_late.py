@@ -191,3 +191,16 @@ def test_parts_of_uneven_files_cover_every_key_once(
     parts = tbl.scan().with_split_size(1).plan()
     assert read_splits(tbl, parts).equals(expected)
     assert LakeSource.open(tbl, columns=["v"]).total == expected.num_rows
+
+
+def test_a_section_of_many_small_files_is_cut_too(tmp_path: Path) -> None:
+    """No file holds a tenth of the section: parts still follow the row groups."""
+    tbl = make(tmp_path, **{"write.row-group-rows": "8"})
+    for version in range(12):
+        ids = np.arange(version, 400, 12)  # every write spans the whole key range
+        v = np.full(len(ids), version, np.int64)
+        tbl.write(pa.table({"id": ids, "v": v, "s": ["x"] * len(ids), "ts": v}, schema=SCHEMA))
+    expected = read_splits(tbl, tbl.scan().plan())
+    parts = tbl.scan().with_split_size(1).plan()
+    assert len(parts) > 1
+    assert read_splits(tbl, parts).equals(expected)

@@ -151,7 +151,9 @@ def _units(
         # each group decoded about once. Small files (a delete, a few upserts) do not
         # count: decoding them again costs little.
         rows = sum(f.row_count for f in section)
-        groups = min(max(len(f.row_group_rows), 1) for f in section if f.row_count * 10 >= rows)
+        counts = [max(len(f.row_group_rows), 1) for f in section]
+        large = [n for n, f in zip(counts, section) if f.row_count * 10 >= rows]
+        groups = min(large) if large else max(counts)
         count = min(-(-size // max(target_size, 1)), groups)
         if count <= 1:
             yield files, None, size
