@@ -34,6 +34,17 @@ class FileSlice:
 
 
 @dataclass(frozen=True)
+class KeyRange:
+    """Part ``index`` of ``count`` of a primary-key merge section, cut by key.
+
+    The reader finds the part's keys from the section's files (table/pk/ranges.py).
+    """
+
+    index: int
+    count: int
+
+
+@dataclass(frozen=True)
 class Split:
     snapshot_id: int
     partition: tuple[Any, ...]
@@ -45,6 +56,8 @@ class Split:
     # section's files are adjacent). Planning computes sections once; readers and exact
     # row counts use them as they are. Append splits have none: they never merge.
     sections: tuple[int, ...] = ()
+    # The key range of each section (None: the whole section); empty: all whole.
+    ranges: tuple[KeyRange | None, ...] = ()
 
     @property
     def paths(self) -> list[str]:
@@ -62,6 +75,11 @@ class Split:
             groups.append(self.files[start : start + size])
             start += size
         return groups
+
+    def merge_parts(self) -> list[tuple[tuple[FileSlice, ...], KeyRange | None]]:
+        """Each merge section with its key range (None: the whole section)."""
+        ranges = self.ranges or (None,) * len(self.sections)
+        return list(zip(self.merge_sections(), ranges))
 
 
 def partition_sort_key(values: tuple[Any, ...]) -> tuple[Any, ...]:

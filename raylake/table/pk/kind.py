@@ -85,6 +85,9 @@ class PrimaryKeyKind(TableKind):
     def read_batches(self, ctx: ReadContext, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
         return read.read_primary_key_splits(ctx, splits)
 
+    def read_table(self, ctx: ReadContext, splits: Sequence[Split]) -> pa.Table:
+        return read.read_primary_key_table(ctx, splits)
+
     def exact_row_count(self, split: Split) -> int | None:
         return read.exact_row_count(split)
 

@@ -28,12 +28,12 @@ import os
 from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
+import pyarrow.dataset as ds
 
 from raylake.expr import (
     AlwaysTrue,
@@ -47,11 +47,19 @@ from raylake.format.manifest import DataFile
 from raylake.format.schema import TableSchema
 from raylake.io import FileIO
 from raylake.table.fragments import fragments_dataset, parquet_fragment
-from raylake.table.pk.dedupe import newest_wins_by_file, scan_newest_first
 from raylake.table.pk.engines import merge
+from raylake.table.pk.files import read_file
+from raylake.table.pk.late import decide, materialize, picks_rows, section_rows
 from raylake.table.pk.schema import DELETE, KIND, SEQ, MergeSpec, file_schema
 from raylake.table.rowfilter import filter_rows, widen
-from raylake.table.split import FileSlice, Split, partition_sort_key, projected_size, slice_file
+from raylake.table.split import (
+    FileSlice,
+    KeyRange,
+    Split,
+    partition_sort_key,
+    projected_size,
+    slice_file,
+)
 
 # Sections merged at once by one reader (each holds its section's data in memory).
 MERGE_THREADS = min(4, os.cpu_count() or 1)
@@ -106,19 +114,52 @@ def plan_primary_key_splits(
     for (partition, bucket), members in sorted(buckets.items(), key=_bucket_order):
         pieces: list[FileSlice] = []
         sections: list[int] = []
+        ranges: list[KeyRange | None] = []
         size = 0
-        for section in overlap_sections(members):
-            section_size = sum(projected_size(f, column_indices) for f in section)
-            if pieces and size + section_size > target_size:
-                splits.append(_split(snapshot_id, partition, bucket, pieces, sections))
-                pieces, sections, size = [], [], 0
-            # Whole files: a merge needs every row of every version.
-            pieces += [next(slice_file(f, 1 << 62, column_indices)) for f in section]
-            sections.append(len(section))
-            size += section_size
+        for unit, part, part_size in _units(overlap_sections(members), column_indices, target_size):
+            if pieces and size + part_size > target_size:
+                splits.append(_split(snapshot_id, partition, bucket, pieces, sections, ranges))
+                pieces, sections, ranges, size = [], [], [], 0
+            pieces += unit
+            sections.append(len(unit))
+            ranges.append(part)
+            size += part_size
         if pieces:
-            splits.append(_split(snapshot_id, partition, bucket, pieces, sections))
+            splits.append(_split(snapshot_id, partition, bucket, pieces, sections, ranges))
     return splits
+
+
+def _units(
+    sections: list[list[DataFile]], column_indices: Sequence[int] | None, target_size: int
+) -> Iterator[tuple[list[FileSlice], KeyRange | None, int]]:
+    """The read units of a bucket's sections: (files, key range, projected size).
+
+    A single file larger than the target is cut by row groups (its keys are unique).
+    A larger merged section is cut into key ranges, at most one per row group of its
+    files, so that a reader holds a part of it, never the whole bucket (ranges.py).
+    """
+    for section in sections:
+        if len(section) == 1:
+            for piece in slice_file(section[0], target_size, column_indices):
+                yield [piece], None, piece.size_bytes
+            continue
+        size = sum(projected_size(f, column_indices) for f in section)
+        # Whole files: a merge needs every row of every version (of the part's keys).
+        files = [next(slice_file(f, 1 << 62, column_indices)) for f in section]
+        # Cuts fall on the first keys of row groups, and a part reads whole row groups
+        # of every file it spans: parts no narrower than the coarsest file's groups keep
+        # each group decoded about once. Small files (a delete, a few upserts) do not
+        # count: decoding them again costs little.
+        rows = sum(f.row_count for f in section)
+        counts = [max(len(f.row_group_rows), 1) for f in section]
+        large = [n for n, f in zip(counts, section) if f.row_count * 10 >= rows]
+        groups = min(large) if large else max(counts)
+        count = min(-(-size // max(target_size, 1)), groups)
+        if count <= 1:
+            yield files, None, size
+            continue
+        for index in range(count):
+            yield files, KeyRange(index, count), size // count
 
 
 def _bucket_order(item: tuple[tuple[tuple[Any, ...], int], Any]) -> tuple[Any, ...]:
@@ -132,6 +173,7 @@ def _split(
     bucket: int,
     pieces: list[FileSlice],
     sections: list[int],
+    ranges: list[KeyRange | None],
 ) -> Split:
     return Split(
         snapshot_id=snapshot_id,
@@ -141,6 +183,7 @@ def _split(
         row_count=sum(p.row_count for p in pieces),
         size_bytes=sum(p.size_bytes for p in pieces),
         sections=tuple(sections),
+        ranges=tuple(ranges) if any(r is not None for r in ranges) else (),
     )
 
 
@@ -148,6 +191,8 @@ def exact_row_count(split: Split) -> int | None:
     """Live rows of a split from metadata alone, when no section needs a merge."""
     if any(size > 1 for size in split.sections):
         return None
+    if any(f.row_groups is not None and f.delete_row_count for f in split.files):
+        return None  # the file's -D rows are counted per file, not per row group
     return sum(f.row_count - f.delete_row_count for f in split.files)
 
 
@@ -167,6 +212,7 @@ class ReadPlan:
     # Filter to apply to rows only, never to Parquet statistics (expr.nan_sensitive).
     rows_only: bool = False
     filter_columns: tuple[str, ...] = ()
+    output_schema: pa.Schema = field(default_factory=lambda: pa.schema([]))  # of ``output``
 
     @classmethod
     def of(cls, ts: TableSchema, columns: Sequence[str] | None, filter: Expr) -> ReadPlan:
@@ -189,19 +235,23 @@ class ReadPlan:
             full_filter=whole,
             rows_only=nan_sensitive(filter),
             filter_columns=tuple(c for c in ts.column_names if c in filter_columns),
+            output_schema=pa.schema([ts.arrow_schema.field(c) for c in output]),
         )
 
 
-def _sections(splits: Sequence[Split]) -> tuple[list[FileSlice], list[Sequence[FileSlice]]]:
-    """The single-file sections (as files) and the sections that need a merge."""
+Part = tuple[Sequence[FileSlice], KeyRange | None]
+
+
+def _sections(splits: Sequence[Split]) -> tuple[list[FileSlice], list[Part]]:
+    """The single-file sections (as files) and the sections (or parts) that need a merge."""
     singles: list[FileSlice] = []
-    merged: list[Sequence[FileSlice]] = []
+    merged: list[Part] = []
     for split in splits:
-        for section in split.merge_sections():
+        for section, part in split.merge_parts():
             if len(section) == 1:
                 singles.extend(section)
             else:
-                merged.append(section)
+                merged.append((section, part))
     return singles, merged
 
 
@@ -212,22 +262,43 @@ def read_primary_key_splits(ctx: Any, splits: Sequence[Split]) -> Iterator[pa.Re
     singles, merged = _sections(splits)
     if singles:
         yield from _single_batches(ctx, plan, singles)
-    by_file, general = _by_strategy(ts, plan, merged)
-    if by_file:
-        yield from scan_newest_first(ctx.file_io, ts, plan, by_file, ctx.batch_size)
-    for pa_table in merge_sections(ctx.file_io, ts, plan, general):
+    for pa_table in merge_sections(ctx.file_io, ts, plan, merged):
         yield from pa_table.to_batches(max_chunksize=ctx.batch_size)
 
 
-def _by_strategy(
-    ts: TableSchema, plan: ReadPlan, sections: list[Sequence[FileSlice]]
-) -> tuple[list[Sequence[FileSlice]], list[Sequence[FileSlice]]]:
-    """Sections a newest-first scan can deduplicate, and those that need a full merge."""
-    by_file: list[Sequence[FileSlice]] = []
-    general: list[Sequence[FileSlice]] = []
-    for section in sections:
-        (by_file if newest_wins_by_file(plan.spec, section, ts) else general).append(section)
-    return by_file, general
+def read_primary_key_table(ctx: Any, splits: Sequence[Split]) -> pa.Table:
+    """The rows of ``read_primary_key_splits`` as one table, assembled by pyarrow where it can."""
+    ts: TableSchema = ctx.table_schema
+    plan = ReadPlan.of(ts, ctx.columns, ctx.filter)
+    singles, merged = _sections(splits)
+    if (singles and plan.rows_only) or not plan.output:
+        return pa.Table.from_batches(list(read_primary_key_splits(ctx, splits)), ctx.output_schema)
+    parts = []
+    if singles:
+        dataset, condition = _single_scan(ctx, plan, singles)
+        # pyarrow's to_table assembles batches on all cores (append.py measured ~20%).
+        parts.append(
+            dataset.to_table(columns=list(plan.output), filter=condition, batch_size=ctx.batch_size)
+        )
+    parts += merge_sections(ctx.file_io, ts, plan, merged)
+    if not parts:
+        return ctx.output_schema.empty_table()
+    return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+
+
+def _single_scan(
+    ctx: Any, plan: ReadPlan, files: list[FileSlice]
+) -> tuple[ds.FileSystemDataset, pc.Expression | None]:
+    fragments = [
+        parquet_fragment(ctx.file_io, f.path, row_groups=f.row_groups, file_size=f.file_size)
+        for f in files
+    ]
+    dataset = fragments_dataset(ctx.file_io, file_schema(ctx.table_schema), fragments)
+    condition = None if plan.rows_only else plan.full_filter
+    if any(f.delete_row_count for f in files):
+        live = pc.field(KIND) != pa.scalar(DELETE, pa.int8())
+        condition = live if condition is None else live & condition
+    return dataset, condition
 
 
 def _single_batches(ctx: Any, plan: ReadPlan, files: list[FileSlice]) -> Iterator[pa.RecordBatch]:
@@ -236,12 +307,7 @@ def _single_batches(ctx: Any, plan: ReadPlan, files: list[FileSlice]) -> Iterato
     A ``rows_only`` filter is not pushed (pyarrow would prune row groups by statistics
     that ignore NaN): its columns are read too, and it is applied to the rows.
     """
-    fragments = [parquet_fragment(ctx.file_io, f.path, file_size=f.file_size) for f in files]
-    dataset = fragments_dataset(ctx.file_io, file_schema(ctx.table_schema), fragments)
-    condition = None if plan.rows_only else plan.full_filter
-    if any(f.delete_row_count for f in files):
-        live = pc.field(KIND) != pa.scalar(DELETE, pa.int8())
-        condition = live if condition is None else live & condition
+    dataset, condition = _single_scan(ctx, plan, files)
     output = list(plan.output)
     if not plan.rows_only:
         yield from dataset.to_batches(columns=output, filter=condition, batch_size=ctx.batch_size)
@@ -251,34 +317,8 @@ def _single_batches(ctx: Any, plan: ReadPlan, files: list[FileSlice]) -> Iterato
     yield from filter_rows(batches, plan.full_filter, output)
 
 
-def read_file(
-    file_io: FileIO,
-    ts: TableSchema,
-    f: FileSlice | DataFile,
-    columns: Sequence[str],
-    key_filter: pc.Expression | None = None,
-) -> pa.Table:
-    """One data file's columns, with ``_rl_seq`` made effective (its sequence base added)."""
-    fragment = parquet_fragment(file_io, f.path, file_size=f.file_size)
-    if key_filter is None:
-        # The Parquet reader decodes the columns of a row group in parallel; a dataset
-        # scan of one file would decode a whole row group on one thread. Opened through
-        # the fragment, which knows the file's size (no request to ask the store).
-        with fragment.open() as source:
-            pa_table = pq.ParquetFile(source).read(columns=list(columns), use_threads=True)
-    else:
-        pa_table = fragment.to_table(
-            schema=file_schema(ts), columns=list(columns), filter=key_filter
-        )
-    if f.sequence_base and SEQ in pa_table.column_names:
-        i = pa_table.column_names.index(SEQ)
-        shifted = pc.add(pa_table.column(i), pa.scalar(f.sequence_base, pa.int64()))
-        pa_table = pa_table.set_column(i, pa_table.schema.field(i), shifted)
-    return pa_table
-
-
 def merge_sections(
-    file_io: FileIO, ts: TableSchema, plan: ReadPlan, sections: Sequence[Sequence[FileSlice]]
+    file_io: FileIO, ts: TableSchema, plan: ReadPlan, sections: Sequence[Part]
 ) -> Iterator[pa.Table]:
     """Merge sections on a few threads, yielding their rows in section order.
 
@@ -287,31 +327,53 @@ def merge_sections(
     """
     threads = min(len(sections), MERGE_THREADS)
     if threads <= 1:
-        for section in sections:
-            yield merge_section(file_io, ts, plan, section)
+        for section, part in sections:
+            yield merge_section(file_io, ts, plan, section, part)
         return
     todo = iter(sections)
     with ThreadPoolExecutor(threads, thread_name_prefix="raylake-merge") as pool:
         pending = deque(
-            pool.submit(merge_section, file_io, ts, plan, s)
+            pool.submit(merge_section, file_io, ts, plan, *s)
             for s in itertools.islice(todo, threads)
         )
         while pending:
             done = pending.popleft().result()
             following = next(todo, None)
             if following is not None:
-                pending.append(pool.submit(merge_section, file_io, ts, plan, following))
+                pending.append(pool.submit(merge_section, file_io, ts, plan, *following))
             yield done
 
 
 def merge_section(
-    file_io: FileIO, ts: TableSchema, plan: ReadPlan, section: Sequence[FileSlice | DataFile]
+    file_io: FileIO,
+    ts: TableSchema,
+    plan: ReadPlan,
+    section: Sequence[FileSlice],
+    part: KeyRange | None = None,
 ) -> pa.Table:
-    """The merged, filtered, projected rows of one section of overlapping files."""
-    rows = pa.concat_tables(
-        [read_file(file_io, ts, f, plan.merge_columns, plan.key_filter) for f in section]
-    )
-    merged = merge(rows, plan.spec)
-    if plan.residual is not None:
-        merged = merged.filter(plan.residual)
-    return merged.select(list(plan.output))
+    """The merged, filtered, projected rows of one section (or part) of overlapping files.
+
+    Engines that pick rows decide from the keys and decode only the winners
+    (late.py); the others merge every version of every column.
+    """
+    if picks_rows(plan.spec):
+        decision = decide(file_io, ts, plan.spec, section, part)
+        parts = list(materialize(file_io, plan, section, decision))
+        if len(parts) == 1:
+            return parts[0]
+        if not plan.output:  # concat_tables forgets the rows of tables without columns
+            return pa.table({"n": pa.nulls(sum(p.num_rows for p in parts))}).select([])
+        schema = pa.schema([file_schema(ts).field(c) for c in plan.output])
+        return pa.concat_tables(parts) if parts else schema.empty_table()
+    if part is None:
+        found = [read_file(file_io, ts, f, plan.merge_columns, plan.key_filter) for f in section]
+        after = plan.residual
+    else:
+        found = [rows for rows, _ in section_rows(file_io, ts, section, plan.merge_columns, part)]
+        after = plan.full_filter  # the key filter was not pushed into the part's read
+    merged = merge(pa.concat_tables(found), plan.spec)
+    if after is not None:
+        merged = merged.filter(after)
+    if not plan.output:
+        return merged.select([])
+    return pa.table(merged.select(list(plan.output)).columns, schema=plan.output_schema)

@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from raylake.errors import SchemaMismatchError
+from raylake.format import options as opt
 from raylake.format.manifest import DataFile
 from raylake.format.options import TableOptions
 from raylake.format.schema import TableSchema
@@ -54,6 +55,21 @@ BUCKET_COLUMN = "__raylake_bucket__"
 BucketKey = tuple[tuple[Any, ...], int]
 
 
+# Row groups of primary-key files when the table does not set write.row-group-rows: a
+# key-range part of a merge reads whole row groups of every file it spans, so smaller
+# groups bound what a part decodes beyond its range (docs/primary-keys.md, issue 20).
+KEYED_ROW_GROUP_ROWS = 256 * 1024
+
+
+def keyed_file_options(ts: TableSchema) -> TableOptions:
+    options = ts.table_options
+    if opt.ROW_GROUP_ROWS in options.raw:
+        return options
+    return ts.derived(
+        "pk.file_options", lambda: replace(options, row_group_rows=KEYED_ROW_GROUP_ROWS)
+    )
+
+
 class KeyedFileWriter(RollingFileWriter):
     """A rolling writer of sorted primary-key rows that records each file's key range.
 
@@ -76,7 +92,7 @@ class KeyedFileWriter(RollingFileWriter):
         super().__init__(
             file_io,
             ts,
-            ts.table_options,
+            keyed_file_options(ts),
             partition,
             bucket,
             level=level,

@@ -1,0 +1,45 @@
+"""Reading one primary-key data file with its sequences made effective."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from raylake.format.manifest import DataFile
+from raylake.format.schema import TableSchema
+from raylake.io import FileIO
+from raylake.table.fragments import parquet_fragment
+from raylake.table.pk.schema import SEQ, file_schema
+from raylake.table.split import FileSlice
+
+
+def read_file(
+    file_io: FileIO,
+    ts: TableSchema,
+    f: FileSlice | DataFile,
+    columns: Sequence[str],
+    key_filter: pc.Expression | None = None,
+) -> pa.Table:
+    """One data file's columns, with ``_rl_seq`` made effective (its sequence base added)."""
+    fs = file_io.arrow_filesystem()
+    path = file_io.full_path(f.path)
+    if key_filter is None:
+        # The Parquet reader decodes the columns of a row group in parallel; a dataset
+        # scan of one file would decode a whole row group on one thread.
+        with fs.open_input_file(path) as source:
+            metadata = parquet_fragment(file_io, f.path, file_size=f.file_size).metadata
+            reader = pq.ParquetFile(source, metadata=metadata)
+            pa_table = reader.read(columns=list(columns), use_threads=True)
+    else:
+        fragment = parquet_fragment(file_io, f.path, file_size=f.file_size)
+        pa_table = fragment.to_table(
+            schema=file_schema(ts), columns=list(columns), filter=key_filter
+        )
+    if f.sequence_base and SEQ in pa_table.column_names:
+        i = pa_table.column_names.index(SEQ)
+        shifted = pc.add(pa_table.column(i), pa.scalar(f.sequence_base, pa.int64()))
+        pa_table = pa_table.set_column(i, pa_table.schema.field(i), shifted)
+    return pa_table

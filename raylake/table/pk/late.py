@@ -1,0 +1,352 @@
+"""Late materialization: decide a section's winners from keys, then decode only their rows.
+
+A merge of a deduplicate or first-row section picks whole rows, so which rows
+survive depends only on the key, the sequence field, ``_rl_seq`` and ``_rl_kind``.
+The *decision* reads those columns of every file of the section and records, per
+file, a bitmask of the rows that win. The *materialization* then reads the other
+columns file by file and row group by row group, skips the row groups where no
+row won, and takes the winners out of the rest (issue 20): value columns of a
+superseded version are never gathered, copied or converted, and row groups that
+lost entirely are never decoded. Partial-update and aggregation compute values
+from every version, so their sections are merged whole (read.py).
+
+Decisions do not depend on the read's projection or filter (key filters select
+whole keys; the rest applies to the merged rows), and data files never change,
+so a decision is cached per process under its files' paths: the loader's
+counting read and its training read merge a section once.
+
+Output order: file by file (newest first for the sort-free path, section order
+otherwise), each file's winners in key order. It is a function of the files, so
+every read of the same snapshot returns the same order.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from raylake.format.schema import TableSchema
+from raylake.io import FileIO
+from raylake.table.fragments import parquet_fragment
+from raylake.table.pk.bucket import integer_values
+from raylake.table.pk.dedupe import KeySet, newest_wins_by_file
+from raylake.table.pk.engines import merge_positions
+from raylake.table.pk.files import read_file
+from raylake.table.pk.ranges import bounds, read_range
+from raylake.table.pk.schema import DELETE, KIND, SEQ, MergeSpec, file_schema
+from raylake.table.split import FileSlice, KeyRange
+
+if TYPE_CHECKING:
+    from raylake.table.pk.read import ReadPlan
+
+# Bytes of packed winner masks kept per process (one bit per row version: 64 MiB
+# cover 512M versions, so the whole decision of a 100M-row table stays cached).
+DECISION_CACHE_BYTES = 64 * 1024 * 1024
+# Rows decoded at once when materializing winners.
+_BATCH_ROWS = 65_536
+
+
+def picks_rows(spec: MergeSpec) -> bool:
+    """Whether the engine picks whole rows (so a section can be decided from its keys)."""
+    return spec.engine in ("deduplicate", "first-row")
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The winning rows of each file of one section (or part), as packed bitmasks."""
+
+    order: tuple[int, ...]  # section file indices, in output order
+    offsets: tuple[int, ...]  # position in its file of each mask's first row
+    masks: tuple[np.ndarray, ...]  # packed bits, one per row read from the file
+    rows: tuple[int, ...]  # rows read from each file
+    winners: tuple[int, ...]  # winning rows of each file
+
+    @property
+    def total(self) -> int:
+        return sum(self.winners)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(m.nbytes for m in self.masks)
+
+    def positions(self, i: int) -> np.ndarray:
+        """The winning row positions of file ``i`` (section order) in its file, ascending."""
+        bits = np.unpackbits(self.masks[i], count=self.rows[i]).view(bool)
+        return np.flatnonzero(bits) + self.offsets[i]
+
+
+class _DecisionCache:
+    """Decisions by (table, files), bounded by the bytes of their masks."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self._items: OrderedDict[tuple[object, ...], Decision] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: tuple[object, ...]) -> Decision | None:
+        with self._lock:
+            found = self._items.get(key)
+            if found is None:
+                self.misses += 1
+            else:
+                self.hits += 1
+                self._items.move_to_end(key)
+            return found
+
+    def put(self, key: tuple[object, ...], decision: Decision) -> None:
+        with self._lock:
+            if key in self._items or decision.nbytes > self.budget:
+                return
+            self._items[key] = decision
+            self._bytes += decision.nbytes
+            while self._bytes > self.budget:
+                _, old = self._items.popitem(last=False)
+                self._bytes -= old.nbytes
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self._bytes = 0
+            self.hits = self.misses = 0
+
+    def info(self) -> dict[str, int]:
+        with self._lock:
+            return {
+                "hits": self.hits,
+                "misses": self.misses,
+                "entries": len(self._items),
+                "bytes": self._bytes,
+            }
+
+
+_decisions = _DecisionCache(DECISION_CACHE_BYTES)
+
+
+def clear_decision_cache() -> None:
+    """Forget cached decisions (benchmarks of cold reads, tests)."""
+    _decisions.clear()
+
+
+def decision_cache_info() -> dict[str, int]:
+    """Hits, misses, entries and mask bytes of this process's decision cache."""
+    return _decisions.info()
+
+
+def decide(
+    file_io: FileIO,
+    ts: TableSchema,
+    spec: MergeSpec,
+    section: Sequence[FileSlice],
+    part: KeyRange | None = None,
+) -> Decision:
+    """The winners of a deduplicate or first-row section or part (cached per process)."""
+    key = (file_io.uri, tuple((f.path, f.sequence_base) for f in section), part)
+    found = _decisions.get(key)
+    if found is not None:
+        return found
+    if newest_wins_by_file(spec, section, ts):
+        decision = _decide_newest_first(file_io, ts, spec, section, part)
+    else:
+        decision = _decide_by_merge(file_io, ts, spec, section, part)
+    _decisions.put(key, decision)
+    return decision
+
+
+def section_rows(
+    file_io: FileIO,
+    ts: TableSchema,
+    section: Sequence[FileSlice],
+    columns: Sequence[str],
+    part: KeyRange | None,
+) -> list[tuple[pa.Table, int]]:
+    """Each file's ``columns`` in the part (all rows without one), and the first row's position."""
+    if part is None:
+        return [(read_file(file_io, ts, f, columns), 0) for f in section]
+    key = ts.primary_key
+    lo, hi = bounds(file_io, key, section, part)
+    empty = file_schema(ts).empty_table().select(list(columns))
+    found = [read_range(file_io, f, columns, key, lo, hi) for f in section]
+    return [(empty, 0) if rows is None else (rows, first) for rows, first in found]
+
+
+def _decide_newest_first(
+    file_io: FileIO,
+    ts: TableSchema,
+    spec: MergeSpec,
+    section: Sequence[FileSlice],
+    part: KeyRange | None,
+) -> Decision:
+    """Files newest first: a row wins unless a newer file holds its key (no sort)."""
+    order = sorted(range(len(section)), key=lambda i: section[i].max_sequence, reverse=True)
+    deletes = any(f.delete_row_count for f in section)
+    columns = [spec.key[0], KIND] if deletes else [spec.key[0]]
+    found = section_rows(file_io, ts, section, columns, part)
+    masks: list[np.ndarray] = [np.zeros(0, np.uint8)] * len(section)
+    winners = [0] * len(section)
+    seen = KeySet()
+    for i in order:
+        rows = found[i][0]
+        keys = integer_values(rows.column(spec.key[0]))
+        assert keys is not None
+        keep = ~seen.contains(keys)
+        if deletes:
+            keep &= np.asarray(rows.column(KIND).to_numpy()) != DELETE
+        seen.add(keys)
+        masks[i] = np.packbits(keep)
+        winners[i] = int(np.count_nonzero(keep))
+    return Decision(
+        tuple(order),
+        tuple(first for _, first in found),
+        tuple(masks),
+        tuple(rows.num_rows for rows, _ in found),
+        tuple(winners),
+    )
+
+
+def _decide_by_merge(
+    file_io: FileIO,
+    ts: TableSchema,
+    spec: MergeSpec,
+    section: Sequence[FileSlice],
+    part: KeyRange | None,
+) -> Decision:
+    """Sort the decision columns of every file once and pick rows (engines.merge_positions)."""
+    found = section_rows(file_io, ts, section, decision_columns(spec), part)
+    rows = [t.num_rows for t, _ in found]
+    picked = np.zeros(0, dtype=np.int64)
+    if sum(rows):
+        chosen = merge_positions(pa.concat_tables([t for t, _ in found]), spec)
+        assert chosen is not None
+        picked = chosen.astype(np.int64, copy=False)  # pyarrow's sort indices are uint64
+    offsets = np.cumsum([0, *rows])
+    masks, winners = [], []
+    for i, n in enumerate(rows):
+        mine = picked[(picked >= offsets[i]) & (picked < offsets[i + 1])] - offsets[i]
+        keep = np.zeros(n, dtype=bool)
+        keep[mine] = True
+        masks.append(np.packbits(keep))
+        winners.append(len(mine))
+    return Decision(
+        tuple(range(len(section))),
+        tuple(first for _, first in found),
+        tuple(masks),
+        tuple(rows),
+        tuple(winners),
+    )
+
+
+def decision_columns(spec: MergeSpec) -> list[str]:
+    return [*spec.key, *([spec.sequence_field] if spec.sequence_field else []), SEQ, KIND]
+
+
+# -- materialization ----------------------------------------------------------------------
+
+
+def materialize(
+    file_io: FileIO, plan: ReadPlan, section: Sequence[FileSlice], decision: Decision
+) -> Iterator[pa.Table]:
+    """The winning rows of a decided section, filtered and projected, a row group at a time."""
+    if not plan.output and plan.full_filter is None:
+        # Only counting: every winner is a row, nothing needs decoding.
+        if decision.total:
+            yield pa.table({"n": pa.nulls(decision.total)}).select([])
+        return
+    for i in decision.order:
+        if decision.winners[i]:
+            yield from _file_winners(file_io, plan, section[i], decision, i)
+
+
+def _file_winners(
+    file_io: FileIO, plan: ReadPlan, f: FileSlice, decision: Decision, i: int
+) -> Iterator[pa.Table]:
+    """File ``i``'s winners: its row groups that hold one, decoded in batches and filtered.
+
+    Batches keep the decoded values in cache between decoding and filtering (a whole
+    row group of values would not fit).
+    """
+    metadata = parquet_fragment(file_io, f.path, file_size=f.file_size).metadata
+    sizes = [metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)]
+    starts = np.cumsum([0, *sizes])
+    keep = np.unpackbits(decision.masks[i], count=decision.rows[i]).view(bool)
+    offset = decision.offsets[i]  # file position of keep[0]
+    # Only what the output and the filter need: the decision already used the key,
+    # the sequence field and the system columns.
+    needed = {*plan.output, *plan.filter_columns}
+    wanted = [c for c in plan.merge_columns if c in needed]
+    groups = [
+        g
+        for g in range(len(sizes))
+        if keep[max(starts[g] - offset, 0) : max(starts[g + 1] - offset, 0)].any()
+    ]  # a group where every row lost is never decoded
+    dictionary = _dictionary_columns(metadata, wanted)
+    with file_io.arrow_filesystem().open_input_file(file_io.full_path(f.path)) as source:
+        reader = pq.ParquetFile(source, metadata=metadata, read_dictionary=dictionary)
+        for g in groups:
+            at = int(starts[g]) - offset  # keep-index of the group's first row (may be < 0)
+            batches = reader.iter_batches(
+                batch_size=_BATCH_ROWS, row_groups=[g], columns=wanted, use_threads=True
+            )
+            for batch in batches:
+                lo, hi = at, at + batch.num_rows
+                at = hi
+                mask = keep[max(lo, 0) : max(hi, 0)]
+                if lo < 0:
+                    mask = np.concatenate([np.zeros(min(-lo, batch.num_rows), bool), mask])
+                if len(mask) < batch.num_rows:
+                    mask = np.concatenate([mask, np.zeros(batch.num_rows - len(mask), bool)])
+                if not mask.any():
+                    continue
+                rows = batch if mask.all() else batch.filter(pa.array(mask))
+                if dictionary:
+                    rows = _decode_dictionaries(rows, dictionary)
+                if plan.full_filter is not None:
+                    rows = rows.filter(plan.full_filter)
+                if rows.num_rows:
+                    if not plan.output:  # counting under a filter: rows, no columns
+                        yield pa.Table.from_batches([rows.select([])])
+                        continue
+                    # The table's fields (a file marks its key columns not null).
+                    out = rows.select(list(plan.output)).columns
+                    yield pa.table(out, schema=plan.output_schema)
+
+
+def _dictionary_columns(metadata: pq.FileMetaData, columns: Sequence[str]) -> list[str]:
+    """String and binary columns stored dictionary-encoded in every row group.
+
+    They are read as dictionary indices and only the winners' values are built
+    (a superseded version's strings are never copied). A column whose pages fell
+    back to plain encoding is read as is: rebuilding a dictionary would cost more.
+    """
+    schema = metadata.schema.to_arrow_schema()
+    found = []
+    for name in columns:
+        dtype = schema.field(name).type
+        if not (pa.types.is_string(dtype) or pa.types.is_binary(dtype)):
+            continue
+        j = schema.get_field_index(name)
+        chunks = [metadata.row_group(g).column(j) for g in range(metadata.num_row_groups)]
+        # Dictionary indices take a few bits per row; plain strings take their length.
+        if all(
+            c.has_dictionary_page and c.total_uncompressed_size <= 4 * c.num_values + 65536
+            for c in chunks
+        ):
+            found.append(name)
+    return found
+
+
+def _decode_dictionaries(rows: pa.RecordBatch, names: Sequence[str]) -> pa.RecordBatch:
+    arrays = [
+        column.dictionary_decode() if name in names else column
+        for name, column in zip(rows.schema.names, rows.columns)
+    ]
+    return pa.RecordBatch.from_arrays(arrays, names=rows.schema.names)
