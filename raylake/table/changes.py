@@ -42,8 +42,8 @@ BucketKey = tuple[tuple[Any, ...], int]
 
 
 @dataclass(frozen=True)
-class InsertSplit:
-    """The rows of a table split, each one an insert."""
+class _WholeSplitChange:
+    """The rows of a table split, all of one row kind (the subclass says which)."""
 
     split: Split
 
@@ -61,22 +61,13 @@ class InsertSplit:
 
 
 @dataclass(frozen=True)
-class RemovedSplit:
+class InsertSplit(_WholeSplitChange):
+    """The rows of a table split, each one an insert."""
+
+
+@dataclass(frozen=True)
+class RemovedSplit(_WholeSplitChange):
     """The rows of files that are gone (an append table's overwrite), each one a delete."""
-
-    split: Split
-
-    @property
-    def partition(self) -> tuple[Any, ...]:
-        return self.split.partition
-
-    @property
-    def bucket(self) -> int:
-        return self.split.bucket
-
-    @property
-    def row_count(self) -> int:
-        return self.split.row_count
 
 
 @dataclass(frozen=True)

@@ -22,12 +22,13 @@ from raylake.table.args import is_int
 from raylake.table.changes import ChangeRange, ChangeReadContext, ChangeSplit
 from raylake.table.kind import kind_of
 from raylake.table.scan import TableScan, _to_millis
+from raylake.table.scan_reads import ScanReads
 
 SnapshotRef = int | datetime
 
 
 @dataclass(frozen=True)
-class ChangesScan:
+class ChangesScan(ScanReads):
     """The changes after ``start`` (None: the empty table) up to ``end`` (None: the table
     has no snapshot): ``plan()`` / ``read_split``, ``to_arrow``, ``to_batches``,
     ``to_arrow_reader`` and the Arrow stream interface, like ``TableScan``."""
@@ -94,23 +95,6 @@ class ChangesScan:
 
     def read_split(self, split: ChangeSplit) -> Iterator[pa.RecordBatch]:
         return self.read_context().read(split)
-
-    def to_batches(self) -> Iterator[pa.RecordBatch]:
-        yield from self.read_context().read_all(self.plan())
-
-    def to_arrow(self) -> pa.Table:
-        return self.read_context().read_table(self.plan())
-
-    def to_pandas(self, **kwargs: Any) -> Any:
-        return self.to_arrow().to_pandas(**kwargs)
-
-    def to_arrow_reader(self) -> pa.RecordBatchReader:
-        """The change rows as a ``pyarrow.RecordBatchReader`` (planned on the first batch)."""
-        return pa.RecordBatchReader.from_batches(self.output_schema, self.to_batches())
-
-    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
-        """The Arrow PyCapsule stream interface (DuckDB, polars, ``pa.table(changes)``)."""
-        return self.to_arrow_reader().__arrow_c_stream__(requested_schema)
 
 
 def changes_scan(

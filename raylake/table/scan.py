@@ -41,6 +41,7 @@ from raylake.table.args import as_of_arg, columns_arg, snapshot_id_arg
 from raylake.table.counting import count_rows
 from raylake.table.kind import kind_of
 from raylake.table.readahead import read_ahead
+from raylake.table.scan_reads import ScanReads
 from raylake.table.split import Split
 
 
@@ -108,7 +109,7 @@ class ReadContext:
 
 
 @dataclass(frozen=True)
-class TableScan:
+class TableScan(ScanReads):
     """An immutable scan builder: ``select``/``where``/``at`` return new scans."""
 
     file_io: FileIO
@@ -201,32 +202,6 @@ class TableScan:
             return None
         names = self.table_schema.column_names
         return [names.index(c) for c in self.columns]
-
-    def to_batches(self) -> Iterator[pa.RecordBatch]:
-        yield from self.read_context().read_all(self.plan())
-
-    def to_arrow(self) -> pa.Table:
-        return self.read_context().read_table(self.plan())
-
-    def to_pandas(self, **kwargs: Any) -> Any:
-        return self.to_arrow().to_pandas(**kwargs)
-
-    def to_arrow_reader(self) -> pa.RecordBatchReader:
-        """The scan's rows as a ``pyarrow.RecordBatchReader``, streamed in bounded memory.
-
-        Planning waits for the first batch, so asking a reader for its schema (DuckDB
-        and others do, several times per query) costs nothing.
-        """
-        context = self.read_context()
-        return pa.RecordBatchReader.from_batches(context.output_schema, self.to_batches())
-
-    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
-        """The Arrow PyCapsule stream interface: DuckDB, polars, DataFusion, pyarrow
-        (``pa.table(scan)``) and others read the scan without a copy into pandas.
-
-        Each call starts a new stream over a new plan, so a consumer may read it twice.
-        """
-        return self.to_arrow_reader().__arrow_c_stream__(requested_schema)
 
     def count(self) -> int:
         """Row count; from manifests alone for the splits that need no filter or merge."""
