@@ -70,12 +70,14 @@ class LakeIterableDataset(IterableDataset):
         world_size: int | None = None,
         device: str | torch.device | None = None,
         pin_memory: bool | None = None,
-        prefetch: int = DEFAULT_BATCHES,
+        prefetch: int | None = None,
         read_ahead: int = DEFAULT_PIECES,
         storage_options: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
         check_rank(rank, world_size)
+        if prefetch is None:
+            prefetch = default_prefetch(device)
         check_count("prefetch", prefetch)
         check_count("read_ahead", read_ahead)
         source, converter = open_source(
@@ -177,3 +179,13 @@ class LakeIterableDataset(IterableDataset):
         """
         self._loader.load_state_dict(state)
         self._workers.position_set()
+
+
+def default_prefetch(device: str | torch.device | None) -> int:
+    """Batches made ahead on a thread unless asked: where the step runs on a GPU, the
+    CPU is the loader's and a thread hides the conversion; beside a CPU step, or with
+    no step, the thread competes for the same cores and costs about a fifth of the
+    in-process rate on 2 cores (docs/training.md, "Read-ahead")."""
+    if device is not None and torch.device(device).type == "cuda":
+        return DEFAULT_BATCHES
+    return 0

@@ -157,3 +157,12 @@ def test_bad_read_ahead_settings_are_refused(
 ) -> None:
     with pytest.raises(InvalidArgumentError, match=f"{name} must be an int >= 0"):
         make(append_table, **{name: value})
+
+
+def test_batches_are_made_ahead_by_default_only_for_a_cuda_device() -> None:
+    from raylake.train.torch_iterable import default_prefetch
+
+    assert default_prefetch(None) == 0  # beside a CPU step the thread competes for cores
+    assert default_prefetch("cpu") == 0
+    assert default_prefetch("cuda") == 2  # the GPU runs the step: the CPU is the loader's
+    assert default_prefetch("cuda:1") == 2
