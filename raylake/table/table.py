@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -30,7 +30,6 @@ from raylake.io import FileIO
 from raylake.table.args import snapshot_id_arg
 from raylake.table.changes_scan import ChangesScan, changes_scan
 from raylake.table.commit import CommitRequest, Committer, check_partition_filter
-from raylake.table.interop import register_duckdb, to_polars_frame
 from raylake.table.kind import TableKind, kind_of
 from raylake.table.maintenance import (
     DEFAULT_ORPHAN_AGE,
@@ -40,8 +39,7 @@ from raylake.table.maintenance import (
     expire_snapshots,
     remove_orphan_files,
 )
-from raylake.table.scan import TableScan
-from raylake.table.split import Split
+from raylake.table.table_reads import TableReads
 from raylake.table.writer import CommitMessage, TableWriter, abort_messages, writing
 
 if TYPE_CHECKING:
@@ -81,7 +79,7 @@ def create_writer(file_io: FileIO, ts: TableSchema, *, file_prefix: str = "data"
     return kind_of(ts).new_writer(file_io, file_prefix=file_prefix)
 
 
-class Table:
+class Table(TableReads):
     """A raylake table. Cheap to create; holds no open files."""
 
     def __init__(self, file_io: FileIO, table_schema: TableSchema) -> None:
@@ -216,117 +214,6 @@ class Table:
             properties=properties,
             allow_empty=allow_empty,
         )
-
-    # -- reads ---------------------------------------------------------------------------
-
-    def scan(
-        self,
-        *,
-        columns: Sequence[str] | None = None,
-        filter: str | Expr | None = None,
-        snapshot_id: int | None = None,
-        as_of: datetime | int | None = None,
-    ) -> TableScan:
-        scan = TableScan(self.file_io, self.table_schema)
-        return scan.select(columns).where(filter).at(snapshot_id, as_of)
-
-    def to_arrow(
-        self,
-        *,
-        columns: Sequence[str] | None = None,
-        filter: str | Expr | None = None,
-        snapshot_id: int | None = None,
-        as_of: datetime | int | None = None,
-    ) -> pa.Table:
-        return self.scan(
-            columns=columns, filter=filter, snapshot_id=snapshot_id, as_of=as_of
-        ).to_arrow()
-
-    def to_pandas(
-        self,
-        *,
-        columns: Sequence[str] | None = None,
-        filter: str | Expr | None = None,
-        snapshot_id: int | None = None,
-        as_of: datetime | int | None = None,
-    ) -> Any:
-        return self.to_arrow(
-            columns=columns, filter=filter, snapshot_id=snapshot_id, as_of=as_of
-        ).to_pandas()
-
-    def to_batches(
-        self,
-        *,
-        columns: Sequence[str] | None = None,
-        filter: str | Expr | None = None,
-        snapshot_id: int | None = None,
-        as_of: datetime | int | None = None,
-    ) -> Iterator[pa.RecordBatch]:
-        """Stream RecordBatches in bounded memory."""
-        return self.scan(
-            columns=columns, filter=filter, snapshot_id=snapshot_id, as_of=as_of
-        ).to_batches()
-
-    def to_arrow_reader(
-        self,
-        *,
-        columns: Sequence[str] | None = None,
-        filter: str | Expr | None = None,
-        snapshot_id: int | None = None,
-        as_of: datetime | int | None = None,
-    ) -> pa.RecordBatchReader:
-        """A ``pyarrow.RecordBatchReader`` over the rows, streamed in bounded memory.
-
-        A scan (``tbl.scan(...)``) is also an Arrow stream itself (``__arrow_c_stream__``):
-        ``duckdb.sql("select ... from scan")``, ``polars.DataFrame(scan)`` and
-        ``pa.table(scan)`` read it directly.
-        """
-        return self.scan(
-            columns=columns, filter=filter, snapshot_id=snapshot_id, as_of=as_of
-        ).to_arrow_reader()
-
-    def to_duckdb(
-        self,
-        name: str,
-        connection: Any = None,
-        *,
-        columns: Sequence[str] | None = None,
-        filter: str | Expr | None = None,
-        snapshot_id: int | None = None,
-        as_of: datetime | int | None = None,
-    ) -> Any:
-        """Register the table (its current snapshot, or the one chosen) as a DuckDB view.
-
-        Returns the connection (a new in-memory one unless ``connection`` is given). The
-        view streams the pinned snapshot's rows on every query; nothing is copied up front.
-        """
-        scan = self.scan(columns=columns, filter=filter, snapshot_id=snapshot_id, as_of=as_of)
-        return register_duckdb(scan, name, connection)
-
-    def to_polars(
-        self,
-        *,
-        columns: Sequence[str] | None = None,
-        filter: str | Expr | None = None,
-        snapshot_id: int | None = None,
-        as_of: datetime | int | None = None,
-    ) -> Any:
-        """The rows as a ``polars.DataFrame`` (read through the Arrow stream interface)."""
-        scan = self.scan(columns=columns, filter=filter, snapshot_id=snapshot_id, as_of=as_of)
-        return to_polars_frame(scan)
-
-    def read_split(
-        self,
-        split: Split,
-        *,
-        columns: Sequence[str] | None = None,
-        filter: str | Expr | None = None,
-    ) -> Iterator[pa.RecordBatch]:
-        """The rows of one split of a plan (``scan(...).plan()``), e.g. in a worker."""
-        return self.scan(columns=columns, filter=filter).read_context().read(split)
-
-    def count(self, *, filter: str | Expr | None = None, snapshot_id: int | None = None) -> int:
-        return self.scan(filter=filter, snapshot_id=snapshot_id).count()
 
     # -- primary-key tables (docs/primary-keys.md) --------------------------------------
 
