@@ -30,6 +30,7 @@ The convention (also in docs/decisions.md, "Code blocks in the docs run"):
 
 from __future__ import annotations
 
+import gc
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -175,6 +176,10 @@ def test_block_runs(
         for code in codes:
             exec(code, namespace)
     finally:
+        # As at a script's exit: what the blocks left open (an abandoned iterator and
+        # its read-ahead threads) is finalized here, not in whichever test comes later.
+        namespace.clear()
+        gc.collect()
         if "spark" in chain.words:
             import raylake.spark
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
+from read_threads import remember_threads
 
 import raylake
 
@@ -42,6 +43,11 @@ def rows(ids: np.ndarray, version: int = 0) -> pa.Table:
         },
         schema=SCHEMA,
     )
+
+
+@pytest.fixture(autouse=True)
+def _threads_before_the_test() -> None:
+    remember_threads()
 
 
 @pytest.fixture(scope="session")

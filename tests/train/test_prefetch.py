@@ -6,17 +6,12 @@ import threading
 from collections.abc import Iterator
 
 import pytest
+from read_threads import raylake_threads
 
 from raylake.errors import InvalidArgumentError
 from raylake.train.prefetch import PieceWindow, background
 
 WAIT_S = 10.0  # only ever waited in full when something is broken
-
-
-def raylake_threads() -> list[str]:
-    """The read-ahead threads alive (other raylake pools, e.g. manifests', are long-lived)."""
-    names = ("raylake-prefetch", "raylake-read-ahead", "raylake-convert")
-    return [t.name for t in threading.enumerate() if t.name.startswith(names)]
 
 
 class Counted:

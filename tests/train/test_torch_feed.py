@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import torch
+from read_threads import raylake_threads
 from test_torch_iterable import ids_of, make
 
 import raylake
@@ -20,12 +21,6 @@ from raylake.errors import EnvironmentSetupError, InvalidArgumentError
 SETTINGS = [(0, 0), (1, 1), (3, 8)]
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only behaviour")
-
-
-def raylake_threads() -> list[str]:
-    """The read-ahead threads alive (other raylake pools, e.g. manifests', are long-lived)."""
-    names = ("raylake-prefetch", "raylake-read-ahead", "raylake-convert")
-    return [t.name for t in threading.enumerate() if t.name.startswith(names)]
 
 
 def epoch_with_states(ds: Any) -> list[tuple[list[int], dict[str, Any]]]:
