@@ -65,12 +65,22 @@ def create_table(
 def open_table(uri: str, *, storage_options: OptionsLike | None = None) -> Table:
     """Open the table at ``uri``; raise TableNotFoundError if there is none."""
     file_io = FileIO(uri_arg(uri), storage_options)
+    if not schema_ids(file_io):
+        from raylake.paimon import is_paimon_table, open_paimon_table
+
+        if is_paimon_table(file_io):  # read-only (docs/paimon.md)
+            return open_paimon_table(file_io)
     return Table(file_io, load_schema(file_io))
 
 
 def table_exists(uri: str, *, storage_options: OptionsLike | None = None) -> bool:
+    """Whether a table (raylake's, or a Paimon table raylake reads) exists at ``uri``."""
     file_io = FileIO(uri, storage_options)
-    return bool(schema_ids(file_io))
+    if schema_ids(file_io):
+        return True
+    from raylake.paimon import is_paimon_table
+
+    return is_paimon_table(file_io)
 
 
 def open_or_create_table(

@@ -174,6 +174,9 @@ def kind_of(ts: TableSchema) -> TableKind:
 
 
 def _make_kind(ts: TableSchema) -> TableKind:
+    own_kind = getattr(ts, "own_kind", None)
+    if own_kind is not None:  # a table of another format names its kind (raylake/paimon)
+        return own_kind()  # type: ignore[no-any-return]
     if ts.primary_key:
         from raylake.table.pk.kind import PrimaryKeyKind
 

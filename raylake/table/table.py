@@ -6,7 +6,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
 
 import pyarrow as pa
 
@@ -81,6 +81,9 @@ def create_writer(file_io: FileIO, ts: TableSchema, *, file_prefix: str = "data"
 
 class Table(TableReads):
     """A raylake table. Cheap to create; holds no open files."""
+
+    # The table format: "raylake", or "paimon" for a Paimon table read by raylake.paimon.
+    format: ClassVar[str] = "raylake"
 
     def __init__(self, file_io: FileIO, table_schema: TableSchema) -> None:
         self.file_io = file_io

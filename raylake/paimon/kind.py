@@ -1,0 +1,123 @@
+"""The table kinds of Paimon tables: read-only strategies behind raylake's scans.
+
+Reads of every entry point (Ray Data, Torch, TF, Spark, the CLI) go through
+``ReadContext`` -> the kind's ``read_batches``; these kinds read Paimon files
+(raylake/paimon/read.py). Writes, deletes, compaction and change planning raise an
+error that names the format.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from raylake.errors import UnsupportedOperationError
+from raylake.expr import Expr, filter_on_columns
+from raylake.format.manifest import DataFile
+from raylake.io import FileIO
+from raylake.paimon.meta import PaimonFileSlice
+from raylake.paimon.read import read_splits
+from raylake.table.kind import TableKind
+from raylake.table.split import Split
+from raylake.table.writer import TableWriter
+
+if TYPE_CHECKING:
+    from raylake.format.snapshot import Snapshot
+    from raylake.table.changes import ChangeRange, ChangeSplit
+    from raylake.table.scan import ReadContext
+    from raylake.table.table import Table
+
+
+def read_only(uri: str, what: str) -> UnsupportedOperationError:
+    return UnsupportedOperationError(
+        f"{what} is not supported: {uri} is an Apache Paimon table, which raylake reads "
+        "but does not write (format 'paimon', read-only in this version)"
+    )
+
+
+class _PaimonKind(TableKind):
+    write_modes = ()
+
+    @property
+    def default_write_mode(self) -> str:
+        raise read_only(self._uri, "writing")
+
+    @property
+    def _uri(self) -> str:
+        paimon = getattr(self.ts, "paimon", None)
+        return paimon.uri if paimon is not None else "the table"
+
+    def check_write_mode(self, mode: str, where: str = "") -> None:
+        raise read_only(where or self._uri, f"writing (mode {mode!r})")
+
+    def new_writer(self, file_io: FileIO, *, file_prefix: str = "data") -> TableWriter:
+        raise read_only(file_io.uri, "writing")
+
+    def plan_splits(
+        self,
+        snapshot_id: int,
+        files: list[DataFile],
+        column_indices: Sequence[int] | None,
+        target_size: int,
+    ) -> list[Split]:
+        raise UnsupportedOperationError("Paimon tables are planned by raylake.paimon.scan")
+
+    def read_batches(self, ctx: ReadContext, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
+        return read_splits(ctx, splits)
+
+    def plan_changes(self, rng: ChangeRange) -> list[ChangeSplit]:
+        raise read_only(self._uri, "reading changes between snapshots")
+
+    def read_changelog(
+        self, file_io: FileIO, snap: Snapshot, columns: Sequence[str] | None
+    ) -> pa.Table:
+        raise read_only(file_io.uri, "reading a snapshot's changelog")
+
+    def compact(self, file_io: FileIO, *, full: bool) -> Snapshot | None:
+        raise read_only(file_io.uri, "compact()")
+
+    def delete(self, tbl: Table, keys_or_filter: Any) -> Snapshot | None:
+        raise read_only(tbl.uri, "delete()")
+
+
+class PaimonAppendKind(_PaimonKind):
+    name = "append"
+    described = "a Paimon append table"
+
+    def pruning_filter(self, filter: Expr) -> Expr:
+        return filter
+
+    def exact_row_count(self, split: Split) -> int | None:
+        total = 0
+        for f in split.files:
+            deletion = f.deletion if isinstance(f, PaimonFileSlice) else None
+            if deletion is not None:
+                if deletion.cardinality is None:
+                    return None
+                total -= deletion.cardinality
+            total += f.row_count
+        return total
+
+
+class PaimonPrimaryKeyKind(_PaimonKind):
+    name = "primary-key"
+    described = "a Paimon primary-key table"
+
+    def pruning_filter(self, filter: Expr) -> Expr:
+        # Value predicates may not prune a file whose rows an older or newer file's
+        # versions override: only the key and the partition decide before the merge.
+        return filter_on_columns(filter, {*self.ts.primary_key, *self.ts.partition_keys})
+
+    def exact_row_count(self, split: Split) -> int | None:
+        """Rows of a split of compacted files only (each key once), from metadata."""
+        total = 0
+        for section in split.merge_sections():
+            if len(section) != 1:
+                return None
+            (f,) = section
+            if not isinstance(f, PaimonFileSlice) or f.level == 0 or f.deletion is not None:
+                return None
+            total += f.row_count - f.delete_row_count
+        return total

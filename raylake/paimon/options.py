@@ -1,0 +1,254 @@
+"""The Paimon table options raylake reads, and the refusal of any it cannot honour.
+
+Options fall in three groups: those that change what a read returns (raylake
+implements them, or refuses the values it does not implement), those that only
+steer writers, compaction and maintenance (harmless to a reader), and everything
+else, which raises :class:`UnsupportedPaimonError` naming the option: raylake never
+returns rows that Paimon would not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from raylake.errors import UnsupportedOperationError
+
+# Paimon's aggregate functions raylake's merge kernel computes, by Paimon name.
+AGGREGATES = {
+    "sum": "sum",
+    "min": "min",
+    "max": "max",
+    "last_value": "last",
+    "last_non_null_value": "last-non-null",
+    "first_non_null_value": "first-non-null",
+}
+ENGINES = ("deduplicate", "partial-update", "first-row", "aggregation")
+BUCKET_UNAWARE, BUCKET_POSTPONE = -1, -2
+
+# Options a reader may ignore: writers, compaction, expiration, catalogs, file encoding.
+_HARMLESS_PREFIXES = (
+    "bucket-key",
+    "write-",
+    "write.",
+    "compaction.",
+    "full-compaction.",
+    "num-sorted-run.",
+    "num-levels",
+    "target-file-size",
+    "file.compression",
+    "file.block-size",
+    "file.suffix",
+    "file-index.",
+    "file-reader-async-threshold",
+    "manifest.",
+    "snapshot.",
+    "changelog.",
+    "changelog-producer",
+    "changelog-file.",
+    "consumer.",
+    "consumer-id",
+    "tag.",
+    "sink.",
+    "lookup.",
+    "lookup-wait",
+    "commit.",
+    "dynamic-bucket.",
+    "dynamic-partition-overwrite",
+    "cross-partition-upsert.",
+    "partition.expiration",
+    "partition.timestamp",
+    "partition.mark-done",
+    "partition.idle-time",
+    "metadata.",
+    "parquet.",
+    "orc.",
+    "avro.",
+    "page-size",
+    "cache-page-size",
+    "local-sort.",
+    "sort-",
+    "spill-",
+    "sequence.auto-padding",
+    "rowkind.field",
+    "streaming-read-overwrite",
+    "path",
+    "owner",
+    "comment",
+    "bucket-append-ordered",
+    "read.batch-size",
+    "source.",
+    "continuous.discovery-interval",
+    "precommit-compact",
+    "record-level.",
+    "local-merge-buffer-size",
+    "row-kind",
+    "format-table.",
+    "incremental-between",
+    "force-lookup",
+    "lookup-compact",
+    "changelog-producer.",
+    "stats-mode",
+    "metastore.",
+    "async-file-write",
+    "end-input.",
+    "zorder.",
+    "primary-key",
+    "partition",
+)
+# Options whose value changes which rows a default Paimon read returns.
+_SCAN_OPTIONS = (
+    "scan.mode",
+    "scan.snapshot-id",
+    "scan.timestamp-millis",
+    "scan.timestamp",
+    "scan.tag-name",
+    "scan.watermark",
+    "scan.file-creation-time-millis",
+    "scan.bounded.watermark",
+    "scan.version",
+    "scan.fallback-branch",
+)
+
+
+class UnsupportedPaimonError(UnsupportedOperationError):
+    """A Paimon table, option or file that raylake cannot read correctly."""
+
+    def __init__(self, uri: str, what: str) -> None:
+        self.uri = uri
+        self.what = what
+        super().__init__(
+            f"raylake cannot read the Paimon table at {uri!r}: {what} (see docs/paimon.md)"
+        )
+
+
+@dataclass(frozen=True)
+class PaimonOptions:
+    """The options of a Paimon schema that decide what a read returns."""
+
+    bucket: int = -1
+    merge_engine: str = "deduplicate"
+    sequence_field: str | None = None
+    ignore_delete: bool = False
+    remove_record_on_delete: bool = False
+    aggregates: Mapping[str, str] = field(default_factory=dict)  # column -> raylake function
+    default_aggregate: str = "last-non-null"
+    deletion_vectors: bool = False
+    file_format: str = "parquet"
+    partition_default_name: str = "__DEFAULT_PARTITION__"
+    legacy_partition_name: bool = True
+
+
+def parse_options(
+    options: Mapping[str, str], columns: list[str], primary_keys: tuple[str, ...], uri: str
+) -> PaimonOptions:
+    """Validate a schema's options for reading, naming the first one raylake cannot honour."""
+    known = _known_keys(columns)
+    for key in options:
+        harmless = key.startswith(_HARMLESS_PREFIXES) or key.startswith("scan.")
+        if key in _SCAN_OPTIONS or not (key in known or harmless):
+            raise UnsupportedPaimonError(uri, f"the table option {key!r}={options[key]!r}")
+    bucket = int(options.get("bucket", "-1"))
+    if bucket == BUCKET_POSTPONE:
+        raise UnsupportedPaimonError(
+            uri,
+            "'bucket'='-2' (postponed bucket): its rows wait in bucket-postpone until a "
+            "compaction assigns them, and a read would miss them",
+        )
+    engine = options.get("merge-engine", "deduplicate")
+    if engine not in ENGINES:
+        raise UnsupportedPaimonError(uri, f"the merge engine {engine!r}")
+    sequence = options.get("sequence.field")
+    if sequence is not None:
+        if "," in sequence:
+            raise UnsupportedPaimonError(uri, f"'sequence.field'={sequence!r} (several fields)")
+        if engine != "deduplicate":
+            raise UnsupportedPaimonError(uri, f"'sequence.field' with merge-engine={engine!r}")
+        if sequence not in columns:
+            raise UnsupportedPaimonError(uri, f"'sequence.field'={sequence!r} is no column")
+    if options.get("sequence.field.sort-order", "ascending").lower() != "ascending":
+        raise UnsupportedPaimonError(uri, "'sequence.field.sort-order'='descending'")
+    fmt = options.get("file.format", "parquet").lower()
+    if fmt not in ("parquet", "orc"):
+        raise UnsupportedPaimonError(uri, f"'file.format'={fmt!r} (raylake reads parquet and orc)")
+    if options.get("type", "table") != "table":
+        raise UnsupportedPaimonError(uri, f"'type'={options['type']!r}")
+    aggregates, default = _aggregates(options, columns, primary_keys, engine, uri)
+    return PaimonOptions(
+        bucket=bucket,
+        merge_engine=engine,
+        sequence_field=sequence,
+        ignore_delete=_ignore_delete(options),
+        remove_record_on_delete=_flag(options, f"{engine}.remove-record-on-delete"),
+        aggregates=aggregates,
+        default_aggregate=default,
+        deletion_vectors=_flag(options, "deletion-vectors.enabled"),
+        file_format=fmt,
+        partition_default_name=options.get("partition.default-name", "__DEFAULT_PARTITION__"),
+        legacy_partition_name=options.get("partition.legacy-name", "true").lower() == "true",
+    )
+
+
+def _known_keys(columns: list[str]) -> set[str]:
+    keys = {
+        "bucket",
+        "merge-engine",
+        "sequence.field",
+        "sequence.field.sort-order",
+        "ignore-delete",
+        "first-row.ignore-delete",
+        "deduplicate.ignore-delete",
+        "partial-update.ignore-delete",
+        "partial-update.remove-record-on-delete",
+        "aggregation.remove-record-on-delete",
+        "fields.default-aggregate-function",
+        "deletion-vectors.enabled",
+        "deletion-vectors.bitmap64",
+        "deletion-vectors.index-file.target-size",
+        "deletion-vectors.modifiable",
+        "file.format",
+        "partition.default-name",
+        "partition.legacy-name",
+        "type",
+    }
+    keys |= {f"fields.{c}.aggregate-function" for c in columns}
+    return keys
+
+
+def _flag(options: Mapping[str, str], key: str) -> bool:
+    return options.get(key, "false").strip().lower() == "true"
+
+
+def _ignore_delete(options: Mapping[str, str]) -> bool:
+    keys = ("ignore-delete", "first-row.ignore-delete", "deduplicate.ignore-delete")
+    return any(_flag(options, k) for k in (*keys, "partial-update.ignore-delete"))
+
+
+def _aggregates(
+    options: Mapping[str, str],
+    columns: list[str],
+    primary_keys: tuple[str, ...],
+    engine: str,
+    uri: str,
+) -> tuple[dict[str, str], str]:
+    default_name = options.get("fields.default-aggregate-function", "last_non_null_value")
+    functions = {
+        c: options.get(f"fields.{c}.aggregate-function", default_name)
+        for c in columns
+        if c not in primary_keys
+    }
+    explicit = [k for k in options if k.endswith(".aggregate-function")]
+    if engine != "aggregation":
+        if explicit:
+            raise UnsupportedPaimonError(
+                uri, f"aggregate functions ({explicit}) with merge-engine={engine!r}"
+            )
+        return {}, "last-non-null"
+    aggregates = {}
+    for column, name in functions.items():
+        if name not in AGGREGATES:
+            raise UnsupportedPaimonError(
+                uri, f"the aggregate function {name!r} of column {column!r}"
+            )
+        aggregates[column] = AGGREGATES[name]
+    return aggregates, AGGREGATES.get(default_name, "last-non-null")

@@ -1,0 +1,207 @@
+"""Reading the data files of Paimon splits: column mapping, deletion vectors, merging.
+
+Every file is read under the current schema: its columns are found by field id in
+the schema it was written with (renamed columns keep their id; columns added later
+read as nulls; widened types are cast). Rows a deletion vector marks are dropped.
+
+Append files are independent. Primary-key files carry ``_SEQUENCE_NUMBER`` and
+``_VALUE_KIND`` (+I 0, -U 1, +U 2, -D 3, the same codes as raylake's row kinds) and
+are merged per section (files of a bucket whose key ranges overlap) by raylake's
+columnar merge kernel (raylake/table/pk/engines.py). Only key and partition
+predicates filter rows before the merge; the whole filter runs on merged rows, so an
+older version of a row never reappears.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from raylake.expr import AlwaysTrue, Expr, filter_on_columns, referenced_columns, to_arrow
+from raylake.paimon.deletion import deleted_positions, keep_mask
+from raylake.paimon.meta import PaimonFileSlice, PaimonInfo, PaimonTableSchema
+from raylake.paimon.options import UnsupportedPaimonError
+from raylake.table.pk.engines import merge
+from raylake.table.pk.schema import DELETE, KIND, SEQ, UPDATE_BEFORE, MergeSpec
+from raylake.table.split import Split
+
+PAIMON_SEQ, PAIMON_KIND = "_SEQUENCE_NUMBER", "_VALUE_KIND"
+_RETRACT = pa.array([UPDATE_BEFORE, DELETE], pa.int8())
+
+
+def read_file(
+    ctx: Any, f: PaimonFileSlice, names: Sequence[str], *, system: bool = False
+) -> pa.Table:
+    """One file's ``names`` (current column names) in the current types, without the rows
+    its deletion vector deletes; with ``_rl_seq``/``_rl_kind`` when ``system``."""
+    ts: PaimonTableSchema = ctx.table_schema
+    info = ts.info
+    written = info.schemas.get(f.schema_id, info.current)
+    by_id = written.by_id()
+    sources: dict[str, str | None] = {}
+    for name in names:
+        src = by_id.get(info.current.field(name).id)
+        sources[name] = None if src is None else src.name
+    wanted = [s for s in sources.values() if s is not None]
+    if system:
+        wanted += [PAIMON_SEQ, PAIMON_KIND]
+    raw = _read_raw(ctx, f, list(dict.fromkeys(wanted)))
+    if f.deletion is not None:
+        raw = raw.filter(keep_mask(raw.num_rows, deleted_positions(ctx.file_io, f.deletion)))
+    schema = ts.arrow_schema
+    arrays, fields = [], []
+    for name in names:
+        target = schema.field(name)
+        src_name = sources[name]
+        if src_name is None:
+            column: Any = pa.nulls(raw.num_rows, target.type)
+        else:
+            column = raw.column(src_name)
+            if column.type != target.type:
+                column = column.cast(target.type)
+        arrays.append(column)
+        fields.append(target)
+    if system:
+        arrays += [raw.column(PAIMON_SEQ).cast(pa.int64()), raw.column(PAIMON_KIND).cast(pa.int8())]
+        fields += [pa.field(SEQ, pa.int64(), nullable=False), pa.field(KIND, pa.int8(), False)]
+    if not arrays:
+        return pa.table({"_": pa.nulls(raw.num_rows)}).select([])
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def _read_raw(ctx: Any, f: PaimonFileSlice, columns: list[str]) -> pa.Table:
+    fs = ctx.file_io.arrow_filesystem()
+    path = ctx.file_io.full_path(f.path)
+    with fs.open_input_file(path) as source:
+        if f.file_format == "orc":
+            from pyarrow import orc
+
+            reader = orc.ORCFile(source)
+            if not columns:
+                return pa.table({"_": pa.nulls(reader.nrows)}).select([])
+            return reader.read(columns=columns)
+        import pyarrow.parquet as pq
+
+        parquet = pq.ParquetFile(source)
+        if not columns:
+            return pa.table({"_": pa.nulls(parquet.metadata.num_rows)}).select([])
+        return parquet.read(columns=columns, use_threads=True)
+
+
+@dataclass(frozen=True)
+class PaimonReadPlan:
+    """What a split read fetches, filters before the merge, and returns."""
+
+    output: tuple[str, ...]
+    merge_columns: tuple[str, ...]
+    key_filter: pc.Expression | None
+    full_filter: pc.Expression | None
+    spec: MergeSpec | None
+
+    @classmethod
+    def of(
+        cls, ts: PaimonTableSchema, columns: Sequence[str] | None, filter: Expr
+    ) -> PaimonReadPlan:
+        output = tuple(ts.column_names if columns is None else columns)
+        needed = {*ts.primary_key, *output, *referenced_columns(filter)}
+        opts = ts.info.options
+        if opts.sequence_field:
+            needed.add(opts.sequence_field)
+        keyish = {*ts.primary_key, *ts.partition_keys}
+        pushed = filter_on_columns(filter, keyish)
+        spec = None
+        if ts.primary_key:
+            spec = MergeSpec(
+                key=tuple(ts.primary_key),
+                engine=opts.merge_engine,
+                sequence_field=opts.sequence_field,
+                aggregates={
+                    c: opts.aggregates.get(c, opts.default_aggregate)
+                    for c in ts.column_names
+                    if c not in ts.primary_key
+                },
+            )
+        return cls(
+            output=output,
+            merge_columns=tuple(c for c in ts.column_names if c in needed),
+            key_filter=None if isinstance(pushed, AlwaysTrue) else to_arrow(pushed),
+            full_filter=None if isinstance(filter, AlwaysTrue) else to_arrow(filter),
+            spec=spec,
+        )
+
+    @property
+    def read_columns(self) -> tuple[str, ...]:
+        """Columns of an unmerged read: the output and the filter's."""
+        return self.merge_columns
+
+
+def read_splits(ctx: Any, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
+    ts: PaimonTableSchema = ctx.table_schema
+    plan = PaimonReadPlan.of(ts, ctx.columns, ctx.filter)
+    out_schema = ctx.output_schema
+    for split in splits:
+        sections = split.merge_sections() if split.sections else [(f,) for f in split.files]
+        for section in sections:
+            rows = _read_section(ctx, plan, section)  # type: ignore[arg-type]
+            if plan.output:
+                rows = pa.Table.from_arrays(
+                    [rows.column(c) for c in plan.output], schema=out_schema
+                )
+            else:
+                rows = rows.select([])
+            yield from rows.to_batches(max_chunksize=ctx.batch_size)
+
+
+def _read_section(ctx: Any, plan: PaimonReadPlan, files: Sequence[PaimonFileSlice]) -> pa.Table:
+    ts: PaimonTableSchema = ctx.table_schema
+    if plan.spec is None:
+        (f,) = files
+        rows = read_file(ctx, f, plan.read_columns)
+        return rows if plan.full_filter is None else rows.filter(plan.full_filter)
+    info = ts.info
+    if len(files) == 1 and (files[0].level > 0 or info.options.deletion_vectors):
+        # A compacted file (or any file of a deletion-vector table) holds each key once.
+        rows = read_file(ctx, files[0], plan.merge_columns, system=True)
+        rows = rows.filter(pc.invert(pc.is_in(rows.column(KIND), value_set=_RETRACT)))
+        return rows if plan.full_filter is None else rows.filter(plan.full_filter)
+    found = []
+    for f in files:
+        part = read_file(ctx, f, plan.merge_columns, system=True)
+        if plan.key_filter is not None:
+            part = part.filter(plan.key_filter)
+        found.append(part)
+    rows = prepare_kinds(pa.concat_tables(found), info, ctx.file_io.uri)
+    merged = merge(rows, plan.spec)
+    return merged if plan.full_filter is None else merged.filter(plan.full_filter)
+
+
+def prepare_kinds(rows: pa.Table, info: PaimonInfo, uri: str) -> pa.Table:
+    """Paimon's treatment of retract rows (-U, -D) per merge engine, as raylake row kinds.
+
+    deduplicate: the latest version decides, and a retract removes the key (-U becomes
+    -D). first-row, and any engine with ``ignore-delete``: retracts are ignored.
+    partial-update and aggregation: a -D removes the key only with
+    ``<engine>.remove-record-on-delete``; otherwise Paimon itself refuses them.
+    """
+    opts = info.options
+    kinds = rows.column(KIND)
+    retract = pc.is_in(kinds, value_set=_RETRACT)
+    if not pc.any(retract).as_py():
+        return rows
+    if opts.ignore_delete or opts.merge_engine == "first-row":
+        return rows.filter(pc.invert(retract))
+    if opts.merge_engine == "deduplicate":
+        fixed = pc.if_else(retract, pa.scalar(DELETE, pa.int8()), kinds)
+        return rows.set_column(rows.column_names.index(KIND), KIND, fixed)
+    if opts.remove_record_on_delete:
+        before = pc.equal(kinds, pa.scalar(UPDATE_BEFORE, pa.int8()))
+        return rows.filter(pc.invert(before))
+    raise UnsupportedPaimonError(
+        uri,
+        f"a {opts.merge_engine} table holds retract (-U/-D) rows and neither 'ignore-delete' "
+        f"nor '{opts.merge_engine}.remove-record-on-delete' is set (Paimon refuses them too)",
+    )

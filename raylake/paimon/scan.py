@@ -1,0 +1,278 @@
+"""Planning a Paimon scan into raylake splits, from the snapshot's manifests only.
+
+Append tables: every live file is independent; files are packed into splits of one
+(partition, bucket). Primary-key tables: a bucket's files are grouped into sections of
+overlapping key ranges (each merged as a whole) and packed into bucket-aligned splits.
+Files are pruned by partition values and key statistics; an append table's files also
+by value statistics. A primary-key file is never pruned on a value predicate: an
+overlapping file's newer version of a row could otherwise win the merge wrongly, or an
+older one reappear.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import date, datetime
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from raylake.errors import UnknownColumnError
+from raylake.expr import AlwaysTrue, Expr, might_match, referenced_columns
+from raylake.format.snapshot import Snapshot
+from raylake.format.types import has_min_max
+from raylake.paimon.deletion import DeletionFile, deletion_files
+from raylake.paimon.manifest import EntryDecoder, PaimonFile, live_files, snapshot_manifests
+from raylake.paimon.meta import PaimonFileSlice, PaimonInfo, PaimonTableSchema
+from raylake.paimon.snapshot import PaimonSnapshots
+from raylake.table.kind import kind_of
+from raylake.table.pk.read import overlap_sections
+from raylake.table.scan import ManifestStats, TableScan
+from raylake.table.split import Split, pack_slices, partition_sort_key
+
+DEFAULT_TARGET = 128 << 20
+OPEN_FILE_COST = 4 << 20
+# Decoded Parquet is several times its size on disk; a rough, constant guess.
+MEMORY_PER_DISK_BYTE = 3
+
+
+@dataclass(frozen=True)
+class PaimonScan(TableScan):
+    """A raylake scan over a Paimon table; ``at()`` also switches to the snapshot's schema."""
+
+    schemas_by_id: Mapping[int, PaimonTableSchema] | None = None
+
+    def _resolve_snapshot(self) -> Snapshot | None:
+        snaps = PaimonSnapshots(self.file_io)
+        if self.snapshot_id is not None:
+            return snaps.get(self.snapshot_id)
+        if self.as_of is not None:
+            return snaps.as_of(self.as_of)
+        return snaps.latest()
+
+    def at(self, snapshot_id: int | None = None, as_of: datetime | int | None = None) -> TableScan:
+        moved = super().at(snapshot_id, as_of)
+        if (snapshot_id is None and as_of is None) or not self.schemas_by_id:
+            return moved
+        snap = moved.snapshot()
+        if snap is None or snap.schema_id == self.table_schema.schema_id:
+            return moved
+        ts = self.schemas_by_id[snap.schema_id]
+        for c in moved.columns or ():
+            if c not in ts.column_names:
+                raise UnknownColumnError(c, ts.column_names)
+        return replace(moved, table_schema=ts, columns=moved.columns).pin()
+
+    def plan(self) -> list[Split]:
+        snap = self.snapshot()
+        if snap is None:
+            return []
+        ts = self.table_schema
+        assert isinstance(ts, PaimonTableSchema)
+        info = ts.info
+        decoder = EntryDecoder(self.file_io, info.schemas, info.current, partition_path(info))
+        files = live_files(decoder, snapshot_manifests(self.file_io, snap))
+        if skips_level0(info):
+            files = [f for f in files if f.level > 0]
+        pruning = kind_of(ts).pruning_filter(self.filter)
+        files = prune_files(files, ts, pruning)
+        dvs = deletion_files(self.file_io, snap)
+        target = self.split_target_size or DEFAULT_TARGET
+        fraction = _column_fraction(ts, self.columns)
+        pieces = [(f, _slice(f, dvs, fraction, info)) for f in files]
+        if ts.primary_key:
+            return _pk_splits(snap.id, pieces, target)
+        ordered = sorted(
+            pieces, key=lambda p: (partition_sort_key(p[0].partition), p[0].bucket, p[0].file_name)
+        )
+        return pack_slices(
+            snap.id, [(f.partition, f.bucket, s) for f, s in ordered], target, OPEN_FILE_COST
+        )
+
+
+def skips_level0(info: PaimonInfo) -> bool:
+    """Whether a batch read leaves out level-0 files, as Paimon's does: with deletion
+    vectors (a compaction marks the rows its level-0 files replace) and with first-row
+    (level-0 rows become visible once compaction has looked them up)."""
+    opts = info.options
+    return bool(info.current.primary_keys) and (
+        opts.deletion_vectors or opts.merge_engine == "first-row"
+    )
+
+
+def _column_fraction(ts: PaimonTableSchema, columns: Sequence[str] | None) -> float:
+    if columns is None:
+        return 1.0
+    return max(len(columns), 1) / max(len(ts.column_names), 1)
+
+
+def _slice(
+    f: PaimonFile,
+    dvs: Mapping[tuple[bytes, int, str], DeletionFile],
+    fraction: float,
+    info: PaimonInfo,
+) -> PaimonFileSlice:
+    ext = f.file_name.rsplit(".", 1)[-1].lower()
+    return PaimonFileSlice(
+        path=f.path,
+        row_groups=None,
+        row_count=f.row_count,
+        size_bytes=int(f.file_size * MEMORY_PER_DISK_BYTE * fraction),
+        file_size=f.file_size,
+        level=f.level,
+        min_key=f.min_key or None,
+        max_key=f.max_key or None,
+        min_sequence=f.min_sequence,
+        max_sequence=f.max_sequence,
+        delete_row_count=-1 if f.delete_row_count is None else int(f.delete_row_count),
+        schema_id=f.schema_id,
+        deletion=dvs.get((f.partition_bytes, f.bucket, f.file_name)),
+        file_format="orc" if ext == "orc" else "parquet" if ext == "parquet" else ext,
+    )
+
+
+def _pk_splits(
+    snapshot_id: int, pieces: list[tuple[PaimonFile, PaimonFileSlice]], target: int
+) -> list[Split]:
+    buckets: dict[tuple[tuple[Any, ...], int], list[PaimonFileSlice]] = {}
+    for f, s in pieces:
+        buckets.setdefault((f.partition, f.bucket), []).append(s)
+    splits: list[Split] = []
+    for (partition, bucket), members in sorted(
+        buckets.items(), key=lambda kv: (partition_sort_key(kv[0][0]), kv[0][1])
+    ):
+        current: list[list[PaimonFileSlice]] = []
+        size = 0
+        for section in overlap_sections(members):
+            section_size = sum(s.size_bytes for s in section)
+            if current and size + section_size > target:
+                splits.append(_pk_split(snapshot_id, partition, bucket, current))
+                current, size = [], 0
+            current.append(section)
+            size += section_size
+        if current:
+            splits.append(_pk_split(snapshot_id, partition, bucket, current))
+    return splits
+
+
+def _pk_split(
+    snapshot_id: int, partition: tuple[Any, ...], bucket: int, sections: list[list[PaimonFileSlice]]
+) -> Split:
+    files = tuple(s for section in sections for s in section)
+    return Split(
+        snapshot_id=snapshot_id,
+        partition=partition,
+        bucket=bucket,
+        files=files,
+        row_count=sum(f.row_count for f in files),
+        size_bytes=sum(f.size_bytes for f in files),
+        sections=tuple(len(section) for section in sections),
+    )
+
+
+# -- pruning ---------------------------------------------------------------------------
+
+
+def prune_files(files: list[PaimonFile], ts: PaimonTableSchema, pruning: Expr) -> list[PaimonFile]:
+    """The files whose partition values and statistics may hold rows matching ``pruning``."""
+    if isinstance(pruning, AlwaysTrue) or not files:
+        return files
+    columns = [c for c in ts.column_names if c in referenced_columns(pruning)]
+    schema = ts.arrow_schema
+    stats = pa.table(
+        {
+            "row_count": pa.array([f.row_count for f in files], pa.int64()),
+            "stats": pa.StructArray.from_arrays(
+                [_column_stats(files, ts, c, schema.field(c).type) for c in columns],
+                names=columns,
+            )
+            if columns
+            else pa.nulls(len(files), pa.struct([])),
+        }
+    )
+    mask = _might_match_mask(stats, pruning, schema)
+    return [f for f, m in zip(files, mask) if m]
+
+
+def _might_match_mask(stats: pa.Table, pruning: Expr, schema: pa.Schema) -> list[bool]:
+    indexed = stats.append_column("_i", pa.array(np.arange(stats.num_rows)))
+    kept = indexed.filter(might_match(pruning, ManifestStats(schema))).column("_i").to_numpy()
+    mask = np.zeros(stats.num_rows, dtype=bool)
+    mask[kept] = True
+    return mask.tolist()
+
+
+def _column_stats(
+    files: list[PaimonFile], ts: PaimonTableSchema, column: str, dtype: pa.DataType
+) -> pa.StructArray:
+    lows: list[Any] = []
+    highs: list[Any] = []
+    nulls: list[int | None] = []
+    usable = has_min_max(dtype) and not pa.types.is_floating(dtype)  # NaN has no order
+    partition_index = ts.partition_keys.index(column) if column in ts.partition_keys else None
+    key_names = ts.info.current.trimmed_primary_keys if ts.primary_key else ()
+    for f in files:
+        if partition_index is not None:
+            value = f.partition[partition_index]
+            lows.append(value)
+            highs.append(value)
+            nulls.append(f.row_count if value is None else 0)
+            continue
+        if ts.primary_key and column in key_names and len(key_names) == 1:
+            lows.append(f.min_key[0] if f.min_key else None)
+            highs.append(f.max_key[0] if f.max_key else None)
+            nulls.append(0)
+            continue
+        stats = f.value_stats
+        lows.append(stats.min.get(column) if usable else None)
+        highs.append(stats.max.get(column) if usable else None)
+        nulls.append(stats.null_count.get(column))
+    return pa.StructArray.from_arrays(
+        [_array(lows, dtype), _array(highs, dtype), pa.array(nulls, pa.int64())],
+        names=["min", "max", "null_count"],
+    )
+
+
+def _array(values: list[Any], dtype: pa.DataType) -> pa.Array:
+    try:
+        return pa.array(values, dtype)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+        return pa.nulls(len(values), dtype)
+
+
+# -- partition directories -------------------------------------------------------------
+
+
+def partition_path(info: PaimonInfo) -> Any:
+    """A function from partition values to the ``k=v/.../`` directory Paimon writes them to."""
+    keys = info.current.partition_keys
+    types = info.current.types_of(list(keys))
+    default = info.options.partition_default_name
+    legacy = info.options.legacy_partition_name
+
+    def path(values: tuple[Any, ...]) -> str:
+        parts = [
+            f"{k}={_partition_text(v, t.root, default, legacy)}/"
+            for k, v, t in zip(keys, values, types)
+        ]
+        return "".join(parts)
+
+    return path
+
+
+def _partition_text(value: Any, root: str, default: str, legacy: bool) -> str:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return default
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, date) and not isinstance(value, datetime) and legacy:
+        return str((value - date(1970, 1, 1)).days)  # legacy names print a date's day number
+    return _escape(str(value))
+
+
+def _escape(text: str) -> str:
+    """Hive's escaping of partition path names (the characters Paimon escapes too)."""
+    special = set("\"#%'*/:=?\\\x7f{[]^")
+    return "".join(f"%{ord(c):02X}" if c in special or ord(c) < 0x20 else c for c in text)

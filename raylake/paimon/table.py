@@ -1,0 +1,143 @@
+"""A Paimon table behind raylake's Table API: every read, no write.
+
+:func:`open_paimon_table` loads the schemas, validates the options and returns a
+:class:`PaimonTable`, a :class:`~raylake.table.table.Table` whose scans are
+:class:`~raylake.paimon.scan.PaimonScan` s and whose kind reads Paimon files, so that
+Ray Data, Torch, TF, Spark and the CLI read it like a raylake table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any, ClassVar, NoReturn
+
+from raylake.expr import Expr
+from raylake.format.snapshot import Snapshot
+from raylake.io import FileIO
+from raylake.paimon.kind import read_only
+from raylake.paimon.meta import PaimonInfo, PaimonTableSchema
+from raylake.paimon.options import parse_options
+from raylake.paimon.scan import PaimonScan
+from raylake.paimon.schema import PaimonSchema, load_schemas, schema_ids
+from raylake.paimon.snapshot import PaimonSnapshots
+from raylake.table.scan import TableScan
+from raylake.table.table import Table
+
+FORMAT = "paimon"
+
+
+def is_paimon_table(file_io: FileIO) -> bool:
+    """Whether ``file_io``'s root holds a Paimon table (``schema/schema-<n>`` files)."""
+    return bool(schema_ids(file_io))
+
+
+def table_schemas(file_io: FileIO) -> dict[int, PaimonTableSchema]:
+    """A raylake table schema per Paimon schema id (options validated for each)."""
+    schemas = load_schemas(file_io)
+    return {i: _table_schema(file_io.uri, schemas, s) for i, s in schemas.items()}
+
+
+def _table_schema(
+    uri: str, schemas: Mapping[int, PaimonSchema], current: PaimonSchema
+) -> PaimonTableSchema:
+    options = parse_options(current.options, current.names, current.primary_keys, uri)
+    return PaimonTableSchema(
+        arrow_schema=current.arrow_schema(),
+        partition_keys=current.partition_keys,
+        primary_key=current.primary_keys,
+        buckets=max(options.bucket, 1),
+        schema_id=current.id,
+        paimon=PaimonInfo(uri=uri, schemas=dict(schemas), current=current, options=options),
+    )
+
+
+def open_paimon_table(file_io: FileIO) -> PaimonTable:
+    by_id = table_schemas(file_io)
+    return PaimonTable(file_io, by_id[max(by_id)], by_id)
+
+
+class PaimonTable(Table):
+    """An Apache Paimon table, read-only: ``tbl.format == "paimon"``."""
+
+    format: ClassVar[str] = FORMAT
+
+    def __init__(
+        self,
+        file_io: FileIO,
+        table_schema: PaimonTableSchema,
+        by_id: Mapping[int, PaimonTableSchema],
+    ) -> None:
+        super().__init__(file_io, table_schema)
+        self._paimon_snapshots = PaimonSnapshots(file_io)
+        self._by_id = dict(by_id)
+
+    def __repr__(self) -> str:
+        kind = self.kind.name
+        return f"PaimonTable({self.uri!r}, {kind}, columns={self.table_schema.column_names})"
+
+    # -- reads -----------------------------------------------------------------------
+
+    def scan(
+        self,
+        *,
+        columns: Sequence[str] | None = None,
+        filter: str | Expr | None = None,
+        snapshot_id: int | None = None,
+        as_of: datetime | int | None = None,
+    ) -> TableScan:
+        """A scan of the latest snapshot, or the one chosen, in that snapshot's schema."""
+        scan: TableScan = PaimonScan(self.file_io, self.table_schema, schemas_by_id=self._by_id)
+        if snapshot_id is not None or as_of is not None:
+            scan = scan.at(snapshot_id, as_of)
+        return scan.select(columns).where(filter)
+
+    def snapshots(self) -> list[Snapshot]:
+        return self._paimon_snapshots.all()
+
+    def latest_snapshot(self) -> Snapshot | None:
+        return self._paimon_snapshots.latest()
+
+    def snapshot(self, snapshot_id: int) -> Snapshot:
+        return self._paimon_snapshots.get(snapshot_id)
+
+    # -- everything that writes -----------------------------------------------------
+
+    def _refuse(self, what: str) -> NoReturn:
+        raise read_only(self.uri, what)
+
+    def new_writer(self, *, file_prefix: str = "data") -> Any:
+        self._refuse("writing")
+
+    def commit(self, messages: Any, **kwargs: Any) -> Any:
+        self._refuse("commit()")
+
+    def write(self, data: Any, **kwargs: Any) -> Any:
+        self._refuse("write()")
+
+    def delete(self, keys_or_filter: Any) -> Any:
+        self._refuse("delete()")
+
+    def compact(self, *, full: bool = False) -> Any:
+        self._refuse("compact()")
+
+    def changelog(self, snapshot_id: int, *, columns: Sequence[str] | None = None) -> Any:
+        self._refuse("changelog()")
+
+    def changes(self, start: Any, end: Any = None, **kwargs: Any) -> Any:
+        self._refuse("changes()")
+
+    def stream(self, *, consumer_id: str | None = None, **options: Any) -> Any:
+        self._refuse("stream()")
+
+    def expire_snapshots(self, **kwargs: Any) -> Any:
+        self._refuse("expire_snapshots()")
+
+    def remove_orphan_files(self, **kwargs: Any) -> Any:
+        self._refuse("remove_orphan_files()")
+
+    def reset_consumer(self, consumer_id: str, snapshot_id: int) -> Any:
+        self._refuse("reset_consumer()")
+
+    def delete_consumer(self, consumer_id: str) -> Any:
+        self._refuse("delete_consumer()")
