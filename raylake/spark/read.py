@@ -47,7 +47,10 @@ def read(
     spark_schema = spark_schema_of(output)
     if not splits:
         return spark.createDataFrame([], spark_schema)
-    if not any(s.needs_merge for s in splits) and _spark_can_read(tbl.file_io, tbl.schema):
+    # Spark reads raylake's own files directly; other formats' files need raylake's reader
+    # (a Paimon file maps columns by field id and may have deleted rows).
+    direct = tbl.format == "raylake" and not any(s.needs_merge for s in splits)
+    if direct and _spark_can_read(tbl.file_io, tbl.schema):
         return _read_with_spark(spark, scan.read_context(), splits)
     return _read_with_raylake(spark, scan.read_context(), splits)
 
