@@ -1,0 +1,91 @@
+"""What raylake cannot read correctly is refused, naming it, before any data is read."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import raylake
+from raylake.paimon import UnsupportedPaimonError
+
+
+def _set_options(table: Path, **options: str) -> None:
+    """A new schema version with ``options`` added (as an ALTER TABLE SET would)."""
+    path = table / "schema" / "schema-0"
+    schema = json.loads(path.read_text())
+    schema.update(id=1, options={**schema["options"], **options})
+    (table / "schema" / "schema-1").write_text(json.dumps(schema))
+
+
+@pytest.mark.parametrize(
+    ("fixture", "options", "named"),
+    [
+        ("pk_deduplicate", {"bucket": "-2"}, "postponed bucket"),
+        ("pk_deduplicate", {"merge-engine": "lookup-something"}, "'lookup-something'"),
+        ("pk_aggregation", {"fields.x.aggregate-function": "product"}, "'product'"),
+        ("pk_partial_update", {"fields.name.sequence-group": "x"}, "fields.name.sequence-group"),
+        ("append_unaware", {"file.format": "avro"}, "'avro'"),
+        ("append_unaware", {"scan.snapshot-id": "1"}, "scan.snapshot-id"),
+        ("append_unaware", {"data-evolution.enabled": "true"}, "data-evolution.enabled"),
+        ("pk_deduplicate", {"deletion-vectors.merge-on-read": "true"}, "merge-on-read"),
+        ("pk_deduplicate", {"sequence.field.sort-order": "descending"}, "descending"),
+        ("pk_deduplicate", {"some.future.option": "1"}, "some.future.option"),
+    ],
+)
+def test_unsupported_options_are_named(
+    paimon_copy: Any, fixture: str, options: dict[str, str], named: str
+) -> None:
+    table = paimon_copy(fixture)
+    _set_options(table, **options)
+    with pytest.raises(UnsupportedPaimonError) as info:
+        raylake.open_table(str(table))
+    assert named in str(info.value) and str(table) in str(info.value)
+
+
+def test_harmless_writer_options_are_accepted(paimon_copy: Any) -> None:
+    table = paimon_copy("pk_deduplicate")
+    _set_options(
+        table,
+        **{
+            "write-buffer-size": "256 mb",
+            "changelog-producer": "lookup",
+            "snapshot.num-retained.min": "5",
+            "num-sorted-run.compaction-trigger": "3",
+        },
+    )
+    assert raylake.open_table(str(table)).count() == 37
+
+
+def test_retracts_in_a_partial_update_table_are_refused(paimon_copy: Any) -> None:
+    """Paimon refuses -D rows in a partial-update table without ignore-delete or
+    remove-record-on-delete; raylake does not guess what they mean."""
+    table = paimon_copy("pk_partial_update")
+    import pyarrow.parquet as pq
+
+    # Make one of the upserts a delete, in place (its key overlaps older files).
+    for path in sorted(table.rglob("*.parquet")):
+        rows = pq.read_table(path)
+        if 2 in rows.column("_VALUE_KIND").to_pylist():
+            kinds = [3 if k == 2 else k for k in rows.column("_VALUE_KIND").to_pylist()]
+            import pyarrow as pa
+
+            i = rows.column_names.index("_VALUE_KIND")
+            rows = rows.set_column(i, rows.schema.field(i), pa.array(kinds, pa.int8()))
+            pq.write_table(rows, path)
+            break
+    tbl = raylake.open_table(str(table))
+    with pytest.raises(UnsupportedPaimonError, match="remove-record-on-delete"):
+        tbl.to_arrow()
+    _set_options(table, **{"partial-update.remove-record-on-delete": "true"})
+    assert raylake.open_table(str(table)).to_arrow().num_rows < 40
+
+
+def test_not_a_table_is_not_found(tmp_path: Path) -> None:
+    from raylake.errors import TableNotFoundError
+
+    (tmp_path / "schema").mkdir()
+    with pytest.raises(TableNotFoundError):
+        raylake.open_table(str(tmp_path))
