@@ -39,6 +39,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     latest = tbl.latest_snapshot()
     info = {
         "uri": tbl.uri,
+        "format": tbl.format,
         "kind": kind_of(ts).name,
         "columns": {f.name: str(f.type) for f in ts.arrow_schema},
         "partition_keys": list(ts.partition_keys),
