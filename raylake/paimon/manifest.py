@@ -34,8 +34,7 @@ def avro_records(file_io: FileIO, rel: str) -> Iterator[dict[str, Any]]:
         raise MissingDependencyError("fastavro", "paimon") from exc
     raw = file_io.read_bytes(rel)
     try:
-        for record in fastavro.reader(io.BytesIO(raw)):
-            yield record  # type: ignore[misc]
+        yield from fastavro.reader(io.BytesIO(raw))  # type: ignore[misc]
     except (ValueError, EOFError) as exc:
         raise CorruptMetadataError(
             file_io.full_path(rel), f"not a readable Avro file: {exc}"

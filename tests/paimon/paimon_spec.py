@@ -196,7 +196,9 @@ def data_file(
         _LEVEL=level,
         _DELETE_ROW_COUNT=sum(1 for k in kinds if k in (1, 3)),
     )
-    meta["_KEY_STATS"] = dict(meta["_KEY_STATS"], _MIN_VALUES=meta["_MIN_KEY"], _MAX_VALUES=meta["_MAX_KEY"])
+    meta["_KEY_STATS"] = dict(
+        meta["_KEY_STATS"], _MIN_VALUES=meta["_MIN_KEY"], _MAX_VALUES=meta["_MAX_KEY"]
+    )
     return record
 
 
@@ -222,7 +224,9 @@ def write_deletion_vectors(
     for file_name, positions in deleted.items():
         vector = deletion_vector(positions, bits)
         length = len(vector) - 8 if bits == 32 else len(vector)
-        ranges.append({"f0": file_name, "f1": len(body), "f2": length, "_CARDINALITY": len(positions)})
+        ranges.append(
+            {"f0": file_name, "f1": len(body), "f2": length, "_CARDINALITY": len(positions)}
+        )
         body += vector
     index_name = f"index-{uuid.uuid4()}-0"
     (table / "index").mkdir(exist_ok=True)

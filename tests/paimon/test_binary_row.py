@@ -83,7 +83,10 @@ def test_a_row_of_the_wrong_arity_is_corrupt() -> None:
         ("TIMESTAMP(9)", pa.timestamp("ns")),
         ("TIMESTAMP(6) WITH LOCAL TIME ZONE", pa.timestamp("us", tz="UTC")),
         ({"type": "ARRAY", "element": "INT"}, pa.list_(pa.field("element", pa.int32()))),
-        ({"type": "MAP", "key": "STRING NOT NULL", "value": "BIGINT"}, pa.map_(pa.string(), pa.int64())),
+        (
+            {"type": "MAP", "key": "STRING NOT NULL", "value": "BIGINT"},
+            pa.map_(pa.string(), pa.int64()),
+        ),
         (
             {"type": "ROW", "fields": [{"id": 5, "name": "a", "type": "INT"}]},
             pa.struct([pa.field("a", pa.int32())]),

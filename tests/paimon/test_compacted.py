@@ -31,7 +31,9 @@ def _merge(rows: pa.Table, newest: bool) -> pa.Table:
     """Each key's newest (or oldest) version, retracts dropped after choosing (or before,
     for first-row)."""
     if not newest:
-        rows = rows.filter(pc.invert(pc.is_in(rows.column("_VALUE_KIND"), pa.array(DELETE_KINDS, pa.int8()))))
+        rows = rows.filter(
+            pc.invert(pc.is_in(rows.column("_VALUE_KIND"), pa.array(DELETE_KINDS, pa.int8())))
+        )
     order = "descending" if newest else "ascending"
     rows = rows.sort_by([("_KEY_id", "ascending"), ("_SEQUENCE_NUMBER", order)])
     keys = rows.column("_KEY_id").to_pylist()
@@ -64,9 +66,7 @@ def test_first_row_shows_what_compaction_looked_up(paimon_copy: Any) -> None:
     assert tbl.to_arrow().num_rows == 0  # as pypaimon: level-0 files are not read
     sid = compact(table, lambda e: True, newest=False)
     got = rows_by_key(tbl.to_arrow(snapshot_id=sid), ["id"])
-    assert got == [
-        {"id": k, "name": f"n{k}-v0", "x": k * 0.5, "op": "+I"} for k in range(40)
-    ]
+    assert got == [{"id": k, "name": f"n{k}-v0", "x": k * 0.5, "op": "+I"} for k in range(40)]
     assert tbl.count() == 40  # compacted files only: counted from the manifests
 
 

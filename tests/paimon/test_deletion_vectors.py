@@ -33,7 +33,11 @@ def test_deleted_rows_of_an_append_table(paimon_copy: Any, bits: int) -> None:
     ids = _file_ids(table, entry)
     positions = [0, 2, 5]
     manifest = write_deletion_vectors(
-        table, entry["_PARTITION"], entry["_BUCKET"], {entry["_FILE"]["_FILE_NAME"]: positions}, bits
+        table,
+        entry["_PARTITION"],
+        entry["_BUCKET"],
+        {entry["_FILE"]["_FILE_NAME"]: positions},
+        bits,
     )
     sid = commit(table, kind="APPEND", index_manifest=manifest)
     gone = {ids[p] for p in positions}

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from paimon_util import FIXTURES, NAMES, case, expected, rows_by_key
 
 import raylake
-from paimon_util import FIXTURES, NAMES, case, expected, rows_by_key
 
 CASES = [(name, sid) for name in NAMES for sid in case(name)["snapshots"]]
 

@@ -33,7 +33,9 @@ def test_orc_append_table(paimon_copy: Any) -> None:
     _as_orc(table)
     tbl = raylake.open_table(str(table))
     assert {p.rsplit(".", 1)[1] for s in tbl.scan().plan() for p in s.paths} == {"orc"}
-    assert rows_by_key(tbl.to_arrow(), ["id"]) == rows_by_key(expected("append_partitioned", 3), ["id"])
+    assert rows_by_key(tbl.to_arrow(), ["id"]) == rows_by_key(
+        expected("append_partitioned", 3), ["id"]
+    )
     assert tbl.to_arrow(columns=["id"], filter="dt = '2024-01-02'").num_rows == 5
 
 

@@ -105,7 +105,9 @@ def test_plan_and_read_split_pickle() -> None:
     ctx = pickle.loads(pickle.dumps(scan.read_context()))
     rows = [r for s in splits for b in ctx.read(s) for r in b.to_pylist()]
     want = [
-        {"id": r["id"], "x": r["x"]} for r in expected("pk_partitioned", 6).to_pylist() if r["x"] > 2
+        {"id": r["id"], "x": r["x"]}
+        for r in expected("pk_partitioned", 6).to_pylist()
+        if r["x"] > 2
     ]
     key = lambda r: (r["id"], r["x"])  # noqa: E731
     assert sorted(rows, key=key) == sorted(want, key=key)
