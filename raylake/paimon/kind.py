@@ -17,6 +17,7 @@ from raylake.errors import UnsupportedOperationError
 from raylake.expr import Expr, filter_on_columns
 from raylake.format.manifest import DataFile
 from raylake.io import FileIO
+from raylake.paimon.append_read import plain_batches, plain_table, split_files, usable
 from raylake.paimon.meta import PaimonFileSlice
 from raylake.paimon.read import read_splits
 from raylake.table.kind import TableKind
@@ -86,6 +87,25 @@ class PaimonAppendKind(_PaimonKind):
     name = "append"
     described = "a Paimon append table"
 
+    def read_batches(self, ctx: ReadContext, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
+        if not usable(ctx):
+            yield from read_splits(ctx, splits)
+            return
+        plain, other = split_files(ctx, splits)
+        yield from plain_batches(ctx, plain)
+        if other:
+            yield from read_splits(ctx, [_one_split(other)])
+
+    def read_table(self, ctx: ReadContext, splits: Sequence[Split]) -> pa.Table:
+        """Files that need no mapping are assembled by pyarrow on all cores."""
+        plain, other = split_files(ctx, splits)
+        if not usable(ctx) or not plain or ctx.columns == ():
+            return super().read_table(ctx, splits)
+        parts = [plain_table(ctx, plain).cast(ctx.output_schema)]
+        if other:
+            parts.append(super().read_table(ctx, [_one_split(other)]))
+        return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+
     def pruning_filter(self, filter: Expr) -> Expr:
         return filter
 
@@ -121,3 +141,15 @@ class PaimonPrimaryKeyKind(_PaimonKind):
                 return None
             total += f.row_count - f.delete_row_count
         return total
+
+
+def _one_split(files: Sequence[PaimonFileSlice]) -> Split:
+    """The files a dataset scan cannot read, as one split for the file-by-file reader."""
+    return Split(
+        snapshot_id=0,
+        partition=(),
+        bucket=0,
+        files=tuple(files),
+        row_count=sum(f.row_count for f in files),
+        size_bytes=sum(f.size_bytes for f in files),
+    )

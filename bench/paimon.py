@@ -1,0 +1,145 @@
+"""Paimon tables read by pypaimon 2.1 and by raylake, back to back (issue 19).
+
+pypaimon writes the tables and times its own reads in its own environment
+(bench/paimon_peer.py, run with ``--paimon-python``, by default the one
+``make paimon-env`` builds); raylake reads the same tables in this process:
+
+  - a ``--append-rows`` (4M) row append table (bucket -1): raylake's ``to_arrow`` against
+    ``pyarrow.dataset`` over the same Parquet files (target >= 0.9x), and pypaimon;
+  - a 4-bucket primary-key table of ``--pk-rows`` (1M) rows after 3 upsert commits of
+    25% of the keys: raylake's merged read against pypaimon's (target >= 50x), and
+    against raylake's own format on the same shape (target: within 2x);
+  - torch batches (LakeIterableDataset, batch 1024) of the Paimon PK table against the
+    same loader on raylake's own table (pypaimon's torch dataset needs torch in
+    pypaimon's environment, which it does not have: not measured).
+
+Reads are best of ``--repeat`` (pypaimon: best of 2); raylake's and pyarrow's runs are
+interleaved. Both readers' rows are checked to be equal.
+
+    python bench/paimon.py [--append-rows 4000000] [--pk-rows 1000000] [--dir bench/.data/paimon]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+from _synthetic import compare, rate, timed
+
+import raylake
+
+HERE = Path(__file__).resolve().parent
+PEER = HERE / "paimon_peer.py"
+
+
+def peer(python: str, *args: str) -> dict[str, Any]:
+    out = subprocess.run(
+        [python, str(PEER), *args], check=True, capture_output=True, text=True
+    ).stdout
+    return dict(json.loads(out.strip().splitlines()[-1]))
+
+
+def ensure_tables(python: str, warehouse: Path, append_rows: int, pk_rows: int) -> None:
+    marker = warehouse / f"done-{append_rows}-{pk_rows}"
+    if marker.exists():
+        return
+    warehouse.mkdir(parents=True, exist_ok=True)
+    for mode, n in (("write-append", append_rows), ("write-pk", pk_rows)):
+        written = peer(python, mode, str(warehouse), str(n))
+        print(f"pypaimon {mode:<13} {n:>10,} rows {written['seconds']:7.2f}s")
+    marker.write_text("")
+
+
+def own_format_twin(root: Path, pk_rows: int) -> raylake.Table:
+    """raylake's own primary-key table of the same shape: 4 buckets, 3 upserts of 25%."""
+    sys.path.insert(0, str(HERE))
+    from paimon_peer import rows  # numpy/pyarrow only: importable here too
+
+    path = root / f"own-pk-{pk_rows}"
+    if (path / "snapshot").exists():
+        return raylake.open_table(str(path))
+    data = rows(np.arange(pk_rows), 0, True)
+    tbl = raylake.create_table(str(path), data.schema, primary_key=["id"], buckets=4)
+    tbl.write(data)
+    rng = np.random.default_rng(1)
+    for commit in range(1, 4):
+        keys = np.sort(rng.choice(pk_rows, pk_rows // 4, replace=False))
+        tbl.write(rows(keys, commit, True))
+    return tbl
+
+
+def torch_rows_per_second(tbl: raylake.Table, repeat: int) -> float:
+    from raylake.train.torch_iterable import LakeIterableDataset
+
+    features = [f"f{i}" for i in range(16)]
+    loader = LakeIterableDataset(
+        tbl, feature_columns=features, label_column="label", batch_size=1024, shuffle=False
+    )
+    seconds, n = timed(lambda: sum(len(b[1]) for b in loader), repeat)
+    return n / seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--append-rows", type=int, default=4_000_000)
+    parser.add_argument("--pk-rows", type=int, default=1_000_000)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--dir", default=str(HERE / ".data" / "paimon"))
+    parser.add_argument("--paimon-python", default=str(HERE.parent / ".venv-paimon/bin/python"))
+    args = parser.parse_args()
+    root = Path(args.dir)
+    warehouse = root / "warehouse"
+    ensure_tables(args.paimon_python, warehouse, args.append_rows, args.pk_rows)
+
+    # -- append table: raylake vs pyarrow on the same files, and pypaimon -----------------
+    append = raylake.open_table(str(warehouse / "bench.db" / "append"))
+    paths = [append.file_io.full_path(p) for s in append.scan().plan() for p in s.paths]
+    ours, got, theirs, want = compare(
+        lambda: append.to_arrow(), lambda: ds.dataset(paths, format="parquet").to_table(),
+        args.repeat,
+    )
+    assert got.num_rows == want.num_rows == args.append_rows
+    pyp = peer(args.paimon_python, "read", str(warehouse), "append", "2")
+    print(f"\nappend table, {args.append_rows:,} rows, {len(paths)} files")
+    print(f"  raylake to_arrow          {ours:7.3f}s {rate(got.num_rows, ours)}")
+    print(f"  pyarrow.dataset           {theirs:7.3f}s {rate(want.num_rows, theirs)}")
+    print(f"  pypaimon to_arrow         {pyp['seconds']:7.3f}s {rate(pyp['rows'], pyp['seconds'])}")
+    print(f"  raylake / pyarrow speed   {theirs / ours:7.2f}x  (target >= 0.9x)")
+    print(f"  raylake / pypaimon speed  {pyp['seconds'] / ours:7.2f}x")
+
+    # -- primary-key table: raylake vs pypaimon, and vs raylake's own format --------------
+    pk = raylake.open_table(str(warehouse / "bench.db" / "pk"))
+    own = own_format_twin(root, args.pk_rows)
+    ours, got, mine, own_rows = compare(lambda: pk.to_arrow(), lambda: own.to_arrow(), args.repeat)
+    out = root / "pypaimon-pk.parquet"
+    pyp = peer(args.paimon_python, "read", str(warehouse), "pk", "2", str(out))
+    assert got.sort_by("id").equals(pq.read_table(out).cast(got.schema)), "readers disagree"
+    assert got.num_rows == own_rows.num_rows == args.pk_rows
+    print(f"\nprimary-key table, 4 buckets, {args.pk_rows:,} keys after 3 upserts of 25%")
+    print(f"  raylake (Paimon table)    {ours:7.3f}s {rate(got.num_rows, ours)}")
+    print(f"  pypaimon                  {pyp['seconds']:7.3f}s {rate(pyp['rows'], pyp['seconds'])}")
+    print(f"  raylake (own format)      {mine:7.3f}s {rate(own_rows.num_rows, mine)}")
+    print(f"  raylake / pypaimon speed  {pyp['seconds'] / ours:7.1f}x  (target >= 50x)")
+    print(f"  Paimon / own format time  {ours / mine:7.2f}x  (target <= 2x)")
+
+    # -- torch batches ------------------------------------------------------------------
+    t0 = time.perf_counter()
+    paimon_rate = torch_rows_per_second(pk, 3)
+    own_rate = torch_rows_per_second(own, 3)
+    print(f"\ntorch batches of 1024 (16 features + label), {time.perf_counter() - t0:.0f}s")
+    print(f"  Paimon table              {paimon_rate / 1e6:7.2f}M rows/s")
+    print(f"  raylake's own table       {own_rate / 1e6:7.2f}M rows/s")
+    print(f"  Paimon / own              {paimon_rate / own_rate:7.2f}x")
+    print("  pypaimon torch dataset    not measured (no torch in pypaimon's environment)")
+
+
+if __name__ == "__main__":
+    main()
