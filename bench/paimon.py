@@ -103,7 +103,8 @@ def main() -> None:
     append = raylake.open_table(str(warehouse / "bench.db" / "append"))
     paths = [append.file_io.full_path(p) for s in append.scan().plan() for p in s.paths]
     ours, got, theirs, want = compare(
-        lambda: append.to_arrow(), lambda: ds.dataset(paths, format="parquet").to_table(),
+        lambda: append.to_arrow(),
+        lambda: ds.dataset(paths, format="parquet").to_table(),
         args.repeat,
     )
     assert got.num_rows == want.num_rows == args.append_rows

@@ -81,7 +81,7 @@ class PaimonScan(TableScan):
         dvs = deletion_files(self.file_io, snap)
         target = self.split_target_size or DEFAULT_TARGET
         fraction = _column_fraction(ts, self.columns)
-        pieces = [(f, _slice(f, dvs, fraction, info)) for f in files]
+        pieces = [(f, file_slice(f, dvs, fraction, info)) for f in files]
         if ts.primary_key:
             return _pk_splits(snap.id, pieces, target)
         ordered = sorted(
@@ -108,7 +108,7 @@ def _column_fraction(ts: PaimonTableSchema, columns: Sequence[str] | None) -> fl
     return max(len(columns), 1) / max(len(ts.column_names), 1)
 
 
-def _slice(
+def file_slice(
     f: PaimonFile,
     dvs: Mapping[tuple[bytes, int, str], DeletionFile],
     fraction: float,

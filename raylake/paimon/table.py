@@ -122,13 +122,33 @@ class PaimonTable(Table):
         self._refuse("compact()")
 
     def changelog(self, snapshot_id: int, *, columns: Sequence[str] | None = None) -> Any:
-        self._refuse("changelog()")
+        """The rows snapshot ``snapshot_id`` changed, with ``_rl_kind`` (``+I``/``-U``/
+        ``+U``/``-D``): its changelog files, or its merged delta files (docs/paimon.md)."""
+        from raylake.paimon.changes import changed_files, read_changes
+
+        snap = self.snapshot(snapshot_id)
+        ctx = self.scan(columns=columns, snapshot_id=snapshot_id).read_context()
+        source, files = changed_files(ctx, snap, lambda bucket: True)
+        return read_changes(ctx, source, files, include_row_kind=True)
 
     def changes(self, start: Any, end: Any = None, **kwargs: Any) -> Any:
         self._refuse("changes()")
 
     def stream(self, *, consumer_id: str | None = None, **options: Any) -> Any:
-        self._refuse("stream()")
+        """A reader of the table's snapshots as a Paimon consumer (raylake/paimon/stream.py):
+        ``start``, ``poll_interval``, ``shard=(i, n)``, ``include_row_kind``, ``columns``,
+        ``filter``; progress in ``consumer/consumer-<id>`` as ``{"nextSnapshot": n}``."""
+        from raylake.paimon.stream import PaimonStreamReader
+
+        return PaimonStreamReader(self, consumer_id=consumer_id, **options)
+
+    def consumers(self) -> Any:
+        """The Paimon consumers (``consumer/consumer-<id>``) and the snapshot each reads next."""
+        from raylake.paimon.stream import CONSUMER_DIR, read_consumer
+
+        names = [n for n in self.file_io.list_names(CONSUMER_DIR) if n.startswith("consumer-")]
+        ids = [n[len("consumer-") :] for n in names]
+        return {i: read_consumer(self.file_io, i) for i in ids}
 
     def expire_snapshots(self, **kwargs: Any) -> Any:
         self._refuse("expire_snapshots()")

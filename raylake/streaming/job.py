@@ -37,7 +37,12 @@ from raylake.io import absolute_uri
 from raylake.io.credentials import StorageOptions
 from raylake.streaming.job_check import check_job
 from raylake.streaming.plan import ON_OVERWRITE, OnOverwrite, StreamPlan
-from raylake.streaming.reader import DEFAULT_CATCH_UP_AFTER, StartPosition, StreamReader
+from raylake.streaming.reader import (
+    DEFAULT_CATCH_UP_AFTER,
+    StartPosition,
+    StreamReader,
+    check_raylake_table,
+)
 from raylake.table import Table, open_table
 from raylake.table.writer import writing
 
@@ -97,6 +102,7 @@ class ShardWorker:
 
     def _open_reader(self) -> StreamReader:
         spec = self.spec
+        check_raylake_table(self.source)
         return self.source.stream(
             consumer_id=self.consumer_id,
             start=spec.start,

@@ -25,7 +25,7 @@ from raylake.datasource.datasource import pack_splits
 from raylake.errors import StreamError
 from raylake.format.consumer import ConsumerProgress
 from raylake.streaming.plan import StreamPlan
-from raylake.streaming.reader import StreamReader
+from raylake.streaming.reader import StreamReader, check_raylake_table
 from raylake.streaming.splits import StreamReadContext, StreamSplit
 from raylake.table import open_table
 
@@ -177,6 +177,7 @@ def read_lake_stream(
     (``start``, ``poll_interval``, ``shard``, ``columns``, ``filter``, ...) are those of
     ``Table.stream``."""
     tbl = open_table(uri, storage_options=storage_options)
+    check_raylake_table(tbl)
     reader = tbl.stream(consumer_id=consumer_id, **stream_options)
     return LakeStream(
         reader,

@@ -31,6 +31,7 @@ from raylake.errors import (
     StreamError,
     StreamPositionExpiredError,
     TableNotFoundError,
+    UnsupportedOperationError,
 )
 from raylake.expr import Expr
 from raylake.format.consumer import (
@@ -50,6 +51,17 @@ if TYPE_CHECKING:
     from raylake.table.table import Table
 
 logger = logging.getLogger(__name__)
+
+
+def check_raylake_table(table: Any) -> None:
+    """Stream readers, jobs and stream datasets follow raylake tables; a Paimon table has
+    its own reader (``table.stream``, raylake/paimon/stream.py)."""
+    if table.format != "raylake":
+        raise UnsupportedOperationError(
+            f"{table.uri} is a {table.format} table: follow it with table.stream(...) "
+            "(docs/paimon.md); raylake's stream readers, jobs and stream datasets read "
+            "raylake tables"
+        )
 
 
 @dataclass(frozen=True)
@@ -118,6 +130,7 @@ class StreamReader:
             raise StreamError(
                 f"catch_up_after must be an int >= 1 or None (never), got {catch_up_after!r}"
             )
+        check_raylake_table(table)
         self.table = table
         self.consumer_id = None if consumer_id is None else validate_consumer_id(consumer_id)
         self.poll_interval = float(poll_interval)

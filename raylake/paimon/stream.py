@@ -1,0 +1,213 @@
+"""Following a Paimon table as a Paimon consumer.
+
+    reader = tbl.stream(consumer_id="trainer", start="earliest")
+    for plan in reader.plans(timeout=10):
+        handle(plan.to_arrow())
+        reader.checkpoint()
+
+A reader starts with the whole state of a snapshot (``"latest"``, the default, or
+``"earliest"``), or with nothing (``"latest-new"``), or with the changes of a given
+snapshot id; then it delivers each later snapshot's changes (raylake/paimon/changes.py).
+Progress lives in Paimon's own consumer file, ``consumer/consumer-<id>`` holding
+``{"nextSnapshot": n}``, so that Paimon's snapshot expiration keeps what the consumer
+still needs, and a reader with the same id resumes there. What was delivered but not
+checkpointed is delivered again (at-least-once).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import pyarrow as pa
+
+from raylake.errors import ConsumerError, StreamError, StreamPositionExpiredError
+from raylake.expr import Expr
+from raylake.format.consumer import validate_consumer_id
+from raylake.paimon.changes import ROW_KIND, changed_files, read_changes
+from raylake.paimon.snapshot import PaimonSnapshots, read_snapshot
+from raylake.table.scan import ReadContext
+
+CONSUMER_DIR = "consumer"
+
+
+def consumer_path(consumer_id: str) -> str:
+    return f"{CONSUMER_DIR}/consumer-{consumer_id}"
+
+
+def read_consumer(file_io: Any, consumer_id: str) -> int | None:
+    """The next snapshot a Paimon consumer reads, or None if it is not registered."""
+    try:
+        data = json.loads(file_io.read_bytes(consumer_path(consumer_id)))
+        return int(data["nextSnapshot"])
+    except FileNotFoundError:
+        return None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ConsumerError(
+            f"consumer file {file_io.full_path(consumer_path(consumer_id))} is not "
+            f'{{"nextSnapshot": n}}: {exc!r}',
+            consumer_id=consumer_id,
+        ) from exc
+
+
+def write_consumer(file_io: Any, consumer_id: str, next_snapshot_id: int) -> None:
+    file_io.write_bytes(
+        consumer_path(consumer_id), json.dumps({"nextSnapshot": next_snapshot_id}).encode()
+    )
+
+
+@dataclass(frozen=True)
+class PaimonStreamPlan:
+    """What one snapshot delivers: its whole state (``kind="full"``) or its changes."""
+
+    snapshot_id: int
+    kind: str  # "full", "delta" (delta files), "changelog" (changelog files)
+    commit_kind: str
+    _rows: Callable[[], pa.Table]
+
+    @property
+    def next_snapshot_id(self) -> int:
+        return self.snapshot_id + 1
+
+    def to_arrow(self) -> pa.Table:
+        return self._rows()
+
+    def to_batches(self) -> Iterator[pa.RecordBatch]:
+        yield from self._rows().to_batches()
+
+
+class PaimonStreamReader:
+    """Plans of a Paimon table's snapshots, one per snapshot that changed rows."""
+
+    def __init__(
+        self,
+        table: Any,
+        *,
+        consumer_id: str | None = None,
+        start: str | int = "latest",
+        poll_interval: float = 1.0,
+        shard: tuple[int, int] | None = None,
+        include_row_kind: bool = False,
+        columns: Sequence[str] | None = None,
+        filter: str | Expr | None = None,
+    ) -> None:
+        if shard is not None and not (0 <= shard[0] < shard[1]):
+            raise StreamError(f"shard must be (i, n) with 0 <= i < n, got {shard!r}")
+        self.table = table
+        self.file_io = table.file_io
+        self.consumer_id = None if consumer_id is None else validate_consumer_id(consumer_id)
+        self.poll_interval = float(poll_interval)
+        self.include_row_kind = bool(include_row_kind)
+        self._shard = shard
+        self._columns, self._filter = columns, filter
+        self._snapshots = PaimonSnapshots(self.file_io)
+        self._closed = False
+        resumed = (
+            None if self.consumer_id is None else read_consumer(self.file_io, self.consumer_id)
+        )
+        if resumed is not None:
+            self.next_snapshot_id, self._full_next = resumed, False
+        else:
+            self.next_snapshot_id, self._full_next = self._start(start)
+            if self.consumer_id is not None:
+                write_consumer(self.file_io, self.consumer_id, self.next_snapshot_id)
+
+    def _start(self, start: str | int) -> tuple[int, bool]:
+        ids = self._snapshots.ids()
+        if isinstance(start, int) and not isinstance(start, bool):
+            return start, False
+        if start == "latest":
+            return (ids[-1], True) if ids else (1, False)
+        if start == "earliest":
+            return (ids[0], True) if ids else (1, False)
+        if start == "latest-new":
+            return (ids[-1] + 1 if ids else 1), False
+        raise StreamError(
+            f"start must be 'latest', 'earliest', 'latest-new' or a snapshot id, got {start!r}"
+        )
+
+    def _keep_bucket(self, bucket: int) -> bool:
+        return self._shard is None or bucket % self._shard[1] == self._shard[0]
+
+    def _context(self, snapshot_id: int) -> ReadContext:
+        scan = self.table.scan(columns=self._columns, filter=self._filter, snapshot_id=snapshot_id)
+        return scan.read_context()  # type: ignore[no-any-return]
+
+    def poll(self) -> PaimonStreamPlan | None:
+        """The next snapshot's plan, or None if there is no new snapshot yet."""
+        while not self._closed:
+            sid = self.next_snapshot_id
+            snap = read_snapshot(self.file_io, sid)
+            if snap is None:
+                ids = self._snapshots.ids()
+                if ids and sid < ids[0]:
+                    raise StreamPositionExpiredError(
+                        sid, ids[0], self.file_io.uri, self.consumer_id
+                    )
+                return None
+            self.next_snapshot_id = sid + 1
+            if self._full_next:
+                self._full_next = False
+                return self._full_plan(sid, snap.commit_kind)
+            ctx = self._context(sid)
+            source, files = changed_files(ctx, snap, self._keep_bucket)
+            if source == "none":
+                continue  # COMPACT without changelog, OVERWRITE: nothing to deliver
+            rows = partial(read_changes, ctx, source, files, self.include_row_kind)
+            return PaimonStreamPlan(sid, source, snap.commit_kind, rows)
+        return None
+
+    def _full_plan(self, sid: int, commit_kind: str) -> PaimonStreamPlan:
+        scan = self.table.scan(columns=self._columns, filter=self._filter, snapshot_id=sid)
+        splits = [s for s in scan.plan() if self._keep_bucket(s.bucket)]
+        ctx = scan.read_context()
+        include = self.include_row_kind
+
+        def rows() -> pa.Table:
+            state = ctx.read_table(splits)
+            if include:
+                state = state.append_column(
+                    pa.field(ROW_KIND, pa.string(), nullable=False),
+                    pa.repeat(pa.scalar("+I"), state.num_rows),
+                )
+            return state  # type: ignore[no-any-return]
+
+        return PaimonStreamPlan(sid, "full", commit_kind, rows)
+
+    def plans(
+        self, *, max_plans: int | None = None, timeout: float | None = None
+    ) -> Iterator[PaimonStreamPlan]:
+        """Plans as they come; ends after ``max_plans``, ``timeout`` idle seconds or ``close()``."""
+        delivered, idle_since = 0, time.monotonic()
+        while not self._closed and (max_plans is None or delivered < max_plans):
+            plan = self.poll()
+            if plan is not None:
+                delivered, idle_since = delivered + 1, time.monotonic()
+                yield plan
+                continue
+            if timeout is not None and time.monotonic() - idle_since >= timeout:
+                return
+            time.sleep(self.poll_interval)
+
+    def __iter__(self) -> Iterator[PaimonStreamPlan]:
+        return self.plans()
+
+    def checkpoint(self) -> int:
+        """Record that every plan delivered so far is processed; returns the next snapshot."""
+        if self.consumer_id is None:
+            raise ConsumerError("checkpoint() needs a reader opened with a consumer_id")
+        write_consumer(self.file_io, self.consumer_id, self.next_snapshot_id)
+        return self.next_snapshot_id
+
+    def close(self) -> None:
+        self._closed = True
+
+    def __enter__(self) -> PaimonStreamReader:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

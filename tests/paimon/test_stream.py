@@ -1,0 +1,120 @@
+"""Following Paimon tables as a Paimon consumer: changelog and delta follow-up, COMPACT
+snapshots skipped, progress in Paimon's own consumer file."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from paimon_util import FIXTURES, expected, rows_by_key
+from test_compacted import compact
+
+import raylake
+from raylake.errors import StreamPositionExpiredError
+from raylake.paimon import UnsupportedPaimonError
+
+CHANGELOG = str(FIXTURES / "pk_changelog_input" / "table")
+PK = str(FIXTURES / "pk_deduplicate" / "table")
+
+
+def _kinds(rows: Any) -> list[tuple[int, str]]:
+    return sorted((r["id"], r["_rl_kind"]) for r in rows.to_pylist())
+
+
+def test_changelog_files_are_the_changes() -> None:
+    """changelog-producer=input: what each commit wrote, with its row kinds."""
+    tbl = raylake.open_table(CHANGELOG)
+    plans = list(tbl.stream(start=1, include_row_kind=True).plans(timeout=0))
+    assert [(p.snapshot_id, p.kind) for p in plans] == [
+        (1, "changelog"),
+        (2, "changelog"),
+        (3, "changelog"),
+    ]
+    assert _kinds(plans[0].to_arrow()) == [(k, "+I") for k in range(8)]
+    assert _kinds(plans[1].to_arrow()) == [(k, "+U") for k in range(4, 10)]
+    assert _kinds(plans[2].to_arrow()) == [(0, "-D"), (1, "-D")]
+    assert tbl.changelog(3).column("_rl_kind").to_pylist() == ["-D", "-D"]
+    # Without row kinds a stream delivers upserts only.
+    upserts = list(tbl.stream(start=3).plans(timeout=0))
+    assert upserts[0].to_arrow().num_rows == 0
+
+
+def test_a_full_start_then_merged_deltas() -> None:
+    tbl = raylake.open_table(PK)
+    plans = list(tbl.stream(start="earliest", include_row_kind=True).plans(timeout=0))
+    assert [(p.snapshot_id, p.kind) for p in plans] == [
+        (1, "full"),
+        (2, "delta"),
+        (3, "delta"),
+        (4, "delta"),
+        (5, "delta"),
+    ]
+    full = plans[0].to_arrow()
+    assert rows_by_key(full.drop_columns(["_rl_kind"]), ["id"]) == rows_by_key(
+        expected("pk_deduplicate", 1), ["id"]
+    )
+    assert _kinds(plans[4].to_arrow()) == [(0, "-D"), (1, "-D"), (2, "-D")]
+    latest = list(tbl.stream().plans(timeout=0))
+    assert [(p.snapshot_id, p.kind) for p in latest] == [(5, "full")]
+    assert list(tbl.stream(start="latest-new").plans(timeout=0)) == []
+
+
+def test_progress_lives_in_paimons_consumer_file(paimon_copy: Any) -> None:
+    table = paimon_copy("pk_deduplicate")
+    tbl = raylake.open_table(str(table))
+    reader = tbl.stream(consumer_id="trainer", start=2)
+    path = table / "consumer" / "consumer-trainer"
+    assert json.loads(path.read_text()) == {"nextSnapshot": 2}
+    first = list(reader.plans(max_plans=2))
+    assert [p.snapshot_id for p in first] == [2, 3]
+    reader.checkpoint()
+    assert json.loads(path.read_text()) == {"nextSnapshot": 4}
+    assert tbl.consumers() == {"trainer": 4}
+    resumed = tbl.stream(consumer_id="trainer", start="earliest")  # start ignored: resumes
+    assert [p.snapshot_id for p in resumed.plans(timeout=0)] == [4, 5]
+
+
+def test_compact_snapshots_deliver_nothing(paimon_copy: Any) -> None:
+    table = paimon_copy("pk_deduplicate")
+    sid = compact(table, lambda e: True, newest=True)
+    tbl = raylake.open_table(str(table))
+    reader = tbl.stream(start=sid)
+    assert reader.poll() is None and reader.next_snapshot_id == sid + 1
+
+
+def test_shards_split_the_buckets() -> None:
+    tbl = raylake.open_table(PK)
+    ids = []
+    for i in range(2):
+        plans = tbl.stream(start="earliest", shard=(i, 2)).plans(timeout=0)
+        ids.append(
+            sorted(r["id"] for p in plans for r in p.to_arrow().to_pylist() if p.kind == "full")
+        )
+    assert not set(ids[0]) & set(ids[1])
+    assert sorted(ids[0] + ids[1]) == list(range(40))
+
+
+def test_an_expired_position_is_an_error(paimon_copy: Any) -> None:
+    table = paimon_copy("pk_deduplicate")
+    (table / "snapshot" / "snapshot-1").unlink()
+    (table / "snapshot" / "snapshot-2").unlink()
+    tbl = raylake.open_table(str(table))
+    with pytest.raises(StreamPositionExpiredError):
+        tbl.stream(start=1).poll()
+
+
+def test_partial_rows_need_a_changelog_producer() -> None:
+    tbl = raylake.open_table(str(FIXTURES / "pk_partial_update" / "table"))
+    plan = tbl.stream(start=2).poll()
+    assert plan is not None
+    with pytest.raises(UnsupportedPaimonError, match="changelog producer"):
+        plan.to_arrow()
+
+
+def test_raylake_stream_readers_refuse_a_paimon_table() -> None:
+    from raylake.errors import UnsupportedOperationError
+    from raylake.streaming.reader import StreamReader
+
+    with pytest.raises(UnsupportedOperationError, match=r"table\.stream"):
+        StreamReader(raylake.open_table(PK))
