@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
@@ -26,6 +27,8 @@ from raylake.paimon.deletion import deleted_positions, keep_mask
 from raylake.paimon.meta import PaimonFileSlice, PaimonInfo, PaimonTableSchema
 from raylake.paimon.options import UnsupportedPaimonError
 from raylake.table.pk.engines import merge
+from raylake.table.pk.read import MERGE_THREADS
+from raylake.table.readahead import read_ahead
 from raylake.table.pk.schema import DELETE, KIND, SEQ, UPDATE_BEFORE, MergeSpec
 from raylake.table.split import Split
 
@@ -143,17 +146,20 @@ def read_splits(ctx: Any, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
     ts: PaimonTableSchema = ctx.table_schema
     plan = PaimonReadPlan.of(ts, ctx.columns, ctx.filter)
     out_schema = ctx.output_schema
-    for split in splits:
-        sections = split.merge_sections() if split.sections else [(f,) for f in split.files]
-        for section in sections:
-            rows = _read_section(ctx, plan, section)  # type: ignore[arg-type]
-            if plan.output:
-                rows = pa.Table.from_arrays(
-                    [rows.column(c) for c in plan.output], schema=out_schema
-                )
-            else:
-                rows = rows.select([])
-            yield from rows.to_batches(max_chunksize=ctx.batch_size)
+    sections = [
+        section
+        for split in splits
+        for section in (split.merge_sections() if split.sections else [(f,) for f in split.files])
+    ]
+    # Sections are read and merged a few at a time on threads (pyarrow and numpy release
+    # the GIL), in order; memory holds a window of sections, never the whole plan.
+    window = min(max(len(sections), 1), MERGE_THREADS)
+    for rows in read_ahead(partial(_read_section, ctx, plan), sections, window):
+        if plan.output:
+            rows = pa.Table.from_arrays([rows.column(c) for c in plan.output], schema=out_schema)
+        else:
+            rows = rows.select([])
+        yield from rows.to_batches(max_chunksize=ctx.batch_size)
 
 
 def _read_section(ctx: Any, plan: PaimonReadPlan, files: Sequence[PaimonFileSlice]) -> pa.Table:
