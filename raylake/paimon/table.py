@@ -142,6 +142,12 @@ class PaimonTable(Table):
 
         return PaimonStreamReader(self, consumer_id=consumer_id, **options)
 
+    def consumer(self, consumer_id: str) -> Any:
+        """The next snapshot Paimon consumer ``consumer_id`` reads (None: not registered)."""
+        from raylake.paimon.stream import read_consumer
+
+        return read_consumer(self.file_io, consumer_id)
+
     def consumers(self) -> Any:
         """The Paimon consumers (``consumer/consumer-<id>``) and the snapshot each reads next."""
         from raylake.paimon.stream import CONSUMER_DIR, read_consumer
