@@ -9,6 +9,9 @@ pypaimon writes the tables and times its own reads in its own environment
   - a 4-bucket primary-key table of ``--pk-rows`` (1M) rows after 3 upsert commits of
     25% of the keys: raylake's merged read against pypaimon's (target >= 50x), and
     against raylake's own format on the same shape (target: within 2x);
+  - the same Paimon files decoded by pyarrow without merging (the floor of any reader of
+    those files: pypaimon writes them with dictionary-encoded floats, which decode ~2.5x
+    slower than raylake's own files of the same rows);
   - torch batches (LakeIterableDataset, batch 1024) of the Paimon PK table against the
     same loader on raylake's own table (pypaimon's torch dataset needs torch in
     pypaimon's environment, which it does not have: not measured).
@@ -138,6 +141,17 @@ def main() -> None:
     print(f"  raylake (own format)      {mine:7.3f}s {rate(own_rows.num_rows, mine)}")
     print(f"  raylake / pypaimon speed  {pyp['seconds'] / ours:7.1f}x  (target >= 50x)")
     print(f"  Paimon / own format time  {ours / mine:7.2f}x  (target <= 2x)")
+    # The floor: pyarrow decoding every file of the Paimon table (all versions, no merge).
+    pk_paths = [pk.file_io.full_path(p) for s in pk.scan().plan() for p in s.paths]
+    ours, _, floor, decoded = compare(
+        lambda: pk.to_arrow(),
+        lambda: ds.dataset(pk_paths, format="parquet").to_table(),
+        args.repeat,
+    )
+    print(
+        f"  pyarrow decode, no merge  {floor:7.3f}s {rate(decoded.num_rows, floor)} (stored rows)"
+    )
+    print(f"  merged read / decode      {ours / floor:7.2f}x")
     # Paimon writes zstd: the same comparison against raylake's own format in zstd.
     own_zstd = own_format_twin(root, args.pk_rows, "zstd")
     ours, _, mine, _ = compare(lambda: pk.to_arrow(), lambda: own_zstd.to_arrow(), args.repeat)
