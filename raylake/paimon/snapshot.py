@@ -1,4 +1,7 @@
-"""Paimon snapshots: ``snapshot/snapshot-<id>`` JSON files, with LATEST/EARLIEST hints.
+"""Paimon snapshots: ``snapshot/snapshot-<id>`` JSON files, with a LATEST hint.
+
+The snapshot files are the truth: the hint is used only when the snapshot after it
+does not exist (a writer may have crashed before updating it).
 
 Each is presented as a raylake :class:`~raylake.format.snapshot.Snapshot` (so that
 ``snapshots()``, pinning and ``as_of`` work as for raylake tables); the Paimon
@@ -97,12 +100,25 @@ class PaimonSnapshots:
         return snap
 
     def latest(self) -> Snapshot | None:
+        """The newest snapshot: the LATEST hint's, when no later snapshot file exists
+        (two reads instead of a listing); otherwise found by listing."""
+        hint = self._hint("LATEST")
+        if hint is not None and read_snapshot(self.file_io, hint + 1) is None:
+            snap = read_snapshot(self.file_io, hint)
+            if snap is not None:
+                return snap
         ids = self.ids()
         return self.get(ids[-1]) if ids else None
 
     def latest_id(self) -> int | None:
-        ids = self.ids()
-        return ids[-1] if ids else None
+        snap = self.latest()
+        return None if snap is None else snap.id
+
+    def _hint(self, name: str) -> int | None:
+        try:
+            return int(self.file_io.read_bytes(f"{SNAPSHOT_DIR}/{name}").decode().strip())
+        except (FileNotFoundError, ValueError, UnicodeDecodeError):
+            return None
 
     def all(self) -> list[Snapshot]:
         found = (read_snapshot(self.file_io, i) for i in self.ids())

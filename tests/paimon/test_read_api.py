@@ -156,3 +156,13 @@ def test_raylake_tables_say_their_format(warehouse: Path) -> None:
     tbl = raylake.create_table(str(warehouse / "t"), pa.schema([("id", pa.int64())]))
     assert tbl.format == "raylake"
     assert case("append_unaware")["kind"] == "append"
+
+
+def test_a_stale_latest_hint_is_not_trusted(paimon_copy: Any) -> None:
+    table = paimon_copy("pk_deduplicate")
+    (table / "snapshot" / "LATEST").write_text("3")  # a writer crashed before updating it
+    tbl = raylake.open_table(str(table))
+    assert tbl.latest_snapshot().id == 5
+    assert tbl.count() == 37
+    (table / "snapshot" / "LATEST").write_text("not a number")
+    assert raylake.open_table(str(table)).latest_snapshot().id == 5
