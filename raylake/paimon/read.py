@@ -28,8 +28,8 @@ from raylake.paimon.meta import PaimonFileSlice, PaimonInfo, PaimonTableSchema
 from raylake.paimon.options import UnsupportedPaimonError
 from raylake.table.pk.engines import merge
 from raylake.table.pk.read import MERGE_THREADS
-from raylake.table.readahead import read_ahead
 from raylake.table.pk.schema import DELETE, KIND, SEQ, UPDATE_BEFORE, MergeSpec
+from raylake.table.readahead import read_ahead
 from raylake.table.split import Split
 
 PAIMON_SEQ, PAIMON_KIND = "_SEQUENCE_NUMBER", "_VALUE_KIND"
