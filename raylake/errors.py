@@ -232,6 +232,17 @@ class UnsupportedOperationError(RaylakeError):
     """The operation does not apply to this kind of table."""
 
 
+class UnsupportedPaimonError(UnsupportedOperationError):
+    """A Paimon table, option, engine or file that raylake cannot read correctly."""
+
+    def __init__(self, uri: str, what: str) -> None:
+        self.uri = uri
+        self.what = what
+        super().__init__(
+            f"raylake cannot read the Paimon table at {uri!r}: {what} (see docs/paimon.md)"
+        )
+
+
 class MissingDependencyError(RaylakeError, ImportError):
     """An optional dependency is not installed; the message names the extra."""
 

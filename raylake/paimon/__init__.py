@@ -6,7 +6,7 @@ read-only :class:`PaimonTable`. Paimon's own rules (field ids, ``_KEY_``/
 statistics) stay inside this package.
 """
 
-from raylake.paimon.options import UnsupportedPaimonError
+from raylake.errors import UnsupportedPaimonError
 from raylake.paimon.table import FORMAT, PaimonTable, is_paimon_table, open_paimon_table
 
 __all__ = [

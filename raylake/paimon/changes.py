@@ -19,10 +19,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from raylake.errors import UnsupportedPaimonError
 from raylake.format.snapshot import Snapshot
 from raylake.paimon.manifest import ADD, EntryDecoder, PaimonFile, delta_manifests
 from raylake.paimon.meta import PaimonTableSchema
-from raylake.paimon.options import UnsupportedPaimonError
 from raylake.paimon.read import PaimonReadPlan, prepare_kinds, read_file
 from raylake.paimon.scan import file_slice, partition_path
 from raylake.paimon.snapshot import CHANGELOG_LIST

@@ -14,11 +14,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from raylake.errors import CorruptMetadataError, MissingDependencyError
+from raylake.errors import CorruptMetadataError, MissingDependencyError, UnsupportedPaimonError
 from raylake.format.snapshot import Snapshot
 from raylake.io import FileIO
 from raylake.paimon.binary_row import decode_row
-from raylake.paimon.options import UnsupportedPaimonError
 from raylake.paimon.schema import PaimonSchema
 from raylake.paimon.snapshot import BASE_LIST, CHANGELOG_LIST, DELTA_LIST
 

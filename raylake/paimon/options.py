@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from raylake.errors import UnsupportedOperationError
+from raylake.errors import UnsupportedPaimonError
 
 # Paimon's aggregate functions raylake's merge kernel computes, by Paimon name.
 AGGREGATES = {
@@ -109,17 +109,6 @@ _SCAN_OPTIONS = (
     "scan.version",
     "scan.fallback-branch",
 )
-
-
-class UnsupportedPaimonError(UnsupportedOperationError):
-    """A Paimon table, option or file that raylake cannot read correctly."""
-
-    def __init__(self, uri: str, what: str) -> None:
-        self.uri = uri
-        self.what = what
-        super().__init__(
-            f"raylake cannot read the Paimon table at {uri!r}: {what} (see docs/paimon.md)"
-        )
 
 
 @dataclass(frozen=True)

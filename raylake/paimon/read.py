@@ -22,10 +22,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from raylake.errors import UnsupportedPaimonError
 from raylake.expr import AlwaysTrue, Expr, filter_on_columns, referenced_columns, to_arrow
 from raylake.paimon.deletion import deleted_positions, keep_mask
 from raylake.paimon.meta import PaimonFileSlice, PaimonInfo, PaimonTableSchema
-from raylake.paimon.options import UnsupportedPaimonError
 from raylake.table.pk.engines import merge
 from raylake.table.pk.read import MERGE_THREADS
 from raylake.table.pk.schema import DELETE, KIND, SEQ, UPDATE_BEFORE, MergeSpec

@@ -89,3 +89,16 @@ def test_not_a_table_is_not_found(tmp_path: Path) -> None:
     (tmp_path / "schema").mkdir()
     with pytest.raises(TableNotFoundError):
         raylake.open_table(str(tmp_path))
+
+
+def test_a_missing_avro_reader_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from paimon_util import FIXTURES
+
+    from raylake.errors import MissingDependencyError
+
+    monkeypatch.setitem(sys.modules, "fastavro", None)
+    tbl = raylake.open_table(str(FIXTURES / "append_unaware" / "table"))
+    with pytest.raises(MissingDependencyError, match=r"raylake\[paimon\]"):
+        tbl.to_arrow()
