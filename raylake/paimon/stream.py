@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from raylake.errors import ConsumerError, StreamError, StreamPositionExpiredError
 from raylake.expr import Expr
-from raylake.format.consumer import validate_consumer_id
+from raylake.format.consumer import ConsumerProgress, validate_consumer_id
 from raylake.paimon.changes import ROW_KIND, changed_files, read_changes
 from raylake.paimon.snapshot import PaimonSnapshots, read_snapshot
 from raylake.table.scan import ReadContext
@@ -65,13 +65,18 @@ class PaimonStreamPlan:
     """What one snapshot delivers: its whole state (``kind="full"``) or its changes."""
 
     snapshot_id: int
-    kind: str  # "full", "delta" (delta files), "changelog" (changelog files)
+    kind: str  # "full", "delta" (delta files), "changelog" (changelog files), "refresh"
     commit_kind: str
     _rows: Callable[[], pa.Table]
 
     @property
     def next_snapshot_id(self) -> int:
         return self.snapshot_id + 1
+
+    @property
+    def is_refresh(self) -> bool:
+        """The plan holds a whole new state (an OVERWRITE with ``on_overwrite="refresh"``)."""
+        return self.kind == "refresh"
 
     def to_arrow(self) -> pa.Table:
         return self._rows()
@@ -92,11 +97,22 @@ class PaimonStreamReader:
         poll_interval: float = 1.0,
         shard: tuple[int, int] | None = None,
         include_row_kind: bool = False,
+        on_overwrite: str = "skip",
         columns: Sequence[str] | None = None,
         filter: str | Expr | None = None,
+        catch_up_after: int | None = None,
+        prefetch: bool = False,
     ) -> None:
+        # catch_up_after and prefetch are accepted for StreamingJob's sake: this reader
+        # reads one snapshot at a time and never ahead.
+        del catch_up_after, prefetch
         if shard is not None and not (0 <= shard[0] < shard[1]):
             raise StreamError(f"shard must be (i, n) with 0 <= i < n, got {shard!r}")
+        if on_overwrite not in ("skip", "refresh", "fail"):
+            raise StreamError(
+                f"on_overwrite must be 'skip', 'refresh' or 'fail', got {on_overwrite!r}"
+            )
+        self.on_overwrite = on_overwrite
         self.table = table
         self.file_io = table.file_io
         self.consumer_id = None if consumer_id is None else validate_consumer_id(consumer_id)
@@ -109,11 +125,19 @@ class PaimonStreamReader:
         resumed = (
             None if self.consumer_id is None else read_consumer(self.file_io, self.consumer_id)
         )
+        # What the consumer file held at open (None: a new consumer), as StreamingJob
+        # reads it; Paimon's consumer file keeps no properties.
+        self.resumed_from: ConsumerProgress | None = None
+        if resumed is not None and self.consumer_id is not None:
+            self.resumed_from = ConsumerProgress(self.consumer_id, resumed, 0)
         if resumed is not None:
             self.next_snapshot_id, self._full_next = resumed, False
         else:
             self.next_snapshot_id, self._full_next = self._start(start)
-            if self.consumer_id is not None:
+            # Registered now, unless it starts with a whole state: Paimon's consumer file
+            # cannot say "read snapshot n whole", so such a consumer registers at its
+            # first checkpoint (until then a restart starts over).
+            if self.consumer_id is not None and not self._full_next:
                 write_consumer(self.file_io, self.consumer_id, self.next_snapshot_id)
 
     def _start(self, start: str | int) -> tuple[int, bool]:
@@ -153,6 +177,13 @@ class PaimonStreamReader:
             if self._full_next:
                 self._full_next = False
                 return self._full_plan(sid, snap.commit_kind)
+            if snap.commit_kind == "OVERWRITE" and self.on_overwrite != "skip":
+                if self.on_overwrite == "fail":
+                    raise StreamError(
+                        f"snapshot {sid} of {self.file_io.uri} overwrites the table; the "
+                        "stream was opened with on_overwrite='fail'"
+                    )
+                return self._full_plan(sid, snap.commit_kind, kind="refresh")
             ctx = self._context(sid)
             source, files = changed_files(ctx, snap, self._keep_bucket)
             if source == "none":
@@ -161,7 +192,7 @@ class PaimonStreamReader:
             return PaimonStreamPlan(sid, source, snap.commit_kind, rows)
         return None
 
-    def _full_plan(self, sid: int, commit_kind: str) -> PaimonStreamPlan:
+    def _full_plan(self, sid: int, commit_kind: str, kind: str = "full") -> PaimonStreamPlan:
         scan = self.table.scan(columns=self._columns, filter=self._filter, snapshot_id=sid)
         splits = [s for s in scan.plan() if self._keep_bucket(s.bucket)]
         ctx = scan.read_context()
@@ -176,7 +207,7 @@ class PaimonStreamReader:
                 )
             return state  # type: ignore[no-any-return]
 
-        return PaimonStreamPlan(sid, "full", commit_kind, rows)
+        return PaimonStreamPlan(sid, kind, commit_kind, rows)
 
     def plans(
         self, *, max_plans: int | None = None, timeout: float | None = None
@@ -196,12 +227,25 @@ class PaimonStreamReader:
     def __iter__(self) -> Iterator[PaimonStreamPlan]:
         return self.plans()
 
-    def checkpoint(self) -> int:
-        """Record that every plan delivered so far is processed; returns the next snapshot."""
+    def checkpoint(self) -> ConsumerProgress:
+        """Record that every plan delivered so far is processed."""
+        return self.notify_checkpoint_complete(self.next_snapshot_id)
+
+    def notify_checkpoint_complete(
+        self, next_snapshot_id: int, properties: Mapping[str, str] | None = None
+    ) -> ConsumerProgress:
+        """Record progress up to ``next_snapshot_id``. ``properties`` are not kept:
+        Paimon's consumer file holds ``nextSnapshot`` only."""
         if self.consumer_id is None:
-            raise ConsumerError("checkpoint() needs a reader opened with a consumer_id")
-        write_consumer(self.file_io, self.consumer_id, self.next_snapshot_id)
-        return self.next_snapshot_id
+            raise ConsumerError("a checkpoint needs a reader opened with a consumer_id")
+        write_consumer(self.file_io, self.consumer_id, next_snapshot_id)
+        return ConsumerProgress(self.consumer_id, next_snapshot_id, int(time.time() * 1000))
+
+    def seek(self, next_snapshot_id: int, properties: Mapping[str, str] | None = None) -> None:
+        """Continue at ``next_snapshot_id`` (its changes), recorded if the reader has an id."""
+        self.next_snapshot_id, self._full_next = next_snapshot_id, False
+        if self.consumer_id is not None:
+            write_consumer(self.file_io, self.consumer_id, next_snapshot_id)
 
     def close(self) -> None:
         self._closed = True

@@ -72,6 +72,16 @@ def _check_shard_count(source: Table, spec: JobSpec) -> None:
 def _check_shard(source: Table, spec: JobSpec, shard: int) -> None:
     """Open the shard's reader as its actor will, without registering its consumer."""
     consumer_id = spec.shard_consumer(shard)
+    if source.format != "raylake":  # its own reader and consumer files (docs/paimon.md)
+        source.stream(
+            start=spec.start,
+            shard=(shard, spec.num_shards),
+            include_row_kind=spec.include_row_kind,
+            on_overwrite=spec.on_overwrite,
+            columns=spec.columns,
+            filter=spec.filter,
+        ).close()
+        return
     progress = ConsumerManager(source.file_io).get(consumer_id)
     start: StartPosition = spec.start
     if progress is not None:

@@ -118,3 +118,39 @@ def test_raylake_stream_readers_refuse_a_paimon_table() -> None:
 
     with pytest.raises(UnsupportedOperationError, match=r"table\.stream"):
         StreamReader(raylake.open_table(PK))
+
+
+def test_a_streaming_job_shard_writes_each_change_once(paimon_copy: Any, tmp_path: Any) -> None:
+    """A shard killed after its sink commit and before its checkpoint moves past what
+    the sink already holds (exactly once), with Paimon's consumer file as progress."""
+    import pyarrow as pa
+
+    from raylake.streaming.job import JobSpec, ShardWorker
+    from raylake.streaming.job_check import check_job
+
+    source = paimon_copy("pk_changelog_input")
+    sink_uri = str(tmp_path / "sink")
+    raylake.create_table(sink_uri, pa.schema([("id", pa.int64()), ("x", pa.float64())]))
+    spec = JobSpec(
+        uri=str(source),
+        fn=lambda rows: rows.select(["id", "x"]).cast(
+            pa.schema([("id", pa.int64()), ("x", pa.float64())])
+        ),
+        consumer_id="copy",
+        num_shards=2,
+        sink_uri=sink_uri,
+        start="earliest",
+    )
+    check_job(spec, output_schema=None, storage_options=None, sink_storage_options=None)
+    for shard in range(2):
+        ShardWorker(spec, shard).step()
+    sink = raylake.open_table(sink_uri)
+    first = sorted(sink.to_arrow().column("id").to_pylist())
+    assert first == sorted([*range(8), *range(4, 10)])  # 8 inserts, then 6 updates
+    consumer = source / "consumer" / "consumer-copy.shard-0-of-2"
+    assert json.loads(consumer.read_text()) == {"nextSnapshot": 4}
+    consumer.write_text(json.dumps({"nextSnapshot": 2}))  # the last checkpoint was lost
+    again = ShardWorker(spec, 0)
+    again.step()
+    assert again.position() == 4
+    assert sorted(raylake.open_table(sink_uri).to_arrow().column("id").to_pylist()) == first
