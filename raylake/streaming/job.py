@@ -37,11 +37,7 @@ from raylake.io import absolute_uri
 from raylake.io.credentials import StorageOptions
 from raylake.streaming.job_check import check_job
 from raylake.streaming.plan import ON_OVERWRITE, OnOverwrite, StreamPlan
-from raylake.streaming.reader import (
-    DEFAULT_CATCH_UP_AFTER,
-    StartPosition,
-    StreamReader,
-)
+from raylake.streaming.reader import DEFAULT_CATCH_UP_AFTER, StartPosition, StreamReader
 from raylake.table import Table, open_table
 from raylake.table.writer import writing
 

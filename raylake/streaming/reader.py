@@ -54,13 +54,13 @@ logger = logging.getLogger(__name__)
 
 
 def check_raylake_table(table: Any) -> None:
-    """Stream readers, jobs and stream datasets follow raylake tables; a Paimon table has
-    its own reader (``table.stream``, raylake/paimon/stream.py)."""
+    """StreamReader and the stream datasets follow raylake tables; a Paimon table has its
+    own reader (``table.stream``, raylake/paimon/stream.py), which StreamingJob uses too."""
     if table.format != "raylake":
         raise UnsupportedOperationError(
             f"{table.uri} is a {table.format} table: follow it with table.stream(...) "
-            "(docs/paimon.md); raylake's stream readers, jobs and stream datasets read "
-            "raylake tables"
+            "(docs/paimon.md) or a StreamingJob; StreamReader, read_lake_stream and "
+            "LakeStreamDataset read raylake tables"
         )
 
 
