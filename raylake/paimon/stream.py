@@ -31,6 +31,7 @@ from raylake.format.consumer import ConsumerProgress, validate_consumer_id
 from raylake.paimon.changes import ROW_KIND, changed_files, read_changes
 from raylake.paimon.snapshot import PaimonSnapshots, read_snapshot
 from raylake.table.scan import ReadContext
+from raylake.table.split import Split
 
 CONSUMER_DIR = "consumer"
 
@@ -67,6 +68,9 @@ class PaimonStreamPlan:
     snapshot_id: int
     kind: str  # "full", "delta" (delta files), "changelog" (changelog files), "refresh"
     commit_kind: str
+    schema: pa.Schema
+    # Reads the rows: a module-level function bound to picklable values, so that a plan
+    # can be read in a Ray task (read_lake_stream).
     _rows: Callable[[], pa.Table]
 
     @property
@@ -189,25 +193,21 @@ class PaimonStreamReader:
             if source == "none":
                 continue  # COMPACT without changelog, OVERWRITE: nothing to deliver
             rows = partial(read_changes, ctx, source, files, self.include_row_kind)
-            return PaimonStreamPlan(sid, source, snap.commit_kind, rows)
+            return PaimonStreamPlan(sid, source, snap.commit_kind, self._schema(ctx), rows)
         return None
 
     def _full_plan(self, sid: int, commit_kind: str, kind: str = "full") -> PaimonStreamPlan:
         scan = self.table.scan(columns=self._columns, filter=self._filter, snapshot_id=sid)
         splits = [s for s in scan.plan() if self._keep_bucket(s.bucket)]
         ctx = scan.read_context()
-        include = self.include_row_kind
+        rows = partial(_read_state, ctx, splits, self.include_row_kind)
+        return PaimonStreamPlan(sid, kind, commit_kind, self._schema(ctx), rows)
 
-        def rows() -> pa.Table:
-            state = ctx.read_table(splits)
-            if include:
-                state = state.append_column(
-                    pa.field(ROW_KIND, pa.string(), nullable=False),
-                    pa.repeat(pa.scalar("+I"), state.num_rows),
-                )
-            return state  # type: ignore[no-any-return]
-
-        return PaimonStreamPlan(sid, kind, commit_kind, rows)
+    def _schema(self, ctx: ReadContext) -> pa.Schema:
+        schema = ctx.output_schema
+        if self.include_row_kind:
+            schema = schema.append(pa.field(ROW_KIND, pa.string(), nullable=False))
+        return schema
 
     def plans(
         self, *, max_plans: int | None = None, timeout: float | None = None
@@ -255,3 +255,14 @@ class PaimonStreamReader:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _read_state(ctx: ReadContext, splits: Sequence[Split], include_row_kind: bool) -> pa.Table:
+    """A whole state as a plan's rows: every row an insert."""
+    state = ctx.read_table(splits)
+    if include_row_kind:
+        state = state.append_column(
+            pa.field(ROW_KIND, pa.string(), nullable=False),
+            pa.repeat(pa.scalar("+I"), state.num_rows),
+        )
+    return state

@@ -25,7 +25,7 @@ from raylake.datasource.datasource import pack_splits
 from raylake.errors import StreamError
 from raylake.format.consumer import ConsumerProgress
 from raylake.streaming.plan import StreamPlan
-from raylake.streaming.reader import StreamReader, check_raylake_table
+from raylake.streaming.reader import StreamReader
 from raylake.streaming.splits import StreamReadContext, StreamSplit
 from raylake.table import open_table
 
@@ -78,6 +78,41 @@ class StreamPlanDatasource(Datasource):
                 ReadTask(read, metadata, schema=schema, per_task_row_limit=per_task_row_limit)
             )
         return tasks
+
+
+class OrderedPlansDatasource(Datasource):
+    """Plans that read themselves (a Paimon table's, raylake/paimon/stream.py), in one
+    read task, in snapshot order: a key's changes never overtake each other."""
+
+    def __init__(self, plans: Sequence[Any]) -> None:
+        super().__init__()
+        if not plans:
+            raise StreamError("a stream datasource needs at least one plan")
+        self._plans = tuple(plans)
+        self.first_snapshot_id = plans[0].snapshot_id
+        self.snapshot_id = plans[-1].snapshot_id
+
+    def get_name(self) -> str:
+        return "LakeStream"
+
+    def estimate_inmemory_data_size(self) -> int | None:
+        return None
+
+    def get_read_tasks(
+        self,
+        parallelism: int,
+        per_task_row_limit: int | None = None,
+        data_context: DataContext | None = None,
+    ) -> list[ReadTask]:
+        metadata = BlockMetadata(num_rows=None, size_bytes=None, input_files=None, exec_stats=None)
+        read = functools.partial(_read_plans, self._plans)
+        schema = self._plans[0].schema
+        return [ReadTask(read, metadata, schema=schema, per_task_row_limit=per_task_row_limit)]
+
+
+def _read_plans(plans: tuple[Any, ...]) -> Iterator[pa.Table]:
+    for plan in plans:
+        yield plan.to_arrow()
 
 
 def _rows(splits: list[StreamSplit]) -> int:
@@ -142,8 +177,13 @@ class LakeStream:
                 plans.append(more)
             self.last_plans = plans
             made += 1
+            source: Datasource = (
+                StreamPlanDatasource(plans)
+                if isinstance(plans[0], StreamPlan)
+                else OrderedPlansDatasource(plans)
+            )
             yield ray.data.read_datasource(
-                StreamPlanDatasource(plans),
+                source,
                 override_num_blocks=self.override_num_blocks,
                 **self.task_options,
             )
@@ -177,7 +217,6 @@ def read_lake_stream(
     (``start``, ``poll_interval``, ``shard``, ``columns``, ``filter``, ...) are those of
     ``Table.stream``."""
     tbl = open_table(uri, storage_options=storage_options)
-    check_raylake_table(tbl)
     reader = tbl.stream(consumer_id=consumer_id, **stream_options)
     return LakeStream(
         reader,

@@ -54,12 +54,13 @@ logger = logging.getLogger(__name__)
 
 
 def check_raylake_table(table: Any) -> None:
-    """StreamReader and the stream datasets follow raylake tables; a Paimon table has its
-    own reader (``table.stream``, raylake/paimon/stream.py), which StreamingJob uses too."""
+    """StreamReader follows raylake tables; a Paimon table has its own reader
+    (``table.stream``, raylake/paimon/stream.py), which StreamingJob and read_lake_stream
+    use too."""
     if table.format != "raylake":
         raise UnsupportedOperationError(
             f"{table.uri} is a {table.format} table: follow it with table.stream(...) "
-            "(docs/paimon.md) or a StreamingJob; StreamReader, read_lake_stream and "
+            "(docs/paimon.md), read_lake_stream or a StreamingJob; StreamReader and "
             "LakeStreamDataset read raylake tables"
         )
 

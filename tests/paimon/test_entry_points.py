@@ -81,3 +81,18 @@ def test_a_table_object_is_accepted_too() -> None:
     assert rows_by_key(tbl.to_arrow(snapshot_id=1), ["id"]) == rows_by_key(
         expected("pk_deduplicate", 1), ["id"]
     )
+
+
+@pytest.mark.ray
+def test_read_lake_stream(ray_cluster: Any, paimon_copy: Any) -> None:
+    from raylake.streaming.ray_source import read_lake_stream
+
+    table = paimon_copy("pk_changelog_input")
+    stream = read_lake_stream(
+        str(table), consumer_id="ray", start="earliest", include_row_kind=True
+    )
+    datasets = list(stream.datasets(timeout=0))
+    kinds = [sorted(r["_rl_kind"] for r in ds.take_all()) for ds in datasets]
+    assert kinds == [["+I"] * 8, ["+U"] * 6, ["-D"] * 2]
+    stream.checkpoint()
+    assert json.loads((table / "consumer" / "consumer-ray").read_text()) == {"nextSnapshot": 4}
