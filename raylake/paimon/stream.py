@@ -97,7 +97,7 @@ class PaimonStreamReader:
         table: Any,
         *,
         consumer_id: str | None = None,
-        start: str | int = "latest",
+        start: Any = "latest",
         poll_interval: float = 1.0,
         shard: tuple[int, int] | None = None,
         include_row_kind: bool = False,
@@ -144,10 +144,19 @@ class PaimonStreamReader:
             if self.consumer_id is not None and not self._full_next:
                 write_consumer(self.file_io, self.consumer_id, self.next_snapshot_id)
 
-    def _start(self, start: str | int) -> tuple[int, bool]:
+    @property
+    def position(self) -> Any:
+        """Where the reader stands, as a ``StreamPosition`` (``start=`` takes it back)."""
+        from raylake.streaming.reader import StreamPosition  # the streams' shared vocabulary
+
+        return StreamPosition(self.next_snapshot_id, self._full_next)
+
+    def _start(self, start: Any) -> tuple[int, bool]:
         ids = self._snapshots.ids()
         if isinstance(start, int) and not isinstance(start, bool):
             return start, False
+        if hasattr(start, "next_snapshot_id"):  # a StreamPosition
+            return int(start.next_snapshot_id), bool(start.full)
         if start == "latest":
             return (ids[-1], True) if ids else (1, False)
         if start == "earliest":

@@ -55,13 +55,13 @@ logger = logging.getLogger(__name__)
 
 def check_raylake_table(table: Any) -> None:
     """StreamReader follows raylake tables; a Paimon table has its own reader
-    (``table.stream``, raylake/paimon/stream.py), which StreamingJob and read_lake_stream
-    use too."""
+    (``table.stream``, raylake/paimon/stream.py), which read_lake_stream, StreamingJob
+    and LakeStreamDataset use through ``table.stream``."""
     if table.format != "raylake":
         raise UnsupportedOperationError(
             f"{table.uri} is a {table.format} table: follow it with table.stream(...) "
-            "(docs/paimon.md), read_lake_stream or a StreamingJob; StreamReader and "
-            "LakeStreamDataset read raylake tables"
+            "(docs/paimon.md), which read_lake_stream, StreamingJob and LakeStreamDataset "
+            "use; StreamReader itself reads raylake tables"
         )
 
 

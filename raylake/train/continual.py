@@ -26,7 +26,7 @@ import pyarrow as pa
 from raylake.errors import ResumeStateError
 from raylake.expr import Expr
 from raylake.streaming.plan import StreamPlan
-from raylake.streaming.reader import StreamPosition, StreamReader
+from raylake.streaming.reader import StreamPosition
 from raylake.table import Table
 from raylake.train.stream import Block
 
@@ -72,8 +72,7 @@ class ContinualReader:
         if resume is not None:
             start = StreamPosition.from_dict(resume["position"])
             self._skip = int(resume["batches_done"])
-        self.reader = StreamReader(
-            table,
+        self.reader = table.stream(  # StreamReader, or a Paimon table's own reader
             start=start,
             poll_interval=config.poll_interval,
             columns=config.columns,

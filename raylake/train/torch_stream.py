@@ -11,7 +11,6 @@ from torch.utils.data import IterableDataset, get_worker_info
 
 from raylake.errors import ResumeStateError
 from raylake.expr import Expr
-from raylake.streaming.reader import StreamReader
 from raylake.table import Table
 from raylake.train.continual import ContinualConfig, ContinualReader, check_resume_state
 from raylake.train.convert import FillNull
@@ -76,7 +75,7 @@ class LakeStreamDataset(IterableDataset):
         # Resolved now, once: every DataLoader worker of this rank starts at the same
         # snapshot even if a commit lands while they start (under DDP, pass the same
         # snapshot id or saved position to every rank).
-        start = StreamReader(tbl, start=start, prefetch=False).position
+        start = tbl.stream(start=start, prefetch=False).position
         self._config = ContinualConfig(
             tbl.uri, layout.columns, filter, start, batch_size, shuffle, seed, drop_last,
             poll_interval, until_snapshot, idle_timeout,

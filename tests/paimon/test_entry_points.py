@@ -96,3 +96,21 @@ def test_read_lake_stream(ray_cluster: Any, paimon_copy: Any) -> None:
     assert kinds == [["+I"] * 8, ["+U"] * 6, ["-D"] * 2]
     stream.checkpoint()
     assert json.loads((table / "consumer" / "consumer-ray").read_text()) == {"nextSnapshot": 4}
+
+
+def test_continual_training_on_a_paimon_table(paimon_copy: Any) -> None:
+    pytest.importorskip("torch")
+    from raylake.train.torch_stream import LakeStreamDataset
+
+    table = paimon_copy("pk_changelog_input")
+    ds = LakeStreamDataset(
+        str(table),
+        columns=["id", "x"],
+        start="earliest",
+        batch_size=4,
+        shuffle=False,
+        until_snapshot=3,
+        idle_timeout=0,
+    )
+    ids = sorted(int(i) for batch in ds for i in batch["id"])
+    assert ids == sorted([*range(8), *range(4, 10)])  # the first state, then the upserts
