@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from raylake.errors import UnknownColumnError
+from raylake.errors import UnknownColumnError, UnsupportedPaimonError
 from raylake.expr import AlwaysTrue, Expr, might_match, referenced_columns
 from raylake.format.snapshot import Snapshot
 from raylake.format.types import has_min_max
@@ -115,6 +115,10 @@ def file_slice(
     info: PaimonInfo,
 ) -> PaimonFileSlice:
     ext = f.file_name.rsplit(".", 1)[-1].lower()
+    if ext not in ("parquet", "orc"):
+        raise UnsupportedPaimonError(
+            info.uri, f"data file {f.path} is a {ext!r} file (raylake reads parquet and orc)"
+        )
     return PaimonFileSlice(
         path=f.path,
         row_groups=None,
@@ -129,7 +133,7 @@ def file_slice(
         delete_row_count=-1 if f.delete_row_count is None else int(f.delete_row_count),
         schema_id=f.schema_id,
         deletion=dvs.get((f.partition_bytes, f.bucket, f.file_name)),
-        file_format="orc" if ext == "orc" else "parquet" if ext == "parquet" else ext,
+        file_format=ext,
     )
 
 

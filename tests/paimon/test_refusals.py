@@ -102,3 +102,17 @@ def test_a_missing_avro_reader_names_the_extra(monkeypatch: pytest.MonkeyPatch) 
     tbl = raylake.open_table(str(FIXTURES / "append_unaware" / "table"))
     with pytest.raises(MissingDependencyError, match=r"raylake\[paimon\]"):
         tbl.to_arrow()
+
+
+def test_a_data_file_of_another_kind_is_named(paimon_copy: Any) -> None:
+    import copy
+
+    from paimon_spec import commit, live_entries
+
+    table = paimon_copy("append_unaware")
+    entry = live_entries(table)[0]
+    avro = copy.deepcopy(entry)
+    avro["_FILE"]["_FILE_NAME"] = entry["_FILE"]["_FILE_NAME"].replace(".parquet", ".avro")
+    commit(table, kind="COMPACT", added=[avro], deleted=[entry])
+    with pytest.raises(UnsupportedPaimonError, match=r"'avro' file"):
+        raylake.open_table(str(table)).to_arrow()
