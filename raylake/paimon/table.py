@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any, ClassVar, NoReturn
 
 from raylake.expr import Expr
+from raylake.format.consumer import ConsumerProgress
 from raylake.format.snapshot import Snapshot
 from raylake.io import FileIO
 from raylake.paimon.kind import read_only
@@ -142,19 +143,26 @@ class PaimonTable(Table):
 
         return PaimonStreamReader(self, consumer_id=consumer_id, **options)
 
-    def consumer(self, consumer_id: str) -> Any:
-        """The next snapshot Paimon consumer ``consumer_id`` reads (None: not registered)."""
-        from raylake.paimon.stream import read_consumer
+    def consumer(self, consumer_id: str) -> ConsumerProgress | None:
+        """Where Paimon consumer ``consumer_id`` stands (None: not registered)."""
+        return next((c for c in self.consumers() if c.consumer_id == consumer_id), None)
 
-        return read_consumer(self.file_io, consumer_id)
-
-    def consumers(self) -> Any:
-        """The Paimon consumers (``consumer/consumer-<id>``) and the snapshot each reads next."""
+    def consumers(self) -> list[ConsumerProgress]:
+        """The Paimon consumers (``consumer/consumer-<id>``) and the snapshot each reads
+        next; ``updated_millis`` is the file's modification time."""
         from raylake.paimon.stream import CONSUMER_DIR, read_consumer
 
-        names = [n for n in self.file_io.list_names(CONSUMER_DIR) if n.startswith("consumer-")]
-        ids = [n[len("consumer-") :] for n in names]
-        return {i: read_consumer(self.file_io, i) for i in ids}
+        found = []
+        for rel, mtime in self.file_io.list_files(CONSUMER_DIR):
+            name = rel.rsplit("/", 1)[-1]
+            if not name.startswith("consumer-"):
+                continue
+            consumer_id = name[len("consumer-") :]
+            next_id = read_consumer(self.file_io, consumer_id)
+            if next_id is not None:
+                millis = int((mtime or 0) * 1000)
+                found.append(ConsumerProgress(consumer_id, next_id, millis))
+        return sorted(found, key=lambda c: c.consumer_id)
 
     def expire_snapshots(self, **kwargs: Any) -> Any:
         self._refuse("expire_snapshots()")

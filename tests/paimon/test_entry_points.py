@@ -114,3 +114,11 @@ def test_continual_training_on_a_paimon_table(paimon_copy: Any) -> None:
     )
     ids = sorted(int(i) for batch in ds for i in batch["id"])
     assert ids == sorted([*range(8), *range(4, 10)])  # the first state, then the upserts
+
+
+def test_cli_lists_paimon_consumers(capsys: pytest.CaptureFixture[str], paimon_copy: Any) -> None:
+    table = paimon_copy("pk_deduplicate")
+    reader = raylake.open_table(str(table)).stream(consumer_id="etl", start=3)
+    reader.checkpoint()
+    assert main(["consumers", str(table)]) == 0
+    assert any(line.split()[:2] == ["etl", "3"] for line in capsys.readouterr().out.splitlines())

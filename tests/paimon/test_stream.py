@@ -70,7 +70,8 @@ def test_progress_lives_in_paimons_consumer_file(paimon_copy: Any) -> None:
     assert [p.snapshot_id for p in first] == [2, 3]
     reader.checkpoint()
     assert json.loads(path.read_text()) == {"nextSnapshot": 4}
-    assert tbl.consumers() == {"trainer": 4}
+    assert [(c.consumer_id, c.next_snapshot_id) for c in tbl.consumers()] == [("trainer", 4)]
+    assert tbl.consumer("trainer").next_snapshot_id == 4 and tbl.consumer("other") is None
     resumed = tbl.stream(consumer_id="trainer", start="earliest")  # start ignored: resumes
     assert [p.snapshot_id for p in resumed.plans(timeout=0)] == [4, 5]
 
