@@ -4,7 +4,7 @@ Builds a primary-key table (key ``id``, 4 buckets) from the synthetic table of
 bench/scan.py (default 4M rows; ``dt`` is an ordinary column here), then makes 3
 commits that each upsert a random 25% of the keys with new feature values. In
 the same run it writes the same final rows to an append table and times
-(reads: best of 5, the two reads interleaved so that both see the same noise):
+(reads: median of 3, the two reads interleaved so that both see the same noise):
 
   - the initial write and each upsert (rows/s),
   - a full merged read of the primary-key table (rows/s of output),
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import statistics
 import time
 from collections.abc import Callable
 from functools import partial
@@ -61,21 +62,31 @@ def timed_write(label: str, fn: Callable[[], object], rows: int) -> None:
 
 
 def compare_reads(label: str, pk: raylake.Table, plain: raylake.Table, repeat: int) -> float:
-    """Best of ``repeat`` interleaved runs of each read, so that both see the same noise."""
-    merged_s = plain_s = float("inf")
+    """Median (and best) of ``repeat`` interleaved runs of each read: both see the same noise."""
+    merged: list[float] = []
+    plain_times: list[float] = []
     merged_rows = plain_rows = 0
     for _ in range(repeat):
         clear_decision_cache()
         seconds, merged_rows = timed(lambda: pk.to_arrow().num_rows, repeat=1)
-        merged_s = min(merged_s, seconds)
+        merged.append(seconds)
         seconds, plain_rows = timed(lambda: plain.to_arrow().num_rows, repeat=1)
-        plain_s = min(plain_s, seconds)
+        plain_times.append(seconds)
     assert merged_rows == plain_rows, (merged_rows, plain_rows)
+    merged_s, plain_s = statistics.median(merged), statistics.median(plain_times)
     ratio = merged_s / plain_s
-    print(f"{label}")
-    print(f"  merged read (primary-key table)  {merged_s:7.3f}s {rate(merged_rows, merged_s)}")
-    print(f"  plain read (append table)        {plain_s:7.3f}s {rate(plain_rows, plain_s)}")
-    print(f"  cost ratio merged / plain        {ratio:7.2f}x")
+    print(f"{label} (median of {repeat}; best in brackets)")
+    print(
+        f"  merged read (primary-key table)  {merged_s:7.3f}s {rate(merged_rows, merged_s)}"
+        f"  ({min(merged):.3f}s)"
+    )
+    print(
+        f"  plain read (append table)        {plain_s:7.3f}s {rate(plain_rows, plain_s)}"
+        f"  ({min(plain_times):.3f}s)"
+    )
+    print(
+        f"  cost ratio merged / plain        {ratio:7.2f}x  ({min(merged) / min(plain_times):.2f}x)"
+    )
     return ratio
 
 
@@ -84,7 +95,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=4_000_000)
     parser.add_argument("--dir", default=str(Path(__file__).parent / ".data" / "merge"))
     parser.add_argument("--upserts", type=int, default=3)
-    parser.add_argument("--repeat", type=int, default=5, help="best of N reads")
+    parser.add_argument("--repeat", type=int, default=3, help="median of N reads")
     args = parser.parse_args()
     root = Path(args.dir)
     if root.exists():
