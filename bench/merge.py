@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-from _synthetic import DATES, FEATURES, SCHEMA, batches_for_date, rate, timed
+from _synthetic import DATES, FEATURES, SCHEMA, batches_for_date, rate
 
 import raylake
 from raylake.table.pk.late import clear_decision_cache
@@ -61,31 +61,39 @@ def timed_write(label: str, fn: Callable[[], object], rows: int) -> None:
     print(f"{label:<34} {rows:>10,} rows {elapsed:7.2f}s {rate(rows, elapsed)}")
 
 
+def _read(tbl: raylake.Table) -> tuple[float, float, int]:
+    """Wall seconds, CPU seconds of the process (all threads) and rows of a full read."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    rows = tbl.to_arrow().num_rows
+    return time.perf_counter() - wall, time.process_time() - cpu, rows
+
+
 def compare_reads(label: str, pk: raylake.Table, plain: raylake.Table, repeat: int) -> float:
-    """Median (and best) of ``repeat`` interleaved runs of each read: both see the same noise."""
-    merged: list[float] = []
-    plain_times: list[float] = []
-    merged_rows = plain_rows = 0
+    """Median (and best) of ``repeat`` interleaved runs of each read: both see the same noise.
+
+    CPU seconds are printed beside wall seconds: on a machine shared with other jobs a
+    read's wall time depends on what else runs, its CPU time much less.
+    """
+    merged, plain_reads = [], []
     for _ in range(repeat):
         clear_decision_cache()
-        seconds, merged_rows = timed(lambda: pk.to_arrow().num_rows, repeat=1)
-        merged.append(seconds)
-        seconds, plain_rows = timed(lambda: plain.to_arrow().num_rows, repeat=1)
-        plain_times.append(seconds)
-    assert merged_rows == plain_rows, (merged_rows, plain_rows)
-    merged_s, plain_s = statistics.median(merged), statistics.median(plain_times)
-    ratio = merged_s / plain_s
-    print(f"{label} (median of {repeat}; best in brackets)")
+        merged.append(_read(pk))
+        plain_reads.append(_read(plain))
+    assert merged[0][2] == plain_reads[0][2], (merged[0][2], plain_reads[0][2])
+    rows = merged[0][2]
+    wall = [statistics.median(r[0] for r in side) for side in (merged, plain_reads)]
+    cpu = [statistics.median(r[1] for r in side) for side in (merged, plain_reads)]
+    best = [min(r[0] for r in side) for side in (merged, plain_reads)]
+    ratio = wall[0] / wall[1]
+    print(f"{label} (median of {repeat}; best wall in brackets)")
+    for name, i in (("merged read (primary-key table)", 0), ("plain read (append table)", 1)):
+        print(
+            f"  {name:<32} {wall[i]:7.3f}s {rate(rows, wall[i])}  ({best[i]:.3f}s)"
+            f"  CPU {cpu[i]:.3f}s"
+        )
     print(
-        f"  merged read (primary-key table)  {merged_s:7.3f}s {rate(merged_rows, merged_s)}"
-        f"  ({min(merged):.3f}s)"
-    )
-    print(
-        f"  plain read (append table)        {plain_s:7.3f}s {rate(plain_rows, plain_s)}"
-        f"  ({min(plain_times):.3f}s)"
-    )
-    print(
-        f"  cost ratio merged / plain        {ratio:7.2f}x  ({min(merged) / min(plain_times):.2f}x)"
+        f"  cost ratio merged / plain        {ratio:7.2f}x  ({best[0] / best[1]:.2f}x)"
+        f"  CPU {cpu[0] / cpu[1]:.2f}x"
     )
     return ratio
 
