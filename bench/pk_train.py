@@ -40,6 +40,8 @@ def main() -> None:
     append = build_table(root / "append", args.rows)
     pk = build_pk_table(root / "pk", args.rows)
 
+    import raylake.train.torch  # noqa: F401  (imports torch outside the timings)
+
     made = {}
     runs = {}
     for name, tbl in (("primary-key", pk), ("append", append)):
