@@ -4,7 +4,7 @@ Builds a primary-key table (key ``id``, 4 buckets) from the synthetic table of
 bench/scan.py (default 4M rows; ``dt`` is an ordinary column here), then makes 3
 commits that each upsert a random 25% of the keys with new feature values. In
 the same run it writes the same final rows to an append table and times
-(reads: best of 5, the two reads interleaved so that both see the same noise):
+(reads: median of 3, the two reads interleaved so that both see the same noise):
 
   - the initial write and each upsert (rows/s),
   - a full merged read of the primary-key table (rows/s of output),
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import statistics
 import time
 from collections.abc import Callable
 from functools import partial
@@ -29,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-from _synthetic import DATES, FEATURES, SCHEMA, batches_for_date, rate, timed
+from _synthetic import DATES, FEATURES, SCHEMA, batches_for_date, rate
 
 import raylake
 from raylake.table.pk.late import clear_decision_cache
@@ -60,22 +61,40 @@ def timed_write(label: str, fn: Callable[[], object], rows: int) -> None:
     print(f"{label:<34} {rows:>10,} rows {elapsed:7.2f}s {rate(rows, elapsed)}")
 
 
+def _read(tbl: raylake.Table) -> tuple[float, float, int]:
+    """Wall seconds, CPU seconds of the process (all threads) and rows of a full read."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    rows = tbl.to_arrow().num_rows
+    return time.perf_counter() - wall, time.process_time() - cpu, rows
+
+
 def compare_reads(label: str, pk: raylake.Table, plain: raylake.Table, repeat: int) -> float:
-    """Best of ``repeat`` interleaved runs of each read, so that both see the same noise."""
-    merged_s = plain_s = float("inf")
-    merged_rows = plain_rows = 0
+    """Median (and best) of ``repeat`` interleaved runs of each read: both see the same noise.
+
+    CPU seconds are printed beside wall seconds: on a machine shared with other jobs a
+    read's wall time depends on what else runs, its CPU time much less.
+    """
+    merged, plain_reads = [], []
     for _ in range(repeat):
         clear_decision_cache()
-        seconds, merged_rows = timed(lambda: pk.to_arrow().num_rows, repeat=1)
-        merged_s = min(merged_s, seconds)
-        seconds, plain_rows = timed(lambda: plain.to_arrow().num_rows, repeat=1)
-        plain_s = min(plain_s, seconds)
-    assert merged_rows == plain_rows, (merged_rows, plain_rows)
-    ratio = merged_s / plain_s
-    print(f"{label}")
-    print(f"  merged read (primary-key table)  {merged_s:7.3f}s {rate(merged_rows, merged_s)}")
-    print(f"  plain read (append table)        {plain_s:7.3f}s {rate(plain_rows, plain_s)}")
-    print(f"  cost ratio merged / plain        {ratio:7.2f}x")
+        merged.append(_read(pk))
+        plain_reads.append(_read(plain))
+    assert merged[0][2] == plain_reads[0][2], (merged[0][2], plain_reads[0][2])
+    rows = merged[0][2]
+    wall = [statistics.median(r[0] for r in side) for side in (merged, plain_reads)]
+    cpu = [statistics.median(r[1] for r in side) for side in (merged, plain_reads)]
+    best = [min(r[0] for r in side) for side in (merged, plain_reads)]
+    ratio = wall[0] / wall[1]
+    print(f"{label} (median of {repeat}; best wall in brackets)")
+    for name, i in (("merged read (primary-key table)", 0), ("plain read (append table)", 1)):
+        print(
+            f"  {name:<32} {wall[i]:7.3f}s {rate(rows, wall[i])}  ({best[i]:.3f}s)"
+            f"  CPU {cpu[i]:.3f}s"
+        )
+    print(
+        f"  cost ratio merged / plain        {ratio:7.2f}x  ({best[0] / best[1]:.2f}x)"
+        f"  CPU {cpu[0] / cpu[1]:.2f}x"
+    )
     return ratio
 
 
@@ -84,7 +103,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=4_000_000)
     parser.add_argument("--dir", default=str(Path(__file__).parent / ".data" / "merge"))
     parser.add_argument("--upserts", type=int, default=3)
-    parser.add_argument("--repeat", type=int, default=5, help="best of N reads")
+    parser.add_argument("--repeat", type=int, default=3, help="median of N reads")
     args = parser.parse_args()
     root = Path(args.dir)
     if root.exists():

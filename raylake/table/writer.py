@@ -175,16 +175,26 @@ class RollingFileWriter:
         self._sink = self.file_io.arrow_filesystem().open_output_stream(
             self.file_io.full_path(self._path)
         )
+        delta = self.delta_columns()
         self._writer = pq.ParquetWriter(
             self._sink,
             self.schema,
             compression=compression,
             # Random floats never repeat: trying to dictionary-encode them doubles the
             # write time and grows the file (measured in bench/merge.py's data).
-            use_dictionary=[f.name for f in self.schema if not pa.types.is_floating(f.type)],
+            use_dictionary=[
+                f.name
+                for f in self.schema
+                if not pa.types.is_floating(f.type) and f.name not in delta
+            ],
+            column_encoding=dict.fromkeys(delta, "DELTA_BINARY_PACKED") or None,
         )
         self._stats = StatsCollector(self.schema)
         self._row_group_rows, self._row_group_sizes = [], []
+
+    def delta_columns(self) -> tuple[str, ...]:
+        """Integer columns written delta-encoded rather than dictionary-encoded."""
+        return ()
 
     def _close_file(self) -> None:
         assert self._writer is not None and self._stats is not None and self._sink is not None

@@ -170,3 +170,20 @@ def test_exact_row_counts_without_merges(tmp_path: Path) -> None:
         for f in t.metadata.input_files:
             per_bucket[str(Path(f).parent)] += 1
     assert len(per_bucket) == 2
+
+
+def test_ray_writes_trigger_compaction_by_the_policy(ray_cluster: Any, tmp_path: Path) -> None:
+    """write_lake commits through the table: a third overlapping run in a bucket, above
+    ``compaction.max-overlapping-files``, is compacted in a COMPACT snapshot."""
+    tbl = raylake.create_table(
+        str(tmp_path / "t"),
+        SCHEMA,
+        primary_key=["k"],
+        buckets=2,
+        options={"compaction.max-overlapping-files": 2},
+    )
+    for commit in range(3):
+        write_lake(ray.data.from_arrow([kv(list(range(40)), [commit] * 40)]), tbl.uri)
+    assert [s.commit_kind for s in tbl.snapshots()] == ["APPEND", "APPEND", "APPEND", "COMPACT"]
+    assert max(n for split in tbl.scan().plan() for n in split.sections) == 1
+    assert set(tbl.to_arrow().column("v").to_pylist()) == {2}

@@ -96,6 +96,19 @@ def test_primary_key_writes_agree_with_python_and_the_model(spark: Any, warehous
     )
 
 
+def test_spark_writes_trigger_compaction_by_the_policy(spark: Any, warehouse: Path) -> None:
+    """The driver's commit goes through the table: its compaction policy applies."""
+    uri = str(warehouse / "compacted")
+    options = {"compaction.max-overlapping-files": 2}
+    for version in range(3):
+        rows = [(i, "d", float(version), "u") for i in range(40)]
+        rs.write(_df(spark, rows), uri, primary_key=["id"], buckets=2, options=options)
+    tbl = raylake.open_table(uri)
+    assert [s.commit_kind for s in tbl.snapshots()] == ["APPEND", "APPEND", "APPEND", "COMPACT"]
+    assert max(n for split in tbl.scan().plan() for n in split.sections) == 1
+    assert set(tbl.to_arrow().column("v").to_pylist()) == {2.0}
+
+
 def test_spark_and_python_route_keys_to_the_same_buckets(spark: Any, warehouse: Path) -> None:
     rows = [(i * 7919 % 1000, "d", float(i), "u") for i in range(500)]
     by_spark = str(warehouse / "by_spark")

@@ -99,3 +99,32 @@ def test_relative_paths_are_the_drivers(warehouse: Path, monkeypatch: pytest.Mon
     monkeypatch.chdir(warehouse)
     job = raylake.StreamingJob("src", double, consumer_id="c", sink_uri="out/dst")
     assert (job.spec.uri, job.spec.sink_uri) == (f"{warehouse}/src", f"{warehouse}/out/dst")
+
+
+def test_a_primary_key_sink_is_compacted_by_the_policy(warehouse: Path) -> None:
+    """Each sink commit goes through the table, so its compaction policy applies."""
+    source = raylake.create_table(str(warehouse / "src"), SCHEMA)
+    sink = raylake.create_table(
+        str(warehouse / "dst"),
+        SCHEMA,
+        primary_key=["id"],
+        buckets=1,
+        options={"compaction.max-overlapping-files": 2},
+    )
+    same_keys = JobSpec(
+        source.uri,
+        lambda t: t.set_column(0, "id", pc.modulo(t["id"], 10)),
+        "job",
+        1,
+        sink_uri=sink.uri,
+    )
+    worker = ShardWorker(same_keys, 0)
+    for commit in range(3):
+        source.write(batch(commit, 10))
+        assert worker.step().plans == 1
+    kinds = [s.commit_kind for s in sink.snapshots()]
+    assert kinds == ["APPEND", "APPEND", "APPEND", "COMPACT"]
+    assert max(n for split in sink.scan().plan() for n in split.sections) == 1
+    assert sorted(sink.to_arrow().to_pylist(), key=lambda r: r["id"]) == [
+        {"id": i, "v": 2} for i in range(10)
+    ]

@@ -13,9 +13,11 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 import raylake
+from raylake.table.pk.dedupe import unseen_in_newer
 from raylake.table.pk.late import clear_decision_cache, decision_cache_info
 from raylake.train.source import LakeSource
 
@@ -204,3 +206,45 @@ def test_a_section_of_many_small_files_is_cut_too(tmp_path: Path) -> None:
     parts = tbl.scan().with_split_size(1).plan()
     assert len(parts) > 1
     assert read_splits(tbl, parts).equals(expected)
+
+
+@pytest.mark.parametrize("key_type", [pa.int32(), pa.int64(), pa.uint64()])
+def test_integer_keys_and_sequences_are_stored_delta_encoded(
+    tmp_path: Path, key_type: pa.DataType
+) -> None:
+    """Every merged read decodes the key of each row version: delta-encoded sorted keys
+    decode at about a tenth of the cost of a dictionary or plain Snappy column."""
+    schema = pa.schema([pa.field("id", key_type, nullable=False), ("v", pa.int64())])
+    tbl = raylake.create_table(str(tmp_path / "t"), schema, primary_key=["id"], buckets=1)
+    tbl.write(pa.table({"id": pa.array(range(1000), key_type), "v": range(1000)}, schema=schema))
+    (data_file,) = [e.path for e in tbl.scan().plan()[0].files]
+    metadata = pq.ParquetFile(tmp_path / "t" / data_file).metadata.row_group(0)
+    encodings = {
+        metadata.column(j).path_in_schema: metadata.column(j).encodings
+        for j in range(metadata.num_columns)
+    }
+    assert "DELTA_BINARY_PACKED" in encodings["id"]
+    assert "DELTA_BINARY_PACKED" in encodings["_rl_seq"]
+    assert "DELTA_BINARY_PACKED" not in encodings["v"]
+    assert tbl.to_arrow().column("id").to_pylist() == list(range(1000))
+
+
+@pytest.mark.parametrize("spread", [1, 1 << 40])  # dense keys: a bitmap; sparse: a search
+@pytest.mark.parametrize("dtype", [np.int8, np.int64, np.uint64])
+def test_newest_first_decision_matches_a_model(spread: int, dtype: type) -> None:
+    rng = np.random.default_rng(7)
+    if dtype is np.int8:  # a narrow type spanning most of its range
+        pool = np.arange(-120, 120, 2).astype(dtype)
+    elif dtype is np.uint64:  # above the int64 range
+        pool = np.uint64(1 << 63) + np.arange(100, dtype=np.uint64) * np.uint64(spread)
+    else:
+        pool = np.arange(-50, 50, dtype=dtype) * dtype(spread)
+    arrays = [np.sort(rng.choice(pool, size, replace=False)) for size in (20, 0, 40, 60)]
+    arrays[2] = np.concatenate([arrays[2][:1], arrays[2]])  # a key twice in one file
+    seen: set[int] = set()
+    expected = []
+    for keys in arrays:
+        expected.append(np.array([int(k) not in seen for k in keys], dtype=bool))
+        seen |= {int(k) for k in keys}
+    for got, want in zip(unseen_in_newer(arrays), expected):
+        assert got.tolist() == want.tolist()

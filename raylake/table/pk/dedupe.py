@@ -43,6 +43,37 @@ def newest_wins_by_file(spec: MergeSpec, section: Sequence[Any], ts: TableSchema
     return all(prev[1] < nxt[0] for prev, nxt in pairwise(ranges))
 
 
+def unseen_in_newer(keys: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """For integer key arrays newest first: which keys of each no earlier array holds.
+
+    Dense keys share one bitmap over the range of all of them, set array by array
+    (a gather and a scatter per key); sparse ones go through a KeySet.
+    """
+    present = [k for k in keys if len(k)]
+    if not present:
+        return [np.ones(len(k), dtype=bool) for k in keys]
+    lo = min(int(k.min()) for k in present)
+    hi = max(int(k.max()) for k in present)
+    if hi - lo >= max(16 * sum(len(k) for k in present), _BITMAP_FREE):
+        return _unseen_sorted(keys)
+    bitmap = np.zeros(hi - lo + 1, dtype=bool)
+    result = []
+    for k in keys:
+        offsets = _offsets(k, lo)
+        result.append(~bitmap[offsets])  # before setting: a key twice in one file is kept
+        bitmap[offsets] = True
+    return result
+
+
+def _unseen_sorted(keys: Sequence[np.ndarray]) -> list[np.ndarray]:
+    seen = KeySet()
+    result = []
+    for k in keys:
+        result.append(~seen.contains(k))
+        seen.add(k)
+    return result
+
+
 class KeySet:
     """Integer keys seen so far, for vectorized membership tests.
 
@@ -102,4 +133,4 @@ def _offsets(keys: np.ndarray, lo: int) -> np.ndarray:
     """
     if keys.dtype == np.uint64:
         return (keys - np.uint64(lo)).astype(np.int64)
-    return keys.astype(np.int64) - np.int64(lo)
+    return keys.astype(np.int64, copy=False) - np.int64(lo)

@@ -106,6 +106,16 @@ class KeyedFileWriter(RollingFileWriter):
         self._deletes = 0
         self._seq_range = (0, 0)
 
+    def delta_columns(self) -> tuple[str, ...]:
+        """The key's 32/64-bit integer columns and ``_rl_seq``, delta-encoded.
+
+        A file is sorted by key, so unique keys become small deltas: decoding them
+        costs about a tenth of a dictionary-then-plain, Snappy-compressed column, and
+        every merged read decodes the key at least once per row version (issue 20).
+        """
+        keys = tuple(name for name in self.key if _delta_encodable(self.schema.field(name).type))
+        return (*keys, SEQ)
+
     def _write_row_group(self, chunk: pa.Table) -> None:
         seq_bounds = pc.min_max(chunk.column(SEQ)).as_py()
         if self._writer is None:  # this chunk opens a new file
@@ -132,6 +142,10 @@ class KeyedFileWriter(RollingFileWriter):
             max_sequence=hi,
             stats={k: v for k, v in f.stats.items() if k not in SYSTEM_COLUMNS},
         )
+
+
+def _delta_encodable(dtype: pa.DataType) -> bool:
+    return pa.types.is_integer(dtype) and dtype.bit_width in (32, 64)
 
 
 def _key_at(pa_table: pa.Table, key: tuple[str, ...], row: int) -> tuple[Any, ...]:
