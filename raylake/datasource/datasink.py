@@ -26,13 +26,13 @@ from raylake.errors import (
     SchemaError,
     TableNotFoundError,
 )
-from raylake.format.schema import TableSchema
+from raylake.format.schema import SCHEMA_DIR, TableSchema
 from raylake.format.snapshot import SnapshotManager
 from raylake.io import FileIO
 from raylake.table import CommitMessage, Snapshot, Table, open_table
 from raylake.table.catalog import open_or_create_table, table_columns, table_exists
 from raylake.table.conform import check_schema as check_table_schema
-from raylake.table.table import SCHEMA_DIR, create_writer
+from raylake.table.table import create_writer
 from raylake.table.writer import DATA_DIR, writing
 
 if TYPE_CHECKING:

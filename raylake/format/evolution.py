@@ -18,6 +18,7 @@ the table's business (raylake/table/evolve.py). The rules (docs/schema-evolution
 from __future__ import annotations
 
 from dataclasses import replace
+
 import pyarrow as pa
 
 from raylake.errors import (
@@ -245,4 +246,3 @@ def _aggregate_key(name: str) -> str:
 def merged_schema_update(ts: TableSchema, data_schema: pa.Schema) -> SchemaUpdate:
     """The update that adds ``data_schema``'s new columns (``schema_mode="merge"``)."""
     return SchemaUpdate(ts).union_by_name(data_schema)
-

@@ -223,10 +223,15 @@ def write_manifest(file_io: FileIO, entries: pa.Table) -> ManifestMeta:
 
 
 # Decoded manifests, keyed by (table uri, manifest path, the stats columns read).
-_manifests: LruCache[tuple[str, str, tuple[str, ...] | None], pa.Table] = LruCache(256)
-_live_sets: LruCache[tuple[str, tuple[str, ...], tuple[str, ...] | None], pa.Table] = LruCache(8)
-_live_file_lists: LruCache[tuple[str, tuple[str, ...], tuple[str, ...]], list[DataFile]] = LruCache(
-    4
+# Decoded manifests depend on the schema they are read under: keys start with the
+# table and the schema id.
+_Reader: TypeAlias = tuple[str, int]
+_manifests: LruCache[tuple[_Reader, str, tuple[str, ...] | None], pa.Table] = LruCache(256)
+_live_sets: LruCache[tuple[_Reader, tuple[str, ...], tuple[str, ...] | None], pa.Table] = LruCache(
+    8
+)
+_live_file_lists: LruCache[tuple[_Reader, tuple[str, ...], tuple[str, ...]], list[DataFile]] = (
+    LruCache(4)
 )
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
@@ -244,9 +249,10 @@ def read_manifest(
     of a wide table several times cheaper.
     """
     wanted = _stats_key(ts, stats_columns)
-    cached = _manifests.get((file_io.uri, rel, wanted))
+    reader = (file_io.uri, ts.schema_id)
+    cached = _manifests.get((reader, rel, wanted))
     if cached is None and wanted is not None:
-        full = _manifests.get((file_io.uri, rel, None))
+        full = _manifests.get((reader, rel, None))
         cached = None if full is None else _project_stats(full, ts, wanted)
     if cached is not None:
         return cached
@@ -265,7 +271,7 @@ def read_manifest(
         raise CorruptMetadataError(
             file_io.full_path(rel), f"not a readable manifest: {exc}"
         ) from exc
-    _manifests.put((file_io.uri, rel, wanted), pa_table)
+    _manifests.put((reader, rel, wanted), pa_table)
     return pa_table
 
 
@@ -351,9 +357,7 @@ def _conform_struct(child: pa.StructArray, want: pa.StructType) -> pa.StructArra
     for j in range(want.num_fields):
         f = want.field(j)
         index = child.type.get_field_index(f.name)
-        parts.append(
-            pa.nulls(len(child), f.type) if index < 0 else child.field(index).cast(f.type)
-        )
+        parts.append(pa.nulls(len(child), f.type) if index < 0 else child.field(index).cast(f.type))
     return pa.StructArray.from_arrays(parts, fields=list(want))
 
 
@@ -422,7 +426,7 @@ def live_files_of(
     Manifests are immutable, so the same list always yields the same set: repeated
     scans of one snapshot (and commits on top of it) plan without re-deriving it.
     """
-    key = (file_io.uri, tuple(m.path for m in metas), _stats_key(ts, stats_columns))
+    key = ((file_io.uri, ts.schema_id), tuple(m.path for m in metas), _stats_key(ts, stats_columns))
     return _live_sets.get_or_compute(
         key, lambda: live_files(read_entries(file_io, metas, ts, stats_columns))
     )
@@ -436,7 +440,7 @@ def live_data_files(
     What a plan without a filter needs: decoding 100,000 files into Python objects is
     most of the cost of planning them, and the result never changes for a snapshot.
     """
-    key = (file_io.uri, tuple(m.path for m in metas), ())
+    key = ((file_io.uri, ts.schema_id), tuple(m.path for m in metas), ())
     return _live_file_lists.get_or_compute(
         key, lambda: data_files_from_table(live_files_of(file_io, metas, ts, ()), ts)
     )

@@ -14,13 +14,13 @@ from raylake.errors import (
     UnsupportedOperationError,
 )
 from raylake.format.schema import SYSTEM_PREFIX, build_table_schema
+from raylake.format.schema_files import forget_schemas, load_schema, schema_ids, schema_path
 from raylake.io import FileIO
 from raylake.io.credentials import OptionsLike
 from raylake.table.args import uri_arg
 from raylake.table.commit import check_commit_safety
 from raylake.table.conform import pandas_to_arrow
 from raylake.table.kind import kind_of
-from raylake.format.schema_files import forget_schemas, load_schema, schema_ids, schema_path
 from raylake.table.table import Table
 
 

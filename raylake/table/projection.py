@@ -55,7 +55,7 @@ class FileProjection:
 
     def source(self, column: str) -> str | None:
         """The stored name of a scan column (system columns keep theirs)."""
-        return self.sources[column] if column in self.sources else column
+        return self.sources.get(column, column)
 
     def file_columns(self, columns: Sequence[str]) -> list[str]:
         """The stored columns to read for ``columns`` (those the file has)."""
@@ -77,7 +77,9 @@ class FileProjection:
                 arrays.append(pa.nulls(data.num_rows, target.type))
             else:
                 column = data.column(source)
-                arrays.append(column if column.type.equals(target.type) else column.cast(target.type))
+                arrays.append(
+                    column if column.type.equals(target.type) else column.cast(target.type)
+                )
             fields.append(target)
         schema = pa.schema(fields)
         if isinstance(data, pa.RecordBatch):
@@ -110,7 +112,9 @@ def projection_of(file_io: FileIO, ts: TableSchema, schema_id: int) -> FileProje
     """How files written under ``schema_id`` read under ``ts`` (None: as they are)."""
     if schema_id == ts.schema_id:
         return None
-    return ts.derived(f"projection.{schema_id}", lambda: _projection(ts, schema_by_id(file_io, schema_id)))
+    return ts.derived(
+        f"projection.{schema_id}", lambda: _projection(ts, schema_by_id(file_io, schema_id))
+    )
 
 
 def _projection(ts: TableSchema, written: TableSchema) -> FileProjection | None:
@@ -120,7 +124,7 @@ def _projection(ts: TableSchema, written: TableSchema) -> FileProjection | None:
     for fid, f in zip(ts.field_ids, ts.arrow_schema):
         source = names.get(fid)
         sources[f.name] = source
-        if source != f.name or not written.arrow_schema.field(source).type.equals(f.type):
+        if source != f.name or not written.arrow_schema.field(source).equals(f):
             same = False
     if same:
         return None

@@ -9,9 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 import pyarrow as pa
 
 from raylake.errors import (
-    CorruptMetadataError,
     InvalidArgumentError,
-    TableNotFoundError,
     UnsupportedOperationError,
 )
 from raylake.expr import AlwaysTrue, Expr, as_expr
