@@ -78,8 +78,30 @@ def schema_mode_arg(schema_mode: str) -> SchemaMode:
     return schema_mode  # type: ignore[return-value]
 
 
-def merge_new_columns(tbl: Table, data_schema: pa.Schema) -> TableSchema:
-    """Add the columns of ``data_schema`` that the table lacks (one schema change)."""
+def merge_new_columns(tbl: Table, data_schema: pa.Schema, attempts: int = 5) -> TableSchema:
+    """Add the columns of ``data_schema`` that the table lacks (one schema change).
+
+    Writers that add the same column at once (the shards of a streaming job) race on the
+    next schema file; the loser starts again from the winner's schema.
+    """
+    for attempt in range(attempts):
+        try:
+            return _merge_once(tbl, data_schema)
+        except CommitConflictError:
+            if attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+def merged_tables(tbl: Table, tables: list[pa.Table]) -> list[pa.Table]:
+    """Tables to write with ``schema_mode="merge"``: new columns added to the table
+    first, columns they lack written null."""
+    for pa_table in tables:
+        merge_new_columns(tbl, pa_table.schema)
+    return [_with_missing(t, tbl.table_schema) for t in tables]
+
+
+def _merge_once(tbl: Table, data_schema: pa.Schema) -> TableSchema:
     update = UpdateSchema(tbl)
     for f in data_schema:
         if f.name in update.base.column_names or f.name.startswith(SYSTEM_PREFIX):
@@ -108,7 +130,7 @@ def merged_input(tbl: Table, data: Any) -> Iterator[ArrowData]:
     return (_with_missing(chunk, ts) for chunk in itertools.chain([first], chunks))
 
 
-def _with_missing(chunk: ArrowData, ts: TableSchema) -> ArrowData:
+def _with_missing(chunk: ArrowData, ts: TableSchema) -> pa.Table:
     pa_table = chunk if isinstance(chunk, pa.Table) else pa.Table.from_batches([chunk])
     for f in ts.arrow_schema:
         if f.name not in pa_table.column_names and f.nullable:

@@ -32,7 +32,19 @@ from typing import TypeVar
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from raylake.expr import AlwaysTrue, And, Expr, ExprVisitor, Not, Or, Predicate, to_arrow, visit
+from raylake.errors import SchemaEvolutionError
+from raylake.expr import (
+    AlwaysTrue,
+    And,
+    Expr,
+    ExprVisitor,
+    Not,
+    Or,
+    Predicate,
+    referenced_columns,
+    to_arrow,
+    visit,
+)
 from raylake.expr.tree import AlwaysFalse
 from raylake.format.schema import SYSTEM_PREFIX, TableSchema
 from raylake.format.schema_files import schema_by_id
@@ -129,6 +141,28 @@ def _projection(ts: TableSchema, written: TableSchema) -> FileProjection | None:
     if same:
         return None
     return FileProjection(sources, {f.name: f for f in ts.arrow_schema})
+
+
+def follow_columns(
+    old: TableSchema, new: TableSchema, columns: tuple[str, ...] | None, expr: Expr
+) -> tuple[tuple[str, ...] | None, Expr]:
+    """A projection and a filter on ``old``'s columns as the same fields of ``new``.
+
+    What a reader that follows a table across schema changes (a stream) keeps asking
+    for: renamed columns under their new names; deleted ones leave the projection, and
+    a filter on one is an error.
+    """
+    names = new.names_by_id
+    renamed = {name: names.get(fid) for fid, name in old.names_by_id.items()}
+    gone = sorted(n for n, now in renamed.items() if now is None and n in referenced_columns(expr))
+    if gone:
+        raise SchemaEvolutionError(
+            f"the filter reads column(s) {gone}, which schema {new.schema_id} deleted"
+        )
+    if columns is not None:
+        columns = tuple(n for n in (renamed.get(c) for c in columns) if n is not None)
+    mapping = {k: v for k, v in renamed.items() if v is not None and v != k}
+    return columns, expr if not mapping else visit(expr, _Rename(mapping))
 
 
 class _Rename(ExprVisitor[Expr]):

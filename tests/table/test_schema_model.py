@@ -91,9 +91,7 @@ class SchemaMachine(RuleBasedStateMachine):
                 row[fid] = data.draw(values)
             written.append(row)
         columns = {
-            name: pa.array(
-                [r.get(fid) for r in written], pa.int64() if wide else pa.int32()
-            )
+            name: pa.array([r.get(fid) for r in written], pa.int64() if wide else pa.int32())
             for fid, name, wide in self.fields
         }
         extra = merge and len(self.fields) < 4 and self.free_name() is not None
