@@ -98,7 +98,7 @@ def merged_tables(tbl: Table, tables: list[pa.Table]) -> list[pa.Table]:
     first, columns they lack written null."""
     for pa_table in tables:
         merge_new_columns(tbl, pa_table.schema)
-    return [_with_missing(t, tbl.table_schema) for t in tables]
+    return [fill_missing_columns(t, tbl.table_schema) for t in tables]
 
 
 def _merge_once(tbl: Table, data_schema: pa.Schema) -> TableSchema:
@@ -127,10 +127,11 @@ def merged_input(tbl: Table, data: Any) -> Iterator[ArrowData]:
     if first is None:
         return iter(())
     ts = merge_new_columns(tbl, first.schema)
-    return (_with_missing(chunk, ts) for chunk in itertools.chain([first], chunks))
+    return (fill_missing_columns(chunk, ts) for chunk in itertools.chain([first], chunks))
 
 
-def _with_missing(chunk: ArrowData, ts: TableSchema) -> pa.Table:
+def fill_missing_columns(chunk: ArrowData, ts: TableSchema) -> pa.Table:
+    """``chunk`` with null columns for the nullable table columns it lacks."""
     pa_table = chunk if isinstance(chunk, pa.Table) else pa.Table.from_batches([chunk])
     for f in ts.arrow_schema:
         if f.name not in pa_table.column_names and f.nullable:
