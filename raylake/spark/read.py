@@ -22,9 +22,11 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 
 from raylake.expr import AlwaysTrue, Expr, referenced_columns, to_arrow
+from raylake.format.schema import TableSchema
 from raylake.spark.credentials import broadcast_credentials, install_credentials
 from raylake.spark.types import spark_arrow_schema, spark_schema_of
 from raylake.table import Split, open_table
+from raylake.table.projection import projection_of
 from raylake.table.rowfilter import filter_rows, widen
 from raylake.table.scan import ReadContext
 
@@ -47,9 +49,20 @@ def read(
     spark_schema = spark_schema_of(output)
     if not splits:
         return spark.createDataFrame([], spark_schema)
-    if not any(s.needs_merge for s in splits) and _spark_can_read(tbl.file_io, tbl.schema):
+    ts = scan.table_schema
+    if (
+        not any(s.needs_merge for s in splits)
+        and _spark_can_read(tbl.file_io, ts.arrow_schema)
+        and _read_as_stored(tbl.file_io, ts, splits)
+    ):
         return _read_with_spark(spark, scan.read_context(), splits)
     return _read_with_raylake(spark, scan.read_context(), splits)
+
+
+def _read_as_stored(file_io: Any, ts: TableSchema, splits: Sequence[Split]) -> bool:
+    """Whether every file has the scan's columns as stored: Spark's Parquet reader matches
+    columns by name, files of other schema versions need raylake's mapping by field id."""
+    return all(projection_of(file_io, ts, f.schema_id) is None for s in splits for f in s.files)
 
 
 def _spark_can_read(file_io: Any, schema: pa.Schema) -> bool:
