@@ -18,6 +18,7 @@ the table's business (raylake/table/evolve.py). The rules (docs/schema-evolution
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TypeVar
 
 import pyarrow as pa
 
@@ -71,6 +72,9 @@ def can_widen(current: pa.DataType, requested: pa.DataType) -> bool:
     )
 
 
+U = TypeVar("U", bound="SchemaUpdate")
+
+
 class SchemaUpdate:
     """Changes to one schema, checked as they are made; ``apply()`` gives the result."""
 
@@ -85,14 +89,14 @@ class SchemaUpdate:
     # -- changes ----------------------------------------------------------------------
 
     def add_column(
-        self,
+        self: U,
         name: str,
         field_type: pa.DataType,
         *,
         nullable: bool = True,
         after: str | None = None,
         before: str | None = None,
-    ) -> SchemaUpdate:
+    ) -> U:
         """Add a nullable column at the end, or right ``after``/``before`` another."""
         self._check_new_name(name)
         if not isinstance(field_type, pa.DataType):
@@ -121,7 +125,7 @@ class SchemaUpdate:
         self._changed = True
         return self
 
-    def rename_column(self, name: str, new_name: str) -> SchemaUpdate:
+    def rename_column(self: U, name: str, new_name: str) -> U:
         """Rename a column; its field id stays, so no data is rewritten."""
         i = self._index(name)
         self._check_protected(name, "rename")
@@ -136,8 +140,8 @@ class SchemaUpdate:
         return self
 
     def update_column(
-        self, name: str, field_type: pa.DataType | None = None, *, nullable: bool | None = None
-    ) -> SchemaUpdate:
+        self: U, name: str, field_type: pa.DataType | None = None, *, nullable: bool | None = None
+    ) -> U:
         """Widen a column's type (:func:`can_widen`), or make it nullable."""
         i = self._index(name)
         current = self._fields[i]
@@ -163,7 +167,7 @@ class SchemaUpdate:
             self._changed = True
         return self
 
-    def delete_column(self, name: str) -> SchemaUpdate:
+    def delete_column(self: U, name: str) -> U:
         """Delete a column; its values stay in old files but no read returns them."""
         i = self._index(name)
         self._check_protected(name, "delete")
@@ -176,12 +180,20 @@ class SchemaUpdate:
         self._changed = True
         return self
 
-    def union_by_name(self, schema: pa.Schema) -> SchemaUpdate:
-        """Add the columns of ``schema`` that the table lacks, at the end, in its order."""
+    def union_by_name(self: U, schema: pa.Schema) -> U:
+        """Add the columns of ``schema`` that the table lacks, at the end, in its order
+        (system columns a write may carry are not table columns)."""
         names = {f.name for f in self._fields}
         for f in schema:
-            if f.name not in names and not f.name.startswith(SYSTEM_PREFIX):
-                self.add_column(f.name, f.type)
+            if f.name in names or f.name.startswith(SYSTEM_PREFIX):
+                continue
+            if pa.types.is_null(f.type):
+                raise SchemaEvolutionError(
+                    f"new column {f.name!r} has no values to tell its type (Arrow type "
+                    "null); give it a type, or add it with update_schema().add_column",
+                    column=f.name,
+                )
+            self.add_column(f.name, f.type)
         return self
 
     # -- result -----------------------------------------------------------------------
@@ -241,8 +253,3 @@ def protected_role(ts: TableSchema, name: str) -> str | None:
 
 def _aggregate_key(name: str) -> str:
     return f"{opt.FIELD_PREFIX}{name}{opt.AGGREGATE_SUFFIX}"
-
-
-def merged_schema_update(ts: TableSchema, data_schema: pa.Schema) -> SchemaUpdate:
-    """The update that adds ``data_schema``'s new columns (``schema_mode="merge"``)."""
-    return SchemaUpdate(ts).union_by_name(data_schema)

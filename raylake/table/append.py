@@ -80,6 +80,7 @@ class AppendKind(TableKind):
         if len(datasets) > 1 and ctx.columns == ():
             # concat_tables forgets the rows of tables without columns (counting).
             return super().read_table(ctx, splits)
+
         def read(item: tuple[ds.FileSystemDataset, FileProjection | None]) -> pa.Table:
             dataset, projection = item
             if projection is None:

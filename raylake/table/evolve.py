@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 
-from raylake.errors import CommitConflictError, InvalidArgumentError, SchemaEvolutionError
+from raylake.errors import CommitConflictError, InvalidArgumentError
 from raylake.format.evolution import SchemaUpdate
-from raylake.format.schema import SYSTEM_PREFIX, TableSchema
+from raylake.format.schema import TableSchema
 from raylake.format.schema_files import load_schema, write_schema
 from raylake.io import FileIO
 from raylake.table.conform import ArrowData, iter_input
@@ -102,17 +102,7 @@ def merged_tables(tbl: Table, tables: list[pa.Table]) -> list[pa.Table]:
 
 
 def _merge_once(tbl: Table, data_schema: pa.Schema) -> TableSchema:
-    update = UpdateSchema(tbl)
-    for f in data_schema:
-        if f.name in update.base.column_names or f.name.startswith(SYSTEM_PREFIX):
-            continue
-        if pa.types.is_null(f.type):
-            raise SchemaEvolutionError(
-                f"new column {f.name!r} has no values to tell its type (Arrow type null); "
-                "give it a type, or add it with update_schema().add_column",
-                column=f.name,
-            )
-        update.add_column(f.name, f.type)
+    update = UpdateSchema(tbl).union_by_name(data_schema)
     if update.has_changes:
         return update.commit()
     tbl.table_schema = update.base
