@@ -80,11 +80,11 @@ class AppendKind(TableKind):
         if len(datasets) > 1 and ctx.columns == ():
             # concat_tables forgets the rows of tables without columns (counting).
             return super().read_table(ctx, splits)
-
-        def read(item: tuple[ds.FileSystemDataset, FileProjection | None]) -> pa.Table:
-            dataset, projection = item
+        parts = []
+        for dataset, projection in datasets:
             if projection is None:
-                return _table(ctx, dataset)
+                parts.append(_table(ctx, dataset))
+                continue
             columns = list(ctx.output_schema.names)
             pa_table = dataset.to_table(
                 columns=projection.dataset_columns(columns),
@@ -94,11 +94,7 @@ class AppendKind(TableKind):
             )
             if columns:  # the scan's fields (a dataset projection makes them nullable)
                 pa_table = pa.Table.from_arrays(pa_table.columns, schema=ctx.output_schema)
-            return pa_table
-
-        # The scans of several schema versions run side by side, as the files of one
-        # scan do: one after another, each would wait for its slowest file.
-        parts = list(read_ahead(read, datasets, len(datasets)))
+            parts.append(pa_table)
         return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
 
     def exact_row_count(self, split: Split) -> int | None:
