@@ -116,7 +116,7 @@ def _median_times(
     return statistics.median(t_e), statistics.median(t_s)
 
 
-def run_evolution_cases(root: Path, rows: int, repeat: int = 7) -> None:
+def run_evolution_cases(root: Path, rows: int, repeat: int = 9) -> None:
     evolved, single = build(root / "evolution", rows)
     assert evolved.to_arrow().sort_by("id").equals(single.to_arrow().sort_by("id"))
     per_day = rows // len(DATES)
