@@ -211,6 +211,8 @@ def _datasets(
         guarantee = _partition_guarantee(ctx, split.partition)
         for piece in split.files:
             projection = projection_of(ctx.file_io, ctx.table_schema, piece.schema_id)
+            if projection is not None and projection.by_name:
+                projection = None  # pyarrow casts and fills by name in the one scan
             fragment = parquet_fragment(
                 ctx.file_io,
                 piece.path,

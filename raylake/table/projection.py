@@ -9,7 +9,9 @@ is cast, a column added later reads as nulls, a dropped one is never read.
 
 A file written under the scan's own schema, or under one whose columns have the
 same names and types, has no projection (None): readers then take their usual
-path unchanged, so a table that never evolved pays nothing.
+path unchanged, so a table that never evolved pays nothing. A dataset scan also
+reads files whose columns were only widened, added or deleted in its one scan
+(:attr:`FileProjection.by_name`); only renamed columns need a scan of their own.
 
 Two forms, for the two ways files are read:
 
@@ -64,6 +66,11 @@ class FileProjection:
     sources: Mapping[str, str | None]
     # Scan column -> its field in the scan's schema (name, type, nullability).
     fields: Mapping[str, pa.Field]
+    # Whether a dataset scan may read the files by name under the scan's schema: no
+    # column was renamed, and no stored column has the name of a scan column it is not
+    # (a deleted column whose name was given to a new one). pyarrow then casts widened
+    # columns and fills the missing ones with nulls itself.
+    by_name: bool = False
 
     def source(self, column: str) -> str | None:
         """The stored name of a scan column (system columns keep theirs)."""
@@ -131,16 +138,19 @@ def projection_of(file_io: FileIO, ts: TableSchema, schema_id: int) -> FileProje
 
 def _projection(ts: TableSchema, written: TableSchema) -> FileProjection | None:
     names = written.names_by_id
+    stored = set(written.column_names)
     sources: dict[str, str | None] = {}
-    same = True
+    same = by_name = True
     for fid, f in zip(ts.field_ids, ts.arrow_schema):
         source = names.get(fid)
         sources[f.name] = source
         if source != f.name or not written.arrow_schema.field(source).equals(f):
             same = False
+        if source != f.name and (source is not None or f.name in stored):
+            by_name = False
     if same:
         return None
-    return FileProjection(sources, {f.name: f for f in ts.arrow_schema})
+    return FileProjection(sources, {f.name: f for f in ts.arrow_schema}, by_name)
 
 
 def follow_columns(

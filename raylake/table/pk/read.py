@@ -297,6 +297,8 @@ def _single_scans(
     groups: dict[int | None, tuple[FileProjection | None, list[FileSlice]]] = {}
     for f in files:
         projection = projection_of(ctx.file_io, ctx.table_schema, f.schema_id)
+        if projection is not None and projection.by_name:
+            projection = None  # pyarrow casts and fills by name in the one scan
         key = None if projection is None else f.schema_id
         groups.setdefault(key, (projection, []))[1].append(f)
     schema = file_schema(ctx.table_schema)
