@@ -38,7 +38,12 @@ from raylake.spark.types import arrow_schema_of
 from raylake.table import CommitMessage, Table
 from raylake.table.catalog import open_or_create_table
 from raylake.table.conform import check_schema
-from raylake.table.evolve import fill_missing_columns, merge_new_columns, schema_mode_arg
+from raylake.table.evolve import (
+    fill_missing_columns,
+    merge_new_columns,
+    merged_columns,
+    schema_mode_arg,
+)
 from raylake.table.kind import kind_of
 from raylake.table.table import create_writer
 from raylake.table.writer import DATA_DIR, abort_messages, writing
@@ -150,9 +155,7 @@ def _check_columns(tbl: Table, arrow_schema: pa.Schema, merge: bool) -> tuple[st
     data_schema = tbl.kind.input_schema(arrow_schema)
     table_schema = tbl.schema
     if merge:  # the table columns the DataFrame lacks are written null, if they may be
-        table_schema = pa.schema(
-            [f for f in tbl.schema if f.name in data_schema.names or not f.nullable]
-        )
+        table_schema = merged_columns(tbl.schema, data_schema)
     missing_keys = [k for k in tbl.table_schema.primary_key if k not in arrow_schema.names]
     if missing_keys:
         raise SchemaMismatchError(

@@ -120,6 +120,12 @@ def merged_input(tbl: Table, data: Any) -> Iterator[ArrowData]:
     return (fill_missing_columns(chunk, ts) for chunk in itertools.chain([first], chunks))
 
 
+def merged_columns(table_schema: pa.Schema, data_schema: pa.Schema) -> pa.Schema:
+    """The table columns a merge-mode write must find in its data (after its new columns
+    were added): those the data has, and those that may not be null."""
+    return pa.schema([f for f in table_schema if f.name in data_schema.names or not f.nullable])
+
+
 def fill_missing_columns(chunk: ArrowData, ts: TableSchema) -> pa.Table:
     """``chunk`` with null columns for the nullable table columns it lacks."""
     pa_table = chunk if isinstance(chunk, pa.Table) else pa.Table.from_batches([chunk])

@@ -3,6 +3,7 @@ each snapshot's schema, Ray's pushdown on renamed and added columns."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -13,7 +14,7 @@ from lake_ray_util import ds_to_arrow, rows  # noqa: E402
 from ray.data.expressions import col as rcol  # noqa: E402
 
 import raylake  # noqa: E402
-from raylake import read_lake  # noqa: E402
+from raylake import read_lake, write_lake  # noqa: E402
 
 pytestmark = pytest.mark.ray
 
@@ -61,3 +62,20 @@ def test_ray_time_travel_reads_the_snapshot_schema(
     got = ds_to_arrow(read_lake(evolved.uri, snapshot_id=2, filter="x < 5", columns=["x", "gone"]))
     assert got.schema == pa.schema([("x", pa.int32()), ("gone", pa.string())])
     assert sorted(got.column("x").to_pylist()) == [0, 1, 2, 3, 4]
+
+
+def test_write_lake_in_merge_mode_adds_the_datasets_columns(
+    ray_cluster: Any, tmp_path: Path
+) -> None:
+    schema = pa.schema([("id", pa.int64()), ("v", pa.int64())])
+    tbl = raylake.create_table(str(tmp_path / "t"), schema)
+    tbl.write(pa.table({"id": [1], "v": [10]}, schema=schema))
+    ds = ray.data.from_arrow(pa.table({"id": [2, 3], "note": ["b", "c"]}))
+    with pytest.raises(raylake.SchemaMismatchError):
+        write_lake(ds, tbl.uri)
+    write_lake(ds, tbl.uri, schema_mode="merge")
+    assert rows(raylake.open_table(tbl.uri).to_arrow()) == [
+        {"id": 1, "v": 10, "note": None},
+        {"id": 2, "v": None, "note": "b"},
+        {"id": 3, "v": None, "note": "c"},
+    ]
