@@ -22,6 +22,8 @@ from raylake.format.consumer import (
 )
 from raylake.format.schema import TableSchema
 from raylake.format.schema_files import load_schema
+from raylake.format.schema_files import schema_ids as schema_ids  # their home before issue 18
+from raylake.format.schema_files import schema_path as schema_path
 from raylake.format.snapshot import Snapshot, SnapshotManager
 from raylake.io import FileIO
 from raylake.table.args import snapshot_id_arg
