@@ -9,12 +9,19 @@ day), then times, best of 5 runs alternating the two readers, in the same run:
 through ``Table.to_arrow`` and through ``pyarrow.dataset`` over the same data
 files, and prints rows/s and the ratio (raylake / pyarrow, >1 means faster).
 
+Schema evolution (``--evolution-rows``, default 2M; 0 skips it): the same rows in 64
+files (16 commits a day) written under 5 schema versions (a rename, a widening, an
+added column, a dropped column between them), against a table of the same rows all
+written under the final schema; full scan, projection, filter and planning, median
+of interleaved runs, ratio evolved / one schema (issue 18: <= 1.1x).
+
 On the S3 server (``--s3-rows``, default 1M; 0 skips it): the same table with 16
 commits a day (64 files) written to a real S3-compatible HTTP server on 127.0.0.1
 (moto, raylake/testing/s3server.py) that delays every request by 20 ms, like a
 store in another zone; both readers go through the same s3fs filesystem.
 
-    python bench/scan.py [--rows 4000000] [--s3-rows 1000000] [--dir bench/.data]
+    python bench/scan.py [--rows 4000000] [--s3-rows 1000000] [--evolution-rows 2000000]
+                         [--dir bench/.data]
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
+from _evolution import run_evolution_cases
 from _synthetic import DATES, build_table, compare, data_files, rate
 
 import raylake
@@ -48,7 +56,13 @@ def main() -> None:
     )
     parser.add_argument("--s3-rows", type=int, default=1_000_000)
     parser.add_argument("--s3-latency-ms", type=float, default=20.0)
+    parser.add_argument("--evolution-rows", type=int, default=2_000_000)
+    parser.add_argument("--only-evolution", action="store_true")
     args = parser.parse_args()
+    if args.evolution_rows:
+        run_evolution_cases(Path(args.dir), args.evolution_rows)
+    if args.only_evolution:
+        return
     for commits_per_day in args.commits_per_day:
         print(f"\n### {commits_per_day} commit(s) per day")
         tbl = build_table(Path(args.dir), args.rows, commits_per_day)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from raylake.errors import (
+    ColumnExistsError,
     CommitConflictError,
     CommitFailedError,
     ConsumerError,
@@ -16,14 +17,17 @@ from raylake.errors import (
     EnvironmentSetupError,
     FilterError,
     FilterParseError,
+    IncompatibleTypeChangeError,
     InvalidArgumentError,
     InvalidOptionError,
     MissingCredentialsError,
     MissingDependencyError,
     NullConstraintError,
+    ProtectedColumnError,
     RaylakeError,
     ResumeStateError,
     SchemaError,
+    SchemaEvolutionError,
     SchemaMismatchError,
     SnapshotExpiredError,
     SnapshotNotFoundError,
@@ -71,6 +75,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "ColumnExistsError",
     "CommitConflictError",
     "CommitFailedError",
     "CommitMessage",
@@ -79,6 +84,7 @@ __all__ = [
     "EnvironmentSetupError",
     "FilterError",
     "FilterParseError",
+    "IncompatibleTypeChangeError",
     "InvalidArgumentError",
     "InvalidOptionError",
     "LakeDatasink",
@@ -86,9 +92,11 @@ __all__ = [
     "MissingCredentialsError",
     "MissingDependencyError",
     "NullConstraintError",
+    "ProtectedColumnError",
     "RaylakeError",
     "ResumeStateError",
     "SchemaError",
+    "SchemaEvolutionError",
     "SchemaMismatchError",
     "Snapshot",
     "SnapshotExpiredError",

@@ -42,6 +42,8 @@ def cmd_info(args: argparse.Namespace) -> int:
         "format": tbl.format,
         "kind": kind_of(ts).name,
         "columns": {f.name: str(f.type) for f in ts.arrow_schema},
+        "schema_id": ts.schema_id,
+        "format_version": ts.format_version,
         "partition_keys": list(ts.partition_keys),
         "primary_key": list(ts.primary_key),
         "buckets": ts.buckets,

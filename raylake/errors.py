@@ -74,6 +74,50 @@ class NullConstraintError(SchemaError):
         self.null_count = null_count
 
 
+class SchemaEvolutionError(SchemaError):
+    """A schema change that cannot be made; nothing was committed."""
+
+    def __init__(self, message: str, *, column: str | None = None) -> None:
+        super().__init__(message)
+        self.column = column
+
+
+class ColumnExistsError(SchemaEvolutionError):
+    """A schema change adds or renames to a name that the table already has."""
+
+    def __init__(self, column: str) -> None:
+        super().__init__(
+            f"column {column!r} already exists; pick another name or delete it first",
+            column=column,
+        )
+
+
+class IncompatibleTypeChangeError(SchemaEvolutionError):
+    """A type change that could lose values (a narrowing or an unrelated type)."""
+
+    def __init__(self, column: str, current: Any, requested: Any) -> None:
+        super().__init__(
+            f"cannot change column {column!r} from {current} to {requested}: only widening "
+            "changes that keep every value are allowed (int8->int16->int32->int64, "
+            "float32->float64, ...; see docs/schema-evolution.md)",
+            column=column,
+        )
+        self.current = current
+        self.requested = requested
+
+
+class ProtectedColumnError(SchemaEvolutionError):
+    """A schema change touches a primary-key, partition or sequence column."""
+
+    def __init__(self, column: str, role: str, change: str) -> None:
+        super().__init__(
+            f"cannot {change} column {column!r}: it is a {role} column, and data files, "
+            "buckets or merges depend on it as written",
+            column=column,
+        )
+        self.role = role
+
+
 class InvalidArgumentError(RaylakeError, TypeError, ValueError):
     """A public argument has the wrong type or value; the message names the argument and
     what it expects. Both a TypeError and a ValueError, as either would be idiomatic."""

@@ -8,8 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+
+# Property tests draw the same examples on every run, so a red test suite is never the
+# luck of the draw; search wider with `pytest --hypothesis-profile=explore`.
+settings.register_profile("replayable", derandomize=True, database=None)
+settings.register_profile("explore", max_examples=1000)
+settings.load_profile("replayable")
 os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
 
 

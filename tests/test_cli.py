@@ -46,6 +46,12 @@ def test_info(tbl: Table, capsys: pytest.CaptureFixture[str]) -> None:
     assert info["kind"] == "append" and info["partition_keys"] == ["dt"]
     assert info["latest_snapshot"] == 3 and info["rows"] == 30 and "stored_versions" not in info
     assert info["data_files"] == 3 and info["columns"]["label"] == "int32"
+    assert info["schema_id"] == 0 and info["format_version"] == 2
+    with tbl.update_schema() as u:
+        u.rename_column("label", "target")
+    code, out, _ = run(capsys, "info", tbl.uri)
+    info = json.loads(out)
+    assert info["schema_id"] == 1 and info["columns"]["target"] == "int32"
 
 
 @pytest.fixture

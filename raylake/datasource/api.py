@@ -79,6 +79,7 @@ def write_lake(
     commit_properties: Mapping[str, str] | None = None,
     concurrency: int | None = None,
     ray_remote_args: dict[str, Any] | None = None,
+    schema_mode: str = "strict",
 ) -> Snapshot | None:
     """Write ``ds`` into the table at ``uri`` as one snapshot and return it.
 
@@ -96,6 +97,7 @@ def write_lake(
         options=options,
         storage_options=storage_options,
         commit_properties=commit_properties,
+        schema_mode=schema_mode,
     )
     sink.check_schema(_known_schema(ds))
     ds.write_datasink(

@@ -26,13 +26,19 @@ from raylake.errors import (
     SchemaError,
     TableNotFoundError,
 )
-from raylake.format.schema import TableSchema
+from raylake.format.schema import SCHEMA_DIR, TableSchema
 from raylake.format.snapshot import SnapshotManager
 from raylake.io import FileIO
 from raylake.table import CommitMessage, Snapshot, Table, open_table
 from raylake.table.catalog import open_or_create_table, table_columns, table_exists
 from raylake.table.conform import check_schema as check_table_schema
-from raylake.table.table import SCHEMA_DIR, create_writer
+from raylake.table.evolve import (
+    fill_missing_columns,
+    merge_new_columns,
+    merged_columns,
+    schema_mode_arg,
+)
+from raylake.table.table import create_writer
 from raylake.table.writer import DATA_DIR, writing
 
 if TYPE_CHECKING:
@@ -60,6 +66,8 @@ class LakeDatasink(Datasink[TaskCommit]):
     created (``create_if_missing``) from ``schema`` or else from the dataset's schema,
     with ``partition_by``/``primary_key``/``buckets``/``options``. After the write,
     :attr:`snapshot` holds the committed snapshot (None if nothing was committed).
+    ``schema_mode="merge"`` adds the dataset's columns that the table lacks when the
+    write starts, and writes nulls for the table columns the dataset lacks.
     """
 
     def __init__(
@@ -75,7 +83,9 @@ class LakeDatasink(Datasink[TaskCommit]):
         options: Mapping[str, Any] | None = None,
         storage_options: Mapping[str, Any] | None = None,
         commit_properties: Mapping[str, str] | None = None,
+        schema_mode: str = "strict",
     ) -> None:
+        self.merge = schema_mode_arg(schema_mode) == "merge"
         if mode is not None and mode not in get_args(SinkMode):
             raise InvalidOptionError("mode", mode, f"expected one of {list(get_args(SinkMode))}")
         if schema is not None and not isinstance(schema, pa.Schema):
@@ -118,7 +128,7 @@ class LakeDatasink(Datasink[TaskCommit]):
             tbl = open_table(uri, storage_options=storage_options)
             self._resolve_mode(tbl)
             if data_schema is not None:
-                check_table_schema(tbl.kind.input_schema(data_schema), tbl.schema)
+                self._check(tbl, data_schema)
         elif not self._create.create_if_missing:
             raise TableNotFoundError(uri)
         elif data_schema is not None and self._create.schema is not None:
@@ -130,14 +140,24 @@ class LakeDatasink(Datasink[TaskCommit]):
         self._created = False
         data_schema = _arrow_schema(schema)
         tbl = self._open_or_create(data_schema)
+        if data_schema is not None and self.merge:  # the new columns first (issue 18)
+            merge_new_columns(tbl, tbl.kind.input_schema(data_schema))
         self._pin(tbl)
         if data_schema is not None:
             # Fails on the driver, naming the column, before any task writes a file.
             try:
-                check_table_schema(tbl.kind.input_schema(data_schema), tbl.schema)
+                self._check(tbl, data_schema)
             except Exception as exc:
                 self.on_write_failed(exc)  # drops the table if this call created it
                 raise
+
+    def _check(self, tbl: Table, data_schema: pa.Schema) -> None:
+        data = tbl.kind.input_schema(data_schema)
+        if self.merge:  # columns the table lacks are added; those it has must fit
+            known = pa.schema([f for f in data if f.name in tbl.schema.names])
+            check_table_schema(known, merged_columns(tbl.schema, data))
+        else:
+            check_table_schema(data, tbl.schema)
 
     def _pin(self, tbl: Table) -> None:
         self._resolve_mode(tbl)
@@ -174,7 +194,10 @@ class LakeDatasink(Datasink[TaskCommit]):
         new_writer = create_writer(self.file_io, self._table_schema, file_prefix=self._file_prefix)
         with writing(new_writer) as writer:
             for block in blocks:
-                writer.write(BlockAccessor.for_block(block).to_arrow())
+                rows = BlockAccessor.for_block(block).to_arrow()
+                if self.merge:
+                    rows = fill_missing_columns(rows, self._table_schema)
+                writer.write(rows)
             messages = writer.prepare_commit()
         return TaskCommit(ctx.task_idx, tuple(messages))
 

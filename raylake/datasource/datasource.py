@@ -59,9 +59,12 @@ class LakeDatasource(Datasource):
     ) -> None:
         super().__init__()
         tbl = open_table(uri, storage_options=storage_options)
-        scan = tbl.scan(columns=list(columns) if columns is not None else None)
-        scan = scan.where(_to_raylake_filter(filter, tbl.schema))
-        self._scan: TableScan = scan.at(snapshot_id, as_of).pin()
+        # Time travel reads the snapshot's own schema: resolve it before the columns.
+        scan = tbl.scan(snapshot_id=snapshot_id, as_of=as_of).pin()
+        scan = scan.select(list(columns) if columns is not None else None)
+        self._scan: TableScan = scan.where(
+            _to_raylake_filter(filter, scan.table_schema.arrow_schema)
+        )
         self._empty = self._scan.snapshot() is None
         self._residual: RayExpr | None = None
         self._projection_map: dict[str, str] | None = None

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+import pyarrow.compute as pc
+
 from raylake.errors import FilterError
 
 _WILDCARDS = "%_"
@@ -63,6 +65,31 @@ def like_regex(pattern: str) -> re.Pattern[str]:
         (".*" if ch == "%" else ".") if wild else re.escape(ch) for ch, wild in _tokens(pattern)
     ]
     return re.compile("".join(parts), re.DOTALL)
+
+
+def match_like(values: pc.Expression, pattern: str) -> pc.Expression:
+    """``values like pattern`` in Arrow, with this module's escape rules.
+
+    Arrow's own ``match_like`` reads a backslash differently depending on where it
+    stands (``'%\\a'`` does not match ``'a'``, ``'%\\\\'`` does not match a backslash,
+    pyarrow 26), so a pattern with an escape runs as the equivalent RE2 expression.
+    """
+    if "\\" not in pattern:
+        return pc.match_like(values, pattern)  # type: ignore[no-any-return]
+    return pc.match_substring_regex(values, _re2_full_match(pattern))  # type: ignore[no-any-return]
+
+
+@lru_cache(maxsize=256)
+def _re2_full_match(pattern: str) -> str:
+    parts = []
+    for ch, wild in _tokens(pattern):
+        if wild:
+            parts.append(".*" if ch == "%" else ".")
+        elif ch.isascii() and not ch.isalnum():
+            parts.append(f"\\x{{{ord(ch):x}}}")  # RE2's literal for any punctuation
+        else:
+            parts.append(ch)
+    return "(?s)^" + "".join(parts) + "\\z"
 
 
 def prefix_successor(prefix: str) -> str | None:

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from raylake.expr.like import like_prefix, prefix_successor
+from raylake.expr.like import like_prefix, match_like, prefix_successor
 from raylake.expr.tree import And, Compare, Expr, In, IsNull, Like, Not, NotIn, NotNull, Or
 from raylake.expr.visitor import ExprVisitor, visit
 from raylake.expr.visitors import arrow_scalar, arrow_value_set, negate_push_down
@@ -159,7 +159,7 @@ class _Pruner(ExprVisitor[pc.Expression]):
         lo, hi = self.stats.min(node.column), self.stats.max(node.column)
         has_values = self.has_values(node.column)
         if node.negated:
-            single_match = (lo == hi) & pc.match_like(lo.cast(pa.large_string()), node.pattern)
+            single_match = (lo == hi) & match_like(lo.cast(pa.large_string()), node.pattern)
             return _keep_unknown(~single_match) & has_values
         prefix, exact = like_prefix(node.pattern)
         if not prefix:

@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 
 from raylake.errors import FilterError, UnknownColumnError
 from raylake.expr._syntax import NEGATED_OP
-from raylake.expr.like import like_regex
+from raylake.expr.like import like_regex, match_like
 from raylake.expr.tree import (
     AlwaysFalse,
     AlwaysTrue,
@@ -279,7 +279,7 @@ class _ArrowFilter(ExprVisitor[pc.Expression]):
     def visit_like(self, node: Like) -> pc.Expression:
         # match_like has no dictionary kernel; the cast is free for plain strings' values.
         values = pc.field(node.column).cast(pa.large_string())
-        matched = pc.match_like(values, node.pattern)
+        matched = match_like(values, node.pattern)
         # Null stays null (unknown) under ~, so "not like" never selects a null row.
         return ~matched if node.negated else matched
 

@@ -3,8 +3,13 @@
 A manifest row carries what planning needs without opening a data file: the
 partition values, bucket, LSM level, path, sizes, row-group layout, per-column
 min/max/null counts, the primary-key range and the sequence range. The stats
-are typed columns (``stats.<column>.min`` has the column's own type), so that
+are typed columns (``stats.<key>.min`` has the column's own type), so that
 pruning is one vectorized filter over the manifest table (see scan.py).
+
+Statistics are keyed by field id in format version 2 (by column name in version 1);
+a manifest is read under the schema of the scan, whichever schema wrote it: renamed
+columns keep their statistics, widened ones are cast, columns added later read as
+unknown (null), dropped ones are left out (:func:`_conform`).
 """
 
 from __future__ import annotations
@@ -24,13 +29,16 @@ import pyarrow.parquet as pq
 
 from raylake.caching import LruCache
 from raylake.errors import CorruptMetadataError
-from raylake.format.schema import TableSchema
+from raylake.format.schema import V1, TableSchema
 from raylake.format.types import has_min_max
 from raylake.io import FileIO
 
 MANIFEST_DIR = "manifest"
 # The columns whose statistics a reader decodes; None: all of them.
 StatsColumns: TypeAlias = Collection[str] | None
+# Parquet metadata of a version-2 manifest: its statistics are keyed by field id.
+STATS_KEYS = b"raylake.stats-keys"
+STATS_BY_ID = b"field-id"
 ADD, DELETE = 0, 1
 
 
@@ -120,27 +128,35 @@ def manifest_schema(ts: TableSchema, stats_columns: StatsColumns = None) -> pa.S
     return _manifest_schema(ts, stats_columns)
 
 
-def _manifest_schema(ts: TableSchema, stats_columns: StatsColumns) -> pa.Schema:
+def _manifest_schema(ts: TableSchema, stats_keys: StatsColumns) -> pa.Schema:
     stats_fields = []
     for f in ts.arrow_schema:
-        if stats_columns is not None and f.name not in stats_columns:
+        key = ts.stats_key(f.name)
+        if stats_keys is not None and key not in stats_keys:
             continue
-        parts = [pa.field("null_count", pa.int64())]
-        if has_min_max(f.type):
-            parts = [pa.field("min", f.type), pa.field("max", f.type), *parts]
-        stats_fields.append(pa.field(f.name, pa.struct(parts)))
+        stats_fields.append(pa.field(key, stats_type(f.type)))
     columns = [
         pa.field("kind", pa.int8(), nullable=False),
         *(pa.field(n, t, nullable=n != "path") for n, t in PLAIN_FIELDS.items()),
     ]
-    if stats_fields or stats_columns is None:
+    if stats_fields or stats_keys is None:
         columns.append(pa.field("stats", pa.struct(stats_fields)))
     if ts.partition_keys:
         columns.append(pa.field("partition", pa.struct(list(ts.partition_schema))))
     if ts.primary_key:
         key_struct = pa.struct([ts.arrow_schema.field(k) for k in ts.primary_key])
         columns += [pa.field("min_key", key_struct), pa.field("max_key", key_struct)]
-    return pa.schema(columns)
+    if ts.format_version == V1:
+        return pa.schema(columns)
+    return pa.schema(columns, metadata={STATS_KEYS: STATS_BY_ID})
+
+
+def stats_type(dtype: pa.DataType) -> pa.StructType:
+    """The statistics of a column of type ``dtype``: min, max (where kept), null count."""
+    parts = [pa.field("null_count", pa.int64())]
+    if has_min_max(dtype):
+        parts = [pa.field("min", dtype), pa.field("max", dtype), *parts]
+    return pa.struct(parts)
 
 
 def _to_row(kind: int, f: DataFile, ts: TableSchema) -> dict[str, Any]:
@@ -207,10 +223,15 @@ def write_manifest(file_io: FileIO, entries: pa.Table) -> ManifestMeta:
 
 
 # Decoded manifests, keyed by (table uri, manifest path, the stats columns read).
-_manifests: LruCache[tuple[str, str, tuple[str, ...] | None], pa.Table] = LruCache(256)
-_live_sets: LruCache[tuple[str, tuple[str, ...], tuple[str, ...] | None], pa.Table] = LruCache(8)
-_live_file_lists: LruCache[tuple[str, tuple[str, ...], tuple[str, ...]], list[DataFile]] = LruCache(
-    4
+# Decoded manifests depend on the schema they are read under: keys start with the
+# table and the schema id.
+_Reader: TypeAlias = tuple[str, int]
+_manifests: LruCache[tuple[_Reader, str, tuple[str, ...] | None], pa.Table] = LruCache(256)
+_live_sets: LruCache[tuple[_Reader, tuple[str, ...], tuple[str, ...] | None], pa.Table] = LruCache(
+    8
+)
+_live_file_lists: LruCache[tuple[_Reader, tuple[str, ...], tuple[str, ...]], list[DataFile]] = (
+    LruCache(4)
 )
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
@@ -228,46 +249,116 @@ def read_manifest(
     of a wide table several times cheaper.
     """
     wanted = _stats_key(ts, stats_columns)
-    cached = _manifests.get((file_io.uri, rel, wanted))
+    reader = (file_io.uri, ts.schema_id)
+    cached = _manifests.get((reader, rel, wanted))
     if cached is None and wanted is not None:
-        full = _manifests.get((file_io.uri, rel, None))
+        full = _manifests.get((reader, rel, None))
         cached = None if full is None else _project_stats(full, ts, wanted)
     if cached is not None:
         return cached
     try:
         data = file_io.read_bytes(rel)
+        parquet = pq.ParquetFile(pa.BufferReader(data))
+        physical = _physical_stats_names(file_io, ts, parquet.schema_arrow)
         # ParquetFile.read without threads: a manifest is small and wide, and the thread
         # pool of read_table costs more than it saves there.
-        columns = None if wanted is None else _manifest_columns(ts, wanted)
-        pa_table = pq.ParquetFile(pa.BufferReader(data)).read(columns=columns, use_threads=False)
-        expected = manifest_schema(ts, wanted)
-        if pa_table.schema.names != expected.names:
-            pa_table = pa_table.select(expected.names)
-        if pa_table.schema != expected:
-            pa_table = pa_table.cast(expected)
+        columns = None if wanted is None else _manifest_columns(ts, wanted, physical)
+        pa_table = parquet.read(columns=columns, use_threads=False)
+        pa_table = _conform(pa_table, manifest_schema(ts, wanted), physical)
     except FileNotFoundError as exc:
         raise CorruptMetadataError(file_io.full_path(rel), "manifest file is missing") from exc
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise CorruptMetadataError(
             file_io.full_path(rel), f"not a readable manifest: {exc}"
         ) from exc
-    _manifests.put((file_io.uri, rel, wanted), pa_table)
+    _manifests.put((reader, rel, wanted), pa_table)
     return pa_table
 
 
 def _stats_key(ts: TableSchema, stats_columns: StatsColumns) -> tuple[str, ...] | None:
+    """The statistics keys of the named columns, in schema order."""
     if stats_columns is None:
         return None
-    wanted = tuple(c for c in ts.column_names if c in set(stats_columns))
+    wanted = set(stats_columns)
+    keys = tuple(ts.stats_key(c) for c in ts.column_names if c in wanted)
     # A dotted column name would be ambiguous as a Parquet column path: read all stats.
-    if any("." in c for c in wanted):
+    if any("." in c for c in keys):
         return None
-    return wanted
+    return keys
 
 
-def _manifest_columns(ts: TableSchema, stats_columns: tuple[str, ...]) -> list[str]:
+def _physical_stats_names(
+    file_io: FileIO, ts: TableSchema, stored: pa.Schema
+) -> dict[str, str] | None:
+    """Statistics key of ``ts`` -> child name in a stored manifest; None when they agree.
+
+    A version-1 manifest keys statistics by the column names of schema 0, whose field
+    ids are the column positions; read under a version-2 schema they map by id.
+    """
+    by_id = (stored.metadata or {}).get(STATS_KEYS) == STATS_BY_ID
+    if ts.format_version == V1 or by_id:
+        return None
+    from raylake.format.schema_files import schema_by_id  # schema files read manifests' schemas
+
+    names = schema_by_id(file_io, 0).names_by_id
+    return {str(i): names[i] for i in ts.field_ids if i in names}
+
+
+def _manifest_columns(
+    ts: TableSchema, stats_keys: tuple[str, ...], physical: dict[str, str] | None
+) -> list[str]:
     top = [f.name for f in manifest_schema(ts) if f.name != "stats"]
-    return top + [f"stats.{c}" for c in stats_columns]
+    if physical is not None:
+        stats_keys = tuple(physical[k] for k in stats_keys if k in physical)
+    return top + [f"stats.{c}" for c in stats_keys]
+
+
+def _conform(pa_table: pa.Table, expected: pa.Schema, physical: dict[str, str] | None) -> pa.Table:
+    """A stored manifest in the layout of ``expected`` (statistics by the reader's keys)."""
+    if pa_table.schema.names != expected.names:
+        missing = [n for n in expected.names if n not in pa_table.schema.names]
+        if missing == ["stats"]:  # a read of no statistics from a manifest of no columns
+            pa_table = pa_table.append_column("stats", pa.nulls(pa_table.num_rows, pa.struct([])))
+        pa_table = pa_table.select(expected.names)
+    if pa_table.schema == expected and physical is None:
+        return pa_table
+    i = expected.get_field_index("stats")
+    if i < 0:
+        return pa_table.cast(expected)
+    stats = _conform_stats(pa_table.column(i), expected.field(i).type, physical)
+    pa_table = pa_table.set_column(i, expected.field(i), stats)
+    return pa_table.cast(expected) if pa_table.schema != expected else pa_table
+
+
+def _conform_stats(
+    stats: pa.ChunkedArray, expected: pa.StructType, physical: dict[str, str] | None
+) -> pa.Array:
+    """Statistics children of a stored manifest under the reader's keys and types."""
+    column = stats.combine_chunks()
+    stored = {column.type.field(j).name: j for j in range(column.type.num_fields)}
+    children = []
+    for k in range(expected.num_fields):
+        want = expected.field(k)
+        name = want.name if physical is None else physical.get(want.name)
+        if name is None or name not in stored:
+            children.append(pa.nulls(len(column), want.type))  # unknown: added later
+            continue
+        child = column.field(stored[name])
+        if not child.type.equals(want.type):
+            child = _conform_struct(child, want.type)
+        children.append(child)
+    mask = column.is_null() if column.null_count else None
+    return pa.StructArray.from_arrays(children, fields=list(expected), mask=mask)
+
+
+def _conform_struct(child: pa.StructArray, want: pa.StructType) -> pa.StructArray:
+    """One column's statistics under a widened type: bounds cast, missing bounds unknown."""
+    parts = []
+    for j in range(want.num_fields):
+        f = want.field(j)
+        index = child.type.get_field_index(f.name)
+        parts.append(pa.nulls(len(child), f.type) if index < 0 else child.field(index).cast(f.type))
+    return pa.StructArray.from_arrays(parts, fields=list(want))
 
 
 def _project_stats(full: pa.Table, ts: TableSchema, stats_columns: tuple[str, ...]) -> pa.Table:
@@ -277,7 +368,8 @@ def _project_stats(full: pa.Table, ts: TableSchema, stats_columns: tuple[str, ..
         children = [stats.field(c) for c in stats_columns]
         struct = pa.StructArray.from_arrays(children, names=list(stats_columns))
         projected = projected.append_column("stats", struct)
-    return projected.select(manifest_schema(ts, stats_columns).names)
+    expected = manifest_schema(ts, stats_columns)
+    return projected.select(expected.names).replace_schema_metadata(expected.metadata)
 
 
 def read_entries(
@@ -334,7 +426,7 @@ def live_files_of(
     Manifests are immutable, so the same list always yields the same set: repeated
     scans of one snapshot (and commits on top of it) plan without re-deriving it.
     """
-    key = (file_io.uri, tuple(m.path for m in metas), _stats_key(ts, stats_columns))
+    key = ((file_io.uri, ts.schema_id), tuple(m.path for m in metas), _stats_key(ts, stats_columns))
     return _live_sets.get_or_compute(
         key, lambda: live_files(read_entries(file_io, metas, ts, stats_columns))
     )
@@ -348,7 +440,7 @@ def live_data_files(
     What a plan without a filter needs: decoding 100,000 files into Python objects is
     most of the cost of planning them, and the result never changes for a snapshot.
     """
-    key = (file_io.uri, tuple(m.path for m in metas), ())
+    key = ((file_io.uri, ts.schema_id), tuple(m.path for m in metas), ())
     return _live_file_lists.get_or_compute(
         key, lambda: data_files_from_table(live_files_of(file_io, metas, ts, ()), ts)
     )

@@ -1,8 +1,10 @@
 """The table schema: columns, primary key, partition keys, buckets and options.
 
-Stored as ``schema/schema-<id>.json``. Format version 1 keeps one schema per
-table (id 0); the id exists so that schema evolution can be added later
-without changing the snapshot or manifest layout.
+Stored as ``schema/schema-<id>.json``, one file per version of the schema (ids 0,
+1, 2, ...; the largest is current). Columns have field ids: a rename keeps the
+id, a dropped column's id is never used again, so data files and statistics
+written under any version map onto any other by id (docs/format.md, section 2).
+Format version 1 tables have one schema, id 0, whose field ids are the positions.
 """
 
 from __future__ import annotations
@@ -20,7 +22,10 @@ from raylake.format.types import field_from_json, field_to_json, normalize_type
 
 T = TypeVar("T")
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+# Tables of format version 1 keep writing version-1 metadata until their first schema
+# change, which upgrades them (docs/schema-evolution.md).
+V1 = 1
 SCHEMA_DIR = "schema"
 # System columns that primary-key data files carry; user columns may not use the prefix.
 SYSTEM_PREFIX = "_rl_"
@@ -37,9 +42,19 @@ class TableSchema:
     options: Mapping[str, str] = field(default_factory=dict)
     schema_id: int = 0
     format_version: int = FORMAT_VERSION
+    # The id of each column, in column order (default: the positions, as in version 1).
+    field_ids: tuple[int, ...] = ()
+    # The largest field id ever given in this table: new columns get larger ones.
+    highest_field_id: int = -1
 
     def __post_init__(self) -> None:
         names = self.arrow_schema.names
+        if not self.field_ids:
+            object.__setattr__(self, "field_ids", tuple(range(len(names))))
+        if len(self.field_ids) != len(names) or len(set(self.field_ids)) != len(names):
+            raise SchemaError(f"field ids {list(self.field_ids)} do not match columns {names}")
+        if self.highest_field_id < max(self.field_ids, default=-1):
+            object.__setattr__(self, "highest_field_id", max(self.field_ids, default=-1))
         if not names:
             raise SchemaError("a table needs at least one column")
         duplicates = sorted({n for n in names if names.count(n) > 1})
@@ -85,6 +100,29 @@ class TableSchema:
             lambda: pa.schema([self.arrow_schema.field(k) for k in self.partition_keys]),
         )
 
+    def field_id(self, name: str) -> int:
+        """The field id of a column of this schema."""
+        return self.field_ids[self.arrow_schema.get_field_index(name)]
+
+    @property
+    def names_by_id(self) -> dict[int, str]:
+        return self.derived("names_by_id", lambda: dict(zip(self.field_ids, self.column_names)))
+
+    def stats_key(self, name: str) -> str:
+        """The name of a column's statistics in manifests written under this schema.
+
+        Version 2 keys statistics by field id, so a rename never moves them; version 1
+        by column name.
+        """
+        if self.format_version == V1:
+            return name
+        return str(self.field_id(name))
+
+    def keyed_stats(self, stats: Mapping[str, Any]) -> dict[str, Any]:
+        """Statistics gathered by column name (table columns only), keyed as stored."""
+        names = set(self.column_names)
+        return {self.stats_key(k): v for k, v in stats.items() if k in names}
+
     def derived(self, key: str, compute: Callable[[], T]) -> T:
         """A value derived from this schema, computed once per schema object.
 
@@ -107,7 +145,10 @@ class TableSchema:
         return {
             "format_version": self.format_version,
             "schema_id": self.schema_id,
-            "fields": [{"id": i, **field_to_json(f)} for i, f in enumerate(self.arrow_schema)],
+            "fields": [
+                {"id": i, **field_to_json(f)} for i, f in zip(self.field_ids, self.arrow_schema)
+            ],
+            **({} if self.format_version == V1 else {"highest_field_id": self.highest_field_id}),
             "partition_keys": list(self.partition_keys),
             "primary_key": list(self.primary_key),
             "buckets": self.buckets,
@@ -130,6 +171,8 @@ class TableSchema:
                 options=dict(data.get("options", {})),
                 schema_id=int(data["schema_id"]),
                 format_version=version,
+                field_ids=tuple(int(f["id"]) for f in data["fields"]),
+                highest_field_id=int(data.get("highest_field_id", -1)),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise CorruptMetadataError(path, f"not a valid schema: {exc!r}") from exc

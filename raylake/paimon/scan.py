@@ -190,19 +190,19 @@ def prune_files(files: list[PaimonFile], ts: PaimonTableSchema, pruning: Expr) -
             "row_count": pa.array([f.row_count for f in files], pa.int64()),
             "stats": pa.StructArray.from_arrays(
                 [_column_stats(files, ts, c, schema.field(c).type) for c in columns],
-                names=columns,
+                names=[ts.stats_key(c) for c in columns],
             )
             if columns
             else pa.nulls(len(files), pa.struct([])),
         }
     )
-    mask = _might_match_mask(stats, pruning, schema)
+    mask = _might_match_mask(stats, pruning, ts)
     return [f for f, m in zip(files, mask) if m]
 
 
-def _might_match_mask(stats: pa.Table, pruning: Expr, schema: pa.Schema) -> list[bool]:
+def _might_match_mask(stats: pa.Table, pruning: Expr, ts: PaimonTableSchema) -> list[bool]:
     indexed = stats.append_column("_i", pa.array(np.arange(stats.num_rows)))
-    kept = indexed.filter(might_match(pruning, ManifestStats(schema))).column("_i").to_numpy()
+    kept = indexed.filter(might_match(pruning, ManifestStats(ts))).column("_i").to_numpy()
     mask = np.zeros(stats.num_rows, dtype=bool)
     mask[kept] = True
     return mask.tolist()

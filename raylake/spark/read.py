@@ -22,9 +22,11 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 
 from raylake.expr import AlwaysTrue, Expr, referenced_columns, to_arrow
+from raylake.format.schema import TableSchema
 from raylake.spark.credentials import broadcast_credentials, install_credentials
 from raylake.spark.types import spark_arrow_schema, spark_schema_of
 from raylake.table import Split, open_table
+from raylake.table.projection import projection_of
 from raylake.table.rowfilter import filter_rows, widen
 from raylake.table.scan import ReadContext
 
@@ -47,12 +49,24 @@ def read(
     spark_schema = spark_schema_of(output)
     if not splits:
         return spark.createDataFrame([], spark_schema)
-    # Spark reads raylake's own files directly; other formats' files need raylake's reader
-    # (a Paimon file maps columns by field id and may have deleted rows).
-    direct = tbl.format == "raylake" and not any(s.needs_merge for s in splits)
-    if direct and _spark_can_read(tbl.file_io, tbl.schema):
+    # Spark reads raylake's own files directly when they are stored as the table reads
+    # them; other formats' files (a Paimon file maps columns by field id and may have
+    # deleted rows) and files of older schema versions need raylake's reader.
+    ts = scan.table_schema
+    if (
+        tbl.format == "raylake"
+        and not any(s.needs_merge for s in splits)
+        and _spark_can_read(tbl.file_io, ts.arrow_schema)
+        and _read_as_stored(tbl.file_io, ts, splits)
+    ):
         return _read_with_spark(spark, scan.read_context(), splits)
     return _read_with_raylake(spark, scan.read_context(), splits)
+
+
+def _read_as_stored(file_io: Any, ts: TableSchema, splits: Sequence[Split]) -> bool:
+    """Whether every file has the scan's columns as stored: Spark's Parquet reader matches
+    columns by name, files of other schema versions need raylake's mapping by field id."""
+    return all(projection_of(file_io, ts, f.schema_id) is None for s in splits for f in s.files)
 
 
 def _spark_can_read(file_io: Any, schema: pa.Schema) -> bool:

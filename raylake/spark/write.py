@@ -38,6 +38,12 @@ from raylake.spark.types import arrow_schema_of
 from raylake.table import CommitMessage, Table
 from raylake.table.catalog import open_or_create_table
 from raylake.table.conform import check_schema
+from raylake.table.evolve import (
+    fill_missing_columns,
+    merge_new_columns,
+    merged_columns,
+    schema_mode_arg,
+)
 from raylake.table.kind import kind_of
 from raylake.table.table import create_writer
 from raylake.table.writer import DATA_DIR, abort_messages, writing
@@ -59,6 +65,8 @@ class _WriteJob:
     prefix: str
     columns: tuple[str, ...]
     credentials: Any = None
+    # schema_mode="merge": table columns the DataFrame lacks are written null.
+    fill_missing: bool = False
 
 
 def write(
@@ -73,6 +81,7 @@ def write(
     storage_options: Mapping[str, Any] | None = None,
     create_if_missing: bool = True,
     commit_properties: Mapping[str, str] | None = None,
+    schema_mode: str = "strict",
 ) -> Snapshot | None:
     """Write ``df`` into the table at ``uri`` as one atomic snapshot and return it.
 
@@ -80,7 +89,11 @@ def write(
     table). A missing table is created from the DataFrame's schema (with
     ``partition_by``, ``primary_key``, ``buckets``, ``options``) unless
     ``create_if_missing=False``. Returns None when there was nothing to commit.
+
+    ``schema_mode="merge"`` (Spark's ``mergeSchema``) first adds the DataFrame's columns
+    that the table lacks, and writes nulls for the table columns the DataFrame lacks.
     """
+    merge = schema_mode_arg(schema_mode) == "merge"
     arrow_schema = arrow_schema_of(df.schema)  # unsupported types fail here, by column
     tbl, created = open_or_create_table(
         uri,
@@ -96,11 +109,18 @@ def write(
         mode = mode or tbl.kind.default_write_mode  # type: ignore[assignment]
         assert mode is not None
         tbl.kind.check_write_mode(mode, where=uri)
-        columns = _check_columns(tbl, arrow_schema)
+        if merge:  # before any Spark job: the tasks write under the merged schema
+            merge_new_columns(tbl, tbl.kind.input_schema(arrow_schema))
+        columns = _check_columns(tbl, arrow_schema, merge)
         base = tbl.latest_snapshot()
         credentials = broadcast_credentials(df.sparkSession.sparkContext, tbl.file_io)
         job = _WriteJob(
-            tbl.file_io, tbl.table_schema, f"spark-{uuid.uuid4().hex[:16]}", columns, credentials
+            tbl.file_io,
+            tbl.table_schema,
+            f"spark-{uuid.uuid4().hex[:16]}",
+            columns,
+            credentials,
+            fill_missing=merge,
         )
     except BaseException:
         _drop_if_created(tbl, created)
@@ -130,9 +150,12 @@ def write(
     return snap
 
 
-def _check_columns(tbl: Table, arrow_schema: pa.Schema) -> tuple[str, ...]:
+def _check_columns(tbl: Table, arrow_schema: pa.Schema, merge: bool) -> tuple[str, ...]:
     """The DataFrame columns to write, after checking they fit the table (by name and type)."""
     data_schema = tbl.kind.input_schema(arrow_schema)
+    table_schema = tbl.schema
+    if merge:  # the table columns the DataFrame lacks are written null, if they may be
+        table_schema = merged_columns(tbl.schema, data_schema)
     missing_keys = [k for k in tbl.table_schema.primary_key if k not in arrow_schema.names]
     if missing_keys:
         raise SchemaMismatchError(
@@ -141,9 +164,9 @@ def _check_columns(tbl: Table, arrow_schema: pa.Schema) -> tuple[str, ...]:
             column=missing_keys[0],
         )
     # By name and kind of type, from df.schema alone: before any Spark job runs.
-    check_schema(data_schema, tbl.schema)
+    check_schema(data_schema, table_schema)
     extra = [n for n in arrow_schema.names if n not in data_schema.names]
-    return (*tbl.schema.names, *extra)
+    return (*table_schema.names, *extra)
 
 
 def _run_tasks(df: DataFrame, job: _WriteJob) -> list[CommitMessage]:
@@ -182,7 +205,10 @@ def _write_task(job: _WriteJob, batches: Iterator[pa.RecordBatch]) -> Iterator[p
     with writing(create_writer(job.file_io, job.table_schema, file_prefix=prefix)) as writer:
         for batch in batches:
             if batch.num_rows:
-                writer.write(pa.Table.from_batches([batch]))
+                rows = pa.Table.from_batches([batch])
+                if job.fill_missing:
+                    rows = fill_missing_columns(rows, job.table_schema)
+                writer.write(rows)
         messages = writer.prepare_commit()
     yield pa.RecordBatch.from_pydict(
         {"partition": [partition], "attempt": [attempt], "messages": [pickle.dumps(messages)]},

@@ -39,6 +39,7 @@ from raylake.streaming.job_check import check_job
 from raylake.streaming.plan import ON_OVERWRITE, OnOverwrite, StreamPlan
 from raylake.streaming.reader import DEFAULT_CATCH_UP_AFTER, StartPosition, StreamReader
 from raylake.table import Table, open_table
+from raylake.table.evolve import merged_tables, schema_mode_arg
 from raylake.table.writer import writing
 
 logger = logging.getLogger(__name__)
@@ -66,6 +67,8 @@ class JobSpec:
     sink_storage_options: StorageOptions | None = field(default=None, repr=False)
     max_plans_per_step: int = 8
     catch_up_after: int = DEFAULT_CATCH_UP_AFTER
+    # "merge": columns of fn's output that the sink lacks are added to it first.
+    schema_mode: str = "strict"
 
     def shard_consumer(self, shard: int) -> str:
         return f"{self.consumer_id}.shard-{shard}-of-{self.num_shards}"
@@ -192,6 +195,8 @@ class ShardWorker:
 
     def _commit(self, last: StreamPlan, outputs: list[pa.Table]) -> Any:
         assert self.sink is not None
+        if self.spec.schema_mode == "merge":  # follow a source whose schema grew
+            outputs = merged_tables(self.sink, outputs)
         with writing(self.sink.new_writer(file_prefix=f"stream-{self.shard}")) as writer:
             for out in outputs:
                 writer.write(out)
@@ -232,6 +237,9 @@ class StreamingJob:
 
     ``output_schema`` declares the schema of ``fn``'s output: :meth:`start` checks it
     against the sink's, with the tables and consumers, before any actor starts.
+    ``schema_mode="merge"`` adds the columns of ``fn``'s output that the sink lacks
+    before each commit, so a sink follows a source that gained columns (the stream's
+    plans carry the source's new schema from the snapshot that first has it).
     """
 
     def __init__(
@@ -255,6 +263,7 @@ class StreamingJob:
         max_restarts: int = -1,
         actor_options: Mapping[str, Any] | None = None,
         output_schema: pa.Schema | None = None,
+        schema_mode: str = "strict",
     ) -> None:
         if not callable(fn):
             raise StreamError(f"fn must be callable, got {fn!r}")
@@ -282,6 +291,7 @@ class StreamingJob:
             storage_options=StorageOptions.of(storage_options),
             sink_storage_options=StorageOptions.of(sink_storage_options),
             catch_up_after=catch_up_after, max_plans_per_step=max_plans_per_step,
+            schema_mode=schema_mode_arg(schema_mode),
         )  # fmt: skip
         validate_consumer_id(self.spec.shard_consumer(num_shards - 1))
         if output_schema is not None and not isinstance(output_schema, pa.Schema):

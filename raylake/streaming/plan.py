@@ -19,7 +19,7 @@ The table kind plans the changes (``TableKind.plan_changes``, the mechanism behi
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import pyarrow as pa
@@ -27,12 +27,14 @@ import pyarrow as pa
 from raylake.errors import StreamError
 from raylake.format.manifest import DataFile
 from raylake.format.schema import TableSchema
+from raylake.format.schema_files import schema_by_id
 from raylake.format.snapshot import Snapshot, SnapshotManager
 from raylake.io import FileIO
 from raylake.streaming.shard import ShardSpec
 from raylake.streaming.splits import InsertSplit, RemovedSplit, StreamReadContext, StreamSplit
 from raylake.table.changes import ChangeRange
 from raylake.table.kind import kind_of
+from raylake.table.projection import follow_columns
 
 PlanKind = Literal["full", "delta", "changelog", "diff", "refresh", "empty"]
 OnOverwrite = Literal["refresh", "skip", "fail"]
@@ -114,13 +116,25 @@ class StreamPlanner:
     def ts(self) -> TableSchema:
         return self.context.table_schema
 
+    def follow_schema(self, snap: Snapshot) -> None:
+        """Plan ``snap`` and later under its schema when the table changed its schema
+        (docs/schema-evolution.md): new columns appear, renamed ones under new names."""
+        if snap.schema_id <= self.ts.schema_id:
+            return
+        new = schema_by_id(self.file_io, snap.schema_id)
+        columns, expr = follow_columns(self.ts, new, self.context.columns, self.context.filter)
+        self.context = replace(self.context, table_schema=new, columns=columns, filter=expr)
+        self._kind = kind_of(new)
+
     def full(self, snap: Snapshot, kind: PlanKind = "full") -> StreamPlan:
+        self.follow_schema(snap)
         rng = self._range(None, snap)
         splits = rng.splits(snap.id, rng.live_after())
         return self._plan(snap, snap.id, kind, tuple(InsertSplit(s) for s in splits))
 
     def step(self, snap: Snapshot) -> StreamPlan:
         """The plan of one snapshot, right after its parent."""
+        self.follow_schema(snap)
         if snap.commit_kind == "COMPACT":
             return self._plan(snap, snap.id, "empty", ())
         if snap.commit_kind == "OVERWRITE":
@@ -144,6 +158,7 @@ class StreamPlanner:
         """One plan for everything after ``last_read`` up to ``latest``, or None when the
         snapshots must be read one by one (an append table lost files in between, so
         ``on_overwrite`` decides)."""
+        self.follow_schema(latest)
         rng = self._range(last_read, latest, use_changelog=False)
         splits = self._kind.plan_changes(rng)
         if any(isinstance(s, RemovedSplit) for s in splits):

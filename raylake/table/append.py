@@ -20,6 +20,7 @@ from raylake.io import FileIO
 from raylake.table.changes import InsertSplit, RemovedSplit
 from raylake.table.fragments import fragments_dataset, parquet_fragment, scan_arguments
 from raylake.table.kind import TableKind
+from raylake.table.projection import FileProjection, projection_of
 from raylake.table.readahead import read_ahead
 from raylake.table.rowfilter import filter_rows, widen
 from raylake.table.split import Split, pack_slices, partition_sort_key, slice_file
@@ -64,46 +65,37 @@ class AppendKind(TableKind):
     def read_batches(self, ctx: ReadContext, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
         if not splits:
             return
-        dataset = _dataset(ctx, splits)
-        scan = scan_arguments(ctx.file_io)
-        columns = None if ctx.columns is None else list(ctx.columns)
-        row_filter = None if isinstance(ctx.filter, AlwaysTrue) else to_arrow(ctx.filter)
-        if not nan_sensitive(ctx.filter):
-            yield from dataset.to_batches(
-                columns=columns, filter=row_filter, batch_size=ctx.batch_size, **scan
-            )
-            return
-        # Filter rows only: pyarrow would prune row groups by NaN-blind statistics.
-        needed = widen(columns, referenced_columns(ctx.filter), ctx.table_schema.column_names)
-        batches = dataset.to_batches(columns=needed, batch_size=ctx.batch_size, **scan)
-        yield from filter_rows(batches, row_filter, columns)
+        for dataset, projection in _datasets(ctx, splits):
+            if projection is None:
+                yield from _batches(ctx, dataset)
+            else:
+                yield from _projected_batches(ctx, dataset, projection)
 
     def read_table(self, ctx: ReadContext, splits: Sequence[Split]) -> pa.Table:
         """The same scan as ``read_batches``, materialized by pyarrow itself: its
         ``to_table`` assembles batches on all cores (~20% faster than collecting them)."""
         if not splits or nan_sensitive(ctx.filter):
             return super().read_table(ctx, splits)
-        row_filter = None if isinstance(ctx.filter, AlwaysTrue) else to_arrow(ctx.filter)
-        columns = None if ctx.columns is None else list(ctx.columns)
-        dataset = _dataset(ctx, splits)
-        fragments = list(dataset.get_fragments())
-        if ctx.file_io.is_remote and len(fragments) > 1 and columns != []:
-            # On an object store, files read on a pool of their own beat one scanner's
-            # fragment readahead (bench/object_store.py): each file's footer and row
-            # groups are requested as soon as a thread is free, not as the scanner's
-            # batch queue drains. The result is the whole table either way.
-            def read(fragment: ds.Fragment) -> pa.Table:
-                one = fragments_dataset(ctx.file_io, dataset.schema, [fragment])
-                return one.to_table(columns=columns, filter=row_filter, batch_size=ctx.batch_size)
-
-            window = ctx.file_io.files_in_flight
-            return pa.concat_tables(list(read_ahead(read, fragments, window)))
-        return dataset.to_table(
-            columns=columns,
-            filter=row_filter,
-            batch_size=ctx.batch_size,
-            **scan_arguments(ctx.file_io),
-        )
+        datasets = _datasets(ctx, splits)
+        if len(datasets) > 1 and ctx.columns == ():
+            # concat_tables forgets the rows of tables without columns (counting).
+            return super().read_table(ctx, splits)
+        parts = []
+        for dataset, projection in datasets:
+            if projection is None:
+                parts.append(_table(ctx, dataset))
+                continue
+            columns = list(ctx.output_schema.names)
+            pa_table = dataset.to_table(
+                columns=projection.dataset_columns(columns),
+                filter=projection.filter(ctx.filter),
+                batch_size=ctx.batch_size,
+                **scan_arguments(ctx.file_io),
+            )
+            if columns:  # the scan's fields (a dataset projection makes them nullable)
+                pa_table = pa.Table.from_arrays(pa_table.columns, schema=ctx.output_schema)
+            parts.append(pa_table)
+        return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
 
     def exact_row_count(self, split: Split) -> int | None:
         return split.row_count
@@ -128,23 +120,118 @@ class AppendKind(TableKind):
         return self.ts.buckets == 1
 
 
-def _dataset(ctx: ReadContext, splits: Sequence[Split]) -> ds.FileSystemDataset:
-    fragments = []
+def columns_of(ctx: ReadContext) -> list[str] | None:
+    return None if ctx.columns is None else list(ctx.columns)
+
+
+def _batches(ctx: ReadContext, dataset: ds.FileSystemDataset) -> Iterator[pa.RecordBatch]:
+    scan = scan_arguments(ctx.file_io)
+    columns = columns_of(ctx)
+    row_filter = None if isinstance(ctx.filter, AlwaysTrue) else to_arrow(ctx.filter)
+    if not nan_sensitive(ctx.filter):
+        yield from dataset.to_batches(
+            columns=columns, filter=row_filter, batch_size=ctx.batch_size, **scan
+        )
+        return
+    # Filter rows only: pyarrow would prune row groups by NaN-blind statistics.
+    needed = widen(columns, referenced_columns(ctx.filter), ctx.table_schema.column_names)
+    batches = dataset.to_batches(columns=needed, batch_size=ctx.batch_size, **scan)
+    yield from filter_rows(batches, row_filter, columns)
+
+
+def _projected_batches(
+    ctx: ReadContext, dataset: ds.FileSystemDataset, projection: FileProjection
+) -> Iterator[pa.RecordBatch]:
+    """Files of another schema version: read by field id, as the scan's columns."""
+    scan = scan_arguments(ctx.file_io)
+    output = ctx.output_schema
+    if not nan_sensitive(ctx.filter):
+        batches = dataset.to_batches(
+            columns=projection.dataset_columns(output.names),
+            filter=projection.filter(ctx.filter),
+            batch_size=ctx.batch_size,
+            **scan,
+        )
+        yield from (_as_output(batch, output) for batch in batches)
+        return
+    needed = widen(output.names, referenced_columns(ctx.filter), ctx.table_schema.column_names)
+    assert needed is not None
+    read = dataset.to_batches(
+        columns=projection.dataset_columns(needed), batch_size=ctx.batch_size, **scan
+    )
+    for batch in filter_rows(read, to_arrow(ctx.filter), output.names):
+        yield _as_output(batch, output)
+
+
+def _as_output(batch: pa.RecordBatch, output: pa.Schema) -> pa.RecordBatch:
+    """A batch with the scan's fields (a dataset projection makes every field nullable)."""
+    if not output.names:  # counting: a batch without columns still has its rows
+        return batch
+    return pa.RecordBatch.from_arrays(batch.columns, schema=output)
+
+
+def _table(ctx: ReadContext, dataset: ds.FileSystemDataset) -> pa.Table:
+    row_filter = None if isinstance(ctx.filter, AlwaysTrue) else to_arrow(ctx.filter)
+    columns = columns_of(ctx)
+    fragments = list(dataset.get_fragments())
+    if ctx.file_io.is_remote and len(fragments) > 1 and columns != []:
+        # On an object store, files read on a pool of their own beat one scanner's
+        # fragment readahead (bench/object_store.py): each file's footer and row
+        # groups are requested as soon as a thread is free, not as the scanner's
+        # batch queue drains. The result is the whole table either way.
+        def read(fragment: ds.Fragment) -> pa.Table:
+            one = fragments_dataset(ctx.file_io, dataset.schema, [fragment])
+            return one.to_table(columns=columns, filter=row_filter, batch_size=ctx.batch_size)
+
+        window = ctx.file_io.files_in_flight
+        return pa.concat_tables(list(read_ahead(read, fragments, window)))
+    return dataset.to_table(
+        columns=columns,
+        filter=row_filter,
+        batch_size=ctx.batch_size,
+        **scan_arguments(ctx.file_io),
+    )
+
+
+def _datasets(
+    ctx: ReadContext, splits: Sequence[Split]
+) -> list[tuple[ds.FileSystemDataset, FileProjection | None]]:
+    """One dataset of the files that read as they are, one per other schema version.
+
+    A table that never evolved has only the first.
+    """
+    # Keyed by schema id, None for the files that read as they are.
+    groups: dict[int | None, tuple[FileProjection | None, list[ds.ParquetFileFragment]]] = {
+        None: (None, [])
+    }
+    schema = ctx.table_schema.arrow_schema
     for split in splits:
         # Telling pyarrow each file's partition values lets it drop predicates they
         # already decide (residuals, as with hive partitioning) instead of testing rows.
         guarantee = _partition_guarantee(ctx, split.partition)
-        fragments += [
-            parquet_fragment(
+        for piece in split.files:
+            projection = projection_of(ctx.file_io, ctx.table_schema, piece.schema_id)
+            if projection is not None and projection.by_name:
+                projection = None  # pyarrow casts and fills by name in the one scan
+            fragment = parquet_fragment(
                 ctx.file_io,
                 piece.path,
                 row_groups=piece.row_groups,
                 partition_expression=guarantee,
                 file_size=piece.file_size,
             )
-            for piece in split.files
-        ]
-    return fragments_dataset(ctx.file_io, ctx.table_schema.arrow_schema, fragments)
+            key = None if projection is None else piece.schema_id
+            groups.setdefault(key, (projection, []))[1].append(fragment)
+    return [
+        (
+            fragments_dataset(
+                ctx.file_io, schema if p is None else p.view_schema(schema), fragments
+            ),
+            p,
+        )
+        for key, (p, fragments) in groups.items()
+        if fragments or (key is None and len(groups) == 1)
+    ]
 
 
 def _partition_guarantee(ctx: ReadContext, partition: tuple[Any, ...]) -> pc.Expression:

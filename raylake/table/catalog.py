@@ -14,13 +14,14 @@ from raylake.errors import (
     UnsupportedOperationError,
 )
 from raylake.format.schema import SYSTEM_PREFIX, build_table_schema
+from raylake.format.schema_files import forget_schemas, load_schema, schema_ids, schema_path
 from raylake.io import FileIO
 from raylake.io.credentials import OptionsLike
 from raylake.table.args import uri_arg
 from raylake.table.commit import check_commit_safety
 from raylake.table.conform import pandas_to_arrow
 from raylake.table.kind import kind_of
-from raylake.table.table import Table, load_schema, schema_ids, schema_path
+from raylake.table.table import Table
 
 
 def create_table(
@@ -49,6 +50,7 @@ def create_table(
     kind_of(ts).validate_schema()
     file_io = FileIO(uri, storage_options)
     check_commit_safety(file_io, ts)
+    forget_schemas()  # a table deleted and created again at this place is a new table
     if not file_io.create_if_absent(schema_path(ts.schema_id), ts.to_bytes()):
         if not exist_ok:
             raise TableAlreadyExistsError(file_io.uri)

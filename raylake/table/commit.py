@@ -221,7 +221,11 @@ class Committer:
         now = int(time.time() * 1000)
         snap = Snapshot(
             id=snapshot_id,
-            schema_id=self.ts.schema_id,
+            # A writer that opened the table before a schema change still commits under
+            # the newer schema: its files record the schema they were written with.
+            schema_id=self.ts.schema_id
+            if latest is None
+            else max(self.ts.schema_id, latest.schema_id),
             parent_id=None if latest is None else latest.id,
             commit_kind=request.kind,
             commit_user=user,

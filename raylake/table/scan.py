@@ -17,7 +17,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from raylake.errors import UnknownColumnError
+from raylake.errors import UnknownColumnError, UnsupportedOperationError
 from raylake.expr import (
     AlwaysTrue,
     Expr,
@@ -34,6 +34,7 @@ from raylake.format.manifest import (
     live_files_of,
 )
 from raylake.format.schema import TableSchema
+from raylake.format.schema_files import schema_by_id
 from raylake.format.snapshot import Snapshot, SnapshotManager
 from raylake.format.types import has_min_max
 from raylake.io import FileIO
@@ -48,20 +49,21 @@ from raylake.table.split import Split
 class ManifestStats:
     """Adapts manifest columns to the expr module's StatsSource protocol."""
 
-    def __init__(self, schema: pa.Schema) -> None:
-        self._schema = schema
+    def __init__(self, ts: TableSchema) -> None:
+        self._ts = ts
+        self._schema = ts.arrow_schema
 
     def has_stats(self, column: str) -> bool:
         return column in self._schema.names and has_min_max(self._schema.field(column).type)
 
     def min(self, column: str) -> pc.Expression:
-        return pc.field("stats", column, "min")
+        return pc.field("stats", self._ts.stats_key(column), "min")
 
     def max(self, column: str) -> pc.Expression:
-        return pc.field("stats", column, "max")
+        return pc.field("stats", self._ts.stats_key(column), "max")
 
     def null_count(self, column: str) -> pc.Expression:
-        return pc.field("stats", column, "null_count")
+        return pc.field("stats", self._ts.stats_key(column), "null_count")
 
     def row_count(self) -> pc.Expression:
         return pc.field("row_count")
@@ -145,6 +147,15 @@ class TableScan(ScanReads):
         snapshot_id, as_of = snapshot_id_arg(snapshot_id), as_of_arg(as_of)
         return replace(self, snapshot_id=snapshot_id, as_of=_to_millis(as_of))
 
+    def as_of_its_schema(self) -> TableScan:
+        """This scan under the schema its snapshot was committed with (time travel)."""
+        snap = self.snapshot()
+        if snap is None or snap.schema_id == self.table_schema.schema_id:
+            return self
+        if self.columns is not None or not isinstance(self.filter, AlwaysTrue):
+            raise UnsupportedOperationError("choose a scan's schema before its columns and filter")
+        return self._derive(table_schema=schema_by_id(self.file_io, snap.schema_id))
+
     def with_split_size(self, target_bytes: int) -> TableScan:
         return self._derive(split_target_size=target_bytes)
 
@@ -224,7 +235,7 @@ def prune_entries(entries: pa.Table, ts: TableSchema, pruning: Expr) -> pa.Table
     """Manifest rows (read with ``pruning``'s statistics) that may hold matching rows."""
     if isinstance(pruning, AlwaysTrue) or not entries.num_rows:
         return entries
-    return entries.filter(might_match(pruning, ManifestStats(ts.arrow_schema)))
+    return entries.filter(might_match(pruning, ManifestStats(ts)))
 
 
 def _to_millis(value: datetime | int | None) -> int | None:

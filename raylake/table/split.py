@@ -31,6 +31,8 @@ class FileSlice:
     min_sequence: int = 0
     max_sequence: int = 0
     delete_row_count: int = 0
+    # The schema the file was written with: readers map its columns by field id.
+    schema_id: int = 0
 
 
 @dataclass(frozen=True)
@@ -93,7 +95,8 @@ def projected_size(f: DataFile, column_indices: Sequence[int] | None) -> int:
     if column_indices is None or not f.column_sizes:
         return total
     all_columns = sum(f.column_sizes) or 1
-    wanted = sum(f.column_sizes[i] for i in column_indices)
+    # A file of an older schema version has other columns: its sizes are an estimate.
+    wanted = sum(f.column_sizes[i] for i in column_indices if i < len(f.column_sizes))
     return int(total * wanted / all_columns)
 
 
@@ -130,6 +133,7 @@ def _slice(f: DataFile, row_groups: tuple[int, ...] | None, rows: int, size: int
         min_sequence=f.min_sequence,
         max_sequence=f.max_sequence,
         delete_row_count=f.delete_row_count,
+        schema_id=f.schema_id,
     )
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
@@ -11,9 +9,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
 import pyarrow as pa
 
 from raylake.errors import (
-    CorruptMetadataError,
     InvalidArgumentError,
-    TableNotFoundError,
     UnsupportedOperationError,
 )
 from raylake.expr import AlwaysTrue, Expr, as_expr
@@ -24,12 +20,16 @@ from raylake.format.consumer import (
     validate_consumer_id,
     validate_next_snapshot_id,
 )
-from raylake.format.schema import SCHEMA_DIR, TableSchema
+from raylake.format.schema import TableSchema
+from raylake.format.schema_files import load_schema
+from raylake.format.schema_files import schema_ids as schema_ids  # their home before issue 18
+from raylake.format.schema_files import schema_path as schema_path
 from raylake.format.snapshot import Snapshot, SnapshotManager
 from raylake.io import FileIO
 from raylake.table.args import snapshot_id_arg
 from raylake.table.changes_scan import ChangesScan, changes_scan
 from raylake.table.commit import CommitRequest, Committer, check_partition_filter
+from raylake.table.evolve import UpdateSchema, merged_input, schema_mode_arg
 from raylake.table.kind import TableKind, kind_of
 from raylake.table.maintenance import (
     DEFAULT_ORPHAN_AGE,
@@ -45,33 +45,7 @@ from raylake.table.writer import CommitMessage, TableWriter, abort_messages, wri
 if TYPE_CHECKING:
     from raylake.streaming.reader import StreamReader
 
-_SCHEMA_NAME = re.compile(r"^schema-(\d+)\.json$")
 WriteMode = Literal["append", "overwrite", "upsert"]
-
-
-def schema_path(schema_id: int) -> str:
-    return f"{SCHEMA_DIR}/schema-{schema_id}.json"
-
-
-def schema_ids(file_io: FileIO) -> list[int]:
-    """Ids of the schema files; leftovers of an interrupted create (``*.tmp``) are not schemas."""
-    matches = (_SCHEMA_NAME.match(n) for n in file_io.list_names(SCHEMA_DIR))
-    return sorted(int(m.group(1)) for m in matches if m)
-
-
-def load_schema(file_io: FileIO) -> TableSchema:
-    ids = schema_ids(file_io)
-    if not ids:
-        raise TableNotFoundError(file_io.uri)
-    rel = schema_path(ids[-1])
-    path = file_io.full_path(rel)
-    try:
-        data = json.loads(file_io.read_bytes(rel))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CorruptMetadataError(path, f"not valid JSON: {exc}") from exc
-    if not isinstance(data, dict):
-        raise CorruptMetadataError(path, "not a JSON object")
-    return TableSchema.from_json(data, path)
 
 
 def create_writer(file_io: FileIO, ts: TableSchema, *, file_prefix: str = "data") -> TableWriter:
@@ -111,6 +85,31 @@ class Table(TableReads):
     def kind(self) -> TableKind:
         """The table's kind (append or primary key): how it writes, plans and reads."""
         return kind_of(self.table_schema)
+
+    # -- schema (docs/schema-evolution.md) ---------------------------------------------
+
+    def update_schema(self) -> UpdateSchema:
+        """Change the schema as one atomic commit::
+
+            with tbl.update_schema() as u:
+                u.add_column("z", pa.float32())
+                u.rename_column("x", "x2")
+                u.update_column("label", pa.int64())  # widening only
+                u.delete_column("y")
+
+        Each change is checked as it is made; an error commits nothing. Old data files
+        are never rewritten: reads map them onto the new schema by field id.
+        """
+        return UpdateSchema(self)
+
+    def refresh(self) -> Table:
+        """Load the table's latest schema (after another process changed it); returns self."""
+        self.table_schema = load_schema(self.file_io)
+        return self
+
+    def schema_at(self, snapshot_id: int) -> pa.Schema:
+        """The Arrow schema of the table as of a snapshot (time travel reads it)."""
+        return self.scan(snapshot_id=snapshot_id).table_schema.arrow_schema
 
     # -- snapshots -----------------------------------------------------------------------
 
@@ -184,8 +183,13 @@ class Table(TableReads):
         overwrite_filter: str | Expr | None = None,
         properties: Mapping[str, str] | None = None,
         allow_empty: bool = False,
+        schema_mode: str = "strict",
     ) -> Snapshot | None:
         """Write data as one commit and return the new snapshot.
+
+        ``schema_mode="merge"`` first adds the columns of the data that the table lacks
+        (nullable, at the end, one schema change) and writes nulls for table columns the
+        data lacks; ``"strict"`` (the default) requires the table's columns.
 
         Data without rows commits nothing and returns the latest snapshot (None for a
         table without snapshots), unless ``allow_empty=True`` asks for an empty
@@ -203,6 +207,8 @@ class Table(TableReads):
         if mode == "overwrite" and overwrite_filter is not None:
             # Fail before writing any data, and with the committer's message for the case.
             check_partition_filter(as_expr(overwrite_filter), self.table_schema)
+        if schema_mode_arg(schema_mode) == "merge":
+            data = merged_input(self, data)
         base = self._snapshots.latest_id()
         with writing(self.new_writer()) as writer:
             writer.write(data)
@@ -237,7 +243,9 @@ class Table(TableReads):
         Returns None when there was nothing to compact. Reads return the same rows
         before and after.
         """
-        return self.kind.compact(self.file_io, full=full)
+        # Compaction rewrites files under the latest schema, never an older one that
+        # would leave out newer columns.
+        return self.refresh().kind.compact(self.file_io, full=full)
 
     def changelog(self, snapshot_id: int, *, columns: Sequence[str] | None = None) -> pa.Table:
         """The rows one snapshot changed, with ``_rl_kind`` = ``+I``/``-U``/``+U``/``-D``.

@@ -34,8 +34,10 @@ class TableReads:
         snapshot_id: int | None = None,
         as_of: datetime | int | None = None,
     ) -> TableScan:
-        scan = TableScan(self.file_io, self.table_schema)
-        return scan.select(columns).where(filter).at(snapshot_id, as_of)
+        scan = TableScan(self.file_io, self.table_schema).at(snapshot_id, as_of)
+        if snapshot_id is not None or as_of is not None:
+            scan = scan.as_of_its_schema()  # time travel reads the snapshot's own schema
+        return scan.select(columns).where(filter)
 
     def to_arrow(
         self,

@@ -221,7 +221,7 @@ class RollingFileWriter:
                 row_group_rows=tuple(self._row_group_rows),
                 row_group_sizes=tuple(self._row_group_sizes),
                 column_sizes=tuple(self._stats.column_sizes),
-                stats=self._stats.result(),
+                stats=self.ts.keyed_stats(self._stats.result()),
             )
         )
 

@@ -57,11 +57,14 @@ def table_and_converter(
     dtype: np.dtype | None,
     fill_null: FillNull,
     strings: bool = False,
+    snapshot_id: int | None = None,
 ) -> tuple[Table, Converter]:
-    """The table, and the conversion of its rows to the batches the user asked for."""
+    """The table, and the conversion of its rows to the batches the user asked for (rows
+    of the schema of snapshot ``snapshot_id``, when one is pinned: issue 18)."""
     tbl = table_of(table, storage_options)
+    schema = tbl.schema if snapshot_id is None else tbl.schema_at(snapshot_id)
     converter = converter_for(
-        tbl.schema,
+        schema,
         columns=columns,
         feature_columns=feature_columns,
         label_column=label_column,
@@ -98,6 +101,7 @@ def open_source(
         dtype=dtype,
         fill_null=fill_null,
         strings=strings,
+        snapshot_id=snapshot_id,
     )
     columns = converter.layout.columns
     source = LakeSource.open(tbl, columns=columns, filter=filter, snapshot_id=snapshot_id)

@@ -20,7 +20,7 @@ from raylake.expr import (
     parse_filter,
     to_arrow,
 )
-from raylake.expr.like import like_prefix, prefix_successor
+from raylake.expr.like import like_prefix, like_regex, prefix_successor
 
 WORDS = pa.table({"s": ["apple", "apricot", "banana", "a%b", "a_b", "ab", None, "APPLE"]})
 
@@ -64,6 +64,35 @@ def test_parse_forms() -> None:
 )
 def test_row_semantics(text: str, expected: list[str]) -> None:
     assert rows(text) == expected
+
+
+ESCAPES = pa.table({"s": ["a", "xa", "\\a", "x\\a", "\\", "%", "x%", "a.b", "a\nb"]})
+
+
+@pytest.mark.parametrize(
+    ("pattern", "expected"),
+    [
+        # A backslash makes the next character literal wherever it stands; pyarrow's own
+        # match_like does not match 'a' with '%\\a', nor a backslash with '%\\\\'.
+        ("%\\a", ["a", "xa", "\\a", "x\\a"]),
+        ("\\a", ["a"]),
+        ("_\\a", ["xa", "\\a"]),
+        ("%\\\\", ["\\"]),
+        ("%\\\\a", ["\\a", "x\\a"]),
+        ("%\\%", ["%", "x%"]),
+        ("a\\.b", ["a.b"]),  # an escaped regex metacharacter is literal too
+        ("a_b", ["a.b", "a\nb"]),
+    ],
+)
+def test_escapes_mean_the_same_everywhere(pattern: str, expected: list[str]) -> None:
+    assert rows_of(Like("s", pattern), ESCAPES) == expected
+    assert rows_of(Like("s", pattern), ESCAPES) == [
+        s for s in ESCAPES["s"].to_pylist() if like_regex(pattern).fullmatch(s)
+    ]
+
+
+def rows_of(expr: Like, table: pa.Table) -> list[str | None]:
+    return table.filter(to_arrow(bind(expr, table.schema)))["s"].to_pylist()
 
 
 def test_like_on_dictionary_and_large_strings() -> None:

@@ -31,11 +31,11 @@ def test_every_field_round_trips() -> None:
         path="data/x.parquet", file_size=10, row_count=3, partition=("2024",), bucket=1,
         level=2, schema_id=3, sequence_base=4, min_sequence=5, max_sequence=6,
         added_snapshot=7, delete_row_count=1, row_group_rows=(2, 1), row_group_sizes=(20, 10),
-        column_sizes=(8, 9, 10), stats={"id": {"min": 1, "max": 3, "null_count": 0}},
+        column_sizes=(8, 9, 10), stats={"0": {"min": 1, "max": 3, "null_count": 0}},
         min_key=(1, "2024"), max_key=(3, "2024"),
     )  # fmt: skip
     (back,) = data_files_from_table(entries_table([(ADD, f)], ts), ts)
-    assert back == f and back.stats["id"] == f.stats["id"]
+    assert back == f and back.stats["0"] == f.stats["0"]  # keyed by field id (v2)
 
 
 def test_the_on_disk_columns_are_unchanged() -> None:

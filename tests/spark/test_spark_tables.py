@@ -181,3 +181,33 @@ def test_arrow_only_types_are_widened_for_spark(spark: Any, warehouse: Path) -> 
     assert [r.emb for r in got] == [[1.0, 2.0], [3.0, 4.0]]
     # Spark keeps microseconds: nanoseconds are truncated.
     assert [r.ns.microsecond for r in got] == [1, 2]
+
+
+def test_evolved_tables_read_in_spark_and_merge_spark_columns(
+    spark: Any, warehouse: Path, spark_jobs: Any
+) -> None:
+    """Issue 18: Spark reads old files by field id; schema_mode="merge" adds columns."""
+    from raylake.errors import SchemaMismatchError
+
+    uri = str(warehouse / "evolving")
+    schema = pa.schema([("id", pa.int64()), ("v", pa.int32()), ("tag", pa.string())])
+    tbl = raylake.create_table(uri, schema)
+    tbl.write(pa.table({"id": [1, 2], "v": [10, 20], "tag": ["a", "b"]}, schema=schema))
+    with tbl.update_schema() as u:
+        u.rename_column("v", "v2")
+        u.update_column("v2", pa.int64())
+        u.delete_column("tag")
+    assert _spark_rows(rs.read(spark, uri)) == [{"id": 1, "v2": 10}, {"id": 2, "v2": 20}]
+    assert _spark_rows(rs.read(spark, uri, snapshot_id=1))[0] == {"id": 1, "v": 10, "tag": "a"}
+    df = spark.createDataFrame([(3, "new")], "id long, note string")
+    jobs = spark_jobs()
+    with pytest.raises(SchemaMismatchError):
+        rs.write(df, uri)
+    assert spark_jobs() == jobs  # refused before any Spark job
+    rs.write(df, uri, schema_mode="merge")
+    assert raylake.open_table(uri).schema.names == ["id", "v2", "note"]
+    assert _sorted(raylake.open_table(uri).to_arrow()) == [
+        {"id": 1, "v2": 10, "note": None},
+        {"id": 2, "v2": 20, "note": None},
+        {"id": 3, "v2": None, "note": "new"},
+    ]

@@ -260,3 +260,22 @@ def test_a_refresh_starts_a_dataset_of_its_own(ray_cluster: Any, warehouse: Path
     assert sorted(next(datasets).to_pandas()["id"]) == list(range(20, 30))  # the new state
     assert [p.is_refresh for p in stream.last_plans] == [True]
     assert sorted(next(datasets).to_pandas()["id"]) == list(range(30, 40))
+
+
+def test_a_merge_mode_sink_follows_its_evolving_source(ray_cluster: Any, warehouse: Path) -> None:
+    """Issue 18: after the source gains a column, both shards add it to the sink."""
+    source = raylake.create_table(str(warehouse / "src"), SCHEMA, primary_key=["id"], buckets=4)
+    sink = raylake.create_table(str(warehouse / "dst"), SCHEMA, primary_key=["id"], buckets=2)
+    source.write(batch(0, 40))
+    job = StreamingJob(
+        source.uri, lambda t: t, consumer_id="copy", num_shards=2, sink_uri=sink.uri,
+        schema_mode="merge",
+    )  # fmt: skip
+    with job:
+        job.run(until_snapshot=1)
+        with source.update_schema() as u:
+            u.add_column("note", pa.string())
+        source.write(pa.table({"id": [1, 50], "v": [7, 8], "note": ["a", "b"]}))
+        job.run(until_snapshot=2)
+    assert sink.refresh().schema.names == ["id", "v", "note"]
+    assert sink.to_arrow().sort_by("id").equals(source.to_arrow().sort_by("id"))

@@ -328,8 +328,9 @@ def test_nan_leaves_float_bounds_unknown(tmp_path: Path) -> None:
     tbl.write(pa.table({"x": [3.0, float("nan")]}))
     tbl.write(pa.table({"x": [3.0, 4.0]}))
     entries = read_entries(tbl.file_io, tbl.latest_snapshot().base_manifests, tbl.table_schema)  # type: ignore[union-attr]
+    key = tbl.table_schema.stats_key("x")  # the field id, in format version 2
     bounds = sorted(
-        ((s["x"]["min"], s["x"]["max"]) for s in entries.column("stats").to_pylist()),
+        ((s[key]["min"], s[key]["max"]) for s in entries.column("stats").to_pylist()),
         key=lambda b: b[0] is not None,
     )
     assert bounds == [(None, None), (3.0, 4.0)]

@@ -13,6 +13,7 @@ from raylake.format.schema import TableSchema
 from raylake.io import FileIO
 from raylake.table.fragments import parquet_fragment
 from raylake.table.pk.schema import SEQ, file_schema
+from raylake.table.projection import projection_of
 from raylake.table.split import FileSlice
 
 
@@ -23,21 +24,29 @@ def read_file(
     columns: Sequence[str],
     key_filter: pc.Expression | None = None,
 ) -> pa.Table:
-    """One data file's columns, with ``_rl_seq`` made effective (its sequence base added)."""
+    """One data file's columns, with ``_rl_seq`` made effective (its sequence base added).
+
+    A file of another schema version is read by field id (raylake/table/projection.py).
+    """
     fs = file_io.arrow_filesystem()
     path = file_io.full_path(f.path)
+    projection = projection_of(file_io, ts, f.schema_id)
+    wanted = list(columns) if projection is None else projection.file_columns(columns)
     if key_filter is None:
         # The Parquet reader decodes the columns of a row group in parallel; a dataset
         # scan of one file would decode a whole row group on one thread.
         with fs.open_input_file(path) as source:
             metadata = parquet_fragment(file_io, f.path, file_size=f.file_size).metadata
             reader = pq.ParquetFile(source, metadata=metadata)
-            pa_table = reader.read(columns=list(columns), use_threads=True)
+            pa_table = reader.read(columns=wanted, use_threads=True)
     else:
+        # Key columns never change (docs/schema-evolution.md): the key filter holds in
+        # every schema version, under the file's own schema.
         fragment = parquet_fragment(file_io, f.path, file_size=f.file_size)
-        pa_table = fragment.to_table(
-            schema=file_schema(ts), columns=list(columns), filter=key_filter
-        )
+        schema = file_schema(ts) if projection is None else None
+        pa_table = fragment.to_table(schema=schema, columns=wanted, filter=key_filter)
+    if projection is not None:
+        pa_table = projection.conform(pa_table, columns)
     if f.sequence_base and SEQ in pa_table.column_names:
         i = pa_table.column_names.index(SEQ)
         shifted = pc.add(pa_table.column(i), pa.scalar(f.sequence_base, pa.int64()))

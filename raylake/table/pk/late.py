@@ -41,6 +41,7 @@ from raylake.table.pk.engines import merge_positions
 from raylake.table.pk.files import read_file
 from raylake.table.pk.ranges import bounds, read_range
 from raylake.table.pk.schema import DELETE, KIND, SEQ, MergeSpec, file_schema
+from raylake.table.projection import FileProjection, projection_of
 from raylake.table.split import FileSlice, KeyRange
 
 if TYPE_CHECKING:
@@ -173,8 +174,15 @@ def section_rows(
     key = ts.primary_key
     lo, hi = bounds(file_io, key, section, part)
     empty = file_schema(ts).empty_table().select(list(columns))
-    found = [read_range(file_io, f, columns, key, lo, hi) for f in section]
-    return [(empty, 0) if rows is None else (rows, first) for rows, first in found]
+    found = []
+    for f in section:
+        projection = projection_of(file_io, ts, f.schema_id)
+        wanted = list(columns) if projection is None else projection.file_columns(columns)
+        rows, first = read_range(file_io, f, wanted, key, lo, hi)
+        if rows is not None and projection is not None:
+            rows = projection.conform(rows, columns)
+        found.append((empty, 0) if rows is None else (rows, first))
+    return found
 
 
 def _decide_newest_first(
@@ -250,7 +258,11 @@ def decision_columns(spec: MergeSpec) -> list[str]:
 
 
 def materialize(
-    file_io: FileIO, plan: ReadPlan, section: Sequence[FileSlice], decision: Decision
+    file_io: FileIO,
+    ts: TableSchema,
+    plan: ReadPlan,
+    section: Sequence[FileSlice],
+    decision: Decision,
 ) -> Iterator[pa.Table]:
     """The winning rows of a decided section, filtered and projected, a row group at a time."""
     if not plan.output and plan.full_filter is None:
@@ -260,11 +272,11 @@ def materialize(
         return
     for i in decision.order:
         if decision.winners[i]:
-            yield from _file_winners(file_io, plan, section[i], decision, i)
+            yield from _file_winners(file_io, ts, plan, section[i], decision, i)
 
 
 def _file_winners(
-    file_io: FileIO, plan: ReadPlan, f: FileSlice, decision: Decision, i: int
+    file_io: FileIO, ts: TableSchema, plan: ReadPlan, f: FileSlice, decision: Decision, i: int
 ) -> Iterator[pa.Table]:
     """File ``i``'s winners: its row groups that hold one, decoded whole and filtered.
 
@@ -280,7 +292,10 @@ def _file_winners(
     # the sequence field and the system columns.
     needed = {*plan.output, *plan.filter_columns}
     wanted = [c for c in plan.merge_columns if c in needed]
-    dictionary = _dictionary_columns(metadata, wanted)
+    # A file of another schema version: its own names, mapped by field id after decoding.
+    projection = projection_of(file_io, ts, f.schema_id)
+    stored = wanted if projection is None else projection.file_columns(wanted)
+    dictionary = _dictionary_columns(metadata, stored)
     with file_io.arrow_filesystem().open_input_file(file_io.full_path(f.path)) as source:
         reader = pq.ParquetFile(source, metadata=metadata, read_dictionary=dictionary)
         for g in range(len(sizes)):
@@ -293,16 +308,24 @@ def _file_winners(
                 mask = np.concatenate(
                     [np.zeros(max(-lo, 0), bool), mask, np.zeros(hi - max(lo, 0) - len(mask), bool)]
                 )
-            rows = reader.read_row_group(g, columns=wanted, use_threads=True)
+            rows = reader.read_row_group(g, columns=stored, use_threads=True)
             if not mask.all():
                 rows = rows.filter(pa.array(mask))
-            yield from _finish(plan, rows, dictionary)
+            yield from _finish(plan, rows, dictionary, projection, wanted)
 
 
-def _finish(plan: ReadPlan, rows: pa.Table, dictionary: Sequence[str]) -> Iterator[pa.Table]:
-    """Winners decoded, filtered and projected onto the table's fields."""
+def _finish(
+    plan: ReadPlan,
+    rows: pa.Table,
+    dictionary: Sequence[str],
+    projection: FileProjection | None,
+    wanted: Sequence[str],
+) -> Iterator[pa.Table]:
+    """Winners decoded, mapped onto the read schema, filtered and projected."""
     if dictionary:
         rows = _decode_dictionaries(rows, dictionary)
+    if projection is not None:
+        rows = projection.conform(rows, wanted)
     if plan.full_filter is not None:
         rows = rows.filter(plan.full_filter)
     if not rows.num_rows:

@@ -51,6 +51,7 @@ from raylake.table.pk.engines import merge
 from raylake.table.pk.files import read_file
 from raylake.table.pk.late import decide, materialize, picks_rows, section_rows
 from raylake.table.pk.schema import DELETE, KIND, SEQ, MergeSpec, file_schema
+from raylake.table.projection import FileProjection, projection_of
 from raylake.table.rowfilter import filter_rows, widen
 from raylake.table.split import (
     FileSlice,
@@ -274,31 +275,49 @@ def read_primary_key_table(ctx: Any, splits: Sequence[Split]) -> pa.Table:
     if (singles and plan.rows_only) or not plan.output:
         return pa.Table.from_batches(list(read_primary_key_splits(ctx, splits)), ctx.output_schema)
     parts = []
-    if singles:
-        dataset, condition = _single_scan(ctx, plan, singles)
+    for dataset, condition, projection in _single_scans(ctx, plan, singles):
         # pyarrow's to_table assembles batches on all cores (append.py measured ~20%).
-        parts.append(
-            dataset.to_table(columns=list(plan.output), filter=condition, batch_size=ctx.batch_size)
-        )
+        output = list(plan.output)
+        columns = output if projection is None else projection.dataset_columns(output)
+        found = dataset.to_table(columns=columns, filter=condition, batch_size=ctx.batch_size)
+        if projection is not None:  # the table's fields (a projection makes them nullable)
+            found = pa.Table.from_arrays(found.columns, schema=plan.output_schema)
+        parts.append(found)
     parts += merge_sections(ctx.file_io, ts, plan, merged)
     if not parts:
         return ctx.output_schema.empty_table()
     return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
 
 
-def _single_scan(
+def _single_scans(
     ctx: Any, plan: ReadPlan, files: list[FileSlice]
-) -> tuple[ds.FileSystemDataset, pc.Expression | None]:
-    fragments = [
-        parquet_fragment(ctx.file_io, f.path, row_groups=f.row_groups, file_size=f.file_size)
-        for f in files
-    ]
-    dataset = fragments_dataset(ctx.file_io, file_schema(ctx.table_schema), fragments)
-    condition = None if plan.rows_only else plan.full_filter
-    if any(f.delete_row_count for f in files):
-        live = pc.field(KIND) != pa.scalar(DELETE, pa.int8())
-        condition = live if condition is None else live & condition
-    return dataset, condition
+) -> list[tuple[ds.FileSystemDataset, pc.Expression | None, FileProjection | None]]:
+    """One scan of the files that read as they are, one per other schema version (a
+    table that never evolved has only the first): dataset, condition, projection."""
+    groups: dict[int | None, tuple[FileProjection | None, list[FileSlice]]] = {}
+    for f in files:
+        projection = projection_of(ctx.file_io, ctx.table_schema, f.schema_id)
+        if projection is not None and projection.by_name:
+            projection = None  # pyarrow casts and fills by name in the one scan
+        key = None if projection is None else f.schema_id
+        groups.setdefault(key, (projection, []))[1].append(f)
+    schema = file_schema(ctx.table_schema)
+    scans = []
+    for projection, members in groups.values():
+        fragments = [
+            parquet_fragment(ctx.file_io, f.path, row_groups=f.row_groups, file_size=f.file_size)
+            for f in members
+        ]
+        view = schema if projection is None else projection.view_schema(schema)
+        dataset = fragments_dataset(ctx.file_io, view, fragments)
+        condition = None
+        if not plan.rows_only:
+            condition = plan.full_filter if projection is None else projection.filter(ctx.filter)
+        if any(f.delete_row_count for f in members):
+            live = pc.field(KIND) != pa.scalar(DELETE, pa.int8())
+            condition = live if condition is None else live & condition
+        scans.append((dataset, condition, projection))
+    return scans
 
 
 def _single_batches(ctx: Any, plan: ReadPlan, files: list[FileSlice]) -> Iterator[pa.RecordBatch]:
@@ -307,14 +326,21 @@ def _single_batches(ctx: Any, plan: ReadPlan, files: list[FileSlice]) -> Iterato
     A ``rows_only`` filter is not pushed (pyarrow would prune row groups by statistics
     that ignore NaN): its columns are read too, and it is applied to the rows.
     """
-    dataset, condition = _single_scan(ctx, plan, files)
     output = list(plan.output)
-    if not plan.rows_only:
-        yield from dataset.to_batches(columns=output, filter=condition, batch_size=ctx.batch_size)
-        return
-    needed = widen(output, plan.filter_columns, ctx.table_schema.column_names)
-    batches = dataset.to_batches(columns=needed, filter=condition, batch_size=ctx.batch_size)
-    yield from filter_rows(batches, plan.full_filter, output)
+    for dataset, condition, projection in _single_scans(ctx, plan, files):
+        needed = output
+        if plan.rows_only:
+            needed = widen(output, plan.filter_columns, ctx.table_schema.column_names) or []
+        columns = needed if projection is None else projection.dataset_columns(needed)
+        batches = dataset.to_batches(columns=columns, filter=condition, batch_size=ctx.batch_size)
+        if plan.rows_only:
+            batches = filter_rows(batches, plan.full_filter, output)
+        if projection is None or not output:
+            yield from batches
+        else:  # the table's fields (a projection makes them nullable)
+            yield from (
+                pa.RecordBatch.from_arrays(b.columns, schema=plan.output_schema) for b in batches
+            )
 
 
 def merge_sections(
@@ -358,7 +384,7 @@ def merge_section(
     """
     if picks_rows(plan.spec):
         decision = decide(file_io, ts, plan.spec, section, part)
-        parts = list(materialize(file_io, plan, section, decision))
+        parts = list(materialize(file_io, ts, plan, section, decision))
         if len(parts) == 1:
             return parts[0]
         if not plan.output:  # concat_tables forgets the rows of tables without columns

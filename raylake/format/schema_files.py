@@ -1,0 +1,77 @@
+"""The schema files of a table: ``schema/schema-<id>.json``, one per schema version.
+
+A schema file is written once with create-if-absent and never changes, so a schema
+read by id is cached for the life of the process (readers of files written under an
+older schema look that schema up by the id their manifest entry records).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from raylake.caching import LruCache
+from raylake.errors import CorruptMetadataError, TableNotFoundError
+from raylake.format.schema import SCHEMA_DIR, TableSchema
+from raylake.io import FileIO
+
+_SCHEMA_NAME = re.compile(r"^schema-(\d+)\.json$")
+_by_id: LruCache[tuple[str, int], TableSchema] = LruCache(256)
+
+
+def schema_path(schema_id: int) -> str:
+    return f"{SCHEMA_DIR}/schema-{schema_id}.json"
+
+
+def schema_ids(file_io: FileIO) -> list[int]:
+    """Ids of the schema files; leftovers of an interrupted create (``*.tmp``) are not schemas."""
+    matches = (_SCHEMA_NAME.match(n) for n in file_io.list_names(SCHEMA_DIR))
+    return sorted(int(m.group(1)) for m in matches if m)
+
+
+def load_schema(file_io: FileIO) -> TableSchema:
+    """The current (largest id) schema of a table."""
+    ids = schema_ids(file_io)
+    if not ids:
+        raise TableNotFoundError(file_io.uri)
+    return schema_by_id(file_io, ids[-1])
+
+
+def schema_by_id(file_io: FileIO, schema_id: int) -> TableSchema:
+    """Schema ``schema_id`` of a table, read once per process."""
+    key = (file_io.uri, schema_id)
+    found = _by_id.get(key)
+    if found is None:
+        found = _read(file_io, schema_id)
+        _by_id.put(key, found)
+    return found
+
+
+def write_schema(file_io: FileIO, ts: TableSchema) -> bool:
+    """Create ``schema-<id>.json`` unless it exists (the commit point of a schema change)."""
+    created = file_io.create_if_absent(schema_path(ts.schema_id), ts.to_bytes())
+    if created:
+        _by_id.put((file_io.uri, ts.schema_id), ts)
+    return created
+
+
+def forget_schemas() -> None:
+    """Drop the cached schemas (a table created anew where one was deleted)."""
+    _by_id.clear()
+
+
+def _read(file_io: FileIO, schema_id: int) -> TableSchema:
+    rel = schema_path(schema_id)
+    path = file_io.full_path(rel)
+    try:
+        data = json.loads(file_io.read_bytes(rel))
+    except FileNotFoundError as exc:
+        raise CorruptMetadataError(path, "schema file is missing") from exc
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CorruptMetadataError(path, f"not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise CorruptMetadataError(path, "not a JSON object")
+    ts = TableSchema.from_json(data, path)
+    if ts.schema_id != schema_id:
+        raise CorruptMetadataError(path, f"file holds schema id {ts.schema_id}")
+    return ts

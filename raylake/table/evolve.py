@@ -1,0 +1,135 @@
+"""Committing schema changes, and writes that bring new columns (``schema_mode="merge"``).
+
+A schema change is one atomic step: the next ``schema/schema-<id>.json`` is created
+if absent. Nothing else changes (no data file, no snapshot); the next commit's
+snapshot records the new schema id. If another process changed the schema first,
+the change fails with :class:`CommitConflictError` and nothing is written.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Literal
+
+import pyarrow as pa
+
+from raylake.errors import CommitConflictError, InvalidArgumentError
+from raylake.format.evolution import SchemaUpdate
+from raylake.format.schema import TableSchema
+from raylake.format.schema_files import load_schema, write_schema
+from raylake.io import FileIO
+from raylake.table.conform import ArrowData, iter_input
+
+if TYPE_CHECKING:
+    from raylake.table.table import Table
+
+SchemaMode = Literal["strict", "merge"]
+SCHEMA_MODES = ("strict", "merge")
+
+
+class UpdateSchema(SchemaUpdate):
+    """``with tbl.update_schema() as u: ...``: the changes commit together when the block
+    ends without an error; an error in the block (or in a change) commits nothing."""
+
+    def __init__(self, tbl: Table) -> None:
+        super().__init__(load_schema(tbl.file_io))  # the latest, not what tbl was opened with
+        self._tbl = tbl
+
+    def __enter__(self) -> UpdateSchema:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is None:
+            self.commit()
+
+    def commit(self) -> TableSchema:
+        """Write the new schema version; return it (the current one when nothing changed)."""
+        new = commit_schema(self._tbl.file_io, self.base, self.apply())
+        self._tbl.table_schema = new
+        return new
+
+
+def commit_schema(file_io: FileIO, base: TableSchema, new: TableSchema) -> TableSchema:
+    if new is base:
+        return base
+    from raylake.table.kind import kind_of
+
+    kind_of(new).validate_schema()  # the rules of the table's kind (merge engines, keys)
+    if not write_schema(file_io, new):
+        raise CommitConflictError(
+            f"the schema of {file_io.uri} was changed by another writer (schema "
+            f"{new.schema_id} exists); reopen the table and make the change again",
+            expected=base.schema_id,
+            actual=new.schema_id,
+        )
+    return new
+
+
+def schema_mode_arg(schema_mode: str) -> SchemaMode:
+    if schema_mode not in SCHEMA_MODES:
+        raise InvalidArgumentError("schema_mode", schema_mode, "'strict' or 'merge'")
+    return schema_mode  # type: ignore[return-value]
+
+
+def merge_new_columns(tbl: Table, data_schema: pa.Schema, attempts: int = 5) -> TableSchema:
+    """Add the columns of ``data_schema`` that the table lacks (one schema change).
+
+    Writers that add the same column at once (the shards of a streaming job) race on the
+    next schema file; the loser starts again from the winner's schema.
+    """
+    for attempt in range(attempts):
+        try:
+            return _merge_once(tbl, data_schema)
+        except CommitConflictError:
+            if attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+def merged_tables(tbl: Table, tables: list[pa.Table]) -> list[pa.Table]:
+    """Tables to write with ``schema_mode="merge"``: new columns added to the table
+    first, columns they lack written null."""
+    for pa_table in tables:
+        merge_new_columns(tbl, pa_table.schema)
+    return [fill_missing_columns(t, tbl.table_schema) for t in tables]
+
+
+def _merge_once(tbl: Table, data_schema: pa.Schema) -> TableSchema:
+    update = UpdateSchema(tbl).union_by_name(data_schema)
+    if update.has_changes:
+        return update.commit()
+    tbl.table_schema = update.base
+    return update.base
+
+
+def merged_input(tbl: Table, data: Any) -> Iterator[ArrowData]:
+    """The data of a ``schema_mode="merge"`` write: its new columns are added to the table
+    first (from the first chunk's schema), and table columns it lacks are written null."""
+    chunks = iter_input(data)
+    first = next(chunks, None)
+    if first is None:
+        return iter(())
+    ts = merge_new_columns(tbl, first.schema)
+    return (fill_missing_columns(chunk, ts) for chunk in itertools.chain([first], chunks))
+
+
+def merged_columns(table_schema: pa.Schema, data_schema: pa.Schema) -> pa.Schema:
+    """The table columns a merge-mode write must find in its data (after its new columns
+    were added): those the data has, and those that may not be null."""
+    return pa.schema([f for f in table_schema if f.name in data_schema.names or not f.nullable])
+
+
+def fill_missing_columns(chunk: ArrowData, ts: TableSchema) -> pa.Table:
+    """``chunk`` with null columns for the nullable table columns it lacks."""
+    pa_table = chunk if isinstance(chunk, pa.Table) else pa.Table.from_batches([chunk])
+    for f in ts.arrow_schema:
+        if f.name not in pa_table.column_names and f.nullable:
+            pa_table = pa_table.append_column(f.name, pa.nulls(pa_table.num_rows, f.type))
+    return pa_table

@@ -1,0 +1,98 @@
+"""Streams and streaming jobs across schema changes (issue 18)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import raylake
+from raylake.errors import SchemaEvolutionError
+from raylake.streaming import ROW_KIND
+from raylake.streaming.job import JobSpec, ShardWorker
+
+SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.int32())])
+
+
+def rows_of(plan: object) -> list[dict]:
+    return sorted(plan.to_arrow().to_pylist(), key=lambda r: r["id"])  # type: ignore[attr-defined]
+
+
+def evolve(tbl: raylake.Table) -> None:
+    with tbl.update_schema() as u:
+        u.rename_column("v", "v2")
+        u.update_column("v2", pa.int64())
+        u.add_column("w", pa.string())
+
+
+@pytest.mark.parametrize("kind", ["append", "pk", "pk-changelog"])
+def test_plans_after_a_change_carry_the_new_schema(warehouse: Path, kind: str) -> None:
+    options = {"changelog-producer": "input"} if kind == "pk-changelog" else {}
+    tbl = raylake.create_table(
+        str(warehouse / "t"), SCHEMA, primary_key=["id"] if kind != "append" else [],
+        options=options,
+    )  # fmt: skip
+    tbl.write(pa.table({"id": [1, 2], "v": [1, 2]}, schema=SCHEMA))
+    reader = raylake.open_table(tbl.uri).stream(start="earliest", consumer_id="c")
+    first = reader.poll()
+    assert first is not None and first.schema.names == ["id", "v"] and len(rows_of(first)) == 2
+    evolve(tbl)
+    tbl.write(pa.table({"id": [3], "v2": [30], "w": ["c"]}))
+    plan = reader.poll()
+    assert plan is not None
+    assert plan.schema.names == ["id", "v2", "w"]
+    assert rows_of(plan) == [{"id": 3, "v2": 30, "w": "c"}]
+    reader.checkpoint()
+    # A consumer resumed later plans under the schema of what it reads next.
+    tbl.write(pa.table({"id": [4], "v2": [40], "w": ["d"]}))
+    resumed = raylake.open_table(tbl.uri).stream(consumer_id="c")
+    assert rows_of(resumed.poll()) == [{"id": 4, "v2": 40, "w": "d"}]
+
+
+def test_a_stream_keeps_its_projection_and_filter_by_field_id(warehouse: Path) -> None:
+    tbl = raylake.create_table(str(warehouse / "t"), SCHEMA, primary_key=["id"])
+    tbl.write(pa.table({"id": [1, 2], "v": [1, 20]}, schema=SCHEMA))
+    reader = tbl.stream(start="earliest", columns=["v"], filter="v > 5", include_row_kind=True)
+    assert reader.poll().to_arrow().to_pylist() == [{"v": 20, ROW_KIND: "+I"}]  # type: ignore[union-attr]
+    evolve(tbl)
+    tbl.write(pa.table({"id": [1, 3], "v2": [10, 3], "w": ["a", "c"]}))
+    plan = reader.poll()
+    assert plan is not None and plan.schema.names == ["v2", ROW_KIND]
+    assert sorted(plan.to_arrow().to_pylist(), key=lambda r: r[ROW_KIND]) == [
+        {"v2": 10, ROW_KIND: "+U"}
+    ]
+
+
+def test_a_stream_filtering_a_deleted_column_fails_clearly(warehouse: Path) -> None:
+    tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
+    tbl.write(pa.table({"id": [1], "v": [1]}, schema=SCHEMA))
+    reader = tbl.stream(start="earliest", filter="v > 0")
+    assert reader.poll() is not None
+    with tbl.update_schema() as u:
+        u.delete_column("v")
+    tbl.write(pa.table({"id": [2]}))
+    with pytest.raises(SchemaEvolutionError, match="'v'"):
+        reader.poll()
+
+
+def test_a_job_sink_in_merge_mode_follows_its_source(warehouse: Path) -> None:
+    source = raylake.create_table(str(warehouse / "src"), SCHEMA)
+    sink = raylake.create_table(str(warehouse / "dst"), SCHEMA)
+    spec = JobSpec(source.uri, lambda t: t, "job", 1, sink_uri=sink.uri, schema_mode="merge")
+    source.write(pa.table({"id": [1], "v": [1]}, schema=SCHEMA))
+    worker = ShardWorker(spec, 0)
+    assert worker.step().plans == 1
+    with source.update_schema() as u:
+        u.add_column("w", pa.string())
+    source.write(pa.table({"id": [2], "v": pa.array([2], pa.int32()), "w": ["b"]}))
+    assert worker.step().plans == 1
+    assert raylake.open_table(sink.uri).schema.names == ["id", "v", "w"]
+    assert sorted(sink.refresh().to_arrow().to_pylist(), key=lambda r: r["id"]) == [
+        {"id": 1, "v": 1, "w": None},
+        {"id": 2, "v": 2, "w": "b"},
+    ]
+    strict = JobSpec(source.uri, lambda t: t, "job2", 1, sink_uri=str(warehouse / "dst2"))
+    raylake.create_table(strict.sink_uri, SCHEMA)  # type: ignore[arg-type]
+    with pytest.raises(raylake.errors.SchemaMismatchError):
+        ShardWorker(strict, 0).step()
