@@ -27,8 +27,11 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import os
+import statistics
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -89,68 +92,138 @@ def calibrate(target: float, sample: Any, steps: int) -> Callable[[Any], None]:
     return make_step(n)
 
 
-CPU_USED: dict[int, float] = {}  # id(dataset) -> cores used by its last epoch
+@dataclass
+class Timed:
+    """Wall and process CPU seconds of the runs of one case (medians reported)."""
+
+    wall: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+
+    def add(self, wall: float, cpu: float) -> None:
+        self.wall.append(wall)
+        self.cpu.append(cpu)
+
+    @property
+    def t(self) -> float:
+        return statistics.median(self.wall)
+
+    @property
+    def cpu_s(self) -> float:
+        return statistics.median(self.cpu)
+
+    @property
+    def cores(self) -> float:
+        """Cores kept busy: process CPU seconds per wall second."""
+        return self.cpu_s / self.t
 
 
-def epoch(ds: Any, step: Callable[[Any], None] | None) -> float:
-    """Wall seconds of one epoch; the cores it kept busy go to CPU_USED (a machine that
-    gives the process one core cannot overlap anything, however the loader is built)."""
+def timed(run: Callable[[], object]) -> tuple[float, float]:
     t0, c0 = time.perf_counter(), time.process_time()
+    run()
+    return time.perf_counter() - t0, time.process_time() - c0
+
+
+def epoch(ds: Any, step: Callable[[Any], None] | None) -> None:
     for batch in ds:
         if step is not None:
             step(batch)
-    wall = time.perf_counter() - t0
-    CPU_USED[id(ds)] = (time.process_time() - c0) / wall
-    return wall
+
+
+def machine_busy() -> float | None:
+    """CPU seconds the whole machine has spent busy (Linux), to tell how much of the 2
+    cores other processes took while a setting ran; None where /proc/stat is missing."""
+    try:
+        with open("/proc/stat") as f:
+            ticks = [int(v) for v in f.readline().split()[1:]]
+    except OSError:
+        return None
+    idle = ticks[3] + ticks[4]  # idle, iowait
+    return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """How the epoch with read-ahead is made (``None``: the loader's default)."""
+
+    prefetch: int | None = None
+    read_ahead: int | None = None
+
+    def __str__(self) -> str:
+        def show(v: int | None) -> str:
+            return "d" if v is None else str(v)
+
+        return f"{show(self.prefetch)}/{show(self.read_ahead)}"
 
 
 def overlap(
-    label: str, tbl: raylake.Table, repeat: int, batch: int = BATCH, prefetch: int = 2
-) -> dict[str, float]:
-    """The four timings of one setting (best of ``repeat``, the cases alternated)."""
+    label: str,
+    tbl: raylake.Table,
+    repeat: int,
+    batch: int = BATCH,
+    ahead_setting: Setting = Setting(),
+) -> dict[str, Timed]:
+    """The timings of one setting (medians of ``repeat`` runs, the cases alternated)."""
     from raylake.train.torch import LakeIterableDataset
 
-    def dataset(prefetch: int, read_ahead: int) -> Any:
+    def dataset(setting: Setting) -> Any:
+        knobs = {k: v for k, v in vars(setting).items() if v is not None}
         return LakeIterableDataset(
             tbl,
             feature_columns=FEATURES,
             label_column="label",
             batch_size=batch,
             shuffle=True,
-            prefetch=prefetch,
-            read_ahead=read_ahead,
+            **knobs,
         )
 
-    ahead, serial = dataset(prefetch, 8), dataset(0, 0)
+    ahead, serial = dataset(ahead_setting), dataset(Setting(0, 0))
     steps = len(ahead)
-    t_load = min(epoch(ahead, None) for _ in range(3))
+    t_load = min(timed(lambda: epoch(ahead, None))[0] for _ in range(3))
     sample = next(iter(serial))
     step = calibrate(t_load, sample, steps)  # about as long as loading, alone
-    best = dict.fromkeys(["load", "load0", "step", "ahead", "serial"], float("inf"))
-    best["load"] = t_load
+    cases = {name: Timed() for name in ("load", "load0", "step", "ahead", "serial")}
+    runs: dict[str, Callable[[], object]] = {
+        "load": lambda: epoch(ahead, None),
+        "load0": lambda: epoch(serial, None),
+        "step": lambda: steps_alone(step, sample, steps),
+        "ahead": lambda: epoch(ahead, step),
+        "serial": lambda: epoch(serial, step),
+    }
+    busy0, own0, wall0 = machine_busy(), time.process_time(), time.perf_counter()
     for _ in range(repeat):
-        best["load"] = min(best["load"], epoch(ahead, None))
-        best["load0"] = min(best["load0"], epoch(serial, None))
-        best["step"] = min(best["step"], steps_alone(step, sample, steps))
-        t_ahead = epoch(ahead, step)
-        if t_ahead < best["ahead"]:
-            best["ahead"], best["cores"] = t_ahead, CPU_USED[id(ahead)]
-        best["serial"] = min(best["serial"], epoch(serial, step))
-    longer = max(min(best["load"], best["load0"]), best["step"])
-    print(
-        f"{label:<22} {batch:>6} {prefetch:>4} {steps:>6} {best['load']:>8.2f}s {best['load0']:>8.2f}s {best['step']:>8.2f}s "
-        f"{best['ahead']:>8.2f}s {best['serial']:>8.2f}s "
-        f"{best['ahead'] / longer:>8.2f}x {best['serial'] / longer:>8.2f}x "
-        f"{best['cores']:>6.2f}"
+        for name, run in runs.items():
+            cases[name].add(*timed(run))
+    busy1 = machine_busy()
+    wall = time.perf_counter() - wall0
+    others = (
+        float("nan")
+        if busy0 is None or busy1 is None
+        else max(0.0, busy1 - busy0 - (time.process_time() - own0)) / wall
     )
-    return best
+    load, load0, st, ah, se = (cases[k] for k in ("load", "load0", "step", "ahead", "serial"))
+    longer = max(min(load.t, load0.t), st.t)
+    # Two cores cannot do the CPU work of loading and of the steps in less than half
+    # its sum: the overlapped epoch's floor, whatever the loader's design.
+    floor = max(longer, (load.cpu_s + st.cpu_s) / (os.cpu_count() or 1))
+    print(
+        f"{label:<20} {batch:>5} {ahead_setting!s:>5} {steps:>5} {load.t:>6.3f}s "
+        f"{load0.t:>6.3f}s {st.t:>6.3f}s {ah.t:>6.3f}s {se.t:>6.3f}s "
+        f"{ah.t / longer:>6.2f}x {se.t / longer:>6.2f}x {floor / longer:>6.2f}x "
+        f"{load.cores:>5.2f} {st.cores:>5.2f} {ah.cores:>5.2f} {others:>6.2f}"
+    )
+    return cases
 
 
 def header() -> None:
     print(
-        f"\n{'overlap':<22} {'batch':>6} {'pref':>4} {'steps':>6} {'load':>9} {'load0':>9} "
-        f"{'step':>9} {'ahead':>9} {'serial':>9} "
-        f"{'ahead/max':>9} {'serial/max':>9} {'cores':>6}   target: ahead/max <= 1.2x"
+        f"\n{'overlap':<20} {'batch':>5} {'p/ra':>5} {'steps':>5} {'load':>7} {'load0':>7} "
+        f"{'step':>7} {'ahead':>7} {'serial':>7} {'ahead/':>7} {'serial/':>7} {'floor/':>7} "
+        f"{'c_l':>5} {'c_s':>5} {'c_ah':>5} {'others':>6}"
+    )
+    print(
+        f"{'':<20} {'':>5} {'':>5} {'':>5} {'':>7} {'':>7} {'':>7} {'':>7} {'':>7} "
+        f"{'max':>7} {'max':>7} {'max':>7}   (target: ahead/max <= 1.2x; "
+        f"floor = (c_l*load + c_s*step) / {os.cpu_count()} cores)"
     )
 
 
@@ -191,8 +264,30 @@ class S3Process:
         self._process.join(timeout=30)
 
 
-def run(rows: int, root: Path, latency_ms: float, repeat: int, s3: bool = True) -> None:
-    """Locally (batches of 1024 and 8192), then on S3 with latency, on half the rows."""
+def parse_settings(text: str) -> list[Setting]:
+    """``"d/d,2/8"``: prefetch/read_ahead pairs, ``d`` for the loader's default."""
+
+    def value(v: str) -> int | None:
+        return None if v == "d" else int(v)
+
+    out = []
+    for item in text.split(","):
+        prefetch, read_ahead = item.split("/")
+        out.append(Setting(value(prefetch), value(read_ahead)))
+    return out
+
+
+def run(
+    rows: int,
+    root: Path,
+    latency_ms: float,
+    repeat: int,
+    s3: bool = True,
+    settings: tuple[Setting, ...] = (Setting(),),
+    local: bool = True,
+) -> None:
+    """Locally (batches of 1024 and 8192), then on S3 with latency, on half the rows;
+    each with every setting of the read-ahead epoch."""
     import shutil
 
     import torch
@@ -200,17 +295,20 @@ def run(rows: int, root: Path, latency_ms: float, repeat: int, s3: bool = True) 
     torch.set_num_threads(1)
     if root.exists():
         shutil.rmtree(root)
-    local = build(str(root / "feed"), rows)
     header()
-    overlap("local disk", local, repeat)
-    overlap("local disk", local, repeat, batch=8 * BATCH)
+    if local:
+        tbl = build(str(root / "feed"), rows)
+        for batch in (BATCH, 8 * BATCH):
+            for setting in settings:
+                overlap("local disk", tbl, repeat, batch, setting)
     if not s3:
         return
     with S3Process() as server:
         uri = f"s3://{server.bucket}/feed"
         remote = build(uri, rows // 2, server.storage_options)
         server.latency(latency_ms / 1000)
-        overlap(f"S3, {latency_ms:g} ms latency", remote, repeat)
+        for setting in settings:
+            overlap(f"S3, {latency_ms:g} ms latency", remote, repeat, BATCH, setting)
 
 
 def main() -> None:
@@ -220,8 +318,22 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=20.0, help="ms per S3 request")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--skip-s3", action="store_true")
+    parser.add_argument("--skip-local", action="store_true")
+    parser.add_argument(
+        "--settings",
+        default="d/d",
+        help="prefetch/read_ahead of the read-ahead epoch, comma-separated (d: default)",
+    )
     args = parser.parse_args()
-    run(args.rows, Path(args.dir), args.latency, args.repeat, s3=not args.skip_s3)
+    run(
+        args.rows,
+        Path(args.dir),
+        args.latency,
+        args.repeat,
+        s3=not args.skip_s3,
+        settings=tuple(parse_settings(args.settings)),
+        local=not args.skip_local,
+    )
 
 
 if __name__ == "__main__":
