@@ -29,6 +29,7 @@ import argparse
 import multiprocessing
 import os
 import statistics
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -82,14 +83,27 @@ def steps_alone(step: Callable[[Any], None], sample: Any, steps: int) -> float:
     return time.perf_counter() - t0
 
 
-def calibrate(target: float, sample: Any, steps: int) -> Callable[[Any], None]:
-    """A step such that ``steps`` of them take about ``target`` seconds."""
+def calibrate(target: float, sample: Any, steps: int) -> int:
+    """The matmul size of a step such that ``steps`` of them take about ``target`` s."""
     n = 256
     for _ in range(4):
         took = min(steps_alone(make_step(n), sample, min(steps, 200)) for _ in range(3))
         took *= steps / min(steps, 200)
         n = max(16, round(n * (target / took) ** (1 / 3)))
-    return make_step(n)
+    return n
+
+
+def steps_in_pair(n: int, sample: Any, steps: int) -> None:
+    """The steps on two threads at once, each with its own matrices: what the machine
+    gives two busy threads of one process (two cores that share a physical core, or a
+    host that does not give a VM two whole cores, run them slower than one alone)."""
+    threads = [
+        threading.Thread(target=steps_alone, args=(make_step(n), sample, steps)) for _ in range(2)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
 
 
 @dataclass
@@ -180,14 +194,16 @@ def overlap(
     steps = len(ahead)
     t_load = min(timed(lambda: epoch(ahead, None))[0] for _ in range(3))
     sample = next(iter(serial))
-    step = calibrate(t_load, sample, steps)  # about as long as loading, alone
-    cases = {name: Timed() for name in ("load", "load0", "step", "ahead", "serial")}
+    n = calibrate(t_load, sample, steps)  # about as long as loading, alone
+    step = make_step(n)
+    cases = {name: Timed() for name in ("load", "load0", "step", "ahead", "serial", "pair")}
     runs: dict[str, Callable[[], object]] = {
         "load": lambda: epoch(ahead, None),
         "load0": lambda: epoch(serial, None),
         "step": lambda: steps_alone(step, sample, steps),
         "ahead": lambda: epoch(ahead, step),
         "serial": lambda: epoch(serial, step),
+        "pair": lambda: steps_in_pair(n, sample, steps),
     }
     busy0, own0, wall0 = machine_busy(), time.process_time(), time.perf_counter()
     for _ in range(repeat):
@@ -200,7 +216,9 @@ def overlap(
         if busy0 is None or busy1 is None
         else max(0.0, busy1 - busy0 - (time.process_time() - own0)) / wall
     )
-    load, load0, st, ah, se = (cases[k] for k in ("load", "load0", "step", "ahead", "serial"))
+    load, load0, st, ah, se, pair = (
+        cases[k] for k in ("load", "load0", "step", "ahead", "serial", "pair")
+    )
     longer = max(min(load.t, load0.t), st.t)
     # Two cores cannot do the CPU work of loading and of the steps in less than half
     # its sum: the overlapped epoch's floor, whatever the loader's design.
@@ -209,7 +227,8 @@ def overlap(
         f"{label:<20} {batch:>5} {ahead_setting!s:>5} {steps:>5} {load.t:>6.3f}s "
         f"{load0.t:>6.3f}s {st.t:>6.3f}s {ah.t:>6.3f}s {se.t:>6.3f}s "
         f"{ah.t / longer:>6.2f}x {se.t / longer:>6.2f}x {floor / longer:>6.2f}x "
-        f"{load.cores:>5.2f} {st.cores:>5.2f} {ah.cores:>5.2f} {others:>6.2f}"
+        f"{load.cores:>5.2f} {st.cores:>5.2f} {ah.cores:>5.2f} {pair.t / st.t:>5.2f}x "
+        f"{others:>6.2f}"
     )
     return cases
 
@@ -218,7 +237,7 @@ def header() -> None:
     print(
         f"\n{'overlap':<20} {'batch':>5} {'p/ra':>5} {'steps':>5} {'load':>7} {'load0':>7} "
         f"{'step':>7} {'ahead':>7} {'serial':>7} {'ahead/':>7} {'serial/':>7} {'floor/':>7} "
-        f"{'c_l':>5} {'c_s':>5} {'c_ah':>5} {'others':>6}"
+        f"{'c_l':>5} {'c_s':>5} {'c_ah':>5} {'pair':>6} {'others':>6}"
     )
     print(
         f"{'':<20} {'':>5} {'':>5} {'':>5} {'':>7} {'':>7} {'':>7} {'':>7} {'':>7} "
