@@ -4,23 +4,37 @@ A training step that takes about as long as loading its batch (one torch matmul 
 thread, ``torch.set_num_threads(1)``, its size calibrated to the measured load time)
 runs over an epoch of ``LakeIterableDataset`` iterated in the main process:
 
-  - load alone: the epoch with read-ahead, no step;
+  - load alone: the epoch with read-ahead (the setting ``p/ra``: prefetch/read_ahead,
+    ``d`` for the loader's default), no step;
   - step alone: the same number of steps on a batch at hand;
-  - with read-ahead (``prefetch=2``, ``read_ahead=8``): loading on threads while the
-    step runs; target <= 1.2x the longer of the two alone;
+  - with read-ahead: loading on threads while the step runs; target <= 1.2x the
+    longer of the two alone;
   - without read-ahead (``prefetch=0, read_ahead=0``): the same loop, one after the
     other (the baseline: about the sum of the two).
 
 Columns: ``load`` (with read-ahead) and ``load0`` (without) alone, ``step`` alone, the
 epoch with read-ahead (``ahead``) and without (``serial``), both as ratios to the longer
-of the loading (the faster loader) and the steps alone, and the cores the ``ahead``
-epoch kept busy (process CPU time / wall time): overlap needs a second core, and a
-machine that gives the process only one cannot show it.
+of the loading (the faster loader) and the steps alone. Then what bounds them:
 
-Locally, and on S3 (the moto server of raylake/testing/s3server.py in a process of its
-own, ``--latency`` ms injected per request). Run by bench/train.py (``--overlap``), or:
+  - ``c_l``, ``c_s``, ``c_ah``: cores kept busy (process CPU seconds / wall seconds)
+    by loading alone, the steps alone, and the ``ahead`` epoch;
+  - ``floor/max``: two cores cannot do the CPU work of loading and of the steps in
+    less than ``(c_l * load + c_s * step) / 2``, nor the epoch take less than the
+    longer of the two: the best ``ahead/max`` any loader could show here;
+  - ``main``: the loader's CPU on the trainer's thread per epoch (what cannot overlap);
+  - ``pair``: the steps run on two threads at once, each its own matrices, over the
+    steps alone: what the machine gives two busy threads of one process (1.0x on two
+    whole idle cores);
+  - ``others``, ``kept``: cores other processes kept busy during the cycles counted,
+    and how many cycles of all the cases were counted of those run (a cycle while
+    other jobs held a core is left out; see ``cycles``).
+
+Medians of ``--repeat`` cycles, the cases alternated within each. Locally, and on S3
+(the moto server of raylake/testing/s3server.py in a process of its own, ``--latency``
+ms injected per request). Run by bench/train.py (``--overlap``), or:
 
     python bench/feed.py [--rows 1000000] [--latency 20] [--repeat 5] [--skip-s3]
+                         [--settings d/d,2/8] [--quiet 0.1] [--patience 120]
 """
 
 from __future__ import annotations
@@ -114,10 +128,12 @@ class Timed:
 
     wall: list[float] = field(default_factory=list)
     cpu: list[float] = field(default_factory=list)
+    own: list[float] = field(default_factory=list)  # CPU of the calling (trainer's) thread
 
-    def add(self, wall: float, cpu: float) -> None:
+    def add(self, wall: float, cpu: float, own: float) -> None:
         self.wall.append(wall)
         self.cpu.append(cpu)
+        self.own.append(own)
 
     @property
     def t(self) -> float:
@@ -133,10 +149,11 @@ class Timed:
         return self.cpu_s / self.t
 
 
-def timed(run: Callable[[], object]) -> tuple[float, float]:
-    t0, c0 = time.perf_counter(), time.process_time()
+def timed(run: Callable[[], object]) -> tuple[float, float, float]:
+    """Wall seconds, process CPU seconds, and CPU seconds of the calling thread."""
+    t0, c0, o0 = time.perf_counter(), time.process_time(), time.thread_time()
     run()
-    return time.perf_counter() - t0, time.process_time() - c0
+    return time.perf_counter() - t0, time.process_time() - c0, time.thread_time() - o0
 
 
 def epoch(ds: Any, step: Callable[[Any], None] | None) -> None:
@@ -212,8 +229,8 @@ def overlap(
     }
     kept, seen, others = cycles(runs, repeat, quiet, patience)
     for result in kept:
-        for name, (wall, cpu) in result.items():
-            cases[name].add(wall, cpu)
+        for name, figures in result.items():
+            cases[name].add(*figures)
     load, load0, st, ah, se, pair = (
         cases[k] for k in ("load", "load0", "step", "ahead", "serial", "pair")
     )
@@ -225,13 +242,14 @@ def overlap(
         f"{label:<20} {batch:>5} {ahead_setting!s:>5} {steps:>5} {load.t:>6.3f}s "
         f"{load0.t:>6.3f}s {st.t:>6.3f}s {ah.t:>6.3f}s {se.t:>6.3f}s "
         f"{ah.t / longer:>6.2f}x {se.t / longer:>6.2f}x {floor / longer:>6.2f}x "
-        f"{load.cores:>5.2f} {st.cores:>5.2f} {ah.cores:>5.2f} {pair.t / st.t:>5.2f}x "
+        f"{load.cores:>5.2f} {st.cores:>5.2f} {ah.cores:>5.2f} "
+        f"{statistics.median(load.own) * 1000:>5.0f}ms {pair.t / st.t:>5.2f}x "
         f"{others:>6.2f} {len(kept):>3}/{seen}"
     )
     return cases
 
 
-Result = dict[str, tuple[float, float]]  # case -> (wall, CPU) seconds
+Result = dict[str, tuple[float, float, float]]  # case -> timed(...)
 
 
 def cycles(
@@ -267,7 +285,7 @@ def header() -> None:
     print(
         f"\n{'overlap':<20} {'batch':>5} {'p/ra':>5} {'steps':>5} {'load':>7} {'load0':>7} "
         f"{'step':>7} {'ahead':>7} {'serial':>7} {'ahead/':>7} {'serial/':>7} {'floor/':>7} "
-        f"{'c_l':>5} {'c_s':>5} {'c_ah':>5} {'pair':>6} {'others':>6} {'kept':>6}"
+        f"{'c_l':>5} {'c_s':>5} {'c_ah':>5} {'main':>7} {'pair':>6} {'others':>6} {'kept':>6}"
     )
     print(
         f"{'':<20} {'':>5} {'':>5} {'':>5} {'':>7} {'':>7} {'':>7} {'':>7} {'':>7} "
