@@ -159,7 +159,11 @@ class EpochOrder:
         if not self.shuffle:
             return None
         lo, hi = self.window_bounds(k)
-        return _rng(self.seed, self.epoch, _WINDOW, k).permutation(hi - lo).astype(np.int64)
+        return (
+            _rng(self.seed, self.epoch, _WINDOW, k)
+            .permutation(hi - lo)
+            .astype(np.int64, copy=False)
+        )
 
     def split_by_window(self, lo: int, hi: int) -> list[tuple[int, int, int]]:
         """``(window, lo, hi)`` parts of the positions [lo, hi), one per window."""
