@@ -26,9 +26,8 @@ of the loading (the faster loader) and the steps alone. Then what bounds them:
     steps alone: what the machine gives two busy threads of one process (1.0x on two
     whole idle cores);
   - ``others``, ``kept``: cores other processes (not our S3 server) kept busy during
-    the cycles counted,
-    and how many cycles of all the cases were counted of those run (a cycle while
-    other jobs held a core is left out; see ``cycles``).
+    the cycles counted, and how many cycles of all the cases were counted of those run
+    (a cycle while other jobs held a core is left out; see ``cycles``).
 
 Medians of ``--repeat`` cycles, the cases alternated within each. Locally, and on S3
 (the moto server of raylake/testing/s3server.py in a process of its own, ``--latency``
