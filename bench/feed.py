@@ -4,31 +4,49 @@ A training step that takes about as long as loading its batch (one torch matmul 
 thread, ``torch.set_num_threads(1)``, its size calibrated to the measured load time)
 runs over an epoch of ``LakeIterableDataset`` iterated in the main process:
 
-  - load alone: the epoch with read-ahead, no step;
+  - load alone: the epoch with read-ahead (the setting ``p/ra``: prefetch/read_ahead,
+    ``d`` for the loader's default), no step;
   - step alone: the same number of steps on a batch at hand;
-  - with read-ahead (``prefetch=2``, ``read_ahead=8``): loading on threads while the
-    step runs; target <= 1.2x the longer of the two alone;
+  - with read-ahead: loading on threads while the step runs; target <= 1.2x the
+    longer of the two alone;
   - without read-ahead (``prefetch=0, read_ahead=0``): the same loop, one after the
     other (the baseline: about the sum of the two).
 
 Columns: ``load`` (with read-ahead) and ``load0`` (without) alone, ``step`` alone, the
 epoch with read-ahead (``ahead``) and without (``serial``), both as ratios to the longer
-of the loading (the faster loader) and the steps alone, and the cores the ``ahead``
-epoch kept busy (process CPU time / wall time): overlap needs a second core, and a
-machine that gives the process only one cannot show it.
+of the loading (the faster loader) and the steps alone. Then what bounds them:
 
-Locally, and on S3 (the moto server of raylake/testing/s3server.py in a process of its
-own, ``--latency`` ms injected per request). Run by bench/train.py (``--overlap``), or:
+  - ``c_l``, ``c_s``, ``c_ah``: cores kept busy (process CPU seconds / wall seconds)
+    by loading alone, the steps alone, and the ``ahead`` epoch;
+  - ``floor/max``: two cores cannot do the CPU work of loading and of the steps in
+    less than ``(c_l * load + c_s * step) / 2``, nor the epoch take less than the
+    longer of the two: the best ``ahead/max`` any loader could show here;
+  - ``main``: the loader's CPU on the trainer's thread per epoch (what cannot overlap);
+  - ``pair``: the steps run on two threads at once, each its own matrices, over the
+    steps alone: what the machine gives two busy threads of one process (1.0x on two
+    whole idle cores);
+  - ``others``, ``kept``: cores other processes (not our S3 server) kept busy during
+    the cycles counted, and how many cycles of all the cases were counted of those run
+    (a cycle while other jobs held a core is left out; see ``cycles``).
+
+Medians of ``--repeat`` cycles, the cases alternated within each. Locally, and on S3
+(the moto server of raylake/testing/s3server.py in a process of its own, ``--latency``
+ms injected per request). Run by bench/train.py (``--overlap``), or:
 
     python bench/feed.py [--rows 1000000] [--latency 20] [--repeat 5] [--skip-s3]
+                         [--settings d/d,2/8] [--quiet 0.1] [--patience 120]
 """
 
 from __future__ import annotations
 
 import argparse
 import multiprocessing
+import os
+import statistics
+import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -40,6 +58,8 @@ import raylake
 
 BATCH = 1024
 ROW_GROUP = 32_768  # rows per row group: the pieces a loader reads ahead
+QUIET = 0.1  # cores other processes may keep busy during a cycle that counts
+PATIENCE = 120.0  # seconds to wait for quiet cycles, per setting
 
 
 def build(uri: str, rows: int, storage_options: dict[str, Any] | None = None) -> raylake.Table:
@@ -79,78 +99,214 @@ def steps_alone(step: Callable[[Any], None], sample: Any, steps: int) -> float:
     return time.perf_counter() - t0
 
 
-def calibrate(target: float, sample: Any, steps: int) -> Callable[[Any], None]:
-    """A step such that ``steps`` of them take about ``target`` seconds."""
+def calibrate(target: float, sample: Any, steps: int) -> int:
+    """The matmul size of a step such that ``steps`` of them take about ``target`` s."""
     n = 256
     for _ in range(4):
         took = min(steps_alone(make_step(n), sample, min(steps, 200)) for _ in range(3))
         took *= steps / min(steps, 200)
         n = max(16, round(n * (target / took) ** (1 / 3)))
-    return make_step(n)
+    return n
 
 
-CPU_USED: dict[int, float] = {}  # id(dataset) -> cores used by its last epoch
+def steps_in_pair(n: int, sample: Any, steps: int) -> None:
+    """The steps on two threads at once, each with its own matrices: what the machine
+    gives two busy threads of one process (two cores that share a physical core, or a
+    host that does not give a VM two whole cores, run them slower than one alone)."""
+    threads = [
+        threading.Thread(target=steps_alone, args=(make_step(n), sample, steps)) for _ in range(2)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
 
 
-def epoch(ds: Any, step: Callable[[Any], None] | None) -> float:
-    """Wall seconds of one epoch; the cores it kept busy go to CPU_USED (a machine that
-    gives the process one core cannot overlap anything, however the loader is built)."""
-    t0, c0 = time.perf_counter(), time.process_time()
+@dataclass
+class Timed:
+    """Wall and process CPU seconds of the runs of one case (medians reported)."""
+
+    wall: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+    own: list[float] = field(default_factory=list)  # CPU of the calling (trainer's) thread
+
+    def add(self, wall: float, cpu: float, own: float) -> None:
+        self.wall.append(wall)
+        self.cpu.append(cpu)
+        self.own.append(own)
+
+    @property
+    def t(self) -> float:
+        return statistics.median(self.wall)
+
+    @property
+    def cpu_s(self) -> float:
+        return statistics.median(self.cpu)
+
+    @property
+    def cores(self) -> float:
+        """Cores kept busy: process CPU seconds per wall second."""
+        return self.cpu_s / self.t
+
+
+def timed(run: Callable[[], object]) -> tuple[float, float, float]:
+    """Wall seconds, process CPU seconds, and CPU seconds of the calling thread."""
+    t0, c0, o0 = time.perf_counter(), time.process_time(), time.thread_time()
+    run()
+    return time.perf_counter() - t0, time.process_time() - c0, time.thread_time() - o0
+
+
+def epoch(ds: Any, step: Callable[[Any], None] | None) -> None:
     for batch in ds:
         if step is not None:
             step(batch)
-    wall = time.perf_counter() - t0
-    CPU_USED[id(ds)] = (time.process_time() - c0) / wall
-    return wall
+
+
+def machine_busy() -> float | None:
+    """CPU seconds the whole machine has spent busy (Linux), to tell how much of the 2
+    cores other processes took while a setting ran; None where /proc/stat is missing."""
+    try:
+        with open("/proc/stat") as f:
+            ticks = [int(v) for v in f.readline().split()[1:]]
+    except OSError:
+        return None
+    idle = ticks[3] + ticks[4]  # idle, iowait
+    return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+SERVERS: list[int] = []  # our own helper processes (the S3 server): not "others"
+
+
+def own_cpu() -> float:
+    """CPU seconds of this process and of its helper processes (Linux for the helpers)."""
+    total = time.process_time()
+    for pid in SERVERS:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError, ValueError):
+            pass
+    return total
+
+
+@dataclass(frozen=True)
+class Setting:
+    """How the epoch with read-ahead is made (``None``: the loader's default)."""
+
+    prefetch: int | None = None
+    read_ahead: int | None = None
+
+    def __str__(self) -> str:
+        def show(v: int | None) -> str:
+            return "d" if v is None else str(v)
+
+        return f"{show(self.prefetch)}/{show(self.read_ahead)}"
 
 
 def overlap(
-    label: str, tbl: raylake.Table, repeat: int, batch: int = BATCH, prefetch: int = 2
-) -> dict[str, float]:
-    """The four timings of one setting (best of ``repeat``, the cases alternated)."""
+    label: str,
+    tbl: raylake.Table,
+    repeat: int,
+    batch: int = BATCH,
+    ahead_setting: Setting = Setting(),
+    quiet: float = QUIET,
+    patience: float = PATIENCE,
+) -> dict[str, Timed]:
+    """The timings of one setting: medians of ``repeat`` cycles of the cases, alternated
+    (cycles while other processes kept the machine busy are left out, see ``cycles``)."""
     from raylake.train.torch import LakeIterableDataset
 
-    def dataset(prefetch: int, read_ahead: int) -> Any:
+    def dataset(setting: Setting) -> Any:
+        knobs = {k: v for k, v in vars(setting).items() if v is not None}
         return LakeIterableDataset(
             tbl,
             feature_columns=FEATURES,
             label_column="label",
             batch_size=batch,
             shuffle=True,
-            prefetch=prefetch,
-            read_ahead=read_ahead,
+            **knobs,
         )
 
-    ahead, serial = dataset(prefetch, 8), dataset(0, 0)
+    ahead, serial = dataset(ahead_setting), dataset(Setting(0, 0))
     steps = len(ahead)
-    t_load = min(epoch(ahead, None) for _ in range(3))
+    t_load = min(timed(lambda: epoch(ahead, None))[0] for _ in range(3))
     sample = next(iter(serial))
-    step = calibrate(t_load, sample, steps)  # about as long as loading, alone
-    best = dict.fromkeys(["load", "load0", "step", "ahead", "serial"], float("inf"))
-    best["load"] = t_load
-    for _ in range(repeat):
-        best["load"] = min(best["load"], epoch(ahead, None))
-        best["load0"] = min(best["load0"], epoch(serial, None))
-        best["step"] = min(best["step"], steps_alone(step, sample, steps))
-        t_ahead = epoch(ahead, step)
-        if t_ahead < best["ahead"]:
-            best["ahead"], best["cores"] = t_ahead, CPU_USED[id(ahead)]
-        best["serial"] = min(best["serial"], epoch(serial, step))
-    longer = max(min(best["load"], best["load0"]), best["step"])
-    print(
-        f"{label:<22} {batch:>6} {prefetch:>4} {steps:>6} {best['load']:>8.2f}s {best['load0']:>8.2f}s {best['step']:>8.2f}s "
-        f"{best['ahead']:>8.2f}s {best['serial']:>8.2f}s "
-        f"{best['ahead'] / longer:>8.2f}x {best['serial'] / longer:>8.2f}x "
-        f"{best['cores']:>6.2f}"
+    n = calibrate(t_load, sample, steps)  # about as long as loading, alone
+    step = make_step(n)
+    cases = {name: Timed() for name in ("load", "load0", "step", "ahead", "serial", "pair")}
+    runs: dict[str, Callable[[], object]] = {
+        "load": lambda: epoch(ahead, None),
+        "load0": lambda: epoch(serial, None),
+        "step": lambda: steps_alone(step, sample, steps),
+        "ahead": lambda: epoch(ahead, step),
+        "serial": lambda: epoch(serial, step),
+        "pair": lambda: steps_in_pair(n, sample, steps),
+    }
+    kept, seen, others = cycles(runs, repeat, quiet, patience)
+    for result in kept:
+        for name, figures in result.items():
+            cases[name].add(*figures)
+    load, load0, st, ah, se, pair = (
+        cases[k] for k in ("load", "load0", "step", "ahead", "serial", "pair")
     )
-    return best
+    longer = max(min(load.t, load0.t), st.t)
+    # Two cores cannot do the CPU work of loading and of the steps in less than half
+    # its sum: the overlapped epoch's floor, whatever the loader's design.
+    floor = max(longer, (load.cpu_s + st.cpu_s) / (os.cpu_count() or 1))
+    print(
+        f"{label:<20} {batch:>5} {ahead_setting!s:>5} {steps:>5} {load.t:>6.3f}s "
+        f"{load0.t:>6.3f}s {st.t:>6.3f}s {ah.t:>6.3f}s {se.t:>6.3f}s "
+        f"{ah.t / longer:>6.2f}x {se.t / longer:>6.2f}x {floor / longer:>6.2f}x "
+        f"{load.cores:>5.2f} {st.cores:>5.2f} {ah.cores:>5.2f} "
+        f"{statistics.median(load.own) * 1000:>5.0f}ms {pair.t / st.t:>5.2f}x "
+        f"{others:>6.2f} {len(kept):>3}/{seen}"
+    )
+    return cases
+
+
+Result = dict[str, tuple[float, float, float]]  # case -> timed(...)
+
+
+def cycles(
+    runs: dict[str, Callable[[], object]], repeat: int, quiet: float, patience: float
+) -> tuple[list[Result], int, float]:
+    """Cycles of all the cases, alternated, until ``repeat`` of them ran while other
+    processes kept at most ``quiet`` cores busy (or ``patience`` seconds passed: then
+    the quietest ``repeat``). Returns the cycles kept, how many ran, and the median
+    cores the other processes used during the kept ones.
+
+    On a machine shared with other jobs an epoch of a few tenths of a second is often
+    run on one core while another job holds the other; such a cycle says nothing about
+    the overlap, and the ``others`` column shows it.
+    """
+    done: list[tuple[float, Result]] = []
+    deadline = time.monotonic() + patience
+    while True:
+        busy0, own0, wall0 = machine_busy(), own_cpu(), time.perf_counter()
+        result = {name: timed(run) for name, run in runs.items()}
+        busy1, wall = machine_busy(), time.perf_counter() - wall0
+        others = 0.0
+        if busy0 is not None and busy1 is not None:
+            others = max(0.0, busy1 - busy0 - (own_cpu() - own0)) / wall
+        done.append((others, result))
+        calm = [d for d in done if d[0] <= quiet]
+        if len(calm) >= repeat or (time.monotonic() > deadline and len(done) >= repeat):
+            break
+    kept = calm if len(calm) >= repeat else sorted(done, key=lambda d: d[0])[:repeat]
+    return [r for _, r in kept], len(done), statistics.median(o for o, _ in kept)
 
 
 def header() -> None:
     print(
-        f"\n{'overlap':<22} {'batch':>6} {'pref':>4} {'steps':>6} {'load':>9} {'load0':>9} "
-        f"{'step':>9} {'ahead':>9} {'serial':>9} "
-        f"{'ahead/max':>9} {'serial/max':>9} {'cores':>6}   target: ahead/max <= 1.2x"
+        f"\n{'overlap':<20} {'batch':>5} {'p/ra':>5} {'steps':>5} {'load':>7} {'load0':>7} "
+        f"{'step':>7} {'ahead':>7} {'serial':>7} {'ahead/':>7} {'serial/':>7} {'floor/':>7} "
+        f"{'c_l':>5} {'c_s':>5} {'c_ah':>5} {'main':>7} {'pair':>6} {'others':>6} {'kept':>6}"
+    )
+    print(
+        f"{'':<20} {'':>5} {'':>5} {'':>5} {'':>7} {'':>7} {'':>7} {'':>7} {'':>7} "
+        f"{'max':>7} {'max':>7} {'max':>7}   (target: ahead/max <= 1.2x; "
+        f"floor = (c_l*load + c_s*step) / {os.cpu_count()} cores)"
     )
 
 
@@ -179,6 +335,7 @@ class S3Process:
         self._conn, child = ctx.Pipe()
         self._process = ctx.Process(target=_serve, args=(child,), daemon=True)
         self._process.start()
+        SERVERS.append(self._process.pid)
         self.storage_options, self.bucket = self._conn.recv()
         return self
 
@@ -189,10 +346,35 @@ class S3Process:
     def __exit__(self, *exc: object) -> None:
         self._conn.send(("stop", None))
         self._process.join(timeout=30)
+        SERVERS.remove(self._process.pid)
 
 
-def run(rows: int, root: Path, latency_ms: float, repeat: int, s3: bool = True) -> None:
-    """Locally (batches of 1024 and 8192), then on S3 with latency, on half the rows."""
+def parse_settings(text: str) -> list[Setting]:
+    """``"d/d,2/8"``: prefetch/read_ahead pairs, ``d`` for the loader's default."""
+
+    def value(v: str) -> int | None:
+        return None if v == "d" else int(v)
+
+    out = []
+    for item in text.split(","):
+        prefetch, read_ahead = item.split("/")
+        out.append(Setting(value(prefetch), value(read_ahead)))
+    return out
+
+
+def run(
+    rows: int,
+    root: Path,
+    latency_ms: float,
+    repeat: int,
+    s3: bool = True,
+    settings: tuple[Setting, ...] = (Setting(),),
+    local: bool = True,
+    quiet: float = QUIET,
+    patience: float = PATIENCE,
+) -> None:
+    """Locally (batches of 1024 and 8192), then on S3 with latency, on half the rows;
+    each with every setting of the read-ahead epoch."""
     import shutil
 
     import torch
@@ -200,17 +382,21 @@ def run(rows: int, root: Path, latency_ms: float, repeat: int, s3: bool = True) 
     torch.set_num_threads(1)
     if root.exists():
         shutil.rmtree(root)
-    local = build(str(root / "feed"), rows)
     header()
-    overlap("local disk", local, repeat)
-    overlap("local disk", local, repeat, batch=8 * BATCH)
+    if local:
+        tbl = build(str(root / "feed"), rows)
+        for batch in (BATCH, 8 * BATCH):
+            for setting in settings:
+                overlap("local disk", tbl, repeat, batch, setting, quiet, patience)
     if not s3:
         return
     with S3Process() as server:
         uri = f"s3://{server.bucket}/feed"
         remote = build(uri, rows // 2, server.storage_options)
         server.latency(latency_ms / 1000)
-        overlap(f"S3, {latency_ms:g} ms latency", remote, repeat)
+        for setting in settings:
+            label = f"S3, {latency_ms:g} ms latency"
+            overlap(label, remote, repeat, BATCH, setting, quiet, patience)
 
 
 def main() -> None:
@@ -220,8 +406,33 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=20.0, help="ms per S3 request")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--skip-s3", action="store_true")
+    parser.add_argument("--skip-local", action="store_true")
+    parser.add_argument(
+        "--settings",
+        default="d/d",
+        help="prefetch/read_ahead of the read-ahead epoch, comma-separated (d: default)",
+    )
+    parser.add_argument(
+        "--quiet",
+        type=float,
+        default=QUIET,
+        help="count only cycles while other processes kept at most this many cores busy",
+    )
+    parser.add_argument(
+        "--patience", type=float, default=PATIENCE, help="seconds to wait for quiet cycles"
+    )
     args = parser.parse_args()
-    run(args.rows, Path(args.dir), args.latency, args.repeat, s3=not args.skip_s3)
+    run(
+        args.rows,
+        Path(args.dir),
+        args.latency,
+        args.repeat,
+        s3=not args.skip_s3,
+        settings=tuple(parse_settings(args.settings)),
+        local=not args.skip_local,
+        quiet=args.quiet,
+        patience=args.patience,
+    )
 
 
 if __name__ == "__main__":

@@ -221,7 +221,16 @@ class Converter:
         j = 0
         for name in features:
             width = self.widths[name]
-            out[:, j : j + width] = self.column(table, name).reshape(n, width)
+            fill, column = self._fill_for(name), table.column(name)
+            if column.null_count and fill is None:
+                to_numpy(name, column)  # raises, naming the column and its null count
+            row = 0
+            # Chunk by chunk: a window of several pieces is not combined into one
+            # column first (a copy of every feature column that the stacking makes anyway).
+            for chunk in column.chunks:
+                m = len(chunk)
+                out[row : row + m, j : j + width] = to_numpy(name, chunk, fill).reshape(m, width)
+                row += m
             j += width
         return out
 

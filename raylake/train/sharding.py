@@ -27,7 +27,8 @@ disjoint and non-adjacent (see :func:`normalize`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import itertools
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import overload
@@ -158,7 +159,11 @@ class EpochOrder:
         if not self.shuffle:
             return None
         lo, hi = self.window_bounds(k)
-        return _rng(self.seed, self.epoch, _WINDOW, k).permutation(hi - lo).astype(np.int64)
+        return (
+            _rng(self.seed, self.epoch, _WINDOW, k)
+            .permutation(hi - lo)
+            .astype(np.int64, copy=False)
+        )
 
     def split_by_window(self, lo: int, hi: int) -> list[tuple[int, int, int]]:
         """``(window, lo, hi)`` parts of the positions [lo, hi), one per window."""
@@ -284,7 +289,7 @@ class Division:
     def worker_batches(self, rank: int, worker: int, skip: int = 0) -> Sequence[Batch]:
         """A worker's batches (after the first ``skip``), computed when asked for."""
         first, count = self.worker_block(worker)
-        return _Batches(self, rank, range(first + min(skip, count), first + count))
+        return RankBatches(self, rank, range(first + min(skip, count), first + count))
 
     def delivered(self, steps: int) -> list[int]:
         """Batches each worker of a rank has delivered after ``steps`` steps (round-robin)."""
@@ -311,8 +316,9 @@ class Division:
         return subtract(self.remaining, self.consumed(steps))
 
 
-class _Batches(Sequence[Batch]):
-    """Some of a rank's batches, made on demand (an epoch may hold millions)."""
+class RankBatches(Sequence[Batch]):
+    """Some of a rank's batches (a worker's block), made on demand (an epoch may hold
+    millions)."""
 
     def __init__(self, division: Division, rank: int, indices: range) -> None:
         self._division = division
@@ -332,3 +338,25 @@ class _Batches(Sequence[Batch]):
         if isinstance(i, slice):
             return [self._division.batch(self._rank, j) for j in self._indices[i]]
         return self._division.batch(self._rank, self._indices[i])
+
+    def runs(self) -> list[Batch]:
+        """The positions of these batches in reading order, as a few runs: the full
+        batches as one run of intervals, then the tail batch. What reading them batch by
+        batch gives, without making every batch in Python (an epoch has thousands)."""
+        d, indices = self._division, self._indices
+        full = range(indices.start, min(indices.stop, d.per_rank))
+        out: list[Batch] = []
+        if len(full):
+            u = self._rank * d.per_rank
+            out.append(d._full(u + full.start, u + full.stop))
+        if d.tails and indices.start <= d.per_rank < indices.stop:
+            out.append(d.tails[self._rank])
+        return out
+
+    def sizes(self) -> Iterator[int]:
+        """The row count of each batch, in order."""
+        d, indices = self._division, self._indices
+        full = len(range(indices.start, min(indices.stop, d.per_rank)))
+        yield from itertools.repeat(d.batch_size, full)
+        if d.tails and indices.start <= d.per_rank < indices.stop:
+            yield size(d.tails[self._rank])

@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from raylake.caching import LruCache
 from raylake.train.prefetch import DEFAULT_BYTES, DEFAULT_PIECES, PieceWindow, background
-from raylake.train.sharding import Batch, EpochOrder, Interval, size
+from raylake.train.sharding import Batch, EpochOrder, Interval, RankBatches, size
 from raylake.train.source import LakeSource
 
 Block = dict[str, np.ndarray]
@@ -148,9 +148,13 @@ def numpy_batches(
     ``chunks_ahead``: chunks (window parts) converted ahead on a thread of their own, so
     that the next window is read and converted while this one is cut into batches.
     """
-    chunks = background(reader.chunks(segments_of(batches)), chunks_ahead, "raylake-convert")
+    if isinstance(batches, RankBatches):  # whole runs: no per-batch Python (issue 16)
+        segments, sizes = segments_of(batches.runs()), batches.sizes()
+    else:
+        segments, sizes = segments_of(batches), (size(b) for b in batches)
+    chunks = background(reader.chunks(segments), chunks_ahead, "raylake-convert")
     try:
-        yield from cut(chunks, (size(b) for b in batches))
+        yield from cut(chunks, sizes)
     finally:
         chunks.close()  # stops the reads ahead now, not when the generator is collected
 

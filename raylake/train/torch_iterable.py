@@ -101,7 +101,8 @@ class LakeIterableDataset(IterableDataset):
             drop_last=drop_last,
             shuffle_window=shuffle_window,
             read_ahead=read_ahead,
-            convert_ahead=1 if prefetch else 0,  # the next window, while batches are cut
+            # The next window, read and converted while this one's batches are taken.
+            convert_ahead=1 if prefetch or read_ahead else 0,
         )
         self._output = TensorBatches(
             converter.layout, dtype, transform, device, pin_memory, prefetch

@@ -224,3 +224,31 @@ def test_missing_torch_names_the_extra() -> None:
 def test_device_and_pin_memory_only_in_process(typed: Any) -> None:
     ds = LakeIterableDataset(typed, columns=["id"], batch_size=8, device="cpu")
     assert next(iter(ds))["id"].device.type == "cpu"
+
+
+def test_features_of_several_chunks_stack_as_one() -> None:
+    """A window of several pieces is stacked chunk by chunk: the same array as from one
+    chunk, fill values included, and a null still names the whole column's count."""
+    from raylake.train.convert import FEATURES, Converter, Layout
+
+    schema = pa.schema([("a", pa.float32()), ("emb", pa.list_(pa.float32(), 2)), ("y", pa.int64())])
+    first = pa.table({"a": [1.0, None], "emb": [[1.0, 2.0], None], "y": [0, 1]}, schema=schema)
+    second = pa.table(
+        {"a": [None, 4.0, 5.0], "emb": [[3.0, 4.0]] * 3, "y": [2, 3, 4]}, schema=schema
+    )
+    chunked = pa.concat_tables([first, second])
+    layout = Layout.of(schema, columns=None, feature_columns=["a", "emb"], label_column="y")
+    filled = Converter(schema, layout, target="torch tensors", fill_null=-1.0)
+    np.testing.assert_array_equal(
+        filled(chunked)[FEATURES], filled(chunked.combine_chunks())[FEATURES]
+    )
+    assert filled(chunked)[FEATURES].tolist() == [
+        [1, 1, 2],
+        [-1, -1, -1],
+        [-1, 3, 4],
+        [4, 3, 4],
+        [5, 3, 4],
+    ]
+    strict = Converter(schema, layout, target="torch tensors")
+    with pytest.raises(SchemaError, match=r"column 'a' has 2 null"):
+        strict(chunked)

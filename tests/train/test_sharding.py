@@ -166,3 +166,32 @@ def test_epoch_orders_depend_on_seed_and_epoch_only() -> None:
     assert not np.array_equal(a.piece_order, EpochOrder(counts, seed=1, epoch=1).piece_order)
     assert not np.array_equal(a.piece_order, EpochOrder(counts, seed=2, epoch=0).piece_order)
     assert np.array_equal(a.permutation(0), EpochOrder(counts, seed=1, epoch=0).permutation(0))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    remaining=interval_lists,
+    batch_size=st.integers(1, 40),
+    world=st.integers(1, 5),
+    workers=st.integers(1, 4),
+    drop_last=st.booleans(),
+    skip=st.integers(0, 30),
+)
+def test_worker_runs_and_sizes_are_its_batches(
+    remaining: tuple[tuple[int, int], ...],
+    batch_size: int,
+    world: int,
+    workers: int,
+    drop_last: bool,
+    skip: int,
+) -> None:
+    """The loaders read a worker's batches as runs and sizes (no per-batch Python): the
+    same positions in the same order, cut at the same places."""
+    from raylake.train.stream import segments_of
+
+    d = Division(remaining, batch_size, world, workers, drop_last)
+    for rank in range(world):
+        for worker in range(workers):
+            batches = d.worker_batches(rank, worker, skip=skip)
+            assert list(segments_of(batches.runs())) == list(segments_of(batches))
+            assert list(batches.sizes()) == [size(b) for b in batches]

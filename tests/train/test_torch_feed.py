@@ -18,7 +18,7 @@ import raylake
 from raylake.errors import EnvironmentSetupError, InvalidArgumentError
 
 # prefetch (batches on a thread), read_ahead (piece reads in flight); (0, 0) reads as before.
-SETTINGS = [(0, 0), (1, 1), (3, 8)]
+SETTINGS = [(0, 0), (1, 1), (3, 8), (0, 2)]
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only behaviour")
 
@@ -38,7 +38,7 @@ def test_read_ahead_yields_the_same_batches_and_positions(
         ds.set_epoch(1)
         runs.append(epoch_with_states(ds))
     assert len(runs[0]) > 10
-    assert runs[1] == runs[0] and runs[2] == runs[0]
+    assert all(run == runs[0] for run in runs[1:])
 
 
 def test_a_position_saved_under_read_ahead_resumes_exactly(table: raylake.Table) -> None:
@@ -65,6 +65,23 @@ def test_stopping_early_leaves_no_thread(append_table: raylake.Table) -> None:
     it.close()  # type: ignore[attr-defined]
     assert not raylake_threads()
     del it
+
+
+def test_windows_are_converted_on_a_thread_whenever_pieces_are_read_ahead(
+    append_table: raylake.Table,
+) -> None:
+    """With the CPU default (no batch thread) the next window is still made on a thread,
+    so a step on the trainer's thread overlaps the conversion, not only the reads."""
+    it = iter(make(append_table, prefetch=0, read_ahead=2))
+    next(it)
+    threads = raylake_threads()
+    assert any(t.startswith("raylake-convert") for t in threads)
+    assert not any(t.startswith("raylake-prefetch") for t in threads)
+    it.close()  # type: ignore[attr-defined]
+    it = iter(make(append_table, prefetch=0, read_ahead=0))
+    next(it)
+    assert not raylake_threads()  # no read-ahead: the loop of old, no thread at all
+    it.close()  # type: ignore[attr-defined]
 
 
 def test_a_failed_read_ahead_raises_the_original_error(
