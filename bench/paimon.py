@@ -14,9 +14,9 @@ pypaimon writes the tables and times its own reads in its own environment
     slower than raylake's own files of the same rows);
   - torch batches of 1024 (16 features + label) from the Paimon PK table: raylake's
     LakeIterableDataset against pypaimon's own torch dataset (``TableRead.to_torch``:
-    its tensor batches over all rows, one run of ~40 s, and its default Python rows batched by a
-    DataLoader over the first ``--torch-row-limit`` rows), and the same loader on
-    raylake's own table. pypaimon's environment needs torch (``make paimon-env``).
+    its tensor batches over all rows, one run of ~40 s, and its default Python rows
+    batched by a DataLoader over the first ``--torch-row-limit`` rows), and the same
+    loader on raylake's own table. pypaimon's environment needs torch (``make paimon-env``).
 
 Reads are best of ``--repeat`` (pypaimon: best of 2); raylake's and pyarrow's runs are
 interleaved. Both readers' rows are checked to be equal.
