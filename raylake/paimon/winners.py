@@ -48,7 +48,9 @@ def take_winners(rows: pa.Table, spec: MergeSpec, cache_key: tuple[object, ...] 
     if positions is None:
         picked = merge_positions(rows, spec)
         assert picked is not None
-        positions = np.sort(picked)
+        keep = np.zeros(rows.num_rows, dtype=bool)
+        keep[picked] = True
+        positions = np.flatnonzero(keep)  # file order, without a sort
         if cache_key is not None:
             _put(cache_key, positions)
     return rows.take(pa.array(positions))
