@@ -111,8 +111,10 @@ class PaimonChangesScan(ScanReads):
         for sid in range(self.start_snapshot_id + 1, self.end_snapshot_id + 1):
             snap = read_snapshot(file_io, sid)
             if snap is None:
-                earliest = PaimonSnapshots(file_io).ids()[0]
-                raise SnapshotExpiredError(sid, earliest, file_io.uri)
+                ids = PaimonSnapshots(file_io).ids()
+                if not ids or sid > ids[-1]:
+                    PaimonSnapshots(file_io).get(sid)  # SnapshotNotFoundError names what exists
+                raise SnapshotExpiredError(sid, ids[0], file_io.uri)
             if snap.commit_kind == "OVERWRITE":
                 raise UnsupportedPaimonError(
                     file_io.uri,

@@ -16,7 +16,7 @@ from paimon_util import FIXTURES, case, expected, rows_by_key
 from test_compacted import compact
 
 import raylake
-from raylake.errors import InvalidArgumentError, SnapshotNotFoundError
+from raylake.errors import InvalidArgumentError, SnapshotExpiredError, SnapshotNotFoundError
 from raylake.paimon import UnsupportedPaimonError
 
 # Primary-key tables whose delta files are their changes (deduplicate, no producer).
@@ -152,3 +152,15 @@ def test_bad_ranges_and_unreadable_ranges_are_refused(paimon_copy: Any) -> None:
     sid = commit(table, kind="OVERWRITE", deleted=live_entries(table)[:1])
     with pytest.raises(UnsupportedPaimonError, match=f"snapshot {sid}, an OVERWRITE"):
         raylake.open_table(str(table)).changes(3).plan()
+
+
+def test_a_range_past_the_earliest_snapshot_is_expired(paimon_copy: Any) -> None:
+    table = paimon_copy("pk_deduplicate")
+    for sid in (1, 2):
+        (table / "snapshot" / f"snapshot-{sid}").unlink()
+    tbl = raylake.open_table(str(table))
+    with pytest.raises(SnapshotExpiredError, match="earliest snapshot is 3"):
+        tbl.changes(1, 5)
+    assert rows_by_key(tbl.changes(2, 5).to_arrow(), ["id"]) == rows_by_key(
+        _table("pk_deduplicate").changes(2, 5).to_arrow(), ["id"]
+    )
