@@ -64,8 +64,10 @@ bench: install
 PAIMON_VENV ?= .venv-paimon
 PAIMON_PY := $(PAIMON_VENV)/bin/python
 
+# torch (for pypaimon's torch dataset in bench/paimon.py) first and pinned, as above.
 $(PAIMON_VENV)/.installed:
 	$(PYTHON) -m venv $(PAIMON_VENV)
+	$(PAIMON_PY) -m pip install "torch==2.13.0"
 	$(PAIMON_PY) -m pip install "pypaimon==2.1.0" "pandas<3"
 	touch $@
 

@@ -12,9 +12,11 @@ pypaimon writes the tables and times its own reads in its own environment
   - the same Paimon files decoded by pyarrow without merging (the floor of any reader of
     those files: pypaimon writes them with dictionary-encoded floats, which decode ~2.5x
     slower than raylake's own files of the same rows);
-  - torch batches (LakeIterableDataset, batch 1024) of the Paimon PK table against the
-    same loader on raylake's own table (pypaimon's torch dataset needs torch in
-    pypaimon's environment, which it does not have: not measured).
+  - torch batches of 1024 (16 features + label) from the Paimon PK table: raylake's
+    LakeIterableDataset against pypaimon's own torch dataset (``TableRead.to_torch``:
+    its tensor batches over all rows, one run of ~40 s, and its default Python rows
+    batched by a DataLoader over the first ``--torch-row-limit`` rows), and the same
+    loader on raylake's own table. pypaimon's environment needs torch (``make paimon-env``).
 
 Reads are best of ``--repeat`` (pypaimon: best of 2); raylake's and pyarrow's runs are
 interleaved. Both readers' rows are checked to be equal.
@@ -103,6 +105,7 @@ def main() -> None:
     parser.add_argument("--append-rows", type=int, default=4_000_000)
     parser.add_argument("--pk-rows", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--torch-row-limit", type=int, default=102_400)
     parser.add_argument("--dir", default=str(HERE / ".data" / "paimon"))
     parser.add_argument("--paimon-python", default=str(HERE.parent / ".venv-paimon/bin/python"))
     args = parser.parse_args()
@@ -167,7 +170,16 @@ def main() -> None:
     print(f"  Paimon table              {paimon_rate / 1e6:7.2f}M rows/s")
     print(f"  raylake's own table       {own_rate / 1e6:7.2f}M rows/s")
     print(f"  Paimon / own              {paimon_rate / own_rate:7.2f}x")
-    print("  pypaimon torch dataset    not measured (no torch in pypaimon's environment)")
+    theirs = peer(args.paimon_python, "torch", str(warehouse), "pk", "1", str(args.torch_row_limit))
+    their_rate = theirs["rows"] / theirs["seconds"]
+    row_rate = theirs["row_format_rows"] / theirs["row_format_seconds"]
+    print(f"  pypaimon to_torch tensors {their_rate / 1e6:7.2f}M rows/s ({theirs['rows']:,} rows)")
+    print(
+        f"  pypaimon to_torch rows    {row_rate / 1e6:7.2f}M rows/s "
+        f"(DataLoader, first {theirs['row_format_rows']:,} rows)"
+    )
+    print(f"  raylake / pypaimon tensors{paimon_rate / their_rate:7.1f}x")
+    print(f"  raylake / pypaimon rows   {paimon_rate / row_rate:7.1f}x")
 
 
 if __name__ == "__main__":

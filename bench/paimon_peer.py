@@ -8,6 +8,12 @@ calls this script with that environment's Python. Modes:
                                                  upsert commits of 25% of the keys
     paimon_peer.py read WAREHOUSE NAME REPEAT [OUT]   best wall time of a full read
                                                  (to_arrow); OUT: write the rows there
+    paimon_peer.py torch WAREHOUSE NAME REPEAT ROW_LIMIT   pypaimon's torch dataset
+                                                 (``TableRead.to_torch``) over the 16
+                                                 features and the label, batches of 1024:
+                                                 its tensor batches (best of REPEAT, all
+                                                 rows) and its default Python rows through
+                                                 a DataLoader (the first ROW_LIMIT rows)
 
 Each prints one JSON line. Data is seeded and vectorized (the same shape as
 bench/_synthetic.py: id, user_id, dt, f0..f15 float32, label, tag).
@@ -118,12 +124,49 @@ def read(warehouse: str, name: str, repeat: int, out: str | None = None) -> dict
     return {"rows": count, "seconds": best}
 
 
+def torch_read(warehouse: str, name: str, repeat: int, row_limit: int) -> dict[str, Any]:
+    """rows/s of pypaimon's torch dataset: ``batch_format="torch"`` (a dict of column
+    tensors per batch of 1024) and its default row format batched by a DataLoader."""
+    import itertools
+
+    from torch.utils.data import DataLoader
+
+    table = catalog(warehouse).get_table(f"{DB}.{name}")
+    builder = table.new_read_builder().with_projection([*FEATURES, "label"])
+
+    def batches() -> Any:
+        splits = builder.new_scan().plan().splits()
+        read = builder.new_read()
+        return read.to_torch(splits, streaming=True, batch_format="torch", batch_size=1024)
+
+    best, count = float("inf"), 0
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        count = sum(len(b["label"]) for b in batches())
+        best = min(best, time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    splits = builder.new_scan().plan().splits()
+    rows_ds = builder.new_read().to_torch(splits, streaming=True)
+    loader = DataLoader(rows_ds, batch_size=1024)
+    limited = itertools.islice(loader, max(row_limit // 1024, 1))
+    row_count = sum(len(b["label"]) for b in limited)
+    row_seconds = time.perf_counter() - t0
+    return {
+        "rows": count,
+        "seconds": best,
+        "row_format_rows": row_count,
+        "row_format_seconds": row_seconds,
+    }
+
+
 def main(argv: list[str]) -> None:
     mode, warehouse = argv[0], argv[1]
     if mode == "write-append":
         out = write_append(warehouse, int(argv[2]))
     elif mode == "write-pk":
         out = write_pk(warehouse, int(argv[2]))
+    elif mode == "torch":
+        out = torch_read(warehouse, argv[2], int(argv[3]), int(argv[4]))
     else:
         out = read(warehouse, argv[2], int(argv[3]), argv[4] if len(argv) > 4 else None)
     print(json.dumps(out))

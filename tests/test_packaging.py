@@ -84,6 +84,17 @@ def test_makefile_installs_torch_first_at_the_pinned_version() -> None:
     assert 'pip install -c constraints.txt -e ".[all,tf-cpu,test]"' in makefile
 
 
+def test_the_paimon_environment_installs_the_pinned_torch_before_pypaimon() -> None:
+    """pypaimon's torch dataset (bench/paimon.py) needs torch beside it; any spec other
+    than the pinned one downloads CUDA builds."""
+    makefile = (ROOT / "Makefile").read_text()
+    recipe = makefile.split("$(PAIMON_VENV)/.installed:", 1)[1].split("\n\n", 1)[0]
+    installs = re.findall(r"\$\(PAIMON_PY\) -m pip install (.+)", recipe)
+    assert installs, "no pip install in the paimon-env recipe"
+    assert installs[0].strip() == f'"torch=={_pins()["torch"]}"', installs
+    assert "pypaimon==" in installs[1]
+
+
 def test_tensorflow_has_an_extra_for_each_distribution() -> None:
     extras = _project()["optional-dependencies"]
     assert [Requirement(t).name for t in extras["tf"]] == ["tensorflow"]

@@ -7,9 +7,10 @@ read as nulls; widened types are cast). Rows a deletion vector marks are dropped
 Append files are independent. Primary-key files carry ``_SEQUENCE_NUMBER`` and
 ``_VALUE_KIND`` (+I 0, -U 1, +U 2, -D 3, the same codes as raylake's row kinds) and
 are merged per section (files of a bucket whose key ranges overlap) by raylake's
-columnar merge kernel (raylake/table/pk/engines.py). Only key and partition
-predicates filter rows before the merge; the whole filter runs on merged rows, so an
-older version of a row never reappears.
+columnar merge kernel (raylake/table/pk/engines.py); engines that pick whole rows
+take each key's winner in file order, the decision kept per process (winners.py).
+Only key and partition predicates filter rows before the merge; the whole filter runs
+on merged rows, so an older version of a row never reappears.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from raylake.errors import UnsupportedPaimonError
 from raylake.expr import AlwaysTrue, Expr, filter_on_columns, referenced_columns, to_arrow
 from raylake.paimon.deletion import deleted_positions, keep_mask
 from raylake.paimon.meta import PaimonFileSlice, PaimonInfo, PaimonTableSchema
+from raylake.paimon.winners import picks_rows, section_key, take_winners
 from raylake.table.pk.engines import merge
 from raylake.table.pk.read import MERGE_THREADS
 from raylake.table.pk.schema import DELETE, KIND, SEQ, UPDATE_BEFORE, MergeSpec
@@ -181,7 +183,13 @@ def _read_section(ctx: Any, plan: PaimonReadPlan, files: Sequence[PaimonFileSlic
             part = part.filter(plan.key_filter)
         found.append(part)
     rows = prepare_kinds(pa.concat_tables(found), info, ctx.file_io.uri)
-    merged = merge(rows, plan.spec)
+    if picks_rows(plan.spec):
+        cache_key = None
+        if plan.key_filter is None:
+            cache_key = section_key(ctx.file_io.uri, info.current.id, plan.spec, files)
+        merged = take_winners(rows, plan.spec, cache_key)
+    else:
+        merged = merge(rows, plan.spec)
     return merged if plan.full_filter is None else merged.filter(plan.full_filter)
 
 
