@@ -31,6 +31,7 @@ from raylake.paimon.winners import picks_rows, section_key, take_winners
 from raylake.table.pk.engines import merge
 from raylake.table.pk.read import MERGE_THREADS
 from raylake.table.pk.schema import DELETE, KIND, SEQ, UPDATE_BEFORE, MergeSpec
+from raylake.table.projection import FileProjection, identity_projection, projection_between
 from raylake.table.readahead import read_ahead
 from raylake.table.split import Split
 
@@ -44,38 +45,36 @@ def read_file(
     """One file's ``names`` (current column names) in the current types, without the rows
     its deletion vector deletes; with ``_rl_seq``/``_rl_kind`` when ``system``."""
     ts: PaimonTableSchema = ctx.table_schema
-    info = ts.info
-    written = info.schemas.get(f.schema_id, info.current)
-    by_id = written.by_id()
-    sources: dict[str, str | None] = {}
-    for name in names:
-        src = by_id.get(info.current.field(name).id)
-        sources[name] = None if src is None else src.name
-    wanted = [s for s in sources.values() if s is not None]
+    projection = file_projection(ts, f.schema_id)
+    wanted = projection.file_columns(names)
     if system:
         wanted += [PAIMON_SEQ, PAIMON_KIND]
     raw = _read_raw(ctx, f, list(dict.fromkeys(wanted)))
     if f.deletion is not None:
         raw = raw.filter(keep_mask(raw.num_rows, deleted_positions(ctx.file_io, f.deletion)))
-    schema = ts.arrow_schema
-    arrays, fields = [], []
-    for name in names:
-        target = schema.field(name)
-        src_name = sources[name]
-        if src_name is None:
-            column: Any = pa.nulls(raw.num_rows, target.type)
-        else:
-            column = raw.column(src_name)
-            if column.type != target.type:
-                column = column.cast(target.type)
-        arrays.append(column)
-        fields.append(target)
+    data = projection.conform(raw, names)
+    arrays, fields = list(data.columns), list(data.schema)
     if system:
         arrays += [raw.column(PAIMON_SEQ).cast(pa.int64()), raw.column(PAIMON_KIND).cast(pa.int8())]
         fields += [pa.field(SEQ, pa.int64(), nullable=False), pa.field(KIND, pa.int8(), False)]
     if not arrays:
         return pa.table({"_": pa.nulls(raw.num_rows)}).select([])
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def file_projection(ts: PaimonTableSchema, schema_id: int) -> FileProjection:
+    """How a file written under Paimon schema ``schema_id`` reads under ``ts``: columns
+    by field id (raylake's schema-evolution projection), always cast to ``ts``'s types
+    (Paimon's files may store another physical type than the schema's)."""
+
+    def build() -> FileProjection:
+        info = ts.info
+        written = info.schemas.get(schema_id, info.current)
+        names = {f.id: f.name for f in written.fields}
+        found = projection_between(ts, names, written.arrow_schema())
+        return identity_projection(ts) if found is None else found
+
+    return ts.derived(f"paimon.projection.{schema_id}", build)
 
 
 def _read_raw(ctx: Any, f: PaimonFileSlice, columns: list[str]) -> pa.Table:

@@ -49,6 +49,7 @@ def _table_schema(
         primary_key=current.primary_keys,
         buckets=max(options.bucket, 1),
         schema_id=current.id,
+        field_ids=tuple(f.id for f in current.fields),
         paimon=PaimonInfo(uri=uri, schemas=dict(schemas), current=current, options=options),
     )
 

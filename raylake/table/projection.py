@@ -137,20 +137,33 @@ def projection_of(file_io: FileIO, ts: TableSchema, schema_id: int) -> FileProje
 
 
 def _projection(ts: TableSchema, written: TableSchema) -> FileProjection | None:
-    names = written.names_by_id
-    stored = set(written.column_names)
+    return projection_between(ts, written.names_by_id, written.arrow_schema)
+
+
+def projection_between(
+    ts: TableSchema, stored_names: Mapping[int, str], stored: pa.Schema
+) -> FileProjection | None:
+    """How files stored as ``stored`` (their column names by field id) read under ``ts``;
+    None when they read as they are. Any format with field ids maps its files here
+    (raylake's own versions, Paimon's schema files)."""
+    stored_set = set(stored.names)
     sources: dict[str, str | None] = {}
     same = by_name = True
     for fid, f in zip(ts.field_ids, ts.arrow_schema):
-        source = names.get(fid)
+        source = stored_names.get(fid)
         sources[f.name] = source
-        if source != f.name or not written.arrow_schema.field(source).equals(f):
+        if source != f.name or not stored.field(source).equals(f):
             same = False
-        if source != f.name and (source is not None or f.name in stored):
+        if source != f.name and (source is not None or f.name in stored_set):
             by_name = False
     if same:
         return None
     return FileProjection(sources, {f.name: f for f in ts.arrow_schema}, by_name)
+
+
+def identity_projection(ts: TableSchema) -> FileProjection:
+    """Files stored under ``ts`` itself, conformed to its exact types and nullability."""
+    return FileProjection({n: n for n in ts.column_names}, {f.name: f for f in ts.arrow_schema})
 
 
 def follow_columns(
