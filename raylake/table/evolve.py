@@ -46,11 +46,17 @@ class UpdateSchema(SchemaUpdate):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if exc_type is None:
+        if exc_type is None and not self._closed:
             self.commit()
+        self._closed = True
 
     def commit(self) -> TableSchema:
-        """Write the new schema version; return it (the current one when nothing changed)."""
+        """Write the new schema version; return it (the current one when nothing changed).
+
+        Once: the update is closed afterwards (the block's end then commits nothing more).
+        """
+        self._check_open()
+        self._closed = True
         new = commit_schema(self._tbl.file_io, self.base, self.apply())
         self._tbl.table_schema = new
         return new

@@ -189,6 +189,33 @@ def test_an_error_inside_the_block_commits_nothing(tmp_path: Path) -> None:
     assert schema_ids(tbl.file_io) == [0]
 
 
+def test_an_update_is_closed_once_its_block_ends(tmp_path: Path) -> None:
+    """A change made on ``u`` after its block would be lost without a word: it is refused,
+    as is a second commit (which used to blame another writer)."""
+    tbl = raylake.create_table(str(tmp_path), SCHEMA)
+    with tbl.update_schema() as u:
+        u.add_column("z", pa.int64())
+    for late in (
+        lambda: u.add_column("w", pa.int64()),
+        lambda: u.rename_column("x", "x2"),
+        lambda: u.update_column("x", pa.int64()),
+        lambda: u.delete_column("y"),
+        lambda: u.union_by_name(pa.schema([("w", pa.int64())])),
+        u.commit,
+    ):
+        with pytest.raises(SchemaEvolutionError, match="already"):
+            late()
+    with pytest.raises(RuntimeError), tbl.update_schema() as failed:
+        raise RuntimeError("changed my mind")
+    with pytest.raises(SchemaEvolutionError, match="already"):
+        failed.add_column("w", pa.int64())
+    with tbl.update_schema() as committed:  # an explicit commit inside the block is the commit
+        committed.add_column("w", pa.int64())
+        committed.commit()
+    assert schema_ids(tbl.file_io) == [0, 1, 2]
+    assert tbl.refresh().schema.names == ["x", "y", "label", "z", "w"]
+
+
 @pytest.mark.parametrize(
     ("change", "role"),
     [
