@@ -355,6 +355,31 @@ def test_primary_key_merges_across_schema_versions(tmp_path: Path, options: dict
     assert rows(tbl, key="k") == expected
 
 
+@pytest.mark.parametrize(
+    ("change", "delete", "left"),
+    [
+        (lambda u: u.rename_column("x", "x2"), "x2 >= 2", [1]),
+        (lambda u: u.rename_column("x", "x2"), {"k": [1]}, [2, 3]),
+        (lambda u: u.update_column("x", pa.int64()), {"k": [1]}, [2, 3]),
+        (lambda u: u.add_column("z", pa.int32()), "z is null and k = 1", [2, 3]),
+        (lambda u: u.delete_column("y"), {"k": [1]}, [2, 3]),
+    ],
+    ids=["rename-filter", "rename-keys", "widen-keys", "add-filter", "drop-keys"],
+)
+def test_delete_right_after_a_schema_change(
+    tmp_path: Path, change: Any, delete: Any, left: list[int]
+) -> None:
+    """Deletes read the latest snapshot under the current schema, not the one it was
+    committed with: no write came between the change and the delete."""
+    schema = pa.schema([("k", pa.int64()), ("x", pa.int32()), ("y", pa.float32())])
+    tbl = raylake.create_table(str(tmp_path), schema, primary_key=["k"], buckets=2)
+    tbl.write(pa.table({"k": [1, 2, 3], "x": [1, 2, 3], "y": [1.0, 2.0, 3.0]}, schema=schema))
+    with tbl.update_schema() as u:
+        change(u)
+    tbl.delete(delete)
+    assert sorted(tbl.to_arrow(columns=["k"])["k"].to_pylist()) == left
+
+
 def test_changes_and_changelog_across_a_schema_change(tmp_path: Path) -> None:
     schema = pa.schema([("k", pa.int64()), ("v", pa.int32())])
     tbl = raylake.create_table(
