@@ -152,6 +152,23 @@ def test_merge_mode_refuses_a_column_without_a_type(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    ("data", "named"),
+    [
+        ({"v": pa.array([1], pa.int8()), "w": [7]}, "'k'"),  # no key
+        ({"k": [1], "v": ["text"], "w": [7]}, "'v'"),  # a known column that cannot fit
+    ],
+    ids=["missing-key", "wrong-type"],
+)
+def test_a_refused_merge_write_adds_no_column(tmp_path: Path, data: dict, named: str) -> None:
+    schema = pa.schema([("k", pa.int64()), ("v", pa.int8())])
+    tbl = raylake.create_table(str(tmp_path), schema, primary_key=["k"])
+    with pytest.raises(SchemaMismatchError, match=named):
+        tbl.write(pa.table(data), schema_mode="merge")
+    assert schema_ids(tbl.file_io) == [0]
+    assert tbl.refresh().schema.names == ["k", "v"]
+
+
+@pytest.mark.parametrize(
     ("change", "error"),
     [
         (lambda u: u.add_column("y", pa.int64()), ColumnExistsError),
