@@ -37,8 +37,13 @@ class TableNotFoundError(RaylakeError, FileNotFoundError):
 class TableAlreadyExistsError(RaylakeError, FileExistsError):
     """``create_table`` found a table already at the URI."""
 
-    def __init__(self, uri: str, fix: str = "use open_table() or pass exist_ok=True") -> None:
-        super().__init__(f"a raylake table already exists at {uri!r}; {fix}")
+    def __init__(
+        self,
+        uri: str,
+        fix: str = "use open_table() or pass exist_ok=True",
+        what: str = "a raylake table",
+    ) -> None:
+        super().__init__(f"{what} already exists at {uri!r}; {fix}")
         self.uri = uri
 
 

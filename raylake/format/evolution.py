@@ -85,6 +85,7 @@ class SchemaUpdate:
         self._options: dict[str, str] = dict(ts.options)
         self._next_id = ts.highest_field_id + 1
         self._changed = False
+        self._closed = False  # set when an update_schema() block ends or commits
 
     # -- changes ----------------------------------------------------------------------
 
@@ -98,6 +99,7 @@ class SchemaUpdate:
         before: str | None = None,
     ) -> U:
         """Add a nullable column at the end, or right ``after``/``before`` another."""
+        self._check_open()
         self._check_new_name(name)
         if not isinstance(field_type, pa.DataType):
             raise SchemaEvolutionError(
@@ -127,6 +129,7 @@ class SchemaUpdate:
 
     def rename_column(self: U, name: str, new_name: str) -> U:
         """Rename a column; its field id stays, so no data is rewritten."""
+        self._check_open()
         i = self._index(name)
         self._check_protected(name, "rename")
         if new_name == name:
@@ -143,6 +146,7 @@ class SchemaUpdate:
         self: U, name: str, field_type: pa.DataType | None = None, *, nullable: bool | None = None
     ) -> U:
         """Widen a column's type (:func:`can_widen`), or make it nullable."""
+        self._check_open()
         i = self._index(name)
         current = self._fields[i]
         new = current
@@ -169,6 +173,7 @@ class SchemaUpdate:
 
     def delete_column(self: U, name: str) -> U:
         """Delete a column; its values stay in old files but no read returns them."""
+        self._check_open()
         i = self._index(name)
         self._check_protected(name, "delete")
         if len(self._fields) == 1:
@@ -183,6 +188,7 @@ class SchemaUpdate:
     def union_by_name(self: U, schema: pa.Schema) -> U:
         """Add the columns of ``schema`` that the table lacks, at the end, in its order
         (system columns a write may carry are not table columns)."""
+        self._check_open()
         names = {f.name for f in self._fields}
         for f in schema:
             if f.name in names or f.name.startswith(SYSTEM_PREFIX):
@@ -217,6 +223,13 @@ class SchemaUpdate:
         )
 
     # -- checks -----------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SchemaEvolutionError(
+                "this schema update already ended (committed, or abandoned on an error); "
+                "start a new one with tbl.update_schema()"
+            )
 
     def _index(self, name: str) -> int:
         for i, f in enumerate(self._fields):

@@ -94,6 +94,12 @@ class PaimonTable(Table):
             scan = scan.at(snapshot_id, as_of)
         return scan.select(columns).where(filter)
 
+    def refresh(self) -> Table:
+        """Load the table's latest Paimon schema (after a writer changed it); returns self."""
+        self._by_id = table_schemas(self.file_io)
+        self.table_schema = self._by_id[max(self._by_id)]
+        return self
+
     def snapshots(self) -> list[Snapshot]:
         return self._paimon_snapshots.all()
 
@@ -110,6 +116,9 @@ class PaimonTable(Table):
 
     def new_writer(self, *, file_prefix: str = "data") -> Any:
         self._refuse("writing")
+
+    def update_schema(self) -> Any:
+        self._refuse("update_schema()")
 
     def commit(self, messages: Any, **kwargs: Any) -> Any:
         self._refuse("commit()")

@@ -51,7 +51,15 @@ def create_table(
     file_io = FileIO(uri, storage_options)
     check_commit_safety(file_io, ts)
     forget_schemas()  # a table deleted and created again at this place is a new table
-    if not file_io.create_if_absent(schema_path(ts.schema_id), ts.to_bytes()):
+    # A raylake schema file beside Paimon's would hide their table: it is never written.
+    paimon = _is_paimon(file_io)
+    if paimon or not file_io.create_if_absent(schema_path(ts.schema_id), ts.to_bytes()):
+        if not exist_ok and paimon:
+            raise TableAlreadyExistsError(
+                file_io.uri,
+                "raylake reads it (open_table) but never writes it",
+                what="an Apache Paimon table",
+            )
         if not exist_ok:
             raise TableAlreadyExistsError(file_io.uri)
         existing = open_table(uri, storage_options=storage_options)
@@ -73,6 +81,12 @@ def open_table(uri: str, *, storage_options: OptionsLike | None = None) -> Table
         if is_paimon_table(file_io):  # read-only (docs/paimon.md)
             return open_paimon_table(file_io)
     return Table(file_io, load_schema(file_io))
+
+
+def _is_paimon(file_io: FileIO) -> bool:
+    from raylake.paimon import is_paimon_table
+
+    return not schema_ids(file_io) and is_paimon_table(file_io)
 
 
 def table_exists(uri: str, *, storage_options: OptionsLike | None = None) -> bool:

@@ -20,7 +20,7 @@ from raylake.format.evolution import SchemaUpdate
 from raylake.format.schema import TableSchema
 from raylake.format.schema_files import load_schema, write_schema
 from raylake.io import FileIO
-from raylake.table.conform import ArrowData, iter_input
+from raylake.table.conform import ArrowData, check_schema, iter_input
 
 if TYPE_CHECKING:
     from raylake.table.table import Table
@@ -46,11 +46,17 @@ class UpdateSchema(SchemaUpdate):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if exc_type is None:
+        if exc_type is None and not self._closed:
             self.commit()
+        self._closed = True
 
     def commit(self) -> TableSchema:
-        """Write the new schema version; return it (the current one when nothing changed)."""
+        """Write the new schema version; return it (the current one when nothing changed).
+
+        Once: the update is closed afterwards (the block's end then commits nothing more).
+        """
+        self._check_open()
+        self._closed = True
         new = commit_schema(self._tbl.file_io, self.base, self.apply())
         self._tbl.table_schema = new
         return new
@@ -102,7 +108,12 @@ def merged_tables(tbl: Table, tables: list[pa.Table]) -> list[pa.Table]:
 
 
 def _merge_once(tbl: Table, data_schema: pa.Schema) -> TableSchema:
-    update = UpdateSchema(tbl).union_by_name(data_schema)
+    update = UpdateSchema(tbl)
+    # A write refused for the columns the table has adds none: check them first.
+    table_schema = update.base.arrow_schema
+    known = pa.schema([f for f in data_schema if f.name in table_schema.names])
+    check_schema(known, merged_columns(table_schema, known))
+    update.union_by_name(data_schema)
     if update.has_changes:
         return update.commit()
     tbl.table_schema = update.base

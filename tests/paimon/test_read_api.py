@@ -130,6 +130,7 @@ def test_to_pandas_and_batches() -> None:
         (lambda t: t.compact(), "compact()"),
         (lambda t: t.new_writer(), "writing"),
         (lambda t: t.expire_snapshots(retain_last=1), "expire_snapshots()"),
+        (lambda t: t.update_schema(), "update_schema()"),
     ],
 )
 def test_writes_name_the_format(call: Any, what: str) -> None:
@@ -148,6 +149,27 @@ def test_a_sink_refuses_a_paimon_table(paimon_copy: Any) -> None:
     with pytest.raises(UnsupportedOperationError, match="paimon"):
         tbl.kind.check_write_mode("append", str(path))
     assert not any(n.endswith(".json") for n in (p.name for p in (path / "schema").iterdir()))
+
+
+def test_create_table_does_not_write_into_a_paimon_table(paimon_copy: Any) -> None:
+    import pyarrow as pa
+
+    from raylake.errors import TableAlreadyExistsError
+
+    path = paimon_copy("append_unaware")
+    with pytest.raises(TableAlreadyExistsError, match="Apache Paimon table"):
+        raylake.create_table(str(path), pa.schema([("id", pa.int64())]))
+    assert not any(p.name.endswith(".json") for p in (path / "schema").iterdir())
+    assert raylake.open_table(str(path)).format == "paimon"
+
+
+def test_refresh_loads_the_latest_paimon_schema(paimon_copy: Any) -> None:
+    path = paimon_copy("schema_evolution")
+    newest = max(int(p.name.split("-")[1]) for p in (path / "schema").iterdir())
+    tbl = raylake.open_table(str(path))
+    assert tbl.refresh() is tbl
+    assert tbl.table_schema.schema_id == newest
+    assert tbl.schema.names == ["id", "a2", "b"]
 
 
 def test_raylake_tables_say_their_format(warehouse: Path) -> None:

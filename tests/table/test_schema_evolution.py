@@ -152,6 +152,23 @@ def test_merge_mode_refuses_a_column_without_a_type(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    ("data", "named"),
+    [
+        ({"v": pa.array([1], pa.int8()), "w": [7]}, "'k'"),  # no key
+        ({"k": [1], "v": ["text"], "w": [7]}, "'v'"),  # a known column that cannot fit
+    ],
+    ids=["missing-key", "wrong-type"],
+)
+def test_a_refused_merge_write_adds_no_column(tmp_path: Path, data: dict, named: str) -> None:
+    schema = pa.schema([("k", pa.int64()), ("v", pa.int8())])
+    tbl = raylake.create_table(str(tmp_path), schema, primary_key=["k"])
+    with pytest.raises(SchemaMismatchError, match=named):
+        tbl.write(pa.table(data), schema_mode="merge")
+    assert schema_ids(tbl.file_io) == [0]
+    assert tbl.refresh().schema.names == ["k", "v"]
+
+
+@pytest.mark.parametrize(
     ("change", "error"),
     [
         (lambda u: u.add_column("y", pa.int64()), ColumnExistsError),
@@ -187,6 +204,33 @@ def test_an_error_inside_the_block_commits_nothing(tmp_path: Path) -> None:
         u.add_column("z", pa.int64())
         raise RuntimeError("changed my mind")
     assert schema_ids(tbl.file_io) == [0]
+
+
+def test_an_update_is_closed_once_its_block_ends(tmp_path: Path) -> None:
+    """A change made on ``u`` after its block would be lost without a word: it is refused,
+    as is a second commit (which used to blame another writer)."""
+    tbl = raylake.create_table(str(tmp_path), SCHEMA)
+    with tbl.update_schema() as u:
+        u.add_column("z", pa.int64())
+    for late in (
+        lambda: u.add_column("w", pa.int64()),
+        lambda: u.rename_column("x", "x2"),
+        lambda: u.update_column("x", pa.int64()),
+        lambda: u.delete_column("y"),
+        lambda: u.union_by_name(pa.schema([("w", pa.int64())])),
+        u.commit,
+    ):
+        with pytest.raises(SchemaEvolutionError, match="already"):
+            late()
+    with pytest.raises(RuntimeError), tbl.update_schema() as failed:
+        raise RuntimeError("changed my mind")
+    with pytest.raises(SchemaEvolutionError, match="already"):
+        failed.add_column("w", pa.int64())
+    with tbl.update_schema() as committed:  # an explicit commit inside the block is the commit
+        committed.add_column("w", pa.int64())
+        committed.commit()
+    assert schema_ids(tbl.file_io) == [0, 1, 2]
+    assert tbl.refresh().schema.names == ["x", "y", "label", "z", "w"]
 
 
 @pytest.mark.parametrize(
@@ -326,6 +370,31 @@ def test_primary_key_merges_across_schema_versions(tmp_path: Path, options: dict
     assert [r["x"] for r in rows(tbl, key="k", snapshot_id=1)] == [1, 2, 3]
     tbl.compact(full=True)
     assert rows(tbl, key="k") == expected
+
+
+@pytest.mark.parametrize(
+    ("change", "delete", "left"),
+    [
+        (lambda u: u.rename_column("x", "x2"), "x2 >= 2", [1]),
+        (lambda u: u.rename_column("x", "x2"), {"k": [1]}, [2, 3]),
+        (lambda u: u.update_column("x", pa.int64()), {"k": [1]}, [2, 3]),
+        (lambda u: u.add_column("z", pa.int32()), "z is null and k = 1", [2, 3]),
+        (lambda u: u.delete_column("y"), {"k": [1]}, [2, 3]),
+    ],
+    ids=["rename-filter", "rename-keys", "widen-keys", "add-filter", "drop-keys"],
+)
+def test_delete_right_after_a_schema_change(
+    tmp_path: Path, change: Any, delete: Any, left: list[int]
+) -> None:
+    """Deletes read the latest snapshot under the current schema, not the one it was
+    committed with: no write came between the change and the delete."""
+    schema = pa.schema([("k", pa.int64()), ("x", pa.int32()), ("y", pa.float32())])
+    tbl = raylake.create_table(str(tmp_path), schema, primary_key=["k"], buckets=2)
+    tbl.write(pa.table({"k": [1, 2, 3], "x": [1, 2, 3], "y": [1.0, 2.0, 3.0]}, schema=schema))
+    with tbl.update_schema() as u:
+        change(u)
+    tbl.delete(delete)
+    assert sorted(tbl.to_arrow(columns=["k"])["k"].to_pylist()) == left
 
 
 def test_changes_and_changelog_across_a_schema_change(tmp_path: Path) -> None:

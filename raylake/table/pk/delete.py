@@ -49,10 +49,12 @@ def delete_rows(tbl: Table, keys_or_filter: Any) -> Snapshot | None:
 
 
 def _current_rows(tbl: Table, keys_or_filter: Any, snapshot_id: int) -> pa.Table:
+    # The base snapshot is read under the table's schema, not the one it was committed
+    # with (as time travel would): a schema change may have come after it.
     if keys_or_filter is None or isinstance(keys_or_filter, str | Expr):
         if keys_or_filter is None:
             raise FilterError("delete() needs a filter or keys; to delete everything pass 'true'")
-        return tbl.scan(filter=keys_or_filter, snapshot_id=snapshot_id).to_arrow()
+        return tbl.scan(filter=keys_or_filter).at(snapshot_id).to_arrow()
     ts = tbl.table_schema
     keys = _key_table(keys_or_filter, ts)
     if keys.num_rows == 0:
@@ -63,7 +65,7 @@ def _current_rows(tbl: Table, keys_or_filter: Any, snapshot_id: int) -> pa.Table
         (tuple(values[:-1]), int(values[-1]))
         for values, _ in split_by_partition(keys.append_column(BUCKET_COLUMN, buckets), grouping)
     }
-    scan = tbl.scan(snapshot_id=snapshot_id)
+    scan = tbl.scan().at(snapshot_id)
     splits = [s for s in scan.plan() if (s.partition, s.bucket) in wanted]
     current = pa.Table.from_batches(
         list(scan.read_context().read_all(splits)), schema=ts.arrow_schema
