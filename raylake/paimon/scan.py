@@ -83,12 +83,14 @@ class PaimonScan(TableScan):
         fraction = _column_fraction(ts, self.columns)
         pieces = [(f, file_slice(f, dvs, fraction, info)) for f in files]
         if ts.primary_key:
-            return _pk_splits(snap.id, pieces, target)
+            return self.stamped(_pk_splits(snap.id, pieces, target))
         ordered = sorted(
             pieces, key=lambda p: (partition_sort_key(p[0].partition), p[0].bucket, p[0].file_name)
         )
-        return pack_slices(
-            snap.id, [(f.partition, f.bucket, s) for f, s in ordered], target, OPEN_FILE_COST
+        return self.stamped(
+            pack_slices(
+                snap.id, [(f.partition, f.bucket, s) for f, s in ordered], target, OPEN_FILE_COST
+            )
         )
 
 

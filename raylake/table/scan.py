@@ -206,7 +206,12 @@ class TableScan(ScanReads):
         kind = kind_of(ts)
         files = pruned_live_files(self.file_io, ts, snap, kind.pruning_filter(self.filter))
         target = self.split_target_size or ts.table_options.split_target_size
-        return kind.plan_splits(snap.id, files, self._column_indices(), target)
+        return self.stamped(kind.plan_splits(snap.id, files, self._column_indices(), target))
+
+    def stamped(self, splits: list[Split]) -> list[Split]:
+        """``splits`` with the schema they are planned, and must be read, under."""
+        schema_id = self.table_schema.schema_id
+        return [replace(s, schema_id=schema_id) for s in splits]
 
     def _column_indices(self) -> list[int] | None:
         if self.columns is None:

@@ -60,6 +60,10 @@ class Split:
     sections: tuple[int, ...] = ()
     # The key range of each section (None: the whole section); empty: all whole.
     ranges: tuple[KeyRange | None, ...] = ()
+    # The schema the plan was made under, so a split read on its own (Table.read_split)
+    # reads under it: an old snapshot's schema for time travel. None: not planned by a
+    # scan (the table's current schema).
+    schema_id: int | None = None
 
     @property
     def paths(self) -> list[str]:

@@ -131,8 +131,12 @@ class TableReads:
         columns: Sequence[str] | None = None,
         filter: str | Expr | None = None,
     ) -> Iterator[pa.RecordBatch]:
-        """The rows of one split of a plan (``scan(...).plan()``), e.g. in a worker."""
-        return self.scan(columns=columns, filter=filter).read_context().read(split)
+        """The rows of one split of a plan (``scan(...).plan()``), e.g. in a worker, under
+        the schema the plan was made under (a time-travel plan's: its snapshot's)."""
+        scan = self.scan()
+        if split.schema_id is not None and split.schema_id != scan.table_schema.schema_id:
+            scan = self.scan(snapshot_id=split.snapshot_id)
+        return scan.select(columns).where(filter).read_context().read(split)
 
     def count(self, *, filter: str | Expr | None = None, snapshot_id: int | None = None) -> int:
         return self.scan(filter=filter, snapshot_id=snapshot_id).count()

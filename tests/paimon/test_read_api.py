@@ -6,6 +6,7 @@ import pickle
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from paimon_util import FIXTURES, case, expected, rows_by_key
 
@@ -96,6 +97,9 @@ def test_a_snapshot_is_read_in_its_own_schema() -> None:
     got = {r["id"]: r for r in tbl.to_arrow().to_pylist()}
     assert got[1] == {"id": 1, "a2": 1, "b": None}
     assert got[5] == {"id": 5, "a2": 50, "b": "x"}
+    # A split of snapshot 1's plan, read on its own, keeps snapshot 1's schema.
+    old = [b for s in tbl.scan(snapshot_id=1).plan() for b in tbl.read_split(s)]
+    assert pa.Table.from_batches(old).schema.names == ["id", "a"]
 
 
 def test_plan_and_read_split_pickle() -> None:

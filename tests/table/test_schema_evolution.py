@@ -116,6 +116,18 @@ def test_time_travel_reads_each_snapshot_under_its_own_schema(evolved: Table) ->
     assert evolved.to_arrow(snapshot_id=2, filter="y = 'c'").column("x").to_pylist() == [3]
 
 
+def test_a_time_travel_split_read_on_its_own_keeps_its_schema(evolved: Table) -> None:
+    # A worker given one split of an old snapshot's plan reads it as the plan saw it.
+    (split,) = evolved.scan(snapshot_id=2).plan()
+    old = pa.Table.from_batches(evolved.read_split(split, columns=["x", "y"]))
+    assert sorted(old.to_pylist(), key=lambda r: r["x"]) == [
+        {"x": 1, "y": "a"}, {"x": 2, "y": "b"}, {"x": 3, "y": "c"},
+    ]  # fmt: skip
+    latest = evolved.scan().plan()  # the latest snapshot, under the current schema
+    now = pa.Table.from_batches(b for s in latest for b in evolved.read_split(s))
+    assert now.schema == evolved.schema and now.num_rows == 4
+
+
 def test_a_dropped_then_added_name_is_a_new_column(evolved: Table) -> None:
     with evolved.update_schema() as u:
         u.add_column("y", pa.string())
