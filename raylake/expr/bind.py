@@ -24,8 +24,6 @@ import pyarrow as pa
 
 from raylake.errors import FilterError, UnknownColumnError
 from raylake.expr.tree import (
-    AlwaysFalse,
-    AlwaysTrue,
     And,
     Compare,
     Expr,
@@ -38,7 +36,7 @@ from raylake.expr.tree import (
     Or,
     Predicate,
 )
-from raylake.expr.visitor import ExprVisitor, visit
+from raylake.expr.visitor import ExprRewriter, ExprVisitor, visit
 
 
 class _Mismatch(ValueError):
@@ -164,7 +162,7 @@ def bind_literal(column: str, value: Any, typ: pa.DataType) -> pa.Scalar:
         ) from None
 
 
-class _Binder(ExprVisitor[Expr]):
+class _Binder(ExprRewriter):
     def __init__(self, schema: pa.Schema) -> None:
         self.schema = schema
 
@@ -172,21 +170,6 @@ class _Binder(ExprVisitor[Expr]):
         if node.column not in self.schema.names:
             raise UnknownColumnError(node.column, list(self.schema.names))
         return self.schema.field(node.column).type
-
-    def visit_true(self) -> Expr:
-        return AlwaysTrue()
-
-    def visit_false(self) -> Expr:
-        return AlwaysFalse()
-
-    def visit_not(self, node: Not, child: Expr) -> Expr:
-        return Not(child)
-
-    def visit_and(self, node: And, left: Expr, right: Expr) -> Expr:
-        return And(left, right)
-
-    def visit_or(self, node: Or, left: Expr, right: Expr) -> Expr:
-        return Or(left, right)
 
     def visit_compare(self, node: Compare) -> Expr:
         value = bind_literal(node.column, node.value, self.field_type(node))

@@ -10,6 +10,8 @@ from typing import Generic, TypeVar
 
 from raylake.expr._syntax import quote_identifier, quote_string, render_literal
 from raylake.expr.tree import (
+    AlwaysFalse,
+    AlwaysTrue,
     And,
     Compare,
     Expr,
@@ -68,6 +70,25 @@ class ExprVisitor(Generic[T]):
 
     def visit_like(self, node: Like) -> T:
         return self.visit_predicate(node)
+
+
+class ExprRewriter(ExprVisitor[Expr]):
+    """A fold that rebuilds the tree: override the predicate methods that change a leaf."""
+
+    def visit_true(self) -> Expr:
+        return AlwaysTrue()
+
+    def visit_false(self) -> Expr:
+        return AlwaysFalse()
+
+    def visit_not(self, node: Not, child: Expr) -> Expr:
+        return Not(child)
+
+    def visit_and(self, node: And, left: Expr, right: Expr) -> Expr:
+        return And(left, right)
+
+    def visit_or(self, node: Or, left: Expr, right: Expr) -> Expr:
+        return Or(left, right)
 
 
 def visit(expr: Expr, visitor: ExprVisitor[T]) -> T:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from raylake.errors import ConsumerError, CorruptMetadataError, StreamPositionExpiredError
+from raylake.format.metadata_json import json_object
 from raylake.format.snapshot import SnapshotManager
 from raylake.io import FileIO
 
@@ -110,12 +111,7 @@ class ConsumerProgress:
 
     @classmethod
     def from_bytes(cls, raw: bytes, path: str, expected_id: str) -> ConsumerProgress:
-        try:
-            data = json.loads(raw)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise CorruptMetadataError(path, f"not valid JSON: {exc}") from exc
-        if not isinstance(data, dict):
-            raise CorruptMetadataError(path, "not a JSON object")
+        data = json_object(raw, path)
         try:
             progress = cls(
                 consumer_id=data["consumer_id"],

@@ -7,11 +7,11 @@ older schema look that schema up by the id their manifest entry records).
 
 from __future__ import annotations
 
-import json
 import re
 
 from raylake.caching import LruCache
 from raylake.errors import CorruptMetadataError, TableNotFoundError
+from raylake.format.metadata_json import json_object
 from raylake.format.schema import SCHEMA_DIR, TableSchema
 from raylake.io import FileIO
 
@@ -64,14 +64,10 @@ def _read(file_io: FileIO, schema_id: int) -> TableSchema:
     rel = schema_path(schema_id)
     path = file_io.full_path(rel)
     try:
-        data = json.loads(file_io.read_bytes(rel))
+        raw = file_io.read_bytes(rel)
     except FileNotFoundError as exc:
         raise CorruptMetadataError(path, "schema file is missing") from exc
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CorruptMetadataError(path, f"not valid JSON: {exc}") from exc
-    if not isinstance(data, dict):
-        raise CorruptMetadataError(path, "not a JSON object")
-    ts = TableSchema.from_json(data, path)
+    ts = TableSchema.from_json(json_object(raw, path), path)
     if ts.schema_id != schema_id:
         raise CorruptMetadataError(path, f"file holds schema id {ts.schema_id}")
     return ts

@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from raylake.errors import CorruptMetadataError, SnapshotNotFoundError
 from raylake.format.manifest import ManifestMeta
+from raylake.format.metadata_json import json_object
 from raylake.io import FileIO
 
 logger = logging.getLogger(__name__)
@@ -139,13 +140,7 @@ class SnapshotManager:
 
     def _parse(self, snapshot_id: int, raw: bytes) -> Snapshot:
         path = self.file_io.full_path(snapshot_path(snapshot_id))
-        try:
-            data = json.loads(raw)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise CorruptMetadataError(path, f"not valid JSON: {exc}") from exc
-        if not isinstance(data, dict):
-            raise CorruptMetadataError(path, "not a JSON object")
-        snap = Snapshot.from_json(data, path)
+        snap = Snapshot.from_json(json_object(raw, path), path)
         if snap.id != snapshot_id:
             raise CorruptMetadataError(path, f"file holds snapshot id {snap.id}")
         return snap

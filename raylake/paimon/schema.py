@@ -7,7 +7,6 @@ was written with, and its columns are mapped onto the schema being read by field
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from typing import Any
 import pyarrow as pa
 
 from raylake.errors import CorruptMetadataError, TableNotFoundError
+from raylake.format.metadata_json import json_object
 from raylake.io import FileIO
 from raylake.paimon.types import PaimonType, parse_type
 
@@ -95,14 +95,10 @@ def read_schema(file_io: FileIO, schema_id: int) -> PaimonSchema:
     rel = f"{SCHEMA_DIR}/schema-{schema_id}"
     path = file_io.full_path(rel)
     try:
-        data = json.loads(file_io.read_bytes(rel))
+        raw = file_io.read_bytes(rel)
     except FileNotFoundError as exc:
         raise CorruptMetadataError(path, "the schema file is missing") from exc
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CorruptMetadataError(path, f"not valid JSON: {exc}") from exc
-    if not isinstance(data, dict):
-        raise CorruptMetadataError(path, "not a JSON object")
-    return PaimonSchema.from_json(data, path)
+    return PaimonSchema.from_json(json_object(raw, path), path)
 
 
 def load_schemas(file_io: FileIO) -> dict[int, PaimonSchema]:

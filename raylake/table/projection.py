@@ -37,17 +37,13 @@ import pyarrow.compute as pc
 from raylake.errors import SchemaEvolutionError
 from raylake.expr import (
     AlwaysTrue,
-    And,
     Expr,
-    ExprVisitor,
-    Not,
-    Or,
     Predicate,
     referenced_columns,
     to_arrow,
     visit,
 )
-from raylake.expr.tree import AlwaysFalse
+from raylake.expr.visitor import ExprRewriter
 from raylake.format.schema import SYSTEM_PREFIX, TableSchema
 from raylake.format.schema_files import schema_by_id
 from raylake.io import FileIO
@@ -188,24 +184,9 @@ def follow_columns(
     return columns, expr if not mapping else visit(expr, _Rename(mapping))
 
 
-class _Rename(ExprVisitor[Expr]):
+class _Rename(ExprRewriter):
     def __init__(self, mapping: Mapping[str, str]) -> None:
         self.mapping = mapping
-
-    def visit_true(self) -> Expr:
-        return AlwaysTrue()
-
-    def visit_false(self) -> Expr:
-        return AlwaysFalse()
-
-    def visit_not(self, node: Not, child: Expr) -> Expr:
-        return Not(child)
-
-    def visit_and(self, node: And, left: Expr, right: Expr) -> Expr:
-        return And(left, right)
-
-    def visit_or(self, node: Or, left: Expr, right: Expr) -> Expr:
-        return Or(left, right)
 
     def visit_predicate(self, node: Predicate) -> Expr:
         return replace(node, column=self.mapping.get(node.column, node.column))  # type: ignore[type-var]
