@@ -34,7 +34,11 @@ Medians of ``--repeat`` cycles, the cases alternated within each. Locally, and o
 ms injected per request). Run by bench/train.py (``--overlap``), or:
 
     python bench/feed.py [--rows 1000000] [--latency 20] [--repeat 5] [--skip-s3]
-                         [--settings d/d,2/8] [--quiet 0.1] [--patience 120]
+                         [--settings d/d,2/8] [--quiet 0.1] [--patience 120] [--device cuda]
+
+With ``--device cuda`` the loader copies each batch to the GPU (pinned memory, a side
+stream) and the step is a GPU matmul the host waits for; ``c_s`` and ``pair`` then count
+the host's share only (two threads of GPU steps share one device: ``pair`` near 2x).
 """
 
 from __future__ import annotations
@@ -77,17 +81,24 @@ def build(uri: str, rows: int, storage_options: dict[str, Any] | None = None) ->
     return tbl
 
 
-def make_step(n: int) -> Callable[[Any], None]:
-    """A training step: one n x n matmul (it releases the GIL once, for its whole time)."""
+def make_step(n: int, device: str = "cpu") -> Callable[[Any], None]:
+    """A training step: one n x n matmul (it releases the GIL once, for its whole time).
+
+    On a GPU the host enqueues the matmul and then waits for it, as a loop that reads
+    its loss each step does: the host is idle while the device works, which is the time
+    read-ahead has to load the next batches in."""
     import torch
 
-    m = torch.rand(n, n)
-    out = torch.empty(n, n)
+    m = torch.rand(n, n, device=device)
+    out = torch.empty(n, n, device=device)
+    cuda = torch.device(device).type == "cuda"
 
     def step(batch: Any) -> None:
         features, _ = batch
         torch.mm(m, m, out=out)
-        out[0, 0] += features[0, 0]
+        out[0, 0] += features[0, 0].to(out.device)
+        if cuda:
+            torch.cuda.synchronize()
 
     return step
 
@@ -99,22 +110,24 @@ def steps_alone(step: Callable[[Any], None], sample: Any, steps: int) -> float:
     return time.perf_counter() - t0
 
 
-def calibrate(target: float, sample: Any, steps: int) -> int:
+def calibrate(target: float, sample: Any, steps: int, device: str = "cpu") -> int:
     """The matmul size of a step such that ``steps`` of them take about ``target`` s."""
     n = 256
-    for _ in range(4):
-        took = min(steps_alone(make_step(n), sample, min(steps, 200)) for _ in range(3))
+    for _ in range(6 if device != "cpu" else 4):
+        step = make_step(n, device)
+        took = min(steps_alone(step, sample, min(steps, 200)) for _ in range(3))
         took *= steps / min(steps, 200)
-        n = max(16, round(n * (target / took) ** (1 / 3)))
+        n = min(16_384, max(16, round(n * (target / took) ** (1 / 3))))
     return n
 
 
-def steps_in_pair(n: int, sample: Any, steps: int) -> None:
+def steps_in_pair(n: int, sample: Any, steps: int, device: str = "cpu") -> None:
     """The steps on two threads at once, each with its own matrices: what the machine
     gives two busy threads of one process (two cores that share a physical core, or a
     host that does not give a VM two whole cores, run them slower than one alone)."""
     threads = [
-        threading.Thread(target=steps_alone, args=(make_step(n), sample, steps)) for _ in range(2)
+        threading.Thread(target=steps_alone, args=(make_step(n, device), sample, steps))
+        for _ in range(2)
     ]
     for t in threads:
         t.start()
@@ -212,6 +225,7 @@ def overlap(
     ahead_setting: Setting = Setting(),
     quiet: float = QUIET,
     patience: float = PATIENCE,
+    device: str = "cpu",
 ) -> dict[str, Timed]:
     """The timings of one setting: medians of ``repeat`` cycles of the cases, alternated
     (cycles while other processes kept the machine busy are left out, see ``cycles``)."""
@@ -225,6 +239,7 @@ def overlap(
             label_column="label",
             batch_size=batch,
             shuffle=True,
+            device=None if device == "cpu" else device,
             **knobs,
         )
 
@@ -232,8 +247,8 @@ def overlap(
     steps = len(ahead)
     t_load = min(timed(lambda: epoch(ahead, None))[0] for _ in range(3))
     sample = next(iter(serial))
-    n = calibrate(t_load, sample, steps)  # about as long as loading, alone
-    step = make_step(n)
+    n = calibrate(t_load, sample, steps, device)  # about as long as loading, alone
+    step = make_step(n, device)
     cases = {name: Timed() for name in ("load", "load0", "step", "ahead", "serial", "pair")}
     runs: dict[str, Callable[[], object]] = {
         "load": lambda: epoch(ahead, None),
@@ -241,7 +256,7 @@ def overlap(
         "step": lambda: steps_alone(step, sample, steps),
         "ahead": lambda: epoch(ahead, step),
         "serial": lambda: epoch(serial, step),
-        "pair": lambda: steps_in_pair(n, sample, steps),
+        "pair": lambda: steps_in_pair(n, sample, steps, device),
     }
     kept, seen, others = cycles(runs, repeat, quiet, patience)
     for result in kept:
@@ -372,6 +387,7 @@ def run(
     local: bool = True,
     quiet: float = QUIET,
     patience: float = PATIENCE,
+    device: str = "cpu",
 ) -> None:
     """Locally (batches of 1024 and 8192), then on S3 with latency, on half the rows;
     each with every setting of the read-ahead epoch."""
@@ -382,12 +398,13 @@ def run(
     torch.set_num_threads(1)
     if root.exists():
         shutil.rmtree(root)
+    print(f"\n(device: {device}, {os.cpu_count()} cores)", end="")
     header()
     if local:
         tbl = build(str(root / "feed"), rows)
         for batch in (BATCH, 8 * BATCH):
             for setting in settings:
-                overlap("local disk", tbl, repeat, batch, setting, quiet, patience)
+                overlap("local disk", tbl, repeat, batch, setting, quiet, patience, device)
     if not s3:
         return
     with S3Process() as server:
@@ -396,7 +413,7 @@ def run(
         server.latency(latency_ms / 1000)
         for setting in settings:
             label = f"S3, {latency_ms:g} ms latency"
-            overlap(label, remote, repeat, BATCH, setting, quiet, patience)
+            overlap(label, remote, repeat, BATCH, setting, quiet, patience, device)
 
 
 def main() -> None:
@@ -421,6 +438,9 @@ def main() -> None:
     parser.add_argument(
         "--patience", type=float, default=PATIENCE, help="seconds to wait for quiet cycles"
     )
+    parser.add_argument(
+        "--device", default="cpu", help="cuda: batches copied to the GPU, the step a GPU matmul"
+    )
     args = parser.parse_args()
     run(
         args.rows,
@@ -432,6 +452,7 @@ def main() -> None:
         local=not args.skip_local,
         quiet=args.quiet,
         patience=args.patience,
+        device=args.device,
     )
 
 

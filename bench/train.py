@@ -21,7 +21,11 @@ two sides of each comparison alternated so that both see the same machine state:
     longer of the two alone).
 
     python bench/train.py [--rows 2000000] [--dir bench/.data/train] [--skip-ray] [--skip-tf]
-                          [--skip-overlap | --overlap-only] [--latency 20]
+                          [--skip-overlap | --overlap-only] [--latency 20] [--device cuda]
+
+``--device cuda`` copies every batch to the GPU on both sides: raylake's dataset copies
+in the main process itself (pinned memory, a side stream), the baselines call
+``.to(device)`` in the loop, and each epoch ends when the GPU has its last batch.
 """
 
 from __future__ import annotations
@@ -60,8 +64,9 @@ def report(name: str, rows: int, ours: float, theirs: float | None, target: str 
     print(f"{name:<52} {rate(rows, ours):>18} {rate(rows, theirs):>18} {ratio:>7.2f}x  {target}")
 
 
-def pyarrow_torch(files: list[str]) -> Callable[[], int]:
-    """The baseline: pyarrow batches of 1024, features stacked, to torch."""
+def pyarrow_torch(files: list[str], device: str = "cpu") -> Callable[[], int]:
+    """The baseline: pyarrow batches of 1024, features stacked, to torch (and, with a
+    GPU, ``.to(device)`` as a training loop writes it)."""
     import torch
 
     def run() -> int:
@@ -70,7 +75,10 @@ def pyarrow_torch(files: list[str]) -> Callable[[], int]:
             features = np.column_stack([batch.column(c).to_numpy() for c in FEATURES])
             x = torch.from_numpy(features)
             y = torch.from_numpy(batch.column("label").to_numpy())
+            if device != "cpu":
+                x, y = x.to(device), y.to(device)
             n += len(y) if x.shape[1] else 0
+        synchronize(device)
         return n
 
     return run
@@ -125,25 +133,51 @@ class PyarrowWorkers:
         return run
 
 
-def lake_torch(tbl: raylake.Table, *, shuffle: bool, workers: int = 0) -> Callable[[], int]:
+def synchronize(device: str) -> None:
+    """Wait for the copies queued on a GPU (a no-op on the CPU)."""
+    if device != "cpu":
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def lake_torch(
+    tbl: raylake.Table, *, shuffle: bool, workers: int = 0, device: str = "cpu"
+) -> Callable[[], int]:
+    """An epoch of LakeIterableDataset; with a GPU, in the main process the dataset
+    copies batches itself (pinned, on a side stream), and with DataLoader workers the
+    loader pins them and the loop copies them with ``non_blocking=True``."""
     import torch
     from torch.utils.data import DataLoader
 
     from raylake.train.torch import LakeIterableDataset
 
+    on_gpu = device != "cpu"
     ds = LakeIterableDataset(
-        tbl, feature_columns=FEATURES, label_column="label", batch_size=BATCH, shuffle=shuffle
+        tbl,
+        feature_columns=FEATURES,
+        label_column="label",
+        batch_size=BATCH,
+        shuffle=shuffle,
+        device=device if on_gpu and not workers else None,
     )
     epoch = [0]
 
     def run() -> int:
         ds.set_epoch(epoch[0])
         epoch[0] += 1
-        batches = DataLoader(ds, batch_size=None, num_workers=workers) if workers else ds
+        batches = (
+            DataLoader(ds, batch_size=None, num_workers=workers, pin_memory=on_gpu)
+            if workers
+            else ds
+        )
         n = 0
         for x, y in batches:
+            if on_gpu and workers:
+                x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             assert x.dtype == torch.float32 and x.shape[1] == len(FEATURES)
             n += len(y)
+        synchronize(device)
         return n
 
     return run
@@ -246,9 +280,15 @@ def main() -> None:
     parser.add_argument("--overlap-rows", type=int, default=1_000_000)
     parser.add_argument("--latency", type=float, default=20.0, help="ms per S3 request")
     parser.add_argument("--pk-only", action="store_true", help="only the PK vs append case")
+    parser.add_argument(
+        "--device", default="cpu", help="cuda: every batch copied to the GPU, on both sides"
+    )
     args = parser.parse_args()
+    device = args.device
     if args.overlap_only:
-        feed.run(args.overlap_rows, Path(args.dir) / "feed", args.latency, args.repeat)
+        feed.run(
+            args.overlap_rows, Path(args.dir) / "feed", args.latency, args.repeat, device=device
+        )
         return
     # The baseline's zero-copy label is a read-only Arrow view: torch warns once, harmlessly.
     warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
@@ -260,9 +300,9 @@ def main() -> None:
     print(f"\n{head}")
 
     if args.pk_only:
-        pk_case(tbl, root, rows, args.repeat)
+        pk_case(tbl, root, rows, args.repeat, device)
         return
-    baseline = pyarrow_torch(files)
+    baseline = pyarrow_torch(files, device)
     results: dict[str, float] = {}
     for name, workers, shuffle in [
         ("LakeIterableDataset, in-process", 0, False),
@@ -271,7 +311,7 @@ def main() -> None:
         ("LakeIterableDataset, 2 workers, shuffled", 2, True),
     ]:
         t_ours, n_ours, t_base, n_base = compare(
-            lake_torch(tbl, shuffle=shuffle, workers=workers), baseline, args.repeat
+            lake_torch(tbl, shuffle=shuffle, workers=workers, device=device), baseline, args.repeat
         )
         assert n_ours == n_base == rows, (n_ours, n_base)
         results[name] = t_ours
@@ -287,7 +327,7 @@ def main() -> None:
     t_ceiling = min(_timed(PyarrowWorkers.ceiling(rows, 2)) for _ in range(3))
     report("DataLoader ceiling: 2 workers sending ready tensors", rows, t_ceiling, None)
 
-    pk_case(tbl, root, rows, args.repeat)
+    pk_case(tbl, root, rows, args.repeat, device)
 
     for batched in (True, False):
         ours = map_random(tbl, batched=batched)
@@ -303,17 +343,18 @@ def main() -> None:
         ray_cases(tbl, files, rows, results, args.ray_repeat)
 
     if not args.skip_overlap:
-        feed.run(args.overlap_rows, root / "feed", args.latency, args.repeat)
+        feed.run(args.overlap_rows, root / "feed", args.latency, args.repeat, device=device)
 
 
-def pk_case(tbl: raylake.Table, root: Path, rows: int, repeat: int) -> None:
+def pk_case(tbl: raylake.Table, root: Path, rows: int, repeat: int, device: str = "cpu") -> None:
     """A loader epoch over the PK table of the same rows against the append table."""
     pk = build_pk_table(root / "pk", rows)
     t0 = time.perf_counter()
-    pk_run = lake_torch(pk, shuffle=False)
+    pk_run = lake_torch(pk, shuffle=False, device=device)
     made = time.perf_counter() - t0
     print(f"LakeIterableDataset over the PK table made in {made:.2f}s (counts the merged rows)")
-    t_pk, n_pk, t_plain, n_plain = compare(pk_run, lake_torch(tbl, shuffle=False), repeat)
+    plain_run = lake_torch(tbl, shuffle=False, device=device)
+    t_pk, n_pk, t_plain, n_plain = compare(pk_run, plain_run, repeat)
     assert n_pk == n_plain == rows
     report("PK table (3 upserts) vs append table, in-process", rows, t_pk, t_plain, ">= 0.7x")
 

@@ -8,7 +8,9 @@
 
 Each worker trains a linear model for ``--steps`` steps (one epoch of the tiny table
 by default) and writes the ids it saw to ``--out``; the script checks that the two
-workers saw disjoint shards that cover the table. GPUs are used when there are some.
+workers saw disjoint shards that cover the table. GPUs are used when there are some:
+a GPU each, or, with fewer GPUs than workers, the workers share them (``gloo`` then
+connects the workers, since NCCL refuses two ranks on one device).
 
     python examples/train_torch_ray.py [--warehouse DIR] [--rows 4000] [--steps 0]
 """
@@ -77,10 +79,11 @@ def train_loop(config: dict[str, Any]) -> None:
             batch_size=config["batch_size"],
             dtype=torch.float32,
             seed=1,
+            # On a GPU the dataset copies each batch itself: pinned, on a side stream.
+            device=device if device.type == "cuda" else None,
         )
         assert len(dataset) > 0 and dataset.rank_and_world_size() == (rank, world)
-        loader = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=0)
-        batches = ((x.to(device), y.to(device)) for x, y in loader)
+        batches = iter(dataset)
 
     ids: list[int] = []
     losses: list[float] = []
@@ -94,7 +97,8 @@ def train_loop(config: dict[str, Any]) -> None:
         optimizer.step()
         losses.append(loss.item())
     out = Path(config["out_dir"]) / f"{config['source']}-rank{rank}.json"
-    out.write_text(json.dumps({"rank": rank, "world": world, "ids": ids, "losses": losses}))
+    seen = {"rank": rank, "world": world, "ids": ids, "losses": losses, "device": str(device)}
+    out.write_text(json.dumps(seen))
     ray.train.report({"loss": losses[-1] if losses else float("nan"), "steps": len(losses)})
 
 
@@ -107,10 +111,16 @@ def run(
     batch_size: int = 256,
     use_gpu: bool = False,
     cpus_per_worker: float = 0.5,
+    gpus: int = 0,
 ) -> list[dict[str, Any]]:
-    """Train with 2 workers on ``source`` ("read_lake" or "lake") and return what each saw."""
+    """Train with 2 workers on ``source`` ("read_lake" or "lake") and return what each saw.
+
+    With ``use_gpu``, each worker takes ``min(1, gpus / 2)`` of a GPU."""
     import ray.train
-    from ray.train.torch import TorchTrainer
+    from ray.train.torch import TorchConfig, TorchTrainer
+
+    gpu_share = min(1.0, gpus / 2) if use_gpu else 0.0
+    shared_gpu = 0 < gpu_share < 1
 
     datasets = {}
     if source == "read_lake":
@@ -128,8 +138,12 @@ def run(
         scaling_config=ray.train.ScalingConfig(
             num_workers=2,
             use_gpu=use_gpu,
-            resources_per_worker={"CPU": cpus_per_worker, **({"GPU": 1} if use_gpu else {})},
+            resources_per_worker={
+                "CPU": cpus_per_worker,
+                **({"GPU": gpu_share} if use_gpu else {}),
+            },
         ),
+        torch_config=TorchConfig(backend="gloo") if shared_gpu else None,
         run_config=ray.train.RunConfig(storage_path=out_dir, name=f"torch-{source}"),
         datasets=datasets,
     )
@@ -161,18 +175,20 @@ def main() -> None:
     if Path(uri).exists():
         shutil.rmtree(uri)
     make_table(uri, args.rows)
-    use_gpu = torch.cuda.is_available()
+    gpus = torch.cuda.device_count()
+    use_gpu = gpus > 0
     if not ray.is_initialized():
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     ray.data.DataContext.get_current().enable_progress_bars = False
     out_dir = tempfile.mkdtemp(prefix="raylake-train-out-")
     for source in ("read_lake", "lake"):
-        results = run(uri, source, out_dir, steps=args.steps, use_gpu=use_gpu)
+        results = run(uri, source, out_dir, steps=args.steps, use_gpu=use_gpu, gpus=gpus)
         check_shards(results, args.rows, whole_epoch=not args.steps)
         for r in results:
             print(
                 f"{source:>9}: worker {r['rank']}/{r['world']} read {len(r['ids'])} rows in "
-                f"{len(r['losses'])} steps, loss {r['losses'][0]:.3f} -> {r['losses'][-1]:.3f}"
+                f"{len(r['losses'])} steps on {r['device']}, "
+                f"loss {r['losses'][0]:.3f} -> {r['losses'][-1]:.3f}"
             )
     print("both workers read disjoint shards that together cover the table")
 
