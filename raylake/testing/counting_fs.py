@@ -3,9 +3,7 @@ are gone: open a table at ``countfile://<path>`` (after :func:`register`) and re
 :data:`CountingFileSystem.reads`.
 
 The counts are of whole-file reads through ``cat_file`` (what raylake's FileIO reads
-metadata with), by path relative to nothing: the full local path; :attr:`opens`
-counts the files opened for reading (data files, which pyarrow reads through
-``open``). Commits need
+metadata with), by path relative to nothing: the full local path. Commits need
 ``options={"commit.single-writer": "true"}``: raylake trusts create-if-absent only on
 the filesystems it knows.
 """
@@ -22,12 +20,10 @@ PROTOCOL = "countfile"
 
 
 class CountingFileSystem(LocalFileSystem):
-    """Local files; every ``cat_file`` is counted in :attr:`reads` by path, every open
-    for reading in :attr:`opens`."""
+    """Local files; every ``cat_file`` is counted in :attr:`reads` by path."""
 
     protocol = (PROTOCOL,)
     reads: ClassVar[Counter[str]] = Counter()
-    opens: ClassVar[Counter[str]] = Counter()
 
     @classmethod
     def _strip_protocol(cls, path: Any) -> Any:
@@ -39,11 +35,6 @@ class CountingFileSystem(LocalFileSystem):
         type(self).reads[str(self._strip_protocol(path))] += 1
         return super().cat_file(path, start=start, end=end, **kwargs)
 
-    def _open(self, path: Any, mode: str = "rb", *args: Any, **kwargs: Any) -> Any:
-        if "r" in mode:
-            type(self).opens[str(self._strip_protocol(path))] += 1
-        return super()._open(path, mode, *args, **kwargs)
-
     @classmethod
     def count(cls, suffix: str) -> int:
         """Reads of the files whose path ends with ``suffix``."""
@@ -54,5 +45,4 @@ def register() -> type[CountingFileSystem]:
     """Make ``countfile://`` URIs open a :class:`CountingFileSystem`; counts start at 0."""
     fsspec.register_implementation(PROTOCOL, CountingFileSystem, clobber=True)
     CountingFileSystem.reads.clear()
-    CountingFileSystem.opens.clear()
     return CountingFileSystem
