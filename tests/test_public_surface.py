@@ -130,3 +130,22 @@ def test_errors_a_user_catches_are_exported_from_raylake() -> None:
 
     assert raylake.ResumeStateError is ResumeStateError
     assert raylake.InvalidArgumentError is InvalidArgumentError
+
+
+def test_shared_training_setup_is_defined_once() -> None:
+    """The training loaders share one setup (raylake/train/setup.py): the shuffle window,
+    the table-and-converter helper and the batch structure each have one definition,
+    and the PyTorch module stays split by responsibility."""
+    defined: dict[str, list[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.FunctionDef | ast.ClassDef):
+                names = [node.name]
+            elif isinstance(node, ast.Assign):
+                names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+            for name in names:
+                defined.setdefault(name, []).append(str(path.relative_to(PACKAGE)))
+    for name in ("DEFAULT_SHUFFLE_WINDOW", "table_and_converter", "structure", "LruCache"):
+        assert len(defined[name]) == 1, (name, defined[name])
+    assert len((PACKAGE / "train" / "torch.py").read_text().splitlines()) < 100
