@@ -90,3 +90,62 @@ def test_architecture_names_modules_that_exist() -> None:
         if name.endswith("/"):
             parents.append((indent, path))
     assert named > 10
+
+
+# A path a page or a docstring names: raylake/..., bench/..., tests/..., examples/...
+_NAMED_PATH = re.compile(r"\b(?:raylake|bench|tests|examples)/[\w./*-]*[\w*]")
+
+
+def _named_paths(text: str) -> set[str]:
+    return set(_NAMED_PATH.findall(text))
+
+
+def _exists(path: str) -> bool:
+    if "*" in path:  # a pattern: examples/train_*.py
+        return any(ROOT.glob(path))
+    return (ROOT / path).exists() or (ROOT / path).with_suffix("").exists()
+
+
+@pytest.mark.parametrize(
+    "page",
+    [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted(PACKAGE.rglob("*.py"))],
+    ids=lambda p: str(p.relative_to(ROOT)),
+)
+def test_pages_and_docstrings_name_paths_that_exist(page: Path) -> None:
+    text = page.read_text()
+    missing = [p for p in sorted(_named_paths(text)) if not _exists(p)]
+    assert not missing, f"{page.relative_to(ROOT)} names {missing}"
+
+
+def test_the_path_finder_finds_paths() -> None:
+    text = "see raylake/table/scan.py, raylake/nothing_here.py and examples/train_*.py."
+    named = _named_paths(text)
+    assert named == {"raylake/table/scan.py", "raylake/nothing_here.py", "examples/train_*.py"}
+    assert [p for p in sorted(named) if not _exists(p)] == ["raylake/nothing_here.py"]
+
+
+def test_errors_a_user_catches_are_exported_from_raylake() -> None:
+    assert {"InvalidArgumentError", "ResumeStateError", "RaylakeError"} <= set(raylake.__all__)
+    from raylake.errors import InvalidArgumentError, ResumeStateError
+
+    assert raylake.ResumeStateError is ResumeStateError
+    assert raylake.InvalidArgumentError is InvalidArgumentError
+
+
+def test_shared_training_setup_is_defined_once() -> None:
+    """The training loaders share one setup (raylake/train/setup.py): the shuffle window,
+    the table-and-converter helper and the batch structure each have one definition,
+    and the PyTorch module stays split by responsibility."""
+    defined: dict[str, list[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.FunctionDef | ast.ClassDef):
+                names = [node.name]
+            elif isinstance(node, ast.Assign):
+                names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+            for name in names:
+                defined.setdefault(name, []).append(str(path.relative_to(PACKAGE)))
+    for name in ("DEFAULT_SHUFFLE_WINDOW", "table_and_converter", "structure", "LruCache"):
+        assert len(defined[name]) == 1, (name, defined[name])
+    assert len((PACKAGE / "train" / "torch.py").read_text().splitlines()) < 100

@@ -1,12 +1,20 @@
 """Continual training: batches of a table's new snapshots, as they are committed.
 
 Each consumer (one rank's DataLoader worker; ``G = world_size * num_workers`` of
-them) follows the table with a stream reader and reads every plan (the new rows of
-a snapshot; for a primary-key table its inserts and after-images). It takes rows
-``g, g + G, g + 2G, ...`` of the plan (after a shuffle seeded by the seed and the
-snapshot), padded by repeating its first row so that every consumer has
-``ceil(n / G)`` rows: every rank takes the same number of steps per snapshot, and the
-rows of a snapshot are read once each (plus at most ``G - 1`` repeats).
+them) follows the table with a stream reader and takes an equal share of every plan
+(the new rows of a snapshot; for a primary-key table its inserts and after-images):
+``ceil(n / G)`` rows, padded by repeating its first row, so that every rank takes the
+same number of steps per snapshot and the rows of a snapshot are delivered once each
+(plus at most ``G - 1`` repeats).
+
+- A plan of whole-row splits (an append table's new files, a full state) is dealt
+  like an epoch (raylake/train/sharding.py): its splits' exact row counts (from
+  metadata, or a counting read), the splits in an order seeded by the seed and the
+  snapshot, consumer ``g`` taking positions ``g * share ..`` of it; a consumer reads
+  only the splits its share touches (issue 17), then shuffles its share.
+- A plan of change rows (a primary-key table's changelog or bucket diffs), whose row
+  count only reading tells, is read whole by each consumer, which takes rows
+  ``g, g + G, ...`` of a seeded shuffle of it.
 
 Catch-up is off: every consumer must cut the history into the same plans. The
 position is the stream position of the plan being read and the batches of it already
@@ -23,11 +31,14 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from raylake.errors import ResumeStateError
+from raylake.errors import RaylakeError, ResumeStateError
 from raylake.expr import Expr
 from raylake.streaming.plan import StreamPlan
 from raylake.streaming.reader import StreamPosition
-from raylake.table import Table
+from raylake.table import Split, Table
+from raylake.table.changes import InsertSplit
+from raylake.table.counting import exact_counts
+from raylake.table.scan import ReadContext
 from raylake.train.stream import Block
 
 STATE_KIND = "raylake.continual"
@@ -118,23 +129,93 @@ class ContinualReader:
             yield plan
 
     def _batches(self, plan: StreamPlan) -> list[Block]:
-        rows = plan.to_arrow()
+        rows = self._rows(plan)
+        share = rows.num_rows
+        if share == 0:
+            return []
+        block = self.convert(rows)
+        size = self.config.batch_size
+        stop = share - share % size if self.config.drop_last else share
+        return [{k: v[i : i + size] for k, v in block.items()} for i in range(0, stop, size)]
+
+    def _rows(self, plan: StreamPlan) -> pa.Table:
+        """This consumer's share of the plan's rows, in the order it delivers them."""
+        splits = whole_row_splits(plan)
+        if splits is None:
+            return self._strided(plan.to_arrow(), plan.snapshot_id)
+        return self._dealt(plan.context.read_context(), splits, plan.snapshot_id)
+
+    def _dealt(self, ctx: ReadContext, splits: list[Split], snapshot_id: int) -> pa.Table:
+        counts = np.asarray(exact_counts(ctx, splits), dtype=np.int64)
+        order = np.arange(len(splits))
+        if self.config.shuffle:
+            order = self._rng(snapshot_id).permutation(len(splits))
+        counts = counts[order]
+        n = int(counts.sum())
+        if n == 0:
+            return ctx.output_schema.empty_table()
+        share = -(-n // self.consumers)
+        lo = self.consumer * share
+        hi = min(lo + share, n)
+        if lo >= n:  # more consumers than rows: repeat one row
+            lo = self.consumer % n
+            hi = lo + 1
+        rows = read_positions(ctx, [splits[i] for i in order], counts, lo, hi)
+        mine = np.arange(share)
+        mine[rows.num_rows :] = 0  # a short share: pad by repeating its first row
+        if self.config.shuffle:
+            mine = mine[self._rng(snapshot_id, self.consumer).permutation(share)]
+        return rows.take(pa.array(mine))
+
+    def _strided(self, rows: pa.Table, snapshot_id: int) -> pa.Table:
         n = rows.num_rows
         if n == 0:
-            return []
+            return rows
         order = np.arange(n)
         if self.config.shuffle:
-            seed = np.random.SeedSequence([self.config.seed, plan.snapshot_id])
-            order = np.random.default_rng(seed).permutation(n)
+            order = self._rng(snapshot_id).permutation(n)
         share = -(-n // self.consumers)
         mine = order[self.consumer :: self.consumers]
         if len(mine) < share:  # pad so that every consumer takes the same steps
             first = mine[:1] if len(mine) else order[self.consumer % n : self.consumer % n + 1]
             mine = np.concatenate([mine, np.repeat(first, share - len(mine))])
-        block = self.convert(rows.take(pa.array(mine)))
-        size = self.config.batch_size
-        stop = share - share % size if self.config.drop_last else share
-        return [{k: v[i : i + size] for k, v in block.items()} for i in range(0, stop, size)]
+        return rows.take(pa.array(mine))
+
+    def _rng(self, *key: int) -> np.random.Generator:
+        return np.random.default_rng(np.random.SeedSequence([self.config.seed, *key]))
+
+
+def whole_row_splits(plan: Any) -> list[Split] | None:
+    """The table splits of a plan whose every split is rows of a table split (inserts);
+    None for change rows, or another format's plan."""
+    if not isinstance(plan, StreamPlan) or not plan.splits:
+        return None
+    if not all(isinstance(s, InsertSplit) for s in plan.splits):
+        return None
+    return [s.split for s in plan.splits if isinstance(s, InsertSplit)]
+
+
+def read_positions(
+    ctx: ReadContext, splits: Sequence[Split], counts: np.ndarray, lo: int, hi: int
+) -> pa.Table:
+    """Rows ``lo..hi`` of the splits' rows taken in order, reading only the splits they
+    fall in (``counts``: each split's exact rows)."""
+    ends = np.cumsum(counts)
+    starts = ends - counts
+    touched = [i for i in range(len(splits)) if starts[i] < hi and ends[i] > lo and counts[i]]
+    parts = []
+    for i, rows in zip(touched, ctx.read_tables([splits[i] for i in touched])):
+        if rows.num_rows != counts[i]:
+            raise RaylakeError(
+                f"split {i} of a stream plan read {rows.num_rows} rows but was counted at "
+                f"{counts[i]}; files changed under a committed snapshot"
+            )
+        first = max(lo, int(starts[i])) - int(starts[i])
+        last = min(hi, int(ends[i])) - int(starts[i])
+        parts.append(rows.slice(first, last - first))
+    if not parts:
+        return ctx.output_schema.empty_table()
+    return pa.concat_tables(parts)
 
 
 def check_resume_state(

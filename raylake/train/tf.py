@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 from raylake.expr import Expr
 from raylake.table import Table
-from raylake.train.convert import Converter, FillNull, inner_shape, numpy_dtype
+from raylake.train.convert import FEATURES, Converter, FillNull, inner_shape, numpy_dtype
 from raylake.train.loader import ShardedLoader
 from raylake.train.setup import DEFAULT_SHUFFLE_WINDOW, check_rank, open_source, structure
 from raylake.train.source import LakeSource
@@ -142,13 +142,13 @@ def output_signature(source: LakeSource, converter: Converter, batch: int | None
         tf_type = tf.string if np_type == np.dtype(object) else tf.as_dtype(np_type)
         return tf.TensorSpec((batch, *inner_shape(dtype)), tf_type, name=name)
 
+    specs = {c: spec(c) for c in layout.named}
+    if layout.label is not None:
+        specs[layout.label] = spec(layout.label)
     if layout.features is not None:
-        features = tf.TensorSpec(
-            (batch, converter.features_width), tf.as_dtype(converter.features_dtype)
-        )
-        return features if layout.label is None else (features, spec(layout.label))
-    named = {c: spec(c) for c in layout.named}
-    return named if layout.label is None else (named, spec(layout.label))
+        width = (batch, converter.features_width)
+        specs[FEATURES] = tf.TensorSpec(width, tf.as_dtype(converter.features_dtype))
+    return structure(layout, specs)  # the batches' own structure
 
 
 def _tensorflow() -> Any:

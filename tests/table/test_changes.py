@@ -29,6 +29,7 @@ from raylake.errors import (
 )
 from raylake.table import ChangesScan, Table
 from raylake.table import scan as scan_module
+from raylake.table.append import AppendKind
 from raylake.table.changes import DiffSplit, InsertSplit
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.int64())])
@@ -303,3 +304,70 @@ def test_a_stream_catch_up_is_the_same_change_read(warehouse: Path) -> None:
     assert plan.splits == tuple(changes.plan())
     assert plan.to_arrow().sort_by("id").equals(changes.to_arrow().sort_by("id"))
     reader.close()
+
+
+# -- pruning, shared scans and Arrow streams ---------------------------------------------------
+
+
+def test_primary_key_changes_are_pruned_by_partition(warehouse: Path) -> None:
+    schema = pa.schema([("id", pa.int64()), ("day", pa.string()), ("v", pa.int64())])
+    tbl = raylake.create_table(
+        str(warehouse / "pd"), schema, primary_key=["id", "day"], partition_by=["day"], buckets=2
+    )
+    days = ["d1", "d2", "d3"]
+    tbl.write(pa.table({"id": [1, 2, 3] * 3, "day": [d for d in days for _ in range(3)],
+                        "v": [0] * 9}, schema=schema))  # fmt: skip
+    tbl.write(pa.table({"id": [1, 2, 3] * 3, "day": [d for d in days for _ in range(3)],
+                        "v": [1] * 9}, schema=schema))  # fmt: skip
+    everything = tbl.changes(1).plan()
+    assert {s.partition for s in everything} == {(d,) for d in days}
+    pruned = tbl.changes(1, filter="day = 'd2'", include_row_kind=True)
+    assert {s.partition for s in pruned.plan()} == {("d2",)}
+    got = pruned.to_arrow().sort_by([("id", "ascending"), ("_rl_kind", "ascending")])
+    assert got.column("day").to_pylist() == ["d2"] * 6
+    assert got.column("_rl_kind").to_pylist() == ["+U", "-U"] * 3
+
+
+def test_inserts_of_many_splits_share_one_scan(
+    warehouse: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whole-file inserts (an append table's new files, in a bounded read or a stream
+    plan) are read by one pyarrow scan over all their splits, not split by split."""
+    tbl = raylake.create_table(str(warehouse / "a"), SCHEMA, partition_by=["v"])
+    tbl.write(pa.table({"id": [0], "v": [9]}, schema=SCHEMA))
+    tbl.write(pa.table({"id": list(range(30)), "v": [i % 3 for i in range(30)]}, schema=SCHEMA))
+    reads: list[int] = []
+    original = AppendKind.read_batches
+
+    def counted(self: AppendKind, ctx: Any, splits: Any) -> Any:
+        reads.append(len(splits))
+        return original(self, ctx, splits)
+
+    monkeypatch.setattr(AppendKind, "read_batches", counted)
+    scan = tbl.changes(1)
+    splits = scan.plan()
+    assert len(splits) == 3  # one per partition
+    assert scan.to_arrow().num_rows == 30
+    assert reads == [3]
+    reads.clear()
+    plan = tbl.stream(start=1, prefetch=False)
+    plan.poll()  # snapshot 1, whole
+    step = plan.poll()
+    assert step is not None and len(step.splits) == 3
+    assert step.to_arrow().num_rows == 30
+    assert reads == [3]
+    plan.close()
+
+
+def test_a_changes_scan_is_an_arrow_stream_for_duckdb_and_polars(warehouse: Path) -> None:
+    duckdb = pytest.importorskip("duckdb")
+    pl = pytest.importorskip("polars")
+    tbl = _pk_table(warehouse)
+    changes = tbl.changes(1, include_row_kind=True)
+    query = "select _rl_kind, count(*) from changes group by 1 order by 1"
+    assert duckdb.sql(query).fetchall() == [("+I", 1), ("+U", 2), ("-U", 2)]
+    frame = pl.DataFrame(changes)
+    assert frame.columns == ["id", "v", "_rl_kind"]
+    assert sorted(frame.filter(pl.col("_rl_kind") == "+U")["id"].to_list()) == [3, 50]
+    rows = pl.from_arrow(changes)  # polars makes a stream a Series of struct rows
+    assert rows.struct.unnest().sort(["id", "_rl_kind"]).equals(frame.sort(["id", "_rl_kind"]))

@@ -58,3 +58,24 @@ def test_filtered_and_merged_counts_agree_with_the_rows_read(tmp_path: Path) -> 
     assert metadata_counts(filtered.read_context(), filtered.plan()) == [None] * len(
         filtered.plan()
     )
+
+
+def test_only_the_counting_module_asks_a_kind_for_exact_counts() -> None:
+    """Scans, loaders and the datasource count through raylake/table/counting.py; only
+    the kinds themselves (which answer) and that module call ``exact_row_count``."""
+    import ast
+
+    package = Path(raylake.__file__).parent
+    answering = {"table/kind.py", "table/append.py", "table/pk/kind.py", "paimon/kind.py"}
+    callers = set()
+    for path in package.rglob("*.py"):
+        rel = str(path.relative_to(package))
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "exact_row_count"
+                and rel not in answering
+            ):
+                callers.add(rel)
+    assert callers == {"table/counting.py"}

@@ -142,6 +142,52 @@ def test_generic_modules_never_ask_for_the_kind(module: str) -> None:
         "def is_primary_key_table", ""
     ).replace("self.table_schema.is_primary_key_table", "")
     assert not any(m.startswith("raylake.table.pk") for m in _imports(path))
+    assert not _kind_questions(path)
+
+
+# What "which kind is this?" looks like in code: a condition on the primary key or the
+# changelog producer, a kind class by name, or a test of a kind's name.
+KIND_ATTRIBUTES = {"is_primary_key_table", "primary_key", "changelog_producer"}
+KIND_CLASSES = {"PrimaryKeyKind", "AppendKind"}
+
+
+def _kind_questions(path: Path) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        conditions: list[ast.expr] = []
+        if isinstance(node, ast.If | ast.IfExp | ast.While | ast.Assert):
+            conditions.append(node.test)
+        elif isinstance(node, ast.comprehension):
+            conditions.extend(node.ifs)
+        elif isinstance(node, ast.BoolOp):
+            conditions.extend(node.values)
+        for cond in conditions:
+            for sub in ast.walk(cond):
+                if isinstance(sub, ast.Attribute) and sub.attr in KIND_ATTRIBUTES:
+                    found.append(f"line {sub.lineno}: a condition on .{sub.attr}")
+                if (
+                    isinstance(sub, ast.Attribute)
+                    and sub.attr == "name"
+                    and "kind" in ast.unparse(sub.value).lower()
+                ):
+                    found.append(f"line {sub.lineno}: a test of a kind's name")
+        if (
+            isinstance(node, ast.Name | ast.alias)
+            and getattr(node, "id", getattr(node, "name", None)) in KIND_CLASSES
+        ):
+            found.append(f"line {node.lineno}: names a kind class")
+    return found
+
+
+def test_the_kind_question_finder_finds_questions(tmp_path: Path) -> None:
+    asking = tmp_path / "asking.py"
+    asking.write_text(
+        "if ts.primary_key:\n    pass\n"
+        "x = 1 if kind.name == 'append' else 2\n"
+        "from raylake.table.append import AppendKind\n"
+        "ok = [k for k in ts.primary_key if k]\n"
+    )
+    assert len(_kind_questions(asking)) == 3
 
 
 @pytest.mark.parametrize(

@@ -151,3 +151,31 @@ def test_input_changelog_records_rows_as_written(tmp_path: Path) -> None:
         (1, "-U"),
         (2, "+U"),
     ]
+
+
+def test_a_failed_lookup_changelog_file_is_deleted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lookup changelog file whose write fails is aborted like any other writer's
+    (``writing``): the failed commit leaves no file behind."""
+    from raylake.table.writer import RollingFileWriter
+
+    tbl = raylake.create_table(
+        str(tmp_path / "t"), SCHEMA, primary_key=["id"], buckets=1,
+        options={"changelog-producer": "lookup"},
+    )  # fmt: skip
+    tbl.write(pa.table({"id": [1, 2], "v": [1, 2], "s": ["a", "b"]}, schema=SCHEMA))
+    files_before = {rel for rel, _ in tbl.file_io.list_files("data")}
+    original = RollingFileWriter._close_file
+
+    def failing_changelog_close(self: RollingFileWriter) -> None:
+        if "changelog" in self.prefix:
+            raise RuntimeError("injected: the changelog file could not be finished")
+        original(self)
+
+    monkeypatch.setattr(RollingFileWriter, "_close_file", failing_changelog_close)
+    with pytest.raises(RuntimeError, match="injected"):
+        tbl.write(pa.table({"id": [2, 3], "v": [5, 3], "s": ["x", "c"]}, schema=SCHEMA))
+    monkeypatch.undo()
+    assert {rel for rel, _ in tbl.file_io.list_files("data")} == files_before
+    assert tbl.latest_snapshot().id == 1  # type: ignore[union-attr]

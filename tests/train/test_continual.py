@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import threading
 import time
 from collections import Counter
@@ -149,3 +150,70 @@ def test_consumers_read_no_latest_hint_per_plan(tbl: raylake.Table) -> None:
         assert len(ids_of(list(ds))) == 37 * until
         hint_reads.append(fs.count("snapshot/LATEST"))
     assert hint_reads[0] == hint_reads[1]
+
+
+def test_each_consumer_reads_only_the_files_of_its_share(warehouse: Path) -> None:
+    """A plan of many files is dealt by exact row counts: consumer g of G reads the data
+    files of its share, not the whole plan (issue 17). Here the state at snapshot 8 is
+    8 files of 37 rows, one split each, so consumer g of 4 takes splits 2g and 2g + 1
+    (unshuffled); it reads from a copy of the table holding only those two files."""
+    one_split_per_file = {"read.split.target-size": "1"}
+    tbl = raylake.create_table(str(warehouse / "many"), SCHEMA, options=one_split_per_file)
+    for c in range(8):
+        commit(tbl, c * 37, 37)
+    files = [f.path for s in tbl.scan().plan() for f in s.files]
+    assert len(files) == 8
+    for g in range(4):
+        copy = warehouse / f"copy-{g}"
+        shutil.copytree(warehouse / "many", copy)
+        mine = files[2 * g : 2 * g + 2]
+        for path in set(files) - set(mine):
+            (copy / path).unlink()  # a read of another consumer's file would fail
+        ds = LakeStreamDataset(str(copy), start=8, batch_size=8, rank=g, world_size=4,
+                               until_snapshot=8, columns=["id", "x"], shuffle=False)  # fmt: skip
+        expected = raylake.open_table(str(warehouse / "many")).scan().plan()[2 * g : 2 * g + 2]
+        rows = [r for s in expected for b in tbl.read_split(s) for r in b.column("id").to_pylist()]
+        assert ids_of(list(ds)) == rows
+
+
+@pytest.mark.parametrize("world", [3, 4])
+def test_dealt_shares_deliver_every_row_once_with_equal_steps(warehouse: Path, world: int) -> None:
+    tbl = raylake.create_table(
+        str(warehouse / "many"), SCHEMA, options={"read.split.target-size": "1"}
+    )
+    for c in range(8):
+        commit(tbl, c * 50, 37 + c)  # splits of unequal rows
+    per_rank = [
+        ids_of(list(LakeStreamDataset(tbl, start=8, batch_size=8, rank=r, world_size=world,
+                                      until_snapshot=8, columns=["id", "x"])))
+        for r in range(world)
+    ]  # fmt: skip
+    assert len({len(ids) for ids in per_rank}) == 1
+    seen = Counter(i for ids in per_rank for i in ids)
+    expected = {c * 50 + i for c in range(8) for i in range(37 + c)}
+    assert set(seen) == expected and sum(seen.values()) - len(expected) <= world - 1
+
+
+def test_primary_key_plans_are_shared_out_once_with_equal_steps(warehouse: Path) -> None:
+    """The full state of a primary-key table (merged, counted before reading) and its
+    later bucket diffs (read whole, then shared out) reach every key once per plan."""
+    tbl = raylake.create_table(
+        str(warehouse / "pk"), SCHEMA, primary_key=["id"], buckets=2,
+        options={"read.split.target-size": "1"},
+    )  # fmt: skip
+    commit(tbl, 0, 100)
+    commit(tbl, 50, 100)  # overlaps: the state at snapshot 2 is merged
+    updated = np.arange(20, dtype=np.int64)
+    tbl.write(pa.table({"id": updated, "x": -updated.astype(np.float32) - 1}, schema=SCHEMA))
+    world = 3
+    per_rank = [
+        ids_of(list(LakeStreamDataset(tbl, start=2, batch_size=7, rank=r, world_size=world,
+                                      until_snapshot=3, columns=["id", "x"])))
+        for r in range(world)
+    ]  # fmt: skip
+    assert len({len(ids) for ids in per_rank}) == 1  # equal steps and rows per rank
+    seen = Counter(i for ids in per_rank for i in ids)
+    expected = Counter([*range(150), *range(20)])
+    assert set(seen) == set(expected)
+    assert all(seen[k] >= n for k, n in expected.items())
+    assert sum(seen.values()) - sum(expected.values()) <= 2 * (world - 1)

@@ -48,7 +48,7 @@ from raylake.table.pk.schema import (
     file_schema,
 )
 from raylake.table.split import FileSlice
-from raylake.table.writer import RollingFileWriter
+from raylake.table.writer import RollingFileWriter, writing
 
 _TAG = "__raylake_after__"
 
@@ -115,8 +115,9 @@ def lookup_changelog(
                     prefix="lookup-changelog",
                     schema=file_schema(ts),
                 )
-                writer.write(changes)
-                written += writer.close()
+                with writing(writer):
+                    writer.write(changes)
+                    written += writer.close()
     except BaseException:
         file_io.delete_quietly([f.path for f in written])
         raise
