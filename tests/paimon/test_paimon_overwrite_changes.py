@@ -37,9 +37,17 @@ def _state(tbl: Any, snapshot_id: int) -> pa.Table:
     return tbl.table_schema.arrow_schema.empty_table()
 
 
-def _pairs(name: str) -> list[tuple[str, int, int]]:
+def _overwrite_ranges(name: str) -> list[tuple[str, int, int]]:
+    """Every range (start, end] of the fixture with an OVERWRITE snapshot in it."""
     ids = case(name)["snapshots"]
-    return [(name, a, b) for b in ids for a in [0, *ids] if a <= b]
+    snaps = FIXTURES / name / "table" / "snapshot"
+    kinds = {i: json.loads((snaps / f"snapshot-{i}").read_text())["commitKind"] for i in ids}
+    return [
+        (name, a, b)
+        for b in ids
+        for a in [0, *ids]
+        if a < b and any(kinds[i] == "OVERWRITE" for i in range(a + 1, b + 1))
+    ]
 
 
 def _keyed(rows: pa.Table, key: list[str]) -> dict[tuple[Any, ...], dict[str, Any]]:
@@ -82,7 +90,9 @@ def _apply(state: pa.Table, changes: pa.Table, key: list[str]) -> list[dict[str,
     return rows_by_key(pa.Table.from_pylist(list(rows.values()), schema=state.schema), key)
 
 
-@pytest.mark.parametrize(("name", "start", "end"), [p for n in PK_OVERWRITE for p in _pairs(n)])
+@pytest.mark.parametrize(
+    ("name", "start", "end"), [p for n in PK_OVERWRITE for p in _overwrite_ranges(n)]
+)
 def test_a_range_over_overwrites_takes_one_state_to_the_next(
     name: str, start: int, end: int
 ) -> None:
@@ -148,7 +158,7 @@ def test_a_changelog_range_without_the_overwrite_keeps_its_changelog() -> None:
     assert rows and not [r for r in rows if r["id"] in (4, 5)]
 
 
-@pytest.mark.parametrize(("name", "start", "end"), _pairs("append_overwrite"))
+@pytest.mark.parametrize(("name", "start", "end"), _overwrite_ranges("append_overwrite"))
 def test_an_append_range_over_overwrites_removes_and_adds_rows(
     name: str, start: int, end: int
 ) -> None:
@@ -213,3 +223,18 @@ def test_a_changed_bucket_count_compares_whole_partitions(paimon_copy: Any) -> N
     assert _as_set(got) == net_diff(_state(tbl, sid - 1), _state(tbl, sid), ["id"])
     whole = tbl.changes(2, sid, include_row_kind=True).to_arrow()
     assert _apply(_state(tbl, 2), whole, ["id"]) == rows_by_key(_state(tbl, sid), ["id"])
+
+
+def test_an_overwrite_that_drops_one_file_brings_older_versions_back(paimon_copy: Any) -> None:
+    """A spec-built OVERWRITE deleting the newest level-0 file of a bucket (deletes of
+    keys 0..2 there): what the bucket's older files hold comes back."""
+    table = paimon_copy("pk_deduplicate")
+    newest = max(live_entries(table), key=lambda e: e["_FILE"]["_MAX_SEQUENCE_NUMBER"])
+    sid = commit(table, kind="OVERWRITE", deleted=[newest])
+    tbl = raylake.open_table(str(table))
+    before, after = _state(tbl, sid - 1), _state(tbl, sid)
+    got = tbl.changes(sid - 1, sid, include_row_kind=True).to_arrow()
+    assert _as_set(got) == net_diff(before, after, ["id"])
+    assert got.num_rows and set(got["_rl_kind"].to_pylist()) == {"+I"}
+    got = tbl.changes(1, sid, include_row_kind=True).to_arrow()
+    assert _apply(_state(tbl, 1), got, ["id"]) == rows_by_key(after, ["id"])
