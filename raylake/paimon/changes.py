@@ -75,17 +75,24 @@ def read_changes(
             rows = rows.sort_by(SEQ)
             if source == "delta":
                 rows = _merge_delta(rows, ts, plan, ctx.file_io.uri)
-        if plan.full_filter is not None:
-            rows = rows.filter(plan.full_filter)
-        if not include_row_kind:
-            rows = rows.filter(pc.is_in(rows.column(KIND), value_set=_UPSERTS))
-        kinds = rows.column(KIND)
-        arrays = [rows.column(c) for c in plan.output]
-        if include_row_kind:
-            names = pa.array(list(KIND_NAMES), pa.string())
-            arrays.append(names.take(pc.cast(kinds, pa.int32())))
-        parts.append(pa.Table.from_arrays(arrays, schema=schema))
+        parts.append(change_rows(rows, plan, schema, include_row_kind))
     return pa.concat_tables(parts) if parts else schema.empty_table()
+
+
+def change_rows(
+    rows: pa.Table, plan: PaimonReadPlan, schema: pa.Schema, include_row_kind: bool
+) -> pa.Table:
+    """Rows with an int8 row kind -> filtered, projected to ``schema``, the kind named
+    in ``_rl_kind`` if asked, else upserts (+I, +U) only."""
+    if plan.full_filter is not None:
+        rows = rows.filter(plan.full_filter)
+    if not include_row_kind:
+        rows = rows.filter(pc.is_in(rows.column(KIND), value_set=_UPSERTS))
+    arrays = [rows.column(c) for c in plan.output]
+    if include_row_kind:
+        names = pa.array(list(KIND_NAMES), pa.string())
+        arrays.append(names.take(pc.cast(rows.column(KIND), pa.int32())))
+    return pa.Table.from_arrays(arrays, schema=schema)
 
 
 def _merge_delta(rows: pa.Table, ts: PaimonTableSchema, plan: PaimonReadPlan, uri: str) -> pa.Table:

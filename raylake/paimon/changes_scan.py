@@ -11,8 +11,11 @@ The rows come from the snapshots ``start+1..end`` read as a Paimon stream reads 
   range (a ``-D`` kept as a delete).
 
 COMPACT snapshots contribute nothing (or their changelog, where a producer writes one
-at compaction). An OVERWRITE in the range is refused: its changes cannot be read
-from delta files, and skipping it (as a stream does) would give stale rows.
+at compaction). The buckets an OVERWRITE of the range touched give their net change
+instead, their states at both ends compared (raylake/paimon/changes_diff.py): an
+overwrite's delta files do not say which rows changed, and skipping it (as a stream
+does by default) would give stale rows. A ``filter`` prunes partitions and files from
+the manifests, as a scan does, before any data file is read.
 """
 
 from __future__ import annotations
@@ -27,11 +30,24 @@ import pyarrow as pa
 from raylake.errors import InvalidArgumentError, SnapshotExpiredError, UnsupportedPaimonError
 from raylake.format.snapshot import Snapshot
 from raylake.paimon.changes import ROW_KIND, changed_files, read_changes
+from raylake.paimon.changes_diff import (
+    Group,
+    PaimonDiffSplit,
+    bucket_counts,
+    diff_splits,
+    group_of,
+    overwritten,
+    read_diff,
+)
 from raylake.paimon.manifest import PaimonFile
+from raylake.paimon.meta import PaimonTableSchema
+from raylake.paimon.scan import prune_files
 from raylake.paimon.snapshot import PaimonSnapshots, read_snapshot
 from raylake.table.args import is_int
+from raylake.table.kind import kind_of
 from raylake.table.scan import ReadContext, _to_millis
 from raylake.table.scan_reads import ScanReads
+from raylake.table.split import partition_sort_key
 
 
 @dataclass(frozen=True)
@@ -64,15 +80,20 @@ class PaimonChangeReader:
             schema = schema.append(pa.field(ROW_KIND, pa.string(), nullable=False))
         return schema
 
-    def read(self, split: PaimonChangeSplit) -> Iterator[pa.RecordBatch]:
-        rows = read_changes(self.context, split.source, split.files, self.include_row_kind)
+    def read(self, split: PaimonChangeSplit | PaimonDiffSplit) -> Iterator[pa.RecordBatch]:
+        if isinstance(split, PaimonDiffSplit):
+            rows = read_diff(self.context, split, self.include_row_kind)
+        else:
+            rows = read_changes(self.context, split.source, split.files, self.include_row_kind)
         yield from rows.to_batches(max_chunksize=self.context.batch_size)
 
-    def read_all(self, splits: Sequence[PaimonChangeSplit]) -> Iterator[pa.RecordBatch]:
+    def read_all(
+        self, splits: Sequence[PaimonChangeSplit | PaimonDiffSplit]
+    ) -> Iterator[pa.RecordBatch]:
         for split in splits:
             yield from self.read(split)
 
-    def read_table(self, splits: Sequence[PaimonChangeSplit]) -> pa.Table:
+    def read_table(self, splits: Sequence[PaimonChangeSplit | PaimonDiffSplit]) -> pa.Table:
         return pa.Table.from_batches(list(self.read_all(splits)), schema=self.output_schema)
 
 
@@ -99,15 +120,53 @@ class PaimonChangesScan(ScanReads):
     def read_context(self) -> PaimonChangeReader:
         return self.reader
 
-    def read_split(self, split: PaimonChangeSplit) -> Iterator[pa.RecordBatch]:
+    def read_split(self, split: PaimonChangeSplit | PaimonDiffSplit) -> Iterator[pa.RecordBatch]:
         return self.reader.read(split)
 
-    def plan(self) -> list[PaimonChangeSplit]:
-        """One split per bucket that changed, in partition and bucket order."""
+    def plan(self) -> list[PaimonChangeSplit | PaimonDiffSplit]:
+        """One split per bucket that changed, in partition and bucket order, pruned by
+        the filter's partition (and key or value statistics) before any data file is
+        read; the buckets an OVERWRITE touched are compared at both ends
+        (raylake/paimon/changes_diff.py)."""
         ctx = self.reader.context
-        file_io = ctx.file_io
+        ts = ctx.table_schema
+        assert isinstance(ts, PaimonTableSchema)
+        snaps = self._snapshots()
+        overwrites = [s for s in snaps if s.commit_kind == "OVERWRITE"]
+        group = group_of(ts, bool(overwrites) and self._rescaled(ts, snaps))
+        compared: set[Group] = set()
+        for snap in overwrites:
+            compared |= overwritten(ctx, snap, group)
+        pruning = kind_of(ts).pruning_filter(ctx.filter)
         sources: set[str] = set()
         by_bucket: dict[tuple[bytes, int], list[PaimonFile]] = {}
+        for snap in snaps:
+            if snap.commit_kind == "OVERWRITE":
+                continue
+            source, files = changed_files(ctx, snap, lambda bucket: True)
+            if source == "none":
+                continue  # a COMPACT snapshot without changelog changes no row
+            sources.add(source)
+            for f in prune_files(files, ts, pruning):
+                if group(f.partition, f.bucket) not in compared:
+                    by_bucket.setdefault((f.partition_bytes, f.bucket), []).append(f)
+        if len(sources) > 1:
+            raise UnsupportedPaimonError(
+                ctx.file_io.uri,
+                "changes() over a range whose snapshots mix changelog and delta files",
+            )
+        source = next(iter(sources), "delta")
+        splits: list[PaimonChangeSplit | PaimonDiffSplit] = [
+            PaimonChangeSplit(source, fs[0].partition, fs[0].bucket, tuple(fs))
+            for fs in by_bucket.values()
+        ]
+        splits += diff_splits(ctx, self.start_snapshot_id, self.end_snapshot_id, compared, group)
+        return sorted(splits, key=lambda s: (partition_sort_key(s.partition), s.bucket))
+
+    def _snapshots(self) -> list[Snapshot]:
+        """Snapshots ``start+1..end``; a missing one is expired (or never existed)."""
+        file_io = self.reader.context.file_io
+        found = []
         for sid in range(self.start_snapshot_id + 1, self.end_snapshot_id + 1):
             snap = read_snapshot(file_io, sid)
             if snap is None:
@@ -115,28 +174,15 @@ class PaimonChangesScan(ScanReads):
                 if not ids or sid > ids[-1]:
                     PaimonSnapshots(file_io).get(sid)  # SnapshotNotFoundError names what exists
                 raise SnapshotExpiredError(sid, ids[0], file_io.uri)
-            if snap.commit_kind == "OVERWRITE":
-                raise UnsupportedPaimonError(
-                    file_io.uri,
-                    f"changes() over snapshot {sid}, an OVERWRITE: its changes cannot be read "
-                    "from delta files; read both states with to_arrow(snapshot_id=...)",
-                )
-            source, files = changed_files(ctx, snap, lambda bucket: True)
-            if source == "none":
-                continue  # a COMPACT snapshot without changelog changes no row
-            sources.add(source)
-            for f in files:
-                by_bucket.setdefault((f.partition_bytes, f.bucket), []).append(f)
-        if len(sources) > 1:
-            raise UnsupportedPaimonError(
-                file_io.uri, "changes() over a range whose snapshots mix changelog and delta files"
-            )
-        source = next(iter(sources), "delta")
-        splits = [
-            PaimonChangeSplit(source, fs[0].partition, fs[0].bucket, tuple(fs))
-            for fs in by_bucket.values()
-        ]
-        return sorted(splits, key=lambda s: (repr(s.partition), s.bucket))
+            found.append(snap)
+        return found
+
+    def _rescaled(self, ts: PaimonTableSchema, snaps: list[Snapshot]) -> bool:
+        """Whether the bucket count changed over the range (keys may change bucket)."""
+        file_io = self.reader.context.file_io
+        first = read_snapshot(file_io, self.start_snapshot_id) if self.start_snapshot_id else None
+        ends = [] if first is None else [first]
+        return len(bucket_counts(ts, [*ends, *snaps])) > 1
 
 
 def paimon_changes(

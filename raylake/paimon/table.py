@@ -153,7 +153,9 @@ class PaimonTable(Table):
     ) -> Any:
         """What changed after snapshot ``start`` up to and including ``end`` (the latest
         when None): the range's changelog files where the table has a changelog producer,
-        otherwise its merged delta files (raylake/paimon/changes_scan.py, docs/paimon.md).
+        otherwise its merged delta files; the buckets an OVERWRITE in the range touched
+        give their net change, both ends compared. ``filter`` prunes partitions and files
+        before any is read (raylake/paimon/changes_scan.py, docs/paimon.md).
         ``include_row_kind`` adds ``_rl_kind``; without it the rows are upserts only."""
         from raylake.paimon.changes_scan import paimon_changes
 

@@ -1,0 +1,192 @@
+"""The net change of what an OVERWRITE replaced, for ``PaimonTable.changes`` (docs/paimon.md).
+
+An OVERWRITE snapshot's delta manifests name the files it removed and the files it
+wrote, not the rows that changed, and it writes no changelog. So, as raylake's own
+``Table.changes`` does (docs/changes.md), the buckets an OVERWRITE of the range touched
+are compared at both ends of the range, each end read as a batch read of that snapshot
+reads it (deletion vectors, levels):
+
+- primary-key tables: each bucket merged at both ends and compared (``diff_states``):
+  ``+I`` new keys, ``-D`` removed keys, ``-U``/``+U`` changed keys; a key the overwrite
+  wrote back unchanged gives nothing;
+- append tables: the rows of files live only at the end (``+I``) and of files live
+  only at the start (``-D``), as raylake's append tables give them.
+
+Where keys can move between the buckets of a partition (a changed bucket count, the
+dynamic bucket mode ``bucket = -1``) a whole partition is compared at once; where they
+can move between partitions (a primary key without every partition key), everything
+the overwrites touched is. Other buckets keep reading the range's delta or changelog
+files (raylake/paimon/changes.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from raylake.errors import UnsupportedPaimonError
+from raylake.expr import filter_on_columns
+from raylake.format.snapshot import Snapshot
+from raylake.paimon.changes import ROW_KIND, change_rows
+from raylake.paimon.manifest import EntryDecoder, delta_manifests
+from raylake.paimon.meta import PaimonFileSlice, PaimonTableSchema
+from raylake.paimon.read import PaimonReadPlan, read_file
+from raylake.paimon.scan import PaimonScan, partition_path
+from raylake.table.pk.changelog import diff_states
+from raylake.table.pk.schema import DELETE, INSERT, KIND, SEQ
+from raylake.table.scan import ReadContext
+from raylake.table.split import Split, partition_sort_key
+
+# (partition, bucket) of the compared group; bucket -1: every bucket of the partition,
+# partition (): every partition.
+Group = tuple[tuple[Any, ...], int]
+ALL_BUCKETS = -1
+
+
+@dataclass(frozen=True)
+class PaimonDiffSplit:
+    """One group's splits at both ends of the range, planned once, compared when read."""
+
+    partition: tuple[Any, ...]
+    bucket: int
+    before: tuple[Split, ...]
+    after: tuple[Split, ...]
+
+    @property
+    def row_count(self) -> int:
+        """Rows in the group's files at the end of the range, before merging: an estimate."""
+        return sum(s.row_count for s in self.after)
+
+
+def group_of(ts: PaimonTableSchema, rescaled: bool) -> Callable[[tuple[Any, ...], int], Group]:
+    """How buckets are grouped for comparing: the smallest group a key cannot leave."""
+    keys = set(ts.primary_key)
+    if keys and not set(ts.partition_keys) <= keys:
+        return lambda partition, bucket: ((), ALL_BUCKETS)
+    if keys and (rescaled or ts.info.options.bucket == -1):
+        return lambda partition, bucket: (partition, ALL_BUCKETS)
+    return lambda partition, bucket: (partition, bucket)
+
+
+def bucket_counts(ts: PaimonTableSchema, snaps: Iterable[Snapshot]) -> set[str]:
+    """The ``bucket`` options of the schemas the snapshots were committed with."""
+    schemas = ts.info.schemas
+    return {
+        schemas[s.schema_id].options.get("bucket", "-1") if s.schema_id in schemas else "?"
+        for s in snaps
+    }
+
+
+def overwritten(ctx: Any, snap: Snapshot, group: Callable[..., Group]) -> set[Group]:
+    """The groups whose files the OVERWRITE ``snap`` removed or wrote."""
+    info = ctx.table_schema.info
+    decoder = EntryDecoder(ctx.file_io, info.schemas, info.current, partition_path(info))
+    entries = decoder.entries(delta_manifests(ctx.file_io, snap))
+    return {group(f.partition, f.bucket) for _, f in entries}
+
+
+def diff_splits(
+    ctx: Any, start: int, end: int, groups: set[Group], group: Callable[..., Group]
+) -> list[PaimonDiffSplit]:
+    """The splits of ``groups`` at snapshots ``start`` (0: the empty table) and ``end``,
+    pruned by the filter as a scan of each is; groups whose files are the same at both
+    ends are left out."""
+    if not groups:
+        return []
+    ts: PaimonTableSchema = ctx.table_schema
+    scan = PaimonScan(ctx.file_io, ts, filter=ctx.filter)
+    before = _by_group(replace(scan, snapshot_id=start).plan() if start else [], groups, group)
+    after = _by_group(replace(scan, snapshot_id=end).plan(), groups, group)
+    splits = []
+    for key in sorted(before.keys() | after.keys(), key=_group_order):
+        old, new = tuple(before.get(key, ())), tuple(after.get(key, ()))
+        if _identities(old) != _identities(new):
+            splits.append(PaimonDiffSplit(key[0], key[1], old, new))
+    return splits
+
+
+def _by_group(
+    splits: Sequence[Split], groups: set[Group], group: Callable[..., Group]
+) -> dict[Group, list[Split]]:
+    found: dict[Group, list[Split]] = {}
+    for s in splits:
+        key = group(s.partition, s.bucket)
+        if key in groups:
+            found.setdefault(key, []).append(s)
+    return found
+
+
+def _group_order(key: Group) -> tuple[Any, ...]:
+    return (partition_sort_key(key[0]), key[1])
+
+
+def _identities(splits: Sequence[Split]) -> set[tuple[str, Any]]:
+    return {(f.path, getattr(f, "deletion", None)) for s in splits for f in s.files}
+
+
+# -- reading ---------------------------------------------------------------------------
+
+
+def read_diff(ctx: Any, split: PaimonDiffSplit, include_row_kind: bool) -> pa.Table:
+    """The change rows of one group: the projected columns, and ``_rl_kind`` if asked."""
+    ts: PaimonTableSchema = ctx.table_schema
+    plan = PaimonReadPlan.of(ts, ctx.columns, ctx.filter)
+    schema = ctx.output_schema
+    if include_row_kind:
+        schema = schema.append(pa.field(ROW_KIND, pa.string(), nullable=False))
+    rows = _key_diff(ctx, split) if ts.primary_key else _file_diff(ctx, split, plan)
+    return change_rows(rows, plan, schema, include_row_kind)
+
+
+def _key_diff(ctx: Any, split: PaimonDiffSplit) -> pa.Table:
+    """Both ends merged (every column; key filters only, so no key is half read) and
+    compared key by key."""
+    ts: PaimonTableSchema = ctx.table_schema
+    keyish = filter_on_columns(ctx.filter, {*ts.primary_key, *ts.partition_keys})
+    state = ReadContext(ctx.file_io, ts, None, keyish)
+    before = _with_system_columns(state.read_table(split.before))
+    after = _with_system_columns(state.read_table(split.after))
+    return diff_states(before, after, ts)
+
+
+def _with_system_columns(state: pa.Table) -> pa.Table:
+    """Merged rows in the layout ``diff_states`` compares (sequence and kind unused)."""
+    zeros = np.zeros(state.num_rows, dtype=np.int64)
+    return state.append_column(
+        pa.field(SEQ, pa.int64(), nullable=False), pa.array(zeros)
+    ).append_column(pa.field(KIND, pa.int8(), nullable=False), pa.array(zeros.astype(np.int8)))
+
+
+def _file_diff(ctx: Any, split: PaimonDiffSplit, plan: PaimonReadPlan) -> pa.Table:
+    """Append files are independent: gone files' rows are deletes, new files' inserts.
+    An overwrite removes every file of the partitions it replaces, so no file of a
+    compared bucket lives at both ends with other deleted rows."""
+    columns = plan.read_columns
+    old = {f.path: f for s in split.before for f in _slices(s)}
+    new = {f.path: f for s in split.after for f in _slices(s)}
+    for path in old.keys() & new.keys():
+        if old[path].deletion != new[path].deletion:
+            raise UnsupportedPaimonError(
+                ctx.file_io.uri,
+                f"changes() over an OVERWRITE that kept data file {path} with other "
+                "deleted rows (a deletion vector changed in the range)",
+            )
+    parts = [_tagged(read_file(ctx, f, columns), DELETE) for p, f in old.items() if p not in new]
+    parts += [_tagged(read_file(ctx, f, columns), INSERT) for p, f in new.items() if p not in old]
+    if not parts:
+        schema = ctx.table_schema.arrow_schema
+        return _tagged(pa.schema([schema.field(c) for c in columns]).empty_table(), INSERT)
+    return pa.concat_tables(parts)
+
+
+def _slices(split: Split) -> list[PaimonFileSlice]:
+    return [f for f in split.files if isinstance(f, PaimonFileSlice)]
+
+
+def _tagged(rows: pa.Table, kind: int) -> pa.Table:
+    kinds = pa.array(np.full(rows.num_rows, kind, dtype=np.int8))
+    return rows.append_column(pa.field(KIND, pa.int8(), nullable=False), kinds)
