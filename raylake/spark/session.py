@@ -11,6 +11,7 @@ import logging
 import os
 import shutil
 import sys
+import time
 from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
@@ -18,6 +19,11 @@ from pyspark.sql import SparkSession
 from raylake.errors import EnvironmentSetupError, MissingDependencyError
 
 logger = logging.getLogger(__name__)
+
+# How long stop() waits for RayDP's Spark master actor to exit (about a second here).
+MASTER_EXIT_TIMEOUT_S = 60.0
+# The app name of the RayDP session this module started, until stop().
+_raydp_app: str | None = None
 
 _OPENED_PACKAGES = (
     "java.lang",
@@ -108,11 +114,19 @@ def session(
 
 
 def stop() -> None:
-    """Stop the active session (and RayDP's Spark cluster, if it runs one)."""
+    """Stop the active session (and RayDP's Spark cluster, if it runs one).
+
+    With RayDP it returns once RayDP's Spark master actor is gone: RayDP stops it
+    asynchronously, and until it exits its name is taken, so a new session of the same
+    app name started at once failed with Ray's ``ActorAlreadyExistsError``.
+    """
     if "raydp" in sys.modules:
         import raydp
 
+        master = _raydp_master_name()
         raydp.stop_spark()  # a no-op when RayDP runs no Spark
+        if master is not None:
+            _wait_until_gone(master)
         return
     active = SparkSession.getActiveSession()
     if active is not None:
@@ -144,10 +158,44 @@ def _raydp_session(
             "Spark on Ray (RayDP) needs a running Ray cluster in this process: call "
             "ray.init() first, or pass on_ray=False for local Spark"
         )
-    return raydp.init_spark(
+    spark = raydp.init_spark(
         app_name,
         num_executors=num_executors,
         executor_cores=executor_cores,
         executor_memory=executor_memory,
         configs=base_configs(configs),
     )
+    global _raydp_app
+    _raydp_app = app_name
+    return spark
+
+
+def _raydp_master_name() -> str | None:
+    """The name of the Ray actor of RayDP's Spark master, if a RayDP session runs."""
+    global _raydp_app
+    app, _raydp_app = _raydp_app, None
+    if not _ray_running():
+        return None
+    active = SparkSession.getActiveSession()
+    if app is None and active is not None:
+        app = active.sparkContext.appName
+    if app is None:
+        return None
+    from raydp.spark.ray_cluster_master import RAYDP_SPARK_MASTER_SUFFIX
+
+    return app + RAYDP_SPARK_MASTER_SUFFIX
+
+
+def _wait_until_gone(actor_name: str, timeout: float = MASTER_EXIT_TIMEOUT_S) -> None:
+    """Wait until no Ray actor has this name (the check Ray makes before it creates a
+    named actor), for at most ``timeout`` seconds."""
+    import ray
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            ray.get_actor(actor_name)
+        except ValueError:
+            return
+        time.sleep(0.05)
+    logger.warning("RayDP's Spark master %r still runs %.0f s after stop", actor_name, timeout)

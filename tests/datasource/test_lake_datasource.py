@@ -20,6 +20,7 @@ from ray.data.expressions import col as rcol  # noqa: E402
 
 import raylake  # noqa: E402
 from raylake import LakeDatasource, read_lake  # noqa: E402
+from raylake.datasource.api import read_task_options  # noqa: E402
 from raylake.errors import FilterError, UnknownColumnError  # noqa: E402
 
 pytestmark = pytest.mark.ray
@@ -117,6 +118,21 @@ def test_count_and_empty_projection(ray_cluster: Any, events: raylake.Table) -> 
     assert read_lake(events.uri).filter(expr=rcol("x") > 0.5).count() == events.count(
         filter="x > 0.5"
     )
+
+
+def test_read_task_options_are_named_parameters_without_a_deprecation_warning(
+    ray_cluster: Any, events: raylake.Table
+) -> None:
+    """Ray 2.60 deprecates ``read_datasource(ray_remote_args=...)`` and attributes the
+    warning to its caller, raylake (an error in the tests): options it names travel as
+    named parameters, only the rest as ``ray_remote_args`` (issue 15)."""
+    assert read_task_options({"num_cpus": 0.5, "scheduling_strategy": "SPREAD"}) == {
+        "num_cpus": 0.5,
+        "ray_remote_args": {"scheduling_strategy": "SPREAD"},
+    }
+    assert read_task_options(None) == {}
+    ds = read_lake(events.uri, ray_remote_args={"num_cpus": 0.5, "memory": 10_000_000})
+    assert ds.count() == events.count()
 
 
 def test_table_without_snapshots_reads_nothing(ray_cluster: Any, tmp_path: Path) -> None:

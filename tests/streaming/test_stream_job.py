@@ -11,6 +11,8 @@ import pytest
 from committer import SCHEMA, batch
 
 import raylake
+from raylake.errors import ConsumerError
+from raylake.format.consumer import validate_consumer_id
 from raylake.streaming.job import JobSpec, ShardWorker
 
 
@@ -99,6 +101,20 @@ def test_relative_paths_are_the_drivers(warehouse: Path, monkeypatch: pytest.Mon
     monkeypatch.chdir(warehouse)
     job = raylake.StreamingJob("src", double, consumer_id="c", sink_uri="out/dst")
     assert (job.spec.uri, job.spec.sink_uri) == (f"{warehouse}/src", f"{warehouse}/out/dst")
+
+
+def test_consumer_ids_are_refused_when_the_job_is_made(warehouse: Path) -> None:
+    """On the driver, before start(): a shard actor with an unusable consumer id would
+    die in its constructor and be restarted without end (issue 15)."""
+    pytest.importorskip("ray")
+    source = raylake.create_table(str(warehouse / "src"), SCHEMA)
+    with pytest.raises(ConsumerError, match="invalid consumer id 'a/b'"):
+        raylake.StreamingJob(source.uri, double, consumer_id="a/b")
+    long = "c" * 120
+    assert validate_consumer_id(long) == long  # a valid id alone, too long with a shard suffix
+    with pytest.raises(ConsumerError, match=r"invalid consumer id 'c+\.shard-1-of-2'"):
+        raylake.StreamingJob(source.uri, double, consumer_id=long, num_shards=2)
+    assert source.consumers() == []
 
 
 def test_a_primary_key_sink_is_compacted_by_the_policy(warehouse: Path) -> None:
