@@ -29,6 +29,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from typing import Literal
 
 import numpy as np
 import pyarrow as pa
@@ -132,9 +133,10 @@ def clear_cache() -> None:
         _cached_bytes = 0
 
 
-def cached_sections() -> int:
+def cached_sections(how: Literal["newest", "sorted"] | None = None) -> int:
+    """Sections whose decision this process keeps (``how``: those decided that way)."""
     with _lock:
-        return len(_cache)
+        return sum(1 for key in _cache if how is None or key[0] == how)
 
 
 def _get(key: tuple[object, ...]) -> tuple[np.ndarray, ...] | None:
