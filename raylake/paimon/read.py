@@ -217,9 +217,15 @@ def _read_section(ctx: Any, plan: PaimonReadPlan, files: Sequence[PaimonFileSlic
         return rows if plan.full_filter is None else rows.filter(plan.full_filter)
     info = ts.info
     if len(files) == 1 and (files[0].level > 0 or info.options.deletion_vectors):
-        # A compacted file (or any file of a deletion-vector table) holds each key once.
-        rows = read_file(ctx, files[0], plan.merge_columns, system=True)
-        rows = rows.filter(pc.invert(pc.is_in(rows.column(KIND), value_set=_RETRACT)))
+        # A compacted file (or any file of a deletion-vector table) holds each key once:
+        # its retracts go, nothing is merged, _SEQUENCE_NUMBER is not decoded.
+        raw, projection = _read_conformable(
+            ctx, files[0], plan.merge_columns, kinds=True, dictionary=True
+        )
+        retracts = _retracts(raw)
+        if retracts is not None:
+            raw = raw.filter(pa.array(~retracts))
+        rows = projection.conform(raw, plan.merge_columns)
         return rows if plan.full_filter is None else rows.filter(plan.full_filter)
     if picks_rows(plan.spec) and newest_wins_by_file(plan.spec, files, ts):
         newest = _read_newest_first(ctx, plan, files)
