@@ -8,20 +8,26 @@ pypaimon writes the tables and times its own reads in its own environment
     ``pyarrow.dataset`` over the same Parquet files (target >= 0.9x), and pypaimon;
   - a 4-bucket primary-key table of ``--pk-rows`` (1M) rows after 3 upsert commits of
     25% of the keys: raylake's merged read against pypaimon's (target >= 50x), and
-    against raylake's own format on the same shape (target: within 2x);
-  - the same Paimon files decoded by pyarrow without merging (the floor of any reader of
-    those files: pypaimon writes them with dictionary-encoded floats, which decode ~2.5x
-    slower than raylake's own files of the same rows);
+    against raylake's own format on the same shape (target: within 2x), like with like:
+    the same rows, buckets, commits, files (16 at level 0, one row group each, printed
+    for both sides) and codec. pypaimon writes zstd (Paimon's default) and, as table
+    ``pk_snappy``, snappy (raylake's default); each is compared with raylake's own
+    table in the same codec, and the mixed pair (each writer's default) is printed too;
+  - the same Paimon files decoded by pyarrow without merging: the columns the merged
+    read needs (the floor of any reader of those files: pypaimon writes them with
+    dictionary-encoded floats and keys, which decode slower than raylake's own files of
+    the same rows) and every column;
   - torch batches of 1024 (16 features + label) from the Paimon PK table: raylake's
     LakeIterableDataset against pypaimon's own torch dataset (``TableRead.to_torch``:
     its tensor batches over all rows, one run of ~40 s, and its default Python rows
     batched by a DataLoader over the first ``--torch-row-limit`` rows), and the same
-    loader on raylake's own table. pypaimon's environment needs torch (``make paimon-env``).
+    loader on raylake's own table (zstd). pypaimon's environment needs torch (``make paimon-env``).
 
 Reads are best of ``--repeat`` (pypaimon: best of 2); raylake's and pyarrow's runs are
 interleaved. Both readers' rows are checked to be equal.
 
     python bench/paimon.py [--append-rows 4000000] [--pk-rows 1000000] [--dir bench/.data/paimon]
+                           [--pk-only] [--skip-pypaimon]
 """
 
 from __future__ import annotations

@@ -8,7 +8,9 @@ Append files are independent. Primary-key files carry ``_SEQUENCE_NUMBER`` and
 ``_VALUE_KIND`` (+I 0, -U 1, +U 2, -D 3, the same codes as raylake's row kinds) and
 are merged per section (files of a bucket whose key ranges overlap) by raylake's
 columnar merge kernel (raylake/table/pk/engines.py); engines that pick whole rows
-take each key's winner in file order, the decision kept per process (winners.py).
+take each key's winner in file order, the decision kept per process (winners.py), and
+a deduplicate section of ordered files is decided newest file first, each file reduced
+to its winners before its columns are mapped (no sort, no ``_SEQUENCE_NUMBER``).
 Only key and partition predicates filter rows before the merge; the whole filter runs
 on merged rows, so an older version of a row never reappears.
 """
