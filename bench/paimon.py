@@ -21,7 +21,8 @@ pypaimon writes the tables and times its own reads in its own environment
     LakeIterableDataset against pypaimon's own torch dataset (``TableRead.to_torch``:
     its tensor batches over all rows, one run of ~40 s, and its default Python rows
     batched by a DataLoader over the first ``--torch-row-limit`` rows), and the same
-    loader on raylake's own table (zstd). pypaimon's environment needs torch (``make paimon-env``).
+    loader on raylake's own table (zstd). pypaimon's environment needs torch
+    (``make paimon-env``).
 
 Reads are best of ``--repeat`` (pypaimon: best of 2); raylake's and pyarrow's runs are
 interleaved. Both readers' rows are checked to be equal.
