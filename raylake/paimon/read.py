@@ -286,8 +286,10 @@ def _read_newest_first(
 
 
 def _retracts(raw: pa.Table) -> np.ndarray | None:
-    kinds = raw.column(PAIMON_KIND).cast(pa.int8())
-    found = np.asarray(pc.is_in(kinds, value_set=_RETRACT).to_numpy(zero_copy_only=False))
+    """Where ``raw`` holds -U (1) or -D (3) rows, or None where it holds none: the odd
+    kinds (a bit test, several times cheaper than a set lookup)."""
+    kinds = raw.column(PAIMON_KIND).cast(pa.int8()).combine_chunks()  # a required column
+    found = (np.asarray(kinds.to_numpy(zero_copy_only=False)) & 1).view(bool)
     return found if found.any() else None
 
 
