@@ -265,10 +265,11 @@ def _read_newest_first(
         # -D rows, so the manifest cannot say a file has none (an RLE column: cheap).
         raw, projection = _read_conformable(ctx, f, plan.merge_columns, kinds=True, dictionary=True)
         values = integer_values(raw.column(projection.file_columns([key])[0]))
-        assert values is not None  # newest_wins_by_file checked the key's type
+        if values is None:  # an older schema's key type (the current one is integer-like)
+            return None
         raws.append((raw, projection))
         keys.append(values)
-        retracts.append(_retracts(raw) if PAIMON_KIND in raw.column_names else None)
+        retracts.append(_retracts(raw))
     cache_key = None
     if plan.key_filter is None:
         cache_key = section_key(ctx.file_io.uri, ts.info.current.id, plan.spec, files)
