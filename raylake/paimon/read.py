@@ -271,7 +271,7 @@ def _read_newest_first(
         keys.append(values)
         retracts.append(_retracts(raw))
     cache_key = None
-    if plan.key_filter is None:
+    if plan.key_filter is None and len(files) > 1:  # one file: nothing worth keeping
         cache_key = section_key(ctx.file_io.uri, ts.info.current.id, plan.spec, files)
     masks = newest_first_masks(
         keys, retracts, files, ignore_delete=ts.info.options.ignore_delete, cache_key=cache_key
