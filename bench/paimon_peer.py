@@ -4,8 +4,10 @@ pypaimon 2.1 pins pyarrow<20 and cannot share raylake's environment, so bench/pa
 calls this script with that environment's Python. Modes:
 
     paimon_peer.py write-append WAREHOUSE ROWS   a bucket=-1 append table, one commit
-    paimon_peer.py write-pk WAREHOUSE ROWS       a 4-bucket primary-key table, then 3
-                                                 upsert commits of 25% of the keys
+    paimon_peer.py write-pk WAREHOUSE ROWS [CODEC]   a 4-bucket primary-key table, then 3
+                                                 upsert commits of 25% of the keys; in
+                                                 CODEC (``file.compression``) as table
+                                                 ``pk_<CODEC>``, else zstd as ``pk``
     paimon_peer.py read WAREHOUSE NAME REPEAT [OUT]   best wall time of a full read
                                                  (to_arrow); OUT: write the rows there
     paimon_peer.py torch WAREHOUSE NAME REPEAT ROW_LIMIT   pypaimon's torch dataset
@@ -93,18 +95,25 @@ def write_append(warehouse: str, n: int) -> dict[str, Any]:
     return {"rows": n, "seconds": time.perf_counter() - t0}
 
 
-def write_pk(warehouse: str, n: int) -> dict[str, Any]:
+def pk_table_name(codec: str | None) -> str:
+    """``pk`` in Paimon's default codec (zstd), ``pk_<codec>`` in another."""
+    return "pk" if codec is None else f"pk_{codec}"
+
+
+def write_pk(warehouse: str, n: int, codec: str | None = None) -> dict[str, Any]:
     from pypaimon import Schema
 
     cat = catalog(warehouse)
-    spec = Schema.from_pyarrow_schema(schema(True), primary_keys=["id"], options={"bucket": "4"})
-    cat.create_table(f"{DB}.pk", spec, True)
+    options = {"bucket": "4", **({"file.compression": codec} if codec else {})}
+    spec = Schema.from_pyarrow_schema(schema(True), primary_keys=["id"], options=options)
+    name = f"{DB}.{pk_table_name(codec)}"
+    cat.create_table(name, spec, True)
     t0 = time.perf_counter()
-    write(cat.get_table(f"{DB}.pk"), rows(np.arange(n), 0, True))
+    write(cat.get_table(name), rows(np.arange(n), 0, True))
     rng = np.random.default_rng(1)
     for commit in range(1, 4):
         keys = np.sort(rng.choice(n, n // 4, replace=False))
-        write(cat.get_table(f"{DB}.pk"), rows(keys, commit, True))
+        write(cat.get_table(name), rows(keys, commit, True))
     return {"rows": n, "seconds": time.perf_counter() - t0}
 
 
@@ -164,7 +173,7 @@ def main(argv: list[str]) -> None:
     if mode == "write-append":
         out = write_append(warehouse, int(argv[2]))
     elif mode == "write-pk":
-        out = write_pk(warehouse, int(argv[2]))
+        out = write_pk(warehouse, int(argv[2]), argv[3] if len(argv) > 3 else None)
     elif mode == "torch":
         out = torch_read(warehouse, argv[2], int(argv[3]), int(argv[4]))
     else:

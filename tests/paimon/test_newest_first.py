@@ -1,0 +1,165 @@
+"""Deduplicate sections decided newest file first (raylake/paimon/winners.py), and the
+sections that still need a sort by sequence: a key twice in one file, files whose
+sequence ranges interleave."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from paimon_spec import commit, data_file, live_entries
+from paimon_util import FIXTURES, expected, rows_by_key
+
+import raylake
+from raylake.paimon import winners
+from raylake.paimon.meta import PaimonFileSlice
+from raylake.paimon.read import dictionary_strings
+
+PK = str(FIXTURES / "pk_deduplicate" / "table")
+
+
+def _slice(max_sequence: int) -> PaimonFileSlice:
+    return PaimonFileSlice(
+        path=f"f{max_sequence}", row_groups=None, row_count=0, size_bytes=0, file_size=0,
+        max_sequence=max_sequence,
+    )  # fmt: skip
+
+
+def _masks(
+    keys: list[list[int]], retracts: list[list[bool] | None], *, ignore_delete: bool = False
+) -> list[list[bool]] | None:
+    found = winners.newest_first_masks(
+        [np.array(k, np.int64) for k in keys],
+        [None if r is None else np.array(r) for r in retracts],
+        [_slice(10), _slice(30), _slice(20)],  # the second file is the newest
+        ignore_delete=ignore_delete,
+        cache_key=None,
+    )
+    return None if found is None else [m.tolist() for m in found]
+
+
+def test_a_row_wins_unless_a_newer_file_holds_its_key() -> None:
+    keys = [[1, 2, 3, 4], [2, 5], [3, 4, 6]]
+    assert _masks(keys, [None, None, None]) == [
+        [True, False, False, False],
+        [True, True],
+        [True, True, True],
+    ]
+
+
+def test_a_retract_is_the_newest_version_and_removes_its_key() -> None:
+    keys = [[1, 2, 3], [2], [3]]
+    retracts = [None, [True], [False]]
+    assert _masks(keys, retracts) == [[True, False, False], [False], [True]]
+    # With ignore-delete a retract is no version: the older version of key 2 wins.
+    assert _masks(keys, retracts, ignore_delete=True) == [[True, True, False], [False], [True]]
+
+
+def test_a_key_twice_in_one_file_needs_a_sort() -> None:
+    assert _masks([[1, 2, 2], [2], [3]], [None, None, None]) is None
+    assert _masks([[1, 3, 2], [2], [3]], [None, None, None]) is None  # not in key order
+
+
+def test_deduplicate_sections_are_decided_newest_first() -> None:
+    winners.clear_cache()
+    tbl = raylake.open_table(PK)
+    got = tbl.to_arrow()
+    merged = sum(len(s) > 1 for split in tbl.scan().plan() for s in split.merge_sections())
+    assert winners.cached_sections("newest") >= merged > 1
+    assert winners.cached_sections("sorted") == 0
+    assert rows_by_key(got, ["id"]) == rows_by_key(expected("pk_deduplicate", 5), ["id"])
+    assert got.schema == tbl.schema  # strings read as dictionaries come back as strings
+    assert tbl.to_arrow().equals(got)  # the kept decision: the same rows in the same order
+
+
+def _file(
+    table: Path, template: dict[str, Any], keys: list[int], seqs: list[int], names: list[str]
+) -> dict[str, Any]:
+    rows = pa.table(
+        {
+            "_KEY_id": pa.array(keys, pa.int64()),
+            "_SEQUENCE_NUMBER": pa.array(seqs, pa.int64()),
+            "_VALUE_KIND": pa.array([2] * len(keys), pa.int8()),
+            "id": pa.array(keys, pa.int64()),
+            "name": names,
+            "x": [1.0] * len(keys),
+            "op": ["+U"] * len(keys),
+        }
+    )
+    return data_file(table, template, rows, level=0)
+
+
+def _bucket_keys(table: Path, bucket: int) -> list[int]:
+    return sorted(
+        {
+            k
+            for e in live_entries(table)
+            if e["_BUCKET"] == bucket
+            for k in pq.read_table(next(table.rglob(e["_FILE"]["_FILE_NAME"])))["id"].to_pylist()
+        }
+    )
+
+
+@pytest.mark.parametrize("case", ["key twice in a file", "interleaved sequences"])
+def test_sections_newest_first_cannot_decide_are_sorted(paimon_copy: Any, case: str) -> None:
+    table = paimon_copy("pk_deduplicate")
+    template = next(e for e in live_entries(table) if e["_BUCKET"] == 0)
+    a, b = _bucket_keys(table, 0)[:2]
+    if case == "key twice in a file":
+        # Sorted by key, then sequence: the later version of ``a`` wins.
+        added = [_file(table, template, [a, a, b], [1000, 1001, 1002], ["old", "new", "b"])]
+    else:
+        # The file with the highest sequence (1003) holds the older version of ``a``.
+        added = [
+            _file(table, template, [a, b], [1000, 1003], ["old", "b"]),
+            _file(table, template, [a], [1001], ["new"]),
+        ]
+    commit(table, kind="APPEND", added=added)
+    winners.clear_cache()
+    got = {r["id"]: r["name"] for r in raylake.open_table(str(table)).to_arrow().to_pylist()}
+    assert (got[a], got[b]) == ("new", "b")
+    assert winners.cached_sections("sorted") == 1  # bucket 0's section
+    assert winners.cached_sections("newest") >= 1  # the other buckets'
+
+
+def test_ignore_delete_keeps_the_version_before_a_retract(paimon_copy: Any) -> None:
+    table = paimon_copy("pk_deduplicate")
+    schema_file = table / "schema" / "schema-0"
+    schema = json.loads(schema_file.read_text())
+    schema["options"]["ignore-delete"] = "true"
+    schema_file.write_text(json.dumps(schema))
+    stored = pa.concat_tables(
+        [pq.read_table(next(table.rglob(e["_FILE"]["_FILE_NAME"]))) for e in live_entries(table)]
+    )
+    model: dict[int, str] = {}
+    for r in stored.sort_by("_SEQUENCE_NUMBER").to_pylist():
+        if r["_VALUE_KIND"] not in (1, 3):
+            model[r["id"]] = r["name"]
+    assert len(model) > len(expected("pk_deduplicate", 5))  # deleted keys come back
+    winners.clear_cache()
+    got = raylake.open_table(str(table)).to_arrow()
+    assert {r["id"]: r["name"] for r in got.to_pylist()} == model
+    assert winners.cached_sections("newest") > 1 and winners.cached_sections("sorted") == 0
+
+
+def test_only_wholly_dictionary_encoded_strings_are_read_as_dictionaries(tmp_path: Path) -> None:
+    data = pa.table(
+        {
+            "k": pa.array(range(20_000), pa.int64()),
+            "few": [f"v{i % 3}" for i in range(20_000)],
+            "plain": [f"v{i % 3}" for i in range(20_000)],
+            "unique": [f"value-{i:06d}" * 4 for i in range(20_000)],
+        }
+    )
+    path = tmp_path / "f.parquet"
+    pq.write_table(
+        data, path, use_dictionary=["k", "few", "unique"], dictionary_pagesize_limit=4096
+    )
+    metadata = pq.ParquetFile(path).metadata
+    # ``unique`` outgrew its dictionary page: its later pages are plain strings.
+    assert dictionary_strings(metadata, ["k", "few", "plain", "unique", "gone"]) == ["few"]
