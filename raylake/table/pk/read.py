@@ -82,7 +82,10 @@ def merge_pool() -> ThreadPoolExecutor:
     global _pool
     with _pool_lock:
         if _pool is None or _pool[0] != os.getpid():
-            pool = ThreadPoolExecutor(MERGE_THREADS, thread_name_prefix="raylake-merge")
+            # One thread per core: reads running at once share the pool without being
+            # held below the machine; one read uses at most MERGE_THREADS of them.
+            size = max(os.cpu_count() or 1, MERGE_THREADS)
+            pool = ThreadPoolExecutor(size, thread_name_prefix="raylake-merge")
             _pool = (os.getpid(), pool)
         return _pool[1]
 
