@@ -4,7 +4,7 @@ Builds a primary-key table (key ``id``, 4 buckets) from the synthetic table of
 bench/scan.py (default 4M rows; ``dt`` is an ordinary column here), then makes 3
 commits that each upsert a random 25% of the keys with new feature values. In
 the same run it writes the same final rows to an append table and times
-(reads: median of 3, the two reads interleaved so that both see the same noise):
+(reads: median of 5, the two reads interleaved so that both see the same noise):
 
   - the initial write and each upsert (rows/s),
   - a full merged read of the primary-key table (rows/s of output),
@@ -12,7 +12,8 @@ the same run it writes the same final rows to an append table and times
   - both reads again after ``compact()``,
 
 and prints the cost ratio merged / plain (lower is better; targets: <= 1.5x
-before compaction, <= 1.1x after). Every merged read starts without cached merge
+before compaction, <= 1.1x after) in wall seconds, CPU seconds of the process and user
+CPU seconds (CPU less the kernel's share). Every merged read starts without cached merge
 decisions (raylake.table.pk.late), as a first read in a fresh process would.
 
     python bench/merge.py [--rows 4000000] [--dir bench/.data/merge]
@@ -111,7 +112,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=4_000_000)
     parser.add_argument("--dir", default=str(Path(__file__).parent / ".data" / "merge"))
     parser.add_argument("--upserts", type=int, default=3)
-    parser.add_argument("--repeat", type=int, default=3, help="median of N reads")
+    parser.add_argument("--repeat", type=int, default=5, help="median of N reads")
     args = parser.parse_args()
     root = Path(args.dir)
     if root.exists():

@@ -9,7 +9,7 @@ an epoch's wall time depends on what else runs, its CPU time much less. Also the
 time to make the dataset (planning and exact counts; for the primary-key table the
 counting read decides each section, and the epoch reuses those decisions).
 
-    python bench/pk_train.py [--rows 2000000] [--dir bench/.data/pk_train] [--repeat 3]
+    python bench/pk_train.py [--rows 2000000] [--dir bench/.data/pk_train] [--repeat 5]
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--dir", default=str(Path(__file__).parent / ".data" / "pk_train"))
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     root = Path(args.dir)
     append = build_table(root / "append", args.rows)
