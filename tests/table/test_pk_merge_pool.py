@@ -70,6 +70,9 @@ def _read_in_child(uri: str, out: multiprocessing.Queue) -> None:  # type: ignor
 @pytest.mark.skipif(
     "fork" not in multiprocessing.get_all_start_methods(), reason="needs fork start method"
 )
+# Python 3.12+ warns on every fork of a process with threads (pyarrow's own pool is one):
+# forking one is what this test is about.
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
 def test_a_forked_child_merges_on_threads_of_its_own(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
