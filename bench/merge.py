@@ -4,7 +4,7 @@ Builds a primary-key table (key ``id``, 4 buckets) from the synthetic table of
 bench/scan.py (default 4M rows; ``dt`` is an ordinary column here), then makes 3
 commits that each upsert a random 25% of the keys with new feature values. In
 the same run it writes the same final rows to an append table and times
-(reads: median of 3, the two reads interleaved so that both see the same noise):
+(reads: median of 5, the two reads interleaved so that both see the same noise):
 
   - the initial write and each upsert (rows/s),
   - a full merged read of the primary-key table (rows/s of output),
@@ -12,7 +12,8 @@ the same run it writes the same final rows to an append table and times
   - both reads again after ``compact()``,
 
 and prints the cost ratio merged / plain (lower is better; targets: <= 1.5x
-before compaction, <= 1.1x after). Every merged read starts without cached merge
+before compaction, <= 1.1x after) in wall seconds, CPU seconds of the process and user
+CPU seconds (CPU less the kernel's share). Every merged read starts without cached merge
 decisions (raylake.table.pk.late), as a first read in a fresh process would.
 
     python bench/merge.py [--rows 4000000] [--dir bench/.data/merge]
@@ -21,6 +22,7 @@ decisions (raylake.table.pk.late), as a first read in a fresh process would.
 from __future__ import annotations
 
 import argparse
+import resource
 import shutil
 import statistics
 import time
@@ -61,11 +63,17 @@ def timed_write(label: str, fn: Callable[[], object], rows: int) -> None:
     print(f"{label:<34} {rows:>10,} rows {elapsed:7.2f}s {rate(rows, elapsed)}")
 
 
-def _read(tbl: raylake.Table) -> tuple[float, float, int]:
-    """Wall seconds, CPU seconds of the process (all threads) and rows of a full read."""
-    wall, cpu = time.perf_counter(), time.process_time()
+def _user() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_utime
+
+
+def _read(tbl: raylake.Table) -> tuple[float, float, int, float]:
+    """Wall seconds, CPU seconds of the process (all threads), rows of a full read and
+    user CPU seconds (CPU less the kernel's share: page faults and file reads, which
+    swing the most when other jobs share the machine)."""
+    wall, cpu, user = time.perf_counter(), time.process_time(), _user()
     rows = tbl.to_arrow().num_rows
-    return time.perf_counter() - wall, time.process_time() - cpu, rows
+    return time.perf_counter() - wall, time.process_time() - cpu, rows, _user() - user
 
 
 def compare_reads(label: str, pk: raylake.Table, plain: raylake.Table, repeat: int) -> float:
@@ -83,17 +91,18 @@ def compare_reads(label: str, pk: raylake.Table, plain: raylake.Table, repeat: i
     rows = merged[0][2]
     wall = [statistics.median(r[0] for r in side) for side in (merged, plain_reads)]
     cpu = [statistics.median(r[1] for r in side) for side in (merged, plain_reads)]
+    user = [statistics.median(r[3] for r in side) for side in (merged, plain_reads)]
     best = [min(r[0] for r in side) for side in (merged, plain_reads)]
     ratio = wall[0] / wall[1]
     print(f"{label} (median of {repeat}; best wall in brackets)")
     for name, i in (("merged read (primary-key table)", 0), ("plain read (append table)", 1)):
         print(
             f"  {name:<32} {wall[i]:7.3f}s {rate(rows, wall[i])}  ({best[i]:.3f}s)"
-            f"  CPU {cpu[i]:.3f}s"
+            f"  CPU {cpu[i]:.3f}s (user {user[i]:.3f}s)"
         )
     print(
         f"  cost ratio merged / plain        {ratio:7.2f}x  ({best[0] / best[1]:.2f}x)"
-        f"  CPU {cpu[0] / cpu[1]:.2f}x"
+        f"  CPU {cpu[0] / cpu[1]:.2f}x (user {user[0] / user[1]:.2f}x)"
     )
     return ratio
 
@@ -103,7 +112,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=4_000_000)
     parser.add_argument("--dir", default=str(Path(__file__).parent / ".data" / "merge"))
     parser.add_argument("--upserts", type=int, default=3)
-    parser.add_argument("--repeat", type=int, default=3, help="median of N reads")
+    parser.add_argument("--repeat", type=int, default=5, help="median of N reads")
     args = parser.parse_args()
     root = Path(args.dir)
     if root.exists():

@@ -231,15 +231,19 @@ def test_integer_keys_and_sequences_are_stored_delta_encoded(
 
 @pytest.mark.parametrize("spread", [1, 1 << 40])  # dense keys: a bitmap; sparse: a search
 @pytest.mark.parametrize("dtype", [np.int8, np.int64, np.uint64])
-def test_newest_first_decision_matches_a_model(spread: int, dtype: type) -> None:
+@pytest.mark.parametrize("start", [-50, 0, 1000])  # from 0: keys index the bitmap directly
+@pytest.mark.parametrize("sizes", [(20, 0, 40, 60), (30, 40, 60, 0)])  # the oldest empty
+def test_newest_first_decision_matches_a_model(
+    spread: int, dtype: type, start: int, sizes: tuple[int, ...]
+) -> None:
     rng = np.random.default_rng(7)
     if dtype is np.int8:  # a narrow type spanning most of its range
         pool = np.arange(-120, 120, 2).astype(dtype)
     elif dtype is np.uint64:  # above the int64 range
         pool = np.uint64(1 << 63) + np.arange(100, dtype=np.uint64) * np.uint64(spread)
     else:
-        pool = np.arange(-50, 50, dtype=dtype) * dtype(spread)
-    arrays = [np.sort(rng.choice(pool, size, replace=False)) for size in (20, 0, 40, 60)]
+        pool = np.arange(start, start + 100, dtype=dtype) * dtype(spread)
+    arrays = [np.sort(rng.choice(pool, size, replace=False)) for size in sizes]
     arrays[2] = np.concatenate([arrays[2][:1], arrays[2]])  # a key twice in one file
     seen: set[int] = set()
     expected = []

@@ -56,12 +56,22 @@ def unseen_in_newer(keys: Sequence[np.ndarray]) -> list[np.ndarray]:
     hi = max(int(k.max()) for k in present)
     if hi - lo >= max(16 * sum(len(k) for k in present), _BITMAP_FREE):
         return _unseen_sorted(keys)
-    bitmap = np.zeros(hi - lo + 1, dtype=bool)
+    # Non-negative signed keys index the bitmap as they are when that at most doubles
+    # it (ids from 0): no array of offsets is made per file.
+    direct = lo >= 0 and lo <= hi - lo and all(k.dtype.kind == "i" for k in present)
+    base = 0 if direct else lo
+    bitmap = np.zeros(hi - base + 1, dtype=bool)
     result = []
-    for k in keys:
-        offsets = _offsets(k, lo)
-        result.append(~bitmap[offsets])  # before setting: a key twice in one file is kept
-        bitmap[offsets] = True
+    last = max(i for i, k in enumerate(keys) if len(k))
+    for i, k in enumerate(keys):
+        offsets = k if direct else _offsets(k, base)
+        if i > 0:  # nothing is seen before the newest array
+            seen = bitmap[offsets]  # before setting: a key twice in one file is kept
+            result.append(np.logical_not(seen, out=seen))
+        else:
+            result.append(np.ones(len(k), dtype=bool))
+        if i < last:  # no older array tests the oldest one's keys
+            bitmap[offsets] = True
     return result
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import threading
 from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -64,6 +65,29 @@ from raylake.table.split import (
 
 # Sections merged at once by one reader (each holds its section's data in memory).
 MERGE_THREADS = min(4, os.cpu_count() or 1)
+
+_pool: tuple[int, ThreadPoolExecutor] | None = None
+_pool_lock = threading.Lock()
+
+
+def merge_pool() -> ThreadPoolExecutor:
+    """This process's merge threads, kept from one read to the next (a forked child
+    starts its own).
+
+    Threads that live on keep their allocator's freed memory: a read decodes into the
+    buffers the previous one released instead of faulting in fresh pages, as pyarrow's
+    own scans do on its long-lived thread pool (issue 20: about half the page faults of
+    a merged read went to threads made for that read alone).
+    """
+    global _pool
+    with _pool_lock:
+        if _pool is None or _pool[0] != os.getpid():
+            # One thread per core: reads running at once share the pool without being
+            # held below the machine; one read uses at most MERGE_THREADS of them.
+            size = max(os.cpu_count() or 1, MERGE_THREADS)
+            pool = ThreadPoolExecutor(size, thread_name_prefix="raylake-merge")
+            _pool = (os.getpid(), pool)
+        return _pool[1]
 
 
 class _Ranged(Protocol):
@@ -349,7 +373,8 @@ def merge_sections(
     """Merge sections on a few threads, yielding their rows in section order.
 
     pyarrow and numpy release the GIL, so one section's decoding overlaps another's
-    sorting. At most ``MERGE_THREADS + 1`` sections are in memory at once.
+    sorting. At most ``MERGE_THREADS + 1`` sections of one read are in memory at once;
+    concurrent reads share the process's ``MERGE_THREADS`` threads (``merge_pool``).
     """
     threads = min(len(sections), MERGE_THREADS)
     if threads <= 1:
@@ -357,17 +382,20 @@ def merge_sections(
             yield merge_section(file_io, ts, plan, section, part)
         return
     todo = iter(sections)
-    with ThreadPoolExecutor(threads, thread_name_prefix="raylake-merge") as pool:
-        pending = deque(
-            pool.submit(merge_section, file_io, ts, plan, *s)
-            for s in itertools.islice(todo, threads)
-        )
+    pool = merge_pool()
+    pending = deque(
+        pool.submit(merge_section, file_io, ts, plan, *s) for s in itertools.islice(todo, threads)
+    )
+    try:
         while pending:
             done = pending.popleft().result()
             following = next(todo, None)
             if following is not None:
                 pending.append(pool.submit(merge_section, file_io, ts, plan, *following))
             yield done
+    finally:  # a consumer that stops early leaves no queued merge behind
+        for future in pending:
+            future.cancel()
 
 
 def merge_section(
