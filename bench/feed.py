@@ -16,8 +16,9 @@ Columns: ``load`` (with read-ahead) and ``load0`` (without) alone, ``step`` alon
 epoch with read-ahead (``ahead``) and without (``serial``), both as ratios to the longer
 of the loading (the faster loader) and the steps alone. Then what bounds them:
 
-  - ``c_l``, ``c_s``, ``c_ah``: cores kept busy (process CPU seconds / wall seconds)
-    by loading alone, the steps alone, and the ``ahead`` epoch;
+  - ``c_l``, ``c_s``, ``c_ah``: cores kept busy (CPU seconds of this process and of the
+    S3 server, which shares the machine here, per wall second) by loading alone, the
+    steps alone, and the ``ahead`` epoch;
   - ``floor/max``: two cores cannot do the CPU work of loading and of the steps in
     less than ``(c_l * load + c_s * step) / 2``, nor the epoch take less than the
     longer of the two: the best ``ahead/max`` any loader could show here;
@@ -34,7 +35,13 @@ Medians of ``--repeat`` cycles, the cases alternated within each. Locally, and o
 ms injected per request). Run by bench/train.py (``--overlap``), or:
 
     python bench/feed.py [--rows 1000000] [--latency 20] [--repeat 5] [--skip-s3]
-                         [--settings d/d,2/8] [--quiet 0.1] [--patience 120] [--device cuda]
+                         [--settings d/d,2/8] [--quiet 0.1] [--patience 120]
+                         [--step matmul|wait] [--device cuda]
+
+``--step wait`` replaces the matmul by a wait of the same length that uses no core:
+the host's side of a GPU step, which waits while the device works. It shows what the
+loader overlaps when the trainer leaves the cores to it, on a machine whose two busy
+threads slow each other (``pair``).
 
 With ``--device cuda`` the loader copies each batch to the GPU (pinned memory, a side
 stream) and the step is a GPU matmul the host waits for; ``c_s`` and ``pair`` then count
@@ -103,6 +110,16 @@ def make_step(n: int, device: str = "cpu") -> Callable[[Any], None]:
     return step
 
 
+def make_wait(seconds: float) -> Callable[[Any], None]:
+    """The host's side of a GPU step: it waits ``seconds`` and uses no core (as a loop
+    waits for the device to finish its step), so loading has the cores to itself."""
+
+    def step(batch: Any) -> None:
+        time.sleep(seconds)
+
+    return step
+
+
 def steps_alone(step: Callable[[Any], None], sample: Any, steps: int) -> float:
     t0 = time.perf_counter()
     for _ in range(steps):
@@ -121,12 +138,17 @@ def calibrate(target: float, sample: Any, steps: int, device: str = "cpu") -> in
     return n
 
 
-def steps_in_pair(n: int, sample: Any, steps: int, device: str = "cpu") -> None:
+def steps_in_pair(
+    n: int | Callable[[Any], None], sample: Any, steps: int, device: str = "cpu"
+) -> None:
     """The steps on two threads at once, each with its own matrices: what the machine
     gives two busy threads of one process (two cores that share a physical core, or a
     host that does not give a VM two whole cores, run them slower than one alone)."""
     threads = [
-        threading.Thread(target=steps_alone, args=(make_step(n, device), sample, steps))
+        threading.Thread(
+            target=steps_alone,
+            args=(make_step(n, device) if isinstance(n, int) else n, sample, steps),
+        )
         for _ in range(2)
     ]
     for t in threads:
@@ -163,10 +185,11 @@ class Timed:
 
 
 def timed(run: Callable[[], object]) -> tuple[float, float, float]:
-    """Wall seconds, process CPU seconds, and CPU seconds of the calling thread."""
-    t0, c0, o0 = time.perf_counter(), time.process_time(), time.thread_time()
+    """Wall seconds, CPU seconds of this process and of the S3 server (it shares the
+    machine here, where a real store would not), and of the calling thread."""
+    t0, c0, o0 = time.perf_counter(), own_cpu(), time.thread_time()
     run()
-    return time.perf_counter() - t0, time.process_time() - c0, time.thread_time() - o0
+    return time.perf_counter() - t0, own_cpu() - c0, time.thread_time() - o0
 
 
 def epoch(ds: Any, step: Callable[[Any], None] | None) -> None:
@@ -226,6 +249,7 @@ def overlap(
     quiet: float = QUIET,
     patience: float = PATIENCE,
     device: str = "cpu",
+    kind: str = "matmul",
 ) -> dict[str, Timed]:
     """The timings of one setting: medians of ``repeat`` cycles of the cases, alternated
     (cycles while other processes kept the machine busy are left out, see ``cycles``)."""
@@ -247,8 +271,11 @@ def overlap(
     steps = len(ahead)
     t_load = min(timed(lambda: epoch(ahead, None))[0] for _ in range(3))
     sample = next(iter(serial))
-    n = calibrate(t_load, sample, steps, device)  # about as long as loading, alone
-    step = make_step(n, device)
+    if kind == "wait":
+        n, step = 0, make_wait(t_load / steps)
+    else:
+        n = calibrate(t_load, sample, steps, device)  # about as long as loading, alone
+        step = make_step(n, device)
     cases = {name: Timed() for name in ("load", "load0", "step", "ahead", "serial", "pair")}
     runs: dict[str, Callable[[], object]] = {
         "load": lambda: epoch(ahead, None),
@@ -256,7 +283,7 @@ def overlap(
         "step": lambda: steps_alone(step, sample, steps),
         "ahead": lambda: epoch(ahead, step),
         "serial": lambda: epoch(serial, step),
-        "pair": lambda: steps_in_pair(n, sample, steps, device),
+        "pair": lambda: steps_in_pair(step if kind == "wait" else n, sample, steps, device),
     }
     kept, seen, others = cycles(runs, repeat, quiet, patience)
     for result in kept:
@@ -388,6 +415,7 @@ def run(
     quiet: float = QUIET,
     patience: float = PATIENCE,
     device: str = "cpu",
+    kind: str = "matmul",
 ) -> None:
     """Locally (batches of 1024 and 8192), then on S3 with latency, on half the rows;
     each with every setting of the read-ahead epoch."""
@@ -398,13 +426,13 @@ def run(
     torch.set_num_threads(1)
     if root.exists():
         shutil.rmtree(root)
-    print(f"\n(device: {device}, {os.cpu_count()} cores)", end="")
+    print(f"\n(step: {kind}, device: {device}, {os.cpu_count()} cores)", end="")
     header()
     if local:
         tbl = build(str(root / "feed"), rows)
         for batch in (BATCH, 8 * BATCH):
             for setting in settings:
-                overlap("local disk", tbl, repeat, batch, setting, quiet, patience, device)
+                overlap("local disk", tbl, repeat, batch, setting, quiet, patience, device, kind)
     if not s3:
         return
     with S3Process() as server:
@@ -413,7 +441,7 @@ def run(
         server.latency(latency_ms / 1000)
         for setting in settings:
             label = f"S3, {latency_ms:g} ms latency"
-            overlap(label, remote, repeat, BATCH, setting, quiet, patience, device)
+            overlap(label, remote, repeat, BATCH, setting, quiet, patience, device, kind)
 
 
 def main() -> None:
@@ -441,6 +469,12 @@ def main() -> None:
     parser.add_argument(
         "--device", default="cpu", help="cuda: batches copied to the GPU, the step a GPU matmul"
     )
+    parser.add_argument(
+        "--step",
+        choices=("matmul", "wait"),
+        default="matmul",
+        help="the step: a matmul on one thread, or a wait that uses no core (a GPU step)",
+    )
     args = parser.parse_args()
     run(
         args.rows,
@@ -453,6 +487,7 @@ def main() -> None:
         quiet=args.quiet,
         patience=args.patience,
         device=args.device,
+        kind=args.step,
     )
 
 
