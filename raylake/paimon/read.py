@@ -34,6 +34,7 @@ from raylake.paimon.winners import newest_first_masks, picks_rows, section_key, 
 from raylake.table.pk.bucket import integer_values
 from raylake.table.pk.dedupe import newest_wins_by_file
 from raylake.table.pk.engines import merge
+from raylake.table.pk.late import dictionary_columns
 from raylake.table.pk.read import MERGE_THREADS
 from raylake.table.pk.schema import DELETE, KIND, SEQ, UPDATE_BEFORE, MergeSpec
 from raylake.table.projection import FileProjection, identity_projection, projection_between
@@ -114,34 +115,10 @@ def _read_raw(ctx: Any, f: PaimonFileSlice, columns: list[str], dictionary: bool
         parquet = pq.ParquetFile(source)
         if not columns:
             return pa.table({"_": pa.nulls(parquet.metadata.num_rows)}).select([])
-        strings = dictionary_strings(parquet.metadata, columns) if dictionary else []
+        strings = dictionary_columns(parquet.metadata, columns) if dictionary else []
         if strings:
             parquet = pq.ParquetFile(source, metadata=parquet.metadata, read_dictionary=strings)
         return parquet.read(columns=columns, use_threads=True)
-
-
-def dictionary_strings(metadata: Any, columns: Sequence[str]) -> list[str]:
-    """The string and binary ``columns`` whose every page is dictionary-encoded.
-
-    Read as dictionaries, they are built as strings for the rows a merge keeps only
-    (the strings of a superseded version are never copied: ~5x less CPU for the two
-    string columns of bench/paimon.py's table). A chunk whose pages fell back to plain
-    encoding (more bytes than a few for each row's index) is read as is: rebuilding a
-    dictionary from plain strings would cost more than it saves.
-    """
-    schema = metadata.schema.to_arrow_schema()
-    found = []
-    for name in columns:
-        j = schema.get_field_index(name)
-        if j < 0 or not (pa.types.is_string(schema[j].type) or pa.types.is_binary(schema[j].type)):
-            continue
-        chunks = [metadata.row_group(g).column(j) for g in range(metadata.num_row_groups)]
-        if all(
-            c.has_dictionary_page and c.total_uncompressed_size <= 4 * c.num_values + 65536
-            for c in chunks
-        ):
-            found.append(name)
-    return found
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from paimon_util import FIXTURES, expected, rows_by_key
 import raylake
 from raylake.paimon import winners
 from raylake.paimon.meta import PaimonFileSlice
-from raylake.paimon.read import dictionary_strings
+from raylake.table.pk.late import dictionary_columns
 
 PK = str(FIXTURES / "pk_deduplicate" / "table")
 
@@ -162,4 +162,4 @@ def test_only_wholly_dictionary_encoded_strings_are_read_as_dictionaries(tmp_pat
     )
     metadata = pq.ParquetFile(path).metadata
     # ``unique`` outgrew its dictionary page: its later pages are plain strings.
-    assert dictionary_strings(metadata, ["k", "few", "plain", "unique", "gone"]) == ["few"]
+    assert dictionary_columns(metadata, ["k", "few", "plain", "unique", "gone"]) == ["few"]

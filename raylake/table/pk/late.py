@@ -295,7 +295,7 @@ def _file_winners(
     # A file of another schema version: its own names, mapped by field id after decoding.
     projection = projection_of(file_io, ts, f.schema_id)
     stored = wanted if projection is None else projection.file_columns(wanted)
-    dictionary = _dictionary_columns(metadata, stored)
+    dictionary = dictionary_columns(metadata, stored)
     with _open(file_io, f.path) as source:
         reader = pq.ParquetFile(
             source, metadata=metadata, read_dictionary=dictionary, pre_buffer=not file_io.is_local
@@ -353,20 +353,24 @@ def _finish(
     yield pa.table(rows.select(list(plan.output)).columns, schema=plan.output_schema)
 
 
-def _dictionary_columns(metadata: pq.FileMetaData, columns: Sequence[str]) -> list[str]:
-    """String and binary columns stored dictionary-encoded in every row group.
+def dictionary_columns(metadata: pq.FileMetaData, columns: Sequence[str]) -> list[str]:
+    """The string and binary ``columns`` stored dictionary-encoded in every row group
+    (names the file lacks are skipped).
 
     They are read as dictionary indices and only the winners' values are built
     (a superseded version's strings are never copied). A column whose pages fell
     back to plain encoding is read as is: rebuilding a dictionary would cost more.
+    Shared by raylake's and Paimon's merged reads.
     """
     schema = metadata.schema.to_arrow_schema()
     found = []
     for name in columns:
-        dtype = schema.field(name).type
+        j = schema.get_field_index(name)
+        if j < 0:
+            continue
+        dtype = schema[j].type
         if not (pa.types.is_string(dtype) or pa.types.is_binary(dtype)):
             continue
-        j = schema.get_field_index(name)
         chunks = [metadata.row_group(g).column(j) for g in range(metadata.num_row_groups)]
         # Dictionary indices take a few bits per row; plain strings take their length.
         if all(
