@@ -42,6 +42,10 @@ from raylake.table.scan import ReadContext
 from raylake.train.stream import Block
 
 STATE_KIND = "raylake.continual"
+# How a plan's rows are shared out between consumers, saved with each position: 1 took
+# rows g, g + G, ... of every plan; 2 deals whole-row plans by splits (issue 17). A
+# position inside a plan only means something under the rule it was saved with.
+SHARDING_RULE = 2
 
 
 @dataclass(frozen=True)
@@ -102,6 +106,7 @@ class ContinualReader:
             "consumer": [self.consumer, self.consumers],
             "position": self.position.to_dict(),
             "batches_done": self.batches_done,
+            "sharding": SHARDING_RULE,
         }
 
     def __iter__(self) -> Iterator[Block]:
@@ -229,4 +234,15 @@ def check_resume_state(
             raise ResumeStateError(
                 f"the position is of another {name}: saved {state.get(name)!r}, here {mine!r}"
             )
+    rule = state.get("sharding", 1)  # positions saved before the rule was recorded: 1
+    if rule != SHARDING_RULE and state.get("batches_done", 0):
+        snapshot = state.get("position", {}).get("next_snapshot_id")
+        raise ResumeStateError(
+            f"the position was saved {state['batches_done']} batches into snapshot "
+            f"{snapshot} under sharding rule {rule!r} (an earlier raylake), and this "
+            f"version shares a snapshot's rows out by rule {SHARDING_RULE}: those batches "
+            "do not map onto the new shares, so resuming there would repeat or skip rows. "
+            "Set 'batches_done' to 0 to read that snapshot again in full, or resume "
+            "from the next snapshot"
+        )
     return state
