@@ -58,6 +58,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -138,19 +139,12 @@ def calibrate(target: float, sample: Any, steps: int, device: str = "cpu") -> in
     return n
 
 
-def steps_in_pair(
-    n: int | Callable[[Any], None], sample: Any, steps: int, device: str = "cpu"
-) -> None:
-    """The steps on two threads at once, each with its own matrices: what the machine
-    gives two busy threads of one process (two cores that share a physical core, or a
-    host that does not give a VM two whole cores, run them slower than one alone)."""
-    threads = [
-        threading.Thread(
-            target=steps_alone,
-            args=(make_step(n, device) if isinstance(n, int) else n, sample, steps),
-        )
-        for _ in range(2)
-    ]
+def steps_in_pair(make: Callable[[], Callable[[Any], None]], sample: Any, steps: int) -> None:
+    """The steps on two threads at once, each with its own step from ``make`` (its own
+    matrices): what the machine gives two busy threads of one process (two cores that
+    share a physical core, or a host that does not give a VM two whole cores, run them
+    slower than one alone)."""
+    threads = [threading.Thread(target=steps_alone, args=(make(), sample, steps)) for _ in range(2)]
     for t in threads:
         t.start()
     for t in threads:
@@ -272,10 +266,11 @@ def overlap(
     t_load = min(timed(lambda: epoch(ahead, None))[0] for _ in range(3))
     sample = next(iter(serial))
     if kind == "wait":
-        n, step = 0, make_wait(t_load / steps)
+        make: Callable[[], Callable[[Any], None]] = partial(make_wait, t_load / steps)
     else:
         n = calibrate(t_load, sample, steps, device)  # about as long as loading, alone
-        step = make_step(n, device)
+        make = partial(make_step, n, device)
+    step = make()
     cases = {name: Timed() for name in ("load", "load0", "step", "ahead", "serial", "pair")}
     runs: dict[str, Callable[[], object]] = {
         "load": lambda: epoch(ahead, None),
@@ -283,7 +278,7 @@ def overlap(
         "step": lambda: steps_alone(step, sample, steps),
         "ahead": lambda: epoch(ahead, step),
         "serial": lambda: epoch(serial, step),
-        "pair": lambda: steps_in_pair(step if kind == "wait" else n, sample, steps, device),
+        "pair": lambda: steps_in_pair(make, sample, steps),
     }
     kept, seen, others = cycles(runs, repeat, quiet, patience)
     for result in kept:
