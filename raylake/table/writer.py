@@ -131,6 +131,7 @@ class RollingFileWriter:
         self._stats: StatsCollector | None = None
         self._row_group_rows: list[int] = []
         self._row_group_sizes: list[int] = []
+        self._file_schema: pa.Schema = self.schema
 
     @property
     def open_paths(self) -> list[str]:
@@ -161,6 +162,8 @@ class RollingFileWriter:
         if self._writer is None:
             self._open(chunk)
         assert self._writer is not None and self._stats is not None
+        if self._file_schema is not self.schema:  # the same columns, some marked non-null
+            chunk = pa.Table.from_arrays(chunk.columns, schema=self._file_schema)
         self._writer.write_table(chunk, row_group_size=chunk.num_rows)
         self._stats.update(chunk)
         self._row_group_rows.append(chunk.num_rows)
@@ -173,6 +176,7 @@ class RollingFileWriter:
         self.file_io.makedirs(directory)
         self._path = f"{directory}/{self.prefix}-{uuid.uuid4().hex}.parquet"
         compression = column_codecs(first, self.schema, self.options.compression)
+        self._file_schema = self.file_schema_of(first)
         # Our own sink: its position after the footer is the file's size (no request to
         # ask the store for it), and on an object store it is closed, which is the
         # upload, beside the next file's encoding (Uploads).
@@ -182,7 +186,7 @@ class RollingFileWriter:
         delta = self.delta_columns()
         self._writer = pq.ParquetWriter(
             self._sink,
-            self.schema,
+            self._file_schema,
             compression=compression,
             # Random floats never repeat: trying to dictionary-encode them doubles the
             # write time and grows the file (measured in bench/merge.py's data).
@@ -195,6 +199,10 @@ class RollingFileWriter:
         )
         self._stats = StatsCollector(self.schema)
         self._row_group_rows, self._row_group_sizes = [], []
+
+    def file_schema_of(self, first: pa.Table) -> pa.Schema:
+        """The Parquet schema of a file whose first row group is ``first``: the writer's."""
+        return self.schema
 
     def delta_columns(self) -> tuple[str, ...]:
         """Integer columns written delta-encoded rather than dictionary-encoded."""

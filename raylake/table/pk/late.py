@@ -39,7 +39,7 @@ from raylake.table.fragments import parquet_fragment
 from raylake.table.pk.bucket import integer_values
 from raylake.table.pk.dedupe import newest_wins_by_file, unseen_in_newer
 from raylake.table.pk.engines import merge_positions
-from raylake.table.pk.files import read_file
+from raylake.table.pk.files import read_file, table_fields
 from raylake.table.pk.ranges import bounds, read_range
 from raylake.table.pk.schema import DELETE, KIND, SEQ, MergeSpec, file_schema
 from raylake.table.pk.shared import SHARED_GROUP_BYTES, SharedGroups
@@ -201,8 +201,11 @@ def section_rows(
         projection = projection_of(file_io, ts, f.schema_id)
         wanted = list(columns) if projection is None else projection.file_columns(columns)
         rows, first = read_range(file_io, f, wanted, key, lo, hi)
-        if rows is not None and projection is not None:
-            rows = projection.conform(rows, columns)
+        if rows is not None:
+            if projection is not None:
+                rows = projection.conform(rows, columns)
+            else:
+                rows = table_fields(rows, file_schema(ts))
         found.append((empty, 0) if rows is None else (rows, first))
     return found
 
