@@ -35,6 +35,10 @@ DATA_DIR = "data"
 NULL_PARTITION = "__NULL__"
 # Flush a row group early when its buffered Arrow data passes this size, whatever its rows.
 _ROW_GROUP_MAX_BYTES = 128 * 1024 * 1024
+# A floating-point column whose bytes the codec shrinks by less than this share is
+# stored uncompressed (``column_codecs``); the first this many bytes of it are tried.
+MIN_COMPRESSION_SAVING = 0.05
+_CODEC_SAMPLE_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -127,6 +131,7 @@ class RollingFileWriter:
         self._stats: StatsCollector | None = None
         self._row_group_rows: list[int] = []
         self._row_group_sizes: list[int] = []
+        self._file_schema: pa.Schema = self.schema
 
     @property
     def open_paths(self) -> list[str]:
@@ -155,8 +160,10 @@ class RollingFileWriter:
 
     def _write_row_group(self, chunk: pa.Table) -> None:
         if self._writer is None:
-            self._open()
+            self._open(chunk)
         assert self._writer is not None and self._stats is not None
+        if self._file_schema is not self.schema:  # the same columns, some marked non-null
+            chunk = pa.Table.from_arrays(chunk.columns, schema=self._file_schema)
         self._writer.write_table(chunk, row_group_size=chunk.num_rows)
         self._stats.update(chunk)
         self._row_group_rows.append(chunk.num_rows)
@@ -164,11 +171,12 @@ class RollingFileWriter:
         if sum(self._row_group_sizes) >= self.options.target_file_size:
             self._close_file()
 
-    def _open(self) -> None:
+    def _open(self, first: pa.Table) -> None:
         directory = partition_dir(self.ts, self.partition, self.bucket)
         self.file_io.makedirs(directory)
         self._path = f"{directory}/{self.prefix}-{uuid.uuid4().hex}.parquet"
-        compression = None if self.options.compression == "none" else self.options.compression
+        compression = column_codecs(first, self.schema, self.options.compression)
+        self._file_schema = self.file_schema_of(first)
         # Our own sink: its position after the footer is the file's size (no request to
         # ask the store for it), and on an object store it is closed, which is the
         # upload, beside the next file's encoding (Uploads).
@@ -178,7 +186,7 @@ class RollingFileWriter:
         delta = self.delta_columns()
         self._writer = pq.ParquetWriter(
             self._sink,
-            self.schema,
+            self._file_schema,
             compression=compression,
             # Random floats never repeat: trying to dictionary-encode them doubles the
             # write time and grows the file (measured in bench/merge.py's data).
@@ -191,6 +199,10 @@ class RollingFileWriter:
         )
         self._stats = StatsCollector(self.schema)
         self._row_group_rows, self._row_group_sizes = [], []
+
+    def file_schema_of(self, first: pa.Table) -> pa.Schema:
+        """The Parquet schema of a file whose first row group is ``first``: the writer's."""
+        return self.schema
 
     def delta_columns(self) -> tuple[str, ...]:
         """Integer columns written delta-encoded rather than dictionary-encoded."""
@@ -380,3 +392,41 @@ def abort_messages(file_io: FileIO, messages: Iterable[CommitMessage]) -> None:
     """Delete the files of commit messages that will never be committed."""
     paths = [f.path for m in messages for f in (*m.new_files, *m.changelog_files)]
     file_io.delete_quietly(paths)
+
+
+def column_codecs(first: pa.Table, schema: pa.Schema, codec: str) -> str | dict[str, str] | None:
+    """Each column's codec in a file whose first row group is ``first``: the table's
+    ``write.compression``, except for floating-point columns it does not shrink.
+
+    Floats are written PLAIN (they rarely repeat), and measured or random values
+    (features, embeddings) rarely compress either: Snappy then stores them at the same
+    size, and every read pays a decompression copy before the PLAIN one (decoding
+    costs about a third less uncompressed; docs/primary-keys.md). The codec is tried on
+    the first megabyte of each such column of the file's first row group; a column it
+    shrinks by less than ``MIN_COMPRESSION_SAVING`` is stored uncompressed. Readers need
+    nothing: Parquet records the codec per column chunk.
+    """
+    if codec == "none":
+        return None
+    # Parquet names per-column codecs by leaf path, and a column left out is stored
+    # uncompressed: only a flat schema's paths are its names.
+    if not pa.Codec.is_available(codec) or any(pa.types.is_nested(f.type) for f in schema):
+        return codec
+    codecs = dict.fromkeys(schema.names, codec)
+    for name in schema.names:
+        if not pa.types.is_floating(schema.field(name).type) or name not in first.column_names:
+            continue
+        column = first.column(name)
+        if column.num_chunks == 0 or not len(column):
+            continue
+        chunk = column.chunk(0)
+        width = chunk.type.byte_width
+        data = chunk.buffers()[1]
+        if data is None:
+            continue
+        sample = data.slice(chunk.offset * width, min(len(chunk) * width, _CODEC_SAMPLE_BYTES))
+        if len(sample) and pa.compress(sample, codec=codec).size > len(sample) * (
+            1 - MIN_COMPRESSION_SAVING
+        ):
+            codecs[name] = "none"
+    return codecs if "none" in codecs.values() else codec

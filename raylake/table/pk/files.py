@@ -47,8 +47,30 @@ def read_file(
         pa_table = fragment.to_table(schema=schema, columns=wanted, filter=key_filter)
     if projection is not None:
         pa_table = projection.conform(pa_table, columns)
+    else:
+        pa_table = table_fields(pa_table, file_schema(ts))
     if f.sequence_base and SEQ in pa_table.column_names:
         i = pa_table.column_names.index(SEQ)
         shifted = pc.add(pa_table.column(i), pa.scalar(f.sequence_base, pa.int64()))
         pa_table = pa_table.set_column(i, pa_table.schema.field(i), shifted)
     return pa_table
+
+
+def table_fields(rows: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``rows`` with ``schema``'s fields where a file marked a nullable column non-null.
+
+    Writers store a column non-null in a file where it has no null (pk/write.py), so
+    rows of different files would otherwise differ in their schemas (and could not be
+    concatenated). No data is copied.
+    """
+    fields, changed = [], False
+    for f in rows.schema:
+        i = schema.get_field_index(f.name)
+        if not f.nullable and i >= 0 and schema.field(i).nullable:
+            f, changed = f.with_nullable(True), True
+        fields.append(f)
+    if not changed:
+        return rows
+    return pa.Table.from_arrays(
+        rows.columns, schema=pa.schema(fields, metadata=rows.schema.metadata)
+    )

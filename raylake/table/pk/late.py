@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -38,9 +39,10 @@ from raylake.table.fragments import parquet_fragment
 from raylake.table.pk.bucket import integer_values
 from raylake.table.pk.dedupe import newest_wins_by_file, unseen_in_newer
 from raylake.table.pk.engines import merge_positions
-from raylake.table.pk.files import read_file
+from raylake.table.pk.files import read_file, table_fields
 from raylake.table.pk.ranges import bounds, read_range
 from raylake.table.pk.schema import DELETE, KIND, SEQ, MergeSpec, file_schema
+from raylake.table.pk.shared import SHARED_GROUP_BYTES, SharedGroups
 from raylake.table.projection import FileProjection, projection_of
 from raylake.table.split import FileSlice, KeyRange
 
@@ -92,6 +94,11 @@ class _DecisionCache:
         self.hits = 0
         self.misses = 0
 
+    def peek(self, key: tuple[object, ...]) -> Decision | None:
+        """The decision if cached, counted neither as a hit nor as a miss."""
+        with self._lock:
+            return self._items.get(key)
+
     def get(self, key: tuple[object, ...]) -> Decision | None:
         with self._lock:
             found = self._items.get(key)
@@ -131,9 +138,18 @@ class _DecisionCache:
 _decisions = _DecisionCache(DECISION_CACHE_BYTES)
 
 
+_groups = SharedGroups(SHARED_GROUP_BYTES)
+
+
 def clear_decision_cache() -> None:
-    """Forget cached decisions (benchmarks of cold reads, tests)."""
+    """Forget cached decisions and shared row groups (benchmarks of cold reads, tests)."""
     _decisions.clear()
+    _groups.clear()
+
+
+def shared_group_info() -> dict[str, int]:
+    """Row groups decoded once for several parts, and the takes they served."""
+    return _groups.info()
 
 
 def decision_cache_info() -> dict[str, int]:
@@ -149,7 +165,7 @@ def decide(
     part: KeyRange | None = None,
 ) -> Decision:
     """The winners of a deduplicate or first-row section or part (cached per process)."""
-    key = (file_io.uri, tuple((f.path, f.sequence_base) for f in section), part)
+    key = _decision_key(file_io, section, part)
     found = _decisions.get(key)
     if found is not None:
         return found
@@ -159,6 +175,12 @@ def decide(
         decision = _decide_by_merge(file_io, ts, spec, section, part)
     _decisions.put(key, decision)
     return decision
+
+
+def _decision_key(
+    file_io: FileIO, section: Sequence[FileSlice], part: KeyRange | None
+) -> tuple[object, ...]:
+    return (file_io.uri, tuple((f.path, f.sequence_base) for f in section), part)
 
 
 def section_rows(
@@ -179,8 +201,11 @@ def section_rows(
         projection = projection_of(file_io, ts, f.schema_id)
         wanted = list(columns) if projection is None else projection.file_columns(columns)
         rows, first = read_range(file_io, f, wanted, key, lo, hi)
-        if rows is not None and projection is not None:
-            rows = projection.conform(rows, columns)
+        if rows is not None:
+            if projection is not None:
+                rows = projection.conform(rows, columns)
+            else:
+                rows = table_fields(rows, file_schema(ts))
         found.append((empty, 0) if rows is None else (rows, first))
     return found
 
@@ -263,6 +288,7 @@ def materialize(
     plan: ReadPlan,
     section: Sequence[FileSlice],
     decision: Decision,
+    part: KeyRange | None = None,
 ) -> Iterator[pa.Table]:
     """The winning rows of a decided section, filtered and projected, a row group at a time."""
     if not plan.output and plan.full_filter is None:
@@ -272,22 +298,72 @@ def materialize(
         return
     for i in decision.order:
         if decision.winners[i]:
-            yield from _file_winners(file_io, ts, plan, section[i], decision, i)
+            yield from _file_winners(file_io, ts, plan, section, part, decision, i)
+
+
+def group_mask(decision: Decision, i: int, start: int, stop: int) -> np.ndarray:
+    """Which rows ``[start, stop)`` of file ``i`` (file positions) win in ``decision``
+    (False for the rows it did not read)."""
+    offset, n = decision.offsets[i], decision.rows[i]
+    lo, hi = max(start - offset, 0), min(stop - offset, n)
+    mask = np.zeros(stop - start, dtype=bool)
+    if lo < hi:
+        # Unpack only the bytes that hold bits lo .. hi.
+        first = lo // 8
+        bits = np.unpackbits(decision.masks[i][first : -(-hi // 8)]).view(bool)
+        at = offset + lo - start
+        mask[at : at + hi - lo] = bits[lo - first * 8 : hi - first * 8]
+    return mask
+
+
+def _sharing_parts(
+    file_io: FileIO,
+    section: Sequence[FileSlice],
+    part: KeyRange,
+    i: int,
+    start: int,
+    stop: int,
+) -> dict[int, np.ndarray]:
+    """The winners' masks, by part, of the parts with winners in rows ``[start, stop)`` of
+    file ``i``: this part's neighbours, as far as their decisions are cached and reach
+    into those rows (the loaders' counting read decides every part first)."""
+    found: dict[int, np.ndarray] = {}
+    for step in (-1, 1):
+        p = part.index + step
+        while 0 <= p < part.count:
+            other = _decisions.peek(_decision_key(file_io, section, KeyRange(p, part.count)))
+            if other is None:
+                break
+            offset, n = other.offsets[i], other.rows[i]
+            if n and (offset >= stop or offset + n <= start):
+                break  # its rows of the file lie past the group: so do the next parts'
+            mask = group_mask(other, i, start, stop)
+            if mask.any():
+                found[p] = mask
+            p += step
+    return found
 
 
 def _file_winners(
-    file_io: FileIO, ts: TableSchema, plan: ReadPlan, f: FileSlice, decision: Decision, i: int
+    file_io: FileIO,
+    ts: TableSchema,
+    plan: ReadPlan,
+    section: Sequence[FileSlice],
+    part: KeyRange | None,
+    decision: Decision,
+    i: int,
 ) -> Iterator[pa.Table]:
     """File ``i``'s winners: its row groups that hold one, decoded whole and filtered.
 
     A row group at a time (256K rows in primary-key files) decodes with the fewest
-    calls; 64K-row batches cost about a third more CPU here (issue 20).
+    calls; 64K-row batches cost about a third more CPU here (issue 20). A group that
+    holds rows of other parts too is decoded once for all of them (shared.py).
     """
+    f = section[i]
     metadata = parquet_fragment(file_io, f.path, file_size=f.file_size).metadata
     sizes = [metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)]
     starts = np.cumsum([0, *sizes])
-    keep = np.unpackbits(decision.masks[i], count=decision.rows[i]).view(bool)
-    offset = decision.offsets[i]  # file position of keep[0]
+    offset, n = decision.offsets[i], decision.rows[i]  # this part's rows of the file
     # Only what the output and the filter need: the decision already used the key,
     # the sequence field and the system columns.
     needed = {*plan.output, *plan.filter_columns}
@@ -300,19 +376,29 @@ def _file_winners(
         reader = pq.ParquetFile(
             source, metadata=metadata, read_dictionary=dictionary, pre_buffer=not file_io.is_local
         )
+
+        def winners(g: int, masks: Mapping[int, np.ndarray]) -> dict[int, pa.Table]:
+            rows = reader.read_row_group(g, columns=stored, use_threads=True)
+            return {p: rows if m.all() else rows.filter(pa.array(m)) for p, m in masks.items()}
+
         for g in range(len(sizes)):
-            lo, hi = int(starts[g]) - offset, int(starts[g + 1]) - offset
-            mask = keep[max(lo, 0) : max(hi, 0)]
+            start, stop = int(starts[g]), int(starts[g + 1])
+            if stop <= offset or start >= offset + n:
+                continue  # none of this part's rows
+            mask = group_mask(decision, i, start, stop)
             if not mask.any():
                 continue  # a group where every row lost is never decoded
-            if lo < 0 or len(mask) < hi - max(lo, 0):
-                # The part starts or ends inside the group: its other rows are not ours.
-                mask = np.concatenate(
-                    [np.zeros(max(-lo, 0), bool), mask, np.zeros(hi - max(lo, 0) - len(mask), bool)]
-                )
-            rows = reader.read_row_group(g, columns=stored, use_threads=True)
-            if not mask.all():
-                rows = rows.filter(pa.array(mask))
+            others: dict[int, np.ndarray] = {}
+            if part is not None and (start < offset or stop > offset + n):
+                # The group holds rows of other parts: decode it once for those that win there.
+                others = _sharing_parts(file_io, section, part, i, start, stop)
+            if others and part is not None:
+                section_key = _decision_key(file_io, section, None)
+                key = (section_key, part.count, i, g, tuple(stored), tuple(dictionary))
+                masks = {part.index: mask, **others}
+                rows = _groups.take(key, part.index, partial(winners, g, masks))
+            else:
+                rows = winners(g, {0: mask})[0]
             yield from _finish(plan, rows, dictionary, projection, wanted)
 
 

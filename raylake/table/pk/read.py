@@ -412,7 +412,7 @@ def merge_section(
     """
     if picks_rows(plan.spec):
         decision = decide(file_io, ts, plan.spec, section, part)
-        parts = list(materialize(file_io, ts, plan, section, decision))
+        parts = list(materialize(file_io, ts, plan, section, decision, part))
         if len(parts) == 1:
             return parts[0]
         if not plan.output:  # concat_tables forgets the rows of tables without columns
