@@ -26,6 +26,7 @@ from typing import Any
 from train_torch_ray import FEATURES, check_shards, make_table
 
 import raylake
+import raylake.train
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -129,7 +130,9 @@ def run(
         run_config=ray.train.RunConfig(storage_path=out_dir, name=f"tf-{source}"),
         datasets=datasets,
     )
-    trainer.fit()
+    # Not trainer.fit(): Ray Train leaves its controller actor alive after fit()
+    # (docs/training.md, "Ray Train"); raylake.train.fit stops it.
+    raylake.train.fit(trainer)
     return [
         json.loads((Path(out_dir) / f"{source}-rank{rank}.json").read_text()) for rank in range(2)
     ]

@@ -29,6 +29,7 @@ import numpy as np
 import pyarrow as pa
 
 import raylake
+import raylake.train
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
@@ -147,7 +148,9 @@ def run(
         run_config=ray.train.RunConfig(storage_path=out_dir, name=f"torch-{source}"),
         datasets=datasets,
     )
-    trainer.fit()
+    # Not trainer.fit(): Ray Train leaves its controller actor alive after fit()
+    # (docs/training.md, "Ray Train"); raylake.train.fit stops it.
+    raylake.train.fit(trainer)
     return [
         json.loads((Path(out_dir) / f"{source}-rank{rank}.json").read_text()) for rank in range(2)
     ]

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from hypothesis import settings
+from ray_leftovers import leftovers, ray_running, snapshot
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
@@ -48,3 +49,24 @@ def ray_cluster() -> Iterator[Any]:
     ctx.enable_progress_bars = False
     yield ray
     ray.shutdown()
+
+
+def _uses_ray(request: pytest.FixtureRequest) -> bool:
+    return (
+        "ray_cluster" in request.fixturenames
+        or request.node.get_closest_marker("ray") is not None
+        or request.node.get_closest_marker("spark") is not None
+    )
+
+
+@pytest.fixture(autouse=True)
+def _no_ray_leftovers(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A Ray-using test fails (at its teardown) if it leaves an actor, a placement group
+    or a CPU reservation on the session's cluster (tests/ray_leftovers.py)."""
+    was_running, checked = ray_running(), _uses_ray(request)
+    before = snapshot() if checked and was_running else None
+    yield
+    if ray_running() and (checked or not was_running):  # or Ray started in the test
+        left = leftovers(before)
+        if left is not None:
+            pytest.fail(left, pytrace=False)

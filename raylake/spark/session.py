@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pyspark.sql import SparkSession
 
 from raylake.errors import EnvironmentSetupError, MissingDependencyError
+from raylake.train.trainer import release_train_controller
 
 logger = logging.getLogger(__name__)
 
@@ -105,6 +106,11 @@ def session(
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     if on_ray is None:
         on_ray = _ray_running()
+    if _ray_running():
+        # PySpark replaces the SIGINT handler as its context starts; were it a Ray Train
+        # fit()'s, the run's controller would be torn down in the middle of Spark's
+        # start-up, which stalled this driver's calls to Ray (raylake/train/trainer.py).
+        release_train_controller()
     if on_ray:
         return _raydp_session(app_name, num_executors, executor_cores, executor_memory, configs)
     builder = SparkSession.builder.appName(app_name).master(master or "local[*, 4]")

@@ -46,6 +46,9 @@ logger = logging.getLogger(__name__)
 
 BatchFn = Callable[[pa.Table], Any]
 SINK_SNAPSHOT = "stream.sink-snapshot"
+# While shard actors are not up, wait_ready() logs a warning this often (seconds).
+READY_WARN_EVERY_S = 30.0
+_RESOURCE_NAMES = {"num_cpus": "CPU", "num_gpus": "GPU", "memory": "memory"}
 
 
 @dataclass(frozen=True)
@@ -215,6 +218,17 @@ class ShardWorker:
         return self.reader.next_snapshot_id
 
 
+def _resources_asked(actor_options: Mapping[str, Any]) -> dict[str, float]:
+    """The Ray resources one actor of these options asks for, by Ray's names."""
+    asks = {
+        name: float(actor_options[option])
+        for option, name in _RESOURCE_NAMES.items()
+        if actor_options.get(option)
+    }
+    asks.update({k: float(v) for k, v in (actor_options.get("resources") or {}).items()})
+    return asks
+
+
 def _rows(tables: list[pa.Table]) -> int:
     return sum(t.num_rows for t in tables)
 
@@ -264,9 +278,16 @@ class StreamingJob:
         actor_options: Mapping[str, Any] | None = None,
         output_schema: pa.Schema | None = None,
         schema_mode: str = "strict",
+        ready_timeout: float | None = None,
     ) -> None:
         if not callable(fn):
             raise StreamError(f"fn must be callable, got {fn!r}")
+        if ready_timeout is not None and (
+            isinstance(ready_timeout, bool)
+            or not isinstance(ready_timeout, int | float)
+            or not ready_timeout > 0
+        ):
+            raise StreamError(f"ready_timeout must be a number > 0 or None, got {ready_timeout!r}")
         if isinstance(num_shards, bool) or not isinstance(num_shards, int) or num_shards < 1:
             raise StreamError(f"num_shards must be an int >= 1, got {num_shards!r}")
         validate_consumer_id(consumer_id)
@@ -304,7 +325,9 @@ class StreamingJob:
         self._driver_options = (storage_options, sink_storage_options)
         self.max_restarts = max_restarts
         self.actor_options = dict(actor_options or {"num_cpus": 0.25})
+        self.ready_timeout = ready_timeout
         self.actors: list[Any] = []
+        self._ready = False
 
     def start(self) -> StreamingJob:
         """Check the job on the driver (:func:`check_job`: the tables, ``output_schema``
@@ -326,18 +349,58 @@ class StreamingJob:
         self.actors = [remote.remote(self.spec, i) for i in range(self.spec.num_shards)]
         return self
 
-    def wait_ready(self) -> list[int]:
-        """Start the actors and wait until each has resumed; their positions."""
+    def wait_ready(self, timeout: float | None = None) -> list[int]:
+        """Start the actors and wait until each has resumed; their positions.
+
+        Ray waits without end for an actor it cannot place (the cluster lacks the
+        resources of ``actor_options``) or whose constructor keeps failing, so this
+        logs a warning every ``READY_WARN_EVERY_S`` seconds naming what the waiting
+        shards ask for and what the cluster has free, and after ``timeout`` seconds
+        (default: the job's ``ready_timeout``; None waits on) stops the actors and
+        raises StreamError with the same facts."""
         import ray
 
+        timeout = self.ready_timeout if timeout is None else timeout
         self.start()
-        return list(ray.get([a.position.remote() for a in self.actors]))
+        refs = [a.position.remote() for a in self.actors]
+        started = time.monotonic()
+        deadline = None if timeout is None else started + timeout
+        while True:
+            left = READY_WARN_EVERY_S if deadline is None else deadline - time.monotonic()
+            pending = ray.wait(
+                refs, num_returns=len(refs), timeout=max(0.0, min(left, READY_WARN_EVERY_S))
+            )[1]
+            if not pending:
+                self._ready = True
+                return list(ray.get(refs))
+            message = self._not_ready(refs, pending, time.monotonic() - started)
+            if deadline is not None and time.monotonic() >= deadline:
+                self.stop()
+                raise StreamError(message)
+            logger.warning("%s", message)
+
+    def _not_ready(self, refs: list[Any], pending: list[Any], waited: float) -> str:
+        import ray
+
+        shards = [i for i, ref in enumerate(refs) if ref in pending]
+        asks = _resources_asked(self.actor_options)
+        total, free = ray.cluster_resources(), ray.available_resources()
+        have = {k: f"{free.get(k, 0):g} of {total.get(k, 0):g}" for k in asks}
+        return (
+            f"StreamingJob {self.spec.consumer_id!r}: shard actors {shards} of "
+            f"{self.spec.num_shards} not started after {waited:.0f} s; each asks for {asks} "
+            f"(actor_options); free in the cluster: {have}. Ray waits for resources that "
+            "are taken or that no node has, and restarts an actor whose constructor "
+            "fails (see its log)"
+        )
 
     def step(self) -> list[ShardStatus]:
-        """One round: every shard processes the plans available now."""
+        """One round: every shard processes the plans available now (the first waits
+        for the actors as :meth:`wait_ready` does)."""
         import ray
 
-        self.start()
+        if not self._ready:
+            self.wait_ready()
         return list(ray.get([a.step.remote() for a in self.actors]))
 
     def run(
@@ -366,6 +429,7 @@ class StreamingJob:
         for actor in self.actors:
             ray.kill(actor, no_restart=True)
         self.actors = []
+        self._ready = False
 
     def __enter__(self) -> StreamingJob:
         return self.start()

@@ -6,6 +6,8 @@
 - ``raylake.train.tf``: ``to_tf_dataset`` (needs ``pip install 'raylake[tf]'``);
 - ``raylake.train.ray``: ``iter_torch_batches`` over a Ray Data ``Dataset`` or
   ``DataIterator`` (Ray Train workers);
+- ``fit(trainer)``: a Ray Train trainer's ``fit()``, with nothing of the run left
+  alive after it (``raylake.train.trainer``);
 - ``consumed_rows(state)``: the rows a saved loader state has consumed.
 
 These names are the public surface: import them from ``raylake.train``; the modules
@@ -26,6 +28,7 @@ _LAZY = {
     "LakeMapDataset": "raylake.train.torch",
     "LakeStreamDataset": "raylake.train.torch",
     "consumed_rows": "raylake.train.loader",
+    "fit": "raylake.train.trainer",
     "iter_torch_batches": "raylake.train.ray",
     "to_tf_dataset": "raylake.train.tf",
 }

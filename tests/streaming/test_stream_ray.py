@@ -101,6 +101,27 @@ def test_streaming_job_bad_arguments(ray_cluster: Any, warehouse: Path) -> None:
         StreamingJob(tbl.uri, double, consumer_id="j").run()
 
 
+def test_shards_that_cannot_start_raise_after_ready_timeout(
+    ray_cluster: Any, warehouse: Path
+) -> None:
+    """Ray waits without end for an actor it cannot place: the job says so instead, naming
+    what its shards ask for and what the cluster has, and leaves no actor behind."""
+    tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
+    tbl.write(batch(0, 10))
+    too_big = ray.cluster_resources()["CPU"] + 1  # no node of the cluster has this many
+    job = StreamingJob(
+        tbl.uri, double, consumer_id="big", num_shards=2, actor_options={"num_cpus": too_big},
+        ready_timeout=1.0,
+    )  # fmt: skip
+    with pytest.raises(StreamError, match=r"shard actors \[0, 1\] of 2 not started") as info:
+        job.run(until_snapshot=0)
+    assert f"{{'CPU': {too_big}}}" in str(info.value)
+    assert "'CPU': '2 of 2'" in str(info.value)  # the session cluster's, all free
+    assert job.actors == []
+    with pytest.raises(StreamError, match="ready_timeout"):
+        StreamingJob(tbl.uri, double, consumer_id="j", ready_timeout=0)
+
+
 def test_streaming_job_is_checked_before_any_actor_starts(
     ray_cluster: Any, warehouse: Path
 ) -> None:
