@@ -22,10 +22,7 @@ every read of the same snapshot returns the same order.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -37,6 +34,7 @@ from raylake.format.schema import TableSchema
 from raylake.io import FileIO
 from raylake.table.fragments import parquet_fragment
 from raylake.table.pk.bucket import integer_values
+from raylake.table.pk.decision import DECISION_CACHE_BYTES, Decision, DecisionCache
 from raylake.table.pk.dedupe import newest_wins_by_file, unseen_in_newer
 from raylake.table.pk.engines import merge_positions
 from raylake.table.pk.files import read_file, table_fields
@@ -49,93 +47,13 @@ from raylake.table.split import FileSlice, KeyRange
 if TYPE_CHECKING:
     from raylake.table.pk.read import ReadPlan
 
-# Bytes of packed winner masks kept per process (one bit per row version: 64 MiB
-# cover 512M versions, so the whole decision of a 100M-row table stays cached).
-DECISION_CACHE_BYTES = 64 * 1024 * 1024
-
 
 def picks_rows(spec: MergeSpec) -> bool:
     """Whether the engine picks whole rows (so a section can be decided from its keys)."""
     return spec.engine in ("deduplicate", "first-row")
 
 
-@dataclass(frozen=True)
-class Decision:
-    """The winning rows of each file of one section (or part), as packed bitmasks."""
-
-    order: tuple[int, ...]  # section file indices, in output order
-    offsets: tuple[int, ...]  # position in its file of each mask's first row
-    masks: tuple[np.ndarray, ...]  # packed bits, one per row read from the file
-    rows: tuple[int, ...]  # rows read from each file
-    winners: tuple[int, ...]  # winning rows of each file
-
-    @property
-    def total(self) -> int:
-        return sum(self.winners)
-
-    @property
-    def nbytes(self) -> int:
-        return sum(m.nbytes for m in self.masks)
-
-    def positions(self, i: int) -> np.ndarray:
-        """The winning row positions of file ``i`` (section order) in its file, ascending."""
-        bits = np.unpackbits(self.masks[i], count=self.rows[i]).view(bool)
-        return np.flatnonzero(bits) + self.offsets[i]
-
-
-class _DecisionCache:
-    """Decisions by (table, files), bounded by the bytes of their masks."""
-
-    def __init__(self, budget: int) -> None:
-        self.budget = budget
-        self._items: OrderedDict[tuple[object, ...], Decision] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
-        self.hits = 0
-        self.misses = 0
-
-    def peek(self, key: tuple[object, ...]) -> Decision | None:
-        """The decision if cached, counted neither as a hit nor as a miss."""
-        with self._lock:
-            return self._items.get(key)
-
-    def get(self, key: tuple[object, ...]) -> Decision | None:
-        with self._lock:
-            found = self._items.get(key)
-            if found is None:
-                self.misses += 1
-            else:
-                self.hits += 1
-                self._items.move_to_end(key)
-            return found
-
-    def put(self, key: tuple[object, ...], decision: Decision) -> None:
-        with self._lock:
-            if key in self._items or decision.nbytes > self.budget:
-                return
-            self._items[key] = decision
-            self._bytes += decision.nbytes
-            while self._bytes > self.budget:
-                _, old = self._items.popitem(last=False)
-                self._bytes -= old.nbytes
-
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
-            self._bytes = 0
-            self.hits = self.misses = 0
-
-    def info(self) -> dict[str, int]:
-        with self._lock:
-            return {
-                "hits": self.hits,
-                "misses": self.misses,
-                "entries": len(self._items),
-                "bytes": self._bytes,
-            }
-
-
-_decisions = _DecisionCache(DECISION_CACHE_BYTES)
+_decisions = DecisionCache(DECISION_CACHE_BYTES)
 
 
 _groups = SharedGroups(SHARED_GROUP_BYTES)
