@@ -20,7 +20,12 @@ from raylake.expr import Expr
 from raylake.table import Table
 from raylake.train.convert import FillNull
 from raylake.train.loader import ShardedLoader, Transform
-from raylake.train.prefetch import DEFAULT_BATCHES, DEFAULT_PIECES, check_count
+from raylake.train.prefetch import (
+    DEFAULT_BATCHES,
+    DEFAULT_PIECES,
+    check_count,
+    check_loader_threads,
+)
 from raylake.train.setup import DEFAULT_SHUFFLE_WINDOW, check_rank, open_source
 from raylake.train.tensors import TensorBatches, distributed, numpy_dtype_for
 from raylake.train.workers import WorkerPasses
@@ -72,6 +77,7 @@ class LakeIterableDataset(IterableDataset):
         pin_memory: bool | None = None,
         prefetch: int | None = None,
         read_ahead: int = DEFAULT_PIECES,
+        loader_threads: int | None = None,
         storage_options: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
@@ -80,6 +86,7 @@ class LakeIterableDataset(IterableDataset):
             prefetch = default_prefetch(device)
         check_count("prefetch", prefetch)
         check_count("read_ahead", read_ahead)
+        loader_threads = check_loader_threads(loader_threads)
         source, converter = open_source(
             table,
             filter=filter,
@@ -101,6 +108,7 @@ class LakeIterableDataset(IterableDataset):
             drop_last=drop_last,
             shuffle_window=shuffle_window,
             read_ahead=read_ahead,
+            loader_threads=loader_threads,
             # The next window, read and converted while this one's batches are taken.
             convert_ahead=1 if prefetch or read_ahead else 0,
         )
@@ -126,6 +134,11 @@ class LakeIterableDataset(IterableDataset):
     def num_rows(self) -> int:
         """Rows of the pinned snapshot that the filter keeps (one epoch, all ranks)."""
         return self._loader.source.total
+
+    @property
+    def loader_threads(self) -> int:
+        """The most threads that decode and convert at once (0: no cap of the loader's)."""
+        return self._loader.loader_threads
 
     @property
     def epoch(self) -> int:
