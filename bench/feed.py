@@ -4,8 +4,9 @@ A training step that takes about as long as loading its batch (one torch matmul 
 thread, ``torch.set_num_threads(1)``, its size calibrated to the measured load time)
 runs over an epoch of ``LakeIterableDataset`` iterated in the main process:
 
-  - load alone: the epoch with read-ahead (the setting ``p/ra``: prefetch/read_ahead,
-    ``d`` for the loader's default), no step;
+  - load alone: the epoch with read-ahead (the setting ``p/ra/lt``:
+    prefetch/read_ahead/loader_threads, ``d`` for the loader's default, ``lt`` 0 for no
+    cap: pieces decoded on pyarrow's pool, the loader before ``loader_threads``), no step;
   - step alone: the same number of steps on a batch at hand;
   - with read-ahead: loading on threads while the step runs; target <= 1.2x the
     longer of the two alone;
@@ -35,8 +36,12 @@ Medians of ``--repeat`` cycles, the cases alternated within each. Locally, and o
 ms injected per request). Run by bench/train.py (``--overlap``), or:
 
     python bench/feed.py [--rows 1000000] [--latency 20] [--repeat 5] [--skip-s3]
-                         [--settings d/d,2/8] [--quiet 0.1] [--patience 120]
-                         [--step matmul|wait] [--device cuda]
+                         [--settings d/d/0,d/d] [--batches 1024,8192] [--quiet 0.1]
+                         [--patience 120] [--step matmul|wait] [--device cuda]
+
+Every setting of ``--settings`` runs in the same cycles against the same step (sized to
+the first setting's loading), one row each: ``--settings d/d/0,d/d`` shows the loader
+with no cap beside the default cap (``loader_threads``, docs/training.md).
 
 ``--step wait`` replaces the matmul by a wait of the same length that uses no core:
 the host's side of a GPU step, which waits while the device works. It shows what the

@@ -25,6 +25,7 @@ from raylake.train.prefetch import (
     DEFAULT_PIECES,
     check_count,
     check_loader_threads,
+    default_loader_threads,
 )
 from raylake.train.setup import DEFAULT_SHUFFLE_WINDOW, check_rank, open_source
 from raylake.train.tensors import TensorBatches, distributed, numpy_dtype_for
@@ -86,6 +87,7 @@ class LakeIterableDataset(IterableDataset):
             prefetch = default_prefetch(device)
         check_count("prefetch", prefetch)
         check_count("read_ahead", read_ahead)
+        self._default_threads = loader_threads is None  # shared by DataLoader workers
         loader_threads = check_loader_threads(loader_threads)
         source, converter = open_source(
             table,
@@ -161,6 +163,8 @@ class LakeIterableDataset(IterableDataset):
         if info is None:
             return self.iter_shard(0, 1)
         self._output.check_in_worker()
+        if self._default_threads:  # the workers share the cores the default leaves
+            self._loader.loader_threads = max(1, default_loader_threads() // info.num_workers)
         return self.iter_shard(info.id, info.num_workers)
 
     def iter_shard(self, worker: int = 0, num_workers: int = 1) -> Iterator[Any]:

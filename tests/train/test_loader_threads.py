@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 from read_threads import raylake_threads
+from torch.utils.data import DataLoader, get_worker_info
 
 import raylake
 from raylake.errors import InvalidArgumentError
@@ -120,3 +121,18 @@ def test_shards_and_resume_do_not_depend_on_the_cap(append_table: raylake.Table)
     resumed.load_state_dict(state)
     assert taken + ids(resumed) == whole
     assert not raylake_threads()
+
+
+def threads_of_this_worker(batch: Any) -> int:
+    info = get_worker_info()
+    assert info is not None
+    return int(info.dataset.loader_threads)
+
+
+@pytest.mark.parametrize(("asked", "expected"), [(None, None), (3, 3)])
+def test_dataloader_workers_share_the_default_cores(
+    append_table: raylake.Table, asked: int | None, expected: int | None
+) -> None:
+    ds = make(append_table, batch_size=64, transform=threads_of_this_worker, loader_threads=asked)
+    seen = set(DataLoader(ds, batch_size=None, num_workers=2))
+    assert seen == {max(1, default_loader_threads() // 2) if expected is None else expected}
