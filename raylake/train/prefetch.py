@@ -97,8 +97,9 @@ class PieceWindow(Generic[T]):
     for it), otherwise a read on the calling thread. Each take tops the window up
     first, so the next reads start before this one is waited for. ``pieces=0`` reads
     nothing ahead. ``threads`` (default: ``pieces``) is the size of the pool the reads
-    run on: reads planned beyond it wait in the pool's queue. Use it as a context manager, or call ``close()``: pending reads are
-    cancelled and running ones are waited for, so no thread outlives it.
+    run on: reads planned beyond it wait in the pool's queue. Use it as a context
+    manager, or call ``close()``: pending reads are cancelled and running ones are
+    waited for, so no thread outlives it.
     """
 
     def __init__(

@@ -53,6 +53,9 @@ class LakeIterableDataset(IterableDataset):
     transformed, and copied to ``device``) on a thread ahead of the consumer (0: on
     the consumer's thread). Iterated directly in the main process, with
     ``device="cuda"``, batches arrive pinned and copied on a side CUDA stream.
+    At most ``loader_threads`` threads decode pieces and convert windows at once
+    (default: one fewer than the process's cores, shared by DataLoader workers; 0: no
+    cap, pieces decoded on pyarrow's own pool), so a trainer's thread finds a core free.
     """
 
     def __init__(
