@@ -4,8 +4,9 @@ A training step that takes about as long as loading its batch (one torch matmul 
 thread, ``torch.set_num_threads(1)``, its size calibrated to the measured load time)
 runs over an epoch of ``LakeIterableDataset`` iterated in the main process:
 
-  - load alone: the epoch with read-ahead (the setting ``p/ra``: prefetch/read_ahead,
-    ``d`` for the loader's default), no step;
+  - load alone: the epoch with read-ahead (the setting ``p/ra/lt``:
+    prefetch/read_ahead/loader_threads, ``d`` for the loader's default, ``lt`` 0 for no
+    cap: pieces decoded on pyarrow's pool, the loader before ``loader_threads``), no step;
   - step alone: the same number of steps on a batch at hand;
   - with read-ahead: loading on threads while the step runs; target <= 1.2x the
     longer of the two alone;
@@ -35,8 +36,12 @@ Medians of ``--repeat`` cycles, the cases alternated within each. Locally, and o
 ms injected per request). Run by bench/train.py (``--overlap``), or:
 
     python bench/feed.py [--rows 1000000] [--latency 20] [--repeat 5] [--skip-s3]
-                         [--settings d/d,2/8] [--quiet 0.1] [--patience 120]
-                         [--step matmul|wait] [--device cuda]
+                         [--settings d/d/0,d/d] [--batches 1024,8192] [--quiet 0.1]
+                         [--patience 120] [--step matmul|wait] [--device cuda]
+
+Every setting of ``--settings`` runs in the same cycles against the same step (sized to
+the first setting's loading), one row each: ``--settings d/d/0,d/d`` shows the loader
+with no cap beside the default cap (``loader_threads``, docs/training.md).
 
 ``--step wait`` replaces the matmul by a wait of the same length that uses no core:
 the host's side of a GPU step, which waits while the device works. It shows what the
@@ -226,12 +231,13 @@ class Setting:
 
     prefetch: int | None = None
     read_ahead: int | None = None
+    loader_threads: int | None = None
 
     def __str__(self) -> str:
         def show(v: int | None) -> str:
             return "d" if v is None else str(v)
 
-        return f"{show(self.prefetch)}/{show(self.read_ahead)}"
+        return f"{show(self.prefetch)}/{show(self.read_ahead)}/{show(self.loader_threads)}"
 
 
 def overlap(
@@ -239,14 +245,16 @@ def overlap(
     tbl: raylake.Table,
     repeat: int,
     batch: int = BATCH,
-    ahead_setting: Setting = Setting(),
+    settings: tuple[Setting, ...] = (Setting(),),
     quiet: float = QUIET,
     patience: float = PATIENCE,
     device: str = "cpu",
     kind: str = "matmul",
-) -> dict[str, Timed]:
-    """The timings of one setting: medians of ``repeat`` cycles of the cases, alternated
-    (cycles while other processes kept the machine busy are left out, see ``cycles``)."""
+) -> dict[Setting, dict[str, Timed]]:
+    """The timings of every setting against one step (calibrated to the first setting's
+    loading): medians of ``repeat`` cycles of all the cases, alternated (cycles while
+    other processes kept the machine busy are left out, see ``cycles``). One row per
+    setting; ``load0``, ``step``, ``serial`` and ``pair`` are shared by the rows."""
     from raylake.train.torch import LakeIterableDataset
 
     def dataset(setting: Setting) -> Any:
@@ -261,9 +269,11 @@ def overlap(
             **knobs,
         )
 
-    ahead, serial = dataset(ahead_setting), dataset(Setting(0, 0))
-    steps = len(ahead)
-    t_load = min(timed(lambda: epoch(ahead, None))[0] for _ in range(3))
+    aheads = {setting: dataset(setting) for setting in settings}
+    serial = dataset(Setting(0, 0))
+    first = aheads[settings[0]]
+    steps = len(first)
+    t_load = min(timed(lambda: epoch(first, None))[0] for _ in range(3))
     sample = next(iter(serial))
     if kind == "wait":
         make: Callable[[], Callable[[Any], None]] = partial(make_wait, t_load / steps)
@@ -271,35 +281,44 @@ def overlap(
         n = calibrate(t_load, sample, steps, device)  # about as long as loading, alone
         make = partial(make_step, n, device)
     step = make()
-    cases = {name: Timed() for name in ("load", "load0", "step", "ahead", "serial", "pair")}
-    runs: dict[str, Callable[[], object]] = {
-        "load": lambda: epoch(ahead, None),
-        "load0": lambda: epoch(serial, None),
-        "step": lambda: steps_alone(step, sample, steps),
-        "ahead": lambda: epoch(ahead, step),
-        "serial": lambda: epoch(serial, step),
-        "pair": lambda: steps_in_pair(make, sample, steps),
-    }
+    runs: dict[str, Callable[[], object]] = {}
+    for i, ds in enumerate(aheads.values()):
+        runs[f"load@{i}"] = partial(epoch, ds, None)
+        runs[f"ahead@{i}"] = partial(epoch, ds, step)
+    runs["load0"] = lambda: epoch(serial, None)
+    runs["step"] = lambda: steps_alone(step, sample, steps)
+    runs["serial"] = lambda: epoch(serial, step)
+    runs["pair"] = lambda: steps_in_pair(make, sample, steps)
+    cases = {name: Timed() for name in runs}
     kept, seen, others = cycles(runs, repeat, quiet, patience)
     for result in kept:
         for name, figures in result.items():
             cases[name].add(*figures)
-    load, load0, st, ah, se, pair = (
-        cases[k] for k in ("load", "load0", "step", "ahead", "serial", "pair")
-    )
-    longer = max(min(load.t, load0.t), st.t)
-    # Two cores cannot do the CPU work of loading and of the steps in less than half
-    # its sum: the overlapped epoch's floor, whatever the loader's design.
-    floor = max(longer, (load.cpu_s + st.cpu_s) / (os.cpu_count() or 1))
-    print(
-        f"{label:<20} {batch:>5} {ahead_setting!s:>5} {steps:>5} {load.t:>6.3f}s "
-        f"{load0.t:>6.3f}s {st.t:>6.3f}s {ah.t:>6.3f}s {se.t:>6.3f}s "
-        f"{ah.t / longer:>6.2f}x {se.t / longer:>6.2f}x {floor / longer:>6.2f}x "
-        f"{load.cores:>5.2f} {st.cores:>5.2f} {ah.cores:>5.2f} "
-        f"{statistics.median(load.own) * 1000:>5.0f}ms {pair.t / st.t:>5.2f}x "
-        f"{others:>6.2f} {len(kept):>3}/{seen}"
-    )
-    return cases
+    load0, st, se, pair = (cases[k] for k in ("load0", "step", "serial", "pair"))
+    out = {}
+    for i, setting in enumerate(settings):
+        load, ah = cases[f"load@{i}"], cases[f"ahead@{i}"]
+        longer = max(min(load.t, load0.t), st.t)
+        # Two cores cannot do the CPU work of loading and of the steps in less than half
+        # its sum: the overlapped epoch's floor, whatever the loader's design.
+        floor = max(longer, (load.cpu_s + st.cpu_s) / (os.cpu_count() or 1))
+        print(
+            f"{label:<20} {batch:>5} {setting!s:>7} {steps:>5} {load.t:>6.3f}s "
+            f"{load0.t:>6.3f}s {st.t:>6.3f}s {ah.t:>6.3f}s {se.t:>6.3f}s "
+            f"{ah.t / longer:>6.2f}x {se.t / longer:>6.2f}x {floor / longer:>6.2f}x "
+            f"{load.cores:>5.2f} {st.cores:>5.2f} {ah.cores:>5.2f} "
+            f"{statistics.median(load.own) * 1000:>5.0f}ms {pair.t / st.t:>5.2f}x "
+            f"{others:>6.2f} {len(kept):>3}/{seen}"
+        )
+        out[setting] = {
+            "load": load,
+            "load0": load0,
+            "step": st,
+            "ahead": ah,
+            "serial": se,
+            "pair": pair,
+        }
+    return out
 
 
 Result = dict[str, tuple[float, float, float]]  # case -> timed(...)
@@ -336,12 +355,12 @@ def cycles(
 
 def header() -> None:
     print(
-        f"\n{'overlap':<20} {'batch':>5} {'p/ra':>5} {'steps':>5} {'load':>7} {'load0':>7} "
+        f"\n{'overlap':<20} {'batch':>5} {'p/ra/lt':>7} {'steps':>5} {'load':>7} {'load0':>7} "
         f"{'step':>7} {'ahead':>7} {'serial':>7} {'ahead/':>7} {'serial/':>7} {'floor/':>7} "
         f"{'c_l':>5} {'c_s':>5} {'c_ah':>5} {'main':>7} {'pair':>6} {'others':>6} {'kept':>6}"
     )
     print(
-        f"{'':<20} {'':>5} {'':>5} {'':>5} {'':>7} {'':>7} {'':>7} {'':>7} {'':>7} "
+        f"{'':<20} {'':>5} {'':>7} {'':>5} {'':>7} {'':>7} {'':>7} {'':>7} {'':>7} "
         f"{'max':>7} {'max':>7} {'max':>7}   (target: ahead/max <= 1.2x; "
         f"floor = (c_l*load + c_s*step) / {os.cpu_count()} cores)"
     )
@@ -387,16 +406,13 @@ class S3Process:
 
 
 def parse_settings(text: str) -> list[Setting]:
-    """``"d/d,2/8"``: prefetch/read_ahead pairs, ``d`` for the loader's default."""
+    """``"d/d/0,d/d"``: prefetch/read_ahead[/loader_threads], ``d`` for the loader's
+    default (``0`` loader threads: no cap, pyarrow's pool decodes, as before the cap)."""
 
     def value(v: str) -> int | None:
         return None if v == "d" else int(v)
 
-    out = []
-    for item in text.split(","):
-        prefetch, read_ahead = item.split("/")
-        out.append(Setting(value(prefetch), value(read_ahead)))
-    return out
+    return [Setting(*(value(v) for v in item.split("/"))) for item in text.split(",")]
 
 
 def run(
@@ -411,6 +427,7 @@ def run(
     patience: float = PATIENCE,
     device: str = "cpu",
     kind: str = "matmul",
+    batches: tuple[int, ...] = (BATCH, 8 * BATCH),
 ) -> None:
     """Locally (batches of 1024 and 8192), then on S3 with latency, on half the rows;
     each with every setting of the read-ahead epoch."""
@@ -425,18 +442,16 @@ def run(
     header()
     if local:
         tbl = build(str(root / "feed"), rows)
-        for batch in (BATCH, 8 * BATCH):
-            for setting in settings:
-                overlap("local disk", tbl, repeat, batch, setting, quiet, patience, device, kind)
+        for batch in batches:
+            overlap("local disk", tbl, repeat, batch, settings, quiet, patience, device, kind)
     if not s3:
         return
     with S3Process() as server:
         uri = f"s3://{server.bucket}/feed"
         remote = build(uri, rows // 2, server.storage_options)
         server.latency(latency_ms / 1000)
-        for setting in settings:
-            label = f"S3, {latency_ms:g} ms latency"
-            overlap(label, remote, repeat, BATCH, setting, quiet, patience, device, kind)
+        label = f"S3, {latency_ms:g} ms latency"
+        overlap(label, remote, repeat, BATCH, settings, quiet, patience, device, kind)
 
 
 def main() -> None:
@@ -450,7 +465,12 @@ def main() -> None:
     parser.add_argument(
         "--settings",
         default="d/d",
-        help="prefetch/read_ahead of the read-ahead epoch, comma-separated (d: default)",
+        help="prefetch/read_ahead[/loader_threads] of the read-ahead epoch, comma-separated "
+        "(d: default; loader_threads 0: no cap, the loader before the cap): all against "
+        "the same step, calibrated to the first",
+    )
+    parser.add_argument(
+        "--batches", default=f"{BATCH},{8 * BATCH}", help="local batch sizes, comma-separated"
     )
     parser.add_argument(
         "--quiet",
@@ -483,6 +503,7 @@ def main() -> None:
         patience=args.patience,
         device=args.device,
         kind=args.step,
+        batches=tuple(int(b) for b in args.batches.split(",")),
     )
 
 

@@ -90,6 +90,7 @@ class AppendKind(TableKind):
                 columns=projection.dataset_columns(columns),
                 filter=projection.filter(ctx.filter),
                 batch_size=ctx.batch_size,
+                use_threads=ctx.use_threads,
                 **scan_arguments(ctx.file_io),
             )
             if columns:  # the scan's fields (a dataset projection makes them nullable)
@@ -125,7 +126,7 @@ def columns_of(ctx: ReadContext) -> list[str] | None:
 
 
 def _batches(ctx: ReadContext, dataset: ds.FileSystemDataset) -> Iterator[pa.RecordBatch]:
-    scan = scan_arguments(ctx.file_io)
+    scan = {**scan_arguments(ctx.file_io), "use_threads": ctx.use_threads}
     columns = columns_of(ctx)
     row_filter = None if isinstance(ctx.filter, AlwaysTrue) else to_arrow(ctx.filter)
     if not nan_sensitive(ctx.filter):
@@ -143,7 +144,7 @@ def _projected_batches(
     ctx: ReadContext, dataset: ds.FileSystemDataset, projection: FileProjection
 ) -> Iterator[pa.RecordBatch]:
     """Files of another schema version: read by field id, as the scan's columns."""
-    scan = scan_arguments(ctx.file_io)
+    scan = {**scan_arguments(ctx.file_io), "use_threads": ctx.use_threads}
     output = ctx.output_schema
     if not nan_sensitive(ctx.filter):
         batches = dataset.to_batches(
@@ -181,7 +182,12 @@ def _table(ctx: ReadContext, dataset: ds.FileSystemDataset) -> pa.Table:
         # batch queue drains. The result is the whole table either way.
         def read(fragment: ds.Fragment) -> pa.Table:
             one = fragments_dataset(ctx.file_io, dataset.schema, [fragment])
-            return one.to_table(columns=columns, filter=row_filter, batch_size=ctx.batch_size)
+            return one.to_table(
+                columns=columns,
+                filter=row_filter,
+                batch_size=ctx.batch_size,
+                use_threads=ctx.use_threads,
+            )
 
         window = ctx.file_io.files_in_flight
         return pa.concat_tables(list(read_ahead(read, fragments, window)))
@@ -189,6 +195,7 @@ def _table(ctx: ReadContext, dataset: ds.FileSystemDataset) -> pa.Table:
         columns=columns,
         filter=row_filter,
         batch_size=ctx.batch_size,
+        use_threads=ctx.use_threads,
         **scan_arguments(ctx.file_io),
     )
 

@@ -82,6 +82,9 @@ class ReadContext:
     columns: tuple[str, ...] | None = None
     filter: Expr = field(default_factory=AlwaysTrue)
     batch_size: int = 131_072
+    # False: an append table's scan decodes on the calling thread, not on pyarrow's
+    # process-wide CPU pool (a training loader's cap on its cores, docs/training.md).
+    use_threads: bool = True
 
     @property
     def output_schema(self) -> pa.Schema:

@@ -86,6 +86,7 @@ class ShardedLoader:
         read_ahead: int = DEFAULT_PIECES,
         read_ahead_bytes: int = DEFAULT_BYTES,
         convert_ahead: int = 0,
+        loader_threads: int = 0,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -103,6 +104,7 @@ class ShardedLoader:
         self.read_ahead = check_count("read_ahead", read_ahead)
         self.read_ahead_bytes = check_count("read_ahead_bytes", read_ahead_bytes)
         self.convert_ahead = check_count("convert_ahead", convert_ahead)  # chunks, on a thread
+        self.loader_threads = check_count("loader_threads", loader_threads)  # 0: no cap
         self.epoch = 0
         self._pending: Position | None = None  # a loaded position, used by the next pass
         self._live: Position | None = None  # the pass in progress in this process
@@ -176,6 +178,7 @@ class ShardedLoader:
             self.converter,
             read_ahead=self.read_ahead,
             read_ahead_bytes=self.read_ahead_bytes,
+            loader_threads=self.loader_threads,
         )
         blocks = numpy_batches(reader, own, self.convert_ahead)
         return self._counted(blocks if feed is None else feed(blocks))

@@ -8,6 +8,12 @@ docs/training.md, "Read-ahead and the GPU feed"):
   thread pool, in the order they will be used: up to ``pieces`` of them, and no more
   estimated in-memory bytes than ``max_bytes`` (always at least one). On an object
   store each read waits on round trips; a window of them overlaps the waits.
+- :class:`CpuSlots` caps the threads that do the loader's CPU work at once (decoding
+  pieces, converting windows) at ``loader_threads``, by default one fewer than the
+  process's cores: a trainer's thread that wakes finds a core free (docs/training.md,
+  "The loader's share of the cores"). Each piece is then decoded on one thread
+  (``use_threads=False``), never on pyarrow's process-wide pool, whose size is the
+  user's and is left as it is.
 - :func:`background` runs an iterator on one thread, at most ``depth`` items ahead of
   the consumer: the conversion of windows to numpy (raylake/train/stream.py), and the
   making of batches, their transform and their copy to the device (:func:`staged`,
@@ -19,6 +25,7 @@ docs/training.md, "Read-ahead and the GPU feed"):
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 from collections import OrderedDict
@@ -45,14 +52,54 @@ def check_count(name: str, value: object, minimum: int = 0) -> int:
     return value
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the OS tells it)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
+def default_loader_threads() -> int:
+    """One thread fewer than the usable cores (at least one): a core for the trainer."""
+    return max(1, usable_cores() - 1)
+
+
+def check_loader_threads(value: object) -> int:
+    """``loader_threads``: None for the default, 0 for no cap of the loader's own
+    (pyarrow decodes on its process-wide pool, as before the option), else a cap."""
+    if value is None:
+        return default_loader_threads()
+    return check_count("loader_threads", value)
+
+
+class CpuSlots:
+    """``with slots:`` around CPU work: at most ``threads`` such blocks run at once
+    (0: no cap). Waits for reads or for other stages happen outside the block."""
+
+    def __init__(self, threads: int) -> None:
+        self.threads = check_count("loader_threads", threads)
+        self._slots = threading.BoundedSemaphore(threads) if threads else None
+
+    def __enter__(self) -> None:
+        if self._slots is not None:
+            self._slots.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        if self._slots is not None:
+            self._slots.release()
+
+
 class PieceWindow(Generic[T]):
     """Reads of the pieces of ``plan`` (indices, in the order of use), a window ahead.
 
     ``take(i)`` returns piece ``i``: the read started ahead if there is one (waiting
     for it), otherwise a read on the calling thread. Each take tops the window up
     first, so the next reads start before this one is waited for. ``pieces=0`` reads
-    nothing ahead. Use it as a context manager, or call ``close()``: pending reads are
-    cancelled and running ones are waited for, so no thread outlives it.
+    nothing ahead. ``threads`` (default: ``pieces``) is the size of the pool the reads
+    run on: reads planned beyond it wait in the pool's queue. Use it as a context
+    manager, or call ``close()``: pending reads are cancelled and running ones are
+    waited for, so no thread outlives it.
     """
 
     def __init__(
@@ -64,8 +111,10 @@ class PieceWindow(Generic[T]):
         max_bytes: int = DEFAULT_BYTES,
         cost: Callable[[int], int] = lambda _: 0,
         name: str = "raylake-read-ahead",
+        threads: int | None = None,
     ) -> None:
         self.pieces = check_count("read_ahead", pieces)
+        self.threads = pieces if threads is None else check_count("loader_threads", threads, 1)
         self.max_bytes = check_count("read_ahead_bytes", max_bytes)
         self._read = read
         self._plan = iter(plan)
@@ -111,7 +160,8 @@ class PieceWindow(Generic[T]):
             if index in self._ahead:
                 continue
             if self._pool is None:
-                self._pool = ThreadPoolExecutor(self.pieces, thread_name_prefix=self._name)
+                size = min(self.pieces, self.threads)
+                self._pool = ThreadPoolExecutor(size, thread_name_prefix=self._name)
             self._ahead[index] = self._pool.submit(self._read, index)
             self._bytes += cost
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
@@ -81,9 +81,15 @@ class LakeSource:
             h.update(f"{count};".encode())
         return h.hexdigest()[:32]
 
-    def read_piece(self, index: int) -> pa.Table:
-        """The rows of one piece (filtered, merged, projected), in their stable order."""
-        rows = self.context.read_table([self.pieces[index]])
+    @cached_property
+    def _one_thread(self) -> ReadContext:
+        return replace(self.context, use_threads=False)
+
+    def read_piece(self, index: int, *, use_threads: bool = True) -> pa.Table:
+        """The rows of one piece (filtered, merged, projected), in their stable order;
+        ``use_threads=False`` decodes it on the calling thread, not on pyarrow's pool."""
+        context = self.context if use_threads else self._one_thread
+        rows = context.read_table([self.pieces[index]])
         if rows.num_rows != self.counts[index]:
             raise CorruptMetadataError(
                 self.uri,

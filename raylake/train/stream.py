@@ -17,7 +17,13 @@ import numpy as np
 import pyarrow as pa
 
 from raylake.caching import LruCache
-from raylake.train.prefetch import DEFAULT_BYTES, DEFAULT_PIECES, PieceWindow, background
+from raylake.train.prefetch import (
+    DEFAULT_BYTES,
+    DEFAULT_PIECES,
+    CpuSlots,
+    PieceWindow,
+    background,
+)
 from raylake.train.sharding import Batch, EpochOrder, Interval, RankBatches, size
 from raylake.train.source import LakeSource
 
@@ -35,12 +41,18 @@ class WindowReader:
         cached_pieces: int = 4,
         read_ahead: int = DEFAULT_PIECES,
         read_ahead_bytes: int = DEFAULT_BYTES,
+        loader_threads: int = 0,
     ) -> None:
         self.source = source
         self.order = order
         self.convert = convert
         self.read_ahead = read_ahead
         self.read_ahead_bytes = read_ahead_bytes
+        # Decoding pieces and converting windows, at most this many at once (0: no cap,
+        # pieces decoded on pyarrow's pool); docs/training.md, "The loader's share".
+        self.loader_threads = loader_threads
+        self._slots = CpuSlots(loader_threads)
+        self._remote = source.context.file_io.is_remote
         self._pieces: LruCache[int, pa.Table] = LruCache(cached_pieces)
         self._window: tuple[int, Block, np.ndarray] | None = None
         self._reads: PieceWindow[pa.Table] | None = None  # the reads ahead of ``chunks``
@@ -49,9 +61,18 @@ class WindowReader:
         table = self._pieces.get(index)
         if table is None:
             reads = self._reads
-            table = self.source.read_piece(index) if reads is None else reads.take(index)
+            table = self._read_piece(index) if reads is None else reads.take(index)
             self._pieces.put(index, table)
         return table
+
+    def _read_piece(self, index: int) -> pa.Table:
+        """One piece, decoded on this thread under the cap (on pyarrow's pool without)."""
+        if not self.loader_threads:
+            return self.source.read_piece(index)
+        if self._remote:  # mostly waiting on round trips: no slot held while waiting
+            return self.source.read_piece(index, use_threads=False)
+        with self._slots:
+            return self.source.read_piece(index, use_threads=False)
 
     def _source_range(self, lo: int, hi: int) -> tuple[int, int]:
         """The source rows that positions [lo, hi) (in one window) come from."""
@@ -87,17 +108,22 @@ class WindowReader:
         rows of the stacked features is cheaper than gathering every Arrow column.
         """
         if not self.order.shuffle:
-            return self.convert(self._source_rows(lo, hi))
+            rows = self._source_rows(lo, hi)  # pieces are waited for outside the cap
+            with self._slots:
+                return self.convert(rows)
         k = lo // self.order.window
         if self._window is None or self._window[0] != k:
             self._window = None  # let the previous window go before reading the next
             perm = self.order.permutation(k)
             assert perm is not None
-            self._window = (k, self.convert(self._source_rows(*self._source_range(lo, hi))), perm)
+            rows = self._source_rows(*self._source_range(lo, hi))
+            with self._slots:
+                self._window = (k, self.convert(rows), perm)
         _, block, perm = self._window
         base = k * self.order.window
-        rows = perm[lo - base : hi - base]
-        return {name: values[rows] for name, values in block.items()}
+        picked = perm[lo - base : hi - base]
+        with self._slots:
+            return {name: values[picked] for name, values in block.items()}
 
     def chunks(self, segments: Iterable[Interval]) -> Iterator[Block]:
         """The rows of ``segments`` (positions, in the order given), one window part at a time.
@@ -108,12 +134,16 @@ class WindowReader:
         """
         parts = [(a, b) for lo, hi in segments for _, a, b in self.order.split_by_window(lo, hi)]
         source = self.source
+        # Locally a read is CPU work: as many threads as the cap. On an object store a
+        # read mostly waits for round trips, which take no core: the window keeps all its
+        # reads in flight, each decoding on its own thread once its bytes are in.
         reads = PieceWindow(
-            source.read_piece,
+            self._read_piece,
             self._plan(parts),
             pieces=self.read_ahead,
             max_bytes=self.read_ahead_bytes,
             cost=lambda p: source.pieces[p].size_bytes,
+            threads=self.loader_threads if self.loader_threads and not self._remote else None,
         )
         self._reads = reads
         try:

@@ -20,7 +20,13 @@ from raylake.expr import Expr
 from raylake.table import Table
 from raylake.train.convert import FillNull
 from raylake.train.loader import ShardedLoader, Transform
-from raylake.train.prefetch import DEFAULT_BATCHES, DEFAULT_PIECES, check_count
+from raylake.train.prefetch import (
+    DEFAULT_BATCHES,
+    DEFAULT_PIECES,
+    check_count,
+    check_loader_threads,
+    default_loader_threads,
+)
 from raylake.train.setup import DEFAULT_SHUFFLE_WINDOW, check_rank, open_source
 from raylake.train.tensors import TensorBatches, distributed, numpy_dtype_for
 from raylake.train.workers import WorkerPasses
@@ -47,6 +53,9 @@ class LakeIterableDataset(IterableDataset):
     transformed, and copied to ``device``) on a thread ahead of the consumer (0: on
     the consumer's thread). Iterated directly in the main process, with
     ``device="cuda"``, batches arrive pinned and copied on a side CUDA stream.
+    At most ``loader_threads`` threads decode pieces and convert windows at once
+    (default: one fewer than the process's cores, shared by DataLoader workers; 0: no
+    cap, pieces decoded on pyarrow's own pool), so a trainer's thread finds a core free.
     """
 
     def __init__(
@@ -72,6 +81,7 @@ class LakeIterableDataset(IterableDataset):
         pin_memory: bool | None = None,
         prefetch: int | None = None,
         read_ahead: int = DEFAULT_PIECES,
+        loader_threads: int | None = None,
         storage_options: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
@@ -80,6 +90,8 @@ class LakeIterableDataset(IterableDataset):
             prefetch = default_prefetch(device)
         check_count("prefetch", prefetch)
         check_count("read_ahead", read_ahead)
+        self._default_threads = loader_threads is None  # shared by DataLoader workers
+        loader_threads = check_loader_threads(loader_threads)
         source, converter = open_source(
             table,
             filter=filter,
@@ -101,6 +113,7 @@ class LakeIterableDataset(IterableDataset):
             drop_last=drop_last,
             shuffle_window=shuffle_window,
             read_ahead=read_ahead,
+            loader_threads=loader_threads,
             # The next window, read and converted while this one's batches are taken.
             convert_ahead=1 if prefetch or read_ahead else 0,
         )
@@ -128,6 +141,11 @@ class LakeIterableDataset(IterableDataset):
         return self._loader.source.total
 
     @property
+    def loader_threads(self) -> int:
+        """The most threads that decode and convert at once (0: no cap of the loader's)."""
+        return self._loader.loader_threads
+
+    @property
     def epoch(self) -> int:
         return self._loader.epoch
 
@@ -148,6 +166,8 @@ class LakeIterableDataset(IterableDataset):
         if info is None:
             return self.iter_shard(0, 1)
         self._output.check_in_worker()
+        if self._default_threads:  # the workers share the cores the default leaves
+            self._loader.loader_threads = max(1, default_loader_threads() // info.num_workers)
         return self.iter_shard(info.id, info.num_workers)
 
     def iter_shard(self, worker: int = 0, num_workers: int = 1) -> Iterator[Any]:
