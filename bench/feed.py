@@ -5,8 +5,8 @@ thread, ``torch.set_num_threads(1)``, its size calibrated to the measured load t
 runs over an epoch of ``LakeIterableDataset`` iterated in the main process:
 
   - load alone: the epoch with read-ahead (the setting ``p/ra/lt``:
-    prefetch/read_ahead/loader_threads, ``d`` for the loader's default, ``lt`` 0 for no
-    cap: pieces decoded on pyarrow's pool, the loader before ``loader_threads``), no step;
+    prefetch/read_ahead/loader_threads, ``d`` for the loader's default; the default
+    ``lt`` is no cap: pieces decoded on pyarrow's pool), no step;
   - step alone: the same number of steps on a batch at hand;
   - with read-ahead: loading on threads while the step runs; target <= 1.2x the
     longer of the two alone;
@@ -40,8 +40,9 @@ ms injected per request). Run by bench/train.py (``--overlap``), or:
                          [--patience 120] [--step matmul|wait] [--device cuda]
 
 Every setting of ``--settings`` runs in the same cycles against the same step (sized to
-the first setting's loading), one row each: ``--settings d/d/0,d/d`` shows the loader
-with no cap beside the default cap (``loader_threads``, docs/training.md).
+the first setting's loading), one row each: ``--settings d/d,d/d/1`` shows the loader
+with no cap (the default) beside one capped at one thread, which leaves a core of two to
+the step (``loader_threads``, docs/training.md).
 
 ``--step wait`` replaces the matmul by a wait of the same length that uses no core:
 the host's side of a GPU step, which waits while the device works. It shows what the
@@ -406,8 +407,8 @@ class S3Process:
 
 
 def parse_settings(text: str) -> list[Setting]:
-    """``"d/d/0,d/d"``: prefetch/read_ahead[/loader_threads], ``d`` for the loader's
-    default (``0`` loader threads: no cap, pyarrow's pool decodes, as before the cap)."""
+    """``"d/d,d/d/1"``: prefetch/read_ahead[/loader_threads], ``d`` for the loader's
+    default (no loader threads cap: pyarrow's pool decodes)."""
 
     def value(v: str) -> int | None:
         return None if v == "d" else int(v)
@@ -466,7 +467,7 @@ def main() -> None:
         "--settings",
         default="d/d",
         help="prefetch/read_ahead[/loader_threads] of the read-ahead epoch, comma-separated "
-        "(d: default; loader_threads 0: no cap, the loader before the cap): all against "
+        "(d: default; loader_threads d or 0: no cap): all against "
         "the same step, calibrated to the first",
     )
     parser.add_argument(

@@ -9,8 +9,8 @@ docs/training.md, "Read-ahead and the GPU feed"):
   estimated in-memory bytes than ``max_bytes`` (always at least one). On an object
   store each read waits on round trips; a window of them overlaps the waits.
 - :class:`CpuSlots` caps the threads that do the loader's CPU work at once (decoding
-  pieces, converting windows) at ``loader_threads``, by default one fewer than the
-  process's cores: a trainer's thread that wakes finds a core free (docs/training.md,
+  pieces, converting windows) at ``loader_threads`` when one is asked for (no cap by
+  default), so that a trainer's thread that wakes finds a core free (docs/training.md,
   "The loader's share of the cores"). Each piece is then decoded on one thread
   (``use_threads=False``), never on pyarrow's process-wide pool, whose size is the
   user's and is left as it is.
@@ -25,7 +25,6 @@ docs/training.md, "Read-ahead and the GPU feed"):
 
 from __future__ import annotations
 
-import os
 import queue
 import threading
 from collections import OrderedDict
@@ -52,25 +51,10 @@ def check_count(name: str, value: object, minimum: int = 0) -> int:
     return value
 
 
-def usable_cores() -> int:
-    """The cores this process may run on (its CPU affinity where the OS tells it)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not Linux
-        return os.cpu_count() or 1
-
-
-def default_loader_threads() -> int:
-    """One thread fewer than the usable cores (at least one): a core for the trainer."""
-    return max(1, usable_cores() - 1)
-
-
 def check_loader_threads(value: object) -> int:
-    """``loader_threads``: None for the default, 0 for no cap of the loader's own
-    (pyarrow decodes on its process-wide pool, as before the option), else a cap."""
-    if value is None:
-        return default_loader_threads()
-    return check_count("loader_threads", value)
+    """``loader_threads``: None or 0 for no cap (pyarrow decodes on its process-wide pool),
+    else the cap."""
+    return 0 if value is None else check_count("loader_threads", value)
 
 
 class CpuSlots:

@@ -25,7 +25,6 @@ from raylake.train.prefetch import (
     DEFAULT_PIECES,
     check_count,
     check_loader_threads,
-    default_loader_threads,
 )
 from raylake.train.setup import DEFAULT_SHUFFLE_WINDOW, check_rank, open_source
 from raylake.train.tensors import TensorBatches, distributed, numpy_dtype_for
@@ -53,9 +52,9 @@ class LakeIterableDataset(IterableDataset):
     transformed, and copied to ``device``) on a thread ahead of the consumer (0: on
     the consumer's thread). Iterated directly in the main process, with
     ``device="cuda"``, batches arrive pinned and copied on a side CUDA stream.
-    At most ``loader_threads`` threads decode pieces and convert windows at once
-    (default: one fewer than the process's cores, shared by DataLoader workers; 0: no
-    cap, pieces decoded on pyarrow's own pool), so a trainer's thread finds a core free.
+    ``loader_threads`` caps the threads that decode pieces and convert windows at once,
+    so a trainer's thread finds a core free (``max(1, cores - 1)`` leaves it one); by
+    default (None or 0) there is no cap and pieces decode on pyarrow's own pool.
     """
 
     def __init__(
@@ -90,7 +89,6 @@ class LakeIterableDataset(IterableDataset):
             prefetch = default_prefetch(device)
         check_count("prefetch", prefetch)
         check_count("read_ahead", read_ahead)
-        self._default_threads = loader_threads is None  # shared by DataLoader workers
         loader_threads = check_loader_threads(loader_threads)
         source, converter = open_source(
             table,
@@ -166,8 +164,6 @@ class LakeIterableDataset(IterableDataset):
         if info is None:
             return self.iter_shard(0, 1)
         self._output.check_in_worker()
-        if self._default_threads:  # the workers share the cores the default leaves
-            self._loader.loader_threads = max(1, default_loader_threads() // info.num_workers)
         return self.iter_shard(info.id, info.num_workers)
 
     def iter_shard(self, worker: int = 0, num_workers: int = 1) -> Iterator[Any]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import threading
 from typing import Any
 
@@ -13,7 +12,7 @@ from torch.utils.data import DataLoader, get_worker_info
 
 import raylake
 from raylake.errors import InvalidArgumentError
-from raylake.train.prefetch import CpuSlots, default_loader_threads
+from raylake.train.prefetch import CpuSlots
 from raylake.train.torch import LakeIterableDataset
 
 READ_THREADS = "raylake-read-ahead"
@@ -34,11 +33,10 @@ def test_a_bad_loader_threads_is_refused_before_any_work(bad: object, tmp_path: 
         LakeIterableDataset(str(tmp_path / "missing"), loader_threads=bad)  # type: ignore[arg-type]
 
 
-def test_the_default_leaves_one_core_to_the_trainer(append_table: raylake.Table) -> None:
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    assert default_loader_threads() == max(1, (cores or 1) - 1)
-    assert make(append_table).loader_threads == default_loader_threads()
-    assert make(append_table, loader_threads=0).loader_threads == 0
+def test_the_default_is_no_cap(append_table: raylake.Table) -> None:
+    assert make(append_table).loader_threads == 0
+    assert make(append_table, loader_threads=None).loader_threads == 0
+    assert make(append_table, loader_threads=1).loader_threads == 1
 
 
 @pytest.mark.parametrize("cap", [1, 2])
@@ -129,10 +127,10 @@ def threads_of_this_worker(batch: Any) -> int:
     return int(info.dataset.loader_threads)
 
 
-@pytest.mark.parametrize(("asked", "expected"), [(None, None), (3, 3)])
-def test_dataloader_workers_share_the_default_cores(
-    append_table: raylake.Table, asked: int | None, expected: int | None
+@pytest.mark.parametrize(("asked", "expected"), [(None, 0), (3, 3)])
+def test_dataloader_workers_keep_the_asked_cap(
+    append_table: raylake.Table, asked: int | None, expected: int
 ) -> None:
     ds = make(append_table, batch_size=64, transform=threads_of_this_worker, loader_threads=asked)
     seen = set(DataLoader(ds, batch_size=None, num_workers=2))
-    assert seen == {max(1, default_loader_threads() // 2) if expected is None else expected}
+    assert seen == {expected}
