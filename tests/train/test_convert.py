@@ -174,6 +174,10 @@ def test_bad_layouts(typed: raylake.Table) -> None:
         LakeIterableDataset(typed, feature_columns=["f32", "i32"], label_column="i32")
 
 
+@pytest.mark.skipif(
+    int(pa.__version__.split(".")[0]) < 26,
+    reason="pyarrow before 26 cannot write a null fixed-size list to Parquet (an Arrow bug)",
+)
 def test_nulls_need_a_fill_value(tmp_path: Path) -> None:
     schema = pa.schema([("id", pa.int64()), ("x", pa.float32()), ("e", pa.list_(pa.float32(), 2))])
     tbl = raylake.create_table(str(tmp_path / "t"), schema)
