@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 WAREHOUSE ?= ./warehouse
 
-.PHONY: install constraints demo test test-fast lint bench clean paimon-env paimon-fixtures
+.PHONY: install constraints demo test test-fast test-lowest lint bench clean paimon-env paimon-fixtures
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,23 @@ test: install lint
 test-fast: install
 	$(PY) -m pytest tests -m "not ray and not spark and not slow"
 
+# The lower ends of the ranges (docs/dependencies.md): the core and the s3, duckdb, polars
+# and paimon extras at the lowest versions pyproject.toml allows, in an environment of their
+# own; torch at its pin (older torch wheels on this index are CUDA builds of several GB).
+# Ray, Spark and TensorFlow are not installed there: Ray Data 2.60 itself needs pyarrow>=17.
+LOWEST_VENV ?= .venv-lowest
+LOWEST_PY := $(LOWEST_VENV)/bin/python
+
+$(LOWEST_VENV)/.installed: pyproject.toml constraints-lowest.txt
+	$(PYTHON) -m venv $(LOWEST_VENV)
+	$(LOWEST_PY) -m pip install --upgrade pip setuptools wheel
+	$(LOWEST_PY) -m pip install -c constraints-lowest.txt "torch==2.13.0"
+	$(LOWEST_PY) -m pip install -c constraints-lowest.txt -e ".[torch,s3,duckdb,polars,paimon,test]"
+	touch $@
+
+test-lowest: $(LOWEST_VENV)/.installed
+	$(LOWEST_PY) -m pytest tests -m "not ray and not spark and not multinode"
+
 bench: install
 	$(PY) bench/scan.py
 	$(PY) bench/merge.py
@@ -77,4 +94,4 @@ paimon-fixtures: paimon-env
 	$(PAIMON_PY) tests/paimon/fixtures/generate.py
 
 clean:
-	rm -rf $(VENV) $(PAIMON_VENV) $(WAREHOUSE) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(PAIMON_VENV) $(LOWEST_VENV) $(WAREHOUSE) .pytest_cache .mypy_cache .ruff_cache

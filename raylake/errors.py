@@ -234,13 +234,15 @@ class UnsafeCommitError(RaylakeError):
     """The store cannot create a file atomically if absent, so concurrent commits could
     overwrite each other; the table needs the single-writer option (or another store)."""
 
-    def __init__(self, uri: str, store: str) -> None:
+    def __init__(self, uri: str, store: str, upgrade: str | None = None) -> None:
         self.uri = uri
         self.store = store
+        self.upgrade = upgrade
+        fix = f"Install {upgrade} (older releases overwrite instead), or, if" if upgrade else "If"
         super().__init__(
             f"{store} (at {uri!r}) cannot create a file atomically if it is absent, so two "
-            "concurrent commits could both succeed and one would be lost. If only one process "
-            "commits to this table at a time, create it with "
+            f"concurrent commits could both succeed and one would be lost. {fix} only one "
+            "process commits to this table at a time, create it with "
             "options={'commit.single-writer': 'true'}; otherwise use a store with atomic "
             "create-if-absent (local files, S3, memory://); see docs/object-stores.md"
         )

@@ -33,14 +33,14 @@ def _requirements() -> list[tuple[str, Requirement]]:
     return [(where, req) for where, req in found if canonicalize_name(req.name) != "raylake"]
 
 
-def _pins() -> dict[str, Version]:
+def _pins(name: str = "constraints.txt") -> dict[str, Version]:
     pins: dict[str, Version] = {}
-    for line in (ROOT / "constraints.txt").read_text().splitlines():
+    for line in (ROOT / name).read_text().splitlines():
         line = line.split("#", 1)[0].strip()
         if not line:
             continue
         name, sep, version = line.partition("==")
-        assert sep and version, f"constraints.txt: {line!r} is not name==version"
+        assert sep and version, f"{name}: {line!r} is not name==version"
         pins[canonicalize_name(name)] = Version(version)
     return pins
 
@@ -108,3 +108,39 @@ def test_the_package_and_the_module_agree_on_the_version() -> None:
     import raylake
 
     assert raylake.__version__ == _project()["version"]
+
+
+# The extras make test-lowest installs at their lower bounds (docs/dependencies.md); the
+# others (ray, spark, tf, torch) are not tested at their lower ends there.
+LOWEST_TESTED = ("dependencies", "extra 's3'", "extra 'duckdb'", "extra 'polars'", "extra 'paimon'")
+
+
+def _lower_bound(req: Requirement) -> Version | None:
+    bounds = [Version(spec.version) for spec in req.specifier if spec.operator == ">="]
+    return max(bounds) if bounds else None
+
+
+def test_the_lowest_environment_pins_each_lower_bound() -> None:
+    """constraints-lowest.txt holds each tested range's lower end, so a raised bound in
+    pyproject.toml is a raised bound in what make test-lowest installs."""
+    pins = _pins("constraints-lowest.txt")
+    wrong = []
+    for where, req in _requirements():
+        if where not in LOWEST_TESTED or (req.marker and not req.marker.evaluate()):
+            continue
+        low = _lower_bound(req)
+        pin = pins.get(canonicalize_name(req.name))
+        if low is None or pin != low:
+            wrong.append(f"{where}: {req} but constraints-lowest.txt has {pin}")
+    assert not wrong, f"not at the lower bound: {wrong}"
+
+
+def test_the_lowest_environment_is_inside_every_range() -> None:
+    pins = _pins("constraints-lowest.txt")
+    outside = [
+        f"{where}: {req} but constraints-lowest.txt has {pins[canonicalize_name(req.name)]}"
+        for where, req in _requirements()
+        if canonicalize_name(req.name) in pins
+        and not req.specifier.contains(pins[canonicalize_name(req.name)], prereleases=True)
+    ]
+    assert not outside, outside

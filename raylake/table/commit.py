@@ -259,7 +259,9 @@ class Committer:
 def check_commit_safety(file_io: FileIO, ts: TableSchema) -> None:
     """Refuse to commit where concurrent commits could silently overwrite each other."""
     if not file_io.atomic_create and not ts.table_options.commit_single_writer:
-        raise UnsafeCommitError(file_io.uri, type(file_io.fs).__name__)
+        raise UnsafeCommitError(
+            file_io.uri, type(file_io.fs).__name__, file_io.atomic_create_upgrade
+        )
 
 
 def check_partition_filter(expr: Expr, ts: TableSchema) -> None:

@@ -30,10 +30,18 @@ _NUMPY_OF = {
 
 
 def to_tensor(array: np.ndarray) -> torch.Tensor:
-    """A tensor over the array's memory (no copy); read-only Arrow views go through DLPack."""
+    """A tensor over the array's memory (no copy); read-only Arrow views go through DLPack.
+
+    numpy before 2.1 cannot export a read-only array through DLPack (BufferError), and
+    ``torch.from_numpy`` of one warns that the tensor would be writable: there the
+    array is copied (docs/dependencies.md).
+    """
     if array.flags.writeable:
         return torch.from_numpy(array)
-    return torch.from_dlpack(array)
+    try:
+        return torch.from_dlpack(array)
+    except BufferError:
+        return torch.from_numpy(array.copy())
 
 
 def numpy_dtype_for(dtype: torch.dtype | None) -> np.dtype | None:

@@ -17,6 +17,7 @@ import pytest
 from fsspec.implementations.memory import MemoryFileSystem
 
 from raylake.io import FileIO
+from raylake.io.fileio import release_at_least, version_release
 
 
 @pytest.fixture(params=["local", "file", "memory"])
@@ -282,3 +283,22 @@ def test_a_store_without_atomic_create_refuses_commits_unless_single_writer() ->
 )
 def test_atomic_create_stores(uri: str, atomic: bool) -> None:
     assert FileIO(uri).atomic_create is atomic
+
+
+@pytest.mark.parametrize(
+    ("version", "release"),
+    [
+        ("2025.7.0", (2025, 7, 0)),
+        ("2025.10.0.post1", (2025, 10, 0)),
+        ("2.13.0+cpu", (2, 13, 0)),
+        ("1.0rc1", (1, 0)),
+        ("dev", ()),
+    ],
+)
+def test_version_release_keeps_the_leading_numbers(version: str, release: tuple[int, ...]) -> None:
+    assert version_release(version) == release
+
+
+def test_a_release_check_of_a_package_not_installed_is_false() -> None:
+    assert not release_at_least("no-such-package-raylake-test", (0,))
+    assert release_at_least("fsspec", (2024, 6))

@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pytest
 
 import raylake
+from raylake.io import FileIO, fileio
 
 SCHEMA = pa.schema([("id", pa.int64()), ("worker", pa.int32())])
 
@@ -129,3 +131,32 @@ def test_processes_upsert_concurrently_on_s3(
     got = {r["id"]: r["worker"] for r in tbl.to_arrow().to_pylist()}
     assert set(got) == set(range(10)) | own
     assert {k: got[k] for k in range(10)} == model
+
+
+def test_an_s3fs_that_overwrites_on_exclusive_create_is_refused(
+    s3_bucket: str, storage_options: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """s3fs before 2025.7.0, or with a botocore whose S3 model lacks IfNoneMatch,
+    overwrites an object opened with mode "xb", so commits could be lost: there S3 counts
+    as not atomic, and a commit is refused before any file is written, naming what to
+    install. Simulated by a check that fails."""
+    uri = f"s3://{s3_bucket}/older-s3fs"
+    monkeypatch.setitem(fileio.ATOMIC_CREATE_NEEDS, "S3FileSystem", (lambda: False, "s3fs>=9999"))
+    assert not FileIO(uri, storage_options=storage_options).atomic_create
+    with pytest.raises(raylake.UnsafeCommitError, match=r"Install s3fs>=9999") as info:
+        raylake.create_table(uri, SCHEMA, storage_options=storage_options)
+    assert info.value.upgrade == "s3fs>=9999"
+    assert not FileIO(uri, storage_options=storage_options).exists("schema")
+
+
+def test_the_installed_s3fs_creates_exclusively(
+    s3_bucket: str, storage_options: dict[str, Any]
+) -> None:
+    """What the release check stands for, on the S3 server: a second exclusive create of
+    one key fails instead of overwriting it."""
+    file_io = FileIO(f"s3://{s3_bucket}/exclusive", storage_options=storage_options)
+    assert file_io.atomic_create and file_io.atomic_create_upgrade is None
+    assert file_io.create_if_absent("s/1", b"first")
+    other = FileIO(f"s3://{s3_bucket}/exclusive", storage_options=storage_options)
+    assert not other.create_if_absent("s/1", b"second")
+    assert other.read_bytes("s/1") == b"first"

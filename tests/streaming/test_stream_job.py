@@ -117,6 +117,11 @@ def test_consumer_ids_are_refused_when_the_job_is_made(warehouse: Path) -> None:
     assert source.consumers() == []
 
 
+def _last_digit(ids: pa.ChunkedArray) -> pa.ChunkedArray:
+    """``ids % 10`` for ids >= 0 (pyarrow's ``modulo`` is newer than raylake's lowest pyarrow)."""
+    return pc.subtract(ids, pc.multiply(pc.divide(ids, 10), 10))
+
+
 def test_a_primary_key_sink_is_compacted_by_the_policy(warehouse: Path) -> None:
     """Each sink commit goes through the table, so its compaction policy applies."""
     source = raylake.create_table(str(warehouse / "src"), SCHEMA)
@@ -129,7 +134,7 @@ def test_a_primary_key_sink_is_compacted_by_the_policy(warehouse: Path) -> None:
     )
     same_keys = JobSpec(
         source.uri,
-        lambda t: t.set_column(0, "id", pc.modulo(t["id"], 10)),
+        lambda t: t.set_column(0, "id", _last_digit(t["id"])),
         "job",
         1,
         sink_uri=sink.uri,

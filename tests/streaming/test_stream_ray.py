@@ -24,10 +24,12 @@ from raylake.errors import (
     UnknownColumnError,
 )
 from raylake.format.consumer import ConsumerManager
-from raylake.streaming import ROW_KIND, StreamingJob, read_lake_stream
 
 pytestmark = pytest.mark.ray
 ray = pytest.importorskip("ray")
+# Imported after the skip: read_lake_stream imports Ray (make test-lowest has no Ray).
+from raylake.streaming import ROW_KIND, StreamingJob, read_lake_stream  # noqa: E402
+
 # Workers cannot import this test module: ship its functions (the job functions) by value.
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 

@@ -18,6 +18,8 @@ from raylake.format.options import TableOptions
 from raylake.format.schema import TableSchema
 from raylake.format.types import normalize_type, type_from_json, type_to_json
 
+_PYARROW_MAJOR = int(pa.__version__.split(".")[0])
+
 PRIMITIVES = [
     pa.null(),
     pa.bool_(),
@@ -171,6 +173,10 @@ def _values(dtype: pa.DataType) -> pa.Array:
         import numpy as np
 
         return pa.array(np.array([7, 0], dtype=np.float16), mask=np.array([False, True]))
+    if t.is_fixed_size_list(dtype) and _PYARROW_MAJOR < 26:
+        # pyarrow before 26 writes a null fixed-size list to Parquet that it cannot read
+        # back ("Expected all lists to be of size=4"): an Arrow bug (docs/dependencies.md).
+        return pa.array([value, value], type=dtype)
     return pa.array([value, None], type=dtype)
 
 

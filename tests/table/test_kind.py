@@ -249,7 +249,15 @@ def test_every_module_imports_first_without_a_cycle() -> None:
         f"for name in {modules!r}:\n"
         "    for loaded in [m for m in sys.modules if m.startswith('raylake')]:\n"
         "        del sys.modules[loaded]\n"
-        "    importlib.import_module(name)\n"
+        "    try:\n"
+        "        importlib.import_module(name)\n"
+        "    except ImportError as exc:\n"
+        "        # An extra this environment lacks (make test-lowest has no Ray or Spark)\n"
+        "        # is not a cycle; a raylake module that fails to import is.\n"
+        "        missing = type(exc).__name__ == 'MissingDependencyError' or (\n"
+        "            exc.name is not None and not exc.name.startswith('raylake'))\n"
+        "        if not missing:\n"
+        "            raise\n"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]

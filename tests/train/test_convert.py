@@ -174,6 +174,10 @@ def test_bad_layouts(typed: raylake.Table) -> None:
         LakeIterableDataset(typed, feature_columns=["f32", "i32"], label_column="i32")
 
 
+@pytest.mark.skipif(
+    int(pa.__version__.split(".")[0]) < 26,
+    reason="pyarrow before 26 cannot write a null fixed-size list to Parquet (an Arrow bug)",
+)
 def test_nulls_need_a_fill_value(tmp_path: Path) -> None:
     schema = pa.schema([("id", pa.int64()), ("x", pa.float32()), ("e", pa.list_(pa.float32(), 2))])
     tbl = raylake.create_table(str(tmp_path / "t"), schema)
@@ -201,12 +205,15 @@ def test_nulls_need_a_fill_value(tmp_path: Path) -> None:
 
 
 def test_tensors_share_arrow_memory() -> None:
+    """Read-only Arrow views become tensors without a copy where numpy can export them
+    through DLPack (2.1 and later); before, a copy with the same values."""
     arr = pa.array(np.arange(10, dtype=np.float32)).to_numpy()
     assert not arr.flags.writeable
-    t = to_tensor(arr)
-    assert t.data_ptr() == arr.ctypes.data
-    view = arr[3:7]
-    assert to_tensor(view).data_ptr() == view.ctypes.data
+    shared = np.lib.NumpyVersion(np.__version__) >= "2.1.0"
+    for view in (arr, arr[3:7]):
+        t = to_tensor(view)
+        assert t.tolist() == view.tolist()
+        assert (t.data_ptr() == view.ctypes.data) is shared
 
 
 def test_missing_torch_names_the_extra() -> None:
