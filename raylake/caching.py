@@ -38,6 +38,22 @@ class LruCache(Generic[K, V]):
     def __len__(self) -> int:
         return len(self._items)
 
+    @property
+    def weight(self) -> int:
+        """The entries' weights summed (their number without ``weigh``)."""
+        return self._weight
+
+    def cached_keys(self) -> list[K]:
+        """The keys, oldest use first (a copy: the cache may change meanwhile)."""
+        with self._lock:
+            return list(self._items)
+
+    def peek(self, key: K) -> V | None:
+        """The value if cached, without counting as a use."""
+        with self._lock:
+            item = self._items.get(key)
+            return None if item is None else item[0]
+
     def get(self, key: K) -> V | None:
         with self._lock:
             item = self._items.get(key)

@@ -65,3 +65,24 @@ def test_weighted_limit_bounds_the_sum_of_weights() -> None:
     assert cache.get("c") is None and cache.get("a") == b"12345678"
     cache.put("d", b"12345678901")  # heavier than the limit alone: kept, all else goes
     assert len(cache) == 1 and cache.get("d") is not None
+
+
+def test_peek_does_not_count_as_a_use() -> None:
+    cache: LruCache[str, int] = LruCache(2)
+    cache.put("a", 1)
+    cache.put("b", 2)
+    assert cache.peek("a") == 1 and cache.peek("z") is None
+    cache.put("c", 3)  # "a" is still the oldest use: it goes
+    assert cache.cached_keys() == ["b", "c"]
+
+
+def test_weight_and_keys_follow_the_entries() -> None:
+    cache: LruCache[str, bytes] = LruCache(10, weigh=len)
+    cache.put("a", b"xxxx")
+    cache.put("b", b"yyyy")
+    assert cache.weight == 8 and cache.cached_keys() == ["a", "b"]
+    cache.get("a")
+    cache.put("c", b"zzzz")  # over 10: the least recently used, "b", goes
+    assert cache.cached_keys() == ["a", "c"] and cache.weight == 8
+    cache.clear()
+    assert cache.weight == 0 and cache.cached_keys() == []

@@ -26,14 +26,13 @@ order): a function of the files, so every read of a snapshot returns the same or
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
 import pyarrow as pa
 
+from raylake.caching import LruCache
 from raylake.paimon.meta import PaimonFileSlice
 from raylake.table.pk.dedupe import unseen_in_newer
 from raylake.table.pk.engines import merge_positions
@@ -43,9 +42,9 @@ from raylake.table.pk.schema import MergeSpec
 # cover 512M rows; positions of the sorted path: 8 bytes a winner).
 CACHE_BYTES = 64 * 1024 * 1024
 
-_lock = threading.Lock()
-_cache: OrderedDict[tuple[object, ...], tuple[np.ndarray, ...]] = OrderedDict()
-_cached_bytes = 0
+_cache: LruCache[tuple[object, ...], tuple[np.ndarray, ...]] = LruCache(
+    CACHE_BYTES, weigh=lambda arrays: sum(a.nbytes for a in arrays)
+)
 
 
 def picks_rows(spec: MergeSpec | None) -> bool:
@@ -127,34 +126,19 @@ def section_key(
 
 
 def clear_cache() -> None:
-    global _cached_bytes
-    with _lock:
-        _cache.clear()
-        _cached_bytes = 0
+    _cache.clear()
 
 
 def cached_sections(how: Literal["newest", "sorted"] | None = None) -> int:
     """Sections whose decision this process keeps (``how``: those decided that way)."""
-    with _lock:
-        return sum(1 for key in _cache if how is None or key[0] == how)
+    return sum(1 for key in _cache.cached_keys() if how is None or key[0] == how)
 
 
 def _get(key: tuple[object, ...]) -> tuple[np.ndarray, ...] | None:
-    with _lock:
-        found = _cache.get(key)
-        if found is not None:
-            _cache.move_to_end(key)
-        return found
+    return _cache.get(key)
 
 
 def _put(key: tuple[object, ...], arrays: tuple[np.ndarray, ...]) -> None:
-    global _cached_bytes
-    size = sum(a.nbytes for a in arrays)
-    with _lock:
-        if key in _cache or size > CACHE_BYTES:
-            return
-        _cache[key] = arrays
-        _cached_bytes += size
-        while _cached_bytes > CACHE_BYTES:
-            _, old = _cache.popitem(last=False)
-            _cached_bytes -= sum(a.nbytes for a in old)
+    """Keep a decision, unless it alone is larger than the whole budget."""
+    if sum(a.nbytes for a in arrays) <= CACHE_BYTES:
+        _cache.put(key, arrays)

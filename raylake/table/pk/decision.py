@@ -8,10 +8,11 @@ loader's counting read and its training read merge a section once.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
+
+from raylake.caching import LruCache
 
 # Bytes of packed winner masks kept per process (one bit per row version: 64 MiB
 # cover 512M versions, so the whole decision of a 100M-row table stays cached).
@@ -43,52 +44,46 @@ class Decision:
 
 
 class DecisionCache:
-    """Decisions by (table, files), bounded by the bytes of their masks."""
+    """Decisions by (table, files), bounded by the bytes of their masks; one larger than
+    the whole budget is not kept."""
 
     def __init__(self, budget: int) -> None:
         self.budget = budget
-        self._items: OrderedDict[tuple[object, ...], Decision] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
+        self._items: LruCache[tuple[object, ...], Decision] = LruCache(
+            budget, weigh=lambda d: d.nbytes
+        )
+        self._lock = threading.Lock()  # the counters
         self.hits = 0
         self.misses = 0
 
     def peek(self, key: tuple[object, ...]) -> Decision | None:
         """The decision if cached, counted neither as a hit nor as a miss."""
-        with self._lock:
-            return self._items.get(key)
+        return self._items.peek(key)
 
     def get(self, key: tuple[object, ...]) -> Decision | None:
+        found = self._items.get(key)
         with self._lock:
-            found = self._items.get(key)
             if found is None:
                 self.misses += 1
             else:
                 self.hits += 1
-                self._items.move_to_end(key)
-            return found
+        return found
 
     def put(self, key: tuple[object, ...], decision: Decision) -> None:
-        with self._lock:
-            if key in self._items or decision.nbytes > self.budget:
-                return
-            self._items[key] = decision
-            self._bytes += decision.nbytes
-            while self._bytes > self.budget:
-                _, old = self._items.popitem(last=False)
-                self._bytes -= old.nbytes
+        if decision.nbytes <= self.budget:
+            self._items.put(key, decision)
 
     def clear(self) -> None:
+        self._items.clear()
         with self._lock:
-            self._items.clear()
-            self._bytes = 0
             self.hits = self.misses = 0
 
     def info(self) -> dict[str, int]:
         with self._lock:
-            return {
-                "hits": self.hits,
-                "misses": self.misses,
-                "entries": len(self._items),
-                "bytes": self._bytes,
-            }
+            hits, misses = self.hits, self.misses
+        return {
+            "hits": hits,
+            "misses": misses,
+            "entries": len(self._items),
+            "bytes": self._items.weight,
+        }
