@@ -29,6 +29,10 @@ _NUMPY_OF = {
 }
 
 
+# numpy exports read-only arrays through DLPack from 2.1 (earlier: BufferError).
+_READ_ONLY_DLPACK = np.lib.NumpyVersion(np.__version__) >= "2.1.0"
+
+
 def to_tensor(array: np.ndarray) -> torch.Tensor:
     """A tensor over the array's memory (no copy); read-only Arrow views go through DLPack.
 
@@ -38,10 +42,9 @@ def to_tensor(array: np.ndarray) -> torch.Tensor:
     """
     if array.flags.writeable:
         return torch.from_numpy(array)
-    try:
+    if _READ_ONLY_DLPACK:
         return torch.from_dlpack(array)
-    except BufferError:
-        return torch.from_numpy(array.copy())
+    return torch.from_numpy(array.copy())
 
 
 def numpy_dtype_for(dtype: torch.dtype | None) -> np.dtype | None:
