@@ -29,7 +29,14 @@ from raylake.expr import Expr
 from raylake.table import Table
 from raylake.train.convert import FEATURES, Converter, FillNull, inner_shape, numpy_dtype
 from raylake.train.loader import ShardedLoader
-from raylake.train.setup import DEFAULT_SHUFFLE_WINDOW, check_rank, open_source, structure
+from raylake.train.setup import (
+    DEFAULT_SHUFFLE_WINDOW,
+    BatchSpec,
+    TableRows,
+    check_rank,
+    open_source,
+    structure,
+)
 from raylake.train.source import LakeSource
 
 
@@ -84,19 +91,12 @@ def to_tf_dataset(
     sharded = world_size is not None and world_size > 1
     rank, world_size = rank or 0, world_size or 1
 
-    source, converter = open_source(
-        table,
-        filter=filter,
-        snapshot_id=snapshot_id,
-        storage_options=storage_options,
-        columns=columns,
-        feature_columns=feature_columns,
-        label_column=label_column,
-        target="TensorFlow tensors",
-        dtype=None if dtype is None else np.dtype(tf.as_dtype(dtype).as_numpy_dtype),
-        fill_null=fill_null,
-        strings=True,
+    np_dtype = None if dtype is None else np.dtype(tf.as_dtype(dtype).as_numpy_dtype)
+    spec = BatchSpec(
+        columns, feature_columns, label_column, "TensorFlow tensors", np_dtype, fill_null, True
     )
+    rows = TableRows(table, filter, snapshot_id, storage_options)
+    source, converter = open_source(rows, spec)
     layout = converter.layout
     loader = ShardedLoader(
         source,
