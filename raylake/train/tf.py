@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 from raylake.expr import Expr
 from raylake.table import Table
 from raylake.train.convert import FEATURES, Converter, FillNull, inner_shape, numpy_dtype
-from raylake.train.loader import ShardedLoader
+from raylake.train.loader import Epochs, ShardedLoader
 from raylake.train.setup import (
     DEFAULT_SHUFFLE_WINDOW,
     BatchSpec,
@@ -91,6 +91,7 @@ def to_tf_dataset(
     sharded = world_size is not None and world_size > 1
     rank, world_size = rank or 0, world_size or 1
 
+    epochs = Epochs(batch_size, shuffle, seed, drop_last, shuffle_window)
     np_dtype = None if dtype is None else np.dtype(tf.as_dtype(dtype).as_numpy_dtype)
     spec = BatchSpec(
         columns, feature_columns, label_column, "TensorFlow tensors", np_dtype, fill_null, True
@@ -98,15 +99,7 @@ def to_tf_dataset(
     rows = TableRows(table, filter, snapshot_id, storage_options)
     source, converter = open_source(rows, spec)
     layout = converter.layout
-    loader = ShardedLoader(
-        source,
-        converter,
-        batch_size=batch_size,
-        shuffle=shuffle,
-        seed=seed,
-        drop_last=drop_last,
-        shuffle_window=shuffle_window,
-    )
+    loader = ShardedLoader(source, converter, epochs)
     signature = output_signature(source, converter, None if not drop_last else batch_size)
     passes = [0]
 
