@@ -94,7 +94,13 @@ def to_tf_dataset(
     epochs = Epochs(batch_size, shuffle, seed, drop_last, shuffle_window)
     np_dtype = None if dtype is None else np.dtype(tf.as_dtype(dtype).as_numpy_dtype)
     spec = BatchSpec(
-        columns, feature_columns, label_column, "TensorFlow tensors", np_dtype, fill_null, True
+        columns,
+        feature_columns,
+        label_column,
+        "TensorFlow tensors",
+        np_dtype,
+        fill_null,
+        strings=True,
     )
     rows = TableRows(table, filter, snapshot_id, storage_options)
     source, converter = open_source(rows, spec)
