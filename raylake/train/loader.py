@@ -70,6 +70,27 @@ class Position:
         return Position(self.epoch, rest)
 
 
+@dataclass(frozen=True)
+class Epochs:
+    """How every epoch of a loader is ordered and cut into batches: the user's keywords,
+    checked when made (before the loader opens its table), and what positions are
+    relative to (``state_dict`` records them)."""
+
+    batch_size: int
+    shuffle: bool
+    seed: int
+    drop_last: bool
+    shuffle_window: int
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+        if self.seed < 0:
+            raise ValueError(f"seed must be >= 0, got {self.seed}")
+        if self.shuffle_window < 1:
+            raise ValueError(f"shuffle_window must be >= 1, got {self.shuffle_window}")
+
+
 class ShardedLoader:
     """Epochs of a pinned source, sharded exactly over consumers, with a resumable position."""
 
@@ -77,30 +98,16 @@ class ShardedLoader:
         self,
         source: LakeSource,
         converter: Converter,
+        epochs: Epochs,
         *,
-        batch_size: int,
-        shuffle: bool,
-        seed: int,
-        drop_last: bool,
-        shuffle_window: int,
         read_ahead: int = DEFAULT_PIECES,
         read_ahead_bytes: int = DEFAULT_BYTES,
         convert_ahead: int = 0,
         loader_threads: int = 0,
     ) -> None:
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        if seed < 0:
-            raise ValueError(f"seed must be >= 0, got {seed}")
-        if shuffle_window < 1:
-            raise ValueError(f"shuffle_window must be >= 1, got {shuffle_window}")
         self.source = source
         self.converter = converter
-        self.batch_size = batch_size
-        self.shuffle = shuffle
-        self.seed = seed
-        self.drop_last = drop_last
-        self.shuffle_window = shuffle_window
+        self.epochs = epochs
         self.read_ahead = check_count("read_ahead", read_ahead)
         self.read_ahead_bytes = check_count("read_ahead_bytes", read_ahead_bytes)
         self.convert_ahead = check_count("convert_ahead", convert_ahead)  # chunks, on a thread
@@ -115,10 +122,10 @@ class ShardedLoader:
     def order(self, epoch: int | None = None) -> EpochOrder:
         return EpochOrder(
             self.source.counts,
-            self.seed,
+            self.epochs.seed,
             self.epoch if epoch is None else epoch,
-            self.shuffle,
-            self.shuffle_window,
+            self.epochs.shuffle,
+            self.epochs.shuffle_window,
         )
 
     def set_epoch(self, epoch: int) -> None:
@@ -140,7 +147,8 @@ class ShardedLoader:
         start = self._start().normalized()
         if start.progress is not None:
             return start.progress.division(start.remaining).steps
-        return Division(start.remaining, self.batch_size, world_size, 1, self.drop_last).steps
+        e = self.epochs
+        return Division(start.remaining, e.batch_size, world_size, 1, e.drop_last).steps
 
     # -- reading -----------------------------------------------------------------------
 
@@ -154,7 +162,8 @@ class ShardedLoader:
             raise ValueError(f"rank {rank} is not in [0, {world_size})")
         start = self._start()
         self._pending = None  # a loaded position resumes one pass only
-        here = Progress(self.batch_size, self.drop_last, world_size, num_workers, rank, worker, 0)
+        e = self.epochs
+        here = Progress(e.batch_size, e.drop_last, world_size, num_workers, rank, worker, 0)
         p = start.progress
         if p is not None and replace(p, batches=0) == here:
             first = p.batches  # this very consumer resumes its own block
@@ -205,12 +214,12 @@ class ShardedLoader:
             "snapshot_id": self.source.snapshot_id,
             "plan": self.source.digest,
             "filter": self.source.filter_text,
-            "seed": self.seed,
-            "shuffle": self.shuffle,
-            "shuffle_window": self.shuffle_window,
+            "seed": self.epochs.seed,
+            "shuffle": self.epochs.shuffle,
+            "shuffle_window": self.epochs.shuffle_window,
             "total_rows": self.source.total,
-            "batch_size": self.batch_size,
-            "drop_last": self.drop_last,
+            "batch_size": self.epochs.batch_size,
+            "drop_last": self.epochs.drop_last,
             "world_size": None if producer is None else producer.world_size,
             "epoch": position.epoch,
             "remaining": [list(i) for i in position.remaining],
@@ -243,10 +252,11 @@ class ShardedLoader:
                 "positions would name other rows"
             )
         for name in ("seed", "shuffle", "shuffle_window"):
-            if state.get(name) != getattr(self, name):
+            mine = getattr(self.epochs, name)
+            if state.get(name) != mine:
                 raise ResumeStateError(
                     f"this position was made with {name}={state.get(name)!r}, this loader has "
-                    f"{name}={getattr(self, name)!r}; positions are relative to the order, so "
+                    f"{name}={mine!r}; positions are relative to the order, so "
                     f"pass {name}={state.get(name)!r}"
                 )
         try:

@@ -13,9 +13,8 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from raylake.train.convert import FillNull
-from raylake.train.setup import converter_for
 from raylake.train.stream import Block, cut
-from raylake.train.torch import TensorBatches, numpy_dtype_for
+from raylake.train.torch import TensorBatches, torch_spec
 
 
 def iter_torch_batches(
@@ -36,21 +35,14 @@ def iter_torch_batches(
     datasets shape them: ``(features, label)``, a dict of tensors, or ``(dict, label)``."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    spec = torch_spec(columns, feature_columns, label_column, dtype, fill_null)
     tables = iter(
         data.iter_batches(batch_size=None, batch_format="pyarrow", prefetch_batches=prefetch_blocks)
     )
     first = next(tables, None)
     if first is None:
         return
-    converter = converter_for(
-        first.schema,
-        columns=columns,
-        feature_columns=feature_columns,
-        label_column=label_column,
-        target="torch tensors",
-        dtype=numpy_dtype_for(dtype),
-        fill_null=fill_null,
-    )
+    converter = spec.converter(first.schema)
     output = TensorBatches(converter.layout, dtype, transform, device, False)
     blocks: Iterator[Block] = (converter(t) for t in itertools.chain([first], tables))
     for block in cut(blocks, itertools.repeat(batch_size)):

@@ -1,10 +1,24 @@
 """What every loader sets up the same way (torch, TensorFlow, Ray): the table, the
 batch layout and its columnar converter, the pinned source, and the batch structure.
+
+The loaders' public constructors take keywords (what torch and TensorFlow users
+expect); each turns them, once, into two small frozen values that travel from there
+instead of the keywords:
+
+- :class:`TableRows`: which rows to read (the table, the filter, the snapshot, the
+  storage options);
+- :class:`BatchSpec`: what a batch of those rows becomes (the columns and their
+  grouping, the target's dtype and null filling).
+
+They are two, not one, because they are needed apart: ``iter_torch_batches`` converts
+Ray blocks with no table to read, and the continual dataset reads a stream, not one
+pinned snapshot (no ``snapshot_id``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
@@ -26,85 +40,72 @@ def check_rank(rank: int | None, world_size: int | None) -> None:
         raise ValueError("pass both rank and world_size, or neither")
 
 
-def converter_for(
-    schema: pa.Schema,
-    *,
-    columns: Sequence[str] | None,
-    feature_columns: Sequence[str] | None,
-    label_column: str | None,
-    target: str,
-    dtype: np.dtype | None,
-    fill_null: FillNull,
-    strings: bool = False,
-) -> Converter:
-    """The conversion of rows of ``schema`` to the batches the user asked for."""
-    layout = Layout.of(
-        schema, columns=columns, feature_columns=feature_columns, label_column=label_column
-    )
-    return Converter(
-        schema, layout, target=target, strings=strings, dtype=dtype, fill_null=fill_null
-    )
+@dataclass(frozen=True)
+class TableRows:
+    """The rows a loader reads: of ``table`` (a Table, or a URI opened with
+    ``storage_options``), kept by ``filter``, of snapshot ``snapshot_id`` (None: the
+    latest, pinned when the loader is made)."""
+
+    table: str | Table
+    filter: str | Expr | None = None
+    snapshot_id: int | None = None
+    storage_options: Mapping[str, Any] | None = None
+
+    def open(self) -> Table:
+        return table_of(self.table, self.storage_options)
 
 
-def table_and_converter(
-    table: str | Table,
-    *,
-    storage_options: Mapping[str, Any] | None,
-    columns: Sequence[str] | None,
-    feature_columns: Sequence[str] | None,
-    label_column: str | None,
-    target: str,
-    dtype: np.dtype | None,
-    fill_null: FillNull,
-    strings: bool = False,
-    snapshot_id: int | None = None,
-) -> tuple[Table, Converter]:
+@dataclass(frozen=True)
+class BatchSpec:
+    """What a batch of rows becomes: the user's ``columns`` / ``feature_columns`` /
+    ``label_column`` (docs/training.md, "Batches"), arrays for ``target`` (named in
+    errors) cast to ``dtype`` (numpy's), nulls filled with ``fill_null``, and strings
+    kept as object arrays where ``strings`` (TensorFlow)."""
+
+    columns: Sequence[str] | None
+    feature_columns: Sequence[str] | None
+    label_column: str | None
+    target: str
+    dtype: np.dtype | None
+    fill_null: FillNull
+    strings: bool = False
+
+    def converter(self, schema: pa.Schema) -> Converter:
+        """The conversion of rows of ``schema`` to these batches (bad columns, types and
+        fill values raise here, before anything is read)."""
+        layout = Layout.of(
+            schema,
+            columns=self.columns,
+            feature_columns=self.feature_columns,
+            label_column=self.label_column,
+        )
+        return Converter(
+            schema,
+            layout,
+            target=self.target,
+            strings=self.strings,
+            dtype=self.dtype,
+            fill_null=self.fill_null,
+        )
+
+
+def table_and_converter(rows: TableRows, spec: BatchSpec) -> tuple[Table, Converter]:
     """The table, and the conversion of its rows to the batches the user asked for (rows
-    of the schema of snapshot ``snapshot_id``, when one is pinned: issue 18)."""
-    tbl = table_of(table, storage_options)
-    schema = tbl.schema if snapshot_id is None else tbl.schema_at(snapshot_id)
-    converter = converter_for(
-        schema,
-        columns=columns,
-        feature_columns=feature_columns,
-        label_column=label_column,
-        target=target,
-        dtype=dtype,
-        fill_null=fill_null,
-        strings=strings,
-    )
-    return tbl, converter
+    of the schema of snapshot ``rows.snapshot_id``, when one is pinned: issue 18)."""
+    tbl = rows.open()
+    schema = tbl.schema if rows.snapshot_id is None else tbl.schema_at(rows.snapshot_id)
+    return tbl, spec.converter(schema)
 
 
-def open_source(
-    table: str | Table,
-    *,
-    filter: str | Expr | None,
-    snapshot_id: int | None,
-    storage_options: Mapping[str, Any] | None,
-    columns: Sequence[str] | None,
-    feature_columns: Sequence[str] | None,
-    label_column: str | None,
-    target: str,
-    dtype: np.dtype | None,
-    fill_null: FillNull,
-    strings: bool = False,
-) -> tuple[LakeSource, Converter]:
+def open_source(rows: TableRows, spec: BatchSpec) -> tuple[LakeSource, Converter]:
     """The pinned snapshot's pieces with their counts, and the conversion of their rows."""
-    tbl, converter = table_and_converter(
-        table,
-        storage_options=storage_options,
-        columns=columns,
-        feature_columns=feature_columns,
-        label_column=label_column,
-        target=target,
-        dtype=dtype,
-        fill_null=fill_null,
-        strings=strings,
-        snapshot_id=snapshot_id,
+    tbl, converter = table_and_converter(rows, spec)
+    source = LakeSource.open(
+        tbl,
+        columns=converter.layout.columns,
+        filter=rows.filter,
+        snapshot_id=rows.snapshot_id,
     )
-    columns = converter.layout.columns
-    source = LakeSource.open(tbl, columns=columns, filter=filter, snapshot_id=snapshot_id)
     return source, converter
 
 

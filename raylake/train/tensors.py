@@ -3,17 +3,18 @@ device asked for: what the torch datasets and ``iter_torch_batches`` share."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
 from raylake.errors import UnsupportedOperationError
-from raylake.train.convert import FEATURES, Layout
+from raylake.train.convert import FEATURES, FillNull, Layout
 from raylake.train.device import DeviceCopy
 from raylake.train.loader import Feed, Transform
 from raylake.train.prefetch import check_count, staged
-from raylake.train.setup import structure
+from raylake.train.setup import BatchSpec, structure
 from raylake.train.stream import Block
 
 _NUMPY_OF = {
@@ -56,6 +57,19 @@ def numpy_dtype_for(dtype: torch.dtype | None) -> np.dtype | None:
     if dtype not in _NUMPY_OF:
         raise ValueError(f"dtype {dtype} is not a tensor dtype raylake converts to")
     return np.dtype(_NUMPY_OF[dtype])
+
+
+def torch_spec(
+    columns: Sequence[str] | None,
+    feature_columns: Sequence[str] | None,
+    label_column: str | None,
+    dtype: torch.dtype | None,
+    fill_null: FillNull,
+) -> BatchSpec:
+    """The batches a torch loader's keywords ask for (a bad ``dtype`` raises here)."""
+    return BatchSpec(
+        columns, feature_columns, label_column, "torch tensors", numpy_dtype_for(dtype), fill_null
+    )
 
 
 class TensorBatches:

@@ -28,8 +28,15 @@ if TYPE_CHECKING:
 from raylake.expr import Expr
 from raylake.table import Table
 from raylake.train.convert import FEATURES, Converter, FillNull, inner_shape, numpy_dtype
-from raylake.train.loader import ShardedLoader
-from raylake.train.setup import DEFAULT_SHUFFLE_WINDOW, check_rank, open_source, structure
+from raylake.train.loader import Epochs, ShardedLoader
+from raylake.train.setup import (
+    DEFAULT_SHUFFLE_WINDOW,
+    BatchSpec,
+    TableRows,
+    check_rank,
+    open_source,
+    structure,
+)
 from raylake.train.source import LakeSource
 
 
@@ -84,29 +91,21 @@ def to_tf_dataset(
     sharded = world_size is not None and world_size > 1
     rank, world_size = rank or 0, world_size or 1
 
-    source, converter = open_source(
-        table,
-        filter=filter,
-        snapshot_id=snapshot_id,
-        storage_options=storage_options,
-        columns=columns,
-        feature_columns=feature_columns,
-        label_column=label_column,
-        target="TensorFlow tensors",
-        dtype=None if dtype is None else np.dtype(tf.as_dtype(dtype).as_numpy_dtype),
-        fill_null=fill_null,
+    epochs = Epochs(batch_size, shuffle, seed, drop_last, shuffle_window)
+    np_dtype = None if dtype is None else np.dtype(tf.as_dtype(dtype).as_numpy_dtype)
+    spec = BatchSpec(
+        columns,
+        feature_columns,
+        label_column,
+        "TensorFlow tensors",
+        np_dtype,
+        fill_null,
         strings=True,
     )
+    rows = TableRows(table, filter, snapshot_id, storage_options)
+    source, converter = open_source(rows, spec)
     layout = converter.layout
-    loader = ShardedLoader(
-        source,
-        converter,
-        batch_size=batch_size,
-        shuffle=shuffle,
-        seed=seed,
-        drop_last=drop_last,
-        shuffle_window=shuffle_window,
-    )
+    loader = ShardedLoader(source, converter, epochs)
     signature = output_signature(source, converter, None if not drop_last else batch_size)
     passes = [0]
 

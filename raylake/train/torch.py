@@ -25,7 +25,7 @@ except ImportError as exc:  # pragma: no cover - exercised without torch only
     raise MissingDependencyError("torch", "torch") from exc
 
 from raylake.train.setup import DEFAULT_SHUFFLE_WINDOW
-from raylake.train.tensors import TensorBatches, numpy_dtype_for, to_tensor
+from raylake.train.tensors import TensorBatches, numpy_dtype_for, to_tensor, torch_spec
 from raylake.train.torch_iterable import LakeIterableDataset
 from raylake.train.torch_map import LakeMapDataset
 from raylake.train.torch_stream import LakeStreamDataset
@@ -38,4 +38,5 @@ __all__ = [
     "TensorBatches",
     "numpy_dtype_for",
     "to_tensor",
+    "torch_spec",
 ]

@@ -19,15 +19,15 @@ from torch.utils.data import IterableDataset, get_worker_info
 from raylake.expr import Expr
 from raylake.table import Table
 from raylake.train.convert import FillNull
-from raylake.train.loader import ShardedLoader, Transform
+from raylake.train.loader import Epochs, ShardedLoader, Transform
 from raylake.train.prefetch import (
     DEFAULT_BATCHES,
     DEFAULT_PIECES,
     check_count,
     check_loader_threads,
 )
-from raylake.train.setup import DEFAULT_SHUFFLE_WINDOW, check_rank, open_source
-from raylake.train.tensors import TensorBatches, distributed, numpy_dtype_for
+from raylake.train.setup import DEFAULT_SHUFFLE_WINDOW, TableRows, check_rank, open_source
+from raylake.train.tensors import TensorBatches, distributed, torch_spec
 from raylake.train.workers import WorkerPasses
 
 
@@ -90,26 +90,14 @@ class LakeIterableDataset(IterableDataset):
         check_count("prefetch", prefetch)
         check_count("read_ahead", read_ahead)
         loader_threads = check_loader_threads(loader_threads)
-        source, converter = open_source(
-            table,
-            filter=filter,
-            snapshot_id=snapshot_id,
-            storage_options=storage_options,
-            columns=columns,
-            feature_columns=feature_columns,
-            label_column=label_column,
-            target="torch tensors",
-            dtype=numpy_dtype_for(dtype),
-            fill_null=fill_null,
-        )
+        epochs = Epochs(batch_size, shuffle, seed, drop_last, shuffle_window)
+        spec = torch_spec(columns, feature_columns, label_column, dtype, fill_null)
+        rows = TableRows(table, filter, snapshot_id, storage_options)
+        source, converter = open_source(rows, spec)
         self._loader = ShardedLoader(
             source,
             converter,
-            batch_size=batch_size,
-            shuffle=shuffle,
-            seed=seed,
-            drop_last=drop_last,
-            shuffle_window=shuffle_window,
+            epochs,
             read_ahead=read_ahead,
             loader_threads=loader_threads,
             # The next window, read and converted while this one's batches are taken.

@@ -15,9 +15,9 @@ from raylake.expr import Expr
 from raylake.table import Table
 from raylake.train.convert import FillNull
 from raylake.train.loader import Transform
-from raylake.train.setup import open_source
+from raylake.train.setup import TableRows, open_source
 from raylake.train.stream import Block
-from raylake.train.tensors import TensorBatches, numpy_dtype_for, tree_map, unbind
+from raylake.train.tensors import TensorBatches, torch_spec, tree_map, unbind
 
 
 def _piece_cache(limit: int) -> LruCache[int, Block]:
@@ -53,18 +53,9 @@ class LakeMapDataset(Dataset):
         storage_options: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
-        self._source, self._converter = open_source(
-            table,
-            filter=filter,
-            snapshot_id=snapshot_id,
-            storage_options=storage_options,
-            columns=columns,
-            feature_columns=feature_columns,
-            label_column=label_column,
-            target="torch tensors",
-            dtype=numpy_dtype_for(dtype),
-            fill_null=fill_null,
-        )
+        spec = torch_spec(columns, feature_columns, label_column, dtype, fill_null)
+        rows = TableRows(table, filter, snapshot_id, storage_options)
+        self._source, self._converter = open_source(rows, spec)
         self._output = TensorBatches(self._converter.layout, dtype, transform, None, False)
         self._offsets = np.concatenate([[0], np.cumsum(self._source.counts, dtype=np.int64)])
         self._cache_bytes = cache_bytes

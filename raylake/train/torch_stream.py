@@ -15,8 +15,8 @@ from raylake.table import Table
 from raylake.train.continual import ContinualConfig, ContinualReader, check_resume_state
 from raylake.train.convert import FillNull
 from raylake.train.loader import Transform
-from raylake.train.setup import check_rank, table_and_converter
-from raylake.train.tensors import TensorBatches, distributed, numpy_dtype_for
+from raylake.train.setup import TableRows, check_rank, table_and_converter
+from raylake.train.tensors import TensorBatches, distributed, torch_spec
 from raylake.train.workers import WorkerPasses
 
 
@@ -60,16 +60,9 @@ class LakeStreamDataset(IterableDataset):
         check_rank(rank, world_size)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
-        tbl, self._converter = table_and_converter(
-            table,
-            storage_options=storage_options,
-            columns=columns,
-            feature_columns=feature_columns,
-            label_column=label_column,
-            target="torch tensors",
-            dtype=numpy_dtype_for(dtype),
-            fill_null=fill_null,
-        )
+        spec = torch_spec(columns, feature_columns, label_column, dtype, fill_null)
+        rows = TableRows(table, filter, storage_options=storage_options)
+        tbl, self._converter = table_and_converter(rows, spec)
         layout = self._converter.layout
         self._table = tbl
         # Resolved now, once: every DataLoader worker of this rank starts at the same

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -105,3 +106,8 @@ def test_model_fit_runs(append_table: raylake.Table) -> None:
     model.compile("adam", "sparse_categorical_crossentropy")
     history = model.fit(ds, epochs=2, verbose=0, shuffle=False)  # the dataset shuffles
     assert len(history.history["loss"]) == 2 and np.isfinite(history.history["loss"]).all()
+
+
+def test_bad_batch_size_raises_before_the_table_is_opened(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="batch_size must be >= 1"):
+        to_tf_dataset(str(tmp_path / "no-table"), batch_size=0)

@@ -202,3 +202,20 @@ def test_spawned_workers_get_a_picklable_dataset(pk_table: raylake.Table) -> Non
     ds = make(pk_table, filter=FILTER)
     loader = DataLoader(ds, batch_size=None, num_workers=1, multiprocessing_context="spawn")
     assert sorted(i for b in loader for i in ids_of(b)) == expected_ids(pk_table, FILTER)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"batch_size": 0}, "batch_size must be >= 1"),
+        ({"seed": -1}, "seed must be >= 0"),
+        ({"shuffle_window": 0}, "shuffle_window must be >= 1"),
+    ],
+)
+def test_bad_epoch_keywords_raise_before_the_table_is_opened(
+    tmp_path: Any, kwargs: dict[str, Any], message: str
+) -> None:
+    """A bad batch_size, seed or shuffle_window is named before any table is read (here
+    there is none: opening it would raise another error)."""
+    with pytest.raises(ValueError, match=message):
+        LakeIterableDataset(str(tmp_path / "no-table"), **kwargs)
