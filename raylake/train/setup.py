@@ -18,7 +18,7 @@ pinned snapshot (no ``snapshot_id``).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import numpy as np
@@ -49,7 +49,8 @@ class TableRows:
     table: str | Table
     filter: str | Expr | None = None
     snapshot_id: int | None = None
-    storage_options: Mapping[str, Any] | None = None
+    # Credentials: out of reprs (an error or a log line may show the value).
+    storage_options: Mapping[str, Any] | None = field(default=None, repr=False)
 
     def open(self) -> Table:
         return table_of(self.table, self.storage_options)

@@ -219,3 +219,11 @@ def test_bad_epoch_keywords_raise_before_the_table_is_opened(
     there is none: opening it would raise another error)."""
     with pytest.raises(ValueError, match=message):
         LakeIterableDataset(str(tmp_path / "no-table"), **kwargs)
+
+
+def test_the_rows_a_loader_reads_keep_credentials_out_of_their_repr() -> None:
+    from raylake.train.setup import TableRows
+
+    rows = TableRows("s3://bucket/t", storage_options={"secret": "hunter2"})
+    assert "hunter2" not in repr(rows)
+    assert rows.storage_options == {"secret": "hunter2"}
