@@ -80,19 +80,10 @@ class PaimonTable(Table):
 
     # -- reads -----------------------------------------------------------------------
 
-    def scan(
-        self,
-        *,
-        columns: Sequence[str] | None = None,
-        filter: str | Expr | None = None,
-        snapshot_id: int | None = None,
-        as_of: datetime | int | None = None,
-    ) -> TableScan:
-        """A scan of the latest snapshot, or the one chosen, in that snapshot's schema."""
-        scan: TableScan = PaimonScan(self.file_io, self.table_schema, schemas_by_id=self._by_id)
-        if snapshot_id is not None or as_of is not None:
-            scan = scan.at(snapshot_id, as_of)
-        return scan.select(columns).where(filter)
+    def _new_scan(self) -> TableScan:
+        # Its at() also switches to the chosen snapshot's schema (from _by_id), which
+        # leaves TableScan.as_of_its_schema (raylake schema files) nothing to do.
+        return PaimonScan(self.file_io, self.table_schema, schemas_by_id=self._by_id)
 
     def refresh(self) -> Table:
         """Load the table's latest Paimon schema (after a writer changed it); returns self."""
