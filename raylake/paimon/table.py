@@ -12,7 +12,6 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, ClassVar, NoReturn
 
-from raylake.expr import Expr
 from raylake.format.consumer import ConsumerProgress
 from raylake.format.snapshot import Snapshot
 from raylake.io import FileIO
@@ -133,26 +132,10 @@ class PaimonTable(Table):
         source, files = changed_files(ctx, snap, lambda bucket: True)
         return read_changes(ctx, source, files, include_row_kind=True)
 
-    def changes(  # type: ignore[override]
-        self,
-        start: int | datetime,
-        end: int | datetime | None = None,
-        *,
-        columns: Sequence[str] | None = None,
-        filter: str | Expr | None = None,
-        include_row_kind: bool = False,
-    ) -> Any:
-        """What changed after snapshot ``start`` up to and including ``end`` (the latest
-        when None): the range's changelog files where the table has a changelog producer,
-        otherwise its merged delta files; the buckets an OVERWRITE in the range touched
-        give their net change, both ends compared. ``filter`` prunes partitions and files
-        before any is read (raylake/paimon/changes_scan.py, docs/paimon.md).
-        ``include_row_kind`` adds ``_rl_kind``; without it the rows are upserts only."""
+    def _changes_scan(self, start: int | datetime, end: int | datetime | None, **kw: Any) -> Any:
         from raylake.paimon.changes_scan import paimon_changes
 
-        return paimon_changes(
-            self, start, end, columns=columns, filter=filter, include_row_kind=include_row_kind
-        )
+        return paimon_changes(self, start, end, **kw)
 
     def stream(self, *, consumer_id: str | None = None, **options: Any) -> Any:
         """A reader of the table's snapshots as a Paimon consumer (raylake/paimon/stream.py):
