@@ -12,7 +12,6 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, ClassVar, NoReturn
 
-from raylake.expr import Expr
 from raylake.format.consumer import ConsumerProgress
 from raylake.format.snapshot import Snapshot
 from raylake.io import FileIO
@@ -80,19 +79,10 @@ class PaimonTable(Table):
 
     # -- reads -----------------------------------------------------------------------
 
-    def scan(
-        self,
-        *,
-        columns: Sequence[str] | None = None,
-        filter: str | Expr | None = None,
-        snapshot_id: int | None = None,
-        as_of: datetime | int | None = None,
-    ) -> TableScan:
-        """A scan of the latest snapshot, or the one chosen, in that snapshot's schema."""
-        scan: TableScan = PaimonScan(self.file_io, self.table_schema, schemas_by_id=self._by_id)
-        if snapshot_id is not None or as_of is not None:
-            scan = scan.at(snapshot_id, as_of)
-        return scan.select(columns).where(filter)
+    def _new_scan(self) -> TableScan:
+        # Its at() also switches to the chosen snapshot's schema (from _by_id), which
+        # leaves TableScan.as_of_its_schema (raylake schema files) nothing to do.
+        return PaimonScan(self.file_io, self.table_schema, schemas_by_id=self._by_id)
 
     def refresh(self) -> Table:
         """Load the table's latest Paimon schema (after a writer changed it); returns self."""
@@ -142,26 +132,10 @@ class PaimonTable(Table):
         source, files = changed_files(ctx, snap, lambda bucket: True)
         return read_changes(ctx, source, files, include_row_kind=True)
 
-    def changes(  # type: ignore[override]
-        self,
-        start: int | datetime,
-        end: int | datetime | None = None,
-        *,
-        columns: Sequence[str] | None = None,
-        filter: str | Expr | None = None,
-        include_row_kind: bool = False,
-    ) -> Any:
-        """What changed after snapshot ``start`` up to and including ``end`` (the latest
-        when None): the range's changelog files where the table has a changelog producer,
-        otherwise its merged delta files; the buckets an OVERWRITE in the range touched
-        give their net change, both ends compared. ``filter`` prunes partitions and files
-        before any is read (raylake/paimon/changes_scan.py, docs/paimon.md).
-        ``include_row_kind`` adds ``_rl_kind``; without it the rows are upserts only."""
+    def _changes_scan(self, start: int | datetime, end: int | datetime | None, **kw: Any) -> Any:
         from raylake.paimon.changes_scan import paimon_changes
 
-        return paimon_changes(
-            self, start, end, columns=columns, filter=filter, include_row_kind=include_row_kind
-        )
+        return paimon_changes(self, start, end, **kw)
 
     def stream(self, *, consumer_id: str | None = None, **options: Any) -> Any:
         """A reader of the table's snapshots as a Paimon consumer (raylake/paimon/stream.py):

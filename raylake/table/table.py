@@ -274,16 +274,22 @@ class Table(TableReads):
         changed in it. ``include_row_kind`` adds ``_rl_kind`` (``+I``/``-U``/``+U``/
         ``-D``); without it the rows are upserts only (``+I`` and ``+U``), as in a
         stream. See docs/changes.md.
+
+        A Paimon table reads the range's changelog files where it has a changelog
+        producer, otherwise its merged delta files; the buckets an OVERWRITE in the range
+        touched give their net change, both ends compared, and ``filter`` prunes
+        partitions and files before any is read (docs/paimon.md).
         """
-        return changes_scan(
-            self.file_io,
-            self.table_schema,
-            start,
-            end,
-            columns=columns,
-            filter=filter,
-            include_row_kind=include_row_kind,
+        return self._changes_scan(
+            start, end, columns=columns, filter=filter, include_row_kind=include_row_kind
         )
+
+    def _changes_scan(
+        self, start: int | datetime, end: int | datetime | None, **kw: Any
+    ) -> ChangesScan:
+        """The scan :meth:`changes` returns: a format's own (``columns``, ``filter`` and
+        ``include_row_kind`` checked there)."""
+        return changes_scan(self.file_io, self.table_schema, start, end, **kw)
 
     # -- streaming (docs/streaming.md) --------------------------------------------------
 

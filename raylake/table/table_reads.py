@@ -1,14 +1,16 @@
 """The read methods of a Table: scans, Arrow, pandas, batches and other engines.
 
 Each builds a :class:`~raylake.table.scan.TableScan` of the table's current schema and
-reads it; the Table holds no read state of its own.
+reads it; the Table holds no read state of its own. :meth:`TableReads.scan` takes the
+keywords that choose the rows (:class:`ScanArgs`); every other read method passes them on.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import inspect
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, cast
 
 import pyarrow as pa
 
@@ -18,6 +20,34 @@ from raylake.io import FileIO
 from raylake.table.interop import register_duckdb, to_polars_frame
 from raylake.table.scan import TableScan
 from raylake.table.split import Split
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing.Unpack from Python 3.11
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class ScanArgs(TypedDict, total=False):
+    """The keywords of :meth:`TableReads.scan`, which every read method takes."""
+
+    columns: Sequence[str] | None
+    filter: str | Expr | None
+    snapshot_id: int | None
+    as_of: datetime | int | None
+
+
+def _keywords_of(scan: Callable[..., Any]) -> Callable[[F], F]:
+    """Show ``scan``'s keywords in place of the method's ``**scan`` in its run-time
+    signature (``help()``, ``inspect.signature``); the type checker reads ``Unpack``."""
+    keywords = [p for p in inspect.signature(scan).parameters.values() if p.kind is p.KEYWORD_ONLY]
+
+    def show(method: F) -> F:
+        sig = inspect.signature(method)
+        params = [p for p in sig.parameters.values() if p.kind is not p.VAR_KEYWORD]
+        cast(Any, method).__signature__ = sig.replace(parameters=[*params, *keywords])
+        return method
+
+    return show
 
 
 class TableReads:
@@ -34,95 +64,64 @@ class TableReads:
         snapshot_id: int | None = None,
         as_of: datetime | int | None = None,
     ) -> TableScan:
-        scan = TableScan(self.file_io, self.table_schema).at(snapshot_id, as_of)
+        """A scan of the latest snapshot, or the one chosen, in that snapshot's schema.
+
+        ``columns``: the columns to read, in this order (None: all). ``filter``: a
+        string or expression the rows must match (docs/filters.md). ``snapshot_id``:
+        the snapshot to read; ``as_of``: the snapshot current at a datetime or at epoch
+        milliseconds (time travel reads the snapshot's own schema). Every other read
+        method (``to_arrow``, ``to_pandas``, ...) takes these keywords too.
+        """
+        scan = self._new_scan()
         if snapshot_id is not None or as_of is not None:
-            scan = scan.as_of_its_schema()  # time travel reads the snapshot's own schema
+            scan = scan.at(snapshot_id, as_of).as_of_its_schema()
         return scan.select(columns).where(filter)
 
-    def to_arrow(
-        self,
-        *,
-        columns: Sequence[str] | None = None,
-        filter: str | Expr | None = None,
-        snapshot_id: int | None = None,
-        as_of: datetime | int | None = None,
-    ) -> pa.Table:
-        return self.scan(
-            columns=columns, filter=filter, snapshot_id=snapshot_id, as_of=as_of
-        ).to_arrow()
+    def _new_scan(self) -> TableScan:
+        """A scan of the latest snapshot in the current schema (a format's own scan)."""
+        return TableScan(self.file_io, self.table_schema)
 
-    def to_pandas(
-        self,
-        *,
-        columns: Sequence[str] | None = None,
-        filter: str | Expr | None = None,
-        snapshot_id: int | None = None,
-        as_of: datetime | int | None = None,
-    ) -> Any:
-        return self.to_arrow(
-            columns=columns, filter=filter, snapshot_id=snapshot_id, as_of=as_of
-        ).to_pandas()
+    @_keywords_of(scan)
+    def to_arrow(self, **scan: Unpack[ScanArgs]) -> pa.Table:
+        """The rows as a ``pyarrow.Table``; the keywords are :meth:`scan`'s."""
+        return self.scan(**scan).to_arrow()
 
-    def to_batches(
-        self,
-        *,
-        columns: Sequence[str] | None = None,
-        filter: str | Expr | None = None,
-        snapshot_id: int | None = None,
-        as_of: datetime | int | None = None,
-    ) -> Iterator[pa.RecordBatch]:
-        """Stream RecordBatches in bounded memory."""
-        return self.scan(
-            columns=columns, filter=filter, snapshot_id=snapshot_id, as_of=as_of
-        ).to_batches()
+    @_keywords_of(scan)
+    def to_pandas(self, **scan: Unpack[ScanArgs]) -> Any:
+        """The rows as a ``pandas.DataFrame``; the keywords are :meth:`scan`'s."""
+        return self.to_arrow(**scan).to_pandas()
 
-    def to_arrow_reader(
-        self,
-        *,
-        columns: Sequence[str] | None = None,
-        filter: str | Expr | None = None,
-        snapshot_id: int | None = None,
-        as_of: datetime | int | None = None,
-    ) -> pa.RecordBatchReader:
-        """A ``pyarrow.RecordBatchReader`` over the rows, streamed in bounded memory.
+    @_keywords_of(scan)
+    def to_batches(self, **scan: Unpack[ScanArgs]) -> Iterator[pa.RecordBatch]:
+        """Stream RecordBatches in bounded memory; the keywords are :meth:`scan`'s."""
+        return self.scan(**scan).to_batches()
+
+    @_keywords_of(scan)
+    def to_arrow_reader(self, **scan: Unpack[ScanArgs]) -> pa.RecordBatchReader:
+        """A ``pyarrow.RecordBatchReader`` over the rows, streamed in bounded memory; the
+        keywords are :meth:`scan`'s.
 
         A scan (``tbl.scan(...)``) is also an Arrow stream itself (``__arrow_c_stream__``):
         ``duckdb.sql("select ... from scan")``, ``polars.DataFrame(scan)`` and
         ``pa.table(scan)`` read it directly.
         """
-        return self.scan(
-            columns=columns, filter=filter, snapshot_id=snapshot_id, as_of=as_of
-        ).to_arrow_reader()
+        return self.scan(**scan).to_arrow_reader()
 
-    def to_duckdb(
-        self,
-        name: str,
-        connection: Any = None,
-        *,
-        columns: Sequence[str] | None = None,
-        filter: str | Expr | None = None,
-        snapshot_id: int | None = None,
-        as_of: datetime | int | None = None,
-    ) -> Any:
-        """Register the table (its current snapshot, or the one chosen) as a DuckDB view.
+    @_keywords_of(scan)
+    def to_duckdb(self, name: str, connection: Any = None, **scan: Unpack[ScanArgs]) -> Any:
+        """Register the table (its current snapshot, or the one chosen) as a DuckDB view;
+        the keywords are :meth:`scan`'s.
 
         Returns the connection (a new in-memory one unless ``connection`` is given). The
         view streams the pinned snapshot's rows on every query; nothing is copied up front.
         """
-        scan = self.scan(columns=columns, filter=filter, snapshot_id=snapshot_id, as_of=as_of)
-        return register_duckdb(scan, name, connection)
+        return register_duckdb(self.scan(**scan), name, connection)
 
-    def to_polars(
-        self,
-        *,
-        columns: Sequence[str] | None = None,
-        filter: str | Expr | None = None,
-        snapshot_id: int | None = None,
-        as_of: datetime | int | None = None,
-    ) -> Any:
-        """The rows as a ``polars.DataFrame`` (read through the Arrow stream interface)."""
-        scan = self.scan(columns=columns, filter=filter, snapshot_id=snapshot_id, as_of=as_of)
-        return to_polars_frame(scan)
+    @_keywords_of(scan)
+    def to_polars(self, **scan: Unpack[ScanArgs]) -> Any:
+        """The rows as a ``polars.DataFrame`` (read through the Arrow stream interface);
+        the keywords are :meth:`scan`'s."""
+        return to_polars_frame(self.scan(**scan))
 
     def read_split(
         self,

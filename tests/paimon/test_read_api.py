@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import pickle
 from pathlib import Path
 from typing import Any
@@ -192,3 +193,14 @@ def test_a_stale_latest_hint_is_not_trusted(paimon_copy: Any) -> None:
     assert tbl.count() == 37
     (table / "snapshot" / "LATEST").write_text("not a number")
     assert raylake.open_table(str(table)).latest_snapshot().id == 5
+
+
+def test_reads_and_changes_take_the_table_keywords() -> None:
+    tbl = _open("pk_deduplicate")
+    for name in ("scan", "to_arrow", "changes"):
+        params = inspect.signature(getattr(tbl, name)).parameters
+        assert {"columns", "filter"} <= set(params)
+        with pytest.raises(TypeError, match="unexpected keyword argument 'colums'"):
+            getattr(tbl, name)(*((1,) if name == "changes" else ()), colums=["id"])
+    assert type(tbl.changes(1)).__name__ == "PaimonChangesScan"
+    assert type(tbl.scan()).__name__ == "PaimonScan"

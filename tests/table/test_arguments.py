@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ import pytest
 
 import raylake
 from raylake.errors import InvalidArgumentError, SchemaError, UnsupportedOperationError
+from raylake.table.table_reads import ScanArgs
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
 
@@ -95,3 +97,33 @@ def test_bad_write_mode_commits_nothing(tbl: raylake.Table) -> None:
     with pytest.raises(UnsupportedOperationError, match="mode 'upsert' is not supported"):
         tbl.write(pa.table({"id": [3], "v": ["c"]}, schema=SCHEMA), mode="upsert")
     assert len(tbl.snapshots()) == snapshots and files() == before
+
+
+READS = ["scan", "to_arrow", "to_pandas", "to_batches", "to_arrow_reader", "to_polars"]
+SCAN_KEYWORDS = ["columns", "filter", "snapshot_id", "as_of"]
+
+
+def _keywords(method: Any) -> dict[str, Any]:
+    params = inspect.signature(method).parameters.values()
+    return {p.name: p.default for p in params if p.kind is p.KEYWORD_ONLY}
+
+
+@pytest.mark.parametrize("name", [*READS, "to_duckdb"])
+def test_read_methods_show_the_scan_keywords(tbl: raylake.Table, name: str) -> None:
+    # help() and editors that read signatures at run time list them, not a bare **scan.
+    method = getattr(tbl, name)
+    assert _keywords(method) == dict.fromkeys(SCAN_KEYWORDS)
+    assert list(ScanArgs.__annotations__) == SCAN_KEYWORDS
+    params = inspect.signature(method).parameters.values()
+    positional = [p.name for p in params if p.kind is not p.KEYWORD_ONLY]
+    assert positional == (["name", "connection"] if name == "to_duckdb" else [])
+
+
+@pytest.mark.parametrize("name", [*READS, "to_duckdb"])
+def test_a_misspelled_read_keyword_is_a_type_error(tbl: raylake.Table, name: str) -> None:
+    args = ("view",) if name == "to_duckdb" else ()
+    with pytest.raises(TypeError, match="unexpected keyword argument 'colums'") as info:
+        getattr(tbl, name)(*args, colums=["id"])
+    assert not isinstance(info.value, InvalidArgumentError)
+    with pytest.raises(TypeError, match="positional argument"):
+        getattr(tbl, name)(*args, None, ["id"])
