@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import heapq
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -233,14 +233,23 @@ def read_splits(
     slices larger ones, so a large split becomes several blocks without this function
     holding more than one batch.
     """
-    empty = True
     columns = None if residual is None else output_columns
-    for batch in filter_rows(context.read_all(splits), residual, columns):
+    batches = filter_rows(context.read_all(splits), residual, columns)
+    empty = context.output_schema.empty_table().select(list(output_columns))
+    for block in blocks_of(batches, empty):
+        yield _keep_row_count(block)
+
+
+def blocks_of(batches: Iterable[pa.RecordBatch], empty: pa.Table) -> Iterator[pa.Table]:
+    """Each non-empty batch as a small Arrow table, or ``empty`` when there is none: one
+    empty block keeps the schema known downstream."""
+    found = False
+    for batch in batches:
         if batch.num_rows:
-            empty = False
-            yield _keep_row_count(pa.Table.from_batches([batch]))
-    if empty:  # one empty block keeps the schema known downstream
-        yield context.output_schema.empty_table().select(list(output_columns))
+            found = True
+            yield pa.Table.from_batches([batch])
+    if not found:
+        yield empty
 
 
 def _empty_block(schema: pa.Schema) -> Iterator[pa.Table]:

@@ -26,10 +26,10 @@ from raylake.paimon.meta import PaimonTableSchema
 from raylake.paimon.read import PaimonReadPlan, prepare_kinds, read_file
 from raylake.paimon.scan import file_slice, partition_path
 from raylake.paimon.snapshot import CHANGELOG_LIST
+from raylake.table.changes import with_row_kind
 from raylake.table.pk.engines import merge
 from raylake.table.pk.schema import KIND, KIND_NAMES, SEQ
 
-ROW_KIND = "_rl_kind"
 _UPSERTS = pa.array([0, 2], pa.int8())
 
 
@@ -60,9 +60,7 @@ def read_changes(
     """The change rows of ``files``: the projected columns, and ``_rl_kind`` if asked."""
     ts: PaimonTableSchema = ctx.table_schema
     plan = PaimonReadPlan.of(ts, ctx.columns, ctx.filter)
-    schema = ctx.output_schema
-    if include_row_kind:
-        schema = schema.append(pa.field(ROW_KIND, pa.string(), nullable=False))
+    schema = with_row_kind(ctx.output_schema, include_row_kind)
     parts = []
     for bucket_files in _by_bucket(files).values():
         slices = [file_slice(f, {}, 1.0, ts.info) for f in bucket_files]

@@ -31,13 +31,14 @@ import pyarrow as pa
 from raylake.errors import UnsupportedPaimonError
 from raylake.expr import filter_on_columns
 from raylake.format.snapshot import Snapshot
-from raylake.paimon.changes import ROW_KIND, change_rows
+from raylake.paimon.changes import change_rows
 from raylake.paimon.manifest import EntryDecoder, delta_manifests
 from raylake.paimon.meta import PaimonFileSlice, PaimonTableSchema
 from raylake.paimon.read import PaimonReadPlan, read_file
 from raylake.paimon.scan import PaimonScan, partition_path
-from raylake.table.pk.changelog import diff_states
-from raylake.table.pk.schema import DELETE, INSERT, KIND, SEQ
+from raylake.table.changes import with_row_kind
+from raylake.table.pk.changelog import diff_merged
+from raylake.table.pk.schema import DELETE, INSERT, KIND
 from raylake.table.scan import ReadContext
 from raylake.table.split import Split, partition_sort_key
 
@@ -135,9 +136,7 @@ def read_diff(ctx: Any, split: PaimonDiffSplit, include_row_kind: bool) -> pa.Ta
     """The change rows of one group: the projected columns, and ``_rl_kind`` if asked."""
     ts: PaimonTableSchema = ctx.table_schema
     plan = PaimonReadPlan.of(ts, ctx.columns, ctx.filter)
-    schema = ctx.output_schema
-    if include_row_kind:
-        schema = schema.append(pa.field(ROW_KIND, pa.string(), nullable=False))
+    schema = with_row_kind(ctx.output_schema, include_row_kind)
     rows = _key_diff(ctx, split) if ts.primary_key else _file_diff(ctx, split, plan)
     return change_rows(rows, plan, schema, include_row_kind)
 
@@ -148,17 +147,7 @@ def _key_diff(ctx: Any, split: PaimonDiffSplit) -> pa.Table:
     ts: PaimonTableSchema = ctx.table_schema
     keyish = filter_on_columns(ctx.filter, {*ts.primary_key, *ts.partition_keys})
     state = ReadContext(ctx.file_io, ts, None, keyish)
-    before = _with_system_columns(state.read_table(split.before))
-    after = _with_system_columns(state.read_table(split.after))
-    return diff_states(before, after, ts)
-
-
-def _with_system_columns(state: pa.Table) -> pa.Table:
-    """Merged rows in the layout ``diff_states`` compares (sequence and kind unused)."""
-    zeros = np.zeros(state.num_rows, dtype=np.int64)
-    return state.append_column(
-        pa.field(SEQ, pa.int64(), nullable=False), pa.array(zeros)
-    ).append_column(pa.field(KIND, pa.int8(), nullable=False), pa.array(zeros.astype(np.int8)))
+    return diff_merged(state.read_table(split.before), state.read_table(split.after), ts)
 
 
 def _file_diff(ctx: Any, split: PaimonDiffSplit, plan: PaimonReadPlan) -> pa.Table:

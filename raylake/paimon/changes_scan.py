@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from raylake.errors import InvalidArgumentError, SnapshotExpiredError, UnsupportedPaimonError
 from raylake.format.snapshot import Snapshot
-from raylake.paimon.changes import ROW_KIND, changed_files, read_changes
+from raylake.paimon.changes import changed_files, read_changes
 from raylake.paimon.changes_diff import (
     Group,
     PaimonDiffSplit,
@@ -44,6 +44,8 @@ from raylake.paimon.meta import PaimonTableSchema
 from raylake.paimon.scan import prune_files
 from raylake.paimon.snapshot import PaimonSnapshots, read_snapshot
 from raylake.table.args import is_int
+from raylake.table.changes import with_row_kind
+from raylake.table.changes_scan import check_order, row_kind_arg
 from raylake.table.kind import kind_of
 from raylake.table.scan import ReadContext, _to_millis
 from raylake.table.scan_reads import ScanReads
@@ -75,10 +77,7 @@ class PaimonChangeReader:
 
     @property
     def output_schema(self) -> pa.Schema:
-        schema = self.context.output_schema
-        if self.include_row_kind:
-            schema = schema.append(pa.field(ROW_KIND, pa.string(), nullable=False))
-        return schema
+        return with_row_kind(self.context.output_schema, self.include_row_kind)
 
     def read(self, split: PaimonChangeSplit | PaimonDiffSplit) -> Iterator[pa.RecordBatch]:
         if isinstance(split, PaimonDiffSplit):
@@ -195,8 +194,7 @@ def paimon_changes(
     include_row_kind: Any = False,
 ) -> PaimonChangesScan:
     """Check the arguments and resolve both ends, before any data is read."""
-    if not isinstance(include_row_kind, bool):
-        raise InvalidArgumentError("include_row_kind", include_row_kind, "a bool")
+    row_kind_arg(include_row_kind)
     snapshots = PaimonSnapshots(table.file_io)
     first = _resolve_start(snapshots, start)
     if end is None:
@@ -208,10 +206,7 @@ def paimon_changes(
         raise InvalidArgumentError("end", end, "a snapshot id >= 1, a datetime or None")
     else:
         last = snapshots.get(end).id  # SnapshotNotFoundError names what exists
-    if first > last:
-        raise InvalidArgumentError(
-            "start", start, f"at or before end (snapshot {last}); snapshot {first} is after"
-        )
+    check_order(start, first, last)
     context = table.scan(
         columns=columns, filter=filter, snapshot_id=last if last else None
     ).read_context()

@@ -28,8 +28,9 @@ import pyarrow as pa
 from raylake.errors import ConsumerError, StreamError, StreamPositionExpiredError
 from raylake.expr import Expr
 from raylake.format.consumer import ConsumerProgress, validate_consumer_id
-from raylake.paimon.changes import ROW_KIND, changed_files, read_changes
+from raylake.paimon.changes import changed_files, read_changes
 from raylake.paimon.snapshot import PaimonSnapshots, read_snapshot
+from raylake.table.changes import ROW_KIND_FIELD, StreamPlanBase, with_row_kind
 from raylake.table.scan import ReadContext
 from raylake.table.split import Split
 
@@ -62,7 +63,7 @@ def write_consumer(file_io: Any, consumer_id: str, next_snapshot_id: int) -> Non
 
 
 @dataclass(frozen=True)
-class PaimonStreamPlan:
+class PaimonStreamPlan(StreamPlanBase):
     """What one snapshot delivers: its whole state (``kind="full"``) or its changes."""
 
     snapshot_id: int
@@ -72,15 +73,6 @@ class PaimonStreamPlan:
     # Reads the rows: a module-level function bound to picklable values, so that a plan
     # can be read in a Ray task (read_lake_stream).
     _rows: Callable[[], pa.Table]
-
-    @property
-    def next_snapshot_id(self) -> int:
-        return self.snapshot_id + 1
-
-    @property
-    def is_refresh(self) -> bool:
-        """The plan holds a whole new state (an OVERWRITE with ``on_overwrite="refresh"``)."""
-        return self.kind == "refresh"
 
     def to_arrow(self) -> pa.Table:
         return self._rows()
@@ -213,10 +205,7 @@ class PaimonStreamReader:
         return PaimonStreamPlan(sid, kind, commit_kind, self._schema(ctx), rows)
 
     def _schema(self, ctx: ReadContext) -> pa.Schema:
-        schema = ctx.output_schema
-        if self.include_row_kind:
-            schema = schema.append(pa.field(ROW_KIND, pa.string(), nullable=False))
-        return schema
+        return with_row_kind(ctx.output_schema, self.include_row_kind)
 
     def plans(
         self, *, max_plans: int | None = None, timeout: float | None = None
@@ -270,8 +259,5 @@ def _read_state(ctx: ReadContext, splits: Sequence[Split], include_row_kind: boo
     """A whole state as a plan's rows: every row an insert."""
     state = ctx.read_table(splits)
     if include_row_kind:
-        state = state.append_column(
-            pa.field(ROW_KIND, pa.string(), nullable=False),
-            pa.repeat(pa.scalar("+I"), state.num_rows),
-        )
+        state = state.append_column(ROW_KIND_FIELD, pa.repeat(pa.scalar("+I"), state.num_rows))
     return state

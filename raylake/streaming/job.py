@@ -76,6 +76,21 @@ class JobSpec:
     def shard_consumer(self, shard: int) -> str:
         return f"{self.consumer_id}.shard-{shard}-of-{self.num_shards}"
 
+    def reader_options(self, shard: int) -> dict[str, Any]:
+        """The ``Table.stream`` options of a shard's reader but its consumer id: the same
+        for the actor's reader and for the driver's check of it (job_check.py)."""
+        return {
+            "start": self.start,
+            "poll_interval": self.poll_interval,
+            "shard": (shard, self.num_shards),
+            "include_row_kind": self.include_row_kind,
+            "on_overwrite": self.on_overwrite,
+            "columns": self.columns,
+            "filter": self.filter,
+            "catch_up_after": self.catch_up_after,
+            "prefetch": False,  # a step reads what is there; the actor holds no threads
+        }
+
 
 @dataclass(frozen=True)
 class ShardStatus:
@@ -102,19 +117,8 @@ class ShardWorker:
         self._sink_base = self._resume()
 
     def _open_reader(self) -> StreamReader:
-        spec = self.spec
-        return self.source.stream(  # type: ignore[no-any-return]
-            consumer_id=self.consumer_id,
-            start=spec.start,
-            poll_interval=spec.poll_interval,
-            shard=(self.shard, spec.num_shards),
-            include_row_kind=spec.include_row_kind,
-            on_overwrite=spec.on_overwrite,
-            columns=spec.columns,
-            filter=spec.filter,
-            catch_up_after=spec.catch_up_after,
-            prefetch=False,  # a step reads what is there; the actor holds no threads
-        )
+        options = self.spec.reader_options(self.shard)
+        return self.source.stream(consumer_id=self.consumer_id, **options)  # type: ignore[no-any-return]
 
     def _resume(self) -> int:
         """Move past plans whose output the sink already holds; the sink snapshot to

@@ -17,7 +17,7 @@ import pyarrow as pa
 from raylake.errors import ConsumerError, StreamError, StreamPositionExpiredError
 from raylake.format.consumer import STREAM_MODE, ConsumerManager
 from raylake.format.snapshot import SnapshotManager
-from raylake.streaming.reader import StartPosition, StreamPosition
+from raylake.streaming.reader import StreamPosition
 from raylake.table import Table, open_table
 from raylake.table.conform import check_schema
 
@@ -72,18 +72,11 @@ def _check_shard_count(source: Table, spec: JobSpec) -> None:
 def _check_shard(source: Table, spec: JobSpec, shard: int) -> None:
     """Open the shard's reader as its actor will, without registering its consumer."""
     consumer_id = spec.shard_consumer(shard)
+    options = spec.reader_options(shard)
     if source.format != "raylake":  # its own reader and consumer files (docs/paimon.md)
-        source.stream(
-            start=spec.start,
-            shard=(shard, spec.num_shards),
-            include_row_kind=spec.include_row_kind,
-            on_overwrite=spec.on_overwrite,
-            columns=spec.columns,
-            filter=spec.filter,
-        ).close()
+        source.stream(**options).close()
         return
     progress = ConsumerManager(source.file_io).get(consumer_id)
-    start: StartPosition = spec.start
     if progress is not None:
         earliest = SnapshotManager(source.file_io).earliest_id()
         if earliest is not None and progress.next_snapshot_id < earliest:
@@ -91,17 +84,5 @@ def _check_shard(source: Table, spec: JobSpec, shard: int) -> None:
                 progress.next_snapshot_id, earliest, source.uri, consumer_id
             )
         full = progress.properties.get(STREAM_MODE) == "full"
-        start = StreamPosition(progress.next_snapshot_id, full)
-    reader = source.stream(
-        consumer_id=None,
-        start=start,
-        poll_interval=spec.poll_interval,
-        shard=(shard, spec.num_shards),
-        include_row_kind=spec.include_row_kind,
-        on_overwrite=spec.on_overwrite,
-        columns=spec.columns,
-        filter=spec.filter,
-        catch_up_after=spec.catch_up_after,
-        prefetch=False,
-    )
-    reader.close()
+        options["start"] = StreamPosition(progress.next_snapshot_id, full)
+    source.stream(consumer_id=None, **options).close()

@@ -32,7 +32,7 @@ from raylake.format.snapshot import Snapshot, SnapshotManager
 from raylake.io import FileIO
 from raylake.streaming.shard import ShardSpec
 from raylake.streaming.splits import InsertSplit, RemovedSplit, StreamReadContext, StreamSplit
-from raylake.table.changes import ChangeRange
+from raylake.table.changes import ChangeRange, StreamPlanBase
 from raylake.table.kind import kind_of
 from raylake.table.projection import follow_columns
 
@@ -42,7 +42,7 @@ ON_OVERWRITE: tuple[str, ...] = ("refresh", "skip", "fail")
 
 
 @dataclass(frozen=True)
-class StreamPlan:
+class StreamPlan(StreamPlanBase):
     """The rows a stream delivers for snapshots ``first_snapshot_id..snapshot_id``."""
 
     snapshot_id: int
@@ -51,16 +51,6 @@ class StreamPlan:
     commit_kind: str
     splits: tuple[StreamSplit, ...]
     context: StreamReadContext
-
-    @property
-    def next_snapshot_id(self) -> int:
-        """Where the stream continues after this plan."""
-        return self.snapshot_id + 1
-
-    @property
-    def is_refresh(self) -> bool:
-        """The plan holds a whole new state (after an OVERWRITE): replace, don't add."""
-        return self.kind == "refresh"
 
     @property
     def row_count_estimate(self) -> int:

@@ -12,7 +12,7 @@ packing as ``read_lake``); ``stream.last_plan`` tells which snapshots it holds.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -21,7 +21,7 @@ from ray.data.block import BlockMetadata
 from ray.data.datasource import Datasource, ReadTask
 
 from raylake.datasource.api import read_task_options
-from raylake.datasource.datasource import pack_splits
+from raylake.datasource.datasource import blocks_of, pack_splits
 from raylake.errors import StreamError
 from raylake.format.consumer import ConsumerProgress
 from raylake.streaming.plan import StreamPlan
@@ -34,13 +34,52 @@ if TYPE_CHECKING:
     from ray.data.context import DataContext
 
 
-class StreamPlanDatasource(Datasource):
-    """The rows of one or more consecutive stream plans as a Ray datasource."""
+class _PlansDatasource(Datasource):
+    """Consecutive plans of one stream as a Ray datasource: what both kinds of plans
+    share; a subclass says how the plans become read functions."""
 
-    def __init__(self, plans: Sequence[StreamPlan]) -> None:
+    def __init__(self, plans: Sequence[Any]) -> None:
         super().__init__()
         if not plans:
             raise StreamError("a stream datasource needs at least one plan")
+        self.snapshot_id = plans[-1].snapshot_id
+
+    def get_name(self) -> str:
+        return "LakeStream"
+
+    def estimate_inmemory_data_size(self) -> int | None:
+        return None
+
+    def get_read_tasks(
+        self,
+        parallelism: int,
+        per_task_row_limit: int | None = None,
+        data_context: DataContext | None = None,
+    ) -> list[ReadTask]:
+        """At most ``parallelism`` tasks (as the subclass packs them), sizes unknown."""
+        schema = self._schema()
+        return [
+            ReadTask(
+                read,
+                BlockMetadata(num_rows=None, size_bytes=None, input_files=None, exec_stats=None),
+                schema=schema,
+                per_task_row_limit=per_task_row_limit,
+            )
+            for read in self._reads(parallelism)
+        ]
+
+    def _schema(self) -> pa.Schema:
+        raise NotImplementedError
+
+    def _reads(self, parallelism: int) -> list[Callable[[], Iterator[pa.Table]]]:
+        raise NotImplementedError
+
+
+class StreamPlanDatasource(_PlansDatasource):
+    """The rows of one or more consecutive stream plans as a Ray datasource."""
+
+    def __init__(self, plans: Sequence[StreamPlan]) -> None:
+        super().__init__(plans)
         self._context = plans[0].context
         # The changes of one bucket stay in one read task, in snapshot order: a key's
         # -U/+U of snapshot 6 must not overtake those of snapshot 5.
@@ -50,64 +89,35 @@ class StreamPlanDatasource(Datasource):
                 groups.setdefault(_bucket_of(split), []).append(split)
         self._groups = list(groups.values())
         self.first_snapshot_id = plans[0].first_snapshot_id
-        self.snapshot_id = plans[-1].snapshot_id
 
-    def get_name(self) -> str:
-        return "LakeStream"
+    def _schema(self) -> pa.Schema:
+        return self._context.output_schema
 
-    def estimate_inmemory_data_size(self) -> int | None:
-        return None
-
-    def get_read_tasks(
-        self,
-        parallelism: int,
-        per_task_row_limit: int | None = None,
-        data_context: DataContext | None = None,
-    ) -> list[ReadTask]:
-        """At most ``parallelism`` tasks, balanced by the rows of their files."""
-        schema = self._context.output_schema
+    def _reads(self, parallelism: int) -> list[Callable[[], Iterator[pa.Table]]]:
+        """Balanced by the rows of their files."""
         packed = pack_splits(self._groups, parallelism, weight=_rows) or [[]]
-        tasks = []
-        for members in packed:
-            group = [split for bucket in members for split in bucket]
-            metadata = BlockMetadata(
-                num_rows=None, size_bytes=None, input_files=None, exec_stats=None
+        return [
+            functools.partial(
+                _read_group, self._context, tuple(s for bucket in members for s in bucket)
             )
-            read = functools.partial(_read_group, self._context, tuple(group))
-            tasks.append(
-                ReadTask(read, metadata, schema=schema, per_task_row_limit=per_task_row_limit)
-            )
-        return tasks
+            for members in packed
+        ]
 
 
-class OrderedPlansDatasource(Datasource):
+class OrderedPlansDatasource(_PlansDatasource):
     """Plans that read themselves (a Paimon table's, raylake/paimon/stream.py), in one
     read task, in snapshot order: a key's changes never overtake each other."""
 
     def __init__(self, plans: Sequence[Any]) -> None:
-        super().__init__()
-        if not plans:
-            raise StreamError("a stream datasource needs at least one plan")
+        super().__init__(plans)
         self._plans = tuple(plans)
         self.first_snapshot_id = plans[0].snapshot_id
-        self.snapshot_id = plans[-1].snapshot_id
 
-    def get_name(self) -> str:
-        return "LakeStream"
+    def _schema(self) -> pa.Schema:
+        return self._plans[0].schema
 
-    def estimate_inmemory_data_size(self) -> int | None:
-        return None
-
-    def get_read_tasks(
-        self,
-        parallelism: int,
-        per_task_row_limit: int | None = None,
-        data_context: DataContext | None = None,
-    ) -> list[ReadTask]:
-        metadata = BlockMetadata(num_rows=None, size_bytes=None, input_files=None, exec_stats=None)
-        read = functools.partial(_read_plans, self._plans)
-        schema = self._plans[0].schema
-        return [ReadTask(read, metadata, schema=schema, per_task_row_limit=per_task_row_limit)]
+    def _reads(self, parallelism: int) -> list[Callable[[], Iterator[pa.Table]]]:
+        return [functools.partial(_read_plans, self._plans)]
 
 
 def _read_plans(plans: tuple[Any, ...]) -> Iterator[pa.Table]:
@@ -124,13 +134,7 @@ def _bucket_of(split: StreamSplit) -> tuple[Any, int]:
 
 
 def _read_group(context: StreamReadContext, splits: tuple[StreamSplit, ...]) -> Iterator[pa.Table]:
-    empty = True
-    for batch in context.read_all(splits):
-        if batch.num_rows:
-            empty = False
-            yield pa.Table.from_batches([batch])
-    if empty:  # one empty block keeps the schema known downstream
-        yield context.output_schema.empty_table()
+    yield from blocks_of(context.read_all(splits), context.output_schema.empty_table())
 
 
 class LakeStream:

@@ -35,6 +35,7 @@ from raylake.table.scan import ReadContext, prune_entries, pruned_live_files
 from raylake.table.split import Split, partition_sort_key
 
 ROW_KIND = "_rl_kind"  # the column Table.changelog uses, which a primary-key writer accepts
+ROW_KIND_FIELD = pa.field(ROW_KIND, pa.string(), nullable=False)
 INSERT = "+I"
 DELETE = "-D"
 
@@ -118,10 +119,7 @@ class ChangeReadContext:
 
     @property
     def output_schema(self) -> pa.Schema:
-        schema = self.read_context().output_schema
-        if self.include_row_kind:
-            schema = schema.append(pa.field(ROW_KIND, pa.string(), nullable=False))
-        return schema
+        return with_row_kind(self.read_context().output_schema, self.include_row_kind)
 
     def read_context(self) -> ReadContext:
         return ReadContext(
@@ -161,7 +159,7 @@ class ChangeReadContext:
         for batch in self.read_context().read_all(splits):
             if self.include_row_kind:
                 kinds = pa.repeat(pa.scalar(row_kind), batch.num_rows)
-                batch = batch.append_column(self.output_schema.field(ROW_KIND), kinds)
+                batch = batch.append_column(ROW_KIND_FIELD, kinds)
             yield batch
 
     def needed_columns(self) -> list[str]:
@@ -169,6 +167,31 @@ class ChangeReadContext:
         names = self.table_schema.column_names
         wanted = set(self.columns or names) | referenced_columns(self.filter)
         return [c for c in names if c in wanted]
+
+
+def with_row_kind(schema: pa.Schema, include_row_kind: bool) -> pa.Schema:
+    """``schema``, and after it the ``_rl_kind`` column when a change read includes it."""
+    return schema.append(ROW_KIND_FIELD) if include_row_kind else schema
+
+
+class StreamPlanBase:
+    """What every stream plan (``StreamPlan``, Paimon's ``PaimonStreamPlan``) answers the
+    consumers of plans (``LakeStream``, ``StreamingJob``): where the stream continues,
+    and whether the plan replaces the state."""
+
+    snapshot_id: int
+    kind: str
+
+    @property
+    def next_snapshot_id(self) -> int:
+        """Where the stream continues after this plan."""
+        return self.snapshot_id + 1
+
+    @property
+    def is_refresh(self) -> bool:
+        """The plan holds a whole new state (after an OVERWRITE, with
+        ``on_overwrite="refresh"``): replace, don't add."""
+        return self.kind == "refresh"
 
 
 def _whole_kind(split: ChangeSplit) -> str | None:

@@ -108,8 +108,7 @@ def changes_scan(
     include_row_kind: Any = False,
 ) -> ChangesScan:
     """Check the arguments and resolve both ends, before any data is read."""
-    if not isinstance(include_row_kind, bool):
-        raise InvalidArgumentError("include_row_kind", include_row_kind, "a bool")
+    row_kind_arg(include_row_kind)
     scan = TableScan(file_io, ts).select(columns).where(filter)
     manager = SnapshotManager(file_io)
     first = _resolve(manager, start, "start")
@@ -121,12 +120,23 @@ def changes_scan(
         if is_int(end) and end == 0:
             raise InvalidArgumentError("end", end, "a snapshot id >= 1, a datetime or None")
         last = _resolve(manager, end, "end")
-    first_id = 0 if first is None else first.id
-    if last is not None and first_id > last.id:
-        raise InvalidArgumentError(
-            "start", start, f"at or before end (snapshot {last.id}); snapshot {first_id} is after"
-        )
+    check_order(start, 0 if first is None else first.id, None if last is None else last.id)
     return ChangesScan(file_io, ts, first, last, scan.columns, scan.filter, include_row_kind)
+
+
+def row_kind_arg(value: Any) -> bool:
+    """``include_row_kind`` of a change read (raylake's or Paimon's)."""
+    if not isinstance(value, bool):
+        raise InvalidArgumentError("include_row_kind", value, "a bool")
+    return value
+
+
+def check_order(start: Any, first_id: int, last_id: int | None) -> None:
+    """The snapshot ``start`` resolved to (``first_id``) must not be after ``end``'s."""
+    if last_id is not None and first_id > last_id:
+        raise InvalidArgumentError(
+            "start", start, f"at or before end (snapshot {last_id}); snapshot {first_id} is after"
+        )
 
 
 def _resolve(manager: SnapshotManager, value: Any, name: str) -> Snapshot | None:

@@ -186,6 +186,20 @@ def diff_states(before: pa.Table, after: pa.Table, ts: TableSchema) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=schema)
 
 
+def diff_merged(before: pa.Table, after: pa.Table, ts: TableSchema) -> pa.Table:
+    """``diff_states`` of two merged reads of a bucket (rows without system columns)."""
+    return diff_states(_as_file_rows(before), _as_file_rows(after), ts)
+
+
+def _as_file_rows(state: pa.Table) -> pa.Table:
+    """Merged rows in the data-file layout that ``diff_states`` compares (sequence and
+    kind unused)."""
+    zeros = np.zeros(state.num_rows, dtype=np.int64)
+    return state.append_column(
+        pa.field(SEQ, pa.int64(), nullable=False), pa.array(zeros)
+    ).append_column(pa.field(KIND, pa.int8(), nullable=False), pa.array(zeros.astype(np.int8)))
+
+
 def _rows_differ(
     rows: pa.Table, left: np.ndarray, right: np.ndarray, ts: TableSchema
 ) -> np.ndarray:

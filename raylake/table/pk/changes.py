@@ -35,7 +35,7 @@ from raylake.table.changes import (
     DiffSplit,
     bucket_order,
 )
-from raylake.table.pk.changelog import bucket_changes, diff_states
+from raylake.table.pk.changelog import bucket_changes, diff_merged, diff_states
 from raylake.table.pk.engines import run_starts
 from raylake.table.pk.read import read_file
 from raylake.table.pk.schema import (
@@ -142,23 +142,12 @@ def _diff_rows(ctx: ChangeReadContext, split: DiffSplit) -> pa.Table:
         common = [f for f in new if f.path in old_paths]
         added = [f for f in new if f.path not in old_paths]
         return bucket_changes(ctx.file_io, ts, MergeSpec.of(ts), common, added)
-    before = _state(ctx, split.before)
-    after = _state(ctx, split.after)
-    return diff_states(_as_file_rows(before), _as_file_rows(after), ts)
+    return diff_merged(_state(ctx, split.before), _state(ctx, split.after), ts)
 
 
 def _state(ctx: ChangeReadContext, splits: Sequence[Split]) -> pa.Table:
     """The bucket's merged rows (every column)."""
     return ReadContext(ctx.file_io, ctx.table_schema).read_table(splits)
-
-
-def _as_file_rows(state: pa.Table) -> pa.Table:
-    """Merged rows in the data-file layout that ``diff_states`` compares."""
-    n = state.num_rows
-    zeros = np.zeros(n, dtype=np.int64)
-    return state.append_column(
-        pa.field(SEQ, pa.int64(), nullable=False), pa.array(zeros)
-    ).append_column(pa.field(KIND, pa.int8(), nullable=False), pa.array(zeros.astype(np.int8)))
 
 
 def _format(ctx: ChangeReadContext, tables: Iterable[pa.Table]) -> Iterator[pa.RecordBatch]:
