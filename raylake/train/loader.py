@@ -21,8 +21,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from raylake.errors import ResumeStateError
+from raylake.train.arguments import check_count, check_flag
 from raylake.train.convert import Converter
-from raylake.train.prefetch import DEFAULT_BYTES, DEFAULT_PIECES, check_count
+from raylake.train.prefetch import DEFAULT_BYTES, DEFAULT_PIECES
 from raylake.train.sharding import Division, EpochOrder, Intervals, normalize, size
 from raylake.train.source import LakeSource
 from raylake.train.stream import Block, WindowReader, numpy_batches
@@ -83,12 +84,11 @@ class Epochs:
     shuffle_window: int
 
     def __post_init__(self) -> None:
-        if self.batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
-        if self.seed < 0:
-            raise ValueError(f"seed must be >= 0, got {self.seed}")
-        if self.shuffle_window < 1:
-            raise ValueError(f"shuffle_window must be >= 1, got {self.shuffle_window}")
+        check_count("batch_size", self.batch_size, 1)
+        check_flag("shuffle", self.shuffle)
+        check_count("seed", self.seed)
+        check_flag("drop_last", self.drop_last)
+        check_count("shuffle_window", self.shuffle_window, 1)
 
 
 class ShardedLoader:

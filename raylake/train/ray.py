@@ -12,6 +12,7 @@ import itertools
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from raylake.train.arguments import check_count, check_flag
 from raylake.train.convert import FillNull
 from raylake.train.stream import Block, cut
 from raylake.train.torch import TensorBatches, torch_spec
@@ -33,8 +34,8 @@ def iter_torch_batches(
 ) -> Iterator[Any]:
     """Batches of tensors from a Ray ``Dataset`` or ``DataIterator``, shaped as the Lake
     datasets shape them: ``(features, label)``, a dict of tensors, or ``(dict, label)``."""
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    check_count("batch_size", batch_size, 1)
+    check_flag("drop_last", drop_last)
     spec = torch_spec(columns, feature_columns, label_column, dtype, fill_null)
     tables = iter(
         data.iter_batches(batch_size=None, batch_format="pyarrow", prefetch_batches=prefetch_blocks)

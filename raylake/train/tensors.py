@@ -10,10 +10,11 @@ import numpy as np
 import torch
 
 from raylake.errors import UnsupportedOperationError
+from raylake.train.arguments import check_count
 from raylake.train.convert import FEATURES, FillNull, Layout
 from raylake.train.device import DeviceCopy
 from raylake.train.loader import Feed, Transform
-from raylake.train.prefetch import check_count, staged
+from raylake.train.prefetch import staged
 from raylake.train.setup import BatchSpec, structure
 from raylake.train.stream import Block
 

@@ -18,14 +18,10 @@ from torch.utils.data import IterableDataset, get_worker_info
 
 from raylake.expr import Expr
 from raylake.table import Table
+from raylake.train.arguments import check_count, check_loader_threads
 from raylake.train.convert import FillNull
 from raylake.train.loader import Epochs, ShardedLoader, Transform
-from raylake.train.prefetch import (
-    DEFAULT_BATCHES,
-    DEFAULT_PIECES,
-    check_count,
-    check_loader_threads,
-)
+from raylake.train.prefetch import DEFAULT_BATCHES, DEFAULT_PIECES
 from raylake.train.setup import DEFAULT_SHUFFLE_WINDOW, TableRows, check_rank, open_source
 from raylake.train.tensors import TensorBatches, distributed, torch_spec
 from raylake.train.workers import WorkerPasses

@@ -12,6 +12,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 from raylake.errors import ResumeStateError
 from raylake.expr import Expr
 from raylake.table import Table
+from raylake.train.arguments import check_count, check_flag
 from raylake.train.continual import ContinualConfig, ContinualReader, check_resume_state
 from raylake.train.convert import FillNull
 from raylake.train.loader import Transform
@@ -58,8 +59,10 @@ class LakeStreamDataset(IterableDataset):
     ) -> None:
         super().__init__()
         check_rank(rank, world_size)
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
+        check_count("batch_size", batch_size, 1)
+        check_flag("shuffle", shuffle)
+        check_count("seed", seed)
+        check_flag("drop_last", drop_last)
         spec = torch_spec(columns, feature_columns, label_column, dtype, fill_null)
         rows = TableRows(table, filter, storage_options=storage_options)
         tbl, self._converter = table_and_converter(rows, spec)

@@ -109,5 +109,7 @@ def test_model_fit_runs(append_table: raylake.Table) -> None:
 
 
 def test_bad_batch_size_raises_before_the_table_is_opened(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="batch_size must be >= 1"):
+    with pytest.raises(ValueError, match="batch_size must be an int >= 1"):
         to_tf_dataset(str(tmp_path / "no-table"), batch_size=0)
+    with pytest.raises(ValueError, match="shuffle must be True or False"):
+        to_tf_dataset(str(tmp_path / "no-table"), shuffle="false")

@@ -1,0 +1,52 @@
+"""The loaders' epoch keywords are checked before any table is opened or any block read:
+a wrong type or value raises InvalidArgumentError naming the keyword (a float batch size
+used to fail deep in the read, ``shuffle="false"`` used to shuffle)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from raylake.errors import InvalidArgumentError
+from raylake.train.arguments import check_count, check_flag
+from raylake.train.ray import iter_torch_batches
+from raylake.train.torch import LakeStreamDataset
+
+BAD = [
+    ({"batch_size": 0}, "batch_size must be an int >= 1, got int 0"),
+    ({"batch_size": 8.0}, "batch_size must be an int >= 1, got float 8.0"),
+    ({"batch_size": False}, "batch_size must be an int >= 1, got bool False"),
+    ({"shuffle": "no"}, "shuffle must be True or False, got str 'no'"),
+    ({"seed": -2}, "seed must be an int >= 0, got int -2"),
+    ({"drop_last": 1}, "drop_last must be True or False, got int 1"),
+]
+
+
+@pytest.mark.parametrize(("kwargs", "message"), BAD)
+def test_the_stream_dataset_names_a_bad_keyword_before_opening_the_table(
+    tmp_path: Any, kwargs: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(InvalidArgumentError, match=re.escape(message)):
+        LakeStreamDataset(str(tmp_path / "no-table"), **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"), [b for b in BAD if set(b[0]) <= {"batch_size", "drop_last"}]
+)
+def test_ray_batches_name_a_bad_keyword_before_reading_a_block(
+    kwargs: dict[str, Any], message: str
+) -> None:
+    batches = iter_torch_batches(None, **kwargs)  # never asked for a block
+    with pytest.raises(InvalidArgumentError, match=re.escape(message)):
+        next(batches)
+
+
+def test_checks_return_good_values_and_raise_both_type_and_value_errors() -> None:
+    assert check_count("n", 3, 1) == 3
+    assert check_flag("f", False) is False
+    with pytest.raises(TypeError):
+        check_flag("f", 0)
+    with pytest.raises(ValueError):
+        check_count("n", 0, 1)
