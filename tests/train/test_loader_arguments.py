@@ -12,24 +12,34 @@ import pytest
 from raylake.errors import InvalidArgumentError
 from raylake.train.arguments import check_count, check_flag
 from raylake.train.ray import iter_torch_batches
-from raylake.train.torch import LakeStreamDataset
+from raylake.train.torch import LakeIterableDataset, LakeStreamDataset
 
 BAD = [
     ({"batch_size": 0}, "batch_size must be an int >= 1, got int 0"),
     ({"batch_size": 8.0}, "batch_size must be an int >= 1, got float 8.0"),
     ({"batch_size": False}, "batch_size must be an int >= 1, got bool False"),
-    ({"shuffle": "no"}, "shuffle must be True or False, got str 'no'"),
+    ({"batch_size": "4"}, "batch_size must be an int >= 1, got str '4'"),
+    ({"shuffle": "false"}, "shuffle must be True or False, got str 'false'"),
     ({"seed": -2}, "seed must be an int >= 0, got int -2"),
+    ({"seed": 1.5}, "seed must be an int >= 0, got float 1.5"),
     ({"drop_last": 1}, "drop_last must be True or False, got int 1"),
+    ({"drop_last": None}, "drop_last must be True or False, got NoneType None"),
 ]
 
 
+@pytest.mark.parametrize("loader", [LakeIterableDataset, LakeStreamDataset])
 @pytest.mark.parametrize(("kwargs", "message"), BAD)
-def test_the_stream_dataset_names_a_bad_keyword_before_opening_the_table(
-    tmp_path: Any, kwargs: dict[str, Any], message: str
+def test_a_torch_dataset_names_a_bad_keyword_before_opening_the_table(
+    tmp_path: Any, loader: type, kwargs: dict[str, Any], message: str
 ) -> None:
+    """Here there is no table: opening it would raise another error."""
     with pytest.raises(InvalidArgumentError, match=re.escape(message)):
-        LakeStreamDataset(str(tmp_path / "no-table"), **kwargs)
+        loader(str(tmp_path / "no-table"), **kwargs)
+
+
+def test_the_shuffle_window_is_checked_too(tmp_path: Any) -> None:
+    with pytest.raises(InvalidArgumentError, match="shuffle_window must be an int >= 1"):
+        LakeIterableDataset(str(tmp_path / "no-table"), shuffle_window=0)
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from typing import Any
 
@@ -13,7 +12,6 @@ from conftest import FILTER, expected_ids
 from torch.utils.data import DataLoader
 
 import raylake
-from raylake.errors import InvalidArgumentError
 from raylake.train.torch import LakeIterableDataset
 
 BATCH = 16
@@ -204,30 +202,6 @@ def test_spawned_workers_get_a_picklable_dataset(pk_table: raylake.Table) -> Non
     ds = make(pk_table, filter=FILTER)
     loader = DataLoader(ds, batch_size=None, num_workers=1, multiprocessing_context="spawn")
     assert sorted(i for b in loader for i in ids_of(b)) == expected_ids(pk_table, FILTER)
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "message"),
-    [
-        ({"batch_size": 0}, "batch_size must be an int >= 1, got int 0"),
-        ({"batch_size": 2.5}, "batch_size must be an int >= 1, got float 2.5"),
-        ({"batch_size": True}, "batch_size must be an int >= 1, got bool True"),
-        ({"batch_size": "4"}, "batch_size must be an int >= 1, got str '4'"),
-        ({"seed": -1}, "seed must be an int >= 0"),
-        ({"seed": 1.5}, "seed must be an int >= 0"),
-        ({"shuffle_window": 0}, "shuffle_window must be an int >= 1"),
-        ({"shuffle": "false"}, "shuffle must be True or False, got str 'false'"),
-        ({"drop_last": None}, "drop_last must be True or False, got NoneType None"),
-    ],
-)
-def test_bad_epoch_keywords_raise_before_the_table_is_opened(
-    tmp_path: Any, kwargs: dict[str, Any], message: str
-) -> None:
-    """A bad batch_size, seed, shuffle_window, shuffle or drop_last is named before any
-    table is read (here there is none: opening it would raise another error); a float
-    batch size used to fail deep in the read, and ``shuffle="false"`` used to shuffle."""
-    with pytest.raises(InvalidArgumentError, match=re.escape(message)):
-        LakeIterableDataset(str(tmp_path / "no-table"), **kwargs)
 
 
 def test_the_rows_a_loader_reads_keep_credentials_out_of_their_repr() -> None:
