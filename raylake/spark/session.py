@@ -13,10 +13,11 @@ import shutil
 import sys
 import time
 from collections.abc import Mapping
+from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
-from raylake.errors import EnvironmentSetupError, MissingDependencyError
+from raylake.errors import EnvironmentSetupError, InvalidArgumentError, MissingDependencyError
 from raylake.train.trainer import release_train_controller
 
 logger = logging.getLogger(__name__)
@@ -205,3 +206,12 @@ def _wait_until_gone(actor_name: str, timeout: float = MASTER_EXIT_TIMEOUT_S) ->
             return
         time.sleep(0.05)
     logger.warning("RayDP's Spark master %r still runs %.0f s after stop", actor_name, timeout)
+
+
+def check_spark_args(df: Any = None, spark: Any = None) -> None:
+    """A DataFrame ``df`` and a SparkSession ``spark`` (where given) are what they say,
+    checked before any Spark job: a pandas DataFrame used to fail as an AttributeError."""
+    if df is not None and not isinstance(df, DataFrame):
+        raise InvalidArgumentError("df", df, "a pyspark.sql.DataFrame")
+    if spark is not None and not isinstance(spark, SparkSession):
+        raise InvalidArgumentError("spark", spark, "a pyspark.sql.SparkSession")
