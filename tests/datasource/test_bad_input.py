@@ -91,7 +91,7 @@ def test_write_lake_names_a_bad_keyword_and_writes_nothing(
 @pytest.mark.parametrize("data", [ROWS, ROWS.to_pandas()], ids=["arrow", "pandas"])
 def test_write_lake_needs_a_ray_dataset(table: Path, data: Any) -> None:
     before = files(table)
-    with pytest.raises(InvalidArgumentError, match="ds must be a ray.data.Dataset"):
+    with pytest.raises(InvalidArgumentError, match=re.escape("ds must be a ray.data.Dataset")):
         write_lake(data, str(table))
     assert files(table) == before
 
