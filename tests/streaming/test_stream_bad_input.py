@@ -9,7 +9,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pytest
 from committer import SCHEMA, batch
 
@@ -71,17 +70,3 @@ def test_run_refuses_a_bad_bound_before_starting_the_shards(
         job.stop()
     assert source.consumers() == [] and sink.latest_snapshot() is None
 
-
-def test_valid_keywords_are_kept(warehouse: Path) -> None:
-    source, sink = tables(warehouse)
-    job = StreamingJob(
-        source.uri,
-        lambda t: t,
-        consumer_id="job",
-        sink_uri=sink.uri,
-        columns=["id"],
-        max_restarts=-1,
-        actor_options={"num_cpus": 0.5},
-        output_schema=pa.schema([("id", pa.int64())]),
-    )
-    assert job.spec.columns == ("id",) and job.actor_options == {"num_cpus": 0.5}
