@@ -40,7 +40,7 @@ from raylake.streaming.job_check import check_job, check_on_overwrite
 from raylake.streaming.plan import OnOverwrite, StreamPlan
 from raylake.streaming.reader import DEFAULT_CATCH_UP_AFTER, StartPosition, StreamReader
 from raylake.table import Table, open_table
-from raylake.table.args import columns_arg, snapshot_id_arg
+from raylake.table.args import columns_arg
 from raylake.table.evolve import merged_tables, schema_mode_arg
 from raylake.table.writer import writing
 
@@ -413,7 +413,8 @@ class StreamingJob:
         ``duration`` seconds (one of them, or both: whichever comes first)."""
         if until_snapshot is None and duration is None:
             raise StreamError("run() needs until_snapshot= or duration= (or both)")
-        snapshot_id_arg(until_snapshot, "until_snapshot")
+        if until_snapshot is not None:  # 0: a table without snapshots yet
+            check_count("until_snapshot", until_snapshot)
         check_seconds("duration", duration)
         deadline = None if duration is None else time.monotonic() + duration
         while True:

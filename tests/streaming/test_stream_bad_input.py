@@ -51,8 +51,8 @@ def test_a_bad_keyword_is_refused_when_the_job_is_made(
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"until_snapshot": "1"}, "until_snapshot must be a snapshot id (an int >= 1) or None"),
-        ({"until_snapshot": 1.0}, "until_snapshot must be a snapshot id (an int >= 1) or None"),
+        ({"until_snapshot": "1"}, "until_snapshot must be an int >= 0, got str '1'"),
+        ({"until_snapshot": 1.0}, "until_snapshot must be an int >= 0, got float 1.0"),
         ({"duration": -1}, "duration must be a number of seconds >= 0 or None, got int -1"),
         ({"duration": "5"}, "duration must be a number of seconds >= 0 or None, got str '5'"),
     ],
