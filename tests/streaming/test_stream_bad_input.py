@@ -69,4 +69,3 @@ def test_run_refuses_a_bad_bound_before_starting_the_shards(
     finally:
         job.stop()
     assert source.consumers() == [] and sink.latest_snapshot() is None
-
