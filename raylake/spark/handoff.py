@@ -29,7 +29,7 @@ from raylake.errors import (
     RaylakeError,
     TableAlreadyExistsError,
 )
-from raylake.spark.session import check_spark_args
+from raylake.spark.session import check_dataframe, check_session
 from raylake.spark.write import SparkWriteMode, write
 from raylake.table import table_exists
 
@@ -60,7 +60,7 @@ def to_ray(
     runs; ``"overwrite"`` replaces its rows with ``df``'s, ``"append"``/``"upsert"``
     add them (the dataset is then the table's new state).
     """
-    check_spark_args(df)
+    check_dataframe(df)
     if via == "table":
         if uri is None:
             raise RaylakeError("to_ray(df, via='table') needs uri= (where to write the table)")
@@ -94,7 +94,7 @@ def to_ray(
 
 def from_ray(ds: Dataset, spark: SparkSession) -> DataFrame:
     """A Spark DataFrame of a Ray Dataset's rows (through RayDP; needs a Spark-on-Ray session)."""
-    check_spark_args(spark=spark)
+    check_session(spark)
     ray = _ray(spark)
     if not isinstance(ds, ray.data.Dataset):
         raise InvalidArgumentError("ds", ds, "a ray.data.Dataset")

@@ -208,10 +208,13 @@ def _wait_until_gone(actor_name: str, timeout: float = MASTER_EXIT_TIMEOUT_S) ->
     logger.warning("RayDP's Spark master %r still runs %.0f s after stop", actor_name, timeout)
 
 
-def check_spark_args(df: Any = None, spark: Any = None) -> None:
-    """A DataFrame ``df`` and a SparkSession ``spark`` (where given) are what they say,
-    checked before any Spark job: a pandas DataFrame used to fail as an AttributeError."""
-    if df is not None and not isinstance(df, DataFrame):
+def check_dataframe(df: Any) -> None:
+    """``df`` is a Spark DataFrame, checked before any Spark job (a pandas DataFrame used
+    to fail as an AttributeError)."""
+    if not isinstance(df, DataFrame):
         raise InvalidArgumentError("df", df, "a pyspark.sql.DataFrame")
-    if spark is not None and not isinstance(spark, SparkSession):
+
+
+def check_session(spark: Any) -> None:
+    if not isinstance(spark, SparkSession):
         raise InvalidArgumentError("spark", spark, "a pyspark.sql.SparkSession")

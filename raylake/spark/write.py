@@ -35,7 +35,7 @@ from raylake.format.schema import TableSchema
 from raylake.format.snapshot import Snapshot
 from raylake.io import FileIO
 from raylake.spark.credentials import broadcast_credentials, destroy, install_credentials
-from raylake.spark.session import check_spark_args
+from raylake.spark.session import check_dataframe
 from raylake.spark.types import arrow_schema_of
 from raylake.table import CommitMessage, Table
 from raylake.table.catalog import open_or_create_table
@@ -95,7 +95,7 @@ def write(
     ``schema_mode="merge"`` (Spark's ``mergeSchema``) first adds the DataFrame's columns
     that the table lacks, and writes nulls for the table columns the DataFrame lacks.
     """
-    check_spark_args(df)
+    check_dataframe(df)
     check_flag("create_if_missing", create_if_missing)
     properties = dict(check_mapping("commit_properties", commit_properties, "str") or {})
     merge = schema_mode_arg(schema_mode) == "merge"
