@@ -9,9 +9,11 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import ray.data
 
+from raylake.arguments import check_mapping, check_optional_count
 from raylake.datasource._ray_compat import READ_TASK_PARAMETERS
 from raylake.datasource.datasink import LakeDatasink, SinkMode
 from raylake.datasource.datasource import FilterLike, LakeDatasource
+from raylake.errors import InvalidArgumentError
 from raylake.table import Snapshot
 
 if TYPE_CHECKING:
@@ -25,7 +27,7 @@ def read_task_options(ray_remote_args: dict[str, Any] | None) -> dict[str, Any]:
     parameters (``num_cpus``, ``runtime_env``, ...): options it names go there, and only
     the rest (``scheduling_strategy``, ...) still travel as ``ray_remote_args``.
     """
-    args = ray_remote_args or {}
+    args = check_mapping("ray_remote_args", ray_remote_args) or {}
     named = {k: v for k, v in args.items() if k in READ_TASK_PARAMETERS}
     rest = {k: v for k, v in args.items() if k not in READ_TASK_PARAMETERS}
     return {**named, "ray_remote_args": rest} if rest else named
@@ -48,6 +50,7 @@ def read_lake(
     ``override_num_blocks`` caps the number of read tasks (each reads whole splits);
     other keyword arguments go to ``ray.data.read_datasource``.
     """
+    check_optional_count("override_num_blocks", override_num_blocks)
     source = LakeDatasource(
         uri,
         columns=columns,
@@ -86,6 +89,11 @@ def write_lake(
     Returns None when there was nothing to commit (an empty dataset in append or
     upsert mode). See :class:`LakeDatasink` for modes and table creation.
     """
+    if not isinstance(ds, ray.data.Dataset):
+        raise InvalidArgumentError(
+            "ds", ds, "a ray.data.Dataset (make one with ray.data.from_arrow or from_pandas)"
+        )
+    check_optional_count("concurrency", concurrency)
     sink = LakeDatasink(
         uri,
         mode=mode,

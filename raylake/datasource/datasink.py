@@ -21,6 +21,7 @@ from ray.data.block import Block, BlockAccessor
 from ray.data.datasource import Datasink
 from ray.data.datasource.datasink import WriteResult
 
+from raylake.arguments import check_flag, check_mapping
 from raylake.errors import (
     InvalidOptionError,
     SchemaError,
@@ -30,6 +31,7 @@ from raylake.format.schema import SCHEMA_DIR, TableSchema
 from raylake.format.snapshot import SnapshotManager
 from raylake.io import FileIO
 from raylake.table import CommitMessage, Snapshot, Table, open_table
+from raylake.table.args import columns_arg
 from raylake.table.catalog import open_or_create_table, table_columns, table_exists
 from raylake.table.conform import check_schema as check_table_schema
 from raylake.table.evolve import (
@@ -93,9 +95,14 @@ class LakeDatasink(Datasink[TaskCommit]):
         self.file_io = FileIO(uri, storage_options)
         self.mode = mode
         self._create = _CreateSpec(
-            schema, create_if_missing, tuple(partition_by), tuple(primary_key), buckets, options
+            schema,
+            check_flag("create_if_missing", create_if_missing),
+            columns_arg(partition_by, "partition_by") or (),
+            columns_arg(primary_key, "primary_key") or (),
+            buckets,
+            options,
         )
-        self._properties = dict(commit_properties or {})
+        self._properties = dict(check_mapping("commit_properties", commit_properties, "str") or {})
         self._table_schema: TableSchema | None = None
         self._base_snapshot_id: int | None = None
         self._job_id = ""

@@ -61,7 +61,7 @@ class LakeDatasource(Datasource):
         tbl = open_table(uri, storage_options=storage_options)
         # Time travel reads the snapshot's own schema: resolve it before the columns.
         scan = tbl.scan(snapshot_id=snapshot_id, as_of=as_of).pin()
-        scan = scan.select(list(columns) if columns is not None else None)
+        scan = scan.select(columns)  # a str is refused (columns_arg), never split up
         self._scan: TableScan = scan.where(
             _to_raylake_filter(filter, scan.table_schema.arrow_schema)
         )

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from multiprocessing import context as mp_context
 from typing import Any, TypeAlias
 
+from raylake.arguments import check_mapping
 from raylake.errors import MissingCredentialsError
 
 logger = logging.getLogger(__name__)
@@ -176,7 +177,7 @@ class StorageOptions:
     """
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
-        public, secret = split_secrets(options or {})
+        public, secret = split_secrets(check_mapping("storage_options", options) or {})
         self.public = public
         self.fingerprint = remember(secret)
         self._shared: bytes | None = None  # a pickled ObjectRef from the process that sent us

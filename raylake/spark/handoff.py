@@ -23,11 +23,13 @@ from pyspark.sql import DataFrame, SparkSession
 
 from raylake.errors import (
     EnvironmentSetupError,
+    InvalidArgumentError,
     InvalidOptionError,
     MissingDependencyError,
     RaylakeError,
     TableAlreadyExistsError,
 )
+from raylake.spark.session import check_dataframe, check_session
 from raylake.spark.write import SparkWriteMode, write
 from raylake.table import table_exists
 
@@ -58,6 +60,7 @@ def to_ray(
     runs; ``"overwrite"`` replaces its rows with ``df``'s, ``"append"``/``"upsert"``
     add them (the dataset is then the table's new state).
     """
+    check_dataframe(df)
     if via == "table":
         if uri is None:
             raise RaylakeError("to_ray(df, via='table') needs uri= (where to write the table)")
@@ -91,7 +94,10 @@ def to_ray(
 
 def from_ray(ds: Dataset, spark: SparkSession) -> DataFrame:
     """A Spark DataFrame of a Ray Dataset's rows (through RayDP; needs a Spark-on-Ray session)."""
-    _ray(spark)
+    check_session(spark)
+    ray = _ray(spark)
+    if not isinstance(ds, ray.data.Dataset):
+        raise InvalidArgumentError("ds", ds, "a ray.data.Dataset")
     return ds.to_spark(spark)  # type: ignore[attr-defined, no-any-return]
 
 

@@ -24,6 +24,7 @@ from pyspark.sql import DataFrame, SparkSession
 from raylake.expr import AlwaysTrue, Expr, referenced_columns, to_arrow
 from raylake.format.schema import TableSchema
 from raylake.spark.credentials import broadcast_credentials, install_credentials
+from raylake.spark.session import check_session
 from raylake.spark.types import spark_arrow_schema, spark_schema_of
 from raylake.table import Split, open_table
 from raylake.table.projection import projection_of
@@ -42,6 +43,7 @@ def read(
     storage_options: Mapping[str, Any] | None = None,
 ) -> DataFrame:
     """The rows of one snapshot (the latest unless ``snapshot_id``/``as_of``) as a DataFrame."""
+    check_session(spark)
     tbl = open_table(uri, storage_options=storage_options)
     scan = tbl.scan(columns=columns, filter=filter, snapshot_id=snapshot_id, as_of=as_of)
     splits = scan.plan()

@@ -13,10 +13,11 @@ import shutil
 import sys
 import time
 from collections.abc import Mapping
+from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
-from raylake.errors import EnvironmentSetupError, MissingDependencyError
+from raylake.errors import EnvironmentSetupError, InvalidArgumentError, MissingDependencyError
 from raylake.train.trainer import release_train_controller
 
 logger = logging.getLogger(__name__)
@@ -205,3 +206,15 @@ def _wait_until_gone(actor_name: str, timeout: float = MASTER_EXIT_TIMEOUT_S) ->
             return
         time.sleep(0.05)
     logger.warning("RayDP's Spark master %r still runs %.0f s after stop", actor_name, timeout)
+
+
+def check_dataframe(df: Any) -> None:
+    """``df`` is a Spark DataFrame, checked before any Spark job (a pandas DataFrame used
+    to fail as an AttributeError)."""
+    if not isinstance(df, DataFrame):
+        raise InvalidArgumentError("df", df, "a pyspark.sql.DataFrame")
+
+
+def check_session(spark: Any) -> None:
+    if not isinstance(spark, SparkSession):
+        raise InvalidArgumentError("spark", spark, "a pyspark.sql.SparkSession")

@@ -29,11 +29,13 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from raylake.arguments import check_flag, check_mapping
 from raylake.errors import SchemaMismatchError
 from raylake.format.schema import TableSchema
 from raylake.format.snapshot import Snapshot
 from raylake.io import FileIO
 from raylake.spark.credentials import broadcast_credentials, destroy, install_credentials
+from raylake.spark.session import check_dataframe
 from raylake.spark.types import arrow_schema_of
 from raylake.table import CommitMessage, Table
 from raylake.table.catalog import open_or_create_table
@@ -93,6 +95,9 @@ def write(
     ``schema_mode="merge"`` (Spark's ``mergeSchema``) first adds the DataFrame's columns
     that the table lacks, and writes nulls for the table columns the DataFrame lacks.
     """
+    check_dataframe(df)
+    check_flag("create_if_missing", create_if_missing)
+    properties = dict(check_mapping("commit_properties", commit_properties, "str") or {})
     merge = schema_mode_arg(schema_mode) == "merge"
     arrow_schema = arrow_schema_of(df.schema)  # unsupported types fail here, by column
     tbl, created = open_or_create_table(
@@ -138,7 +143,7 @@ def write(
             messages,
             mode=mode,
             base_snapshot_id=None if base is None else base.id,
-            properties={"spark.job": job.prefix, **dict(commit_properties or {})},
+            properties={"spark.job": job.prefix, **properties},
         )
     except BaseException:
         abort_messages(tbl.file_io, messages)

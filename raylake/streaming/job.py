@@ -29,16 +29,18 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
+from raylake.arguments import check_count, check_flag, check_mapping, check_seconds
 from raylake.errors import StreamError
 from raylake.expr import Expr
 from raylake.format.consumer import validate_consumer_id
 from raylake.format.snapshot import SnapshotManager
 from raylake.io import absolute_uri
 from raylake.io.credentials import StorageOptions
-from raylake.streaming.job_check import check_job
-from raylake.streaming.plan import ON_OVERWRITE, OnOverwrite, StreamPlan
+from raylake.streaming.job_check import check_job, check_on_overwrite
+from raylake.streaming.plan import OnOverwrite, StreamPlan
 from raylake.streaming.reader import DEFAULT_CATCH_UP_AFTER, StartPosition, StreamReader
 from raylake.table import Table, open_table
+from raylake.table.args import columns_arg
 from raylake.table.evolve import merged_tables, schema_mode_arg
 from raylake.table.writer import writing
 
@@ -295,15 +297,8 @@ class StreamingJob:
         if isinstance(num_shards, bool) or not isinstance(num_shards, int) or num_shards < 1:
             raise StreamError(f"num_shards must be an int >= 1, got {num_shards!r}")
         validate_consumer_id(consumer_id)
-        if on_overwrite not in ON_OVERWRITE:
-            raise StreamError(
-                f"on_overwrite must be one of {list(ON_OVERWRITE)}, got {on_overwrite!r}"
-            )
-        if on_overwrite == "refresh" and num_shards > 1 and sink_uri is not None:
-            raise StreamError(
-                "on_overwrite='refresh' overwrites the sink, which one shard of several cannot "
-                "do for the others: use num_shards=1, or on_overwrite='skip' / 'fail'"
-            )
+        check_on_overwrite(on_overwrite, num_shards, sink_uri)
+        check_mapping("sink_storage_options", sink_storage_options)
         # The pickled spec carries secrets by reference only (docs/object-stores.md): the
         # actors, on any node, fetch them from the Ray object store.
         self.spec = JobSpec(
@@ -311,11 +306,13 @@ class StreamingJob:
             uri=absolute_uri(uri), fn=fn, consumer_id=consumer_id, num_shards=num_shards,
             sink_uri=None if sink_uri is None else absolute_uri(sink_uri),
             start=start, poll_interval=poll_interval,
-            columns=None if columns is None else tuple(columns), filter=filter,
-            include_row_kind=include_row_kind, on_overwrite=on_overwrite,
+            columns=columns_arg(columns), filter=filter,
+            include_row_kind=check_flag("include_row_kind", include_row_kind),
+            on_overwrite=on_overwrite,
             storage_options=StorageOptions.of(storage_options),
             sink_storage_options=StorageOptions.of(sink_storage_options),
-            catch_up_after=catch_up_after, max_plans_per_step=max_plans_per_step,
+            catch_up_after=catch_up_after,
+            max_plans_per_step=check_count("max_plans_per_step", max_plans_per_step, 1),
             schema_mode=schema_mode_arg(schema_mode),
         )  # fmt: skip
         validate_consumer_id(self.spec.shard_consumer(num_shards - 1))
@@ -327,8 +324,10 @@ class StreamingJob:
         # The caller's options, secrets included: the driver checks the tables with them
         # (job_check.py); they are never part of what the actors get.
         self._driver_options = (storage_options, sink_storage_options)
-        self.max_restarts = max_restarts
-        self.actor_options = dict(actor_options or {"num_cpus": 0.25})
+        self.max_restarts = check_count("max_restarts", max_restarts, -1)
+        self.actor_options = dict(
+            check_mapping("actor_options", actor_options) or {"num_cpus": 0.25}
+        )
         self.ready_timeout = ready_timeout
         self.actors: list[Any] = []
         self._ready = False
@@ -414,6 +413,9 @@ class StreamingJob:
         ``duration`` seconds (one of them, or both: whichever comes first)."""
         if until_snapshot is None and duration is None:
             raise StreamError("run() needs until_snapshot= or duration= (or both)")
+        if until_snapshot is not None:  # 0: a table without snapshots yet
+            check_count("until_snapshot", until_snapshot)
+        check_seconds("duration", duration)
         deadline = None if duration is None else time.monotonic() + duration
         while True:
             statuses = self.step()

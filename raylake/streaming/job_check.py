@@ -17,6 +17,7 @@ import pyarrow as pa
 from raylake.errors import ConsumerError, StreamError, StreamPositionExpiredError
 from raylake.format.consumer import STREAM_MODE, ConsumerManager
 from raylake.format.snapshot import SnapshotManager
+from raylake.streaming.plan import ON_OVERWRITE
 from raylake.streaming.reader import StreamPosition
 from raylake.table import Table, open_table
 from raylake.table.conform import check_schema
@@ -86,3 +87,14 @@ def _check_shard(source: Table, spec: JobSpec, shard: int) -> None:
         full = progress.properties.get(STREAM_MODE) == "full"
         options["start"] = StreamPosition(progress.next_snapshot_id, full)
     source.stream(consumer_id=None, **options).close()
+
+
+def check_on_overwrite(on_overwrite: Any, num_shards: int, sink_uri: str | None) -> None:
+    """``on_overwrite`` is one of ON_OVERWRITE, and 'refresh' only where one shard writes."""
+    if on_overwrite not in ON_OVERWRITE:
+        raise StreamError(f"on_overwrite must be one of {list(ON_OVERWRITE)}, got {on_overwrite!r}")
+    if on_overwrite == "refresh" and num_shards > 1 and sink_uri is not None:
+        raise StreamError(
+            "on_overwrite='refresh' overwrites the sink, which one shard of several cannot "
+            "do for the others: use num_shards=1, or on_overwrite='skip' / 'fail'"
+        )

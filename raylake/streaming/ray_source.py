@@ -20,6 +20,7 @@ import ray.data
 from ray.data.block import BlockMetadata
 from ray.data.datasource import Datasource, ReadTask
 
+from raylake.arguments import check_optional_count
 from raylake.datasource.api import read_task_options
 from raylake.datasource.datasource import blocks_of, pack_splits
 from raylake.errors import StreamError
@@ -220,11 +221,14 @@ def read_lake_stream(
     ``max_snapshots_per_dataset`` snapshots when they are already there. Other options
     (``start``, ``poll_interval``, ``shard``, ``columns``, ``filter``, ...) are those of
     ``Table.stream``."""
+    # The Ray options first: a wrong one must fail before a consumer is registered.
+    check_optional_count("override_num_blocks", override_num_blocks)
+    task_options = read_task_options(ray_remote_args)
     tbl = open_table(uri, storage_options=storage_options)
     reader = tbl.stream(consumer_id=consumer_id, **stream_options)
     return LakeStream(
         reader,
         max_snapshots_per_dataset=max_snapshots_per_dataset,
         override_num_blocks=override_num_blocks,
-        task_options=read_task_options(ray_remote_args),
+        task_options=task_options,
     )

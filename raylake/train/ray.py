@@ -12,6 +12,7 @@ import itertools
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from raylake.errors import InvalidArgumentError
 from raylake.train.arguments import check_count, check_flag
 from raylake.train.convert import FillNull
 from raylake.train.stream import Block, cut
@@ -36,6 +37,11 @@ def iter_torch_batches(
     datasets shape them: ``(features, label)``, a dict of tensors, or ``(dict, label)``."""
     check_count("batch_size", batch_size, 1)
     check_flag("drop_last", drop_last)
+    check_count("prefetch_blocks", prefetch_blocks)
+    if not hasattr(data, "iter_batches"):
+        raise InvalidArgumentError(
+            "data", data, "a ray.data.Dataset or DataIterator (ray.train.get_dataset_shard)"
+        )
     spec = torch_spec(columns, feature_columns, label_column, dtype, fill_null)
     tables = iter(
         data.iter_batches(batch_size=None, batch_format="pyarrow", prefetch_batches=prefetch_blocks)

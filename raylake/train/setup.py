@@ -24,8 +24,11 @@ from typing import Any, TypeVar
 import numpy as np
 import pyarrow as pa
 
+from raylake.arguments import check_count
+from raylake.errors import InvalidArgumentError
 from raylake.expr import Expr
 from raylake.table import Table
+from raylake.table.args import columns_arg
 from raylake.train.convert import FEATURES, Converter, FillNull, Layout
 from raylake.train.source import LakeSource, table_of
 
@@ -36,8 +39,14 @@ DEFAULT_SHUFFLE_WINDOW = 1 << 16
 
 
 def check_rank(rank: int | None, world_size: int | None) -> None:
+    """Both None, or ``0 <= rank < world_size`` (ints): a wrong one fails here, not in the
+    first batch (a tf.data pipeline used to raise it from inside TensorFlow's iterator)."""
     if (rank is None) != (world_size is None):
         raise ValueError("pass both rank and world_size, or neither")
+    if world_size is not None and check_count("rank", rank) >= check_count(
+        "world_size", world_size, 1
+    ):
+        raise InvalidArgumentError("rank", rank, f"an int in [0, world_size={world_size})")
 
 
 @dataclass(frozen=True)
@@ -70,6 +79,9 @@ class BatchSpec:
     dtype: np.dtype | None
     fill_null: FillNull
     strings: bool = False
+
+    def __post_init__(self) -> None:
+        columns_arg(self.columns)  # a str is refused: columns='id' is not ['i', 'd']
 
     def converter(self, schema: pa.Schema) -> Converter:
         """The conversion of rows of ``schema`` to these batches (bad columns, types and

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from raylake.arguments import check_callable
 from raylake.errors import UnsupportedOperationError
 from raylake.train.arguments import check_count
 from raylake.train.convert import FEATURES, FillNull, Layout
@@ -87,7 +88,7 @@ class TensorBatches:
     ) -> None:
         self.layout = layout
         self.dtype = dtype
-        self.transform = transform
+        self.transform = check_callable("transform", transform)
         self.device = None if device is None else torch.device(device)
         self.pin_memory = pin_memory
         self.prefetch = check_count("prefetch", prefetch)

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from raylake.errors import MissingDependencyError
+from raylake.arguments import check_flag
+from raylake.errors import InvalidArgumentError, MissingDependencyError
 
 if importlib.util.find_spec("tensorflow") is None:
     raise MissingDependencyError("tensorflow", "tf")
@@ -82,7 +83,12 @@ def to_tf_dataset(
     ``epoch + 1``, ...) unless ``reshuffle_each_iteration=False``.
     """
     tf = _tensorflow()
+    check_flag("prefetch", prefetch)
     if input_context is not None:
+        if not hasattr(input_context, "num_input_pipelines"):
+            raise InvalidArgumentError(
+                "input_context", input_context, "a tf.distribute.InputContext or None"
+            )
         if rank is not None or world_size is not None:
             raise ValueError("pass input_context or rank/world_size, not both")
         rank, world_size = input_context.input_pipeline_id, input_context.num_input_pipelines
@@ -92,7 +98,7 @@ def to_tf_dataset(
     rank, world_size = rank or 0, world_size or 1
 
     epochs = Epochs(batch_size, shuffle, seed, drop_last, shuffle_window)
-    np_dtype = None if dtype is None else np.dtype(tf.as_dtype(dtype).as_numpy_dtype)
+    np_dtype = None if dtype is None else np.dtype(_tf_dtype(tf, dtype).as_numpy_dtype)
     spec = BatchSpec(
         columns,
         feature_columns,
@@ -156,3 +162,16 @@ def _tensorflow() -> Any:
     except ImportError as exc:  # found but broken, e.g. a missing shared library
         raise MissingDependencyError("tensorflow", "tf") from exc
     return tensorflow
+
+
+def _tf_dtype(tf: Any, dtype: Any) -> Any:
+    """``dtype`` as a TensorFlow dtype (``tf.float32``, ``np.float32`` or ``"float32"``);
+    an int is refused, though ``tf.as_dtype`` takes one as an enum value (5 is int16)."""
+    try:
+        if isinstance(dtype, int):
+            raise TypeError(dtype)
+        return tf.as_dtype(dtype)
+    except TypeError:
+        raise InvalidArgumentError(
+            "dtype", dtype, "a TensorFlow or numpy dtype (tf.float32, np.float32, 'float32')"
+        ) from None

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from raylake.arguments import check_count
 from raylake.caching import LruCache
 from raylake.expr import Expr
 from raylake.table import Table
@@ -58,7 +59,7 @@ class LakeMapDataset(Dataset):
         self._source, self._converter = open_source(rows, spec)
         self._output = TensorBatches(self._converter.layout, dtype, transform, None, False)
         self._offsets = np.concatenate([[0], np.cumsum(self._source.counts, dtype=np.int64)])
-        self._cache_bytes = cache_bytes
+        self._cache_bytes = check_count("cache_bytes", cache_bytes)
         self._cache = _piece_cache(cache_bytes)
 
     def __getstate__(self) -> dict[str, Any]:

@@ -1,0 +1,66 @@
+"""Wrong arguments of raylake.spark's write/read/to_ray/from_ray are refused on the
+driver, naming the argument, before any Spark job runs and without touching the table:
+create_if_missing='no' used to create the table, commit_properties={'run': 1} was
+committed, and a pandas DataFrame failed as an AttributeError."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import raylake
+import raylake.spark as rs
+from raylake.errors import InvalidArgumentError
+
+pytestmark = pytest.mark.spark
+
+
+def files(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"create_if_missing": "no"}, "create_if_missing must be True or False, got str 'no'"),
+        ({"commit_properties": {"run": 1}}, "commit_properties must be a dict of strings to"),
+        ({"commit_properties": "run=1"}, "commit_properties must be a dict with string keys"),
+    ],
+)
+def test_write_names_a_bad_keyword_before_any_spark_job(
+    spark: Any, warehouse: Path, spark_jobs: Any, kwargs: dict[str, Any], message: str
+) -> None:
+    df = spark.createDataFrame([(1, 1.0)], "id long, x double")
+    existing = str(warehouse / "t")
+    raylake.create_table(existing, pa.schema([("id", pa.int64()), ("x", pa.float64())]))
+    before = files(warehouse)
+    for uri in (existing, str(warehouse / "new")):
+        with pytest.raises(InvalidArgumentError, match=re.escape(message)):
+            rs.write(df, uri, **kwargs)
+    assert spark_jobs() == [] and files(warehouse) == before
+
+
+def test_engines_name_an_argument_that_is_not_a_spark_object(
+    spark: Any, warehouse: Path, spark_jobs: Any
+) -> None:
+    uri = str(warehouse / "t")
+    raylake.from_pandas(pa.table({"id": [1]}).to_pandas(), uri)
+    pandas_df = pa.table({"id": [2]}).to_pandas()
+    calls = {
+        "df must be a pyspark.sql.DataFrame": [
+            lambda: rs.write(pandas_df, uri),
+            lambda: rs.to_ray(pandas_df, via="table", uri=str(warehouse / "h")),
+        ],
+        "spark must be a pyspark.sql.SparkSession": [lambda: rs.read(None, uri)],
+        "ds must be a ray.data.Dataset": [lambda: rs.from_ray(pa.table({"id": [1]}), spark)],
+    }
+    before = files(warehouse)
+    for message, refused in calls.items():
+        for call in refused:
+            with pytest.raises(InvalidArgumentError, match=re.escape(message)):
+                call()
+    assert spark_jobs() == [] and files(warehouse) == before

@@ -1,0 +1,96 @@
+"""The loaders' keywords other than the epoch ones (test_loader_arguments.py) are checked
+when the loader is made: a wrong type or value raises InvalidArgumentError naming the
+keyword, never a later error from inside a read, a Ray iterator or a tf.data pipeline."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import raylake
+from raylake.errors import InvalidArgumentError
+
+torch = pytest.importorskip("torch")
+from raylake.train.ray import iter_torch_batches  # noqa: E402
+from raylake.train.torch import LakeMapDataset  # noqa: E402
+
+ROWS = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "x": [1.0, 2.0, 3.0]})
+ONE_COLUMN = "columns must be a list of column names (for one column: ['id'])"
+
+
+@pytest.fixture
+def uri(tmp_path: Path) -> str:
+    return raylake.from_pandas(ROWS.to_pandas(), str(tmp_path / "t")).uri
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"cache_bytes": -1}, "cache_bytes must be an int >= 0, got int -1"),
+        ({"cache_bytes": 1.5}, "cache_bytes must be an int >= 0, got float 1.5"),
+        ({"cache_bytes": "1G"}, "cache_bytes must be an int >= 0, got str '1G'"),
+        ({"columns": "id"}, ONE_COLUMN),
+        ({"transform": 5}, "transform must be a callable or None, got int 5"),
+    ],
+)
+def test_the_map_dataset_names_a_bad_keyword(
+    uri: str, kwargs: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(InvalidArgumentError, match=re.escape(message)):
+        LakeMapDataset(uri, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("data", "kwargs", "message"),
+    [
+        (None, {"prefetch_blocks": -1}, "prefetch_blocks must be an int >= 0, got int -1"),
+        (None, {"prefetch_blocks": 1.5}, "prefetch_blocks must be an int >= 0, got float"),
+        (ROWS, {}, "data must be a ray.data.Dataset or DataIterator"),
+        ([ROWS], {"columns": "id"}, ONE_COLUMN),
+    ],
+)
+def test_ray_batches_name_a_bad_keyword_before_asking_for_a_block(
+    data: Any, kwargs: dict[str, Any], message: str
+) -> None:
+    class Blocks:  # stands in for a Ray iterator: the check comes before any block
+        def iter_batches(self, **_: Any) -> Any:
+            raise AssertionError("a block was asked for")
+
+    batches = iter_torch_batches(Blocks() if isinstance(data, list) else data, **kwargs)
+    with pytest.raises(InvalidArgumentError, match=re.escape(message)):
+        next(batches)
+
+
+def test_rank_and_world_size_are_checked_when_the_loader_is_made(uri: str) -> None:
+    from raylake.train.torch import LakeIterableDataset
+
+    with pytest.raises(InvalidArgumentError, match=re.escape("rank must be an int in [0, w")):
+        LakeIterableDataset(uri, rank=2, world_size=2)
+    with pytest.raises(InvalidArgumentError, match="world_size must be an int >= 1, got int 0"):
+        LakeIterableDataset(uri, rank=0, world_size=0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"dtype": 5}, "dtype must be a TensorFlow or numpy dtype"),
+        ({"prefetch": "no"}, "prefetch must be True or False, got str 'no'"),
+        ({"input_context": 5}, "input_context must be a tf.distribute.InputContext or None"),
+        ({"rank": 2, "world_size": 2}, "rank must be an int in [0, world_size=2), got int 2"),
+        ({"rank": "0", "world_size": 2}, "rank must be an int >= 0, got str '0'"),
+        ({"rank": 0, "world_size": 0}, "world_size must be an int >= 1, got int 0"),
+        ({"columns": "id"}, ONE_COLUMN),
+    ],
+)
+def test_to_tf_dataset_names_a_bad_keyword_when_it_is_made(
+    uri: str, kwargs: dict[str, Any], message: str
+) -> None:
+    pytest.importorskip("tensorflow")
+    from raylake.train.tf import to_tf_dataset
+
+    with pytest.raises(InvalidArgumentError, match=re.escape(message)):
+        to_tf_dataset(uri, **kwargs)
