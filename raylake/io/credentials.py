@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from multiprocessing import context as mp_context
 from typing import Any, TypeAlias
 
-from raylake.errors import MissingCredentialsError
+from raylake.errors import InvalidArgumentError, MissingCredentialsError
 
 logger = logging.getLogger(__name__)
 
@@ -183,7 +183,13 @@ class StorageOptions:
 
     @classmethod
     def of(cls, options: Mapping[str, Any] | StorageOptions | None) -> StorageOptions:
-        return options if isinstance(options, StorageOptions) else cls(options)
+        if isinstance(options, StorageOptions):
+            return options
+        if options is not None and not isinstance(options, Mapping):
+            raise InvalidArgumentError(
+                "storage_options", options, "a dict of filesystem options, or None"
+            )
+        return cls(options)
 
     @property
     def has_secrets(self) -> bool:

@@ -3,7 +3,7 @@ error naming the argument (never later, as a confusing error about the table's f
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -13,6 +13,21 @@ from raylake.errors import InvalidArgumentError
 def is_int(value: Any) -> bool:
     """An int that is not a bool (``True`` is an int in Python, never a snapshot id)."""
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_count(name: str, value: object, minimum: int = 0) -> int:
+    """``value`` if it is an int >= ``minimum``; else InvalidArgumentError naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InvalidArgumentError(name, value, f"an int >= {minimum}")
+    return value
+
+
+def check_flag(name: str, value: object) -> bool:
+    """``value`` if it is True or False; else InvalidArgumentError naming ``name`` (a string
+    such as ``"no"`` is truthy, and would do the opposite of what it says)."""
+    if not isinstance(value, bool):
+        raise InvalidArgumentError(name, value, "True or False")
+    return value
 
 
 def snapshot_id_arg(value: Any, name: str = "snapshot_id") -> int | None:
@@ -49,3 +64,14 @@ def uri_arg(value: Any) -> str:
     if not isinstance(value, str) or not value:
         raise InvalidArgumentError("uri", value, "a non-empty path or URL string")
     return value
+
+
+def properties_arg(value: Any, name: str = "properties") -> dict[str, str]:
+    """Snapshot properties: strings to strings, as the snapshot file stores them."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise InvalidArgumentError(name, value, "a mapping of str to str, or None")
+    return dict(value)

@@ -6,21 +6,9 @@ integers", and ``shuffle="false"`` used to shuffle)."""
 
 from __future__ import annotations
 
-from raylake.errors import InvalidArgumentError
+from raylake.table.args import check_count, check_flag
 
-
-def check_count(name: str, value: object, minimum: int = 0) -> int:
-    """``value`` if it is an int >= ``minimum``; else InvalidArgumentError naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InvalidArgumentError(name, value, f"an int >= {minimum}")
-    return value
-
-
-def check_flag(name: str, value: object) -> bool:
-    """``value`` if it is True or False; else InvalidArgumentError naming ``name``."""
-    if not isinstance(value, bool):
-        raise InvalidArgumentError(name, value, "True or False")
-    return value
+__all__ = ["check_count", "check_flag", "check_loader_threads"]
 
 
 def check_loader_threads(value: object) -> int:
