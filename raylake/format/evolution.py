@@ -22,6 +22,7 @@ from typing import TypeVar
 
 import pyarrow as pa
 
+from raylake.checks import check_flag
 from raylake.errors import (
     ColumnExistsError,
     IncompatibleTypeChangeError,
@@ -33,7 +34,6 @@ from raylake.errors import (
 from raylake.format import options as opt
 from raylake.format.schema import FORMAT_VERSION, SYSTEM_PREFIX, TableSchema
 from raylake.format.types import normalize_type
-from raylake.table.args import check_flag
 
 _SIGNED = (pa.int8(), pa.int16(), pa.int32(), pa.int64())
 _UNSIGNED = (pa.uint8(), pa.uint16(), pa.uint32(), pa.uint64())

@@ -15,21 +15,6 @@ def is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def check_count(name: str, value: object, minimum: int = 0) -> int:
-    """``value`` if it is an int >= ``minimum``; else InvalidArgumentError naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InvalidArgumentError(name, value, f"an int >= {minimum}")
-    return value
-
-
-def check_flag(name: str, value: object) -> bool:
-    """``value`` if it is True or False; else InvalidArgumentError naming ``name`` (a string
-    such as ``"no"`` is truthy, and would do the opposite of what it says)."""
-    if not isinstance(value, bool):
-        raise InvalidArgumentError(name, value, "True or False")
-    return value
-
-
 def snapshot_id_arg(value: Any, name: str = "snapshot_id") -> int | None:
     if value is None:
         return None

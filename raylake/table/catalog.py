@@ -7,6 +7,7 @@ from typing import Any, Literal, TypeAlias
 
 import pyarrow as pa
 
+from raylake.checks import check_flag
 from raylake.errors import (
     InvalidArgumentError,
     SchemaError,
@@ -18,7 +19,7 @@ from raylake.format.schema import SYSTEM_PREFIX, TableSchema, build_table_schema
 from raylake.format.schema_files import forget_schemas, load_schema, schema_ids, schema_path
 from raylake.io import FileIO
 from raylake.io.credentials import OptionsLike
-from raylake.table.args import check_flag, uri_arg
+from raylake.table.args import uri_arg
 from raylake.table.commit import check_commit_safety
 from raylake.table.conform import conform, pandas_to_arrow
 from raylake.table.kind import kind_of

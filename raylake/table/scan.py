@@ -17,6 +17,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from raylake.checks import check_count
 from raylake.errors import InvalidArgumentError, UnknownColumnError, UnsupportedOperationError
 from raylake.expr import (
     AlwaysTrue,
@@ -38,7 +39,7 @@ from raylake.format.schema_files import schema_by_id
 from raylake.format.snapshot import Snapshot, SnapshotManager
 from raylake.format.types import has_min_max
 from raylake.io import FileIO
-from raylake.table.args import as_of_arg, check_count, columns_arg, snapshot_id_arg
+from raylake.table.args import as_of_arg, columns_arg, snapshot_id_arg
 from raylake.table.counting import count_rows
 from raylake.table.kind import kind_of
 from raylake.table.readahead import read_ahead

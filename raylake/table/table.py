@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
 
 import pyarrow as pa
 
+from raylake.checks import check_flag
 from raylake.errors import (
     InvalidArgumentError,
     UnsupportedOperationError,
@@ -26,7 +27,7 @@ from raylake.format.schema_files import schema_ids as schema_ids  # their home b
 from raylake.format.schema_files import schema_path as schema_path
 from raylake.format.snapshot import Snapshot, SnapshotManager
 from raylake.io import FileIO
-from raylake.table.args import check_flag, is_int, properties_arg, snapshot_id_arg
+from raylake.table.args import is_int, properties_arg, snapshot_id_arg
 from raylake.table.changes_scan import ChangesScan, changes_scan
 from raylake.table.commit import CommitRequest, Committer, check_partition_filter
 from raylake.table.evolve import UpdateSchema, merged_input, schema_mode_arg

@@ -6,7 +6,7 @@ integers", and ``shuffle="false"`` used to shuffle)."""
 
 from __future__ import annotations
 
-from raylake.table.args import check_count, check_flag
+from raylake.checks import check_count, check_flag
 
 __all__ = ["check_count", "check_flag", "check_loader_threads"]
 
