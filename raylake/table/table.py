@@ -152,7 +152,7 @@ class Table(TableReads):
         ``allow_empty=True``; an overwrite always commits (it empties what it replaces).
         See docs/decisions.md.
         """
-        messages = _messages_arg(messages)
+        messages = _messages_arg(self.file_io, messages)
         try:  # bad arguments fail the commit too, and must not leave the files behind
             _check_commit_args(mode, base_snapshot_id, commit_user, commit_identifier)
             properties = properties_arg(properties)
@@ -394,15 +394,17 @@ def _check_rows_inside(writer: Any, ts: TableSchema, expr: Expr) -> None:
 WRITE_MODES = ("append", "overwrite", "upsert")
 
 
-def _messages_arg(messages: Any) -> list[CommitMessage]:
-    """A list of the writers' CommitMessages (checked before anything is committed)."""
-    if isinstance(messages, CommitMessage) or not isinstance(messages, Sequence | set):
-        raise InvalidArgumentError(
-            "messages", messages, "a list of CommitMessage (what prepare_commit() returns)"
-        )
-    if not all(isinstance(m, CommitMessage) for m in messages):
-        raise InvalidArgumentError("messages", messages, "a list of CommitMessage only")
-    return list(messages)
+def _messages_arg(file_io: FileIO, messages: Any) -> list[CommitMessage]:
+    """A list of the writers' CommitMessages. Anything else is refused, and the files of
+    the messages it holds are deleted, as a failed commit's are."""
+    listed = isinstance(messages, Sequence | set) and not isinstance(messages, str)
+    if listed and all(isinstance(m, CommitMessage) for m in messages):
+        return list(messages)
+    held = [m for m in (messages if listed else [messages]) if isinstance(m, CommitMessage)]
+    abort_messages(file_io, held)
+    raise InvalidArgumentError(
+        "messages", messages, "a list of CommitMessage (what prepare_commit() returns)"
+    )
 
 
 def _check_commit_args(
