@@ -156,9 +156,9 @@ class Table(TableReads):
         try:  # bad arguments fail the commit too, and must not leave the files behind
             _check_commit_args(mode, base_snapshot_id, commit_user, commit_identifier)
             properties = properties_arg(properties)
-            if mode != "overwrite" and not check_flag("allow_empty", allow_empty):
-                if all(m.is_empty for m in messages):
-                    return self.latest_snapshot()
+            allow_empty = check_flag("allow_empty", allow_empty)
+            if mode != "overwrite" and not allow_empty and all(m.is_empty for m in messages):
+                return self.latest_snapshot()
             overwrite: Expr | None = None
             if mode == "overwrite":
                 overwrite = AlwaysTrue() if overwrite_filter is None else as_expr(overwrite_filter)
