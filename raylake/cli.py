@@ -244,7 +244,7 @@ def cmd_write(args: argparse.Namespace) -> int:
         ]
         if given:  # they would be ignored: the table exists, or none is created
             flags = ", ".join("--" + f.replace("_", "-") for f in given)
-            raise RaylakeError(f"{flags} apply only with --create, to a table that does not exist")
+            raise RaylakeError(f"{flags}: only with --create, for a table that does not exist")
         tbl = _open(args)
     else:
         inferred = file_dataset(args.files[0], args.format).schema

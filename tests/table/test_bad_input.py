@@ -206,8 +206,8 @@ def test_cli_refuses_negative_counts(
 @pytest.mark.parametrize(
     ("content", "flags", "message"),
     [
-        ("id,v\n1,a\n", ["--partition-by", "v"], "--partition-by apply only with --create"),
-        ("id,v\n1,a\n", ["--buckets", "0"], "--buckets apply only with --create"),
+        ("id,v\n1,a\n", ["--partition-by", "v"], "--partition-by: only with --create"),
+        ("id,v\n1,a\n", ["--buckets", "0"], "--buckets: only with --create"),
         ("id,v\n1,a\nx,b\n", [], "cannot read"),
     ],
 )
