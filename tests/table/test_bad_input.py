@@ -116,6 +116,9 @@ CASES: list[tuple[str, bool, Call, type[Exception], str]] = [
      InvalidArgumentError, "storage_options must be a dict"),
     ("exists-uri-none", False, lambda _, u: table_exists(None), InvalidArgumentError,  # type: ignore[arg-type]
      "uri must be a non-empty path"),
+    ("create-option-none", False,
+     lambda _, u: raylake.create_table(u, SCHEMA, options={"write.compression": None}),
+     InvalidOptionError, "leave the key out for the default"),
     ("from-pandas-dict", False, _pandas({"id": [1]}), InvalidArgumentError,
      "df must be a pandas DataFrame"),
     ("from-pandas-arrow", False, _pandas(ROWS), InvalidArgumentError,
