@@ -3,6 +3,7 @@ error naming the argument (never later, as a confusing error about the table's f
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -60,3 +61,18 @@ def properties_arg(value: Any, name: str = "properties") -> dict[str, str]:
     ):
         raise InvalidArgumentError(name, value, "a mapping of str to str, or None")
     return dict(value)
+
+
+_FILE_PREFIX = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def file_prefix_arg(value: Any) -> str:
+    """The start of data file names: a name, never a path ('../x' would write outside the
+    bucket's directory, 'a/b' into one that does not exist)."""
+    if not isinstance(value, str) or not _FILE_PREFIX.fullmatch(value):
+        raise InvalidArgumentError(
+            "file_prefix",
+            value,
+            "letters, digits, '.', '_' or '-', starting with a letter or digit",
+        )
+    return value

@@ -27,7 +27,7 @@ from raylake.format.schema_files import schema_ids as schema_ids  # their home b
 from raylake.format.schema_files import schema_path as schema_path
 from raylake.format.snapshot import Snapshot, SnapshotManager
 from raylake.io import FileIO
-from raylake.table.args import is_int, properties_arg, snapshot_id_arg
+from raylake.table.args import file_prefix_arg, is_int, properties_arg, snapshot_id_arg
 from raylake.table.changes_scan import ChangesScan, changes_scan
 from raylake.table.commit import CommitRequest, Committer, check_partition_filter
 from raylake.table.evolve import UpdateSchema, merged_input, schema_mode_arg
@@ -130,7 +130,9 @@ class Table(TableReads):
 
     def new_writer(self, *, file_prefix: str = "data") -> TableWriter:
         """A writer for distributed writes: ``write`` many times, then ``prepare_commit``."""
-        return create_writer(self.file_io, self.table_schema, file_prefix=file_prefix)
+        return create_writer(
+            self.file_io, self.table_schema, file_prefix=file_prefix_arg(file_prefix)
+        )
 
     def commit(
         self,

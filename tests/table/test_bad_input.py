@@ -95,6 +95,8 @@ CASES: list[tuple[str, bool, Call, type[Exception], str]] = [
      InvalidArgumentError, "properties must be a mapping"),
     ("write-properties-int-value", False, lambda t, _: t.write(ROWS, properties={"n": 1}),  # type: ignore[dict-item]
      InvalidArgumentError, "properties must be a mapping of str to str"),
+    ("writer-prefix-path", False, lambda t, _: t.new_writer(file_prefix="../x").write(ROWS),
+     InvalidArgumentError, "file_prefix must be letters, digits"),
     # Maintenance flags and ages.
     ("compact-full-str", True, lambda t, _: t.compact(full="yes"), InvalidArgumentError,  # type: ignore[arg-type]
      "full must be True or False"),
