@@ -82,41 +82,41 @@ CASES: list[tuple[str, bool, Call, type[Exception], str]] = [
      "properties must be a mapping of str to str"),
     ("commit-allow-empty-str", False, _commit(allow_empty="no"), InvalidArgumentError,
      "allow_empty must be True or False"),
-    ("commit-no-list", False, lambda t, _: t.commit(None), InvalidArgumentError,  # type: ignore[arg-type]
+    ("commit-no-list", False, lambda t, _: t.commit(None), InvalidArgumentError,
      "messages must be a list of CommitMessage"),
     ("commit-one-message", False, _commit(lambda messages: messages[0]), InvalidArgumentError,
      "messages must be a list of CommitMessage"),
-    ("commit-not-messages", False, lambda t, _: t.commit(["x"]), InvalidArgumentError,  # type: ignore[list-item]
+    ("commit-not-messages", False, lambda t, _: t.commit(["x"]), InvalidArgumentError,
      "messages must be a list of CommitMessage"),
     # Table.write: truthy strings and non-str properties.
     ("write-allow-empty-str", False, lambda t, _: t.write(EMPTY, allow_empty="no"),
      InvalidArgumentError, "allow_empty must be True or False"),
-    ("write-properties-str", False, lambda t, _: t.write(ROWS, properties="x"),  # type: ignore[arg-type]
+    ("write-properties-str", False, lambda t, _: t.write(ROWS, properties="x"),
      InvalidArgumentError, "properties must be a mapping"),
-    ("write-properties-int-value", False, lambda t, _: t.write(ROWS, properties={"n": 1}),  # type: ignore[dict-item]
+    ("write-properties-int-value", False, lambda t, _: t.write(ROWS, properties={"n": 1}),
      InvalidArgumentError, "properties must be a mapping of str to str"),
     ("writer-prefix-path", False, lambda t, _: t.new_writer(file_prefix="../x").write(ROWS),
      InvalidArgumentError, "file_prefix must be letters, digits"),
     # Maintenance flags and ages.
-    ("compact-full-str", True, lambda t, _: t.compact(full="yes"), InvalidArgumentError,  # type: ignore[arg-type]
+    ("compact-full-str", True, lambda t, _: t.compact(full="yes"), InvalidArgumentError,
      "full must be True or False"),
-    ("expire-dry-run-str", False, lambda t, _: t.expire_snapshots(dry_run="no"),  # type: ignore[arg-type]
+    ("expire-dry-run-str", False, lambda t, _: t.expire_snapshots(dry_run="no"),
      InvalidArgumentError, "dry_run must be True or False"),
-    ("orphans-dry-run-str", False, lambda t, _: t.remove_orphan_files(dry_run="no"),  # type: ignore[arg-type]
+    ("orphans-dry-run-str", False, lambda t, _: t.remove_orphan_files(dry_run="no"),
      InvalidArgumentError, "dry_run must be True or False"),
     ("expire-negative-millis", False, lambda t, _: t.expire_snapshots(older_than=-1),
      InvalidOptionError, "epoch milliseconds are >= 0"),
     # Creating tables.
     ("create-exist-ok-str", False,
-     lambda _, u: raylake.create_table(u, SCHEMA, exist_ok="no"),  # type: ignore[arg-type]
+     lambda _, u: raylake.create_table(u, SCHEMA, exist_ok="no"),
      InvalidArgumentError, "exist_ok must be True or False"),
     ("create-storage-options-str", False,
-     lambda _, u: raylake.create_table(u, SCHEMA, storage_options="anon"),  # type: ignore[arg-type]
+     lambda _, u: raylake.create_table(u, SCHEMA, storage_options="anon"),
      InvalidArgumentError, "storage_options must be a dict"),
     ("open-storage-options-str", False,
-     lambda t, _: raylake.open_table(t.uri, storage_options="anon"),  # type: ignore[arg-type]
+     lambda t, _: raylake.open_table(t.uri, storage_options="anon"),
      InvalidArgumentError, "storage_options must be a dict"),
-    ("exists-uri-none", False, lambda _, u: table_exists(None), InvalidArgumentError,  # type: ignore[arg-type]
+    ("exists-uri-none", False, lambda _, u: table_exists(None), InvalidArgumentError,
      "uri must be a non-empty path"),
     ("create-option-none", False,
      lambda _, u: raylake.create_table(u, SCHEMA, options={"write.compression": None}),
@@ -147,7 +147,7 @@ CASES: list[tuple[str, bool, Call, type[Exception], str]] = [
      InvalidArgumentError, "as_of must be None when snapshot_id is given"),
     ("split-size-zero", False, lambda t, _: t.scan().with_split_size(0).plan(),
      InvalidArgumentError, "target_bytes must be an int >= 1"),
-    ("read-split-str", False, lambda t, _: list(t.read_split("x")),  # type: ignore[arg-type]
+    ("read-split-str", False, lambda t, _: list(t.read_split("x")),
      InvalidArgumentError, "split must be a Split"),
     ("stream-row-kind-str", False, lambda t, _: t.stream(include_row_kind="yes"),
      InvalidArgumentError, "include_row_kind must be a bool"),
