@@ -1,7 +1,14 @@
-"""Checks of public keywords shared by the table layer's engines (Ray Data, streaming,
-training loaders, Spark), made on the driver before any task or actor starts: a wrong
-type or value raises :class:`~raylake.errors.InvalidArgumentError` naming the keyword
-(both a TypeError and a ValueError), never a later error from inside Ray or a read."""
+"""Checks of plain public keywords that every layer shares (the table API, Ray Data,
+streaming, the training loaders, Spark), made at the call, before anything is written
+and before any task or actor starts: a wrong type or value raises
+:class:`~raylake.errors.InvalidArgumentError` naming the keyword (both a TypeError and
+a ValueError), never a later error from inside Ray or a read. A string such as
+``"false"`` is truthy, so a flag taken by truthiness would do the opposite of what it
+says (``compact(full="no")`` used to compact fully): flags take True or False only.
+
+Top-level and importing nothing of raylake but its errors, so that every layer, the
+format included, may use it; the checks of the table's own argument types (snapshot
+ids, column lists, URIs) are in raylake/table/args.py."""
 
 from __future__ import annotations
 

@@ -95,7 +95,7 @@ def cmd_scan(args: argparse.Namespace) -> int:
     tbl = _open(args)
     columns = [c.strip() for c in args.columns.split(",")] if args.columns else None
     scan = tbl.scan(columns=columns, filter=args.filter, snapshot_id=args.snapshot)
-    shown, more = _first_rows(scan.to_batches(), max(args.limit, 0))
+    shown, more = _first_rows(scan.to_batches(), args.limit)
     result = pa.Table.from_batches(shown, schema=scan.output_schema)
     if args.format == "json":
         for row in result.to_pylist():
@@ -143,6 +143,28 @@ def parse_older_than(text: str) -> datetime | timedelta:
             f"{text!r} is neither an age (e.g. 7d, 12h, 1d12h, 30m, 45s) "
             "nor an ISO time (e.g. 2024-05-01T12:00:00+00:00)"
         ) from None
+
+
+def count_arg(text: str) -> int:
+    """A count >= 0 (argparse type): a negative one would be silently read as none."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 0")
+    return value
+
+
+def seconds_arg(text: str) -> float:
+    """Seconds >= 0 (argparse type)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds >= 0")
+    return value
 
 
 def _utc(millis: int) -> str:
@@ -217,6 +239,12 @@ def cmd_write(args: argparse.Namespace) -> int:
 
     check_files(args.files)  # before a table is created for them
     if table_exists(args.uri) or not args.create:
+        given = [
+            f for f in ("partition_by", "primary_key", "buckets") if getattr(args, f) is not None
+        ]
+        if given:  # they would be ignored: the table exists, or none is created
+            flags = ", ".join("--" + f.replace("_", "-") for f in given)
+            raise RaylakeError(f"{flags}: only with --create, for a table that does not exist")
         tbl = _open(args)
     else:
         inferred = file_dataset(args.files[0], args.format).schema
@@ -284,7 +312,7 @@ def build_parser() -> argparse.ArgumentParser:
     snaps.add_argument("uri")
     snaps.add_argument(
         "--live-rows",
-        type=int,
+        type=count_arg,
         default=10,
         metavar="N",
         help="primary-key tables: count live rows of the newest N snapshots (default 10)",
@@ -296,7 +324,9 @@ def build_parser() -> argparse.ArgumentParser:
     scan.add_argument("--columns", help="comma-separated column names")
     scan.add_argument("--filter", help="filter, e.g. \"label = 1 and dt = '2024-01-01'\"")
     scan.add_argument("--snapshot", type=int, help="read this snapshot id (time travel)")
-    scan.add_argument("--limit", type=int, default=20, help="print at most N rows (default 20)")
+    scan.add_argument(
+        "--limit", type=count_arg, default=20, help="print at most N rows (default 20)"
+    )
     scan.add_argument("--format", choices=["table", "json"], default="table")
     scan.set_defaults(func=cmd_scan)
 
@@ -317,9 +347,9 @@ def build_parser() -> argparse.ArgumentParser:
     tail.add_argument(
         "--start", default="latest-new", help="latest-new (default), latest, earliest or an id"
     )
-    tail.add_argument("--poll", type=float, default=1.0, help="seconds between polls")
-    tail.add_argument("--max-plans", type=int, help="stop after N commits")
-    tail.add_argument("--timeout", type=float, help="stop after N seconds without a commit")
+    tail.add_argument("--poll", type=seconds_arg, default=1.0, help="seconds between polls")
+    tail.add_argument("--max-plans", type=count_arg, help="stop after N commits")
+    tail.add_argument("--timeout", type=seconds_arg, help="stop after N seconds without a commit")
     tail.set_defaults(func=cmd_tail)
     _add_maintenance_commands(sub)
     return parser

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -25,8 +26,23 @@ def file_format(path: str, fmt: str = "auto") -> str:
     return _SUFFIXES[suffix]
 
 
+@contextmanager
+def reading(path: str) -> Iterator[None]:
+    """Name the file whose contents pyarrow could not parse (a value that does not fit
+    the table's type, a malformed line) instead of a traceback from pyarrow."""
+    try:
+        yield
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise RaylakeError(f"cannot read {path!r}: {exc}") from exc
+
+
 def file_dataset(path: str, fmt: str = "auto", schema: pa.Schema | None = None) -> ds.Dataset:
     """One file as a dataset; CSV and JSON columns are parsed as ``schema``'s types."""
+    with reading(path):
+        return _dataset(path, fmt, schema)
+
+
+def _dataset(path: str, fmt: str, schema: pa.Schema | None) -> ds.Dataset:
     import pyarrow.csv as pcsv
     import pyarrow.json as pjson
 
@@ -56,4 +72,5 @@ def file_batches(
     """Every batch of every file, in order (a progress bar by file on a terminal)."""
     check_files(paths)
     for path in track(paths, "write: files", total=len(paths)):
-        yield from file_dataset(path, fmt, schema).to_batches()
+        with reading(path):
+            yield from file_dataset(path, fmt, schema).to_batches()

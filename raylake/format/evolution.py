@@ -22,9 +22,11 @@ from typing import TypeVar
 
 import pyarrow as pa
 
+from raylake.arguments import check_flag
 from raylake.errors import (
     ColumnExistsError,
     IncompatibleTypeChangeError,
+    InvalidArgumentError,
     ProtectedColumnError,
     SchemaEvolutionError,
     UnknownColumnError,
@@ -101,12 +103,8 @@ class SchemaUpdate:
         """Add a nullable column at the end, or right ``after``/``before`` another."""
         self._check_open()
         self._check_new_name(name)
-        if not isinstance(field_type, pa.DataType):
-            raise SchemaEvolutionError(
-                f"the type of new column {name!r} must be a pyarrow DataType, got {field_type!r}",
-                column=name,
-            )
-        if not nullable:
+        _check_type(name, field_type)
+        if not check_flag("nullable", nullable):
             raise SchemaEvolutionError(
                 f"new column {name!r} must be nullable: files written before it have no "
                 "values for it, and raylake does not support column defaults",
@@ -151,13 +149,13 @@ class SchemaUpdate:
         current = self._fields[i]
         new = current
         if field_type is not None:
-            requested = normalize_type(field_type)
+            requested = normalize_type(_check_type(name, field_type))
             if not requested.equals(current.type):
                 self._check_protected(name, "change the type of")
                 if not can_widen(current.type, requested):
                     raise IncompatibleTypeChangeError(name, current.type, requested)
                 new = new.with_type(requested)
-        if nullable is not None and nullable != current.nullable:
+        if nullable is not None and check_flag("nullable", nullable) != current.nullable:
             if not nullable:
                 raise SchemaEvolutionError(
                     f"cannot make column {name!r} required: rows already written may hold "
@@ -189,6 +187,8 @@ class SchemaUpdate:
         """Add the columns of ``schema`` that the table lacks, at the end, in its order
         (system columns a write may carry are not table columns)."""
         self._check_open()
+        if not isinstance(schema, pa.Schema):
+            raise InvalidArgumentError("schema", schema, "a pyarrow.Schema")
         names = {f.name for f in self._fields}
         for f in schema:
             if f.name in names or f.name.startswith(SYSTEM_PREFIX):
@@ -266,3 +266,13 @@ def protected_role(ts: TableSchema, name: str) -> str | None:
 
 def _aggregate_key(name: str) -> str:
     return f"{opt.FIELD_PREFIX}{name}{opt.AGGREGATE_SUFFIX}"
+
+
+def _check_type(name: str, field_type: object) -> pa.DataType:
+    if not isinstance(field_type, pa.DataType):
+        raise SchemaEvolutionError(
+            f"the type of column {name!r} must be a pyarrow DataType (pa.int64(), ...), "
+            f"got {field_type!r}",
+            column=name,
+        )
+    return field_type

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import pyarrow as pa
 
-from raylake.errors import CorruptMetadataError, SchemaError
+from raylake.errors import CorruptMetadataError, InvalidOptionError, SchemaError
 from raylake.format.options import TableOptions, check_primary_key_only
 from raylake.format.types import field_from_json, field_to_json, normalize_type
 
@@ -205,6 +205,11 @@ def build_table_schema(
         not isinstance(options, Mapping) or not all(isinstance(k, str) for k in options)
     ):
         raise SchemaError(f"options must be a mapping of option names to values, got {options!r}")
+    for key, value in (options or {}).items():
+        if value is None:  # it would be stored as 'None' ('none' is a compression)
+            raise InvalidOptionError(
+                key, value, "expected a value; leave the key out for the default"
+            )
     fields_ = [
         pa.field(f.name, normalize_type(f.type), nullable=f.nullable and f.name not in primary_key)
         for f in schema

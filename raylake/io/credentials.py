@@ -184,7 +184,9 @@ class StorageOptions:
 
     @classmethod
     def of(cls, options: Mapping[str, Any] | StorageOptions | None) -> StorageOptions:
-        return options if isinstance(options, StorageOptions) else cls(options)
+        if isinstance(options, StorageOptions):
+            return options
+        return cls(options)
 
     @property
     def has_secrets(self) -> bool:

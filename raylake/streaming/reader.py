@@ -45,6 +45,7 @@ from raylake.format.snapshot import Snapshot, SnapshotManager
 from raylake.streaming.plan import OnOverwrite, StreamPlan, StreamPlanner
 from raylake.streaming.shard import ShardSpec
 from raylake.streaming.splits import StreamReadContext
+from raylake.table.changes_scan import row_kind_arg
 from raylake.table.kind import kind_of
 
 if TYPE_CHECKING:
@@ -139,7 +140,11 @@ class StreamReader:
         self.shard = ShardSpec.of(shard, buckets, bucket_filter)
         scan = table.scan(columns=columns, filter=filter)
         context = StreamReadContext(
-            table.file_io, table.table_schema, scan.columns, scan.filter, bool(include_row_kind)
+            table.file_io,
+            table.table_schema,
+            scan.columns,
+            scan.filter,
+            row_kind_arg(include_row_kind),
         )
         self.planner = StreamPlanner(context, self.shard, on_overwrite)
         self._snapshots = SnapshotManager(table.file_io)

@@ -3,7 +3,8 @@ error naming the argument (never later, as a confusing error about the table's f
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -48,4 +49,30 @@ def uri_arg(value: Any) -> str:
         value = str(value.__fspath__())
     if not isinstance(value, str) or not value:
         raise InvalidArgumentError("uri", value, "a non-empty path or URL string")
+    return value
+
+
+def properties_arg(value: Any, name: str = "properties") -> dict[str, str]:
+    """Snapshot properties: strings to strings, as the snapshot file stores them."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise InvalidArgumentError(name, value, "a mapping of str to str, or None")
+    return dict(value)
+
+
+_FILE_PREFIX = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def file_prefix_arg(value: Any) -> str:
+    """The start of data file names: a name, never a path ('../x' would write outside the
+    bucket's directory, 'a/b' into one that does not exist)."""
+    if not isinstance(value, str) or not _FILE_PREFIX.fullmatch(value):
+        raise InvalidArgumentError(
+            "file_prefix",
+            value,
+            "letters, digits, '.', '_' or '-', starting with a letter or digit",
+        )
     return value

@@ -7,19 +7,21 @@ from typing import Any, Literal, TypeAlias
 
 import pyarrow as pa
 
+from raylake.arguments import check_flag
 from raylake.errors import (
+    InvalidArgumentError,
     SchemaError,
     TableAlreadyExistsError,
     TableNotFoundError,
     UnsupportedOperationError,
 )
-from raylake.format.schema import SYSTEM_PREFIX, build_table_schema
+from raylake.format.schema import SYSTEM_PREFIX, TableSchema, build_table_schema
 from raylake.format.schema_files import forget_schemas, load_schema, schema_ids, schema_path
 from raylake.io import FileIO
 from raylake.io.credentials import OptionsLike
 from raylake.table.args import uri_arg
 from raylake.table.commit import check_commit_safety
-from raylake.table.conform import pandas_to_arrow
+from raylake.table.conform import conform, pandas_to_arrow
 from raylake.table.kind import kind_of
 from raylake.table.table import Table
 
@@ -40,6 +42,18 @@ def create_table(
     With ``exist_ok=True`` an existing table is opened instead, if its schema is the same.
     """
     uri = uri_arg(uri)
+    ts = _new_table_schema(schema, partition_by, primary_key, buckets, options)
+    return _create(uri, ts, storage_options, check_flag("exist_ok", exist_ok))
+
+
+def _new_table_schema(
+    schema: pa.Schema,
+    partition_by: Sequence[str],
+    primary_key: Sequence[str],
+    buckets: int | None,
+    options: Mapping[str, Any] | None,
+) -> TableSchema:
+    """The schema of a new table, checked by the rules of its kind (nothing written)."""
     ts = build_table_schema(
         schema,
         partition_by=partition_by,
@@ -48,6 +62,12 @@ def create_table(
         options=options,
     )
     kind_of(ts).validate_schema()
+    return ts
+
+
+def _create(
+    uri: str, ts: TableSchema, storage_options: OptionsLike | None, exist_ok: bool
+) -> Table:
     file_io = FileIO(uri, storage_options)
     check_commit_safety(file_io, ts)
     forget_schemas()  # a table deleted and created again at this place is a new table
@@ -91,7 +111,7 @@ def _is_paimon(file_io: FileIO) -> bool:
 
 def table_exists(uri: str, *, storage_options: OptionsLike | None = None) -> bool:
     """Whether a table (raylake's, or a Paimon table raylake reads) exists at ``uri``."""
-    file_io = FileIO(uri, storage_options)
+    file_io = FileIO(uri_arg(uri), storage_options)
     if schema_ids(file_io):
         return True
     from raylake.paimon import is_paimon_table
@@ -186,24 +206,24 @@ def from_pandas(
     if exists:
         tbl = open_table(uri, storage_options=storage_options)
     else:
-        tbl = create_table(
-            uri,
-            pa_table.schema,
-            partition_by=partition_by,
-            primary_key=primary_key,
-            buckets=buckets,
-            options=options,
-            storage_options=storage_options,
-        )
+        ts = _new_table_schema(pa_table.schema, partition_by, primary_key, buckets, options)
+        # Rows the new table would refuse (nulls in a key) fail before it is created.
+        conform(pa_table, ts.arrow_schema)
+        tbl = _create(uri_arg(uri), ts, storage_options, exist_ok=False)
     write_mode: Literal["overwrite"] | None = "overwrite" if mode == "overwrite" else None
     tbl.write(pa_table, mode=write_mode)
     return tbl
 
 
 def _arrow_from_pandas(df: Any, schema: SchemaSpec) -> pa.Table:
+    import pandas as pd
+
+    if not isinstance(df, pd.DataFrame):
+        hint = " (Table.write takes Arrow data)" if isinstance(df, pa.Table) else ""
+        raise InvalidArgumentError("df", df, f"a pandas DataFrame{hint}")
     columns = [str(c) for c in df.columns]
     if schema is None:
-        return pandas_to_arrow(df)
+        return _converted(df)
     if isinstance(schema, pa.Schema):
         return _with_schema(df, schema)
     if isinstance(schema, str) or not isinstance(schema, Sequence):
@@ -218,8 +238,7 @@ def _arrow_from_pandas(df: Any, schema: SchemaSpec) -> pa.Table:
             f"columns {columns}"
         )
     if all(isinstance(i, str) for i in items):
-        renamed = df.set_axis(items, axis=1)
-        return pandas_to_arrow(renamed)
+        return _converted(df.set_axis(items, axis=1))
     if all(isinstance(i, pa.DataType) for i in items):
         # Column labels may be ints (pd.DataFrame([[1, 2]])); the schema names are strings.
         return _with_schema(df.set_axis(columns, axis=1), pa.schema(list(zip(columns, items))))
@@ -236,7 +255,12 @@ def _with_schema(df: Any, schema: pa.Schema) -> pa.Table:
     extra = [str(c) for c in df.columns if c not in schema.names]
     if extra:  # silently dropping a column would lose data
         raise SchemaError(f"the DataFrame has column(s) {extra} that the schema does not name")
+    return _converted(df[schema.names], schema)
+
+
+def _converted(df: Any, schema: pa.Schema | None = None) -> pa.Table:
     try:
-        return pandas_to_arrow(df[schema.names], schema)
+        return pandas_to_arrow(df, schema)
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
-        raise SchemaError(f"DataFrame does not convert to schema {schema}: {exc}") from exc
+        target = "Arrow" if schema is None else f"schema {schema}"
+        raise SchemaError(f"DataFrame does not convert to {target}: {exc}") from exc

@@ -49,6 +49,8 @@ def cutoff_millis(older_than: OlderThan, now_millis: int) -> int:
     if isinstance(older_than, bool):
         raise InvalidOptionError("older_than", older_than, "expected a datetime, timedelta or int")
     if isinstance(older_than, int):
+        if older_than < 0:
+            raise InvalidOptionError("older_than", older_than, "epoch milliseconds are >= 0")
         return older_than
     if isinstance(older_than, timedelta):
         if older_than < timedelta(0):

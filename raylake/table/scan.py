@@ -17,7 +17,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from raylake.errors import UnknownColumnError, UnsupportedOperationError
+from raylake.arguments import check_count
+from raylake.errors import InvalidArgumentError, UnknownColumnError, UnsupportedOperationError
 from raylake.expr import (
     AlwaysTrue,
     Expr,
@@ -138,6 +139,8 @@ class TableScan(ScanReads):
         for c in columns:
             if c not in names:
                 raise UnknownColumnError(c, names)
+        if len(set(columns)) != len(columns):  # two equal names break to_pandas and joins
+            raise InvalidArgumentError("columns", columns, "a list of distinct column names")
         return self._derive(columns=tuple(columns))
 
     def where(self, filter: str | Expr | None) -> TableScan:
@@ -148,6 +151,8 @@ class TableScan(ScanReads):
 
     def at(self, snapshot_id: int | None = None, as_of: datetime | int | None = None) -> TableScan:
         snapshot_id, as_of = snapshot_id_arg(snapshot_id), as_of_arg(as_of)
+        if snapshot_id is not None and as_of is not None:  # which would win is a guess
+            raise InvalidArgumentError("as_of", as_of, "None when snapshot_id is given")
         return replace(self, snapshot_id=snapshot_id, as_of=_to_millis(as_of))
 
     def as_of_its_schema(self) -> TableScan:
@@ -160,7 +165,7 @@ class TableScan(ScanReads):
         return self._derive(table_schema=schema_by_id(self.file_io, snap.schema_id))
 
     def with_split_size(self, target_bytes: int) -> TableScan:
-        return self._derive(split_target_size=target_bytes)
+        return self._derive(split_target_size=check_count("target_bytes", target_bytes, 1))
 
     def _derive(self, **changes: Any) -> TableScan:
         """A copy with ``changes`` that reads the same snapshot, resolved once for both."""

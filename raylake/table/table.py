@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
 
 import pyarrow as pa
 
+from raylake.arguments import check_flag
 from raylake.errors import (
     InvalidArgumentError,
     UnsupportedOperationError,
@@ -26,7 +27,7 @@ from raylake.format.schema_files import schema_ids as schema_ids  # their home b
 from raylake.format.schema_files import schema_path as schema_path
 from raylake.format.snapshot import Snapshot, SnapshotManager
 from raylake.io import FileIO
-from raylake.table.args import snapshot_id_arg
+from raylake.table.args import file_prefix_arg, is_int, properties_arg, snapshot_id_arg
 from raylake.table.changes_scan import ChangesScan, changes_scan
 from raylake.table.commit import CommitRequest, Committer, check_partition_filter
 from raylake.table.evolve import UpdateSchema, merged_input, schema_mode_arg
@@ -129,7 +130,9 @@ class Table(TableReads):
 
     def new_writer(self, *, file_prefix: str = "data") -> TableWriter:
         """A writer for distributed writes: ``write`` many times, then ``prepare_commit``."""
-        return create_writer(self.file_io, self.table_schema, file_prefix=file_prefix)
+        return create_writer(
+            self.file_io, self.table_schema, file_prefix=file_prefix_arg(file_prefix)
+        )
 
     def commit(
         self,
@@ -151,9 +154,13 @@ class Table(TableReads):
         ``allow_empty=True``; an overwrite always commits (it empties what it replaces).
         See docs/decisions.md.
         """
-        if mode != "overwrite" and not allow_empty and all(m.is_empty for m in messages):
-            return self.latest_snapshot()
+        messages = _messages_arg(self.file_io, messages)
         try:  # bad arguments fail the commit too, and must not leave the files behind
+            _check_commit_args(mode, base_snapshot_id, commit_user, commit_identifier)
+            properties = properties_arg(properties)
+            allow_empty = check_flag("allow_empty", allow_empty)
+            if mode != "overwrite" and not allow_empty and all(m.is_empty for m in messages):
+                return self.latest_snapshot()
             overwrite: Expr | None = None
             if mode == "overwrite":
                 overwrite = AlwaysTrue() if overwrite_filter is None else as_expr(overwrite_filter)
@@ -204,6 +211,9 @@ class Table(TableReads):
         if mode is None:
             mode = cast(WriteMode, self.kind.default_write_mode)
         self.kind.check_write_mode(mode)
+        # Checked before any data file is written (commit checks them again, cheaply).
+        properties = properties_arg(properties)
+        check_flag("allow_empty", allow_empty)
         if mode == "overwrite" and overwrite_filter is not None:
             # Fail before writing any data, and with the committer's message for the case.
             check_partition_filter(as_expr(overwrite_filter), self.table_schema)
@@ -245,6 +255,7 @@ class Table(TableReads):
         """
         # Compaction rewrites files under the latest schema, never an older one that
         # would leave out newer columns.
+        full = check_flag("full", full)
         return self.refresh().kind.compact(self.file_io, full=full)
 
     def changelog(self, snapshot_id: int, *, columns: Sequence[str] | None = None) -> pa.Table:
@@ -326,13 +337,17 @@ class Table(TableReads):
         if retain_last is None:
             retain_last = self.table_schema.table_options.snapshot_retain_min
         return expire_snapshots(
-            self.file_io, retain_last=retain_last, older_than=older_than, dry_run=dry_run
+            self.file_io,
+            retain_last=retain_last,
+            older_than=older_than,
+            dry_run=check_flag("dry_run", dry_run),
         )
 
     def remove_orphan_files(
         self, *, older_than: OlderThan = DEFAULT_ORPHAN_AGE, dry_run: bool = False
     ) -> OrphanResult:
         """Delete files no snapshot references, last modified before ``older_than`` (1 day)."""
+        dry_run = check_flag("dry_run", dry_run)
         return remove_orphan_files(self.file_io, older_than=older_than, dry_run=dry_run)
 
     def consumers(self) -> list[ConsumerProgress]:
@@ -376,3 +391,36 @@ def _check_rows_inside(writer: Any, ts: TableSchema, expr: Expr) -> None:
                 f"overwrite_filter {expr} replaces only some partitions, but the data has rows "
                 f"in partition {row}; nothing was committed"
             )
+
+
+WRITE_MODES = ("append", "overwrite", "upsert")
+
+
+def _messages_arg(file_io: FileIO, messages: Any) -> list[CommitMessage]:
+    """A list of the writers' CommitMessages. Anything else is refused, and the files of
+    the messages it holds are deleted, as a failed commit's are."""
+    listed = isinstance(messages, Sequence | set) and not isinstance(messages, str)
+    if listed and all(isinstance(m, CommitMessage) for m in messages):
+        return list(messages)
+    held = [m for m in (messages if listed else [messages]) if isinstance(m, CommitMessage)]
+    abort_messages(file_io, held)
+    raise InvalidArgumentError(
+        "messages", messages, "a list of CommitMessage (what prepare_commit() returns)"
+    )
+
+
+def _check_commit_args(
+    mode: Any, base_snapshot_id: Any, commit_user: Any, commit_identifier: Any
+) -> None:
+    """The keywords of :meth:`Table.commit`; a wrong one commits nothing (a string
+    ``commit_identifier`` used to be written, and the snapshot then failed to load)."""
+    if mode not in WRITE_MODES:
+        raise InvalidArgumentError("mode", mode, f"one of {list(WRITE_MODES)}")
+    if base_snapshot_id is not None and not (is_int(base_snapshot_id) and base_snapshot_id >= 0):
+        raise InvalidArgumentError(
+            "base_snapshot_id", base_snapshot_id, "a snapshot id (an int >= 0) or None"
+        )
+    if not isinstance(commit_user, str):
+        raise InvalidArgumentError("commit_user", commit_user, "a string")
+    if commit_identifier is not None and not is_int(commit_identifier):
+        raise InvalidArgumentError("commit_identifier", commit_identifier, "an int or None")

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, cast
 
 import pyarrow as pa
 
+from raylake.errors import InvalidArgumentError
 from raylake.expr import Expr
 from raylake.format.schema import TableSchema
 from raylake.io import FileIO
@@ -132,6 +133,8 @@ class TableReads:
     ) -> Iterator[pa.RecordBatch]:
         """The rows of one split of a plan (``scan(...).plan()``), e.g. in a worker, under
         the schema the plan was made under (a time-travel plan's: its snapshot's)."""
+        if not isinstance(split, Split):
+            raise InvalidArgumentError("split", split, "a Split of a plan (scan(...).plan())")
         scan = self.scan()
         if split.schema_id is not None and split.schema_id != scan.table_schema.schema_id:
             scan = self.scan(snapshot_id=split.snapshot_id)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from raylake.errors import FilterError, SchemaMismatchError
+from raylake.errors import FilterError, InvalidArgumentError, SchemaMismatchError
 from raylake.expr import Expr
 from raylake.format.schema import TableSchema
 from raylake.table.conform import conform, iter_input
@@ -76,7 +76,12 @@ def _current_rows(tbl: Table, keys_or_filter: Any, snapshot_id: int) -> pa.Table
 def _key_table(data: Any, ts: TableSchema) -> pa.Table:
     """The key columns of user-given keys, conformed to the key types, nulls rejected."""
     if isinstance(data, Mapping):
-        data = pa.table(dict(data))
+        try:
+            data = pa.table(dict(data))
+        except (TypeError, pa.ArrowInvalid) as exc:  # {"id": 1}: a scalar, not a column
+            raise InvalidArgumentError(
+                "keys_or_filter", data, "a dict of key columns (lists of values), e.g. {'id': [1]}"
+            ) from exc
     elif isinstance(data, list) and data and isinstance(data[0], Mapping):
         data = pa.Table.from_pylist(data)
     chunks = [

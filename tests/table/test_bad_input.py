@@ -1,0 +1,245 @@
+"""Typical mistakes at the table API fail at the call, naming the argument, and write
+nothing: no snapshot, no schema change, no data file (docs/decisions.md, "Bad input at
+the table API"). Each case here was accepted, or failed deep inside, before."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+import raylake
+from raylake.cli import main
+from raylake.errors import InvalidArgumentError, InvalidOptionError, SchemaError
+from raylake.table import table_exists
+
+SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
+ROWS = pa.table({"id": [9], "v": ["z"]}, schema=SCHEMA)
+Call = Callable[[raylake.Table, str], Any]
+
+
+def _files(uri: str) -> set[str]:
+    return {os.path.join(d, f) for d, _, names in os.walk(uri) for f in names}
+
+
+def _table(warehouse: Path, primary_key: bool) -> raylake.Table:
+    tbl = raylake.create_table(
+        str(warehouse / "t"), SCHEMA, primary_key=["id"] if primary_key else ()
+    )
+    tbl.write(pa.table({"id": [1, 2], "v": ["a", "b"]}, schema=SCHEMA))
+    tbl.write(pa.table({"id": [3], "v": ["c"]}, schema=SCHEMA))
+    return tbl
+
+
+def _commit(shape: Callable[[list[Any]], Any] = list, **kwargs: Any) -> Call:
+    """Write a data file with a writer, then commit its messages (``shape``d) with
+    ``kwargs``; a refused commit deletes the file."""
+
+    def call(tbl: raylake.Table, _: str) -> Any:
+        writer = tbl.new_writer()
+        writer.write(ROWS)
+        return tbl.commit(shape(writer.prepare_commit()), **kwargs)
+
+    return call
+
+
+def _schema_change(change: Callable[[Any], Any]) -> Call:
+    def call(tbl: raylake.Table, _: str) -> Any:
+        with tbl.update_schema() as update:
+            change(update)
+
+    return call
+
+
+def _pandas(df: Any, **kwargs: Any) -> Call:
+    return lambda _, new_uri: raylake.from_pandas(df, new_uri, **kwargs)
+
+
+NULL_KEY = pd.DataFrame({"id": pd.array([1, None], dtype="Int64"), "v": ["a", "b"]})
+EMPTY = ROWS.slice(0, 0)
+
+# (id, primary-key table?, call, error, words the message must hold)
+CASES: list[tuple[str, bool, Call, type[Exception], str]] = [
+    # Table.commit: a str commit_identifier used to be written and break the table.
+    ("commit-identifier-str", False, _commit(commit_identifier="x"), InvalidArgumentError,
+     "commit_identifier must be an int"),
+    ("commit-mode-case", False, _commit(mode="Append"), InvalidArgumentError,
+     "mode must be one of ['append', 'overwrite', 'upsert']"),
+    ("commit-base-str", False, _commit(base_snapshot_id="2"), InvalidArgumentError,
+     "base_snapshot_id must be a snapshot id"),
+    ("commit-user-int", False, _commit(commit_user=5), InvalidArgumentError,
+     "commit_user must be a string"),
+    ("commit-properties-list", False, _commit(properties=[1]), InvalidArgumentError,
+     "properties must be a mapping of str to str"),
+    ("commit-properties-int-value", False, _commit(properties={"n": 1}), InvalidArgumentError,
+     "properties must be a mapping of str to str"),
+    ("commit-allow-empty-str", False, _commit(allow_empty="no"), InvalidArgumentError,
+     "allow_empty must be True or False"),
+    ("commit-no-list", False, lambda t, _: t.commit(None), InvalidArgumentError,
+     "messages must be a list of CommitMessage"),
+    ("commit-one-message", False, _commit(lambda messages: messages[0]), InvalidArgumentError,
+     "messages must be a list of CommitMessage"),
+    ("commit-not-messages", False, lambda t, _: t.commit(["x"]), InvalidArgumentError,
+     "messages must be a list of CommitMessage"),
+    # Table.write: truthy strings and non-str properties.
+    ("write-allow-empty-str", False, lambda t, _: t.write(EMPTY, allow_empty="no"),
+     InvalidArgumentError, "allow_empty must be True or False"),
+    ("write-properties-str", False, lambda t, _: t.write(ROWS, properties="x"),
+     InvalidArgumentError, "properties must be a mapping"),
+    ("write-properties-int-value", False, lambda t, _: t.write(ROWS, properties={"n": 1}),
+     InvalidArgumentError, "properties must be a mapping of str to str"),
+    ("writer-prefix-path", False, lambda t, _: t.new_writer(file_prefix="../x").write(ROWS),
+     InvalidArgumentError, "file_prefix must be letters, digits"),
+    # Maintenance flags and ages.
+    ("compact-full-str", True, lambda t, _: t.compact(full="yes"), InvalidArgumentError,
+     "full must be True or False"),
+    ("expire-dry-run-str", False, lambda t, _: t.expire_snapshots(dry_run="no"),
+     InvalidArgumentError, "dry_run must be True or False"),
+    ("orphans-dry-run-str", False, lambda t, _: t.remove_orphan_files(dry_run="no"),
+     InvalidArgumentError, "dry_run must be True or False"),
+    ("expire-negative-millis", False, lambda t, _: t.expire_snapshots(older_than=-1),
+     InvalidOptionError, "epoch milliseconds are >= 0"),
+    # Creating tables.
+    ("create-exist-ok-str", False,
+     lambda _, u: raylake.create_table(u, SCHEMA, exist_ok="no"),
+     InvalidArgumentError, "exist_ok must be True or False"),
+    ("create-storage-options-str", False,
+     lambda _, u: raylake.create_table(u, SCHEMA, storage_options="anon"),
+     InvalidArgumentError, "storage_options must be a dict"),
+    ("open-storage-options-str", False,
+     lambda t, _: raylake.open_table(t.uri, storage_options="anon"),
+     InvalidArgumentError, "storage_options must be a dict"),
+    ("exists-uri-none", False, lambda _, u: table_exists(None), InvalidArgumentError,
+     "uri must be a non-empty path"),
+    ("create-option-none", False,
+     lambda _, u: raylake.create_table(u, SCHEMA, options={"write.compression": None}),
+     InvalidOptionError, "leave the key out for the default"),
+    ("from-pandas-dict", False, _pandas({"id": [1]}), InvalidArgumentError,
+     "df must be a pandas DataFrame"),
+    ("from-pandas-arrow", False, _pandas(ROWS), InvalidArgumentError,
+     "df must be a pandas DataFrame (Table.write takes Arrow data)"),
+    ("from-pandas-null-key", False, _pandas(NULL_KEY, primary_key=["id"]), SchemaError,
+     "column 'id' is not nullable"),
+    ("from-pandas-mixed-object", False, _pandas(pd.DataFrame({"id": [1, "x"]})), SchemaError,
+     "DataFrame does not convert to Arrow"),
+    # Schema changes.
+    ("add-column-nullable-str", False,
+     _schema_change(lambda u: u.add_column("z", pa.int64(), nullable="no")),
+     InvalidArgumentError, "nullable must be True or False"),
+    ("update-column-nullable-str", False,
+     _schema_change(lambda u: u.update_column("v", nullable="yes")),
+     InvalidArgumentError, "nullable must be True or False"),
+    ("update-column-type-str", False, _schema_change(lambda u: u.update_column("id", "int64")),
+     SchemaError, "the type of column 'id' must be a pyarrow DataType"),
+    ("union-by-name-str", False, _schema_change(lambda u: u.union_by_name("z")),
+     InvalidArgumentError, "schema must be a pyarrow.Schema"),
+    # Reads.
+    ("columns-twice", False, lambda t, _: t.to_arrow(columns=["id", "id"]),
+     InvalidArgumentError, "columns must be a list of distinct column names"),
+    ("snapshot-id-and-as-of", False, lambda t, _: t.to_arrow(snapshot_id=1, as_of=0),
+     InvalidArgumentError, "as_of must be None when snapshot_id is given"),
+    ("split-size-zero", False, lambda t, _: t.scan().with_split_size(0).plan(),
+     InvalidArgumentError, "target_bytes must be an int >= 1"),
+    ("read-split-str", False, lambda t, _: list(t.read_split("x")),
+     InvalidArgumentError, "split must be a Split"),
+    ("stream-row-kind-str", False, lambda t, _: t.stream(include_row_kind="yes"),
+     InvalidArgumentError, "include_row_kind must be a bool"),
+    # Primary-key deletes.
+    ("delete-dict-of-scalars", True, lambda t, _: t.delete({"id": 1}), InvalidArgumentError,
+     "a dict of key columns (lists of values)"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("primary_key", "call", "error", "message"),
+    [pytest.param(*case[1:], id=case[0]) for case in CASES],
+)
+def test_refused_at_the_call_and_nothing_written(
+    warehouse: Path, primary_key: bool, call: Call, error: type[Exception], message: str
+) -> None:
+    tbl = _table(warehouse, primary_key)
+    new_uri = str(warehouse / "new")
+    before, schema = _files(tbl.uri), tbl.schema
+    with pytest.raises(error) as info:
+        call(tbl, new_uri)
+    assert message in str(info.value)
+    assert _files(tbl.uri) == before  # no snapshot, schema, manifest or data file
+    assert not os.path.exists(new_uri) or not _files(new_uri)
+    reopened = raylake.open_table(tbl.uri)  # and the table still loads
+    assert [s.id for s in reopened.snapshots()] == [1, 2]
+    assert reopened.schema == schema
+
+
+def test_no_columns_reads_the_row_count(warehouse: Path) -> None:
+    """The decision for ``columns=[]``: no columns, every row (as pyarrow reads it)."""
+    result = _table(warehouse, False).to_arrow(columns=[])
+    assert (result.num_columns, result.num_rows) == (0, 3)
+
+
+@pytest.fixture
+def cli_table(warehouse: Path, tmp_path: Path) -> tuple[str, Path]:
+    tbl = _table(warehouse, False)
+    return tbl.uri, tmp_path
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["scan", "{uri}", "--limit", "-5"], "'-5' is not a whole number >= 0"),
+        (["snapshots", "{uri}", "--live-rows", "-1"], "'-1' is not a whole number >= 0"),
+        (["tail", "{uri}", "--max-plans", "-1"], "'-1' is not a whole number >= 0"),
+        (["tail", "{uri}", "--timeout", "-1"], "'-1' is not a number of seconds >= 0"),
+    ],
+)
+def test_cli_refuses_negative_counts(
+    cli_table: tuple[str, Path], argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    uri, _ = cli_table
+    with pytest.raises(SystemExit) as info:
+        main([a.format(uri=uri) for a in argv])
+    assert info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("content", "flags", "message"),
+    [
+        ("id,v\n1,a\n", ["--partition-by", "v"], "--partition-by: only with --create"),
+        ("id,v\n1,a\n", ["--buckets", "0"], "--buckets: only with --create"),
+        ("id,v\n1,a\nx,b\n", [], "cannot read"),
+    ],
+)
+def test_cli_write_refuses_and_commits_nothing(
+    cli_table: tuple[str, Path],
+    content: str,
+    flags: list[str],
+    message: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    uri, tmp_path = cli_table
+    csv = tmp_path / "rows.csv"
+    csv.write_text(content)
+    before = _files(uri)
+    assert main(["write", uri, str(csv), *flags]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert _files(uri) == before
+
+
+def test_python_dash_m_raylake_runs_the_command() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "raylake", "--version"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("raylake ")
