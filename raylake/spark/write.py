@@ -38,6 +38,7 @@ from raylake.spark.credentials import broadcast_credentials, destroy, install_cr
 from raylake.spark.session import check_dataframe
 from raylake.spark.types import arrow_schema_of
 from raylake.table import CommitMessage, Table
+from raylake.table.aborted import abort_messages
 from raylake.table.catalog import open_or_create_table
 from raylake.table.conform import check_schema
 from raylake.table.evolve import (
@@ -48,7 +49,7 @@ from raylake.table.evolve import (
 )
 from raylake.table.kind import kind_of
 from raylake.table.table import create_writer
-from raylake.table.writer import DATA_DIR, abort_messages, writing
+from raylake.table.writer import DATA_DIR, writing
 
 logger = logging.getLogger(__name__)
 

@@ -27,6 +27,7 @@ from raylake.format.schema_files import schema_ids as schema_ids  # their home b
 from raylake.format.schema_files import schema_path as schema_path
 from raylake.format.snapshot import Snapshot, SnapshotManager
 from raylake.io import FileIO
+from raylake.table.aborted import abort_messages, check_not_aborted
 from raylake.table.args import file_prefix_arg, is_int, properties_arg, snapshot_id_arg
 from raylake.table.changes_scan import ChangesScan, changes_scan
 from raylake.table.commit import CommitRequest, Committer, check_partition_filter
@@ -41,7 +42,7 @@ from raylake.table.maintenance import (
     remove_orphan_files,
 )
 from raylake.table.table_reads import TableReads
-from raylake.table.writer import CommitMessage, TableWriter, abort_messages, writing
+from raylake.table.writer import CommitMessage, TableWriter, writing
 
 if TYPE_CHECKING:
     from raylake.streaming.reader import StreamReader
@@ -149,32 +150,35 @@ class Table(TableReads):
         """Commit the messages of one or many writers as one snapshot.
 
         If the commit fails, the files named by the messages are deleted: nothing is
-        left half-written. Messages that add and remove nothing make no snapshot
-        (the latest one is returned, None for a table without snapshots) unless
-        ``allow_empty=True``; an overwrite always commits (it empties what it replaces).
-        See docs/decisions.md.
+        left half-written, and committing the same messages again is refused. A call
+        refused for its arguments (a wrong ``mode``, ``properties``, ...) touches
+        nothing: correct it and commit the same messages. Messages that add and remove
+        nothing make no snapshot (the latest one is returned, None for a table without
+        snapshots) unless ``allow_empty=True``; an overwrite always commits (it empties
+        what it replaces). See docs/decisions.md.
         """
-        messages = _messages_arg(self.file_io, messages)
-        try:  # bad arguments fail the commit too, and must not leave the files behind
-            _check_commit_args(mode, base_snapshot_id, commit_user, commit_identifier)
-            properties = properties_arg(properties)
-            allow_empty = check_flag("allow_empty", allow_empty)
-            if mode != "overwrite" and not allow_empty and all(m.is_empty for m in messages):
-                return self.latest_snapshot()
-            overwrite: Expr | None = None
-            if mode == "overwrite":
-                overwrite = AlwaysTrue() if overwrite_filter is None else as_expr(overwrite_filter)
-            elif overwrite_filter is not None:
-                raise UnsupportedOperationError("overwrite_filter applies only to mode='overwrite'")
-            request = CommitRequest(
-                messages=messages,
-                kind="OVERWRITE" if overwrite is not None else "APPEND",
-                overwrite=overwrite,
-                base_snapshot_id=base_snapshot_id,
-                commit_user=commit_user,
-                commit_identifier=commit_identifier,
-                properties=properties,
-            )
+        messages = _messages_arg(messages)
+        _check_commit_args(mode, base_snapshot_id, commit_user, commit_identifier)
+        properties = properties_arg(properties)
+        allow_empty = check_flag("allow_empty", allow_empty)
+        overwrite: Expr | None = None
+        if mode == "overwrite":
+            overwrite = AlwaysTrue() if overwrite_filter is None else as_expr(overwrite_filter)
+        elif overwrite_filter is not None:
+            raise UnsupportedOperationError("overwrite_filter applies only to mode='overwrite'")
+        check_not_aborted(messages)
+        if mode != "overwrite" and not allow_empty and all(m.is_empty for m in messages):
+            return self.latest_snapshot()
+        request = CommitRequest(
+            messages=messages,
+            kind="OVERWRITE" if overwrite is not None else "APPEND",
+            overwrite=overwrite,
+            base_snapshot_id=base_snapshot_id,
+            commit_user=commit_user,
+            commit_identifier=commit_identifier,
+            properties=properties,
+        )
+        try:
             snap = Committer(self.file_io, self.table_schema).commit(request)
         except BaseException:
             abort_messages(self.file_io, messages)
@@ -225,14 +229,18 @@ class Table(TableReads):
             if overwrite_filter is not None and mode == "overwrite":
                 _check_rows_inside(writer, self.table_schema, as_expr(overwrite_filter))
             messages = writer.prepare_commit()
-        return self.commit(
-            messages,
-            mode=mode,
-            overwrite_filter=overwrite_filter,
-            base_snapshot_id=base,
-            properties=properties,
-            allow_empty=allow_empty,
-        )
+        try:
+            return self.commit(
+                messages,
+                mode=mode,
+                overwrite_filter=overwrite_filter,
+                base_snapshot_id=base,
+                properties=properties,
+                allow_empty=allow_empty,
+            )
+        except BaseException:  # the messages are ours alone: nobody can commit them again
+            abort_messages(self.file_io, messages)
+            raise
 
     # -- primary-key tables (docs/primary-keys.md) --------------------------------------
 
@@ -396,14 +404,12 @@ def _check_rows_inside(writer: Any, ts: TableSchema, expr: Expr) -> None:
 WRITE_MODES = ("append", "overwrite", "upsert")
 
 
-def _messages_arg(file_io: FileIO, messages: Any) -> list[CommitMessage]:
-    """A list of the writers' CommitMessages. Anything else is refused, and the files of
-    the messages it holds are deleted, as a failed commit's are."""
+def _messages_arg(messages: Any) -> list[CommitMessage]:
+    """A list of the writers' CommitMessages; anything else is refused, and the files of
+    the messages it holds are left as they are, to be committed by a corrected call."""
     listed = isinstance(messages, Sequence | set) and not isinstance(messages, str)
     if listed and all(isinstance(m, CommitMessage) for m in messages):
         return list(messages)
-    held = [m for m in (messages if listed else [messages]) if isinstance(m, CommitMessage)]
-    abort_messages(file_io, held)
     raise InvalidArgumentError(
         "messages", messages, "a list of CommitMessage (what prepare_commit() returns)"
     )

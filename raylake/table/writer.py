@@ -12,7 +12,7 @@ import logging
 import os
 import threading
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
@@ -386,12 +386,6 @@ def writing(writer: W) -> Iterator[W]:
     except BaseException:
         writer.abort()
         raise
-
-
-def abort_messages(file_io: FileIO, messages: Iterable[CommitMessage]) -> None:
-    """Delete the files of commit messages that will never be committed."""
-    paths = [f.path for m in messages for f in (*m.new_files, *m.changelog_files)]
-    file_io.delete_quietly(paths)
 
 
 def column_codecs(first: pa.Table, schema: pa.Schema, codec: str) -> str | dict[str, str] | None:

@@ -17,7 +17,13 @@ import pytest
 
 import raylake
 from raylake.cli import main
-from raylake.errors import InvalidArgumentError, InvalidOptionError, SchemaError
+from raylake.errors import (
+    CommitConflictError,
+    CommitFailedError,
+    InvalidArgumentError,
+    InvalidOptionError,
+    SchemaError,
+)
 from raylake.table import table_exists
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
@@ -38,18 +44,6 @@ def _table(warehouse: Path, primary_key: bool) -> raylake.Table:
     return tbl
 
 
-def _commit(shape: Callable[[list[Any]], Any] = list, **kwargs: Any) -> Call:
-    """Write a data file with a writer, then commit its messages (``shape``d) with
-    ``kwargs``; a refused commit deletes the file."""
-
-    def call(tbl: raylake.Table, _: str) -> Any:
-        writer = tbl.new_writer()
-        writer.write(ROWS)
-        return tbl.commit(shape(writer.prepare_commit()), **kwargs)
-
-    return call
-
-
 def _schema_change(change: Callable[[Any], Any]) -> Call:
     def call(tbl: raylake.Table, _: str) -> Any:
         with tbl.update_schema() as update:
@@ -67,24 +61,7 @@ EMPTY = ROWS.slice(0, 0)
 
 # (id, primary-key table?, call, error, words the message must hold)
 CASES: list[tuple[str, bool, Call, type[Exception], str]] = [
-    # Table.commit: a str commit_identifier used to be written and break the table.
-    ("commit-identifier-str", False, _commit(commit_identifier="x"), InvalidArgumentError,
-     "commit_identifier must be an int"),
-    ("commit-mode-case", False, _commit(mode="Append"), InvalidArgumentError,
-     "mode must be one of ['append', 'overwrite', 'upsert']"),
-    ("commit-base-str", False, _commit(base_snapshot_id="2"), InvalidArgumentError,
-     "base_snapshot_id must be a snapshot id"),
-    ("commit-user-int", False, _commit(commit_user=5), InvalidArgumentError,
-     "commit_user must be a string"),
-    ("commit-properties-list", False, _commit(properties=[1]), InvalidArgumentError,
-     "properties must be a mapping of str to str"),
-    ("commit-properties-int-value", False, _commit(properties={"n": 1}), InvalidArgumentError,
-     "properties must be a mapping of str to str"),
-    ("commit-allow-empty-str", False, _commit(allow_empty="no"), InvalidArgumentError,
-     "allow_empty must be True or False"),
     ("commit-no-list", False, lambda t, _: t.commit(None), InvalidArgumentError,
-     "messages must be a list of CommitMessage"),
-    ("commit-one-message", False, _commit(lambda messages: messages[0]), InvalidArgumentError,
      "messages must be a list of CommitMessage"),
     ("commit-not-messages", False, lambda t, _: t.commit(["x"]), InvalidArgumentError,
      "messages must be a list of CommitMessage"),
@@ -175,6 +152,64 @@ def test_refused_at_the_call_and_nothing_written(
     reopened = raylake.open_table(tbl.uri)  # and the table still loads
     assert [s.id for s in reopened.snapshots()] == [1, 2]
     assert reopened.schema == schema
+
+
+# (id, how the messages are passed, keywords, words the message must hold)
+COMMIT_CASES: list[tuple[str, Callable[[list[Any]], Any], dict[str, Any], str]] = [
+    # A str commit_identifier used to be written, and the table then failed to load.
+    ("identifier-str", list, {"commit_identifier": "x"}, "commit_identifier must be an int"),
+    ("mode-case", list, {"mode": "Append"},
+     "mode must be one of ['append', 'overwrite', 'upsert']"),
+    ("base-str", list, {"base_snapshot_id": "2"}, "base_snapshot_id must be a snapshot id"),
+    ("user-int", list, {"commit_user": 5}, "commit_user must be a string"),
+    ("properties-list", list, {"properties": [1]}, "properties must be a mapping of str to str"),
+    ("properties-int-value", list, {"properties": {"n": 1}},
+     "properties must be a mapping of str to str"),
+    ("allow-empty-str", list, {"allow_empty": "no"}, "allow_empty must be True or False"),
+    ("filter-without-overwrite", list, {"overwrite_filter": "id = 1"},
+     "overwrite_filter applies only to mode='overwrite'"),
+    ("one-message", lambda messages: messages[0], {}, "messages must be a list of CommitMessage"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("shape", "kwargs", "message"), [pytest.param(*c[1:], id=c[0]) for c in COMMIT_CASES]
+)
+def test_a_commit_refused_for_its_arguments_touches_nothing_and_its_messages_still_commit(
+    warehouse: Path, shape: Callable[[list[Any]], Any], kwargs: dict[str, Any], message: str
+) -> None:
+    """After a long distributed write, a typo in the commit's keywords must not cost the
+    data: the refusal writes and deletes nothing, and the corrected call commits it."""
+    tbl = _table(warehouse, False)
+    writer = tbl.new_writer()
+    writer.write(ROWS)
+    messages = writer.prepare_commit()
+    before = _files(tbl.uri)
+    with pytest.raises(Exception) as info:
+        tbl.commit(shape(messages), **kwargs)
+    assert message in str(info.value)
+    assert _files(tbl.uri) == before  # no snapshot; the written data file is still there
+    tbl.commit(messages)
+    assert sorted(raylake.open_table(tbl.uri).to_arrow()["id"].to_pylist()) == [1, 2, 3, 9]
+
+
+def test_the_messages_of_a_failed_commit_are_refused_if_committed_again(
+    warehouse: Path,
+) -> None:
+    """A failed commit deletes its messages' files; committing the same messages again
+    used to make a snapshot of missing files, and every later read of the table failed."""
+    tbl = _table(warehouse, False)
+    writer = tbl.new_writer()
+    writer.write(ROWS)
+    messages = writer.prepare_commit()
+    tbl.write(ROWS)  # snapshot 3 appends after the writer's base, snapshot 2
+    with pytest.raises(CommitConflictError):
+        tbl.commit(messages, mode="overwrite", base_snapshot_id=2)
+    with pytest.raises(CommitFailedError, match="deleted when an earlier commit of them failed"):
+        tbl.commit(messages)
+    reopened = raylake.open_table(tbl.uri)
+    assert [s.id for s in reopened.snapshots()] == [1, 2, 3]
+    assert sorted(reopened.to_arrow()["id"].to_pylist()) == [1, 2, 3, 9]
 
 
 def test_no_columns_reads_the_row_count(warehouse: Path) -> None:

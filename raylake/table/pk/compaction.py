@@ -30,12 +30,13 @@ from raylake.format.schema import TableSchema
 from raylake.format.snapshot import Snapshot, SnapshotManager
 from raylake.io import FileIO
 from raylake.progress import track
+from raylake.table.aborted import abort_messages
 from raylake.table.commit import CommitRequest, Committer
 from raylake.table.pk.engines import merge
 from raylake.table.pk.read import overlap_sections, read_file
 from raylake.table.pk.schema import KIND, LEVEL_TOP, SEQ, MergeSpec
 from raylake.table.pk.write import KeyedFileWriter
-from raylake.table.writer import CommitMessage, abort_messages, writing
+from raylake.table.writer import CommitMessage, writing
 
 logger = logging.getLogger(__name__)
 
