@@ -164,6 +164,7 @@ class Table(TableReads):
         overwrite: Expr | None = None
         if mode == "overwrite":
             overwrite = AlwaysTrue() if overwrite_filter is None else as_expr(overwrite_filter)
+            check_partition_filter(overwrite, self.table_schema)
         elif overwrite_filter is not None:
             raise UnsupportedOperationError("overwrite_filter applies only to mode='overwrite'")
         check_not_aborted(messages)

@@ -132,17 +132,26 @@ def test_overwrite_filter_on_an_unpartitioned_table(tmp_path: Path) -> None:
     assert ids(t) == [5]
 
 
-def test_commit_overwrite_filter_errors_delete_the_files(tbl: Table) -> None:
+def test_commit_overwrite_filter_errors_keep_the_files_for_the_corrected_commit(
+    tbl: Table,
+) -> None:
+    """A bad overwrite filter is an argument error: nothing is committed or deleted, and
+    the same messages commit once the call is corrected (docs/decisions.md)."""
+    messages = prepare(tbl, rows(500, 2))
+    written = data_files_on_disk(tbl) - live_data_files(tbl)
+    assert written
     for kwargs, error in [
         ({"overwrite_filter": "dt = 'a'"}, UnsupportedOperationError),  # mode append
         ({"mode": "overwrite", "overwrite_filter": "id = 1"}, FilterError),
         ({"mode": "overwrite", "overwrite_filter": "dt = ("}, FilterError),
     ]:
-        messages = prepare(tbl, rows(500, 2))
         with pytest.raises(error):
             tbl.commit(messages, **kwargs)  # type: ignore[arg-type]
-        assert data_files_on_disk(tbl) == live_data_files(tbl)
-    assert tbl.latest_snapshot().id == 3  # type: ignore[union-attr]
+        assert tbl.latest_snapshot().id == 3  # type: ignore[union-attr]
+        assert data_files_on_disk(tbl) - live_data_files(tbl) == written
+    tbl.commit(messages)
+    assert data_files_on_disk(tbl) == live_data_files(tbl)
+    assert tbl.latest_snapshot().id == 4  # type: ignore[union-attr]
 
 
 # -- conflicts ----------------------------------------------------------------------------
