@@ -207,8 +207,9 @@ def from_pandas(
         tbl = open_table(uri, storage_options=storage_options)
     else:
         ts = _new_table_schema(pa_table.schema, partition_by, primary_key, buckets, options)
-        # Rows the new table would refuse (nulls in a key) fail before it is created.
-        conform(pa_table, ts.arrow_schema)
+        # Rows the new table would refuse (nulls in a key) fail before it is created;
+        # the write then finds them conformed.
+        pa_table = conform(pa_table, ts.arrow_schema)
         tbl = _create(uri_arg(uri), ts, storage_options, exist_ok=False)
     write_mode: Literal["overwrite"] | None = "overwrite" if mode == "overwrite" else None
     tbl.write(pa_table, mode=write_mode)

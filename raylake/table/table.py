@@ -406,9 +406,11 @@ WRITE_MODES = ("append", "overwrite", "upsert")
 
 
 def _messages_arg(messages: Any) -> list[CommitMessage]:
-    """A list of the writers' CommitMessages; anything else is refused, and the files of
-    the messages it holds are left as they are, to be committed by a corrected call."""
-    listed = isinstance(messages, Sequence | set) and not isinstance(messages, str)
+    """A list of the writers' CommitMessages, in the order they commit (a key's upserts
+    in a later message win, so a set, whose order is arbitrary, is refused); anything
+    else is refused, and the files of the messages it holds are left as they are, to be
+    committed by a corrected call."""
+    listed = isinstance(messages, Sequence) and not isinstance(messages, str)
     if listed and all(isinstance(m, CommitMessage) for m in messages):
         return list(messages)
     raise InvalidArgumentError(

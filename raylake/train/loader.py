@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from raylake.arguments import check_count, check_flag
 from raylake.errors import ResumeStateError
-from raylake.train.arguments import check_count, check_flag
 from raylake.train.convert import Converter
 from raylake.train.prefetch import DEFAULT_BYTES, DEFAULT_PIECES
 from raylake.train.sharding import Division, EpochOrder, Intervals, normalize, size

@@ -32,7 +32,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Generic, TypeVar
 
-from raylake.train.arguments import check_count
+from raylake.arguments import check_count
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -42,6 +42,12 @@ DEFAULT_BYTES = 256 << 20  # estimated in-memory bytes of the pieces in flight
 DEFAULT_BATCHES = 2  # batches prepared ahead of the trainer
 
 _ITEM, _ERROR, _DONE = 0, 1, 2
+
+
+def check_loader_threads(value: object) -> int:
+    """``loader_threads``: None or 0 for no cap (pyarrow decodes on its process-wide pool),
+    else the cap."""
+    return 0 if value is None else check_count("loader_threads", value)
 
 
 class CpuSlots:

@@ -12,8 +12,8 @@ import itertools
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from raylake.arguments import check_count, check_flag
 from raylake.errors import InvalidArgumentError
-from raylake.train.arguments import check_count, check_flag
 from raylake.train.convert import FillNull
 from raylake.train.stream import Block, cut
 from raylake.train.torch import TensorBatches, torch_spec

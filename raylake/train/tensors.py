@@ -9,9 +9,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from raylake.arguments import check_callable
+from raylake.arguments import check_callable, check_count
 from raylake.errors import UnsupportedOperationError
-from raylake.train.arguments import check_count
 from raylake.train.convert import FEATURES, FillNull, Layout
 from raylake.train.device import DeviceCopy
 from raylake.train.loader import Feed, Transform

@@ -167,11 +167,12 @@ def _tensorflow() -> Any:
 def _tf_dtype(tf: Any, dtype: Any) -> Any:
     """``dtype`` as a TensorFlow dtype (``tf.float32``, ``np.float32`` or ``"float32"``);
     an int is refused, though ``tf.as_dtype`` takes one as an enum value (5 is int16)."""
+    refused = InvalidArgumentError(
+        "dtype", dtype, "a TensorFlow or numpy dtype (tf.float32, np.float32, 'float32')"
+    )
+    if isinstance(dtype, int):
+        raise refused
     try:
-        if isinstance(dtype, int):
-            raise TypeError(dtype)
         return tf.as_dtype(dtype)
     except TypeError:
-        raise InvalidArgumentError(
-            "dtype", dtype, "a TensorFlow or numpy dtype (tf.float32, np.float32, 'float32')"
-        ) from None
+        raise refused from None

@@ -16,12 +16,12 @@ from typing import Any
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
+from raylake.arguments import check_count
 from raylake.expr import Expr
 from raylake.table import Table
-from raylake.train.arguments import check_count, check_loader_threads
 from raylake.train.convert import FillNull
 from raylake.train.loader import Epochs, ShardedLoader, Transform
-from raylake.train.prefetch import DEFAULT_BATCHES, DEFAULT_PIECES
+from raylake.train.prefetch import DEFAULT_BATCHES, DEFAULT_PIECES, check_loader_threads
 from raylake.train.setup import DEFAULT_SHUFFLE_WINDOW, TableRows, check_rank, open_source
 from raylake.train.tensors import TensorBatches, distributed, torch_spec
 from raylake.train.workers import WorkerPasses

@@ -9,10 +9,10 @@ from typing import Any
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
+from raylake.arguments import check_count, check_flag
 from raylake.errors import ResumeStateError
 from raylake.expr import Expr
 from raylake.table import Table
-from raylake.train.arguments import check_count, check_flag
 from raylake.train.continual import ContinualConfig, ContinualReader, check_resume_state
 from raylake.train.convert import FillNull
 from raylake.train.loader import Transform

@@ -169,6 +169,8 @@ COMMIT_CASES: list[tuple[str, Callable[[list[Any]], Any], dict[str, Any], str]] 
     ("filter-without-overwrite", list, {"overwrite_filter": "id = 1"},
      "overwrite_filter applies only to mode='overwrite'"),
     ("one-message", lambda messages: messages[0], {}, "messages must be a list of CommitMessage"),
+    # A set has no order, and a key's upserts in a later message win.
+    ("set-of-messages", set, {}, "messages must be a list of CommitMessage"),
 ]  # fmt: skip
 
 

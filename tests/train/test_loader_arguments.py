@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from raylake.arguments import check_count, check_flag
 from raylake.errors import InvalidArgumentError
-from raylake.train.arguments import check_count, check_flag
 from raylake.train.ray import iter_torch_batches
 from raylake.train.torch import LakeIterableDataset, LakeStreamDataset
 
