@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 WAREHOUSE ?= ./warehouse
 
-.PHONY: install constraints demo test test-fast test-lowest lint bench clean paimon-env paimon-fixtures
+.PHONY: install constraints constraints-newest demo test test-fast test-lowest test-newest lint bench clean paimon-env paimon-fixtures
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -46,24 +46,61 @@ test: install lint
 	if [ $$rc -eq 5 ]; then echo "pytest ran no tests" >&2; exit 1; fi; exit $$rc
 
 test-fast: install
-	$(PY) -m pytest tests -m "not ray and not spark and not slow"
+	$(PY) -m pytest tests -m "$(FAST)"
 
-# The lower ends of the ranges (docs/dependencies.md): the core and the s3, duckdb, polars
-# and paimon extras at the lowest versions pyproject.toml allows, in an environment of their
-# own; torch at its pin (older torch wheels on this index are CUDA builds of several GB).
-# Ray, Spark and TensorFlow are not installed there: Ray Data 2.60 itself needs pyarrow>=17.
+# pytest -m for the legs that run only the fast tests (no Ray, no Spark, nothing slow).
+FAST := not ray and not spark and not slow and not multinode
+
+# The oldest Python raylake supports with the lower ends of the ranges (docs/dependencies.md):
+# the core and the s3, duckdb, polars and paimon extras at the lowest versions pyproject.toml
+# allows, in an environment of their own; torch at its pin. Ray, Spark and TensorFlow are not
+# installed there: Ray Data 2.60 itself needs pyarrow>=17.
+# pyenv's interpreter where there is one (its python3.10 shim fails unless 3.10 is selected).
+LOWEST_PYTHON ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.10.*/bin/python3) python3.10)
 LOWEST_VENV ?= .venv-lowest
 LOWEST_PY := $(LOWEST_VENV)/bin/python
 
 $(LOWEST_VENV)/.installed: pyproject.toml constraints-lowest.txt
-	$(PYTHON) -m venv $(LOWEST_VENV)
+	rm -rf $(LOWEST_VENV)
+	$(LOWEST_PYTHON) -m venv $(LOWEST_VENV)
 	$(LOWEST_PY) -m pip install --upgrade pip setuptools wheel
 	$(LOWEST_PY) -m pip install -c constraints-lowest.txt "torch==2.13.0"
 	$(LOWEST_PY) -m pip install -c constraints-lowest.txt -e ".[torch,s3,duckdb,polars,paimon,test]"
 	touch $@
 
 test-lowest: $(LOWEST_VENV)/.installed
-	$(LOWEST_PY) -m pytest tests -m "not ray and not spark and not multinode"
+	$(LOWEST_PY) -m pytest tests -m "$(FAST)"
+
+# The newest Python raylake supports with the newest release of every dependency (pandas 3
+# included), pinned in constraints-newest.txt; `make constraints-newest` refreshes the pins
+# from a new environment that pip resolves without them. Spark is left out: pyspark is a
+# source distribution of 300 MB and its tests are not fast tests.
+NEWEST_PYTHON ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.13.*/bin/python3) python3.13)
+NEWEST_VENV ?= .venv-newest
+NEWEST_PY := $(NEWEST_VENV)/bin/python
+NEWEST_EXTRAS := ray,s3,torch,duckdb,polars,paimon,tf-cpu,test
+
+$(NEWEST_VENV)/.installed: pyproject.toml constraints-newest.txt
+	rm -rf $(NEWEST_VENV)
+	$(NEWEST_PYTHON) -m venv $(NEWEST_VENV)
+	$(NEWEST_PY) -m pip install --upgrade pip
+	$(NEWEST_PY) -m pip install -c constraints-newest.txt -e ".[$(NEWEST_EXTRAS)]"
+	touch $@
+
+test-newest: $(NEWEST_VENV)/.installed
+	$(NEWEST_PY) -m pytest tests -m "$(FAST)"
+
+constraints-newest:
+	rm -rf $(NEWEST_VENV).refresh
+	$(NEWEST_PYTHON) -m venv $(NEWEST_VENV).refresh
+	$(NEWEST_VENV).refresh/bin/python -m pip install --upgrade pip
+	$(NEWEST_VENV).refresh/bin/python -m pip install -e ".[$(NEWEST_EXTRAS)]"
+	{ echo "# The newest release of each dependency on $(NEWEST_PYTHON), written by"; \
+	  echo "# make constraints-newest (docs/dependencies.md); make test-newest installs these."; \
+	  $(NEWEST_VENV).refresh/bin/python -m pip freeze --exclude-editable | grep -v -i '^raylake[= ]' \
+	    | sed -E 's/^([A-Za-z0-9_.-]+==[^+ ]+)\+[^ ]*$$/\1/'; } > constraints-newest.txt.new
+	mv constraints-newest.txt.new constraints-newest.txt
+	rm -rf $(NEWEST_VENV).refresh
 
 bench: install
 	$(PY) bench/scan.py
@@ -94,4 +131,4 @@ paimon-fixtures: paimon-env
 	$(PAIMON_PY) tests/paimon/fixtures/generate.py
 
 clean:
-	rm -rf $(VENV) $(PAIMON_VENV) $(LOWEST_VENV) $(WAREHOUSE) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(PAIMON_VENV) $(LOWEST_VENV) $(NEWEST_VENV) $(WAREHOUSE) .pytest_cache .mypy_cache .ruff_cache

@@ -12,13 +12,14 @@ ids, column lists, URIs) are in raylake/table/args.py."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any, TypeVar
 
-from raylake.errors import InvalidArgumentError
+from raylake.errors import InvalidArgumentError, UnknownKeywordError
 
 T = TypeVar("T")
 M = TypeVar("M", bound=Mapping[str, Any])
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def is_number(value: object) -> bool:
@@ -73,3 +74,30 @@ def check_callable(name: str, value: T) -> T:
     if value is not None and not callable(value):
         raise InvalidArgumentError(name, value, "a callable or None")
     return value
+
+
+def check_keywords(where: str, given: Iterable[str], valid: Collection[str]) -> None:
+    """Refuse the first keyword of ``given`` not in ``valid`` (:class:`UnknownKeywordError`,
+    naming the closest valid one): a keyword passed on unchecked would be ignored."""
+    for keyword in given:
+        if keyword not in valid:
+            raise UnknownKeywordError(where, keyword, valid)
+
+
+def refuse_unknown_keywords(function: F) -> F:
+    """``function`` refusing a keyword its signature lacks with :class:`UnknownKeywordError`
+    (naming the closest one), where Python would raise a bare TypeError."""
+    import functools
+    import inspect
+
+    params = inspect.signature(function).parameters.values()
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        raise TypeError(f"{function.__name__} takes **kwargs: check them with check_keywords")
+    valid = frozenset(p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD))
+
+    @functools.wraps(function)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        check_keywords(function.__name__, kwargs, valid - {"self"})
+        return function(*args, **kwargs)
+
+    return checked  # type: ignore[return-value]

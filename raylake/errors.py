@@ -7,6 +7,8 @@ callers can react without parsing messages.
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Collection
 from typing import Any
 
 
@@ -71,10 +73,18 @@ class SchemaMismatchError(SchemaError):
 class NullConstraintError(SchemaError):
     """Nulls were written to a non-nullable column (or a primary-key column)."""
 
-    def __init__(self, column: str, null_count: int) -> None:
-        super().__init__(
-            f"column {column!r} is not nullable but the data has {null_count} null value(s)"
-        )
+    def __init__(self, column: str, null_count: int, *, key: bool = False) -> None:
+        if key:  # a pandas integer key with a missing value arrives as a float column
+            message = (
+                f"primary-key column {column!r} cannot hold nulls but the data has "
+                f"{null_count} null value(s) in it"
+            )
+        else:
+            message = (
+                f"column {column!r} is not nullable but the data has {null_count} null value(s)"
+            )
+        super().__init__(message)
+        self.key = key
         self.column = column
         self.null_count = null_count
 
@@ -134,6 +144,23 @@ class InvalidArgumentError(RaylakeError, TypeError, ValueError):
         super().__init__(f"{name} must be {expected}, got {type(value).__name__} {shown}")
         self.name = name
         self.value = value
+
+
+class UnknownKeywordError(InvalidArgumentError):
+    """A call got a keyword it does not take (a typo, ``colums=``): refused rather than
+    ignored or passed on, with the closest keyword it does take."""
+
+    def __init__(self, where: str, keyword: str, valid: Collection[str]) -> None:
+        close = difflib.get_close_matches(keyword, list(valid), n=1, cutoff=0.5)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        Exception.__init__(
+            self,
+            f"{where}() got an unknown keyword {keyword!r}{hint} "
+            f"(it takes {', '.join(sorted(valid))})",
+        )
+        self.name = keyword
+        self.value = keyword
+        self.closest = close[0] if close else None
 
 
 class UnknownColumnError(RaylakeError, KeyError):

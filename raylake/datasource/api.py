@@ -9,7 +9,12 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import ray.data
 
-from raylake.arguments import check_mapping, check_optional_count
+from raylake.arguments import (
+    check_keywords,
+    check_mapping,
+    check_optional_count,
+    refuse_unknown_keywords,
+)
 from raylake.datasource._ray_compat import READ_TASK_PARAMETERS
 from raylake.datasource.datasink import LakeDatasink, SinkMode
 from raylake.datasource.datasource import FilterLike, LakeDatasource
@@ -48,8 +53,10 @@ def read_lake(
     """A Ray Dataset over a raylake table (one pinned snapshot); see :class:`LakeDatasource`.
 
     ``override_num_blocks`` caps the number of read tasks (each reads whole splits);
-    other keyword arguments go to ``ray.data.read_datasource``.
+    other keyword arguments go to ``ray.data.read_datasource`` if it names them (``num_cpus``,
+    ``concurrency``, ...). Any other keyword (``colums=``) is refused, naming the closest.
     """
+    check_keywords("read_lake", read_args, _read_lake_keywords())
     check_optional_count("override_num_blocks", override_num_blocks)
     source = LakeDatasource(
         uri,
@@ -65,6 +72,19 @@ def read_lake(
         **read_task_options(ray_remote_args),
         **read_args,
     )
+
+
+@refuse_unknown_keywords
+def _read_lake_keywords() -> frozenset[str]:
+    """read_lake's own keywords and those ``ray.data.read_datasource`` names (not its
+    ``**read_args``, which LakeDatasource takes none of)."""
+    import inspect
+
+    own = inspect.signature(read_lake).parameters.values()
+    ray_params = inspect.signature(ray.data.read_datasource).parameters.values()
+    named = (p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) for p in ray_params)
+    passed = {p.name for p, ok in zip(ray_params, named) if ok} - {"datasource", "parallelism"}
+    return frozenset(passed | {p.name for p in own if p.kind is p.KEYWORD_ONLY})
 
 
 def write_lake(

@@ -7,9 +7,10 @@ from typing import Any, Literal, TypeAlias
 
 import pyarrow as pa
 
-from raylake.arguments import check_flag
+from raylake.arguments import check_flag, refuse_unknown_keywords
 from raylake.errors import (
     InvalidArgumentError,
+    NullConstraintError,
     SchemaError,
     TableAlreadyExistsError,
     TableNotFoundError,
@@ -21,11 +22,13 @@ from raylake.io import FileIO
 from raylake.io.credentials import OptionsLike
 from raylake.table.args import uri_arg
 from raylake.table.commit import check_commit_safety
-from raylake.table.conform import conform, pandas_to_arrow
+from raylake.table.conform import conform
 from raylake.table.kind import kind_of
+from raylake.table.pandas_types import pandas_to_arrow, with_index_columns
 from raylake.table.table import Table
 
 
+@refuse_unknown_keywords
 def create_table(
     uri: str,
     schema: pa.Schema,
@@ -92,6 +95,7 @@ def _create(
     return Table(file_io, ts)
 
 
+@refuse_unknown_keywords
 def open_table(uri: str, *, storage_options: OptionsLike | None = None) -> Table:
     """Open the table at ``uri``; raise TableNotFoundError if there is none."""
     file_io = FileIO(uri_arg(uri), storage_options)
@@ -109,6 +113,7 @@ def _is_paimon(file_io: FileIO) -> bool:
     return not schema_ids(file_io) and is_paimon_table(file_io)
 
 
+@refuse_unknown_keywords
 def table_exists(uri: str, *, storage_options: OptionsLike | None = None) -> bool:
     """Whether a table (raylake's, or a Paimon table raylake reads) exists at ``uri``."""
     file_io = FileIO(uri_arg(uri), storage_options)
@@ -175,6 +180,7 @@ def table_columns(schema: pa.Schema) -> pa.Schema:
 SchemaSpec: TypeAlias = pa.Schema | Sequence[str] | Sequence[pa.DataType] | None
 
 
+@refuse_unknown_keywords
 def from_pandas(
     df: Any,
     uri: str,
@@ -194,6 +200,12 @@ def from_pandas(
     position, types inferred, as in ``spark.createDataFrame(pdf, ["a", "b"])``), or a
     list of pyarrow types (names from the DataFrame). ``mode`` says what to do when
     a table already exists: raise (``"error"``), append, or overwrite.
+
+    The index follows pyarrow's ``preserve_index`` convention for named indexes: each
+    named level becomes a column, before the others (``df.groupby("user").sum()`` keeps
+    ``user``); an unnamed index (a default ``RangeIndex``, or what a filter left of one) is
+    row numbering and is not stored. Inferred types are the same with pandas 2 and 3:
+    strings are ``string``, times ``timestamp[ns]`` (docs/pandas.md).
     """
     if mode not in ("error", "append", "overwrite"):
         raise UnsupportedOperationError(
@@ -206,6 +218,7 @@ def from_pandas(
     if exists:
         tbl = open_table(uri, storage_options=storage_options)
     else:
+        _check_no_null_keys(pa_table, primary_key)
         ts = _new_table_schema(pa_table.schema, partition_by, primary_key, buckets, options)
         # Rows the new table would refuse (nulls in a key) fail before it is created;
         # the write then finds them conformed.
@@ -216,12 +229,23 @@ def from_pandas(
     return tbl
 
 
+def _check_no_null_keys(pa_table: pa.Table, primary_key: Sequence[str]) -> None:
+    """A null in a key column is the problem to name, before the type it gave the column
+    (pandas stores an integer column with a missing value as float64)."""
+    if isinstance(primary_key, str):
+        return  # refused by the schema checks, naming primary_key
+    for name in primary_key:
+        if name in pa_table.column_names and pa_table.column(name).null_count:
+            raise NullConstraintError(name, pa_table.column(name).null_count, key=True)
+
+
 def _arrow_from_pandas(df: Any, schema: SchemaSpec) -> pa.Table:
     import pandas as pd
 
     if not isinstance(df, pd.DataFrame):
         hint = " (Table.write takes Arrow data)" if isinstance(df, pa.Table) else ""
         raise InvalidArgumentError("df", df, f"a pandas DataFrame{hint}")
+    df = with_index_columns(df)
     columns = [str(c) for c in df.columns]
     if schema is None:
         return _converted(df)

@@ -10,12 +10,13 @@ else is a :class:`SchemaMismatchError` naming the column.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from typing import Any, TypeAlias
 
 import pyarrow as pa
 
 from raylake.errors import NullConstraintError, SchemaMismatchError
+from raylake.table.pandas_types import is_text, strings_normalized, with_index_columns
 
 ArrowData: TypeAlias = pa.Table | pa.RecordBatch
 
@@ -50,15 +51,19 @@ def _is_pandas(data: Any) -> bool:
     return type(data).__module__.startswith("pandas") and hasattr(data, "columns")
 
 
-def pandas_to_arrow(df: Any, schema: pa.Schema | None = None) -> pa.Table:
-    return pa.Table.from_pandas(df, schema=schema, preserve_index=False)
+def pandas_to_arrow(df: Any) -> pa.Table:
+    """A DataFrame to write: named index levels as columns, strings as ``string``
+    (raylake/table/pandas_types.py)."""
+    pa_table = pa.Table.from_pandas(with_index_columns(df), preserve_index=False)
+    return strings_normalized(pa_table)
 
 
-def conform(data: ArrowData, schema: pa.Schema) -> pa.Table:
-    """Reorder and safely cast ``data`` to ``schema``; check non-nullable columns."""
+def conform(data: ArrowData, schema: pa.Schema, keys: Collection[str] = ()) -> pa.Table:
+    """Reorder and safely cast ``data`` to ``schema``; check non-nullable columns (a null
+    in one of ``keys``, the primary key, is reported as such)."""
     _check_names(data.schema.names, schema.names)
     pa_table = data if isinstance(data, pa.Table) else pa.Table.from_batches([data])
-    columns = [_conform_column(pa_table.column(f.name), f) for f in schema]
+    columns = [_conform_column(pa_table.column(f.name), f, f.name in keys) for f in schema]
     return pa.Table.from_arrays(columns, schema=schema)
 
 
@@ -101,9 +106,13 @@ def _check_names(names: list[str], expected: list[str]) -> None:
         raise SchemaMismatchError(f"data has duplicate column(s) {dup}", column=dup[0])
 
 
-def _conform_column(column: pa.ChunkedArray, field: pa.Field) -> pa.ChunkedArray:
+def _conform_column(column: pa.ChunkedArray, field: pa.Field, key: bool) -> pa.ChunkedArray:
     if pa.types.is_dictionary(column.type):
         column = column.cast(column.type.value_type)
+    # Nulls first: a pandas integer column with a null arrives as double, and the null is
+    # the problem to name, not the type.
+    if not field.nullable and column.null_count:
+        raise NullConstraintError(field.name, column.null_count, key=key)
     if column.type != field.type:
         # A column without a value (empty, or all null) loses nothing in any cast pyarrow has.
         if column.null_count < len(column) and not _castable(column.type, field.type):
@@ -123,8 +132,6 @@ def _conform_column(column: pa.ChunkedArray, field: pa.Field) -> pa.ChunkedArray
                 expected=field.type,
                 actual=column.type,
             ) from exc
-    if not field.nullable and column.null_count:
-        raise NullConstraintError(field.name, column.null_count)
     return column
 
 
@@ -135,7 +142,7 @@ def _kind(dtype: pa.DataType) -> str:
         ("bool", t.is_boolean),
         ("number", lambda d: t.is_integer(d) or t.is_floating(d)),
         ("decimal", t.is_decimal),
-        ("text", lambda d: t.is_string(d) or t.is_large_string(d)),
+        ("text", is_text),
         ("bytes", lambda d: t.is_binary(d) or t.is_large_binary(d) or t.is_fixed_size_binary(d)),
         ("date", t.is_date),
         ("timestamp", t.is_timestamp),

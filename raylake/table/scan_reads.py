@@ -7,7 +7,7 @@ that reads them; everything a user reads is built on those two.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 import pyarrow as pa
@@ -38,8 +38,12 @@ class ScanReads:
     def to_arrow(self) -> pa.Table:
         return self.read_context().read_table(self.plan())
 
-    def to_pandas(self, **kwargs: Any) -> Any:
-        return self.to_arrow().to_pandas(**kwargs)
+    def to_pandas(self, *, types_mapper: Callable[[pa.DataType], Any] | None = None) -> Any:
+        """The rows as a DataFrame in the installed pandas' defaults, an integer column
+        holding nulls as ``Int64`` (docs/pandas.md); ``types_mapper`` is pyarrow's."""
+        from raylake.table.pandas_types import arrow_to_pandas
+
+        return arrow_to_pandas(self.to_arrow(), types_mapper)
 
     def to_arrow_reader(self) -> pa.RecordBatchReader:
         """The rows as a ``pyarrow.RecordBatchReader``, streamed in bounded memory.

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
 
 import pyarrow as pa
 
-from raylake.arguments import check_flag
+from raylake.arguments import check_flag, check_keywords, refuse_unknown_keywords
 from raylake.errors import (
     InvalidArgumentError,
     UnsupportedOperationError,
@@ -187,6 +187,7 @@ class Table(TableReads):
         self.kind.after_commit(self.file_io, messages)
         return snap
 
+    @refuse_unknown_keywords
     def write(
         self,
         data: Any,
@@ -255,6 +256,7 @@ class Table(TableReads):
         """
         return self.kind.delete(self, keys_or_filter)
 
+    @refuse_unknown_keywords
     def compact(self, *, full: bool = False) -> Snapshot | None:
         """Merge overlapping files of each bucket into sorted runs (a COMPACT snapshot).
 
@@ -276,6 +278,7 @@ class Table(TableReads):
             columns = list(self.scan(columns=columns).columns or ())
         return self.kind.read_changelog(self.file_io, self.snapshot(snapshot_id), columns)
 
+    @refuse_unknown_keywords
     def changes(
         self,
         start: int | datetime,
@@ -323,12 +326,18 @@ class Table(TableReads):
         :class:`raylake.streaming.StreamReader`. With ``consumer_id`` the reader resumes
         where ``checkpoint()`` left off, and expiration keeps what it still needs.
         """
+        import inspect
+
         from raylake.streaming.reader import StreamReader
 
+        check_keywords(
+            "stream", options, set(inspect.signature(StreamReader).parameters) - {"table"}
+        )
         return StreamReader(self, consumer_id=consumer_id, **options)
 
     # -- maintenance and consumers (docs/maintenance.md) --------------------------------
 
+    @refuse_unknown_keywords
     def expire_snapshots(
         self,
         *,
@@ -352,6 +361,7 @@ class Table(TableReads):
             dry_run=check_flag("dry_run", dry_run),
         )
 
+    @refuse_unknown_keywords
     def remove_orphan_files(
         self, *, older_than: OlderThan = DEFAULT_ORPHAN_AGE, dry_run: bool = False
     ) -> OrphanResult:

@@ -7,6 +7,7 @@ keywords that choose the rows (:class:`ScanArgs`); every other read method passe
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
@@ -14,11 +15,13 @@ from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, cast
 
 import pyarrow as pa
 
+from raylake.arguments import check_keywords, refuse_unknown_keywords
 from raylake.errors import InvalidArgumentError
 from raylake.expr import Expr
 from raylake.format.schema import TableSchema
 from raylake.io import FileIO
 from raylake.table.interop import register_duckdb, to_polars_frame
+from raylake.table.pandas_types import arrow_to_pandas
 from raylake.table.scan import TableScan
 from raylake.table.split import Split
 
@@ -39,14 +42,22 @@ class ScanArgs(TypedDict, total=False):
 
 def _keywords_of(scan: Callable[..., Any]) -> Callable[[F], F]:
     """Show ``scan``'s keywords in place of the method's ``**scan`` in its run-time
-    signature (``help()``, ``inspect.signature``); the type checker reads ``Unpack``."""
+    signature (``help()``, ``inspect.signature``); the type checker reads ``Unpack``. A
+    keyword neither takes is refused by name, with the closest one (UnknownKeywordError)."""
     keywords = [p for p in inspect.signature(scan).parameters.values() if p.kind is p.KEYWORD_ONLY]
 
     def show(method: F) -> F:
         sig = inspect.signature(method)
         params = [p for p in sig.parameters.values() if p.kind is not p.VAR_KEYWORD]
-        cast(Any, method).__signature__ = sig.replace(parameters=[*params, *keywords])
-        return method
+        valid = frozenset(p.name for p in [*params, *keywords] if p.name != "self")
+
+        @functools.wraps(method)
+        def checked(self: Any, *args: Any, **kwargs: Any) -> Any:
+            check_keywords(method.__name__, kwargs, valid)
+            return method(self, *args, **kwargs)
+
+        cast(Any, checked).__signature__ = sig.replace(parameters=[*params, *keywords])
+        return cast(F, checked)
 
     return show
 
@@ -57,6 +68,7 @@ class TableReads:
     file_io: FileIO
     table_schema: TableSchema
 
+    @refuse_unknown_keywords
     def scan(
         self,
         *,
@@ -88,9 +100,13 @@ class TableReads:
         return self.scan(**scan).to_arrow()
 
     @_keywords_of(scan)
-    def to_pandas(self, **scan: Unpack[ScanArgs]) -> Any:
-        """The rows as a ``pandas.DataFrame``; the keywords are :meth:`scan`'s."""
-        return self.to_arrow(**scan).to_pandas()
+    def to_pandas(
+        self, *, types_mapper: Callable[[pa.DataType], Any] | None = None, **scan: Unpack[ScanArgs]
+    ) -> Any:
+        """The rows as a ``pandas.DataFrame`` in the installed pandas' defaults, an integer
+        column holding nulls as ``Int64`` (docs/pandas.md); ``types_mapper`` is pyarrow's
+        (``pd.ArrowDtype``, ...); the other keywords are :meth:`scan`'s."""
+        return arrow_to_pandas(self.to_arrow(**scan), types_mapper)
 
     @_keywords_of(scan)
     def to_batches(self, **scan: Unpack[ScanArgs]) -> Iterator[pa.RecordBatch]:

@@ -200,7 +200,7 @@ def test_reads_and_changes_take_the_table_keywords() -> None:
     for name in ("scan", "to_arrow", "changes"):
         params = inspect.signature(getattr(tbl, name)).parameters
         assert {"columns", "filter"} <= set(params)
-        with pytest.raises(TypeError, match="unexpected keyword argument 'colums'"):
+        with pytest.raises(TypeError, match="'colums'"):
             getattr(tbl, name)(*((1,) if name == "changes" else ()), colums=["id"])
     assert type(tbl.changes(1)).__name__ == "PaimonChangesScan"
     assert type(tbl.scan()).__name__ == "PaimonScan"

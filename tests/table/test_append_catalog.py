@@ -17,6 +17,7 @@ import raylake
 from raylake.errors import (
     RaylakeError,
     SchemaError,
+    SchemaMismatchError,
     TableAlreadyExistsError,
     TableNotFoundError,
     UnsupportedOperationError,
@@ -229,17 +230,47 @@ def test_to_pandas_round_trip(tmp_path: Path) -> None:
     back = tbl.to_pandas().sort_values("i").reset_index(drop=True)
     expected = df.assign(cat=df["cat"].astype(object))
     pd.testing.assert_frame_equal(back, expected, check_dtype=False)
-    assert back["t"].dtype == df["t"].dtype and back["tz"].dtype == df["tz"].dtype
+    # Stored in nanoseconds whatever unit the pandas made them in (pandas 3: microseconds).
+    assert tbl.schema.field("t").type == pa.timestamp("ns")
+    assert back["t"].dtype == "datetime64[ns]" and back["tz"].dtype == "datetime64[ns, UTC]"
     assert back["i32"].dtype == np.int32
     subset = tbl.to_pandas(columns=["s", "i"], filter="i >= 3")
     assert subset.to_dict("list") == {"s": ["", "e"], "i": [3, 4]}
 
 
-def test_to_pandas_ignores_the_dataframe_index(tmp_path: Path) -> None:
-    df = pd.DataFrame({"a": [1, 2]}, index=pd.Index([10, 20], name="key"))
-    tbl = raylake.from_pandas(df, str(tmp_path))
+def test_from_pandas_keeps_a_named_index_as_columns(tmp_path: Path) -> None:
+    """pyarrow's preserve_index convention for named indexes: a groupby's key is kept."""
+    df = pd.DataFrame({"user": ["a", "b", "a"], "amount": [1, 2, 3]})
+    tbl = raylake.from_pandas(df.groupby("user").sum(), str(tmp_path / "g"))
+    assert tbl.schema.names == ["user", "amount"]
+    assert tbl.to_pandas().to_dict("list") == {"user": ["a", "b"], "amount": [4, 2]}
+    two = df.assign(day=[1, 1, 2]).groupby(["user", "day"]).sum()
+    multi = raylake.from_pandas(two, str(tmp_path / "m"))
+    assert multi.schema.names == ["user", "day", "amount"]
+
+
+def test_from_pandas_drops_an_unnamed_index(tmp_path: Path) -> None:
+    df = pd.DataFrame({"a": [1, 2, 3]})
+    filtered = df[df["a"] > 1]  # an unnamed, non-range index: row numbers, not data
+    tbl = raylake.from_pandas(filtered, str(tmp_path))
     assert tbl.schema.names == ["a"]
     assert tbl.to_pandas().index.tolist() == [0, 1]
+
+
+def test_a_named_index_is_written_as_a_column(tmp_path: Path) -> None:
+    tbl = raylake.create_table(str(tmp_path), pa.schema([("key", pa.int64()), ("a", pa.int64())]))
+    tbl.write(pd.DataFrame({"a": [1, 2]}, index=pd.Index([10, 20], name="key")))
+    assert tbl.to_arrow().to_pydict() == {"key": [10, 20], "a": [1, 2]}
+    with pytest.raises(SchemaMismatchError, match="'other'"):
+        tbl.write(pd.DataFrame({"a": [1]}, index=pd.Index([30], name="other")))
+    assert tbl.count() == 2
+
+
+def test_an_index_named_as_a_column_is_refused(tmp_path: Path) -> None:
+    df = pd.DataFrame({"a": [1, 2]}, index=pd.Index([10, 20], name="a"))
+    with pytest.raises(SchemaError, match=r"index level\(s\) \['a'\]"):
+        raylake.from_pandas(df, str(tmp_path))
+    assert not list(tmp_path.iterdir())
 
 
 # -- open or create: the one function both sinks (Ray Data, Spark) use ----------------------

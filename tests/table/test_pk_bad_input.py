@@ -109,7 +109,7 @@ def test_null_key_is_rejected_and_nothing_committed(tmp_path: Path) -> None:
     good = pa.table({"id": [1], "dt": ["a"], "v": [1.0], "s": ["x"], "tags": [["t"]]})
     bad = pa.table({"id": [2, None], "dt": ["a", "b"], "v": [1.0, 2.0], "s": ["x", "y"]})
     bad = bad.append_column("tags", pa.array([None, None], pa.list_(pa.string())))
-    with pytest.raises(NullConstraintError, match="column 'id' is not nullable"):
+    with pytest.raises(NullConstraintError, match="primary-key column 'id' cannot hold nulls"):
         tbl.write([good, bad])  # the first chunk was flushed to a file already
     assert tbl.latest_snapshot() is None
     assert data_files(tbl) == []

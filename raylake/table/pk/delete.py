@@ -31,7 +31,7 @@ def write_deletes(writer: PrimaryKeyTableWriter, rows: Iterable[pa.Table]) -> No
     """Write current rows as ``-D`` rows (they carry every column, sequence field included)."""
     for pa_table in rows:
         kinds = pa.array(np.full(pa_table.num_rows, DELETE, dtype=np.int8))
-        writer.write_arrow(conform(pa_table, writer.ts.arrow_schema), kinds)
+        writer.write_arrow(conform(pa_table, writer.ts.arrow_schema, writer.ts.primary_key), kinds)
 
 
 def delete_rows(tbl: Table, keys_or_filter: Any) -> Snapshot | None:
@@ -97,4 +97,6 @@ def _key_table(data: Any, ts: TableSchema) -> pa.Table:
             f"{list(ts.primary_key)})",
             column=missing[0],
         )
-    return pa.concat_tables([conform(c.select(list(ts.primary_key)), key_schema) for c in chunks])
+    return pa.concat_tables(
+        [conform(c.select(list(ts.primary_key)), key_schema, ts.primary_key) for c in chunks]
+    )

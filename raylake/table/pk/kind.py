@@ -51,7 +51,7 @@ class PrimaryKeyKind(TableKind):
     def bucket_ids(self, rows: pa.Table) -> pa.Array:
         """Each row's bucket, by the hash the writer uses, from its (conformed) keys."""
         key_schema = pa.schema([self.ts.arrow_schema.field(k) for k in self.ts.primary_key])
-        keys = conform(rows.select(list(self.ts.primary_key)), key_schema)
+        keys = conform(rows.select(list(self.ts.primary_key)), key_schema, self.ts.primary_key)
         ids = np.asarray(bucket.bucket_ids(keys.columns, self.ts.buckets), dtype=np.int32)
         return pa.array(ids, pa.int32())
 

@@ -233,7 +233,7 @@ class PrimaryKeyTableWriter:
         """Write any accepted input, optionally with a ``_rl_kind`` column."""
         for chunk in iter_input(data):
             rest, kinds = split_row_kinds(chunk)
-            self.write_arrow(conform(rest, self.ts.arrow_schema), kinds)
+            self.write_arrow(conform(rest, self.ts.arrow_schema, self.ts.primary_key), kinds)
 
     def write_arrow(self, pa_table: pa.Table, kinds: pa.Array | None = None) -> None:
         """Write data already conformed to the table schema, with optional int8 row kinds."""

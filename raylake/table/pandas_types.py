@@ -1,0 +1,168 @@
+"""pandas to Arrow and back, the same whatever the installed pandas (2.x or 3.x).
+
+pandas 3 converts its default string dtype to Arrow ``large_string`` and parses dates to
+``datetime64[us]``, where pandas 2 gives ``string`` and ``datetime64[ns]``; a table made
+from a DataFrame must not depend on which pandas made it. So where the types are
+inferred (``from_pandas`` without a schema), each column maps as below
+(docs/pandas.md):
+
+=========================================================  ==============================
+pandas column                                              table type
+=========================================================  ==============================
+any string dtype: ``object`` of str, ``"string"`` (python  ``string``
+or pyarrow storage), pandas 3 ``str``, a category of them
+``datetime64[s|ms|us|ns]``, with or without a time zone    ``timestamp[ns]`` (zone kept)
+``timedelta64[s|ms|us|ns]``                                ``duration[ns]``
+``int8`` ... ``uint64``, and the nullable ``Int8`` ...     the same width (nulls kept)
+``pd.ArrowDtype(t)``                                       ``t``, as named
+=========================================================  ==============================
+
+A time outside what nanoseconds hold (years 1678 to 2261) is refused with the column
+named: give a schema with ``pa.timestamp("us")`` for it. Writing a DataFrame into an
+existing table casts each column to the table's type by the table's rules
+(raylake/table/conform.py); string columns of any dtype are read as ``string`` first,
+so a refusal names the same type whatever the pandas.
+
+The index follows pyarrow's ``preserve_index`` convention for named indexes: each named
+level becomes a column (``df.groupby("user").sum()`` keeps ``user``). An unnamed index
+(the default ``RangeIndex``, or what a filter leaves of it) is row numbering and is not
+stored; pyarrow would store a non-range one as ``__index_level_0__``.
+
+Reading back (:func:`arrow_to_pandas`) gives the installed pandas' own defaults (pandas 3:
+``str`` columns), except that an integer column holding nulls comes back as pandas'
+nullable integer dtype (``Int64``) rather than ``float64``, which would change its type
+and round values above 2**53.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+
+from raylake.errors import SchemaError
+
+TIME_UNIT = "ns"
+
+
+def pandas_to_arrow(df: Any, schema: pa.Schema | None = None) -> pa.Table:
+    """``df`` as Arrow: in ``schema`` when given, else in the types of the table above."""
+    df = with_index_columns(df)
+    pa_table = pa.Table.from_pandas(df, schema=schema, preserve_index=False)
+    if schema is not None:
+        return pa_table.replace_schema_metadata(None)
+    return normalized(pa_table, explicit=_arrow_dtype_columns(df))
+
+
+def with_index_columns(df: Any) -> Any:
+    """``df`` with each named index level as a column; an unnamed index dropped."""
+    names = [n for n in df.index.names if n is not None]
+    if not names:
+        return df
+    clash = [str(n) for n in names if n in df.columns]
+    if clash:
+        raise SchemaError(
+            f"the DataFrame's index level(s) {clash} have the names of columns: rename "
+            "one, or drop the index (df.reset_index(drop=True))"
+        )
+    unnamed = [i for i, n in enumerate(df.index.names) if n is None]
+    if unnamed:
+        df = df.reset_index(level=unnamed, drop=True)
+    return df.reset_index()
+
+
+def normalized(pa_table: pa.Table, explicit: frozenset[str] = frozenset()) -> pa.Table:
+    """``pa_table`` in the table types above; the columns named in ``explicit`` (a
+    ``pd.ArrowDtype``) keep theirs."""
+    columns, fields = [], []
+    for field, column in zip(pa_table.schema, pa_table.columns):
+        dtype = field.type if field.name in explicit else _table_type(field.type)
+        if dtype != field.type:
+            column = _cast(column, dtype, field.name)
+        columns.append(column)
+        fields.append(pa.field(field.name, dtype, field.nullable))
+    return pa.Table.from_arrays(columns, schema=pa.schema(fields))
+
+
+def strings_normalized(pa_table: pa.Table) -> pa.Table:
+    """``pa_table`` with its top-level string columns of any Arrow string type as
+    ``string``: what a write of a DataFrame hands to the table's casts."""
+    changed = False
+    columns, fields = [], []
+    for field, column in zip(pa_table.schema, pa_table.columns):
+        if is_text(field.type) and field.type != pa.string():
+            column, field = column.cast(pa.string()), field.with_type(pa.string())
+            changed = True
+        columns.append(column)
+        fields.append(field)
+    return pa.Table.from_arrays(columns, schema=pa.schema(fields)) if changed else pa_table
+
+
+def _table_type(dtype: pa.DataType) -> pa.DataType:
+    t = pa.types
+    if is_text(dtype):
+        return pa.string()
+    if t.is_timestamp(dtype):
+        return pa.timestamp(TIME_UNIT, dtype.tz)
+    if t.is_duration(dtype):
+        return pa.duration(TIME_UNIT)
+    if t.is_dictionary(dtype):
+        return pa.dictionary(dtype.index_type, _table_type(dtype.value_type), dtype.ordered)
+    if t.is_list(dtype) or t.is_large_list(dtype):
+        make = pa.list_ if t.is_list(dtype) else pa.large_list
+        return make(dtype.value_field.with_type(_table_type(dtype.value_type)))
+    if t.is_struct(dtype):
+        return pa.struct([f.with_type(_table_type(f.type)) for f in dtype])
+    return dtype
+
+
+def is_text(dtype: pa.DataType) -> bool:
+    """string, large_string or string_view."""
+    t = pa.types
+    is_view = getattr(t, "is_string_view", lambda _: False)
+    return bool(t.is_string(dtype) or t.is_large_string(dtype) or is_view(dtype))
+
+
+def _cast(column: pa.ChunkedArray, dtype: pa.DataType, name: str) -> pa.ChunkedArray:
+    try:
+        return column.cast(dtype, safe=True)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise SchemaError(
+            f"column {name!r} of type {column.type} does not fit {dtype}, the type a "
+            f"DataFrame column of its kind gets ({exc}); give from_pandas a schema that "
+            f"names the type to store, e.g. pa.timestamp('us')"
+        ) from exc
+
+
+def _arrow_dtype_columns(df: Any) -> frozenset[str]:
+    import pandas as pd
+
+    return frozenset(str(n) for n, d in df.dtypes.items() if isinstance(d, pd.ArrowDtype))
+
+
+def arrow_to_pandas(
+    pa_table: pa.Table, types_mapper: Callable[[pa.DataType], Any] | None = None
+) -> Any:
+    """``pa_table`` as a DataFrame in the installed pandas' defaults, an integer column
+    with nulls as a nullable ``Int64`` (and the like); ``types_mapper`` as pyarrow's,
+    asked first."""
+    import pandas as pd
+
+    nullable = {
+        pa.int8(): pd.Int8Dtype(),
+        pa.int16(): pd.Int16Dtype(),
+        pa.int32(): pd.Int32Dtype(),
+        pa.int64(): pd.Int64Dtype(),
+        pa.uint8(): pd.UInt8Dtype(),
+        pa.uint16(): pd.UInt16Dtype(),
+        pa.uint32(): pd.UInt32Dtype(),
+        pa.uint64(): pd.UInt64Dtype(),
+    }
+    df = pa_table.to_pandas(types_mapper=types_mapper)
+    for name, column in zip(pa_table.column_names, pa_table.columns):
+        if column.type in nullable and column.null_count:
+            mapped = types_mapper(column.type) if types_mapper is not None else None
+            if mapped is None:
+                df[name] = column.to_pandas(types_mapper=nullable.get).array
+    return df

@@ -1,0 +1,130 @@
+"""One mapping from pandas to the table's types, whatever the installed pandas (2 or 3),
+and reads back in the installed pandas' defaults (docs/pandas.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+import raylake
+from raylake.errors import NullConstraintError, SchemaError, UnknownKeywordError
+
+STRING_DTYPES = [object, "string", "string[pyarrow]", pd.StringDtype("python")]
+if hasattr(pd, "ArrowDtype"):
+    STRING_DTYPES.append(pd.ArrowDtype(pa.large_string()))
+
+
+@pytest.mark.parametrize("dtype", [object, "string", "string[pyarrow]", "str"])
+def test_every_pandas_string_dtype_makes_a_string_column(tmp_path: Path, dtype: object) -> None:
+    df = pd.DataFrame({"s": pd.Series(["a", None, "c"], dtype=dtype)})
+    tbl = raylake.from_pandas(df, str(tmp_path))
+    assert tbl.schema == pa.schema([("s", pa.string())])
+    assert tbl.to_arrow().column("s").to_pylist() == ["a", None, "c"]
+
+
+@pytest.mark.parametrize("unit", ["s", "ms", "us", "ns"])
+def test_times_of_every_unit_are_stored_in_nanoseconds(tmp_path: Path, unit: str) -> None:
+    """pandas 3 parses dates to microseconds, pandas 2 to nanoseconds: the table is the same."""
+    times = pd.to_datetime(["2024-01-01 10:00", "2024-01-02 00:00"]).astype(f"datetime64[{unit}]")
+    df = pd.DataFrame({"t": times, "tz": times.tz_localize("UTC"), "d": times - times[0]})
+    tbl = raylake.from_pandas(df, str(tmp_path))
+    assert tbl.schema == pa.schema(
+        [("t", pa.timestamp("ns")), ("tz", pa.timestamp("ns", "UTC")), ("d", pa.duration("ns"))]
+    )
+    nanos = pd.DataFrame(
+        {
+            "t": [pd.Timestamp("2024-01-03 00:00:00.000000001")],
+            "tz": [pd.Timestamp("2024-01-03 00:00:00.000000001", tz="UTC")],
+            "d": [pd.Timedelta(1, "ns")],
+        }
+    )
+    tbl.write(nanos)  # a nanosecond value fits the table a microsecond frame made
+    assert tbl.count() == 3
+    back = tbl.to_pandas().sort_values("t")
+    assert back["t"].dtype == "datetime64[ns]" and back["t"].iloc[-1].nanosecond == 1
+
+
+def test_a_time_nanoseconds_cannot_hold_is_refused_naming_the_column(tmp_path: Path) -> None:
+    far = pd.Series([np.datetime64("2500-01-01", "us")], dtype="datetime64[us]")
+    with pytest.raises(SchemaError, match=r"column 't'.*timestamp\[ns\]"):
+        raylake.from_pandas(pd.DataFrame({"t": far}), str(tmp_path / "t"))
+    assert not (tmp_path / "t").exists()
+    tbl = raylake.from_pandas(
+        pd.DataFrame({"t": far}), str(tmp_path / "t"), pa.schema([("t", pa.timestamp("us"))])
+    )
+    assert tbl.to_arrow().column("t").to_pylist()[0].year == 2500
+
+
+def test_an_arrow_dtype_keeps_the_type_it_names(tmp_path: Path) -> None:
+    df = pd.DataFrame({"s": pd.Series(["a"], dtype=pd.ArrowDtype(pa.large_string()))})
+    assert raylake.from_pandas(df, str(tmp_path)).schema == pa.schema([("s", pa.large_string())])
+
+
+@pytest.mark.parametrize("dtype", STRING_DTYPES, ids=str)
+def test_any_pandas_string_dtype_writes_into_a_string_column(tmp_path: Path, dtype: object) -> None:
+    tbl = raylake.create_table(str(tmp_path), pa.schema([("s", pa.string())]))
+    tbl.write(pd.DataFrame({"s": pd.Series(["x", None], dtype=dtype)}))
+    assert tbl.to_arrow().column("s").to_pylist() == ["x", None]
+
+
+def test_a_refused_string_column_is_named_string_whatever_the_pandas(tmp_path: Path) -> None:
+    tbl = raylake.create_table(str(tmp_path), pa.schema([("n", pa.int64())]))
+    for dtype in STRING_DTYPES:
+        with pytest.raises(raylake.SchemaMismatchError, match="has type string,"):
+            tbl.write(pd.DataFrame({"n": pd.Series(["1"], dtype=dtype)}))
+    assert tbl.latest_snapshot() is None
+
+
+def test_nullable_integers_round_trip(tmp_path: Path) -> None:
+    df = pd.DataFrame(
+        {
+            "i": pd.array([1, None, 2**53 + 1], dtype="Int64"),
+            "u": pd.array([1, 2, None], dtype="UInt8"),
+            "n": [1, 2, 3],
+        }
+    )
+    tbl = raylake.from_pandas(df, str(tmp_path))
+    back = tbl.to_pandas()
+    pd.testing.assert_frame_equal(back, df)  # not float64: 2**53 + 1 survives
+    assert tbl.scan().to_pandas()["i"].dtype == "Int64"
+
+
+def test_to_pandas_gives_the_installed_pandas_defaults(tmp_path: Path) -> None:
+    tbl = raylake.from_pandas(pd.DataFrame({"s": ["a", "b"], "i": [1, 2]}), str(tmp_path))
+    back = tbl.to_pandas()
+    assert back["s"].dtype == pd.Series(["a", "b"]).dtype  # object in pandas 2, str in 3
+    assert back["i"].dtype == np.int64
+
+
+def test_to_pandas_takes_a_types_mapper(tmp_path: Path) -> None:
+    df = pd.DataFrame({"i": pd.array([1, None], dtype="Int64"), "s": ["a", "b"]})
+    tbl = raylake.from_pandas(df, str(tmp_path))
+    back = tbl.to_pandas(types_mapper=pd.ArrowDtype, columns=["i", "s"])
+    assert back.dtypes.tolist() == [pd.ArrowDtype(pa.int64()), pd.ArrowDtype(pa.string())]
+    assert tbl.scan().to_pandas(types_mapper=pd.ArrowDtype)["i"].dtype == pd.ArrowDtype(pa.int64())
+
+
+def test_an_unknown_keyword_of_a_read_names_the_closest(tmp_path: Path) -> None:
+    tbl = raylake.from_pandas(pd.DataFrame({"i": [1]}), str(tmp_path))
+    with pytest.raises(UnknownKeywordError, match="'colums'; did you mean 'columns'"):
+        tbl.to_pandas(colums=["i"])
+    with pytest.raises(UnknownKeywordError, match="did you mean 'types_mapper'"):
+        tbl.to_pandas(type_mapper=pd.ArrowDtype)
+    with pytest.raises(UnknownKeywordError, match="did you mean 'filter'"):
+        tbl.to_arrow(filtr="i > 0")
+
+
+def test_a_pandas_null_in_an_integer_key_is_named_a_null_in_the_key(tmp_path: Path) -> None:
+    tbl = raylake.create_table(
+        str(tmp_path), pa.schema([("id", pa.int64()), ("v", pa.string())]), primary_key=["id"]
+    )
+    df = pd.DataFrame({"id": [1, None], "v": ["a", "b"]})  # pandas makes it float64
+    with pytest.raises(NullConstraintError, match="primary-key column 'id' cannot hold nulls"):
+        tbl.write(df)
+    with pytest.raises(NullConstraintError, match="primary-key column 'id'"):
+        raylake.from_pandas(df, str(tmp_path / "new"), primary_key=["id"])
+    assert tbl.latest_snapshot() is None and not (tmp_path / "new").exists()

@@ -1,0 +1,55 @@
+"""Every entry point refuses a keyword it does not take, naming the closest one it does
+(UnknownKeywordError, a TypeError), before anything is read or written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+import raylake
+from raylake.errors import UnknownKeywordError
+
+SCHEMA = pa.schema([("id", pa.int64())])
+
+
+def _refused(call: object, keyword: str, closest: str) -> None:
+    with pytest.raises(UnknownKeywordError, match=f"'{keyword}'; did you mean '{closest}'") as info:
+        call()  # type: ignore[operator]
+    assert isinstance(info.value, TypeError) and info.value.closest == closest
+
+
+def test_the_table_entry_points(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    _refused(
+        lambda: raylake.create_table(uri, SCHEMA, partition_on=["id"]),
+        "partition_on",
+        "partition_by",
+    )
+    _refused(
+        lambda: raylake.from_pandas(pd.DataFrame({"id": [1]}), uri, primary_keys=["id"]),
+        "primary_keys",
+        "primary_key",
+    )
+    _refused(
+        lambda: raylake.open_table(uri, storage_option={}), "storage_option", "storage_options"
+    )
+    assert not (tmp_path / "t").exists()
+    tbl = raylake.create_table(uri, SCHEMA)
+    _refused(lambda: tbl.write(pa.table({"id": [1]}), mod="overwrite"), "mod", "mode")
+    _refused(lambda: tbl.stream(shards=(0, 2)), "shards", "shard")
+    _refused(lambda: tbl.remove_orphan_files(older_then=1), "older_then", "older_than")
+    _refused(lambda: tbl.scan(colums=["id"]), "colums", "columns")
+    assert tbl.latest_snapshot() is None
+
+
+def test_read_lake_refuses_a_misspelled_keyword_before_ray_runs(tmp_path: Path) -> None:
+    pytest.importorskip("ray")
+    from raylake import read_lake
+
+    tbl = raylake.create_table(str(tmp_path), SCHEMA)
+    tbl.write(pa.table({"id": [1]}))
+    _refused(lambda: read_lake(tbl.uri, colums=["id"]), "colums", "columns")
+    _refused(lambda: read_lake(tbl.uri, num_cpu=1), "num_cpu", "num_cpus")
