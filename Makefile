@@ -95,7 +95,7 @@ constraints-newest:
 	$(NEWEST_PYTHON) -m venv $(NEWEST_VENV).refresh
 	$(NEWEST_VENV).refresh/bin/python -m pip install --upgrade pip
 	$(NEWEST_VENV).refresh/bin/python -m pip install -e ".[$(NEWEST_EXTRAS)]"
-	{ echo "# The newest release of each dependency on $(NEWEST_PYTHON), written by"; \
+	{ echo "# The newest release of each dependency on the newest Python raylake supports (3.13), written by"; \
 	  echo "# make constraints-newest (docs/dependencies.md); make test-newest installs these."; \
 	  $(NEWEST_VENV).refresh/bin/python -m pip freeze --exclude-editable | grep -v -i '^raylake[= ]' \
 	    | sed -E 's/^([A-Za-z0-9_.-]+==[^+ ]+)\+[^ ]*$$/\1/'; } > constraints-newest.txt.new

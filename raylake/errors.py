@@ -49,6 +49,15 @@ class TableAlreadyExistsError(RaylakeError, FileExistsError):
         self.uri = uri
 
 
+class TableLocationError(RaylakeError, ValueError):
+    """A table cannot be at this path: the path is a file, or (creating) a directory that
+    already holds files other than a table's."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"no table can be at {path!r}: {reason}")
+        self.path = path
+
+
 class SchemaError(RaylakeError, ValueError):
     """A schema is invalid, or data does not match the table's schema."""
 

@@ -24,6 +24,7 @@ from raylake.table.args import uri_arg
 from raylake.table.commit import check_commit_safety
 from raylake.table.conform import conform
 from raylake.table.kind import kind_of
+from raylake.table.location import at_table_location, check_empty_location
 from raylake.table.pandas_types import pandas_to_arrow, with_index_columns
 from raylake.table.table import Table
 
@@ -39,14 +40,18 @@ def create_table(
     options: Mapping[str, Any] | None = None,
     storage_options: OptionsLike | None = None,
     exist_ok: bool = False,
+    allow_other_files: bool = False,
 ) -> Table:
     """Create a table at ``uri`` (any fsspec URL or local path) and return it.
 
     With ``exist_ok=True`` an existing table is opened instead, if its schema is the same.
+    A directory that holds anything but a table is refused (:class:`TableLocationError`)
+    unless ``allow_other_files=True``; ``remove_orphan_files`` never deletes those files.
     """
     uri = uri_arg(uri)
     ts = _new_table_schema(schema, partition_by, primary_key, buckets, options)
-    return _create(uri, ts, storage_options, check_flag("exist_ok", exist_ok))
+    allow = check_flag("allow_other_files", allow_other_files)
+    return _create(uri, ts, storage_options, check_flag("exist_ok", exist_ok), allow)
 
 
 def _new_table_schema(
@@ -69,13 +74,19 @@ def _new_table_schema(
 
 
 def _create(
-    uri: str, ts: TableSchema, storage_options: OptionsLike | None, exist_ok: bool
+    uri: str,
+    ts: TableSchema,
+    storage_options: OptionsLike | None,
+    exist_ok: bool,
+    allow_other_files: bool = False,
 ) -> Table:
     file_io = FileIO(uri, storage_options)
     check_commit_safety(file_io, ts)
     forget_schemas()  # a table deleted and created again at this place is a new table
     # A raylake schema file beside Paimon's would hide their table: it is never written.
     paimon = _is_paimon(file_io)
+    if not paimon and not _schema_ids(file_io):
+        check_empty_location(file_io, allow_other_files)
     if paimon or not file_io.create_if_absent(schema_path(ts.schema_id), ts.to_bytes()):
         if not exist_ok and paimon:
             raise TableAlreadyExistsError(
@@ -99,7 +110,7 @@ def _create(
 def open_table(uri: str, *, storage_options: OptionsLike | None = None) -> Table:
     """Open the table at ``uri``; raise TableNotFoundError if there is none."""
     file_io = FileIO(uri_arg(uri), storage_options)
-    if not schema_ids(file_io):
+    if not _schema_ids(file_io):
         from raylake.paimon import is_paimon_table, open_paimon_table
 
         if is_paimon_table(file_io):  # read-only (docs/paimon.md)
@@ -110,14 +121,19 @@ def open_table(uri: str, *, storage_options: OptionsLike | None = None) -> Table
 def _is_paimon(file_io: FileIO) -> bool:
     from raylake.paimon import is_paimon_table
 
-    return not schema_ids(file_io) and is_paimon_table(file_io)
+    return not _schema_ids(file_io) and is_paimon_table(file_io)
+
+
+def _schema_ids(file_io: FileIO) -> list[int]:
+    """The table's schema ids; a path that is a file is a TableLocationError naming it."""
+    return at_table_location(file_io, lambda: schema_ids(file_io))
 
 
 @refuse_unknown_keywords
 def table_exists(uri: str, *, storage_options: OptionsLike | None = None) -> bool:
     """Whether a table (raylake's, or a Paimon table raylake reads) exists at ``uri``."""
     file_io = FileIO(uri_arg(uri), storage_options)
-    if schema_ids(file_io):
+    if _schema_ids(file_io):
         return True
     from raylake.paimon import is_paimon_table
 
@@ -192,6 +208,7 @@ def from_pandas(
     buckets: int | None = None,
     options: Mapping[str, Any] | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    allow_other_files: bool = False,
 ) -> Table:
     """Create a table from a pandas DataFrame and write it, in one call.
 
@@ -223,7 +240,8 @@ def from_pandas(
         # Rows the new table would refuse (nulls in a key) fail before it is created;
         # the write then finds them conformed.
         pa_table = conform(pa_table, ts.arrow_schema)
-        tbl = _create(uri_arg(uri), ts, storage_options, exist_ok=False)
+        allow = check_flag("allow_other_files", allow_other_files)
+        tbl = _create(uri_arg(uri), ts, storage_options, exist_ok=False, allow_other_files=allow)
     write_mode: Literal["overwrite"] | None = "overwrite" if mode == "overwrite" else None
     tbl.write(pa_table, mode=write_mode)
     return tbl

@@ -11,6 +11,7 @@ See docs/maintenance.md for the rules and their reasons.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -213,11 +214,13 @@ def remove_orphan_files(
     older_than: OlderThan = DEFAULT_ORPHAN_AGE,
     dry_run: bool = False,
 ) -> OrphanResult:
-    """Delete files under data/, manifest/ and changelog/ that no snapshot references.
+    """Delete files under data/ and manifest/ that no snapshot references.
 
     Only files last modified before ``older_than`` are candidates: a writer that
     has written its files but not yet committed must not lose them. Stray FileIO
-    temporary files (``*.tmp``) in snapshot/, consumer/ and schema/ count too.
+    temporary files (``*.tmp``) in snapshot/, consumer/ and schema/ count too. Only
+    files named as raylake names what it writes are ever deleted (:func:`is_raylake_file`):
+    other files beside a table are not its orphans.
     """
     cutoff = cutoff_millis(older_than, _now_millis())
     # List files before reading snapshots: a file committed in between is then referenced.
@@ -240,7 +243,30 @@ def _old_files(file_io: FileIO, cutoff: int) -> list[str]:
         found += file_io.list_files(rel_dir)
     for rel_dir in _TMP_ONLY_DIRS:
         found += [(p, m) for p, m in file_io.list_files(rel_dir) if p.endswith(_TMP_SUFFIX)]
-    return [p for p, mtime in found if mtime is not None and mtime * 1000 < cutoff]
+    return [
+        p
+        for p, mtime in found
+        if mtime is not None and mtime * 1000 < cutoff and is_raylake_file(p)
+    ]
+
+
+# The names raylake gives what it writes: data and changelog files ``<prefix>-<uuid4 hex>
+# .parquet`` under data/, manifests ``manifest-<uuid4 hex>.parquet``, FileIO temporary files
+# ``<name>.<uuid4 hex>.tmp``. Anything else beside a table (another tool's files in a
+# directory created with allow_other_files=True) is never an orphan (raylake/table/location.py).
+_OWN_NAMES = {
+    DATA_DIR: re.compile(r"[A-Za-z0-9_.-]+-[0-9a-f]{32}\.parquet|.+\.[0-9a-f]{32}\.tmp"),
+    MANIFEST_DIR: re.compile(r"manifest-[0-9a-f]{32}\.parquet|.+\.[0-9a-f]{32}\.tmp"),
+}
+_TMP_NAME = re.compile(r".+\.[0-9a-f]{32}\.tmp")
+
+
+def is_raylake_file(rel: str) -> bool:
+    """Whether ``rel`` (a path in the table) is named as raylake names the files it writes there."""
+    top, _, rest = rel.partition("/")
+    name = rel.rsplit("/", 1)[-1]
+    pattern = _OWN_NAMES.get(top, _TMP_NAME)
+    return bool(rest) and pattern.fullmatch(name) is not None
 
 
 def _referenced_paths(file_io: FileIO) -> pa.Array:

@@ -114,7 +114,10 @@ def test_memory_filesystem(tmp_path: Path) -> None:
         (pa.string(), ["b", "a", "ä", "b"]),
         (pa.binary(), [b"\x00", b"", b"\x00\x01", b""]),
         (pa.date32(), [datetime.date(2024, 1, 2), datetime.date(1970, 1, 1)] * 2),
-        (pa.timestamp("ms", tz="UTC"), [datetime.datetime(2024, 1, 1, tzinfo=datetime.UTC)] * 2),
+        (
+            pa.timestamp("ms", tz="UTC"),
+            [datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone.utc)] * 2,
+        ),
         (pa.decimal128(10, 2), [Decimal("1.50"), Decimal("-2.00"), Decimal("1.50")]),
         (pa.bool_(), [True, False, True]),
         (pa.uint64(), [2**64 - 1, 0, 2**64 - 1]),

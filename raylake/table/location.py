@@ -1,0 +1,58 @@
+"""Where a table may live: a directory, and one that holds nothing but the table.
+
+``create_table`` in a directory that already holds other files (``data/part-1.parquet``
+from another tool) used to succeed, and ``remove_orphan_files`` later deleted those files
+as unreferenced. Creating a table where anything but a table exists is now refused unless
+the caller passes ``allow_other_files=True``; and orphan cleanup deletes only files named
+as raylake names its own (raylake/table/maintenance.py: ``is_raylake_file``), so files of
+others beside a table are never deleted (docs/maintenance.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+from raylake.errors import TableLocationError
+from raylake.format.schema import SCHEMA_DIR
+from raylake.io import FileIO
+
+T = TypeVar("T")
+
+
+def at_table_location(file_io: FileIO, look: Callable[[], T]) -> T:
+    """``look()`` (a listing of the table's metadata), with a path that is a file reported
+    as a raylake error naming it, not as ``NotADirectoryError`` of ``<path>/schema``."""
+    try:
+        return look()
+    except NotADirectoryError as exc:
+        raise TableLocationError(
+            file_io.uri, "it is a file; a table is a directory (give the directory to create)"
+        ) from exc
+
+
+def check_empty_location(file_io: FileIO, allow_other_files: bool) -> None:
+    """Refuse to create a table where other files are, unless ``allow_other_files``."""
+    if allow_other_files:
+        return
+    found = at_table_location(file_io, lambda: file_io.list_names(""))
+    if found == [file_io.uri.rstrip("/").rsplit("/", 1)[-1]] and _is_file(file_io):
+        raise TableLocationError(
+            file_io.uri, "it is a file; a table is a directory (give the directory to create)"
+        )
+    found = [n for n in found if n != SCHEMA_DIR]  # a table another writer is creating
+    if found:
+        shown = ", ".join(found[:5]) + (", ..." if len(found) > 5 else "")
+        raise TableLocationError(
+            file_io.uri,
+            f"it already holds {shown}, and a table owns its directory: create it in a "
+            "new or empty directory, or pass allow_other_files=True to create it beside "
+            "them (remove_orphan_files never deletes files it did not name)",
+        )
+
+
+def _is_file(file_io: FileIO) -> bool:
+    try:
+        return bool(file_io.fs.isfile(file_io.full_path("")))
+    except OSError:
+        return False

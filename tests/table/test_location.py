@@ -1,0 +1,88 @@
+"""A table owns its directory: creating one where other files are is refused unless asked
+for, a path that is a file is a raylake error naming it, and orphan cleanup deletes only
+files raylake named, never another tool's files beside a table."""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import raylake
+from raylake.errors import TableLocationError
+from raylake.table import table_exists
+
+SCHEMA = pa.schema([("id", pa.int64())])
+DAY_AGO = time.time() - 2 * 86400
+
+
+def _age(path: Path) -> None:
+    os.utime(path, (DAY_AGO, DAY_AGO))
+
+
+def _user_file(root: Path) -> Path:
+    path = root / "data" / "part-1.parquet"
+    path.parent.mkdir(parents=True)
+    pq.write_table(pa.table({"id": [7]}), path)
+    return path
+
+
+def test_a_directory_with_other_files_is_refused_with_nothing_written(tmp_path: Path) -> None:
+    user = _user_file(tmp_path)
+    with pytest.raises(TableLocationError, match=r"holds data.*allow_other_files=True"):
+        raylake.create_table(str(tmp_path), SCHEMA)
+    with pytest.raises(TableLocationError, match="allow_other_files"):
+        raylake.from_pandas(pd.DataFrame({"id": [1]}), str(tmp_path))
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == [
+        "data",
+        "data/part-1.parquet",
+    ]
+    assert user.exists()
+
+
+def test_orphan_cleanup_never_deletes_another_tools_files(tmp_path: Path) -> None:
+    user = _user_file(tmp_path)
+    (tmp_path / "README.txt").write_text("mine")
+    (tmp_path / "manifest").mkdir()
+    (tmp_path / "manifest" / "notes.parquet").write_bytes(b"mine")
+    tbl = raylake.create_table(str(tmp_path), SCHEMA, allow_other_files=True)
+    tbl.write(pa.table({"id": [1]}))
+    writer = tbl.new_writer()  # a writer that died before committing: its file is an orphan
+    writer.write(pa.table({"id": [2]}))
+    writer.prepare_commit()
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            _age(path)
+    removed = tbl.remove_orphan_files(older_than=timedelta(days=1)).paths
+    assert len(removed) == 1 and removed[0].rsplit("/", 1)[-1].startswith("data-")
+    assert user.exists() and (tmp_path / "manifest" / "notes.parquet").exists()
+    assert (tmp_path / "README.txt").exists()
+    assert tbl.to_arrow().to_pydict() == {"id": [1]}
+
+
+def test_an_empty_directory_or_a_table_being_made_is_fine(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    raylake.create_table(str(tmp_path / "empty"), SCHEMA)
+    again = raylake.create_table(str(tmp_path / "empty"), SCHEMA, exist_ok=True)
+    assert again.schema == SCHEMA
+
+
+def test_a_path_that_is_a_file_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "file.parquet"
+    pq.write_table(pa.table({"id": [1]}), path)
+    for call in (
+        lambda: raylake.open_table(str(path)),
+        lambda: raylake.create_table(str(path), SCHEMA),
+        lambda: raylake.from_pandas(pd.DataFrame({"id": [1]}), str(path)),
+        lambda: table_exists(str(path)),
+    ):
+        with pytest.raises(TableLocationError, match=r"file\.parquet.*it is a file") as info:
+            call()
+        assert info.value.path.endswith("file.parquet")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file.parquet"]
