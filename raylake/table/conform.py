@@ -1,10 +1,11 @@
 """Turn user input into Arrow data with exactly the table's schema, or say why not.
 
 Accepted inputs: a pyarrow Table or RecordBatch, a RecordBatchReader, a pandas
-DataFrame, or an iterable of any of those. Columns are matched by name (order
+DataFrame, anything that exports an Arrow stream (``__arrow_c_stream__``: polars, DuckDB
+relations), or an iterable of any of those. Columns are matched by name (order
 does not matter). A column may be cast to the table's type only within the same
-kind of type (integer to wider integer, integer to float, string to
-large_string, timestamp units) and only when the cast loses nothing; anything
+kind of type (integer to wider integer, integer to float, between string,
+large_string and string_view, timestamp units) and only when the cast loses nothing; anything
 else is a :class:`SchemaMismatchError` naming the column.
 """
 
@@ -29,22 +30,40 @@ def iter_input(data: Any) -> Iterator[ArrowData]:
         yield from data
     elif _is_pandas(data):
         yield pandas_to_arrow(data)
+    elif hasattr(data, "__arrow_c_stream__"):
+        yield from _arrow_stream(data)
     elif isinstance(data, Iterable) and not isinstance(data, str | bytes | dict):
         for item in data:
             if isinstance(item, pa.Table | pa.RecordBatch):
                 yield item
             elif _is_pandas(item):
                 yield pandas_to_arrow(item)
+            elif hasattr(item, "__arrow_c_stream__"):
+                yield from _arrow_stream(item)
             else:
                 raise SchemaMismatchError(
                     f"cannot write an iterable of {type(item).__name__}; expected "
-                    "pyarrow RecordBatches, Tables or pandas DataFrames"
+                    "pyarrow RecordBatches, Tables, pandas DataFrames or Arrow streams"
                 )
     else:
         raise SchemaMismatchError(
             f"cannot write {type(data).__name__}; expected a pyarrow Table, RecordBatch, "
-            "RecordBatchReader, pandas DataFrame, or an iterable of RecordBatches"
+            "RecordBatchReader, pandas DataFrame, anything that exports an Arrow stream "
+            "(__arrow_c_stream__: polars, DuckDB), or an iterable of those"
         )
+
+
+def _arrow_stream(data: Any) -> Iterator[pa.RecordBatch]:
+    """The batches of an Arrow PyCapsule stream (a polars DataFrame, a DuckDB relation, a
+    pyarrow reader of another library), read as they come."""
+    try:
+        reader = pa.RecordBatchReader.from_stream(data)
+    except (pa.ArrowException, TypeError, ValueError) as exc:
+        raise SchemaMismatchError(
+            f"cannot write {type(data).__name__}: its Arrow stream is not a stream of "
+            f"record batches ({exc})"
+        ) from exc
+    yield from reader
 
 
 def _is_pandas(data: Any) -> bool:
@@ -123,7 +142,7 @@ def _conform_column(column: pa.ChunkedArray, field: pa.Field, key: bool) -> pa.C
                 actual=column.type,
             )
         try:
-            column = column.cast(field.type, safe=True)
+            column = _cast(column, field.type)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
             raise SchemaMismatchError(
                 f"column {field.name!r} of type {column.type} does not fit {field.type} "
@@ -133,6 +152,17 @@ def _conform_column(column: pa.ChunkedArray, field: pa.Field, key: bool) -> pa.C
                 actual=column.type,
             ) from exc
     return column
+
+
+def _cast(column: pa.ChunkedArray, dtype: pa.DataType) -> pa.ChunkedArray:
+    try:
+        return column.cast(dtype, safe=True)
+    except pa.ArrowNotImplementedError:
+        if not (is_text(column.type) and is_text(dtype)):
+            raise
+        # pyarrow before 17 has no cast from string_view (polars' strings): through Python.
+        chunks = [pa.array(chunk.to_pylist(), dtype) for chunk in column.chunks]
+        return pa.chunked_array(chunks, dtype)
 
 
 def _kind(dtype: pa.DataType) -> str:

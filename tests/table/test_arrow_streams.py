@@ -116,3 +116,47 @@ def test_a_scan_reads_its_snapshot_once(days: Table) -> None:
     days.write(rows(8000, 3, "2024-01-06"))
     assert pinned.count() == 3003
     assert pinned.at(None).count() == 3006  # a new `at` resolves anew
+
+
+# -- writes of Arrow streams: anything with __arrow_c_stream__ ------------------------------
+
+
+class _Exporter:
+    """A library's own object that exports an Arrow stream and is nothing else."""
+
+    def __init__(self, data: pa.Table) -> None:
+        self.data = data
+
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
+        return self.data.__arrow_c_stream__(requested_schema)
+
+
+def test_write_takes_any_arrow_stream(tmp_path: Path) -> None:
+    tbl = raylake.create_table(str(tmp_path), SCHEMA)
+    tbl.write(_Exporter(rows(0, 3, "a")))
+    tbl.write([_Exporter(rows(3, 2, "b"))])
+    assert tbl.count() == 5
+
+
+def test_string_views_are_cast_like_large_strings(tmp_path: Path) -> None:
+    schema = pa.schema([("s", pa.string()), ("ls", pa.large_string())])
+    tbl = raylake.create_table(str(tmp_path), schema)
+    views = pa.array(["a", None, "c"], pa.string_view())
+    tbl.write(pa.table({"s": views, "ls": views}))
+    assert tbl.to_arrow().to_pydict() == {"s": ["a", None, "c"], "ls": ["a", None, "c"]}
+
+
+def test_polars_and_duckdb_frames_are_written(tmp_path: Path) -> None:
+    pl = pytest.importorskip("polars")
+    duckdb = pytest.importorskip("duckdb")
+    tbl = raylake.create_table(str(tmp_path), SCHEMA)
+    tbl.write(pl.DataFrame({"id": [1, 2], "dt": ["a", "b"], "x": [0.1, 0.2]}))
+    tbl.write(duckdb.sql("select 3::BIGINT as id, 'c' as dt, 0.3::DOUBLE as x"))
+    assert sorted(tbl.to_arrow().column("dt").to_pylist()) == ["a", "b", "c"]
+
+
+def test_a_stream_of_arrays_is_refused_with_nothing_written(tmp_path: Path) -> None:
+    tbl = raylake.create_table(str(tmp_path), SCHEMA)
+    with pytest.raises(raylake.SchemaMismatchError, match="not a stream of record batches"):
+        tbl.write(pa.chunked_array([[1, 2]]))
+    assert tbl.latest_snapshot() is None
