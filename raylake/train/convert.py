@@ -55,6 +55,9 @@ class Layout:
         label_column: str | None,
     ) -> Layout:
         names = schema.names
+        # One name for a list of names (a string would be read as a list of letters).
+        columns = [columns] if isinstance(columns, str) else columns
+        feature_columns = [feature_columns] if isinstance(feature_columns, str) else feature_columns
         for c in [
             *(columns or ()),
             *(feature_columns or ()),
@@ -68,8 +71,6 @@ class Layout:
                     "pass either columns= (a dict of tensors) or feature_columns= (a stacked "
                     "feature tensor), not both"
                 )
-            if isinstance(feature_columns, str):
-                feature_columns = [feature_columns]
             if not feature_columns:
                 raise SchemaError("feature_columns is empty; name at least one column")
             features = tuple(feature_columns)
