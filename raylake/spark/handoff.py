@@ -98,7 +98,9 @@ def from_ray(ds: Dataset, spark: SparkSession) -> DataFrame:
     ray = _ray(spark)
     if not isinstance(ds, ray.data.Dataset):
         raise InvalidArgumentError("ds", ds, "a ray.data.Dataset")
-    return ds.to_spark(spark)  # type: ignore[attr-defined, no-any-return]
+    from raylake.spark.ray_blocks import blocks_to_spark
+
+    return blocks_to_spark(ds, spark)
 
 
 def _ray(spark: SparkSession) -> Any:
