@@ -68,7 +68,7 @@ def test_a_cancelled_poll_loses_no_plan(warehouse: Path) -> None:
 
     async def consume() -> list[int]:
         # Cancelled at once: the poll's thread runs on and reads snapshot 1.
-        with contextlib.suppress(TimeoutError):
+        with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(reader.__anext__(), timeout=0)
         return [(await reader.__anext__()).snapshot_id for _ in range(2)]
 

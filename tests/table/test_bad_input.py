@@ -103,7 +103,7 @@ CASES: list[tuple[str, bool, Call, type[Exception], str]] = [
     ("from-pandas-arrow", False, _pandas(ROWS), InvalidArgumentError,
      "df must be a pandas DataFrame (Table.write takes Arrow data)"),
     ("from-pandas-null-key", False, _pandas(NULL_KEY, primary_key=["id"]), SchemaError,
-     "column 'id' is not nullable"),
+     "primary-key column 'id' cannot hold nulls"),
     ("from-pandas-mixed-object", False, _pandas(pd.DataFrame({"id": [1, "x"]})), SchemaError,
      "DataFrame does not convert to Arrow"),
     # Schema changes.
