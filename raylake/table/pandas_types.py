@@ -92,8 +92,12 @@ def strings_normalized(pa_table: pa.Table) -> pa.Table:
     columns, fields = [], []
     for field, column in zip(pa_table.schema, pa_table.columns):
         if is_text(field.type) and field.type != pa.string():
-            column, field = column.cast(pa.string()), field.with_type(pa.string())
-            changed = True
+            try:
+                column, field = column.cast(pa.string()), field.with_type(pa.string())
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                pass  # over 2 GiB in a chunk, or an old pyarrow: the table's cast decides
+            else:
+                changed = True
         columns.append(column)
         fields.append(field)
     return pa.Table.from_arrays(columns, schema=pa.schema(fields)) if changed else pa_table
