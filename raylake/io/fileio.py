@@ -25,7 +25,6 @@ import os
 import posixpath
 import re
 import threading
-import time
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
@@ -34,13 +33,15 @@ import fsspec
 import pyarrow.fs as pafs
 from fsspec.implementations.local import LocalFileSystem
 
+from raylake.errors import CommitStateUnknownError, StorageRetriesExhaustedError
+from raylake.io import retry
 from raylake.io.credentials import StorageOptions
-from raylake.io.native import native_filesystem
+from raylake.io.native import S3_PROTOCOLS, native_filesystem
+from raylake.io.retry import RetryPolicy, call_with_retries, is_transient
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
-_TRANSIENT_ATTEMPTS = 3
 LOCAL_FILES_IN_FLIGHT = 4  # pyarrow.dataset's default fragment readahead
 REMOTE_FILES_IN_FLIGHT = 16
 # Stores without directories: a makedirs there is a request (s3fs checks the bucket) for nothing.
@@ -101,6 +102,7 @@ class FileIO:
         self._fs: fsspec.AbstractFileSystem | None = None
         self._root: str | None = None
         self._arrow_fs: pafs.FileSystem | None = None
+        self.retry_policy = RetryPolicy.of(self._options.public)
 
     def __getstate__(self) -> dict[str, Any]:
         # Filesystem objects hold caches, sessions and locks: rebuild them on the other side.
@@ -113,6 +115,7 @@ class FileIO:
         self._fs = None
         self._root = None
         self._arrow_fs = None
+        self.retry_policy = RetryPolicy.of(self._options.public)
 
     def __repr__(self) -> str:
         return f"FileIO({self.uri!r})"
@@ -160,9 +163,29 @@ class FileIO:
         return None if needs is None or _holds(needs[0]) else needs[1]
 
     @property
+    def client_retries(self) -> bool:
+        """Whether the store's client retries transient errors itself (botocore, for S3):
+        then FileIO tries each request once, so that the bound is the client's."""
+        return self.protocol in S3_PROTOCOLS
+
+    def client_options(self) -> dict[str, Any]:
+        """The options for the store's client: :meth:`resolved_options` without raylake's
+        own, with the retry bound handed to botocore where the caller set none."""
+        options = self.resolved_options()
+        options.pop(retry.OPTION, None)
+        if self.client_retries:
+            config = dict(options.get("config_kwargs") or {})
+            config.setdefault(
+                "retries",
+                {"mode": "standard", "total_max_attempts": self.retry_policy.max_attempts},
+            )
+            options["config_kwargs"] = config
+        return options
+
+    @property
     def fs(self) -> fsspec.AbstractFileSystem:
         if self._fs is None:
-            fs, root = fsspec.core.url_to_fs(self.uri, **self.resolved_options())
+            fs, root = fsspec.core.url_to_fs(self.uri, **self.client_options())
             # _root first: another thread that sees _fs set must also see _root set.
             self._root = root.rstrip("/") or "/"
             self._fs = fs
@@ -177,7 +200,10 @@ class FileIO:
 
     @property
     def is_local(self) -> bool:
-        return isinstance(self.fs, LocalFileSystem)
+        # A filesystem may ask to be served through its own methods although it is local
+        # files underneath (raylake/testing/localfaults.py injects faults there).
+        fs = self.fs
+        return isinstance(fs, LocalFileSystem) and not getattr(fs, "raylake_via_fsspec", False)
 
     @property
     def protocol(self) -> str:
@@ -207,26 +233,30 @@ class FileIO:
             if self.is_local:
                 arrow_fs: pafs.FileSystem = pafs.LocalFileSystem()
             else:
-                native = native_filesystem(self.protocol, self.storage_options, self.root)
+                native = native_filesystem(self.protocol, self.client_options(), self.root)
                 arrow_fs = native or pafs.PyFileSystem(pafs.FSSpecHandler(self.fs))
             self._arrow_fs = arrow_fs
         return self._arrow_fs
 
     # -- reads ---------------------------------------------------------------------------
 
+    def _call(self, operation: str, rel: str, fn: Callable[[], T]) -> T:
+        attempts = 1 if self.client_retries else self.retry_policy.max_attempts
+        return call_with_retries(fn, self.retry_policy, operation, self.full_path(rel), attempts)
+
     def read_bytes(self, rel: str) -> bytes:
         # start=0 makes it one ranged GET on object stores: without it s3fs first asks
         # for the size (HEAD), and a missing key costs a HEAD and a LIST.
-        return _retry(lambda: self.fs.cat_file(self.full_path(rel), start=0))
+        return self._call("read", rel, lambda: self.fs.cat_file(self.full_path(rel), start=0))
 
     def exists(self, rel: str) -> bool:
-        return bool(_retry(lambda: self.fs.exists(self.full_path(rel))))
+        return bool(self._call("exists", rel, lambda: self.fs.exists(self.full_path(rel))))
 
     def list_names(self, rel_dir: str) -> list[str]:
         """File names (not paths) directly under a directory; empty if it does not exist."""
         path = self.full_path(rel_dir)
         try:
-            entries = _retry(lambda: self.fs.ls(path, detail=False))
+            entries = self._call("list", rel_dir, lambda: self.fs.ls(path, detail=False))
         except FileNotFoundError:
             return []
         return sorted(posixpath.basename(str(e).rstrip("/")) for e in entries)
@@ -235,7 +265,7 @@ class FileIO:
         """Every file below a directory, recursively: (relative path, mtime in seconds or None)."""
         base = self.full_path(rel_dir)
         try:
-            found = self.fs.find(base, detail=True)
+            found = self._call("list", rel_dir, lambda: self.fs.find(base, detail=True))
         except FileNotFoundError:
             return []
         out = []
@@ -251,16 +281,12 @@ class FileIO:
         path = self.full_path(rel)
         self.makedirs(posixpath.dirname(rel))
         if self.is_local:
-            # Write then rename, so a reader never sees half a file.
-            tmp = f"{path}.{uuid.uuid4().hex}.tmp"
-            with open(tmp, "wb") as f:
-                f.write(data)
-            os.replace(tmp, path)
+            self._call("write", rel, lambda: _replace_write(path, data))
         else:
-            self.fs.pipe_file(path, data)
+            self._call("write", rel, lambda: self.fs.pipe_file(path, data))
 
     def create_if_absent(self, rel: str, data: bytes) -> bool:
-        """Atomically create a file with ``data`` unless it exists; True if created.
+        """Atomically create a file with ``data`` unless it exists; True if this call did.
 
         This is the commit point of the table format. Local files use a hard link of
         a fully written temporary file (atomic, never a partial file). Other
@@ -269,9 +295,49 @@ class FileIO:
         (fsspec often implements ``"xb"`` as check-then-write); where a filesystem has
         no such primitive, the check-then-write fallback is only safe within a process,
         and concurrent writers from several machines need an external lock.
+
+        A create may fail after the store carried it out (its answer lost, or a
+        client's own retry of it told "exists"): so where the answer is an error, or
+        "exists" from a client that retries by itself, the file is read back, and
+        holding exactly ``data`` means this call created it (callers make ``data``
+        unique: a snapshot holds its commit id). Absent, the create is tried again,
+        up to the retry bound. Raises :class:`CommitStateUnknownError` where, after the
+        bound, the store could not be read to tell.
         """
         path = self.full_path(rel)
         self.makedirs(posixpath.dirname(rel))
+        policy = self.retry_policy
+        error: BaseException | None = None
+        for attempt in range(policy.max_attempts):
+            try:
+                if self._create_once(path, data):
+                    return True
+                if not self.client_retries:  # no retry inside the client: "exists" is final
+                    return False
+            except BaseException as exc:
+                if not is_transient(exc):
+                    raise
+                error = exc
+                logger.info("create of %s failed (%r); reading it back", path, exc)
+            held = self._read_back(rel)
+            if held is _UNREADABLE:
+                error = error or OSError(f"could not read back {path}")
+            elif held is not None:
+                return held == data
+            elif error is None:  # told "exists", yet absent: deleted meanwhile (expired)
+                return False
+            policy.wait(attempt)
+        if isinstance(error, TimeoutError):  # a request still in flight may land later
+            raise CommitStateUnknownError(path, policy.max_attempts, error)
+        held = self._read_back(rel)
+        if held is None:
+            assert error is not None
+            raise StorageRetriesExhaustedError("create", path, policy.max_attempts, error)
+        if held is _UNREADABLE:
+            raise CommitStateUnknownError(path, policy.max_attempts, error)
+        return held == data
+
+    def _create_once(self, path: str, data: bytes) -> bool:
         if self.is_local:
             return _link_create(path, data)
         try:
@@ -290,10 +356,20 @@ class FileIO:
                 self.fs.pipe_file(path, data)
                 return True
 
+    def _read_back(self, rel: str) -> bytes | object | None:
+        """The file's bytes, None where it is absent, _UNREADABLE where reads keep failing."""
+        try:
+            return self.read_bytes(rel)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            logger.warning("could not read back %s: %r", rel, exc)
+            return _UNREADABLE
+
     def delete(self, rel: str) -> None:
         """Delete a file; a missing file is not an error (deletes are retried idempotently)."""
         with contextlib.suppress(FileNotFoundError):
-            self.fs.rm_file(self.full_path(rel))
+            self._call("delete", rel, lambda: self.fs.rm_file(self.full_path(rel)))
 
     def delete_quietly(self, rels: list[str]) -> None:
         """Best-effort cleanup of files a failed operation wrote."""
@@ -309,19 +385,36 @@ class FileIO:
         self.fs.makedirs(self.full_path(rel), exist_ok=True)
 
 
+_UNREADABLE = object()
+
+
+def _replace_write(path: str, data: bytes) -> None:
+    """Write then rename, so a reader never sees half a file (nor a failed write's tmp)."""
+    tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
 def _link_create(path: str, data: bytes) -> bool:
     tmp = f"{path}.{uuid.uuid4().hex}.tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
     try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
         os.link(tmp, path)
         return True
     except FileExistsError:
         return False
     finally:
-        os.unlink(tmp)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
 
 
 def _mtime(info: Mapping[str, Any]) -> float | None:
@@ -334,20 +427,6 @@ def _mtime(info: Mapping[str, Any]) -> float | None:
         with contextlib.suppress(TypeError, ValueError):
             return float(value)
     return None
-
-
-def _retry(fn: Callable[[], T]) -> T:
-    """Retry transient I/O errors (not a missing file) a few times with backoff."""
-    for attempt in range(_TRANSIENT_ATTEMPTS):
-        try:
-            return fn()
-        except (FileNotFoundError, IsADirectoryError, PermissionError):
-            raise
-        except (OSError, TimeoutError):
-            if attempt == _TRANSIENT_ATTEMPTS - 1:
-                raise
-            time.sleep(0.05 * 2**attempt)
-    raise AssertionError("unreachable")
 
 
 def absolute_uri(uri: str) -> str:
