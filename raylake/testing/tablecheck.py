@@ -1,0 +1,61 @@
+"""What a table holds after faults: every snapshot readable, which files are named by
+a snapshot, which files lie under the table's data and manifest folders unnamed.
+
+Tests and the soak (bench/soak.py) check a table with :func:`inspect_table` through a
+FileIO without faults: the check must see the store as it is, not as a faulty
+connection shows it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from raylake.format.manifest import read_entries
+from raylake.table import Table, open_table
+
+METADATA_DIRS = ("data", "manifest", "changelog")
+
+
+@dataclass
+class TableState:
+    snapshot_ids: list[int]
+    commit_ids: dict[int, str]
+    rows: int
+    # Files named by a snapshot (data, changelog and manifest files), relative to the root.
+    referenced: set[str] = field(default_factory=set)
+    # Files under data/, manifest/ and changelog/ (temporary files included).
+    on_store: set[str] = field(default_factory=set)
+
+    @property
+    def missing(self) -> set[str]:
+        """Named by a snapshot, but not on the store: the table is broken."""
+        return self.referenced - self.on_store
+
+    @property
+    def unreferenced(self) -> set[str]:
+        """On the store, named by no snapshot: orphans."""
+        return self.on_store - self.referenced
+
+
+def inspect_table(uri: str, storage_options: Any = None) -> TableState:
+    """Read every snapshot of the table (raising if one does not read) and list its files."""
+    tbl = open_table(uri, storage_options=storage_options)
+    file_io, ts = tbl.file_io, tbl.table_schema
+    state = TableState(snapshot_ids=[], commit_ids={}, rows=0)
+    for snap in tbl.snapshots():
+        state.snapshot_ids.append(snap.id)
+        state.commit_ids[snap.id] = snap.commit_id
+        metas = [*snap.base_manifests, *snap.delta_manifests, *snap.changelog_manifests]
+        state.referenced |= {m.path for m in metas}
+        entries = read_entries(file_io, metas, ts, ())
+        state.referenced |= set(entries.column("path").to_pylist())
+        state.rows = tbl.scan(snapshot_id=snap.id).to_arrow().num_rows
+    for folder in METADATA_DIRS:
+        state.on_store |= {rel for rel, _ in file_io.list_files(folder)}
+    return state
+
+
+def rows_of(tbl: Table, column: str) -> list[Any]:
+    """The values of ``column`` in the latest snapshot, sorted."""
+    return sorted(tbl.to_arrow().column(column).to_pylist())
