@@ -43,7 +43,9 @@ class FaultRule:
     """Fault ``rate`` of the requests matching ``operation`` and ``path`` (a regex
     searched in the request's path), after letting ``after`` of them through, at most
     ``times`` faults (None: no cap). ``conditional=True`` matches only conditional
-    creates (S3's ``If-None-Match: *``; the local ``create``)."""
+    creates (S3's ``If-None-Match: *``; the local ``create``). ``once_fired=i`` arms
+    the rule only once rule ``i`` of the plan has fired (reads that fail after a
+    create, say)."""
 
     kind: FaultKind
     rate: float = 1.0
@@ -53,6 +55,7 @@ class FaultRule:
     after: int = 0
     times: int | None = None
     delay_s: float = 0.05
+    once_fired: int | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in FAULT_KINDS:
@@ -127,6 +130,8 @@ class FaultInjector:
             self.requests += 1
             for index, rule in enumerate(self.plan.rules):
                 if not rule.matches(operation, path, conditional):
+                    continue
+                if rule.once_fired is not None and not self._fired[rule.once_fired]:
                     continue
                 self._matched[index] += 1
                 if self._matched[index] <= rule.after:

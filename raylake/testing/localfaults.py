@@ -16,6 +16,7 @@ temporary file hard-linked into place), ``rename`` and ``list``.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import io
 import os
@@ -94,6 +95,20 @@ class FaultyFileSystem(LocalFileSystem):
         _after(rule, path1)
 
     rename = mv
+
+    def pipe_file(self, path: Any, value: bytes, mode: str = "overwrite", **kwargs: Any) -> None:
+        """Whole-file writes as raylake makes them on local files: a temporary file,
+        renamed into place (a fault may leave the temporary file half written)."""
+        path = self._strip_protocol(path)
+        tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+        try:
+            with self.open(tmp, "wb") as f:
+                f.write(value)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+        os.replace(tmp, path)
 
     def _open(self, path: Any, mode: str = "rb", **kwargs: Any) -> Any:
         path = self._strip_protocol(path)
