@@ -117,6 +117,8 @@ def _inject(
             if close is not None:
                 close()
     if rule.kind in ("reset", "lost_reset"):
+        # Answered into a closed socket: werkzeug takes it for a dropped connection.
+        start_response("500 Internal Server Error", [("Content-Length", "0")])
         _drop_connection(environ)
         return []
     status, code, message = _ERRORS[rule.kind]
