@@ -78,6 +78,7 @@ def _race(uri: str, options: dict[str, Any], tmp_path: Path) -> list[dict[str, A
     return reports
 
 
+@pytest.mark.slow
 def test_four_processes_commit_through_faults_and_lost_snapshot_creates(
     faulty: LocalS3Server, storage_options: dict[str, Any], tmp_path: Path
 ) -> None:
