@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from raylake.format.manifest import read_entries
+from raylake.errors import CorruptMetadataError
+from raylake.format.manifest import live_files, read_entries
 from raylake.table import Table, open_table
 
 METADATA_DIRS = ("data", "manifest", "changelog")
@@ -26,6 +27,7 @@ class TableState:
     referenced: set[str] = field(default_factory=set)
     # Files under data/, manifest/ and changelog/ (temporary files included).
     on_store: set[str] = field(default_factory=set)
+    errors: list[str] = field(default_factory=list)
 
     @property
     def missing(self) -> set[str]:
@@ -39,18 +41,29 @@ class TableState:
 
 
 def inspect_table(uri: str, storage_options: Any = None) -> TableState:
-    """Read every snapshot of the table (raising if one does not read) and list its files."""
+    """Read every snapshot of the table and list its files. A manifest or data file a
+    snapshot names that is gone is in :attr:`TableState.missing`; the reads that
+    failed are in :attr:`TableState.errors`."""
     tbl = open_table(uri, storage_options=storage_options)
     file_io, ts = tbl.file_io, tbl.table_schema
     state = TableState(snapshot_ids=[], commit_ids={}, rows=0)
     for snap in tbl.snapshots():
         state.snapshot_ids.append(snap.id)
         state.commit_ids[snap.id] = snap.commit_id
-        metas = [*snap.base_manifests, *snap.delta_manifests, *snap.changelog_manifests]
-        state.referenced |= {m.path for m in metas}
-        entries = read_entries(file_io, metas, ts, ())
-        state.referenced |= set(entries.column("path").to_pylist())
-        state.rows = tbl.scan(snapshot_id=snap.id).to_arrow().num_rows
+        # The files a snapshot needs: the live files of its base, the files its delta
+        # and changelog add (the files its delta deletes may be gone).
+        for metas in (snap.base_manifests, snap.delta_manifests, snap.changelog_manifests):
+            state.referenced |= {m.path for m in metas}
+            try:
+                entries = read_entries(file_io, metas, ts, ())
+            except CorruptMetadataError as exc:
+                state.errors.append(f"snapshot {snap.id}: {exc}")
+                continue
+            state.referenced |= set(live_files(entries).column("path").to_pylist())
+        try:
+            state.rows = tbl.scan(snapshot_id=snap.id).to_arrow().num_rows
+        except (CorruptMetadataError, OSError) as exc:
+            state.errors.append(f"snapshot {snap.id}: {exc}")
     for folder in METADATA_DIRS:
         state.on_store |= {rel for rel, _ in file_io.list_files(folder)}
     return state
