@@ -255,11 +255,21 @@ class FileIO:
         return self._call("read", rel, lambda: self.fs.cat_file(self.full_path(rel), start=0))
 
     def exists(self, rel: str) -> bool:
-        return bool(self._call("exists", rel, lambda: self.fs.exists(self.full_path(rel))))
+        path = self.full_path(rel)
+        self._forget_listing(path)
+        return bool(self._call("exists", rel, lambda: self.fs.exists(path)))
+
+    def _forget_listing(self, path: str) -> None:
+        """Drop the filesystem's cached listings of ``path``: other processes change the
+        table, and s3fs answers ``ls`` and ``exists`` from listings it cached before,
+        forever by default. A stale listing of snapshot/ made orphan cleanup delete the
+        files of the snapshots it did not see (found by bench/soak.py)."""
+        self.fs.invalidate_cache(path)
 
     def list_names(self, rel_dir: str) -> list[str]:
         """File names (not paths) directly under a directory; empty if it does not exist."""
         path = self.full_path(rel_dir)
+        self._forget_listing(path)
         try:
             entries = self._call("list", rel_dir, lambda: self.fs.ls(path, detail=False))
         except FileNotFoundError:
@@ -269,6 +279,7 @@ class FileIO:
     def list_files(self, rel_dir: str) -> list[tuple[str, float | None]]:
         """Every file below a directory, recursively: (relative path, mtime in seconds or None)."""
         base = self.full_path(rel_dir)
+        self._forget_listing(base)
         try:
             found = self._call("list", rel_dir, lambda: self.fs.find(base, detail=True))
         except FileNotFoundError:

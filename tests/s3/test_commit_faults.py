@@ -105,3 +105,29 @@ def test_creates_that_keep_failing_leave_the_table_as_it_was(
     assert after.snapshot_ids == [1]
     assert after.on_store == before.on_store  # its data file and manifest were removed
     assert rows_of(tbl, "id") == list(range(10))
+
+
+def test_orphan_cleanup_sees_the_snapshots_other_processes_committed(
+    s3_bucket: str, storage_options: dict[str, Any]
+) -> None:
+    # s3fs answers listings from a cache it never expires: a process that had listed
+    # snapshot/ took the files of a snapshot committed since by another process for
+    # orphans, and deleted them (found by bench/soak.py).
+    import json
+    import subprocess
+    import sys
+    from datetime import timedelta
+
+    uri = f"s3://{s3_bucket}/t"
+    tbl = raylake.create_table(uri, SCHEMA, storage_options=storage_options)
+    tbl.write(_ids(0, 10))
+    assert [s.id for s in tbl.snapshots()] == [1]  # this process has listed snapshot/
+    code = (
+        "import json, sys, pyarrow as pa, raylake\n"
+        "tbl = raylake.open_table(sys.argv[1], storage_options=json.loads(sys.argv[2]))\n"
+        "tbl.write(pa.table({'id': pa.array(range(10, 20), pa.int64())}))\n"
+    )
+    subprocess.run([sys.executable, "-c", code, uri, json.dumps(storage_options)], check=True)
+    assert [s.id for s in tbl.snapshots()] == [1, 2]
+    assert tbl.remove_orphan_files(older_than=timedelta(0)).files_removed == 0
+    assert rows_of(tbl, "id") == list(range(20))
