@@ -151,12 +151,15 @@ class Soak:
         self.server.set_faults(None)
         copy = next(r for r in self.roles if r.name == "copy")
         _drain(copy.spec)
-        for name, (uri, options) in self.plain_uris().items():
+        for _name, (uri, options) in self.plain_uris().items():
             tbl = raylake.open_table(uri, storage_options=options)
             tbl.expire_snapshots(retain_last=3)
             tbl.remove_orphan_files(older_than=timedelta(0))
-        report: dict[str, Any] = {"faults injected (S3)": stats["injected"],
-                                  "requests (S3)": stats["requests"], "kills": self.kills}
+        report: dict[str, Any] = {
+            "faults injected (S3)": stats["injected"],
+            "requests (S3)": stats["requests"],
+            "kills": self.kills,
+        }
         report.update(check(self))
         return report
 
@@ -231,10 +234,14 @@ def check(soak: Soak) -> dict[str, Any]:
     out["operations"] = {"commits acknowledged": dict(acks), "epochs": epochs,
                          "stream copies": sum(e["event"] == "copied" for e in journal(soak, "copy")),
                          **{f"maintenance {k}": v for k, v in maintenance.items()}}  # fmt: skip
-    out["reported failed or unknown"] = sum(
-        e["event"] in ("fail", "unknown") for r in soak.roles if r.kind == "writer"
-        for e in journal(soak, r.name)
-    )  # fmt: skip
+    reported: Counter[str] = Counter()
+    for role in soak.roles:
+        if role.kind == "writer":
+            for e in journal(soak, role.name):
+                if e["event"] in ("fail", "unknown"):
+                    error = e["error"].split("(", 1)[0]
+                    reported[f"{role.spec['table']}: {e['event']} {error}"] += 1
+    out["commits reported failed or unknown"] = dict(reported)
     return out
 
 
@@ -255,7 +262,9 @@ def _unreadable(soak: Soak, tables: dict[str, tuple[str, dict[str, Any]]],
             broken = True
         for path in sorted(state.missing):
             why = removed.get(path)
-            out["failures"].append(f"{name}: {path} missing" + (f", removed by {why}" if why else ""))
+            out["failures"].append(
+                f"{name}: {path} missing" + (f", removed by {why}" if why else "")
+            )
             broken = True
     return broken
 

@@ -63,10 +63,19 @@ def _race(uri: str, options: dict[str, Any], tmp_path: Path) -> list[dict[str, A
     go = tmp_path / "go"
     children = [
         subprocess.Popen(
-            [sys.executable, "-c", _WRITER, uri, json.dumps(options),
-             *map(str, (w, COMMITS, ROWS)), str(go)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-c",
+                _WRITER,
+                uri,
+                json.dumps(options),
+                *map(str, (w, COMMITS, ROWS)),
+                str(go),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for w in range(WORKERS)
     ]
     go.touch()

@@ -22,9 +22,7 @@ def test_a_minute_of_everything_with_kills_and_faults_loses_nothing(tmp_path: Pa
         [sys.executable, str(SOAK), "--minutes", "1", "--seed", "26"],
         capture_output=True, text=True, timeout=600, cwd=tmp_path,
     )  # fmt: skip
-    report = dict(
-        line.split(": ", 1) for line in run.stdout.splitlines() if ": " in line
-    )
+    report = dict(line.split(": ", 1) for line in run.stdout.splitlines() if ": " in line)
     assert run.returncode == 0, run.stdout + run.stderr[-4000:]
     assert report["rows lost"] == "0" and report["rows duplicated"] == "0"
     assert report["failures"] == "[]"
