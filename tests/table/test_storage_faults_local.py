@@ -115,3 +115,20 @@ def test_an_unknown_commit_outcome_keeps_every_file_it_wrote(tmp_path: Path) -> 
     assert state.snapshot_ids == [1, 2]
     assert not state.missing and not state.unreferenced
     assert rows_of(raylake.open_table(local), "id") == list(range(20))
+
+
+@pytest.mark.parametrize("kind", ["eio", "lost"])
+def test_a_schema_change_through_a_faulted_create_happens_once(tmp_path: Path, kind: str) -> None:
+    plan = FaultPlan(
+        (FaultRule(kind, operation="create", path=r"schema/schema-1\.json$", times=1),)
+    )
+    local, tbl = _faulty_table(tmp_path, plan)
+    with tbl.update_schema() as update:
+        update.add_column("score", pa.float64())
+    assert localfaults.injector(plan).injected == {kind: 1}
+    reopened = raylake.open_table(local)
+    assert reopened.schema.names == ["id", "score"]
+    assert sorted(p.name for p in (tmp_path / "t" / "schema").iterdir()) == [
+        "schema-0.json",
+        "schema-1.json",
+    ]
