@@ -25,7 +25,6 @@ import os
 import posixpath
 import re
 import threading
-import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
@@ -33,11 +32,11 @@ import fsspec
 import pyarrow.fs as pafs
 from fsspec.implementations.local import LocalFileSystem
 
-from raylake.errors import CommitStateUnknownError, StorageRetriesExhaustedError
 from raylake.io import retry
+from raylake.io.create import UNREADABLE, create_checked, link_create, replace_write
 from raylake.io.credentials import StorageOptions
 from raylake.io.native import S3_PROTOCOLS, native_filesystem
-from raylake.io.retry import RetryPolicy, call_with_retries, is_transient
+from raylake.io.retry import RetryPolicy, call_with_retries
 
 logger = logging.getLogger(__name__)
 
@@ -297,7 +296,7 @@ class FileIO:
         path = self.full_path(rel)
         self.makedirs(posixpath.dirname(rel))
         if self.is_local:
-            self._call("write", rel, lambda: _replace_write(path, data))
+            self._call("write", rel, lambda: replace_write(path, data))
         else:
             self._call("write", rel, lambda: self.fs.pipe_file(path, data))
 
@@ -322,40 +321,18 @@ class FileIO:
         """
         path = self.full_path(rel)
         self.makedirs(posixpath.dirname(rel))
-        policy = self.retry_policy
-        error: BaseException | None = None
-        for attempt in range(policy.max_attempts):
-            try:
-                if self._create_once(path, data):
-                    return True
-                if error is None and not self.client_retries:
-                    return False  # no earlier try of ours, no retry inside the client: final
-            except BaseException as exc:
-                if not is_transient(exc):
-                    raise
-                error = exc
-                logger.info("create of %s failed (%r); reading it back", path, exc)
-            held = self._read_back(rel)
-            if held is _UNREADABLE:
-                error = error or OSError(f"could not read back {path}")
-            elif held is not None:
-                return held == data
-            elif error is None:  # told "exists", yet absent: deleted meanwhile (expired)
-                return False
-            policy.wait(attempt)
-        if _is_timeout(error):  # a request still in flight may land after any look
-            raise CommitStateUnknownError(path, policy.max_attempts, error)
-        held = self._read_back(rel)
-        if held is None:
-            assert error is not None
-            raise StorageRetriesExhaustedError("create", path, policy.max_attempts, error)
-        if held is _UNREADABLE:
-            raise CommitStateUnknownError(path, policy.max_attempts, error)
-        return held == data
+        return create_checked(
+            lambda: self._create_once(path, data),
+            lambda: self._read_back(rel),
+            data,
+            path,
+            self.retry_policy,
+            final_exists=not self.client_retries,
+        )
 
     def _create_once(self, path: str, data: bytes) -> bool:
         if self.is_local:
-            return _link_create(path, data)
+            return link_create(path, data)
         try:
             with _CREATE_LOCK, self.fs.open(path, "xb") as f:
                 f.write(data)
@@ -373,14 +350,14 @@ class FileIO:
                 return True
 
     def _read_back(self, rel: str) -> bytes | object | None:
-        """The file's bytes, None where it is absent, _UNREADABLE where reads keep failing."""
+        """The file's bytes, None where it is absent, UNREADABLE where reads keep failing."""
         try:
             return self.read_bytes(rel)
         except FileNotFoundError:
             return None
         except OSError as exc:
             logger.warning("could not read back %s: %r", rel, exc)
-            return _UNREADABLE
+            return UNREADABLE
 
     def delete(self, rel: str) -> None:
         """Delete a file; a missing file is not an error (deletes are retried idempotently)."""
@@ -399,42 +376,6 @@ class FileIO:
         if self.protocol in OBJECT_STORES:
             return  # no directories to make: a key's prefix exists once the key does
         self.fs.makedirs(self.full_path(rel), exist_ok=True)
-
-
-_UNREADABLE = object()
-
-
-def _is_timeout(error: BaseException | None) -> bool:
-    return error is not None and any("Timeout" in cls.__name__ for cls in type(error).__mro__)
-
-
-def _replace_write(path: str, data: bytes) -> None:
-    """Write then rename, so a reader never sees half a file (nor a failed write's tmp)."""
-    tmp = f"{path}.{uuid.uuid4().hex}.tmp"
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-def _link_create(path: str, data: bytes) -> bool:
-    tmp = f"{path}.{uuid.uuid4().hex}.tmp"
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.link(tmp, path)
-        return True
-    except FileExistsError:
-        return False
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
 
 
 def _mtime(info: Mapping[str, Any]) -> float | None:
