@@ -85,6 +85,7 @@ class Soak:
             "events": (f"s3://{bucket}/events", options),
             "users": (f"s3://{bucket}/users", options),
             "local": (f"faulty://{self.work}/local", {"fault_plan": local_plan.to_json()}),
+            "train": (f"s3://{bucket}/train", options),
         }
         localfaults.register()
         events = raylake.create_table(self.uris["events"][0], SCHEMA, storage_options=options)
@@ -92,14 +93,18 @@ class Soak:
                              storage_options=options)  # fmt: skip
         raylake.create_table(str(self.work / "local"), SCHEMA)
         raylake.create_table(str(self.work / "sink"), SCHEMA)
-        ids = pa.array(range(-TRAIN_ROWS, 0), pa.int64())  # below every writer's ids
-        snap = events.write(pa.table({"id": ids, "v": pa.array([0] * TRAIN_ROWS)}))
+        train = raylake.create_table(self.uris["train"][0], SCHEMA, storage_options=options)
+        ids = pa.array(range(TRAIN_ROWS), pa.int64())
+        for part in range(4):  # a few commits, so that a pinned snapshot is not the only one
+            snap = train.write(
+                pa.table({"id": ids[part::4], "v": pa.array([part] * (TRAIN_ROWS // 4))})
+            )
         assert snap is not None
         self.train_snapshot = snap.id
-        # Registered before anything can expire: the copy from snapshot 1, the trainer
-        # at its pinned snapshot.
+        # Registered before anything can expire: the copy from snapshot 1 (it expires
+        # what it has read), the trainer at its pinned snapshot.
         events.reset_consumer("soak-copy", 1)
-        events.reset_consumer("soak-trainer", snap.id)
+        train.reset_consumer("soak-trainer", snap.id)
 
     def plan_roles(self) -> None:
         uri = {name: {"uri": u, "options": o} for name, (u, o) in self.uris.items()}
@@ -117,7 +122,7 @@ class Soak:
         maint = self.spec("maintenance", tables=tables, retain=3, orphan_age_s=self.orphan_age_s,
                           pause_s=2)  # fmt: skip
         self.roles.append(Role("maintenance", "maintenance", maint, killable=False))
-        train = self.spec("trainer", **uri["events"], snapshot=self.train_snapshot, batch=256,
+        train = self.spec("trainer", **uri["train"], snapshot=self.train_snapshot, batch=256,
                           save_every=3, checkpoint=str(self.work / "trainer.ckpt"))  # fmt: skip
         self.roles.append(Role("trainer", "trainer", train, killable=True))
 
@@ -147,6 +152,7 @@ class Soak:
 
     def finish(self) -> dict[str, Any]:
         """Faults off: copy what is left, clean up, and check everything."""
+        print("soak: stopped; draining the stream copy and checking", file=sys.stderr)
         stats = self.server.fault_stats()
         self.server.set_faults(None)
         copy = next(r for r in self.roles if r.name == "copy")
@@ -310,7 +316,7 @@ def _check_consumers(tables: dict[str, tuple[str, dict[str, Any]]], out: dict[st
 
 
 def _check_trainer(soak: Soak, out: dict[str, Any]) -> int:
-    expected = list(range(-TRAIN_ROWS, 0))
+    expected = list(range(TRAIN_ROWS))
     epochs = {e["epoch"]: e["ids"] for e in journal(soak, "trainer") if e["event"] == "epoch"}
     for epoch, ids in epochs.items():
         if sorted(ids) != expected:

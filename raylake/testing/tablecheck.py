@@ -22,7 +22,7 @@ METADATA_DIRS = ("data", "manifest", "changelog")
 class TableState:
     snapshot_ids: list[int]
     commit_ids: dict[int, str]
-    rows: int
+    rows: int  # in the latest snapshot
     # Files named by a snapshot (data, changelog and manifest files), relative to the root.
     referenced: set[str] = field(default_factory=set)
     # Files under data/, manifest/ and changelog/ (temporary files included).
@@ -41,9 +41,9 @@ class TableState:
 
 
 def inspect_table(uri: str, storage_options: Any = None) -> TableState:
-    """Read every snapshot of the table and list its files. A manifest or data file a
-    snapshot names that is gone is in :attr:`TableState.missing`; the reads that
-    failed are in :attr:`TableState.errors`."""
+    """Read every snapshot's manifests, list the table's files, and read the latest
+    snapshot's rows. A manifest or data file a snapshot names that is gone is in
+    :attr:`TableState.missing`; the reads that failed are in :attr:`TableState.errors`."""
     tbl = open_table(uri, storage_options=storage_options)
     file_io, ts = tbl.file_io, tbl.table_schema
     state = TableState(snapshot_ids=[], commit_ids={}, rows=0)
@@ -60,12 +60,15 @@ def inspect_table(uri: str, storage_options: Any = None) -> TableState:
                 state.errors.append(f"snapshot {snap.id}: {exc}")
                 continue
             state.referenced |= set(live_files(entries).column("path").to_pylist())
-        try:
-            state.rows = tbl.scan(snapshot_id=snap.id).to_arrow().num_rows
-        except (CorruptMetadataError, OSError) as exc:
-            state.errors.append(f"snapshot {snap.id}: {exc}")
+
     for folder in METADATA_DIRS:
         state.on_store |= {rel for rel, _ in file_io.list_files(folder)}
+    # Every file each snapshot needs is there (checked above); the latest is read whole.
+    if state.snapshot_ids and not state.missing:
+        try:
+            state.rows = tbl.scan(snapshot_id=state.snapshot_ids[-1]).to_arrow().num_rows
+        except (CorruptMetadataError, OSError) as exc:
+            state.errors.append(f"snapshot {state.snapshot_ids[-1]}: {exc}")
     return state
 
 
