@@ -147,6 +147,7 @@ def trainer(spec: dict[str, Any]) -> None:
             seen += batch["id"].tolist()
             if n % spec["save_every"] == 0:
                 _save(ckpt, {"epoch": epoch, "ids": seen, "state": dataset.state_dict()})
+                journal.record(event="saved", epoch=epoch, rows=len(seen))
         journal.record(event="epoch", epoch=epoch, ids=seen)
         epoch, seen = epoch + 1, []
         dataset.set_epoch(epoch)

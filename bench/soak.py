@@ -53,8 +53,17 @@ class Role:
     killable: bool
     incarnation: int = 0
     child: subprocess.Popen[bytes] | None = None
+    journal_size: int = 0
+
+    def made_progress(self) -> bool:
+        """Whether it wrote to its journal since it was (re)started: only then is it
+        killed again, so that every incarnation gets somewhere on a slow machine."""
+        journal = Path(self.spec["journal"])
+        return journal.exists() and journal.stat().st_size > self.journal_size
 
     def start(self) -> None:
+        journal = Path(self.spec["journal"])
+        self.journal_size = journal.stat().st_size if journal.exists() else 0
         seed = zlib.crc32(f"{self.name}/{self.incarnation}".encode())
         spec = {**self.spec, "incarnation": self.incarnation, "seed": seed}
         self.child = subprocess.Popen([sys.executable, ROLES, self.kind, json.dumps(spec)])
@@ -137,7 +146,10 @@ class Soak:
             time.sleep(min(rng.uniform(2.0, 6.0), max(0.0, deadline - time.monotonic())))
             if time.monotonic() >= deadline:
                 break
-            victim = rng.choice([r for r in self.roles if r.killable])
+            victims = [r for r in self.roles if r.killable and r.made_progress()]
+            if not victims:
+                continue
+            victim = rng.choice(victims)
             assert victim.child is not None
             if victim.child.poll() is None:
                 victim.child.send_signal(signal.SIGKILL)
@@ -238,6 +250,7 @@ def check(soak: Soak) -> dict[str, Any]:
     epochs = _check_trainer(soak, out)
     maintenance = Counter(e["event"] for e in journal(soak, "maintenance"))
     out["operations"] = {"commits acknowledged": dict(acks), "epochs": epochs,
+                         "trainer resumes": sum(e["event"] == "resumed" for e in journal(soak, "trainer")),
                          "stream copies": sum(e["event"] == "copied" for e in journal(soak, "copy")),
                          **{f"maintenance {k}": v for k, v in maintenance.items()}}  # fmt: skip
     reported: Counter[str] = Counter()
