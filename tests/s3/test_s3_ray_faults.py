@@ -4,6 +4,7 @@ exactly once."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,6 +21,8 @@ from raylake.testing.faults import FaultPlan  # noqa: E402
 from raylake.testing.s3server import LocalS3Server  # noqa: E402
 
 pytestmark = pytest.mark.ray
+# Workers cannot import this test module: ship its functions (the job function) by value.
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 SCHEMA = pa.schema([("id", pa.int64()), ("x", pa.float64())])
 
