@@ -355,7 +355,7 @@ class FileIO:
             return self.read_bytes(rel)
         except FileNotFoundError:
             return None
-        except OSError as exc:
+        except Exception as exc:  # any failure to look leaves the outcome open, never "lost"
             logger.warning("could not read back %s: %r", rel, exc)
             return UNREADABLE
 
