@@ -132,3 +132,17 @@ def test_a_schema_change_through_a_faulted_create_happens_once(tmp_path: Path, k
         "schema-0.json",
         "schema-1.json",
     ]
+
+
+@pytest.mark.parametrize("kind", ["eio", "lost"])
+def test_a_consumer_checkpoint_through_a_faulted_write_is_kept(tmp_path: Path, kind: str) -> None:
+    plan = FaultPlan((FaultRule(kind, operation="write", path=r"consumer/consumer-job", times=2),))
+    local, tbl = _faulty_table(tmp_path, plan)
+    tbl.write(_ids(10, 10))
+    reader = tbl.stream(consumer_id="job", start="earliest", poll_interval=0)
+    plans = [reader.poll(), reader.poll()]
+    assert [p.snapshot_id for p in plans if p is not None] == [1, 2]
+    reader.checkpoint()
+    assert localfaults.injector(plan).injected == {kind: 2}
+    progress = raylake.open_table(local).consumer("job")
+    assert progress is not None and progress.next_snapshot_id == 3
