@@ -306,6 +306,43 @@ class CommitFailedError(RaylakeError):
     """A commit could not be completed (retries exhausted); nothing was committed."""
 
 
+class CommitStateUnknownError(RaylakeError):
+    """A commit point's create failed in a way that may have carried it out, and the store
+    could not be read to tell: the commit may or may not be visible. Nothing it wrote was
+    deleted (a visible snapshot may name it); look at the table before committing again."""
+
+    def __init__(self, path: str, attempts: int, cause: BaseException | None) -> None:
+        super().__init__(
+            f"the outcome of creating {path!r} is unknown after {attempts} tries ({cause!r}): "
+            "it may have been committed. Nothing it wrote was deleted; read the table's latest "
+            "snapshot before committing again (files of a commit that did not land are orphans "
+            "that remove_orphan_files deletes)"
+        )
+        self.path = path
+        self.attempts = attempts
+
+
+class StorageRetriesExhaustedError(RaylakeError, OSError):
+    """A storage request kept failing with transient errors up to the retry bound."""
+
+    def __init__(self, operation: str, path: str, attempts: int, cause: BaseException) -> None:
+        super().__init__(f"{operation} of {path!r} failed after {attempts} tries: {cause}")
+        self.operation = operation
+        self.path = path
+        self.attempts = attempts
+
+
+class StorageFullError(RaylakeError, OSError):
+    """The store had no space left (ENOSPC) for a write; nothing was committed."""
+
+    def __init__(self, uri: str, cause: BaseException) -> None:
+        super().__init__(
+            f"no space left on the store of {uri!r} ({cause}); nothing was committed, the table "
+            "is as it was, and the files this write had written were removed"
+        )
+        self.uri = uri
+
+
 class InvalidOptionError(RaylakeError, ValueError):
     """An unknown table option, or an option with an invalid value."""
 

@@ -31,6 +31,7 @@ from raylake.format.schema import SCHEMA_DIR, TableSchema
 from raylake.format.snapshot import SnapshotManager
 from raylake.io import FileIO
 from raylake.table import CommitMessage, Snapshot, Table, open_table
+from raylake.table.aborted import outcome_unknown
 from raylake.table.args import columns_arg
 from raylake.table.catalog import open_or_create_table, table_columns, table_exists
 from raylake.table.conform import check_schema as check_table_schema
@@ -251,6 +252,11 @@ class LakeDatasink(Datasink[TaskCommit]):
     def on_write_failed(self, error: Exception) -> None:
         """Delete every data file this job wrote; drop a table this job created, if empty."""
         if not self._job_id:
+            return
+        if outcome_unknown(error):  # the commit may be visible: its files must stay
+            logger.warning(
+                "commit to %s has an unknown outcome; keeping its files", self.file_io.uri
+            )
             return
         if self._job_committed():
             # The snapshot references this job's files: deleting them would break the table.

@@ -219,7 +219,11 @@ def write_manifest(file_io: FileIO, entries: pa.Table) -> ManifestMeta:
     buf = io.BytesIO()
     pq.write_table(entries, buf, compression="zstd")
     data = buf.getvalue()
-    file_io.write_bytes(rel, data)
+    try:
+        file_io.write_bytes(rel, data)
+    except BaseException:  # a store may keep half a file (a full disk): the name is ours
+        file_io.delete_quietly([rel])
+        raise
     kinds = entries.column("kind")
     num_deleted = int(pc.sum(pc.equal(kinds, DELETE)).as_py() or 0)
     return ManifestMeta(rel, entries.num_rows - num_deleted, num_deleted, len(data))

@@ -54,6 +54,9 @@ class Snapshot:
     # The next free sequence number: the committer gives each new file a base from it.
     next_sequence: int = 0
     properties: Mapping[str, str] = field(default_factory=dict)
+    # Unique per commit call: a committer that cannot tell whether its create of this
+    # file happened reads the file back and knows it by this id (docs/reliability.md).
+    commit_id: str = ""
 
     @property
     def time(self) -> datetime:
@@ -77,6 +80,7 @@ class Snapshot:
             "changelog_record_count": self.changelog_record_count,
             "next_sequence": self.next_sequence,
             "properties": dict(self.properties),
+            "commit_id": self.commit_id,
         }
 
     def to_bytes(self) -> bytes:
@@ -106,6 +110,7 @@ class Snapshot:
                 changelog_record_count=int(data.get("changelog_record_count", 0)),
                 next_sequence=int(data.get("next_sequence", 0)),
                 properties=dict(data.get("properties", {})),
+                commit_id=str(data.get("commit_id", "")),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise CorruptMetadataError(path, f"not a valid snapshot: {exc!r}") from exc
@@ -202,7 +207,11 @@ class SnapshotManager:
         return found
 
     def try_create(self, snap: Snapshot) -> bool:
-        """The commit point: create ``snapshot-<id>.json`` unless another writer did."""
+        """The commit point: create ``snapshot-<id>.json`` unless another writer did.
+
+        True where the file holds this snapshot (its commit id) afterwards, even when the
+        store's answer to the create was lost; raises CommitStateUnknownError where that
+        cannot be told (raylake/io/fileio.py, ``create_if_absent``)."""
         created = self.file_io.create_if_absent(snapshot_path(snap.id), snap.to_bytes())
         if created:
             self._write_hint(snap.id)

@@ -25,8 +25,6 @@ import os
 import posixpath
 import re
 import threading
-import time
-import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
@@ -34,13 +32,15 @@ import fsspec
 import pyarrow.fs as pafs
 from fsspec.implementations.local import LocalFileSystem
 
+from raylake.io import retry
+from raylake.io.create import UNREADABLE, create_checked, link_create, replace_write
 from raylake.io.credentials import StorageOptions
-from raylake.io.native import native_filesystem
+from raylake.io.native import S3_PROTOCOLS, native_filesystem
+from raylake.io.retry import RetryPolicy, call_with_retries
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
-_TRANSIENT_ATTEMPTS = 3
 LOCAL_FILES_IN_FLIGHT = 4  # pyarrow.dataset's default fragment readahead
 REMOTE_FILES_IN_FLIGHT = 16
 # Stores without directories: a makedirs there is a request (s3fs checks the bucket) for nothing.
@@ -101,6 +101,7 @@ class FileIO:
         self._fs: fsspec.AbstractFileSystem | None = None
         self._root: str | None = None
         self._arrow_fs: pafs.FileSystem | None = None
+        self.retry_policy = RetryPolicy.of(self._options.public)
 
     def __getstate__(self) -> dict[str, Any]:
         # Filesystem objects hold caches, sessions and locks: rebuild them on the other side.
@@ -113,6 +114,7 @@ class FileIO:
         self._fs = None
         self._root = None
         self._arrow_fs = None
+        self.retry_policy = RetryPolicy.of(self._options.public)
 
     def __repr__(self) -> str:
         return f"FileIO({self.uri!r})"
@@ -145,6 +147,8 @@ class FileIO:
     def atomic_create(self) -> bool:
         """Whether :meth:`create_if_absent` is atomic against other processes."""
         fs = self.fs
+        if getattr(fs, "raylake_atomic_create", False):  # says so itself (a test filesystem)
+            return True
         protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
         name = type(fs).__name__
         if not protocols & _ATOMIC_CREATE.get(name, set()):
@@ -160,9 +164,32 @@ class FileIO:
         return None if needs is None or _holds(needs[0]) else needs[1]
 
     @property
+    def client_retries(self) -> bool:
+        """Whether the store's client retries transient errors itself (botocore, for S3):
+        then FileIO tries each request once, so that the bound is the client's."""
+        return self.protocol in S3_PROTOCOLS
+
+    def client_options(self) -> dict[str, Any]:
+        """The options for the store's client: :meth:`resolved_options` without raylake's
+        own, with the retry bound handed to botocore where the caller set none."""
+        options = self.resolved_options()
+        options.pop(retry.OPTION, None)
+        if self.client_retries:
+            config = dict(options.get("config_kwargs") or {})
+            config.setdefault(
+                "retries",
+                {"mode": "standard", "total_max_attempts": self.retry_policy.max_attempts},
+            )
+            options["config_kwargs"] = config
+        return options
+
+    @property
     def fs(self) -> fsspec.AbstractFileSystem:
         if self._fs is None:
-            fs, root = fsspec.core.url_to_fs(self.uri, **self.resolved_options())
+            fs, root = fsspec.core.url_to_fs(self.uri, **self.client_options())
+            if self.client_retries and hasattr(fs, "retries"):
+                # s3fs retries some errors again around botocore's retries: one bound only.
+                fs.retries = 1
             # _root first: another thread that sees _fs set must also see _root set.
             self._root = root.rstrip("/") or "/"
             self._fs = fs
@@ -177,7 +204,10 @@ class FileIO:
 
     @property
     def is_local(self) -> bool:
-        return isinstance(self.fs, LocalFileSystem)
+        # A filesystem may ask to be served through its own methods although it is local
+        # files underneath (raylake/testing/localfaults.py injects faults there).
+        fs = self.fs
+        return isinstance(fs, LocalFileSystem) and not getattr(fs, "raylake_via_fsspec", False)
 
     @property
     def protocol(self) -> str:
@@ -207,26 +237,40 @@ class FileIO:
             if self.is_local:
                 arrow_fs: pafs.FileSystem = pafs.LocalFileSystem()
             else:
-                native = native_filesystem(self.protocol, self.storage_options, self.root)
+                native = native_filesystem(self.protocol, self.client_options(), self.root)
                 arrow_fs = native or pafs.PyFileSystem(pafs.FSSpecHandler(self.fs))
             self._arrow_fs = arrow_fs
         return self._arrow_fs
 
     # -- reads ---------------------------------------------------------------------------
 
+    def _call(self, operation: str, rel: str, fn: Callable[[], T]) -> T:
+        attempts = 1 if self.client_retries else self.retry_policy.max_attempts
+        return call_with_retries(fn, self.retry_policy, operation, self.full_path(rel), attempts)
+
     def read_bytes(self, rel: str) -> bytes:
         # start=0 makes it one ranged GET on object stores: without it s3fs first asks
         # for the size (HEAD), and a missing key costs a HEAD and a LIST.
-        return _retry(lambda: self.fs.cat_file(self.full_path(rel), start=0))
+        return self._call("read", rel, lambda: self.fs.cat_file(self.full_path(rel), start=0))
 
     def exists(self, rel: str) -> bool:
-        return bool(_retry(lambda: self.fs.exists(self.full_path(rel))))
+        path = self.full_path(rel)
+        self._forget_listing(path)
+        return bool(self._call("exists", rel, lambda: self.fs.exists(path)))
+
+    def _forget_listing(self, path: str) -> None:
+        """Drop the filesystem's cached listings of ``path``: other processes change the
+        table, and s3fs answers ``ls`` and ``exists`` from listings it cached before,
+        forever by default. A stale listing of snapshot/ made orphan cleanup delete the
+        files of the snapshots it did not see (found by bench/soak.py)."""
+        self.fs.invalidate_cache(path)
 
     def list_names(self, rel_dir: str) -> list[str]:
         """File names (not paths) directly under a directory; empty if it does not exist."""
         path = self.full_path(rel_dir)
+        self._forget_listing(path)
         try:
-            entries = _retry(lambda: self.fs.ls(path, detail=False))
+            entries = self._call("list", rel_dir, lambda: self.fs.ls(path, detail=False))
         except FileNotFoundError:
             return []
         return sorted(posixpath.basename(str(e).rstrip("/")) for e in entries)
@@ -234,8 +278,9 @@ class FileIO:
     def list_files(self, rel_dir: str) -> list[tuple[str, float | None]]:
         """Every file below a directory, recursively: (relative path, mtime in seconds or None)."""
         base = self.full_path(rel_dir)
+        self._forget_listing(base)
         try:
-            found = self.fs.find(base, detail=True)
+            found = self._call("list", rel_dir, lambda: self.fs.find(base, detail=True))
         except FileNotFoundError:
             return []
         out = []
@@ -251,16 +296,12 @@ class FileIO:
         path = self.full_path(rel)
         self.makedirs(posixpath.dirname(rel))
         if self.is_local:
-            # Write then rename, so a reader never sees half a file.
-            tmp = f"{path}.{uuid.uuid4().hex}.tmp"
-            with open(tmp, "wb") as f:
-                f.write(data)
-            os.replace(tmp, path)
+            self._call("write", rel, lambda: replace_write(path, data))
         else:
-            self.fs.pipe_file(path, data)
+            self._call("write", rel, lambda: self.fs.pipe_file(path, data))
 
     def create_if_absent(self, rel: str, data: bytes) -> bool:
-        """Atomically create a file with ``data`` unless it exists; True if created.
+        """Atomically create a file with ``data`` unless it exists; True if this call did.
 
         This is the commit point of the table format. Local files use a hard link of
         a fully written temporary file (atomic, never a partial file). Other
@@ -269,11 +310,29 @@ class FileIO:
         (fsspec often implements ``"xb"`` as check-then-write); where a filesystem has
         no such primitive, the check-then-write fallback is only safe within a process,
         and concurrent writers from several machines need an external lock.
+
+        A create may fail after the store carried it out (its answer lost, or a
+        client's own retry of it told "exists"): so where the answer is an error, or
+        "exists" from a client that retries by itself, the file is read back, and
+        holding exactly ``data`` means this call created it (callers make ``data``
+        unique: a snapshot holds its commit id). Absent, the create is tried again,
+        up to the retry bound. Raises :class:`CommitStateUnknownError` where, after the
+        bound, the store could not be read to tell.
         """
         path = self.full_path(rel)
         self.makedirs(posixpath.dirname(rel))
+        return create_checked(
+            lambda: self._create_once(path, data),
+            lambda: self._read_back(rel),
+            data,
+            path,
+            self.retry_policy,
+            final_exists=not self.client_retries,
+        )
+
+    def _create_once(self, path: str, data: bytes) -> bool:
         if self.is_local:
-            return _link_create(path, data)
+            return link_create(path, data)
         try:
             with _CREATE_LOCK, self.fs.open(path, "xb") as f:
                 f.write(data)
@@ -290,10 +349,20 @@ class FileIO:
                 self.fs.pipe_file(path, data)
                 return True
 
+    def _read_back(self, rel: str) -> bytes | object | None:
+        """The file's bytes, None where it is absent, UNREADABLE where reads keep failing."""
+        try:
+            return self.read_bytes(rel)
+        except FileNotFoundError:
+            return None
+        except Exception as exc:  # any failure to look leaves the outcome open, never "lost"
+            logger.warning("could not read back %s: %r", rel, exc)
+            return UNREADABLE
+
     def delete(self, rel: str) -> None:
         """Delete a file; a missing file is not an error (deletes are retried idempotently)."""
         with contextlib.suppress(FileNotFoundError):
-            self.fs.rm_file(self.full_path(rel))
+            self._call("delete", rel, lambda: self.fs.rm_file(self.full_path(rel)))
 
     def delete_quietly(self, rels: list[str]) -> None:
         """Best-effort cleanup of files a failed operation wrote."""
@@ -309,21 +378,6 @@ class FileIO:
         self.fs.makedirs(self.full_path(rel), exist_ok=True)
 
 
-def _link_create(path: str, data: bytes) -> bool:
-    tmp = f"{path}.{uuid.uuid4().hex}.tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    try:
-        os.link(tmp, path)
-        return True
-    except FileExistsError:
-        return False
-    finally:
-        os.unlink(tmp)
-
-
 def _mtime(info: Mapping[str, Any]) -> float | None:
     for key in ("mtime", "LastModified", "last_modified", "created"):
         value = info.get(key)
@@ -334,20 +388,6 @@ def _mtime(info: Mapping[str, Any]) -> float | None:
         with contextlib.suppress(TypeError, ValueError):
             return float(value)
     return None
-
-
-def _retry(fn: Callable[[], T]) -> T:
-    """Retry transient I/O errors (not a missing file) a few times with backoff."""
-    for attempt in range(_TRANSIENT_ATTEMPTS):
-        try:
-            return fn()
-        except (FileNotFoundError, IsADirectoryError, PermissionError):
-            raise
-        except (OSError, TimeoutError):
-            if attempt == _TRANSIENT_ATTEMPTS - 1:
-                raise
-            time.sleep(0.05 * 2**attempt)
-    raise AssertionError("unreachable")
 
 
 def absolute_uri(uri: str) -> str:

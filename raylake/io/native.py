@@ -70,7 +70,7 @@ _CLIENT_KWARGS = frozenset(
         "use_ssl",
     }
 )
-_CONFIG_KWARGS = frozenset({"connect_timeout", "read_timeout", "region_name"})
+_CONFIG_KWARGS = frozenset({"connect_timeout", "read_timeout", "region_name", "retries"})
 
 
 def native_filesystem(
@@ -131,6 +131,7 @@ def s3_arguments(options: Mapping[str, Any]) -> dict[str, Any] | None:
         "anonymous": bool(options.get("anon", False)),
         "connect_timeout": config.get("connect_timeout"),
         "request_timeout": config.get("read_timeout"),
+        "retry_strategy": _retry_strategy(config.get("retries")),
     }
     if kwargs["access_key"] is None or kwargs["secret_key"] is None:
         # A key without a secret (or the reverse) is refused by pyarrow; both absent means
@@ -148,6 +149,21 @@ def s3_arguments(options: Mapping[str, Any]) -> dict[str, Any] | None:
     if use_ssl is False:
         kwargs["scheme"] = "http"
     return {k: v for k, v in kwargs.items() if v is not None}
+
+
+def _retry_strategy(retries: Mapping[str, Any] | None) -> pafs.S3RetryStrategy | None:
+    """pyarrow's retry strategy for botocore's ``retries`` config: the same bound, so a
+    data file read is tried as often as a metadata read (docs/object-stores.md)."""
+    if not retries:
+        return None
+    total = retries.get("total_max_attempts")
+    if total is None and retries.get("max_attempts") is not None:
+        total = int(retries["max_attempts"]) + 1  # botocore's max_attempts counts retries
+    if total is None:
+        return None
+    if retries.get("mode") == "legacy":
+        return pafs.AwsDefaultS3RetryStrategy(max_attempts=int(total))
+    return pafs.AwsStandardS3RetryStrategy(max_attempts=int(total))
 
 
 def resolve_region(kwargs: dict[str, Any], bucket: str) -> dict[str, Any]:

@@ -38,7 +38,7 @@ from raylake.spark.credentials import broadcast_credentials, destroy, install_cr
 from raylake.spark.session import check_dataframe
 from raylake.spark.types import arrow_schema_of
 from raylake.table import CommitMessage, Table
-from raylake.table.aborted import abort_messages
+from raylake.table.aborted import abort_messages, outcome_unknown
 from raylake.table.catalog import open_or_create_table
 from raylake.table.conform import check_schema
 from raylake.table.evolve import (
@@ -146,7 +146,9 @@ def write(
             base_snapshot_id=None if base is None else base.id,
             properties={"spark.job": job.prefix, **properties},
         )
-    except BaseException:
+    except BaseException as exc:
+        if outcome_unknown(exc):  # it may be committed: every file it wrote stays
+            raise
         abort_messages(tbl.file_io, messages)
         _delete_job_files(job, keep=())
         _drop_if_created(tbl, created)

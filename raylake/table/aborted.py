@@ -9,10 +9,11 @@ life of the process, and a commit of messages naming any of them is refused.
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Iterable
 
 from raylake.caching import LruCache
-from raylake.errors import CommitFailedError
+from raylake.errors import CommitFailedError, CommitStateUnknownError, StorageFullError
 from raylake.format.manifest import DataFile
 from raylake.io import FileIO
 from raylake.table.writer import CommitMessage
@@ -26,8 +27,14 @@ def _written(messages: Iterable[CommitMessage]) -> list[DataFile]:
     return [f for m in messages for f in (*m.new_files, *m.changelog_files)]
 
 
-def abort_messages(file_io: FileIO, messages: Iterable[CommitMessage]) -> None:
-    """Delete the files of commit messages that will never be committed."""
+def abort_messages(
+    file_io: FileIO, messages: Iterable[CommitMessage], error: BaseException | None = None
+) -> None:
+    """Delete the files of commit messages that will never be committed; nothing where
+    ``error`` (the commit's failure) leaves it unknown whether they were committed: a
+    visible snapshot may name them (docs/reliability.md)."""
+    if outcome_unknown(error):
+        return
     paths = [f.path for f in _written(messages)]
     file_io.delete_quietly(paths)
     for path in paths:
@@ -43,3 +50,17 @@ def check_not_aborted(messages: Iterable[CommitMessage]) -> None:
             "deleted when an earlier commit of them failed; write the data again and commit "
             "the new messages"
         )
+
+
+def outcome_unknown(error: BaseException | None) -> bool:
+    """Whether a commit that raised ``error`` may have been committed all the same."""
+    return isinstance(error, CommitStateUnknownError)
+
+
+def raise_if_full(uri: str, error: BaseException) -> None:
+    """Raise :class:`StorageFullError` for ``error`` if it is the store's "no space left"
+    (a full disk, a quota): called once the written files are deleted."""
+    if isinstance(error, StorageFullError) or not isinstance(error, OSError):
+        return
+    if error.errno in (errno.ENOSPC, errno.EDQUOT) or "No space left" in str(error):
+        raise StorageFullError(uri, error) from error

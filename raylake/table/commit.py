@@ -25,7 +25,13 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pyarrow as pa
 
-from raylake.errors import CommitConflictError, CommitFailedError, FilterError, UnsafeCommitError
+from raylake.errors import (
+    CommitConflictError,
+    CommitFailedError,
+    CommitStateUnknownError,
+    FilterError,
+    UnsafeCommitError,
+)
 from raylake.expr import AlwaysTrue, Expr, bind, referenced_columns, to_arrow
 from raylake.format.manifest import (
     ADD,
@@ -79,6 +85,7 @@ class Committer:
         if request.overwrite is not None:
             check_partition_filter(request.overwrite, self.ts)
         user = request.commit_user or default_commit_user()
+        commit_id = uuid.uuid4().hex
         for attempt in range(self.max_retries):
             latest = self.snapshots.latest()
             done = self._already_committed(request, user, latest)
@@ -92,10 +99,12 @@ class Committer:
             self._check_conflicts(request, latest)
             written: list[str] = []  # filled as files are written, so a failure cleans them up
             try:
-                snap = self._prepare(request, user, latest, written)
+                snap = replace(self._prepare(request, user, latest, written), commit_id=commit_id)
                 if self.snapshots.try_create(snap):
                     logger.info("committed snapshot %d (%s)", snap.id, snap.commit_kind)
                     return snap
+            except CommitStateUnknownError:
+                raise  # the snapshot may be visible and name what this attempt wrote
             except BaseException:
                 self.file_io.delete_quietly(written)
                 raise

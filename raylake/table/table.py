@@ -27,7 +27,7 @@ from raylake.format.schema_files import schema_ids as schema_ids  # their home b
 from raylake.format.schema_files import schema_path as schema_path
 from raylake.format.snapshot import Snapshot, SnapshotManager
 from raylake.io import FileIO
-from raylake.table.aborted import abort_messages, check_not_aborted
+from raylake.table.aborted import abort_messages, check_not_aborted, raise_if_full
 from raylake.table.args import file_prefix_arg, is_int, properties_arg, snapshot_id_arg
 from raylake.table.changes_scan import ChangesScan, changes_scan
 from raylake.table.commit import CommitRequest, Committer, check_partition_filter
@@ -181,8 +181,9 @@ class Table(TableReads):
         )
         try:
             snap = Committer(self.file_io, self.table_schema).commit(request)
-        except BaseException:
-            abort_messages(self.file_io, messages)
+        except BaseException as exc:
+            abort_messages(self.file_io, messages, exc)
+            raise_if_full(self.file_io.uri, exc)
             raise
         self.kind.after_commit(self.file_io, messages)
         return snap
@@ -226,11 +227,15 @@ class Table(TableReads):
         if schema_mode_arg(schema_mode) == "merge":
             data = merged_input(self, data)
         base = self._snapshots.latest_id()
-        with writing(self.new_writer()) as writer:
-            writer.write(data)
-            if overwrite_filter is not None and mode == "overwrite":
-                _check_rows_inside(writer, self.table_schema, as_expr(overwrite_filter))
-            messages = writer.prepare_commit()
+        try:
+            with writing(self.new_writer()) as writer:
+                writer.write(data)
+                if overwrite_filter is not None and mode == "overwrite":
+                    _check_rows_inside(writer, self.table_schema, as_expr(overwrite_filter))
+                messages = writer.prepare_commit()
+        except OSError as exc:  # the writer deleted what it wrote
+            raise_if_full(self.file_io.uri, exc)
+            raise
         try:
             return self.commit(
                 messages,
@@ -240,8 +245,8 @@ class Table(TableReads):
                 properties=properties,
                 allow_empty=allow_empty,
             )
-        except BaseException:  # the messages are ours alone: nobody can commit them again
-            abort_messages(self.file_io, messages)
+        except BaseException as exc:  # the messages are ours alone: nobody can commit them again
+            abort_messages(self.file_io, messages, exc)
             raise
 
     # -- primary-key tables (docs/primary-keys.md) --------------------------------------

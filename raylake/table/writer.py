@@ -247,12 +247,15 @@ class RollingFileWriter:
         return self.completed
 
     def abort(self) -> None:
-        if self._writer is not None:
+        if self._writer is not None or self._sink is not None:
             # The file is deleted next; a failure to finish it must not hide the first error.
+            # The sink alone is open where the Parquet writer failed to start (a full disk).
             with contextlib.suppress(OSError, pa.ArrowException):
-                self._writer.close()
-                assert self._sink is not None
-                self._sink.close()
+                if self._writer is not None:
+                    self._writer.close()
+            with contextlib.suppress(OSError, pa.ArrowException):
+                if self._sink is not None:
+                    self._sink.close()
             self._writer = self._sink = None
             self.file_io.delete_quietly([self._path])
         if self._uploads is not None:

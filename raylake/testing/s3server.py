@@ -9,11 +9,18 @@ store's round trips cost (a cloud region is ~10-30 ms away).
 it in a process of its own (``python -m raylake.testing.s3server``), so that
 throughput figures are not the server competing for the caller's GIL, and so that
 a test can kill the server in the middle of a read.
+
+Both can inject faults by a seeded :class:`~raylake.testing.faults.FaultPlan`
+(503 SlowDown, 500 InternalError, connection resets, slow answers, and requests
+carried out whose answer is lost): ``server.set_faults(plan)``, and
+``server.fault_stats()`` for what was injected.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import os
 import signal
 import socket
@@ -28,6 +35,7 @@ from threading import Thread
 from typing import Any
 
 from raylake.errors import MissingDependencyError
+from raylake.testing.faults import FaultInjector, FaultPlan, FaultRule
 
 try:
     import boto3
@@ -41,16 +49,19 @@ except ImportError as exc:  # pragma: no cover - the test extra is installed in 
     raise MissingDependencyError("moto[server] and boto3", "test") from exc
 
 _CONTROL = "/_raylake/latency/"
+_FAULTS = "/_raylake/faults"
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
 class _Latency:
-    """WSGI middleware: every request waits ``seconds`` before it is served."""
+    """WSGI middleware: every request waits ``seconds`` before it is served, and gets
+    the fault a :class:`FaultPlan` gives it, if any."""
 
     def __init__(self, app: WsgiApp, seconds: float) -> None:
         self.app = app
         self.seconds = seconds
         self.requests = 0
+        self.faults = FaultInjector(FaultPlan())
         # The latest requests: (method, path, Range header), for tests that count round trips.
         self.log: deque[tuple[str, str, str | None]] = deque(maxlen=10_000)
 
@@ -60,11 +71,79 @@ class _Latency:
             self.seconds = float(path[len(_CONTROL) :])
             start_response("200 OK", [("Content-Type", "text/plain")])
             return [b"ok"]
+        if path == _FAULTS:
+            return self._control_faults(environ, start_response)
         self.requests += 1
-        self.log.append((str(environ.get("REQUEST_METHOD")), path, environ.get("HTTP_RANGE")))
+        method = str(environ.get("REQUEST_METHOD"))
+        self.log.append((method, path, environ.get("HTTP_RANGE")))
         if self.seconds:
             time.sleep(self.seconds)
-        return self.app(environ, start_response)
+        conditional = environ.get("HTTP_IF_NONE_MATCH") == "*"
+        rule = self.faults.decide(method, path, conditional)
+        if rule is None:
+            return self.app(environ, start_response)
+        return _inject(rule, self.app, environ, start_response)
+
+    def _control_faults(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        if environ.get("REQUEST_METHOD") == "POST":
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+            body = environ["wsgi.input"].read(length).decode()
+            self.faults = FaultInjector(FaultPlan.from_json(body))
+        start_response("200 OK", [("Content-Type", "application/json")])
+        return [json.dumps(self.faults.stats()).encode()]
+
+
+_ERRORS = {
+    "slowdown": ("503 Slow Down", "SlowDown", "Please reduce your request rate."),
+    "internal": ("500 Internal Server Error", "InternalError", "We encountered an internal error."),
+    "lost": ("500 Internal Server Error", "InternalError", "We encountered an internal error."),
+}
+
+
+def _inject(
+    rule: FaultRule, app: WsgiApp, environ: dict[str, Any], start_response: Callable[..., Any]
+) -> Any:
+    if rule.kind == "slow":
+        time.sleep(rule.delay_s)
+        return app(environ, start_response)
+    if rule.kind in ("lost", "lost_reset"):
+        # Carry the request out, answer discarded: the store did it, the client cannot know.
+        answer = app(environ, lambda *args, **kwargs: None)
+        try:
+            for _ in answer:
+                pass
+        finally:
+            close = getattr(answer, "close", None)
+            if close is not None:
+                close()
+    if rule.kind in ("reset", "lost_reset"):
+        # Answered into a closed socket: werkzeug takes it for a dropped connection.
+        start_response("500 Internal Server Error", [("Content-Length", "0")])
+        _drop_connection(environ)
+        return []
+    status, code, message = _ERRORS[rule.kind]
+    body = (
+        f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code>'
+        f"<Message>{message}</Message><RequestId>raylake-fault</RequestId></Error>"
+    ).encode()
+    # The request body must be read, or the client may see a reset instead of the answer.
+    if rule.kind != "lost":
+        environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+    start_response(
+        status,
+        [("Content-Type", "application/xml"), ("Content-Length", str(len(body))),
+         ("Connection", "close")],
+    )  # fmt: skip
+    return [body]
+
+
+def _drop_connection(environ: dict[str, Any]) -> None:
+    sock = environ.get("werkzeug.socket")
+    if sock is None:
+        return
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+    sock.close()
 
 
 class _QuietHandler(MotoRequestHandler):  # type: ignore[misc]
@@ -103,6 +182,14 @@ class LocalS3Server:
     def request_log(self) -> list[tuple[str, str, str | None]]:
         """The latest requests served: (method, path, Range header)."""
         return list(self._app.log)
+
+    def set_faults(self, plan: FaultPlan | None) -> None:
+        """Inject faults by ``plan`` from now on (None: none); the counts start at 0."""
+        _post_faults(self.endpoint_url, plan)
+
+    def fault_stats(self) -> dict[str, Any]:
+        """Requests served and faults injected (by kind) since the plan was set."""
+        return _get_faults(self.endpoint_url)
 
     @property
     def storage_options(self) -> dict[str, Any]:
@@ -151,6 +238,8 @@ class S3ServerProcess:
         self._child: subprocess.Popen[bytes] | None = None
 
     storage_options = LocalS3Server.storage_options
+    set_faults = LocalS3Server.set_faults
+    fault_stats = LocalS3Server.fault_stats
 
     @property
     def latency_s(self) -> float:
@@ -191,6 +280,18 @@ class S3ServerProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.kill()
+
+
+def _post_faults(endpoint_url: str, plan: FaultPlan | None) -> None:
+    body = (plan or FaultPlan()).to_json().encode()
+    request = urllib.request.Request(f"{endpoint_url}{_FAULTS}", data=body, method="POST")
+    with urllib.request.urlopen(request, timeout=30):
+        pass
+
+
+def _get_faults(endpoint_url: str) -> dict[str, Any]:
+    with urllib.request.urlopen(f"{endpoint_url}{_FAULTS}", timeout=30) as answer:
+        return dict(json.loads(answer.read()))
 
 
 def _create_bucket(endpoint_url: str, key: str, secret: str, name: str | None) -> str:

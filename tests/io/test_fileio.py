@@ -16,6 +16,7 @@ import pyarrow.fs as pafs
 import pytest
 from fsspec.implementations.memory import MemoryFileSystem
 
+from raylake.errors import InvalidOptionError, StorageRetriesExhaustedError
 from raylake.io import FileIO
 from raylake.io.fileio import release_at_least, version_release
 
@@ -238,8 +239,25 @@ def test_persistent_read_errors_surface(flaky: type[_FlakyMemoryFileSystem]) -> 
     file_io = FileIO(f"flakymem://{uuid.uuid4().hex}")
     file_io.write_bytes("x", b"payload")
     flaky.failures = 10
-    with pytest.raises(ConnectionError):
+    with pytest.raises(StorageRetriesExhaustedError) as caught:
         file_io.read_bytes("x")
+    # After the bound, the error names the operation, the object and the number of tries.
+    assert (caught.value.operation, caught.value.attempts) == ("read", 5)
+    assert caught.value.path.endswith("/x") and "after 5 tries" in str(caught.value)
+    assert isinstance(caught.value.__cause__, ConnectionError)
+    assert flaky.calls == 5
+
+
+def test_retry_bound_is_an_option(flaky: type[_FlakyMemoryFileSystem]) -> None:
+    retry = {"max_attempts": 2, "backoff_s": 0.0}
+    file_io = FileIO(f"flakymem://{uuid.uuid4().hex}", {"raylake_retry": retry})
+    file_io.write_bytes("x", b"payload")
+    flaky.failures = 10
+    with pytest.raises(StorageRetriesExhaustedError, match="after 2 tries"):
+        file_io.read_bytes("x")
+    assert flaky.calls == 2
+    with pytest.raises(InvalidOptionError, match="max_attempts"):
+        FileIO("memory://x", {"raylake_retry": {"max_attempts": 0}})
 
 
 def test_missing_file_is_not_retried(flaky: type[_FlakyMemoryFileSystem]) -> None:

@@ -112,8 +112,8 @@ def commit_compaction(file_io: FileIO, ts: TableSchema, job: CompactionJob) -> S
     )
     try:
         return Committer(file_io, ts).commit(request)
-    except BaseException:
-        abort_messages(file_io, job.messages)
+    except BaseException as exc:
+        abort_messages(file_io, job.messages, exc)
         raise
 
 

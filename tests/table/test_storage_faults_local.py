@@ -1,0 +1,148 @@
+"""Local files that fail (EIO, ENOSPC, done-but-answer-lost) at each step of a commit.
+
+The table lives at ``faulty://<tmp>``: every request raylake makes goes through a
+filesystem that injects the faults of a seeded plan (raylake/testing/localfaults.py).
+After each fault the table is checked through plain local files: what the
+snapshots name exists, and nothing is left that no snapshot names.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import raylake
+from raylake.errors import CommitStateUnknownError, StorageFullError
+from raylake.table.writer import writing
+from raylake.testing import localfaults
+from raylake.testing.faults import FaultPlan, FaultRule
+from raylake.testing.tablecheck import inspect_table, rows_of
+
+SCHEMA = pa.schema([("id", pa.int64())])
+SNAPSHOT = r"snapshot/snapshot-\d+\.json$"
+STEPS = {
+    "data write": {"operation": "write", "path": r"/data/"},
+    "manifest write": {"operation": "write", "path": r"/manifest/"},
+    "snapshot create": {"operation": "create", "path": SNAPSHOT},
+}
+FAST = {"max_attempts": 3, "backoff_s": 0.0}
+
+
+def _ids(start: int, n: int) -> pa.Table:
+    return pa.table({"id": pa.array(range(start, start + n), pa.int64())})
+
+
+def _faulty_table(tmp_path: Path, plan: FaultPlan) -> tuple[str, raylake.Table]:
+    """A table with one commit (ids 0..9), then opened through the plan's faults."""
+    localfaults.register()
+    local = str(tmp_path / "t")
+    raylake.create_table(local, SCHEMA).write(_ids(0, 10))
+    options = {"fault_plan": plan.to_json(), "raylake_retry": FAST}
+    return local, raylake.open_table(f"faulty://{local}", storage_options=options)
+
+
+def _fault(kind: str, step: str) -> FaultPlan:
+    return FaultPlan((FaultRule(kind, times=1, **STEPS[step]),), seed=3)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("step", ["manifest write", "snapshot create"])
+@pytest.mark.parametrize("kind", ["eio", "lost"])
+def test_metadata_faults_are_retried_and_commit_once(tmp_path: Path, step: str, kind: str) -> None:
+    plan = _fault(kind, step)
+    local, tbl = _faulty_table(tmp_path, plan)
+    snap = tbl.write(_ids(10, 10))
+    assert localfaults.injector(plan).injected == {kind: 1}
+    assert snap is not None and snap.id == 2
+    state = inspect_table(local)
+    assert state.snapshot_ids == [1, 2] and state.commit_ids[2] == snap.commit_id
+    assert not state.missing and not state.unreferenced
+    assert rows_of(raylake.open_table(local), "id") == list(range(20))
+
+
+@pytest.mark.parametrize("kind", ["eio", "lost"])
+def test_a_failed_data_file_write_leaves_the_table_and_store_as_they_were(
+    tmp_path: Path, kind: str
+) -> None:
+    # Data files are written as a stream, not retried: the write fails, cleanly.
+    plan = _fault(kind, "data write")
+    local, tbl = _faulty_table(tmp_path, plan)
+    before = inspect_table(local)
+    with pytest.raises(OSError, match="injected fault"):
+        tbl.write(_ids(10, 10))
+    after = inspect_table(local)
+    assert after.snapshot_ids == [1] and after.on_store == before.on_store
+
+
+@pytest.mark.parametrize("step", ["data write", "manifest write"])
+def test_a_full_disk_leaves_the_table_as_it_was_and_removes_what_was_written(
+    tmp_path: Path, step: str
+) -> None:
+    plan = _fault("enospc", step)
+    local, tbl = _faulty_table(tmp_path, plan)
+    before = inspect_table(local)
+    with pytest.raises(StorageFullError, match="nothing was committed") as caught:
+        tbl.write(_ids(10, 10))
+    assert caught.value.uri.endswith("/t") and isinstance(caught.value, OSError)
+    after = inspect_table(local)
+    assert after.snapshot_ids == [1]
+    assert after.on_store == before.on_store  # half-written files removed too
+    assert not list((tmp_path / "t").rglob("*.tmp"))
+    assert rows_of(raylake.open_table(local), "id") == list(range(10))
+
+
+def test_an_unknown_commit_outcome_keeps_every_file_it_wrote(tmp_path: Path) -> None:
+    # The create of snapshot-2 is carried out and answered with an error, and the
+    # snapshot file then cannot be read back: the outcome is unknown. The commit says
+    # so, and deletes nothing, since snapshot 2 is in fact visible and names its files.
+    plan = FaultPlan(
+        (
+            FaultRule("lost", operation="create", path=SNAPSHOT, times=1),
+            # Once that create is done, every read of the file fails.
+            FaultRule("eio", operation="read", path=r"snapshot-2\.json$", once_fired=0),
+        )
+    )
+    local, tbl = _faulty_table(tmp_path, plan)
+    with writing(tbl.new_writer()) as writer:
+        writer.write(_ids(10, 10))
+        messages = writer.prepare_commit()
+    with pytest.raises(CommitStateUnknownError, match="may have been committed") as caught:
+        tbl.commit(messages)
+    assert caught.value.path.endswith("snapshot/snapshot-2.json")
+    assert localfaults.injector(plan).injected["eio"] >= FAST["max_attempts"]
+    state = inspect_table(local)
+    assert state.snapshot_ids == [1, 2]
+    assert not state.missing and not state.unreferenced
+    assert rows_of(raylake.open_table(local), "id") == list(range(20))
+
+
+@pytest.mark.parametrize("kind", ["eio", "lost"])
+def test_a_schema_change_through_a_faulted_create_happens_once(tmp_path: Path, kind: str) -> None:
+    plan = FaultPlan(
+        (FaultRule(kind, operation="create", path=r"schema/schema-1\.json$", times=1),)
+    )
+    local, tbl = _faulty_table(tmp_path, plan)
+    with tbl.update_schema() as update:
+        update.add_column("score", pa.float64())
+    assert localfaults.injector(plan).injected == {kind: 1}
+    reopened = raylake.open_table(local)
+    assert reopened.schema.names == ["id", "score"]
+    assert sorted(p.name for p in (tmp_path / "t" / "schema").iterdir()) == [
+        "schema-0.json",
+        "schema-1.json",
+    ]
+
+
+@pytest.mark.parametrize("kind", ["eio", "lost"])
+def test_a_consumer_checkpoint_through_a_faulted_write_is_kept(tmp_path: Path, kind: str) -> None:
+    plan = FaultPlan((FaultRule(kind, operation="write", path=r"consumer/consumer-job", times=2),))
+    local, tbl = _faulty_table(tmp_path, plan)
+    tbl.write(_ids(10, 10))
+    reader = tbl.stream(consumer_id="job", start="earliest", poll_interval=0)
+    plans = [reader.poll(), reader.poll()]
+    assert [p.snapshot_id for p in plans if p is not None] == [1, 2]
+    reader.checkpoint()
+    assert localfaults.injector(plan).injected == {kind: 2}
+    progress = raylake.open_table(local).consumer("job")
+    assert progress is not None and progress.next_snapshot_id == 3
