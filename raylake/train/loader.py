@@ -23,13 +23,14 @@ from typing import Any
 from raylake.arguments import check_count, check_flag
 from raylake.errors import ResumeStateError
 from raylake.train.convert import Converter
-from raylake.train.prefetch import DEFAULT_BYTES, DEFAULT_PIECES
+from raylake.train.passes import Feed, NumpyFeed, Pass, Taken
+from raylake.train.prefetch import DEFAULT_BYTES, DEFAULT_PIECES, background
 from raylake.train.sharding import Division, EpochOrder, Intervals, normalize, size
 from raylake.train.source import LakeSource
-from raylake.train.stream import Block, WindowReader, numpy_batches
+from raylake.train.stats import FeedRecorder, FeedStats
+from raylake.train.stream import WindowReader, segments_and_sizes
 
 Transform = Callable[[Any], Any]  # applied to each batch
-Feed = Callable[[Iterator[Block]], Iterator[Any]]  # numpy batches to what the consumer gets
 STATE_KEY = "raylake_train_state"
 STATE_VERSION = 1
 
@@ -115,7 +116,8 @@ class ShardedLoader:
         self.epoch = 0
         self._pending: Position | None = None  # a loaded position, used by the next pass
         self._live: Position | None = None  # the pass in progress in this process
-        self._yielded = 0  # batches the pass in progress has yielded
+        self._taken = Taken()  # batches the pass in progress has yielded
+        self.recorder = FeedRecorder()  # the pass in progress, or the last one
 
     # -- epochs and orders -------------------------------------------------------------
 
@@ -180,7 +182,8 @@ class ShardedLoader:
             first = 0
         own = here.division(start.remaining).worker_batches(rank, worker, skip=first)
         self._live = Position(start.epoch, start.remaining, replace(here, batches=first))
-        self._yielded = 0
+        feed = NumpyFeed() if feed is None else feed
+        self.recorder = feed.recorder
         reader = WindowReader(
             self.source,
             self.order(start.epoch),
@@ -188,14 +191,20 @@ class ShardedLoader:
             read_ahead=self.read_ahead,
             read_ahead_bytes=self.read_ahead_bytes,
             loader_threads=self.loader_threads,
+            observe=feed.recorder.piece_taken,
         )
-        blocks = numpy_batches(reader, own, self.convert_ahead)
-        return self._counted(blocks if feed is None else feed(blocks))
+        segments, sizes = segments_and_sizes(own)
+        chunks = reader.chunks(segments)
+        windows = feed.windows(chunks)
+        # The next window read, converted (and copied) while this one's batches are taken.
+        ahead = background(windows, self.convert_ahead, "raylake-convert")
+        one = Pass(feed.batches(ahead, sizes), [ahead, windows, chunks], feed.recorder)
+        self._taken = one.taken
+        return one
 
-    def _counted(self, batches: Iterator[Any]) -> Iterator[Any]:
-        for block in batches:
-            self._yielded += 1  # counted before the caller has it, as StatefulDataLoader expects
-            yield block
+    def stats(self) -> FeedStats:
+        """How the pass in progress (or the last one) in this process fed its consumer."""
+        return self.recorder.snapshot()
 
     # -- positions ---------------------------------------------------------------------
 
@@ -203,7 +212,9 @@ class ShardedLoader:
         """The position: of the pass in progress in this process, else where the next starts."""
         position = self._live or self._start()
         if position.progress is not None and self._live is not None:
-            progress = replace(position.progress, batches=position.progress.batches + self._yielded)
+            progress = replace(
+                position.progress, batches=position.progress.batches + self._taken.batches
+            )
             position = replace(position, progress=progress)
         producer = position.progress
         position = position.normalized()

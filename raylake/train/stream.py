@@ -22,7 +22,6 @@ from raylake.train.prefetch import (
     DEFAULT_PIECES,
     CpuSlots,
     PieceWindow,
-    background,
 )
 from raylake.train.sharding import Batch, EpochOrder, Interval, RankBatches, size
 from raylake.train.source import LakeSource
@@ -42,8 +41,10 @@ class WindowReader:
         read_ahead: int = DEFAULT_PIECES,
         read_ahead_bytes: int = DEFAULT_BYTES,
         loader_threads: int = 0,
+        observe: Callable[[float, bool], None] | None = None,
     ) -> None:
         self.source = source
+        self.observe = observe  # told the read-ahead's fill at every piece taken
         self.order = order
         self.convert = convert
         self.read_ahead = read_ahead
@@ -144,6 +145,7 @@ class WindowReader:
             max_bytes=self.read_ahead_bytes,
             cost=lambda p: source.pieces[p].size_bytes,
             threads=self.loader_threads if self.loader_threads and not self._remote else None,
+            observe=self.observe,
         )
         self._reads = reads
         try:
@@ -170,23 +172,12 @@ def segments_of(batches: Iterable[Batch]) -> Iterator[Interval]:
         yield run
 
 
-def numpy_batches(
-    reader: WindowReader, batches: Sequence[Batch], chunks_ahead: int = 0
-) -> Iterator[Block]:
-    """The batches, converted: each the rows of its positions, in order.
-
-    ``chunks_ahead``: chunks (window parts) converted ahead on a thread of their own, so
-    that the next window is read and converted while this one is cut into batches.
-    """
+def segments_and_sizes(batches: Sequence[Batch]) -> tuple[Iterator[Interval], Iterator[int]]:
+    """The positions of ``batches`` in reading order (adjacent runs merged), and each
+    batch's row count: what a consumer reads, and how it cuts what it read."""
     if isinstance(batches, RankBatches):  # whole runs: no per-batch Python (issue 16)
-        segments, sizes = segments_of(batches.runs()), batches.sizes()
-    else:
-        segments, sizes = segments_of(batches), (size(b) for b in batches)
-    chunks = background(reader.chunks(segments), chunks_ahead, "raylake-convert")
-    try:
-        yield from cut(chunks, sizes)
-    finally:
-        chunks.close()  # stops the reads ahead now, not when the generator is collected
+        return segments_of(batches.runs()), batches.sizes()
+    return segments_of(batches), (size(b) for b in batches)
 
 
 def cut(blocks: Iterable[Block], sizes: Iterable[int]) -> Iterator[Block]:

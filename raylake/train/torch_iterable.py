@@ -23,7 +23,9 @@ from raylake.train.convert import FillNull
 from raylake.train.loader import Epochs, ShardedLoader, Transform
 from raylake.train.prefetch import DEFAULT_BATCHES, DEFAULT_PIECES, check_loader_threads
 from raylake.train.setup import DEFAULT_SHUFFLE_WINDOW, TableRows, check_rank, open_source
+from raylake.train.stats import FeedStats
 from raylake.train.tensors import TensorBatches, distributed, torch_spec
+from raylake.train.windows import DEFAULT_FEED_BYTES
 from raylake.train.workers import WorkerPasses
 
 
@@ -43,11 +45,14 @@ class LakeIterableDataset(IterableDataset):
     or dropped (``drop_last=True``). ``len(ds)`` is the number of batches every rank
     reads in an epoch.
 
-    Read-ahead (docs/training.md): up to ``read_ahead`` pieces are read concurrently
-    ahead of the one being converted, and ``prefetch`` batches are converted (and
-    transformed, and copied to ``device``) on a thread ahead of the consumer (0: on
-    the consumer's thread). Iterated directly in the main process, with
-    ``device="cuda"``, batches arrive pinned and copied on a side CUDA stream.
+    Windows and read-ahead (docs/training.md): rows are converted a window at a time
+    (thousands of batches; the next window on a thread while this one is cut) and
+    batches are views of it; up to ``read_ahead`` pieces are read concurrently ahead.
+    Iterated directly in the main process with ``device="cuda"``, each window is packed
+    into pinned host memory and copied to the GPU once, on a side stream; pinned host
+    memory and device memory held by the loader each stay within ``feed_bytes``. With a
+    ``transform`` and no device, ``prefetch`` batches are made and transformed on a
+    thread ahead of the consumer (0: on the consumer's thread).
     ``loader_threads`` caps the threads that decode pieces and convert windows at once,
     so a trainer's thread finds a core free (``max(1, cores - 1)`` leaves it one); by
     default (None or 0) there is no cap and pieces decode on pyarrow's own pool.
@@ -77,6 +82,7 @@ class LakeIterableDataset(IterableDataset):
         prefetch: int | None = None,
         read_ahead: int = DEFAULT_PIECES,
         loader_threads: int | None = None,
+        feed_bytes: int = DEFAULT_FEED_BYTES,
         storage_options: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
@@ -100,7 +106,7 @@ class LakeIterableDataset(IterableDataset):
             convert_ahead=1 if prefetch or read_ahead else 0,
         )
         self._output = TensorBatches(
-            converter.layout, dtype, transform, device, pin_memory, prefetch
+            converter.layout, dtype, transform, device, pin_memory, prefetch, feed_bytes
         )
         self._rank = rank
         self._world_size = world_size
@@ -155,6 +161,13 @@ class LakeIterableDataset(IterableDataset):
         worker), for launchers that are not DataLoader."""
         rank, world_size = self.rank_and_world_size()
         return self._loader.batches(rank, world_size, worker, num_workers, self._output.feed())
+
+    def stats(self) -> FeedStats:
+        """How the pass in progress in this process (or its last one) fed the trainer:
+        its waits, rows, bytes, windows and device copies (docs/training.md, "Is the GPU
+        starved?"). In the main process of a DataLoader with workers the passes run in
+        the workers, and this reports none of them."""
+        return self._loader.stats()
 
     def state_dict(self) -> dict[str, Any]:
         """The position: the table, snapshot and order, the epoch, and what was read.
