@@ -38,7 +38,7 @@ DEFAULT_FEED_BYTES = 256 << 20
 _ALIGN = 256  # bytes: every column group of a packed window starts on this boundary
 
 
-@dataclass
+@dataclass(frozen=True)
 class Window:
     """A window's column groups (views of one device buffer when it was copied)."""
 
@@ -172,6 +172,7 @@ def cut_windows(
             need = want - (n - off)
             while need > 0:
                 _finish(current, off, recorder)
+                current = None
                 current = next(source, None)
                 if current is None:
                     cur, off, n = {}, 0, 0
@@ -204,7 +205,6 @@ def _finish(window: Window | None, used: int, recorder: FeedRecorder) -> None:
     recorder.delivered(used * window.row_bytes)
     if window.buffer is not None:
         recorder.hold_device(-window.buffer.numel())
-        window.buffer = None  # counted once
 
 
 def stage_all(
