@@ -199,3 +199,30 @@ def test_bfloat16_windows_on_the_device(
     ]
     assert [ids_of((x.float(), y)) for x, y in got] == [ids_of((x.float(), y)) for x, y in plain]
     assert all(x.dtype == torch.bfloat16 for x, _ in got)
+
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+@cuda
+@pytest.mark.parametrize("shuffle", [True, False])
+def test_cuda_windows_equal_the_cpu_batches_within_the_budget(
+    table: raylake.Table, shuffle: bool
+) -> None:  # pragma: no cover - runs where a GPU is present
+    budget = 1 << 16  # small: windows staged in parts, batches straddling copies
+    plain = [tensors(b) for b in make(table, shuffle=shuffle, batch_size=24)]
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    ds = make(table, shuffle=shuffle, batch_size=24, device="cuda", feed_bytes=budget)
+    n = 0
+    for want, batch in zip(plain, ds):  # one batch alive at a time: the loader's memory
+        have = tensors(batch)
+        assert all(h.is_cuda for h in have)
+        assert all(torch.equal(w, h.cpu()) for w, h in zip(want, have))
+        n += 1
+    assert n == len(plain)
+    stats = ds.stats()
+    assert stats.device_copies > 1 and stats.device_bytes_peak <= budget
+    assert stats.pinned_bytes_peak <= budget
+    assert torch.cuda.max_memory_allocated() - base <= 2 * budget
