@@ -37,6 +37,7 @@ import json
 import os
 import tempfile
 import time
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -313,6 +314,41 @@ def copy_rows(device: str, batches: int = 2048) -> None:
     )
 
 
+def section(name: str, run: Callable[[], object]) -> None:
+    """One part of the run; a failure is printed and recorded, and the rest still runs
+    (a GPU host's time is short: one broken row must not cost the others)."""
+    t0 = time.perf_counter()
+    try:
+        run()
+    except Exception as exc:  # reported; the next section runs
+        traceback.print_exc()
+        FIGURES[f"{name}_error"] = repr(exc)
+    FIGURES[f"{name}_seconds"] = round(time.perf_counter() - t0, 1)
+
+
+def feed_section(tbl: raylake.Table, files: list[str], device: str, repeat: int) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.reset_peak_memory_stats()
+    ds = feed_rows(tbl, files, device, repeat)
+    stats = ds.stats()
+    FIGURES["stats"] = stats.as_dict()
+    if device.startswith("cuda"):
+        FIGURES["cuda_peak_allocated"] = torch.cuda.max_memory_allocated()
+        print(f"torch.cuda peak allocated {FIGURES['cuda_peak_allocated'] / 1e6:.1f} MB")
+    print(f"stats() of the last in-process epoch: {stats}")
+
+
+def overlap_section(tbl: raylake.Table, device: str, repeat: int) -> None:
+    threads = torch.get_num_threads()
+    if device == "cpu":
+        torch.set_num_threads(1)  # the step on one core, as bench/feed.py runs it
+    try:
+        for batch in (BATCH, 8 * BATCH):
+            overlap_rows(tbl, device, batch, repeat)
+    finally:
+        torch.set_num_threads(threads)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=None, help="default 2M (500K with --quick)")
@@ -339,27 +375,16 @@ def main() -> None:
         tbl = build_table(root / "append", rows)
         files = data_files(tbl)
         print(f"\n{'rows/s, ours vs baseline':<58} {'ours':>9} {'base':>9} {'ratio':>8}")
-        if device.startswith("cuda"):
-            torch.cuda.reset_peak_memory_stats()
-        ds = feed_rows(tbl, files, device, repeat)
-        stats = ds.stats()
-        FIGURES["stats"] = stats.as_dict()
-        if device.startswith("cuda"):
-            FIGURES["cuda_peak_allocated"] = torch.cuda.max_memory_allocated()
-            print(f"torch.cuda peak allocated {FIGURES['cuda_peak_allocated'] / 1e6:.1f} MB")
-        print(f"stats() of the last in-process epoch: {stats}")
-        pk_rows(tbl, root, rows, device, repeat)
-        worker_rows(tbl, device, repeat, workers=2 if args.quick or cores < 8 else 4)
+        section("feed", lambda: feed_section(tbl, files, device, repeat))
+        section("pk", lambda: pk_rows(tbl, root, rows, device, repeat))
+        workers = 2 if args.quick or cores < 8 else 4
+        section("workers", lambda: worker_rows(tbl, device, repeat, workers))
         if not args.skip_ray:
-            ray_rows(tbl.uri, files, device, 1 if args.quick else repeat, min(cores, 8))
-        threads = torch.get_num_threads()
-        if device == "cpu":
-            torch.set_num_threads(1)  # the step on one core, as bench/feed.py runs it
-        for batch in (BATCH, 8 * BATCH):
-            overlap_rows(tbl, device, batch, repeat)
-        torch.set_num_threads(threads)
+            ray_repeat = 1 if args.quick else repeat
+            section("ray", lambda: ray_rows(tbl.uri, files, device, ray_repeat, min(cores, 8)))
+        section("overlap", lambda: overlap_section(tbl, device, repeat))
         if device.startswith("cuda"):
-            copy_rows(device)
+            section("h2d", lambda: copy_rows(device))
         FIGURES["seconds"] = round(time.perf_counter() - started, 1)
     print(json.dumps(FIGURES))
 
