@@ -27,6 +27,8 @@ from raylake.errors import SchemaError, UnknownColumnError, UnsupportedTypeError
 
 # The key of stacked features in a converted block; "_rl_" names are never table columns.
 FEATURES = "_rl_features"
+FEATURES_T = "_rl_features_t"  # the stacked features, (width, rows): Converter.columns_first
+ORDER = "_rl_order"  # a whole shuffled window, not yet gathered: its rows' epoch order
 FillNull = Any  # a scalar for every column, or a mapping column -> scalar
 
 _STACK_ROWS = 1 << 16  # rows stacked through the scratch array at a time
@@ -219,10 +221,10 @@ class Converter:
     def column(self, table: pa.Table, name: str) -> np.ndarray:
         return to_numpy(name, table.column(name), self._fill_for(name))
 
-    def __call__(self, table: pa.Table) -> dict[str, np.ndarray]:
+    def __call__(self, table: pa.Table, features: bool = True) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
         layout = self.layout
-        if layout.features is not None:
+        if layout.features is not None and features:
             out[FEATURES] = self._stack(table, layout.features)
         for name in layout.named:
             arr = self.column(table, name)
@@ -249,23 +251,45 @@ class Converter:
         scratch = self._scratch(min(n, _STACK_ROWS))
         for r0 in range(0, n, _STACK_ROWS):
             m = min(_STACK_ROWS, n - r0)
-            j = 0
-            for name in features:
-                width, fill = self.widths[name], self._fill_for(name)
-                row = 0
-                # Chunk by chunk: a window of several pieces is not combined into one
-                # column first (a copy of every feature column that the stacking makes).
-                for chunk in table.column(name).slice(r0, m).chunks:
-                    k = len(chunk)
-                    values = to_numpy(name, chunk, fill)
-                    if width == 1:
-                        scratch[j, row : row + k] = values.reshape(k)
-                    else:
-                        scratch[j : j + width, row : row + k] = values.reshape(k, width).T
-                    row += k
-                j += width
+            self._fill_columns(table, features, scratch[:, :m], r0)
             out[r0 : r0 + m] = scratch[:, :m].T
         return out
+
+    def _fill_columns(
+        self, table: pa.Table, features: Sequence[str], dest: np.ndarray, r0: int
+    ) -> None:
+        """Feature rows ``r0 ..`` of ``table`` into ``dest``, a (width, rows) array."""
+        j, m = 0, dest.shape[1]
+        for name in features:
+            width, fill = self.widths[name], self._fill_for(name)
+            row = 0
+            # Chunk by chunk: a window of several pieces is not combined into one
+            # column first (a copy of every feature column that the stacking makes).
+            column = table.column(name).slice(r0, m)
+            for chunk in column.chunks if isinstance(column, pa.ChunkedArray) else [column]:
+                k = len(chunk)
+                values = to_numpy(name, chunk, fill)
+                if width == 1:
+                    dest[j, row : row + k] = values.reshape(k)
+                else:
+                    dest[j : j + width, row : row + k] = values.reshape(k, width).T
+                row += k
+            j += width
+
+    def columns_first(self, table: pa.Table) -> dict[str, np.ndarray]:
+        """As a call, but several stacked features come as one (width, rows) array under
+        ``FEATURES_T``: contiguous copies only, for a device to transpose (a GPU does it
+        in microseconds; the host's transposing copy is most of the stacking's time)."""
+        features = self.layout.features
+        if features is None or len(features) == 1:
+            return self(table)
+        for name in features:
+            if table.column(name).null_count and self._fill_for(name) is None:
+                to_numpy(name, table.column(name))  # raises, naming the column and its nulls
+        out = self(table.drop_columns(list(features)), features=False)
+        columns = np.empty((self.features_width, table.num_rows), dtype=self.features_dtype)
+        self._fill_columns(table, features, columns, 0)
+        return {FEATURES_T: columns, **out}
 
 
 def to_numpy(name: str, column: pa.ChunkedArray | pa.Array, fill: Any = None) -> np.ndarray:

@@ -6,15 +6,17 @@ for every backend):
 
 - ``pinned(nbytes)``: page-locked host memory, allocated once per slot of the
   loader's pinned ring and reused;
-- ``copy(host)``: one host-to-device copy of a whole window on a side stream, and
-  a marker of its end (a CUDA event);
+- ``copy(host, finish)``: one host-to-device copy of a whole window on a side
+  stream, then ``finish`` on the same stream (views of the copy; a shuffled window's
+  gather and the features' transposition, in one kernel), and a marker of their end
+  (a CUDA event);
 - ``wait_host(marker)``: the host blocks until that copy is done (before the
   window's pinned slot is written again);
-- ``take(buffer, marker)``: on the trainer's thread, when it takes the window's
+- ``take(tensors, marker)``: on the trainer's thread, when it takes the window's
   first batch: its current stream waits for the copy (the host does not block),
-  and the device buffer is marked as used by that stream (``record_stream``), so
-  the caching allocator does not hand it to a later copy while the trainer's
-  kernels still read a batch of it.
+  and the window's device tensors are marked as used by that stream
+  (``record_stream``), so the caching allocator does not hand their memory to a
+  later copy while the trainer's kernels still read a batch of them.
 
 :class:`CudaBackend` is the real one. :class:`SimulatedDevice` follows the same
 steps on the CPU (copies are clones, markers are tokens it checks), so tests on a
@@ -31,6 +33,9 @@ from typing import Any
 import torch
 
 from raylake.errors import EnvironmentSetupError
+
+Tensors = dict[str, torch.Tensor]
+Finish = Callable[[torch.Tensor], Tensors]  # the copied bytes -> the window's tensors
 
 
 def tree_map(fn: Callable[[torch.Tensor], Any], batch: Any) -> Any:
@@ -68,13 +73,13 @@ class Backend:
     def pinned(self, nbytes: int) -> torch.Tensor:
         raise NotImplementedError
 
-    def copy(self, host: torch.Tensor) -> tuple[torch.Tensor, Any]:
+    def copy(self, host: torch.Tensor, finish: Finish) -> tuple[Tensors, Any]:
         raise NotImplementedError
 
     def wait_host(self, marker: Any) -> None:
         raise NotImplementedError
 
-    def take(self, buffer: torch.Tensor, marker: Any) -> None:
+    def take(self, tensors: Tensors, marker: Any) -> None:
         raise NotImplementedError
 
 
@@ -86,20 +91,21 @@ class CudaBackend(Backend):
     def pinned(self, nbytes: int) -> torch.Tensor:
         return torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
 
-    def copy(self, host: torch.Tensor) -> tuple[torch.Tensor, Any]:
+    def copy(self, host: torch.Tensor, finish: Finish) -> tuple[Tensors, Any]:
         with torch.cuda.device(self.device), torch.cuda.stream(self.stream):
-            buffer = host.to(self.device, non_blocking=True)
+            tensors = finish(host.to(self.device, non_blocking=True))
             event = torch.cuda.Event()
             event.record(self.stream)
-        return buffer, event
+        return tensors, event
 
     def wait_host(self, marker: Any) -> None:
         marker.synchronize()
 
-    def take(self, buffer: torch.Tensor, marker: Any) -> None:
+    def take(self, tensors: Tensors, marker: Any) -> None:
         current = torch.cuda.current_stream(self.device)
         current.wait_event(marker)
-        buffer.record_stream(current)
+        for t in tensors.values():
+            t.record_stream(current)
 
 
 class SimulatedDevice(Backend):
@@ -119,17 +125,17 @@ class SimulatedDevice(Backend):
         self.pinned_allocations.append(nbytes)
         return torch.empty(nbytes, dtype=torch.uint8)
 
-    def copy(self, host: torch.Tensor) -> tuple[torch.Tensor, Any]:
+    def copy(self, host: torch.Tensor, finish: Finish) -> tuple[Tensors, Any]:
         self.copies += 1
         marker = self.copies
         self.pending.add(marker)
-        return host.clone(), marker
+        return finish(host.clone()), marker
 
     def wait_host(self, marker: Any) -> None:
         self.host_waits += 1
         self.pending.discard(marker)
 
-    def take(self, buffer: torch.Tensor, marker: Any) -> None:
+    def take(self, tensors: Tensors, marker: Any) -> None:
         if not 1 <= marker <= self.copies:
             raise AssertionError(f"window taken before its copy {marker} was queued")
         self.takes += 1
@@ -171,13 +177,13 @@ class PlainCopy(Backend):
     def pinned(self, nbytes: int) -> torch.Tensor:
         return torch.empty(nbytes, dtype=torch.uint8)
 
-    def copy(self, host: torch.Tensor) -> tuple[torch.Tensor, Any]:
-        return host.to(self.device), None
+    def copy(self, host: torch.Tensor, finish: Finish) -> tuple[Tensors, Any]:
+        return finish(host.to(self.device)), None
 
     def wait_host(self, marker: Any) -> None:
         return None
 
-    def take(self, buffer: torch.Tensor, marker: Any) -> None:
+    def take(self, tensors: Tensors, marker: Any) -> None:
         return None
 
 

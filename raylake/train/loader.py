@@ -184,14 +184,16 @@ class ShardedLoader:
         self._live = Position(start.epoch, start.remaining, replace(here, batches=first))
         feed = NumpyFeed() if feed is None else feed
         self.recorder = feed.recorder
+        convert = self.converter.columns_first if feed.device_layout else self.converter
         reader = WindowReader(
             self.source,
             self.order(start.epoch),
-            self.converter,
+            convert,
             read_ahead=self.read_ahead,
             read_ahead_bytes=self.read_ahead_bytes,
             loader_threads=self.loader_threads,
             observe=feed.recorder.piece_taken,
+            gather_late=feed.device_layout,
         )
         segments, sizes = segments_and_sizes(own)
         chunks = reader.chunks(segments)

@@ -22,6 +22,9 @@ class Feed(Protocol):
     """How a framework turns one consumer's numpy windows into its batches."""
 
     recorder: FeedRecorder
+    # Whether windows come columns first (Converter.columns_first) and shuffled windows
+    # ungathered (with their ORDER): what a feed that copies to a device does itself.
+    device_layout: bool
 
     def windows(self, blocks: Iterator[Block]) -> Iterator[Any]:
         """Windows made from converted blocks, on the converting thread; closing it
@@ -38,11 +41,12 @@ class NumpyFeed:
 
     def __init__(self) -> None:
         self.recorder = FeedRecorder()
+        self.device_layout = False
 
     def windows(self, blocks: Iterator[Block]) -> Iterator[Block]:
         try:
             for block in blocks:
-                self.recorder.window(0, copied=False)
+                self.recorder.window()
                 yield block
         finally:
             close(blocks)

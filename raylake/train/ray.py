@@ -59,7 +59,8 @@ def iter_torch_batches(
     converter = spec.converter(first.schema)
     output = TensorBatches(converter.layout, dtype, transform, device, False, 0, feed_bytes)
     feed = output.feed()
-    blocks = (converter(t) for t in itertools.chain([first], tables))
+    convert = converter.columns_first if feed.device_layout else converter
+    blocks = (convert(t) for t in itertools.chain([first], tables))
     windows = feed.windows(blocks)
     # The next block converted and copied on a thread while this one's batches are taken.
     ahead = background(windows, 1, "raylake-convert")

@@ -122,9 +122,11 @@ class FeedRecorder:
         else:
             self.histogram[0] += 1
 
-    def window(self, nbytes: int, copied: bool) -> None:
+    def window(self) -> None:
         self.windows += 1
-        self.device_copies += copied
+
+    def copied(self) -> None:
+        self.device_copies += 1
 
     def delivered(self, nbytes: int) -> None:
         self.bytes += nbytes

@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from raylake.caching import LruCache
+from raylake.train.convert import FEATURES_T, ORDER
 from raylake.train.prefetch import (
     DEFAULT_BYTES,
     DEFAULT_PIECES,
@@ -42,8 +43,12 @@ class WindowReader:
         read_ahead_bytes: int = DEFAULT_BYTES,
         loader_threads: int = 0,
         observe: Callable[[float, bool], None] | None = None,
+        gather_late: bool = False,
     ) -> None:
         self.source = source
+        # A whole shuffled window is handed on with its order (``ORDER``), for the feed
+        # to gather where the window goes (on the device, fused with its transposition).
+        self.gather_late = gather_late
         self.observe = observe  # told the read-ahead's fill at every piece taken
         self.order = order
         self.convert = convert
@@ -123,8 +128,13 @@ class WindowReader:
         _, block, perm = self._window
         base = k * self.order.window
         picked = perm[lo - base : hi - base]
+        if self.gather_late and len(picked) == len(perm):  # a whole window: gathered later
+            return {**block, ORDER: perm}
         with self._slots:  # np.take gathers rows about 3x faster than values[picked]
-            return {name: np.take(values, picked, axis=0) for name, values in block.items()}
+            return {
+                name: np.take(values, picked, axis=1 if name == FEATURES_T else 0)
+                for name, values in block.items()
+            }
 
     def chunks(self, segments: Iterable[Interval]) -> Iterator[Block]:
         """The rows of ``segments`` (positions, in the order given), one window part at a time.

@@ -11,7 +11,7 @@ import torch
 
 from raylake.arguments import check_callable, check_count
 from raylake.errors import UnsupportedOperationError
-from raylake.train.convert import FEATURES, FillNull, Layout
+from raylake.train.convert import FEATURES, FEATURES_T, FillNull, Layout
 from raylake.train.device import backend_for, pin_wanted
 from raylake.train.loader import Transform
 from raylake.train.setup import BatchSpec, structure
@@ -108,8 +108,9 @@ class TensorBatches:
         t = {k: to_tensor(v) for k, v in block.items()}
         if self.dtype is not None:
             if self.layout.features is not None:
-                if t[FEATURES].dtype != self.dtype:
-                    t[FEATURES] = t[FEATURES].to(self.dtype)
+                key = FEATURES_T if FEATURES_T in t else FEATURES
+                if t[key].dtype != self.dtype:
+                    t[key] = t[key].to(self.dtype)
             elif self.dtype == torch.bfloat16:
                 for c in self.layout.named:
                     if t[c].is_floating_point():

@@ -3,8 +3,10 @@
 A window is a run of rows in the epoch's order (a part of a shuffle window, thousands
 of batches). It is converted once into one tensor per column group (the stacked
 features, each named column, the label); on the way to a device it is packed into
-one pinned host slot and copied with one host-to-device copy. Batches are views of
-it: a batch costs a slice per column group, never a conversion, a pin or a copy.
+one pinned host slot and copied with one host-to-device copy, and the device
+transposes the features (the host fills them column by column) and applies a
+shuffled window's permutation, in one gather. Batches are views of it: a batch costs
+a slice per column group, never a conversion, a pin or a copy.
 
 :class:`Stager` runs where windows are made (the loader's converting thread). With a
 device it owns a ring of two pinned slots of at most a quarter of ``feed_bytes`` each
@@ -29,6 +31,7 @@ from typing import Any
 
 import torch
 
+from raylake.train.convert import FEATURES, FEATURES_T, ORDER
 from raylake.train.device import Backend
 from raylake.train.prefetch import background
 from raylake.train.stats import FeedRecorder
@@ -40,21 +43,43 @@ _ALIGN = 256  # bytes: every column group of a packed window starts on this boun
 
 @dataclass(frozen=True)
 class Window:
-    """A window's column groups (views of one device buffer when it was copied)."""
+    """A window's column groups (on the device when it was copied there)."""
 
     tensors: Tensors
     rows: int
     row_bytes: int
-    buffer: torch.Tensor | None = None  # the device buffer the tensors view
+    held: int = 0  # device bytes it holds (0: not copied)
     marker: Any = None  # the end of its copy
 
 
 def rows_of(tensors: Tensors) -> int:
-    return len(next(iter(tensors.values()))) if tensors else 0
+    for key, t in tensors.items():
+        return int(t.shape[1]) if key == FEATURES_T else len(t)
+    return 0
 
 
 def _row_bytes(tensors: Tensors) -> int:
-    return sum(t[:1].nbytes for t in tensors.values()) if rows_of(tensors) else 0
+    """Bytes of one row of the batches (the gather order is not handed out)."""
+    if not rows_of(tensors):
+        return 0
+    return sum(
+        (t[:, :1] if k == FEATURES_T else t[:1]).nbytes for k, t in tensors.items() if k != ORDER
+    )
+
+
+def on_host(tensors: Tensors) -> Tensors:
+    """A window in the batches' layout, made on the host: features row-major, rows in
+    the epoch's order (for a window that cannot go to the device in one copy)."""
+    tensors = dict(tensors)
+    columns = tensors.pop(FEATURES_T, None)
+    order = tensors.pop(ORDER, None)
+    if columns is not None:
+        tensors = {FEATURES: columns.t(), **tensors}
+    if order is not None:
+        return {k: t.index_select(0, order) for k, t in tensors.items()}
+    if columns is not None:
+        tensors[FEATURES] = tensors[FEATURES].contiguous()
+    return tensors
 
 
 class Stager:
@@ -78,19 +103,28 @@ class Stager:
         n = rows_of(tensors)
         if n == 0:
             return
-        row_bytes = _row_bytes(tensors)
+        self.recorder.window()
         if self.backend is None:
+            tensors = on_host(tensors)
             if self.pin:  # pinned host batches, asked for without a device: fresh memory,
                 # since a batch (a view) may outlive any reuse of it
                 tensors = {k: t.pin_memory() for k, t in tensors.items()}
-            self.recorder.window(n * row_bytes, copied=False)
-            yield Window(tensors, n, row_bytes)
+            yield Window(tensors, n, _row_bytes(tensors))
             return
+        row_bytes = _row_bytes(tensors)
+        pad = len(tensors) * _ALIGN
+        if FEATURES_T in tensors or ORDER in tensors:
+            # Transposed or gathered on the device into new tensors: the copy and its
+            # result are both held, so a window in one copy takes half a slot at most.
+            if n * (row_bytes + 8) + pad <= self.slot_bytes // 2:
+                yield self._copy(tensors, n, row_bytes, transform=True)
+                return
+            tensors = on_host(tensors)  # too large for one copy: made here, then split
         # Rows of a part such that its column groups, each padded to _ALIGN, fit a slot.
-        step = max(1, (self.slot_bytes - len(tensors) * _ALIGN) // max(row_bytes, 1))
+        step = max(1, (self.slot_bytes - pad) // max(row_bytes, 1))
         for lo in range(0, n, step):
             part = tensors if step >= n else {k: t[lo : lo + step] for k, t in tensors.items()}
-            yield self._copy(part, rows_of(part), row_bytes)
+            yield self._copy(part, rows_of(part), row_bytes, transform=False)
 
     def _slot(self, nbytes: int) -> torch.Tensor:
         """The next slot of the ring, at least ``nbytes``, once its last copy is done."""
@@ -113,7 +147,7 @@ class Stager:
             self._slots.append((slot, None))
         return slot
 
-    def _copy(self, tensors: Tensors, n: int, row_bytes: int) -> Window:
+    def _copy(self, tensors: Tensors, n: int, row_bytes: int, transform: bool) -> Window:
         assert self.backend is not None
         places: list[tuple[str, int, torch.Tensor]] = []
         end = 0
@@ -123,12 +157,17 @@ class Stager:
         slot = self._slot(end)
         for _, offset, t in places:
             _view(slot, offset, t).copy_(t)
-        buffer, marker = self.backend.copy(slot[:end])
+
+        def finish(buffer: torch.Tensor) -> Tensors:
+            views = {key: _view(buffer, offset, t) for key, offset, t in places}
+            return on_host(views) if transform else views  # on the device's stream
+
+        out, marker = self.backend.copy(slot[:end], finish)
         self._slots[(self._next - 1) % 2] = (slot, marker)
-        self.recorder.window(end, copied=True)
-        self.recorder.hold_device(end)
-        out = {key: _view(buffer, offset, t) for key, offset, t in places}
-        return Window(out, n, row_bytes, buffer, marker)
+        held = end + (n * row_bytes if transform else 0)
+        self.recorder.copied()
+        self.recorder.hold_device(held)
+        return Window(out, n, row_bytes, held, marker)
 
     def close(self) -> None:
         """Wait for the copies still reading the slots, then let the slots go."""
@@ -177,8 +216,8 @@ def cut_windows(
                 if current is None:
                     cur, off, n = {}, 0, 0
                     break
-                if backend is not None and current.buffer is not None:
-                    backend.take(current.buffer, current.marker)
+                if backend is not None and current.held:
+                    backend.take(current.tensors, current.marker)
                 cur, n = current.tensors, current.rows
                 off = min(need, n)
                 if off:
@@ -203,8 +242,8 @@ def _finish(window: Window | None, used: int, recorder: FeedRecorder) -> None:
     if window is None:
         return
     recorder.delivered(used * window.row_bytes)
-    if window.buffer is not None:
-        recorder.hold_device(-window.buffer.numel())
+    if window.held:
+        recorder.hold_device(-window.held)
 
 
 def stage_all(
@@ -241,6 +280,7 @@ class TorchFeed:
     ) -> None:
         self.recorder = FeedRecorder()
         self.backend = backend
+        self.device_layout = backend is not None
         self.to_tensors = to_tensors
         self.make = make
         self.transform = transform

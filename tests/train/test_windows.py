@@ -10,6 +10,7 @@ import pickle
 from collections.abc import Iterator
 from typing import Any
 
+import pyarrow as pa
 import pytest
 import torch
 from read_threads import raylake_threads
@@ -77,14 +78,21 @@ def test_one_copy_per_window_and_many_batches_per_copy(
     assert len(backend.pinned_allocations) <= 2  # the pinned ring is allocated once
 
 
+@pytest.mark.parametrize("shuffle", [True, False])
+@pytest.mark.parametrize("budget", [2048, 1 << 16])
 def test_the_pinned_ring_and_the_device_windows_stay_within_feed_bytes(
-    append_table: raylake.Table, simulated: list[SimulatedDevice]
+    append_table: raylake.Table, simulated: list[SimulatedDevice], budget: int, shuffle: bool
 ) -> None:
-    budget = 2048
-    ds = make(append_table, batch_size=8, device="cuda", feed_bytes=budget, prefetch=2)
+    """2 KiB: windows staged in parts, made on the host; 64 KiB: each shuffle window in
+    one copy, gathered and transposed on the device."""
+    ds = make(
+        append_table, batch_size=8, device="cuda", feed_bytes=budget, shuffle=shuffle,
+        shuffle_window=64,
+    )  # fmt: skip
     n = sum(1 for _ in ds)
     stats, backend = ds.stats(), simulated[-1]
     assert n and stats.device_copies > 4
+    assert (stats.device_copies == stats.windows) == (budget > 2048)  # one copy a window
     assert 0 < stats.pinned_bytes_peak <= budget
     assert 0 < stats.device_bytes_peak <= budget
     # A slot is written again only after the host saw its last copy finish.
@@ -226,3 +234,35 @@ def test_cuda_windows_equal_the_cpu_batches_within_the_budget(
     assert stats.device_copies > 1 and stats.device_bytes_peak <= budget
     assert stats.pinned_bytes_peak <= budget
     assert torch.cuda.max_memory_allocated() - base <= 2 * budget
+
+
+class Blocks:
+    """What iter_torch_batches asks of a Ray Dataset or DataIterator: Arrow blocks."""
+
+    def __init__(self, tbl: raylake.Table) -> None:
+        self.pa_table = tbl.to_arrow()
+
+    def iter_batches(self, **kwargs: Any) -> Iterator[Any]:
+        assert kwargs["batch_size"] is None and kwargs["batch_format"] == "pyarrow"
+        batches = self.pa_table.to_batches(max_chunksize=97)  # blocks of 97 rows
+        return iter(pa.Table.from_batches([b]) for b in batches)
+
+
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_the_ray_path_copies_once_per_block(
+    append_table: raylake.Table, simulated: list[SimulatedDevice], drop_last: bool
+) -> None:
+    from raylake.train.ray import iter_torch_batches
+
+    kwargs: dict[str, Any] = dict(
+        feature_columns=["id", "x", "emb"], label_column="label", batch_size=40,
+        drop_last=drop_last,
+    )  # fmt: skip
+    plain = list(iter_torch_batches(Blocks(append_table), **kwargs))
+    got = list(iter_torch_batches(Blocks(append_table), device="cuda", **kwargs))
+    assert len(got) == len(plain) == (700 // 40 if drop_last else -(-700 // 40))
+    for (x0, y0), (x1, y1) in zip(plain, got):
+        assert torch.equal(x0, x1) and torch.equal(y0, y1)
+    blocks = len(Blocks(append_table).pa_table.to_batches(max_chunksize=97))
+    assert simulated[-1].copies == blocks > 1  # one copy per block
+    assert not raylake_threads()
