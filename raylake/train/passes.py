@@ -84,8 +84,9 @@ class Pass(Iterator[Any]):
     ``close()`` (also on ``break``, an exception, or garbage collection) closes every
     stage explicitly, in order, so each thread is stopped and joined at once. Closing
     only the outermost generator used to leave that to reference counting, and on
-    Python 3.12.1 to 3.12.3 ``generator.close()`` keeps a closed generator's locals
-    (CPython gh-118272): the stages it held, and their threads, lived on.
+    Python 3.12 before 3.12.4 ``generator.close()`` of a generator with no ``try``
+    block can keep its locals (CPython gh-118272): the stages it held, and their
+    threads, lived on (the GPU host's Python 3.12.3).
     """
 
     def __init__(

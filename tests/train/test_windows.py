@@ -133,7 +133,7 @@ class Stage:
 
 
 def test_closing_a_pass_closes_every_stage_even_while_others_hold_them() -> None:
-    """On Python 3.12.1 to 3.12.3 a closed generator keeps its locals (CPython
+    """On Python 3.12 before 3.12.4 a closed generator can keep its locals (CPython
     gh-118272): a stage must not rely on being dropped to be closed."""
     inner = Stage(iter([({"a": 1}, 1)] * 3))
     outer = Stage(inner)
