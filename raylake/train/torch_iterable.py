@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
-from raylake.arguments import check_count
+from raylake.arguments import check_count, check_flag
 from raylake.expr import Expr
 from raylake.table import Table
 from raylake.train.convert import FillNull
@@ -26,7 +26,7 @@ from raylake.train.setup import DEFAULT_SHUFFLE_WINDOW, TableRows, check_rank, o
 from raylake.train.stats import FeedStats
 from raylake.train.tensors import TensorBatches, distributed, torch_spec
 from raylake.train.windows import DEFAULT_FEED_BYTES
-from raylake.train.workers import WorkerPasses
+from raylake.train.workers import WorkerPasses, share_by_file_name
 
 
 class LakeIterableDataset(IterableDataset):
@@ -55,7 +55,9 @@ class LakeIterableDataset(IterableDataset):
     thread ahead of the consumer (0: on the consumer's thread).
     ``loader_threads`` caps the threads that decode pieces and convert windows at once,
     so a trainer's thread finds a core free (``max(1, cores - 1)`` leaves it one); by
-    default (None or 0) there is no cap and pieces decode on pyarrow's own pool.
+    default (None or 0) there is no cap and pieces decode on pyarrow's own pool. In
+    DataLoader workers batches go to the main process by shared-memory file name, not
+    by file descriptor (``worker_file_sharing``; docs/training.md, "On a GPU host").
     """
 
     def __init__(
@@ -83,6 +85,7 @@ class LakeIterableDataset(IterableDataset):
         read_ahead: int = DEFAULT_PIECES,
         loader_threads: int | None = None,
         feed_bytes: int = DEFAULT_FEED_BYTES,
+        worker_file_sharing: bool = True,
         storage_options: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
@@ -92,6 +95,8 @@ class LakeIterableDataset(IterableDataset):
         check_count("prefetch", prefetch)
         check_count("read_ahead", read_ahead)
         loader_threads = check_loader_threads(loader_threads)
+        check_flag("worker_file_sharing", worker_file_sharing)
+        check_count("feed_bytes", feed_bytes, 1)
         epochs = Epochs(batch_size, shuffle, seed, drop_last, shuffle_window)
         spec = torch_spec(columns, feature_columns, label_column, dtype, fill_null)
         rows = TableRows(table, filter, snapshot_id, storage_options)
@@ -111,6 +116,7 @@ class LakeIterableDataset(IterableDataset):
         self._rank = rank
         self._world_size = world_size
         self._workers = WorkerPasses()
+        self._file_sharing = worker_file_sharing
 
     def __repr__(self) -> str:
         s = self._loader.source
@@ -154,6 +160,8 @@ class LakeIterableDataset(IterableDataset):
         if info is None:
             return self.iter_shard(0, 1)
         self._output.check_in_worker()
+        if self._file_sharing:
+            share_by_file_name()
         return self.iter_shard(info.id, info.num_workers)
 
     def iter_shard(self, worker: int = 0, num_workers: int = 1) -> Iterator[Any]:

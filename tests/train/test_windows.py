@@ -266,3 +266,29 @@ def test_the_ray_path_copies_once_per_block(
     blocks = len(Blocks(append_table).pa_table.to_batches(max_chunksize=97))
     assert simulated[-1].copies == blocks > 1  # one copy per block
     assert not raylake_threads()
+
+
+def with_strategy(batch: Any) -> Any:
+    """A transform (it runs in the worker) that adds the worker's sharing strategy."""
+    import torch.multiprocessing as mp
+
+    return (*batch, mp.get_sharing_strategy())
+
+
+@pytest.mark.parametrize("file_sharing", [True, False])
+def test_dataloader_workers_hand_batches_over_by_file_name(
+    append_table: raylake.Table, file_sharing: bool
+) -> None:
+    """The worker's strategy changes (tensors are pickled there), the main process's not."""
+    import torch.multiprocessing as mp
+    from torch.utils.data import DataLoader
+
+    before = mp.get_sharing_strategy()
+    plain = [ids_of(b) for b in make(append_table, shuffle=False)]
+    ds = make(
+        append_table, shuffle=False, worker_file_sharing=file_sharing, transform=with_strategy
+    )
+    batches = list(DataLoader(ds, batch_size=None, num_workers=2))
+    assert sorted(i for b in batches for i in ids_of(b[:2])) == sorted(i for b in plain for i in b)
+    assert {b[2] for b in batches} == {"file_system" if file_sharing else before}
+    assert mp.get_sharing_strategy() == before
