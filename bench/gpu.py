@@ -272,9 +272,11 @@ def overlap_rows(tbl: raylake.Table, device: str, batch: int, repeat: int) -> No
     ratio = t_both / max(t_load, t_step)
     FIGURES[f"overlap_{batch}"] = round(ratio, 3)
     FIGURES[f"overlap_{batch}_wait_fraction"] = round(ds.stats().wait_fraction, 3)
+    FIGURES[f"overlap_{batch}_first_wait_s"] = round(ds.stats().first_wait_s, 4)
     print(f"overlap, batch {batch}: load {t_load:.3f}s, step {t_step:.3f}s (matmul {n}), "
           f"both {t_both:.3f}s = {ratio:.2f}x the longer (<= 1.1x on a GPU); the trainer "
-          f"waited {ds.stats().wait_fraction:.0%} of the epoch")  # fmt: skip
+          f"waited {ds.stats().wait_fraction:.0%} of the epoch, "
+          f"{ds.stats().first_wait_s * 1e3:.0f} ms of it for the first batch")  # fmt: skip
 
 
 def timed(run: Callable[[], object]) -> float:

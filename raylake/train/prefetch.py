@@ -72,7 +72,8 @@ class PieceWindow(Generic[T]):
     for it), otherwise a read on the calling thread. Each take tops the window up
     first, so the next reads start before this one is waited for. ``pieces=0`` reads
     nothing ahead. ``threads`` (default: ``pieces``) is the size of the pool the reads
-    run on: reads planned beyond it wait in the pool's queue. Use it as a context
+    run on: reads planned beyond it wait in the pool's queue. With ``ramp``, the first
+    piece is read alone until it is taken. Use it as a context
     manager, or call ``close()``: pending reads are cancelled and running ones are
     waited for, so no thread outlives it.
     """
@@ -88,8 +89,12 @@ class PieceWindow(Generic[T]):
         name: str = "raylake-read-ahead",
         threads: int | None = None,
         observe: Callable[[float, bool], None] | None = None,
+        ramp: bool = False,
     ) -> None:
         self.pieces = check_count("read_ahead", pieces)
+        # Until the first piece is taken only it is read: what the consumer waits for
+        # first does not share the cores with the reads behind it.
+        self._ramp = ramp
         self._observe = observe  # (share of the window in flight, piece already read)
         self.threads = pieces if threads is None else check_count("loader_threads", threads, 1)
         self.max_bytes = check_count("read_ahead_bytes", max_bytes)
@@ -124,12 +129,18 @@ class PieceWindow(Generic[T]):
                     future = pending
                 else:  # planned before ``index``, and the consumer went past it
                     pending.cancel()
+        if self._ramp and future is not None:
+            self._ramp = False
+            result = future.result()
+            self.fill()
+            return result
+        self._ramp = False
         self.fill()
         return self._read(index) if future is None else future.result()
 
     def fill(self) -> None:
         """Start reads of the next planned pieces until the window is full."""
-        while len(self._ahead) < self.pieces:
+        while len(self._ahead) < (min(self.pieces, 1) if self._ramp else self.pieces):
             index = self._peek()
             if index is None:
                 return

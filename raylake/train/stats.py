@@ -33,7 +33,8 @@ class FeedStats:
     ``wait_s`` is the time the trainer spent inside the loader's ``next()`` (blocked on
     data, cutting the batch, the transform); ``elapsed_s`` runs from the first ``next()``
     to the last, so ``wait_fraction`` near 0 means the trainer never waited and near 1
-    that it did little else. ``read_ahead_fill`` is the mean share of the read-ahead
+    that it did little else. ``first_wait_s`` is the wait for the first batch (the
+    pass's start-up: its first pieces read and its first window made). ``read_ahead_fill`` is the mean share of the read-ahead
     window in flight when a piece was taken; ``pieces_ready`` the share of pieces
     already read by then.
     """
@@ -45,6 +46,7 @@ class FeedStats:
     wait_p50_s: float = 0.0
     wait_p99_s: float = 0.0
     wait_max_s: float = 0.0
+    first_wait_s: float = 0.0
     elapsed_s: float = 0.0
     windows: int = 0
     device_copies: int = 0
@@ -71,7 +73,8 @@ class FeedStats:
         return (
             f"{self.batches} batches, {self.rows:,} rows, {self.bytes / 1e6:.1f} MB in "
             f"{self.elapsed_s:.3f}s; waited {self.wait_s:.3f}s ({self.wait_fraction:.1%}), "
-            f"per batch p50 {self.wait_p50_s * 1e6:.1f} us, p99 {self.wait_p99_s * 1e6:.1f} us; "
+            f"per batch p50 {self.wait_p50_s * 1e6:.1f} us, p99 {self.wait_p99_s * 1e6:.1f} us, "
+            f"first {self.first_wait_s * 1e3:.1f} ms; "
             f"{self.windows} windows, {self.device_copies} device copies, peak pinned "
             f"{self.pinned_bytes_peak / 1e6:.1f} MB, device {self.device_bytes_peak / 1e6:.1f} MB; "
             f"read-ahead {self.read_ahead_fill:.0%} full, {self.pieces_ready:.0%} of pieces ready"
@@ -88,6 +91,7 @@ class FeedRecorder:
         self.wait = 0.0
         self.wait_max = 0.0
         self.first: float | None = None
+        self.first_wait = 0.0
         self.last = 0.0
         self.histogram = [0] * _BUCKETS
         self.windows = 0
@@ -110,6 +114,7 @@ class FeedRecorder:
         dt = now - start
         if self.first is None:
             self.first = start
+            self.first_wait = dt
         self.last = now
         self.batches += 1
         self.rows += rows
@@ -156,6 +161,7 @@ class FeedRecorder:
             wait_p50_s=_quantile(counts, 0.5),
             wait_p99_s=_quantile(counts, 0.99),
             wait_max_s=self.wait_max,
+            first_wait_s=self.first_wait,
             elapsed_s=0.0 if self.first is None else self.last - self.first,
             windows=self.windows,
             device_copies=self.device_copies,

@@ -147,7 +147,10 @@ class WindowReader:
         source = self.source
         # Locally a read is CPU work: as many threads as the cap. On an object store a
         # read mostly waits for round trips, which take no core: the window keeps all its
-        # reads in flight, each decoding on its own thread once its bytes are in.
+        # reads in flight, each decoding on its own thread once its bytes are in. Locally
+        # the first piece is read alone (``ramp``): reads side by side share the cores, and
+        # the first window waited for all of them (first batch after 300-430 ms against
+        # 70-90 ms here, the epoch no slower).
         reads = PieceWindow(
             self._read_piece,
             self._plan(parts),
@@ -155,6 +158,7 @@ class WindowReader:
             max_bytes=self.read_ahead_bytes,
             cost=lambda p: source.pieces[p].size_bytes,
             threads=self.loader_threads if self.loader_threads and not self._remote else None,
+            ramp=not self._remote,
             observe=self.observe,
         )
         self._reads = reads

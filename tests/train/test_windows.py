@@ -158,6 +158,7 @@ def test_stats_describe_the_pass(
     assert stats.batches == len(ds) and stats.rows == ds.num_rows
     assert stats.bytes == ds.num_rows * ROW_BYTES
     assert 0 < stats.wait_p50_s <= stats.wait_p99_s
+    assert 0 < stats.first_wait_s <= stats.wait_max_s
     assert stats.wait_s <= stats.elapsed_s and 0 <= stats.wait_fraction <= 1
     assert stats.windows == stats.device_copies >= 1
     assert 0 < stats.read_ahead_fill <= 1 and 0 <= stats.pieces_ready <= 1
