@@ -217,7 +217,7 @@ def ray_rows(uri: str, files: list[str], device: str, repeat: int, cpus: int) ->
     try:
         context = ray.data.DataContext.get_current()  # imports ray.data, sets its logging
         for name in ("ray", "ray.data"):
-            logging.getLogger(name).setLevel(logging.WARNING)
+            logging.getLogger(name).setLevel(logging.ERROR)
         context.enable_progress_bars = False
         context.print_on_execution_start = False
         parquet = ray.data.read_parquet(files).select_columns(COLUMNS)
