@@ -157,9 +157,10 @@ class ShardedLoader:
     def batches(
         self, rank: int, world_size: int, worker: int, num_workers: int, feed: Feed | None = None
     ) -> Iterator[Any]:
-        """The numpy batches of one consumer for the next pass, in order; through ``feed``
-        (read ahead on a thread, raylake/train/prefetch.py) when given. A batch counts
-        as read when the consumer takes it, not when it is read ahead."""
+        """The batches of one consumer for the next pass, in order: windows read and made
+        by ``feed`` (default: numpy) on a thread ahead, cut into batches as the consumer
+        takes them (raylake/train/passes.py). A batch counts as read when the consumer
+        takes it, not when it is read ahead."""
         if not 0 <= rank < world_size:
             raise ValueError(f"rank {rank} is not in [0, {world_size})")
         start = self._start()
