@@ -1,4 +1,5 @@
-"""Windows: the unit of conversion and of host-to-device copy (docs/training.md, "Windows").
+"""Windows: the unit of conversion and of host-to-device copy (docs/training.md,
+"Windows on the device").
 
 A window is a run of rows in the epoch's order (a part of a shuffle window, thousands
 of batches). It is converted once into one tensor per column group (the stacked
@@ -17,7 +18,7 @@ quarters of ``feed_bytes`` at most, so pinned host memory and device memory held
 the loader each stay within ``feed_bytes``.
 
 :func:`cut_windows` runs on the trainer's thread. When it takes the first batch of a
-window, the trainer's stream waits for that window's copy and the device buffer is
+window, the trainer's stream waits for that window's copy and the window's tensors are
 marked as used by it (raylake/train/device.py); batches that straddle two windows are
 the only ones copied (``torch.cat``). A batch is a view, so a window's memory lives as
 long as any of its batches does.
