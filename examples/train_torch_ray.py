@@ -1,8 +1,9 @@
 """Ray Train + raylake: a TorchTrainer with 2 workers reading one raylake table two ways.
 
 1. ``datasets={"train": read_lake(...)}`` and, in each worker,
-   ``ray.train.get_dataset_shard("train").iter_torch_batches(...)`` (Ray Data splits
-   the table between the workers);
+   ``raylake.train.iter_torch_batches(ray.train.get_dataset_shard("train"), ...)``
+   (Ray Data splits the table between the workers; each block is converted and
+   copied to the device once, and batches are views of it);
 2. ``LakeIterableDataset`` in each worker: it finds its rank through
    ``torch.distributed`` (which TorchTrainer sets up) and reads its exact share.
 
@@ -67,10 +68,14 @@ def train_loop(config: dict[str, Any]) -> None:
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
 
     if config["source"] == "read_lake":
-        shard = ray.train.get_dataset_shard("train")
-        batches = (
-            (torch.stack([b[f] for f in ["id", *FEATURES]], dim=1), b["label"])
-            for b in shard.iter_torch_batches(batch_size=config["batch_size"], device=device)
+        # Each Ray block is converted once and, on a GPU, copied once; batches are views.
+        batches = raylake.train.iter_torch_batches(
+            ray.train.get_dataset_shard("train"),
+            feature_columns=["id", *FEATURES],
+            label_column="label",
+            batch_size=config["batch_size"],
+            dtype=torch.float32,
+            device=device,
         )
     else:
         dataset = LakeIterableDataset(
@@ -80,7 +85,8 @@ def train_loop(config: dict[str, Any]) -> None:
             batch_size=config["batch_size"],
             dtype=torch.float32,
             seed=1,
-            # On a GPU the dataset copies each batch itself: pinned, on a side stream.
+            # On a GPU the dataset copies whole windows itself (pinned, on a side
+            # stream) and hands out batches as views of them.
             device=device if device.type == "cuda" else None,
         )
         assert len(dataset) > 0 and dataset.rank_and_world_size() == (rank, world)

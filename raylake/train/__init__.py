@@ -8,7 +8,8 @@
   ``DataIterator`` (Ray Train workers);
 - ``fit(trainer)``: a Ray Train trainer's ``fit()``, with nothing of the run left
   alive after it (``raylake.train.trainer``);
-- ``consumed_rows(state)``: the rows a saved loader state has consumed.
+- ``consumed_rows(state)``: the rows a saved loader state has consumed;
+- ``FeedStats``: what a loader's ``stats()`` returns (how long the trainer waited).
 
 These names are the public surface: import them from ``raylake.train``; the modules
 behind them may change between releases.
@@ -24,6 +25,7 @@ import importlib
 from typing import Any
 
 _LAZY = {
+    "FeedStats": "raylake.train.stats",
     "LakeIterableDataset": "raylake.train.torch",
     "LakeMapDataset": "raylake.train.torch",
     "LakeStreamDataset": "raylake.train.torch",

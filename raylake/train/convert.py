@@ -14,6 +14,7 @@ is refused when the loader is made, naming the column.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,8 +27,11 @@ from raylake.errors import SchemaError, UnknownColumnError, UnsupportedTypeError
 
 # The key of stacked features in a converted block; "_rl_" names are never table columns.
 FEATURES = "_rl_features"
+FEATURES_T = "_rl_features_t"  # the stacked features, (width, rows): Converter.columns_first
+ORDER = "_rl_order"  # a whole shuffled window, not yet gathered: its rows' epoch order
 FillNull = Any  # a scalar for every column, or a mapping column -> scalar
 
+_STACK_ROWS = 1 << 16  # rows stacked through the scratch array at a time
 _TS_TO_MS = {"s": (1000, 1), "ms": (1, 1), "us": (1, 1000), "ns": (1, 1_000_000)}
 
 
@@ -184,6 +188,7 @@ class Converter:
                 if c not in self.schema.names:
                     raise UnknownColumnError(c, list(self.schema.names))
         self.dtype = None if dtype is None else np.dtype(dtype)
+        self._local = threading.local()
         if layout.features is not None:
             types = [numpy_dtype(self.schema.field(c).type) for c in layout.features]
             self.features_dtype = self.dtype or np.result_type(*types)
@@ -193,16 +198,34 @@ class Converter:
             }
             self.features_width = sum(self.widths.values())
 
+    def _scratch(self, n: int) -> np.ndarray:
+        """A (width, n) array for stacking, reused by this thread: fresh memory for every
+        window would be paid again in page faults."""
+        have = getattr(self._local, "scratch", None)
+        if have is None or have.shape[1] < n:
+            have = np.empty((self.features_width, n), dtype=self.features_dtype)
+            self._local.scratch = have
+        return have[:, :n]
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        del state["_local"]  # a copy (a DataLoader worker, a Ray task) makes its own scratch
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._local = threading.local()
+
     def _fill_for(self, column: str) -> Any:
         return self.fill.get(column) if isinstance(self.fill, dict) else self.fill
 
     def column(self, table: pa.Table, name: str) -> np.ndarray:
         return to_numpy(name, table.column(name), self._fill_for(name))
 
-    def __call__(self, table: pa.Table) -> dict[str, np.ndarray]:
+    def __call__(self, table: pa.Table, features: bool = True) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
         layout = self.layout
-        if layout.features is not None:
+        if layout.features is not None and features:
             out[FEATURES] = self._stack(table, layout.features)
         for name in layout.named:
             arr = self.column(table, name)
@@ -218,22 +241,56 @@ class Converter:
         if len(features) == 1:
             arr = self.column(table, features[0]).reshape(n, self.features_width)
             return arr.astype(self.features_dtype, copy=False)
-        out = np.empty((n, self.features_width), dtype=self.features_dtype)
-        j = 0
         for name in features:
-            width = self.widths[name]
-            fill, column = self._fill_for(name), table.column(name)
-            if column.null_count and fill is None:
-                to_numpy(name, column)  # raises, naming the column and its null count
+            if table.column(name).null_count and self._fill_for(name) is None:
+                to_numpy(name, table.column(name))  # raises, naming the column and its nulls
+        # Block by block, column by column into a (width, rows) scratch array whose rows
+        # are contiguous copies, then one transposing copy into the result (cache-blocked
+        # in numpy): about 3x faster than writing each column into a strided column of
+        # the result. The scratch is reused (fresh memory costs page faults every time).
+        out = np.empty((n, self.features_width), dtype=self.features_dtype)
+        scratch = self._scratch(min(n, _STACK_ROWS))
+        for r0 in range(0, n, _STACK_ROWS):
+            m = min(_STACK_ROWS, n - r0)
+            self._fill_columns(table, features, scratch[:, :m], r0)
+            out[r0 : r0 + m] = scratch[:, :m].T
+        return out
+
+    def _fill_columns(
+        self, table: pa.Table, features: Sequence[str], dest: np.ndarray, r0: int
+    ) -> None:
+        """Feature rows ``r0 ..`` of ``table`` into ``dest``, a (width, rows) array."""
+        j, m = 0, dest.shape[1]
+        for name in features:
+            width, fill = self.widths[name], self._fill_for(name)
             row = 0
             # Chunk by chunk: a window of several pieces is not combined into one
-            # column first (a copy of every feature column that the stacking makes anyway).
-            for chunk in column.chunks:
-                m = len(chunk)
-                out[row : row + m, j : j + width] = to_numpy(name, chunk, fill).reshape(m, width)
-                row += m
+            # column first (a copy of every feature column that the stacking makes).
+            column = table.column(name).slice(r0, m)
+            for chunk in column.chunks if isinstance(column, pa.ChunkedArray) else [column]:
+                k = len(chunk)
+                values = to_numpy(name, chunk, fill)
+                if width == 1:
+                    dest[j, row : row + k] = values.reshape(k)
+                else:
+                    dest[j : j + width, row : row + k] = values.reshape(k, width).T
+                row += k
             j += width
-        return out
+
+    def columns_first(self, table: pa.Table) -> dict[str, np.ndarray]:
+        """As a call, but several stacked features come as one (width, rows) array under
+        ``FEATURES_T``: contiguous copies only, for a device to transpose (a GPU does it
+        in microseconds; the host's transposing copy is most of the stacking's time)."""
+        features = self.layout.features
+        if features is None or len(features) == 1:
+            return self(table)
+        for name in features:
+            if table.column(name).null_count and self._fill_for(name) is None:
+                to_numpy(name, table.column(name))  # raises, naming the column and its nulls
+        out = self(table.drop_columns(list(features)), features=False)
+        columns = np.empty((self.features_width, table.num_rows), dtype=self.features_dtype)
+        self._fill_columns(table, features, columns, 0)
+        return {FEATURES_T: columns, **out}
 
 
 def to_numpy(name: str, column: pa.ChunkedArray | pa.Array, fill: Any = None) -> np.ndarray:

@@ -1,35 +1,41 @@
-"""Batches onto the training device: pinned host memory, a copy that overlaps compute.
+"""Windows onto the training device: the seam between the loader and an accelerator.
 
-:class:`DeviceCopy` is made once per pass over the data. ``prepare`` runs on the
-read-ahead thread (raylake/train/prefetch.py): it pins the batch and copies it to a
-CUDA device on a side stream with ``non_blocking=True``, applies the user's transform
-on that stream, and records an event. ``deliver`` runs on the trainer's thread as it
-takes the batch: the trainer's current stream waits on that event (on the GPU, the
-host does not block), and every CUDA tensor of the batch is marked as used by that
-stream (``record_stream``), so the caching allocator does not hand its memory to the
-side stream's next copy while the trainer's kernels still read it. The pinned host
-tensors are the caching host allocator's, which keeps a block until the copies
-queued from it have completed.
+A :class:`Backend` does the four things a window's trip to a device needs (the
+loader's control flow around them is in raylake/train/windows.py and is the same
+for every backend):
 
-On the CPU (``device=None`` or ``"cpu"``) both steps are plain: no pinning, no copy.
-Pinning needs an accelerator: without one, ``pin_memory=True`` is skipped with one
-warning, as DataLoader does. A CUDA device without CUDA raises when iteration starts
-(not when the dataset is made: a dataset made on a CPU driver may be iterated on GPU
-workers).
+- ``pinned(nbytes)``: page-locked host memory, allocated once per slot of the
+  loader's pinned ring and reused;
+- ``copy(host, finish)``: one host-to-device copy of a whole window on a side
+  stream, then ``finish`` on the same stream (views of the copy; a shuffled window's
+  gather and the features' transposition, in one kernel), and a marker of their end
+  (a CUDA event);
+- ``wait_host(marker)``: the host blocks until that copy is done (before the
+  window's pinned slot is written again);
+- ``take(tensors, marker)``: on the trainer's thread, when it takes the window's
+  first batch: its current stream waits for the copy (the host does not block),
+  and the window's device tensors are marked as used by that stream
+  (``record_stream``), so the caching allocator does not hand their memory to a
+  later copy while the trainer's kernels still read a batch of them.
+
+:class:`CudaBackend` is the real one. :class:`SimulatedDevice` follows the same
+steps on the CPU (copies are clones, markers are tokens it checks), so tests on a
+machine without a GPU drive every branch that a CUDA device takes: the pinned ring,
+its reuse, the waits, the memory bounds and the threads' shutdown.
 """
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from raylake.errors import EnvironmentSetupError
 
-Transform = Callable[[Any], Any]
+Tensors = dict[str, torch.Tensor]
+Finish = Callable[[torch.Tensor], Tensors]  # the copied bytes -> the window's tensors
 
 
 def tree_map(fn: Callable[[torch.Tensor], Any], batch: Any) -> Any:
@@ -59,69 +65,139 @@ def can_pin() -> bool:
     return bool(torch.cuda.is_available())
 
 
-@dataclass
-class Staged:
-    """A batch on its way to the device; ``event`` marks the end of its copy."""
+class Backend:
+    """A device that windows are copied to (see the module docstring)."""
 
-    batch: Any
-    event: torch.cuda.Event | None = None
+    device: torch.device
+
+    def pinned(self, nbytes: int) -> torch.Tensor:
+        raise NotImplementedError
+
+    def copy(self, host: torch.Tensor, finish: Finish) -> tuple[Tensors, Any]:
+        raise NotImplementedError
+
+    def wait_host(self, marker: Any) -> None:
+        raise NotImplementedError
+
+    def take(self, tensors: Tensors, marker: Any) -> None:
+        raise NotImplementedError
 
 
-class DeviceCopy:
-    """One pass's moves of batches to ``device`` (see the module docstring)."""
+class CudaBackend(Backend):
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.stream = torch.cuda.Stream(device)
 
-    def __init__(
-        self,
-        device: torch.device | None,
-        pin_memory: bool | None,
-        transform: Transform | None,
-    ) -> None:
-        cuda = device is not None and device.type == "cuda"
-        if cuda and not torch.cuda.is_available():
+    def pinned(self, nbytes: int) -> torch.Tensor:
+        return torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+
+    def copy(self, host: torch.Tensor, finish: Finish) -> tuple[Tensors, Any]:
+        with torch.cuda.device(self.device), torch.cuda.stream(self.stream):
+            tensors = finish(host.to(self.device, non_blocking=True))
+            event = torch.cuda.Event()
+            event.record(self.stream)
+        return tensors, event
+
+    def wait_host(self, marker: Any) -> None:
+        marker.synchronize()
+
+    def take(self, tensors: Tensors, marker: Any) -> None:
+        current = torch.cuda.current_stream(self.device)
+        current.wait_event(marker)
+        for t in tensors.values():
+            t.record_stream(current)
+
+
+class SimulatedDevice(Backend):
+    """The CUDA control flow on the CPU, for tests: it records what a device would see
+    and refuses what would be a race there (a slot written while its copy is pending,
+    a window taken before its copy was queued)."""
+
+    def __init__(self) -> None:
+        self.device = torch.device("cpu")
+        self.pinned_allocations: list[int] = []
+        self.copies = 0
+        self.takes = 0
+        self.host_waits = 0
+        self.pending: set[int] = set()  # copies queued and not waited for by the host
+
+    def pinned(self, nbytes: int) -> torch.Tensor:
+        self.pinned_allocations.append(nbytes)
+        return torch.empty(nbytes, dtype=torch.uint8)
+
+    def copy(self, host: torch.Tensor, finish: Finish) -> tuple[Tensors, Any]:
+        self.copies += 1
+        marker = self.copies
+        self.pending.add(marker)
+        return finish(host.clone()), marker
+
+    def wait_host(self, marker: Any) -> None:
+        self.host_waits += 1
+        self.pending.discard(marker)
+
+    def take(self, tensors: Tensors, marker: Any) -> None:
+        if not 1 <= marker <= self.copies:
+            raise AssertionError(f"window taken before its copy {marker} was queued")
+        self.takes += 1
+
+
+# Tests replace this (monkeypatch) to run the device path on the CPU.
+simulated: Callable[[], Backend] | None = None
+
+
+def backend_for(device: torch.device | None) -> Backend | None:
+    """The backend windows are copied through to ``device`` (None: they stay on the host).
+
+    A CUDA device without CUDA raises here, when iteration starts (not when the
+    dataset is made: a dataset made on a CPU driver may be iterated on GPU workers).
+    """
+    if device is None or device.type == "cpu":
+        return None
+    if simulated is not None:
+        return simulated()
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
             raise EnvironmentSetupError(
                 f"device={str(device)!r} was asked for, but torch finds no CUDA device "
                 f"(torch {torch.__version__}, torch.cuda.is_available() is False); pass "
                 "device='cpu' or run where a GPU is visible"
             )
-        if cuda and device is not None and device.index is None:
+        if device.index is None:
             device = torch.device("cuda", torch.cuda.current_device())  # the caller's
-        pin = cuda if pin_memory is None else pin_memory
-        if pin and not can_pin():
-            warnings.warn(
-                "pin_memory=True, but there is no accelerator to pin host memory for: "
-                "batches are not pinned",
-                stacklevel=3,
-            )
-            pin = False
+        return CudaBackend(device)
+    return PlainCopy(device)
+
+
+class PlainCopy(Backend):
+    """Another accelerator (not CUDA): a blocking copy per window, nothing to wait for."""
+
+    def __init__(self, device: torch.device) -> None:
         self.device = device
-        self.pin = pin
-        self.transform = transform
-        self.stream = torch.cuda.Stream(device) if cuda else None
 
-    def prepare(self, batch: Any) -> Staged:
-        """On the read-ahead thread: pin, start the copy, transform; record its end."""
-        if self.pin:
-            batch = tree_map(torch.Tensor.pin_memory, batch)
-        device = self.device
-        if self.stream is None:
-            if device is not None and device.type != "cpu":  # another accelerator: a plain copy
-                batch = tree_map(lambda t: t.to(device, non_blocking=self.pin), batch)
-            return Staged(batch if self.transform is None else self.transform(batch))
-        with torch.cuda.device(device), torch.cuda.stream(self.stream):
-            batch = tree_map(lambda t: t.to(device, non_blocking=True), batch)
-            if self.transform is not None:
-                batch = self.transform(batch)
-            event = torch.cuda.Event()
-            event.record(self.stream)
-        return Staged(batch, event)
+    def pinned(self, nbytes: int) -> torch.Tensor:
+        return torch.empty(nbytes, dtype=torch.uint8)
 
-    def deliver(self, staged: Staged) -> Any:
-        """On the trainer's thread: its stream waits for the copy; the tensors are its."""
-        if staged.event is None:
-            return staged.batch
-        current = torch.cuda.current_stream(self.device)
-        current.wait_event(staged.event)
-        for t in tensors_of(staged.batch):
-            if t.is_cuda:
-                t.record_stream(current)
-        return staged.batch
+    def copy(self, host: torch.Tensor, finish: Finish) -> tuple[Tensors, Any]:
+        return finish(host.to(self.device)), None
+
+    def wait_host(self, marker: Any) -> None:
+        return None
+
+    def take(self, tensors: Tensors, marker: Any) -> None:
+        return None
+
+
+def pin_wanted(pin_memory: bool | None, backend: Backend | None) -> bool:
+    """Whether host windows are pinned: by default only on the way to a CUDA device (the
+    backend's own ring does that); ``pin_memory=True`` without an accelerator is skipped
+    with one warning, as DataLoader does."""
+    if pin_memory is None or not pin_memory or backend is not None:
+        return False
+    if not can_pin():
+        warnings.warn(
+            "pin_memory=True, but there is no accelerator to pin host memory for: "
+            "batches are not pinned",
+            stacklevel=4,
+        )
+        return False
+    return True

@@ -23,13 +23,14 @@ from typing import Any
 from raylake.arguments import check_count, check_flag
 from raylake.errors import ResumeStateError
 from raylake.train.convert import Converter
-from raylake.train.prefetch import DEFAULT_BYTES, DEFAULT_PIECES
+from raylake.train.passes import Feed, NumpyFeed, Pass, Taken
+from raylake.train.prefetch import DEFAULT_BYTES, DEFAULT_PIECES, background
 from raylake.train.sharding import Division, EpochOrder, Intervals, normalize, size
 from raylake.train.source import LakeSource
-from raylake.train.stream import Block, WindowReader, numpy_batches
+from raylake.train.stats import FeedRecorder, FeedStats
+from raylake.train.stream import WindowReader, segments_and_sizes
 
 Transform = Callable[[Any], Any]  # applied to each batch
-Feed = Callable[[Iterator[Block]], Iterator[Any]]  # numpy batches to what the consumer gets
 STATE_KEY = "raylake_train_state"
 STATE_VERSION = 1
 
@@ -115,7 +116,8 @@ class ShardedLoader:
         self.epoch = 0
         self._pending: Position | None = None  # a loaded position, used by the next pass
         self._live: Position | None = None  # the pass in progress in this process
-        self._yielded = 0  # batches the pass in progress has yielded
+        self._taken = Taken()  # batches the pass in progress has yielded
+        self.recorder = FeedRecorder()  # the pass in progress, or the last one
 
     # -- epochs and orders -------------------------------------------------------------
 
@@ -155,9 +157,10 @@ class ShardedLoader:
     def batches(
         self, rank: int, world_size: int, worker: int, num_workers: int, feed: Feed | None = None
     ) -> Iterator[Any]:
-        """The numpy batches of one consumer for the next pass, in order; through ``feed``
-        (read ahead on a thread, raylake/train/prefetch.py) when given. A batch counts
-        as read when the consumer takes it, not when it is read ahead."""
+        """The batches of one consumer for the next pass, in order: windows read and made
+        by ``feed`` (default: numpy) on a thread ahead, cut into batches as the consumer
+        takes them (raylake/train/passes.py). A batch counts as read when the consumer
+        takes it, not when it is read ahead."""
         if not 0 <= rank < world_size:
             raise ValueError(f"rank {rank} is not in [0, {world_size})")
         start = self._start()
@@ -180,22 +183,31 @@ class ShardedLoader:
             first = 0
         own = here.division(start.remaining).worker_batches(rank, worker, skip=first)
         self._live = Position(start.epoch, start.remaining, replace(here, batches=first))
-        self._yielded = 0
+        feed = NumpyFeed() if feed is None else feed
+        self.recorder = feed.recorder
+        convert = self.converter.columns_first if feed.device_layout else self.converter
         reader = WindowReader(
             self.source,
             self.order(start.epoch),
-            self.converter,
+            convert,
             read_ahead=self.read_ahead,
             read_ahead_bytes=self.read_ahead_bytes,
             loader_threads=self.loader_threads,
+            observe=feed.recorder.piece_taken,
+            gather_late=feed.device_layout,
         )
-        blocks = numpy_batches(reader, own, self.convert_ahead)
-        return self._counted(blocks if feed is None else feed(blocks))
+        segments, sizes = segments_and_sizes(own)
+        chunks = reader.chunks(segments)
+        windows = feed.windows(chunks)
+        # The next window read, converted (and copied) while this one's batches are taken.
+        ahead = background(windows, self.convert_ahead, "raylake-convert")
+        one = Pass(feed.batches(ahead, sizes), [ahead, windows, chunks], feed.recorder)
+        self._taken = one.taken
+        return one
 
-    def _counted(self, batches: Iterator[Any]) -> Iterator[Any]:
-        for block in batches:
-            self._yielded += 1  # counted before the caller has it, as StatefulDataLoader expects
-            yield block
+    def stats(self) -> FeedStats:
+        """How the pass in progress (or the last one) in this process fed its consumer."""
+        return self.recorder.snapshot()
 
     # -- positions ---------------------------------------------------------------------
 
@@ -203,7 +215,9 @@ class ShardedLoader:
         """The position: of the pass in progress in this process, else where the next starts."""
         position = self._live or self._start()
         if position.progress is not None and self._live is not None:
-            progress = replace(position.progress, batches=position.progress.batches + self._yielded)
+            progress = replace(
+                position.progress, batches=position.progress.batches + self._taken.batches
+            )
             position = replace(position, progress=progress)
         producer = position.progress
         position = position.normalized()

@@ -15,9 +15,8 @@ docs/training.md, "Read-ahead and the GPU feed"):
   (``use_threads=False``), never on pyarrow's process-wide pool, whose size is the
   user's and is left as it is.
 - :func:`background` runs an iterator on one thread, at most ``depth`` items ahead of
-  the consumer: the conversion of windows to numpy (raylake/train/stream.py), and the
-  making of batches, their transform and their copy to the device (:func:`staged`,
-  raylake/train/device.py). Items come out in order; an exception raised on the thread
+  the consumer: the conversion of windows and their copy to the device
+  (raylake/train/windows.py), and, with a transform, the making of batches. Items come out in order; an exception raised on the thread
   is raised again, the same object, in the consumer; closing the consumer (``break``,
   ``close()``, an exception, garbage collection) stops and joins the thread and
   closes the iterator.
@@ -35,11 +34,10 @@ from typing import Generic, TypeVar
 from raylake.arguments import check_count
 
 T = TypeVar("T")
-U = TypeVar("U")
 
 DEFAULT_PIECES = 8  # piece reads in flight
 DEFAULT_BYTES = 256 << 20  # estimated in-memory bytes of the pieces in flight
-DEFAULT_BATCHES = 2  # batches prepared ahead of the trainer
+DEFAULT_BATCHES = 2  # transformed batches made ahead of the trainer
 
 _ITEM, _ERROR, _DONE = 0, 1, 2
 
@@ -74,7 +72,8 @@ class PieceWindow(Generic[T]):
     for it), otherwise a read on the calling thread. Each take tops the window up
     first, so the next reads start before this one is waited for. ``pieces=0`` reads
     nothing ahead. ``threads`` (default: ``pieces``) is the size of the pool the reads
-    run on: reads planned beyond it wait in the pool's queue. Use it as a context
+    run on: reads planned beyond it wait in the pool's queue. With ``ramp``, the first
+    piece is read alone until it is taken. Use it as a context
     manager, or call ``close()``: pending reads are cancelled and running ones are
     waited for, so no thread outlives it.
     """
@@ -89,8 +88,14 @@ class PieceWindow(Generic[T]):
         cost: Callable[[int], int] = lambda _: 0,
         name: str = "raylake-read-ahead",
         threads: int | None = None,
+        observe: Callable[[float, bool], None] | None = None,
+        ramp: bool = False,
     ) -> None:
         self.pieces = check_count("read_ahead", pieces)
+        # Until the first piece is taken only it is read: what the consumer waits for
+        # first does not share the cores with the reads behind it.
+        self._ramp = ramp
+        self._observe = observe  # (share of the window in flight, piece already read)
         self.threads = pieces if threads is None else check_count("loader_threads", threads, 1)
         self.max_bytes = check_count("read_ahead_bytes", max_bytes)
         self._read = read
@@ -113,6 +118,9 @@ class PieceWindow(Generic[T]):
 
     def take(self, index: int) -> T:
         future: Future[T] | None = None
+        if self._observe is not None and self.pieces:
+            pending = self._ahead.get(index)
+            self._observe(len(self._ahead) / self.pieces, pending is not None and pending.done())
         if index in self._ahead:
             while future is None:
                 key, pending = self._ahead.popitem(last=False)
@@ -121,12 +129,18 @@ class PieceWindow(Generic[T]):
                     future = pending
                 else:  # planned before ``index``, and the consumer went past it
                     pending.cancel()
+        if self._ramp and future is not None:
+            self._ramp = False
+            result = future.result()
+            self.fill()
+            return result
+        self._ramp = False
         self.fill()
         return self._read(index) if future is None else future.result()
 
     def fill(self) -> None:
         """Start reads of the next planned pieces until the window is full."""
-        while len(self._ahead) < self.pieces:
+        while len(self._ahead) < (min(self.pieces, 1) if self._ramp else self.pieces):
             index = self._peek()
             if index is None:
                 return
@@ -216,23 +230,3 @@ def _drain(slots: queue.Queue[tuple[int, object]]) -> None:
             slots.get_nowait()
         except queue.Empty:
             return
-
-
-def staged(
-    blocks: Iterator[T],
-    prepare: Callable[[T], U],
-    deliver: Callable[[U], object],
-    depth: int,
-) -> Iterator[object]:
-    """``deliver(prepare(b))`` for each block: ``prepare`` on the read-ahead thread (with
-    the reading of ``blocks``), ``deliver`` on the consumer's thread as it takes each."""
-    ahead = background((prepare(b) for b in blocks), depth)
-    try:
-        for item in ahead:
-            yield deliver(item)
-    finally:
-        ahead.close()
-        # Its reads ahead stop now: an exception's traceback may keep it referenced.
-        close = getattr(blocks, "close", None)
-        if close is not None:
-            close()

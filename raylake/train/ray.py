@@ -1,9 +1,13 @@
-"""Ray Data to torch without Ray's per-batch conversions (docs/training.md, "Ray Train").
+"""Ray Data to torch, a block at a time (docs/training.md, "Ray Train").
 
 ``iter_torch_batches(shard, ...)`` takes a Ray ``Dataset`` or the ``DataIterator``
 of ``ray.train.get_dataset_shard``, asks Ray for whole blocks as Arrow tables (zero
-copies out of the object store), converts each block once with the loaders' columnar
-converter, and cuts zero-copy batches from it: the per-batch work is a slice.
+copies out of the object store), and makes each block a window of the loaders'
+window path (raylake/train/windows.py): converted once with the columnar converter
+and, with a CUDA ``device``, packed into pinned memory and copied to the GPU once, on
+a side stream, while the trainer takes the previous block's batches. A batch is a
+view: no per-batch conversion, pin or copy (Ray's own ``iter_torch_batches`` makes
+each of those per batch).
 """
 
 from __future__ import annotations
@@ -15,8 +19,10 @@ from typing import Any
 from raylake.arguments import check_count, check_flag
 from raylake.errors import InvalidArgumentError
 from raylake.train.convert import FillNull
-from raylake.train.stream import Block, cut
+from raylake.train.passes import close
+from raylake.train.prefetch import background
 from raylake.train.torch import TensorBatches, torch_spec
+from raylake.train.windows import DEFAULT_FEED_BYTES
 
 
 def iter_torch_batches(
@@ -32,6 +38,7 @@ def iter_torch_batches(
     device: Any = None,
     transform: Any = None,
     prefetch_blocks: int = 1,
+    feed_bytes: int = DEFAULT_FEED_BYTES,
 ) -> Iterator[Any]:
     """Batches of tensors from a Ray ``Dataset`` or ``DataIterator``, shaped as the Lake
     datasets shape them: ``(features, label)``, a dict of tensors, or ``(dict, label)``."""
@@ -50,9 +57,19 @@ def iter_torch_batches(
     if first is None:
         return
     converter = spec.converter(first.schema)
-    output = TensorBatches(converter.layout, dtype, transform, device, False)
-    blocks: Iterator[Block] = (converter(t) for t in itertools.chain([first], tables))
-    for block in cut(blocks, itertools.repeat(batch_size)):
-        if drop_last and len(next(iter(block.values()))) < batch_size:
-            return
-        yield output(block)
+    output = TensorBatches(converter.layout, dtype, transform, device, False, 0, feed_bytes)
+    feed = output.feed()
+    convert = converter.columns_first if feed.device_layout else converter
+    blocks = (convert(t) for t in itertools.chain([first], tables))
+    windows = feed.windows(blocks)
+    # The next block converted and copied on a thread while this one's batches are taken.
+    ahead = background(windows, 1, "raylake-convert")
+    batches = feed.batches(ahead, itertools.repeat(batch_size))
+    try:
+        for batch, rows in batches:
+            if drop_last and rows < batch_size:
+                return
+            yield batch
+    finally:
+        for stage in (batches, ahead, windows, blocks):
+            close(stage)

@@ -11,12 +11,12 @@ import torch
 
 from raylake.arguments import check_callable, check_count
 from raylake.errors import UnsupportedOperationError
-from raylake.train.convert import FEATURES, FillNull, Layout
-from raylake.train.device import DeviceCopy
-from raylake.train.loader import Feed, Transform
-from raylake.train.prefetch import staged
+from raylake.train.convert import FEATURES, FEATURES_T, FillNull, Layout
+from raylake.train.device import backend_for, pin_wanted
+from raylake.train.loader import Transform
 from raylake.train.setup import BatchSpec, structure
 from raylake.train.stream import Block
+from raylake.train.windows import DEFAULT_FEED_BYTES, Tensors, TorchFeed
 
 _NUMPY_OF = {
     torch.float16: np.float16,
@@ -84,6 +84,7 @@ class TensorBatches:
         device: str | torch.device | None,
         pin_memory: bool | None,
         prefetch: int = 0,
+        feed_bytes: int = DEFAULT_FEED_BYTES,
     ) -> None:
         self.layout = layout
         self.dtype = dtype
@@ -91,6 +92,7 @@ class TensorBatches:
         self.device = None if device is None else torch.device(device)
         self.pin_memory = pin_memory
         self.prefetch = check_count("prefetch", prefetch)
+        self.feed_bytes = check_count("feed_bytes", feed_bytes, 1)
 
     def check_in_worker(self) -> None:
         if self.pin_memory or (self.device is not None and self.device.type != "cpu"):
@@ -100,27 +102,38 @@ class TensorBatches:
                 "DataLoader and move each batch to the device in the training loop"
             )
 
-    def tensors(self, block: Block) -> Any:
+    def tensor_dict(self, block: Block) -> Tensors:
+        """A converted block (a window or a batch) as tensors of the asked dtype, no copy
+        where the dtype is already right."""
         t = {k: to_tensor(v) for k, v in block.items()}
         if self.dtype is not None:
             if self.layout.features is not None:
-                if t[FEATURES].dtype != self.dtype:
-                    t[FEATURES] = t[FEATURES].to(self.dtype)
+                key = FEATURES_T if FEATURES_T in t else FEATURES
+                if t[key].dtype != self.dtype:
+                    t[key] = t[key].to(self.dtype)
             elif self.dtype == torch.bfloat16:
                 for c in self.layout.named:
                     if t[c].is_floating_point():
                         t[c] = t[c].to(self.dtype)
-        return structure(self.layout, t)
+        return t
 
-    def feed(self) -> Feed:
-        """One pass's conversion: tensors, pinned and copied to the device, ``prefetch``
-        batches ahead on a thread (raylake/train/prefetch.py, device.py)."""
-        copy = DeviceCopy(self.device, self.pin_memory, self.transform)
+    def tensors(self, block: Block) -> Any:
+        return structure(self.layout, self.tensor_dict(block))
 
-        def prepare(block: Block) -> Any:
-            return copy.prepare(self.tensors(block))
-
-        return lambda blocks: staged(blocks, prepare, copy.deliver, self.prefetch)
+    def feed(self) -> TorchFeed:
+        """One pass's batches: windows converted and copied to the device once each,
+        batches cut as views of them (raylake/train/windows.py)."""
+        backend = backend_for(self.device)
+        layout = self.layout
+        return TorchFeed(
+            self.tensor_dict,
+            lambda tensors: structure(layout, tensors),
+            self.transform,
+            backend,
+            pin_wanted(self.pin_memory, backend),
+            self.feed_bytes,
+            self.prefetch,
+        )
 
     def __call__(self, block: Block) -> Any:
         batch = self.tensors(block)

@@ -16,15 +16,17 @@ from typing import Any
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
-from raylake.arguments import check_count
+from raylake.arguments import check_count, check_flag
 from raylake.expr import Expr
 from raylake.table import Table
 from raylake.train.convert import FillNull
 from raylake.train.loader import Epochs, ShardedLoader, Transform
 from raylake.train.prefetch import DEFAULT_BATCHES, DEFAULT_PIECES, check_loader_threads
 from raylake.train.setup import DEFAULT_SHUFFLE_WINDOW, TableRows, check_rank, open_source
+from raylake.train.stats import FeedStats
 from raylake.train.tensors import TensorBatches, distributed, torch_spec
-from raylake.train.workers import WorkerPasses
+from raylake.train.windows import DEFAULT_FEED_BYTES
+from raylake.train.workers import WorkerPasses, share_by_file_name
 
 
 class LakeIterableDataset(IterableDataset):
@@ -43,14 +45,19 @@ class LakeIterableDataset(IterableDataset):
     or dropped (``drop_last=True``). ``len(ds)`` is the number of batches every rank
     reads in an epoch.
 
-    Read-ahead (docs/training.md): up to ``read_ahead`` pieces are read concurrently
-    ahead of the one being converted, and ``prefetch`` batches are converted (and
-    transformed, and copied to ``device``) on a thread ahead of the consumer (0: on
-    the consumer's thread). Iterated directly in the main process, with
-    ``device="cuda"``, batches arrive pinned and copied on a side CUDA stream.
+    Windows and read-ahead (docs/training.md): rows are converted a window at a time
+    (thousands of batches; the next window on a thread while this one is cut) and
+    batches are views of it; up to ``read_ahead`` pieces are read concurrently ahead.
+    Iterated directly in the main process with ``device="cuda"``, each window is packed
+    into pinned host memory and copied to the GPU once, on a side stream; pinned host
+    memory and device memory held by the loader each stay within ``feed_bytes``. With a
+    ``transform`` and no device, ``prefetch`` batches are made and transformed on a
+    thread ahead of the consumer (0: on the consumer's thread).
     ``loader_threads`` caps the threads that decode pieces and convert windows at once,
     so a trainer's thread finds a core free (``max(1, cores - 1)`` leaves it one); by
-    default (None or 0) there is no cap and pieces decode on pyarrow's own pool.
+    default (None or 0) there is no cap and pieces decode on pyarrow's own pool. In
+    DataLoader workers batches go to the main process by shared-memory file name, not
+    by file descriptor (``worker_file_sharing``; docs/training.md, "On a GPU host").
     """
 
     def __init__(
@@ -77,6 +84,8 @@ class LakeIterableDataset(IterableDataset):
         prefetch: int | None = None,
         read_ahead: int = DEFAULT_PIECES,
         loader_threads: int | None = None,
+        feed_bytes: int = DEFAULT_FEED_BYTES,
+        worker_file_sharing: bool = True,
         storage_options: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
@@ -86,6 +95,8 @@ class LakeIterableDataset(IterableDataset):
         check_count("prefetch", prefetch)
         check_count("read_ahead", read_ahead)
         loader_threads = check_loader_threads(loader_threads)
+        check_flag("worker_file_sharing", worker_file_sharing)
+        check_count("feed_bytes", feed_bytes, 1)
         epochs = Epochs(batch_size, shuffle, seed, drop_last, shuffle_window)
         spec = torch_spec(columns, feature_columns, label_column, dtype, fill_null)
         rows = TableRows(table, filter, snapshot_id, storage_options)
@@ -100,11 +111,12 @@ class LakeIterableDataset(IterableDataset):
             convert_ahead=1 if prefetch or read_ahead else 0,
         )
         self._output = TensorBatches(
-            converter.layout, dtype, transform, device, pin_memory, prefetch
+            converter.layout, dtype, transform, device, pin_memory, prefetch, feed_bytes
         )
         self._rank = rank
         self._world_size = world_size
         self._workers = WorkerPasses()
+        self._file_sharing = worker_file_sharing
 
     def __repr__(self) -> str:
         s = self._loader.source
@@ -148,6 +160,8 @@ class LakeIterableDataset(IterableDataset):
         if info is None:
             return self.iter_shard(0, 1)
         self._output.check_in_worker()
+        if self._file_sharing:
+            share_by_file_name()
         return self.iter_shard(info.id, info.num_workers)
 
     def iter_shard(self, worker: int = 0, num_workers: int = 1) -> Iterator[Any]:
@@ -155,6 +169,13 @@ class LakeIterableDataset(IterableDataset):
         worker), for launchers that are not DataLoader."""
         rank, world_size = self.rank_and_world_size()
         return self._loader.batches(rank, world_size, worker, num_workers, self._output.feed())
+
+    def stats(self) -> FeedStats:
+        """How the pass in progress in this process (or its last one) fed the trainer:
+        its waits, rows, bytes, windows and device copies (docs/training.md, "Is the GPU
+        starved?"). In the main process of a DataLoader with workers the passes run in
+        the workers, and this reports none of them."""
+        return self._loader.stats()
 
     def state_dict(self) -> dict[str, Any]:
         """The position: the table, snapshot and order, the epoch, and what was read.

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -16,7 +17,9 @@ from raylake.table import Table
 from raylake.train.continual import ContinualConfig, ContinualReader, check_resume_state
 from raylake.train.convert import FillNull
 from raylake.train.loader import Transform
+from raylake.train.passes import close
 from raylake.train.setup import TableRows, check_rank, table_and_converter
+from raylake.train.stats import FeedRecorder, FeedStats
 from raylake.train.tensors import TensorBatches, distributed, torch_spec
 from raylake.train.workers import WorkerPasses
 
@@ -81,6 +84,7 @@ class LakeStreamDataset(IterableDataset):
         self._world_size = world_size
         self._resume: Mapping[str, Any] | None = None
         self._reader: ContinualReader | None = None
+        self._recorder = FeedRecorder()
         self._workers = WorkerPasses()
 
     def _consumer(self) -> tuple[int, int]:
@@ -99,7 +103,30 @@ class LakeStreamDataset(IterableDataset):
             self._table, self._config, self._converter, consumer, consumers, resume
         )
         self._resume = None
-        return (self._output(b) for b in self._reader)
+        self._recorder = FeedRecorder()
+        return self._fed(self._reader, self._recorder)
+
+    def _fed(self, reader: ContinualReader, recorder: FeedRecorder) -> Iterator[Any]:
+        """The reader's blocks as tensors, the trainer's waits recorded (``stats()``)."""
+        blocks = iter(reader)
+        try:
+            while True:
+                start = time.perf_counter()
+                block = next(blocks, None)
+                if block is None:
+                    return
+                batch = self._output(block)
+                recorder.delivered(sum(a.nbytes for a in block.values()))
+                recorder.waited(start, len(next(iter(block.values()))) if block else 0)
+                yield batch
+        finally:
+            close(blocks)
+
+    def stats(self) -> FeedStats:
+        """How the pass in progress in this process (or its last one) fed the trainer; a
+        wait for the next commit counts as a wait (docs/training.md, "Is the GPU
+        starved?")."""
+        return self._recorder.snapshot()
 
     def state_dict(self) -> dict[str, Any]:
         """The stream position of this consumer (the plan being read, batches done).

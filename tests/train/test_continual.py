@@ -243,3 +243,11 @@ def test_primary_key_plans_are_shared_out_once_with_equal_steps(warehouse: Path)
     assert set(seen) == set(expected)
     assert all(seen[k] >= n for k, n in expected.items())
     assert sum(seen.values()) - sum(expected.values()) <= 2 * (world - 1)
+
+
+def test_stats_count_the_batches_of_the_stream(tbl: raylake.Table) -> None:
+    ds = LakeStreamDataset(tbl, start="earliest", batch_size=10, until_snapshot=5, columns=["id"])
+    batches = list(ds)
+    stats = ds.stats()
+    assert stats.batches == len(batches) and stats.rows == sum(len(b["id"]) for b in batches)
+    assert stats.bytes == 8 * stats.rows and stats.wait_s <= stats.elapsed_s

@@ -236,7 +236,7 @@ def test_device_and_pin_memory_only_in_process(typed: Any) -> None:
 def test_features_of_several_chunks_stack_as_one() -> None:
     """A window of several pieces is stacked chunk by chunk: the same array as from one
     chunk, fill values included, and a null still names the whole column's count."""
-    from raylake.train.convert import FEATURES, Converter, Layout
+    from raylake.train.convert import FEATURES, FEATURES_T, Converter, Layout
 
     schema = pa.schema([("a", pa.float32()), ("emb", pa.list_(pa.float32(), 2)), ("y", pa.int64())])
     first = pa.table({"a": [1.0, None], "emb": [[1.0, 2.0], None], "y": [0, 1]}, schema=schema)
@@ -259,3 +259,10 @@ def test_features_of_several_chunks_stack_as_one() -> None:
     strict = Converter(schema, layout, target="torch tensors")
     with pytest.raises(SchemaError, match=r"column 'a' has 2 null"):
         strict(chunked)
+    # Columns first (the device path): the same values, transposed, and the same refusal.
+    columns = filled.columns_first(chunked)
+    assert FEATURES not in columns
+    np.testing.assert_array_equal(columns[FEATURES_T].T, filled(chunked)[FEATURES])
+    np.testing.assert_array_equal(columns["y"], filled(chunked)["y"])
+    with pytest.raises(SchemaError, match=r"column 'a' has 2 null"):
+        strict.columns_first(chunked)

@@ -37,9 +37,20 @@ def test_a_torch_dataset_names_a_bad_keyword_before_opening_the_table(
         loader(str(tmp_path / "no-table"), **kwargs)
 
 
-def test_the_shuffle_window_is_checked_too(tmp_path: Any) -> None:
-    with pytest.raises(InvalidArgumentError, match="shuffle_window must be an int >= 1"):
-        LakeIterableDataset(str(tmp_path / "no-table"), shuffle_window=0)
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"shuffle_window": 0}, "shuffle_window must be an int >= 1"),
+        ({"feed_bytes": 0}, "feed_bytes must be an int >= 1"),
+        ({"feed_bytes": 1.5}, "feed_bytes must be an int >= 1"),
+        ({"worker_file_sharing": "yes"}, "worker_file_sharing must be True or False"),
+    ],
+)
+def test_the_window_keywords_are_checked_too(
+    tmp_path: Any, kwargs: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(InvalidArgumentError, match=message):
+        LakeIterableDataset(str(tmp_path / "no-table"), **kwargs)
 
 
 @pytest.mark.parametrize(

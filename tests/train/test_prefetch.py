@@ -133,6 +133,20 @@ def test_piece_window_reads_the_plan_ahead_within_its_bounds() -> None:
     assert not raylake_threads()
 
 
+def test_a_ramped_window_reads_the_first_piece_alone_until_it_is_taken() -> None:
+    reads = Reads()
+    plan = list(range(10))
+    with PieceWindow(reads, plan, pieces=4, ramp=True) as window:
+        window.fill()
+        assert window.in_flight == 1  # the first piece has the cores to itself
+        assert window.take(0) == 0
+        assert window.in_flight == 4  # then the window fills
+        for i in plan[1:]:
+            assert window.take(i) == i * i
+    assert sorted(reads.started) == plan
+    assert not raylake_threads()
+
+
 def test_piece_window_bounds_the_bytes_in_flight() -> None:
     reads = Reads()
     with PieceWindow(reads, range(10), pieces=8, max_bytes=25, cost=lambda _: 10) as window:

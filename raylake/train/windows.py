@@ -1,0 +1,309 @@
+"""Windows: the unit of conversion and of host-to-device copy (docs/training.md,
+"Windows on the device").
+
+A window is a run of rows in the epoch's order (a part of a shuffle window, thousands
+of batches). It is converted once into one tensor per column group (the stacked
+features, each named column, the label); on the way to a device it is packed into
+one pinned host slot and copied with one host-to-device copy, and the device
+transposes the features (the host fills them column by column) and applies a
+shuffled window's permutation, in one gather. Batches are views of it: a batch costs
+a slice per column group, never a conversion, a pin or a copy.
+
+:class:`Stager` runs where windows are made (the loader's converting thread). With a
+device it owns a ring of two pinned slots of at most a quarter of ``feed_bytes`` each
+(a window larger than a slot is staged in parts); a slot is written again only after
+the host has seen its last copy finish. Device windows alive at once are the one being
+copied, the one waiting in the hand-over queue and the one the trainer cuts: three
+quarters of ``feed_bytes`` at most, so pinned host memory and device memory held by
+the loader each stay within ``feed_bytes``.
+
+:func:`cut_windows` runs on the trainer's thread. When it takes the first batch of a
+window, the trainer's stream waits for that window's copy and the window's tensors are
+marked as used by it (raylake/train/device.py); batches that straddle two windows are
+the only ones copied (``torch.cat``). A batch is a view, so a window's memory lives as
+long as any of its batches does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from raylake.train.convert import FEATURES, FEATURES_T, ORDER
+from raylake.train.device import Backend
+from raylake.train.prefetch import background
+from raylake.train.stats import FeedRecorder
+
+Tensors = dict[str, torch.Tensor]
+DEFAULT_FEED_BYTES = 256 << 20
+_ALIGN = 256  # bytes: every column group of a packed window starts on this boundary
+
+
+@dataclass(frozen=True)
+class Window:
+    """A window's column groups (on the device when it was copied there)."""
+
+    tensors: Tensors
+    rows: int
+    row_bytes: int
+    held: int = 0  # device bytes it holds (0: not copied)
+    marker: Any = None  # the end of its copy
+
+
+def rows_of(tensors: Tensors) -> int:
+    for key, t in tensors.items():
+        return int(t.shape[1]) if key == FEATURES_T else len(t)
+    return 0
+
+
+def _row_bytes(tensors: Tensors) -> int:
+    """Bytes of one row of the batches (the gather order is not handed out)."""
+    if not rows_of(tensors):
+        return 0
+    return sum(
+        (t[:, :1] if k == FEATURES_T else t[:1]).nbytes for k, t in tensors.items() if k != ORDER
+    )
+
+
+def on_host(tensors: Tensors) -> Tensors:
+    """A window in the batches' layout, made on the host: features row-major, rows in
+    the epoch's order (for a window that cannot go to the device in one copy)."""
+    tensors = dict(tensors)
+    columns = tensors.pop(FEATURES_T, None)
+    order = tensors.pop(ORDER, None)
+    if columns is not None:
+        tensors = {FEATURES: columns.t(), **tensors}
+    if order is not None:
+        return {k: t.index_select(0, order) for k, t in tensors.items()}
+    if columns is not None:
+        tensors[FEATURES] = tensors[FEATURES].contiguous()
+    return tensors
+
+
+class Stager:
+    """Host windows to device windows through a ring of pinned slots (module docstring)."""
+
+    def __init__(
+        self,
+        backend: Backend | None,
+        pin: bool,
+        feed_bytes: int,
+        recorder: FeedRecorder,
+    ) -> None:
+        self.backend = backend
+        self.pin = pin
+        self.slot_bytes = max(1, feed_bytes // 4)
+        self.recorder = recorder
+        self._slots: list[tuple[torch.Tensor, Any]] = []
+        self._next = 0
+
+    def __call__(self, tensors: Tensors) -> Iterator[Window]:
+        n = rows_of(tensors)
+        if n == 0:
+            return
+        self.recorder.window()
+        if self.backend is None:
+            tensors = on_host(tensors)
+            if self.pin:  # pinned host batches, asked for without a device: fresh memory,
+                # since a batch (a view) may outlive any reuse of it
+                tensors = {k: t.pin_memory() for k, t in tensors.items()}
+            yield Window(tensors, n, _row_bytes(tensors))
+            return
+        row_bytes = _row_bytes(tensors)
+        pad = len(tensors) * _ALIGN
+        if FEATURES_T in tensors or ORDER in tensors:
+            # Transposed or gathered on the device into new tensors: the copy and its
+            # result are both held, so a window in one copy takes half a slot at most.
+            if n * (row_bytes + 8) + pad <= self.slot_bytes // 2:
+                yield self._copy(tensors, n, row_bytes, transform=True)
+                return
+            tensors = on_host(tensors)  # too large for one copy: made here, then split
+        # Rows of a part such that its column groups, each padded to _ALIGN, fit a slot.
+        step = max(1, (self.slot_bytes - pad) // max(row_bytes, 1))
+        for lo in range(0, n, step):
+            part = tensors if step >= n else {k: t[lo : lo + step] for k, t in tensors.items()}
+            yield self._copy(part, rows_of(part), row_bytes, transform=False)
+
+    def _slot(self, nbytes: int) -> torch.Tensor:
+        """The next slot of the ring, at least ``nbytes``, once its last copy is done."""
+        assert self.backend is not None
+        i = self._next
+        self._next = (i + 1) % 2
+        if i < len(self._slots):
+            slot, marker = self._slots[i]
+            if marker is not None:
+                self.backend.wait_host(marker)
+            if slot.numel() >= nbytes:
+                return slot
+            self.recorder.hold_pinned(-slot.numel())
+        # a little more than this window, so that slightly larger ones reuse the slot
+        slot = self.backend.pinned(max(nbytes, min(self.slot_bytes, nbytes * 5 // 4)))
+        self.recorder.hold_pinned(slot.numel())
+        if i < len(self._slots):
+            self._slots[i] = (slot, None)
+        else:
+            self._slots.append((slot, None))
+        return slot
+
+    def _copy(self, tensors: Tensors, n: int, row_bytes: int, transform: bool) -> Window:
+        assert self.backend is not None
+        places: list[tuple[str, int, torch.Tensor]] = []
+        end = 0
+        for key, t in tensors.items():
+            places.append((key, end, t))
+            end += -(-t.nbytes // _ALIGN) * _ALIGN
+        slot = self._slot(end)
+        for _, offset, t in places:
+            _view(slot, offset, t).copy_(t)
+
+        def finish(buffer: torch.Tensor) -> Tensors:
+            views = {key: _view(buffer, offset, t) for key, offset, t in places}
+            return on_host(views) if transform else views  # on the device's stream
+
+        out, marker = self.backend.copy(slot[:end], finish)
+        self._slots[(self._next - 1) % 2] = (slot, marker)
+        held = end + (n * row_bytes if transform else 0)
+        self.recorder.copied()
+        self.recorder.hold_device(held)
+        return Window(out, n, row_bytes, held, marker)
+
+    def close(self) -> None:
+        """Wait for the copies still reading the slots, then let the slots go."""
+        if self.backend is not None:
+            for _, marker in self._slots:
+                if marker is not None:
+                    self.backend.wait_host(marker)
+        for slot, _ in self._slots:
+            self.recorder.hold_pinned(-slot.numel())
+        self._slots = []
+
+
+def _view(buffer: torch.Tensor, offset: int, like: torch.Tensor) -> torch.Tensor:
+    """The bytes of ``buffer`` at ``offset`` seen as a tensor of ``like``'s dtype and shape."""
+    flat = buffer[offset : offset + like.nbytes]
+    return flat.view(like.dtype).view(like.shape)
+
+
+def cut_windows(
+    windows: Iterable[Window],
+    sizes: Iterable[int],
+    backend: Backend | None,
+    recorder: FeedRecorder,
+) -> Iterator[tuple[Tensors, int]]:
+    """Batches of the given sizes as views of the windows, with their row counts.
+
+    When the windows run out, the rows left form one last, smaller batch.
+    """
+    source = iter(windows)
+    current: Window | None = None
+    cur: Tensors = {}
+    off = n = 0
+    try:
+        for want in sizes:
+            end = off + want
+            if end <= n:  # the common case: a view of the window in hand
+                yield {k: t[off:end] for k, t in cur.items()}, want
+                off = end
+                continue
+            parts = [{k: t[off:n] for k, t in cur.items()}] if off < n else []
+            need = want - (n - off)
+            while need > 0:
+                _finish(current, off, recorder)
+                current = None
+                current = next(source, None)
+                if current is None:
+                    cur, off, n = {}, 0, 0
+                    break
+                if backend is not None and current.held:
+                    backend.take(current.tensors, current.marker)
+                cur, n = current.tensors, current.rows
+                off = min(need, n)
+                if off:
+                    parts.append({k: t[:off] for k, t in cur.items()})
+                need -= off
+            got = want - need
+            if got == 0:
+                return
+            if len(parts) == 1:
+                yield parts[0], got
+            else:
+                yield {k: torch.cat([p[k] for p in parts]) for k in parts[0]}, got
+    finally:
+        _finish(current, off, recorder)
+        close = getattr(source, "close", None)
+        if close is not None:
+            close()
+
+
+def _finish(window: Window | None, used: int, recorder: FeedRecorder) -> None:
+    """The trainer is done cutting ``window`` (its batches may live on)."""
+    if window is None:
+        return
+    recorder.delivered(used * window.row_bytes)
+    if window.held:
+        recorder.hold_device(-window.held)
+
+
+def stage_all(
+    blocks: Iterator[Any], to_tensors: Callable[[Any], Tensors], stager: Stager
+) -> Iterator[Window]:
+    """Windows of ``blocks`` (numpy blocks, converted to tensors once each); on the
+    converting thread. Closing it closes ``blocks`` and lets the pinned ring go."""
+    try:
+        for block in blocks:
+            yield from stager(to_tensors(block))
+    finally:
+        stager.close()
+        close = getattr(blocks, "close", None)
+        if close is not None:
+            close()
+
+
+class TorchFeed:
+    """One pass of torch batches from numpy windows (raylake/train/passes.py, ``Feed``):
+    windows converted to tensors and staged to the device on the converting thread,
+    cut into views, put in the user's structure and transformed on the trainer's
+    thread (with a transform and no device copy, ``prefetch`` batches ahead on a thread
+    of their own)."""
+
+    def __init__(
+        self,
+        to_tensors: Callable[[Any], Tensors],
+        make: Callable[[Tensors], Any],
+        transform: Callable[[Any], Any] | None,
+        backend: Backend | None,
+        pin: bool,
+        feed_bytes: int,
+        prefetch: int,
+    ) -> None:
+        self.recorder = FeedRecorder()
+        self.backend = backend
+        self.device_layout = backend is not None
+        self.to_tensors = to_tensors
+        self.make = make
+        self.transform = transform
+        self.prefetch = prefetch
+        self.stager = Stager(backend, pin, feed_bytes, self.recorder)
+
+    def windows(self, blocks: Iterator[Any]) -> Iterator[Window]:
+        return stage_all(blocks, self.to_tensors, self.stager)
+
+    def batches(self, windows: Iterator[Window], sizes: Iterator[int]) -> Iterator[tuple[Any, int]]:
+        made = self._made(cut_windows(windows, sizes, self.backend, self.recorder))
+        if self.transform is not None and self.prefetch and self.backend is None:
+            return background(made, self.prefetch, "raylake-prefetch")
+        return made
+
+    def _made(self, views: Iterator[tuple[Tensors, int]]) -> Iterator[tuple[Any, int]]:
+        make, transform = self.make, self.transform
+        try:
+            for tensors, rows in views:
+                batch = make(tensors)
+                yield (batch if transform is None else transform(batch)), rows
+        finally:
+            close = getattr(views, "close", None)
+            if close is not None:
+                close()
