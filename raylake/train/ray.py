@@ -16,7 +16,7 @@ import itertools
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from raylake.arguments import check_count, check_flag
+from raylake.arguments import check_count, check_flag, refuse_unknown_keywords
 from raylake.errors import InvalidArgumentError
 from raylake.train.convert import FillNull
 from raylake.train.passes import close
@@ -25,6 +25,7 @@ from raylake.train.torch import TensorBatches, torch_spec
 from raylake.train.windows import DEFAULT_FEED_BYTES
 
 
+@refuse_unknown_keywords
 def iter_torch_batches(
     data: Any,
     *,

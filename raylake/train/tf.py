@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from raylake.arguments import check_flag
+from raylake.arguments import check_flag, refuse_unknown_keywords
 from raylake.errors import InvalidArgumentError, MissingDependencyError
 
 if importlib.util.find_spec("tensorflow") is None:
@@ -41,6 +41,7 @@ from raylake.train.setup import (
 from raylake.train.source import LakeSource
 
 
+@refuse_unknown_keywords
 def to_tf_dataset(
     table: str | Table,
     feature_columns: Sequence[str] | None = None,

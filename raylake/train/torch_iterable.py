@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
-from raylake.arguments import check_count, check_flag
+from raylake.arguments import check_count, check_flag, refuse_unknown_keywords
 from raylake.expr import Expr
 from raylake.table import Table
 from raylake.train.convert import FillNull
@@ -60,6 +60,7 @@ class LakeIterableDataset(IterableDataset):
     by file descriptor (``worker_file_sharing``; docs/training.md, "On a GPU host").
     """
 
+    @refuse_unknown_keywords
     def __init__(
         self,
         table: str | Table,

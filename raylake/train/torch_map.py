@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from raylake.arguments import check_count
+from raylake.arguments import check_count, refuse_unknown_keywords
 from raylake.caching import LruCache
 from raylake.expr import Expr
 from raylake.table import Table
@@ -38,6 +38,7 @@ class LakeMapDataset(Dataset):
     batch_size=...)`` a list of samples.
     """
 
+    @refuse_unknown_keywords
     def __init__(
         self,
         table: str | Table,

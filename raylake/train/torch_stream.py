@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
-from raylake.arguments import check_count, check_flag
+from raylake.arguments import check_count, check_flag, refuse_unknown_keywords
 from raylake.errors import ResumeStateError
 from raylake.expr import Expr
 from raylake.table import Table
@@ -37,6 +37,7 @@ class LakeStreamDataset(IterableDataset):
     worker count.
     """
 
+    @refuse_unknown_keywords
     def __init__(
         self,
         table: str | Table,
