@@ -301,6 +301,7 @@ def _check_writes(table: str, rows: pa.Table, begun: dict[int, list[int]],
         for key, version in latest.items():
             if key not in ids:
                 out["rows lost"] += 1
+                out.setdefault("lost", []).append(f"users: key {key} of commit {version}")
             elif values[key] < version or done.get(values[key]) == "fail":
                 out["failures"].append(f"users: key {key} holds version {values[key]}, "
                                        f"acknowledged {version}")  # fmt: skip
@@ -310,6 +311,10 @@ def _check_writes(table: str, rows: pa.Table, begun: dict[int, list[int]],
         outcome = done.get(version, "in flight")
         if outcome == "ack":
             out["rows lost"] += len(version_ids) - present
+            if present < len(version_ids):  # which commit: the first thing to look at
+                out.setdefault("lost", []).append(
+                    f"{table}: commit {version} lost {len(version_ids) - present} rows"
+                )
         elif outcome == "fail" and present:
             out["failures"].append(f"{table}: commit {version} reported failed is visible")
         elif present not in (0, len(version_ids)):
