@@ -9,7 +9,7 @@ error that names the format.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -20,22 +20,14 @@ from raylake.io import FileIO
 from raylake.paimon.append_read import plain_batches, plain_table, split_files, usable
 from raylake.paimon.meta import PaimonFileSlice
 from raylake.paimon.read import read_splits
+from raylake.paimon.source import read_only
 from raylake.table.kind import TableKind
 from raylake.table.split import Split
 from raylake.table.writer import TableWriter
 
 if TYPE_CHECKING:
-    from raylake.format.snapshot import Snapshot
     from raylake.table.changes import ChangeRange, ChangeSplit
     from raylake.table.scan import ReadContext
-    from raylake.table.table import Table
-
-
-def read_only(uri: str, what: str) -> UnsupportedOperationError:
-    return UnsupportedOperationError(
-        f"{what} is not supported: {uri} is an Apache Paimon table, which raylake reads "
-        "but does not write (format 'paimon', read-only in this version)"
-    )
 
 
 class _PaimonKind(TableKind):
@@ -70,17 +62,6 @@ class _PaimonKind(TableKind):
 
     def plan_changes(self, rng: ChangeRange) -> list[ChangeSplit]:
         raise read_only(self._uri, "reading changes between snapshots")
-
-    def read_changelog(
-        self, file_io: FileIO, snap: Snapshot, columns: Sequence[str] | None
-    ) -> pa.Table:
-        raise read_only(file_io.uri, "reading a snapshot's changelog")
-
-    def compact(self, file_io: FileIO, *, full: bool) -> Snapshot | None:
-        raise read_only(file_io.uri, "compact()")
-
-    def delete(self, tbl: Table, keys_or_filter: Any) -> Snapshot | None:
-        raise read_only(tbl.uri, "delete()")
 
 
 class PaimonAppendKind(_PaimonKind):

@@ -21,12 +21,10 @@ import pyarrow as pa
 
 from raylake.errors import UnknownColumnError, UnsupportedPaimonError
 from raylake.expr import AlwaysTrue, Expr, might_match, referenced_columns
-from raylake.format.snapshot import Snapshot
 from raylake.format.types import has_min_max
 from raylake.paimon.deletion import DeletionFile, deletion_files
-from raylake.paimon.manifest import EntryDecoder, PaimonFile, live_files, snapshot_manifests
+from raylake.paimon.manifest import PaimonFile
 from raylake.paimon.meta import PaimonFileSlice, PaimonInfo, PaimonTableSchema
-from raylake.paimon.snapshot import PaimonSnapshots
 from raylake.table.kind import kind_of
 from raylake.table.pk.read import overlap_sections
 from raylake.table.scan import ManifestStats, TableScan
@@ -44,13 +42,11 @@ class PaimonScan(TableScan):
 
     schemas_by_id: Mapping[int, PaimonTableSchema] | None = None
 
-    def _resolve_snapshot(self) -> Snapshot | None:
-        snaps = PaimonSnapshots(self.file_io)
-        if self.snapshot_id is not None:
-            return snaps.get(self.snapshot_id)
-        if self.as_of is not None:
-            return snaps.as_of(self.as_of)
-        return snaps.latest()
+    def __post_init__(self) -> None:
+        if self.table_source is None:
+            from raylake.paimon.source import PaimonSource
+
+            object.__setattr__(self, "table_source", PaimonSource(self.file_io))
 
     def at(self, snapshot_id: int | None = None, as_of: datetime | int | None = None) -> TableScan:
         moved = super().at(snapshot_id, as_of)
@@ -72,12 +68,7 @@ class PaimonScan(TableScan):
         ts = self.table_schema
         assert isinstance(ts, PaimonTableSchema)
         info = ts.info
-        decoder = EntryDecoder(self.file_io, info.schemas, info.current, partition_path(info))
-        files = live_files(decoder, snapshot_manifests(self.file_io, snap))
-        if skips_level0(info):
-            files = [f for f in files if f.level > 0]
-        pruning = kind_of(ts).pruning_filter(self.filter)
-        files = prune_files(files, ts, pruning)
+        files = self.source.live_files(ts, snap, kind_of(ts).pruning_filter(self.filter))
         dvs = deletion_files(self.file_io, snap)
         target = self.split_target_size or DEFAULT_TARGET
         fraction = _column_fraction(ts, self.columns)

@@ -16,7 +16,6 @@ checkpointed is delivered again (at-least-once).
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -30,36 +29,10 @@ from raylake.expr import Expr
 from raylake.format.consumer import ConsumerProgress, validate_consumer_id
 from raylake.paimon.changes import changed_files, read_changes
 from raylake.paimon.snapshot import PaimonSnapshots, read_snapshot
+from raylake.paimon.source import read_consumer, write_consumer
 from raylake.table.changes import ROW_KIND_FIELD, StreamPlanBase, with_row_kind
 from raylake.table.scan import ReadContext
 from raylake.table.split import Split
-
-CONSUMER_DIR = "consumer"
-
-
-def consumer_path(consumer_id: str) -> str:
-    return f"{CONSUMER_DIR}/consumer-{consumer_id}"
-
-
-def read_consumer(file_io: Any, consumer_id: str) -> int | None:
-    """The next snapshot a Paimon consumer reads, or None if it is not registered."""
-    try:
-        data = json.loads(file_io.read_bytes(consumer_path(consumer_id)))
-        return int(data["nextSnapshot"])
-    except FileNotFoundError:
-        return None
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ConsumerError(
-            f"consumer file {file_io.full_path(consumer_path(consumer_id))} is not "
-            f'{{"nextSnapshot": n}}: {exc!r}',
-            consumer_id=consumer_id,
-        ) from exc
-
-
-def write_consumer(file_io: Any, consumer_id: str, next_snapshot_id: int) -> None:
-    file_io.write_bytes(
-        consumer_path(consumer_id), json.dumps({"nextSnapshot": next_snapshot_id}).encode()
-    )
 
 
 @dataclass(frozen=True)

@@ -28,13 +28,14 @@ from raylake.errors import StreamError
 from raylake.format.manifest import DataFile
 from raylake.format.schema import TableSchema
 from raylake.format.schema_files import schema_by_id
-from raylake.format.snapshot import Snapshot, SnapshotManager
+from raylake.format.snapshot import Snapshot
 from raylake.io import FileIO
 from raylake.streaming.shard import ShardSpec
 from raylake.streaming.splits import InsertSplit, RemovedSplit, StreamReadContext, StreamSplit
 from raylake.table.changes import ChangeRange, StreamPlanBase
 from raylake.table.kind import kind_of
 from raylake.table.projection import follow_columns
+from raylake.table.source import RaylakeSource, TableSource
 
 PlanKind = Literal["full", "delta", "changelog", "diff", "refresh", "empty"]
 OnOverwrite = Literal["refresh", "skip", "fail"]
@@ -87,12 +88,14 @@ class StreamPlanner:
         context: StreamReadContext,
         shard: ShardSpec,
         on_overwrite: OnOverwrite = "refresh",
+        source: TableSource | None = None,
     ) -> None:
         if on_overwrite not in ON_OVERWRITE:
             raise StreamError(
                 f"on_overwrite must be one of {list(ON_OVERWRITE)}, got {on_overwrite!r}"
             )
         self.context = context
+        self.source = RaylakeSource(context.file_io) if source is None else source
         self.shard = shard
         self.on_overwrite = on_overwrite
         self._kind = kind_of(context.table_schema)
@@ -138,7 +141,7 @@ class StreamPlanner:
             return self.full(snap, kind="refresh")
         parent = None
         if snap.parent_id is not None and self._kind.step_needs_parent():
-            parent = SnapshotManager(self.file_io).get(snap.parent_id)
+            parent = self.source.get(snap.parent_id)
         rng = self._range(parent, snap, step=True)
         splits = self._kind.plan_changes(rng)
         kind: PlanKind = "changelog" if rng.from_changelog else "delta"
@@ -168,7 +171,7 @@ class StreamPlanner:
         columns = self.context.columns
         names = self.ts.column_names
         return ChangeRange(
-            self.file_io,
+            self.source,
             self.ts,
             before,
             after,

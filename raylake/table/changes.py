@@ -23,15 +23,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from raylake.expr import AlwaysTrue, Expr, referenced_columns
-from raylake.format.manifest import ADD, DataFile, data_files_from_table, read_entries
+from raylake.format.manifest import DataFile
 from raylake.format.schema import TableSchema
 from raylake.format.snapshot import Snapshot
 from raylake.io import FileIO
 from raylake.table.kind import kind_of
-from raylake.table.scan import ReadContext, prune_entries, pruned_live_files
+from raylake.table.scan import ReadContext
+from raylake.table.source import TableSource
 from raylake.table.split import Split, partition_sort_key
 
 ROW_KIND = "_rl_kind"  # the column Table.changelog uses, which a primary-key writer accepts
@@ -213,7 +213,7 @@ class ChangeRange:
     two live-file sets, not every snapshot in between).
     """
 
-    file_io: FileIO
+    source: TableSource
     ts: TableSchema
     before: Snapshot | None
     after: Snapshot
@@ -227,6 +227,10 @@ class ChangeRange:
     # Set by the kind when it planned from changelog files rather than data files.
     from_changelog: bool = False
     _cache: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def file_io(self) -> FileIO:
+        return self.source.file_io
 
     @property
     def target_size(self) -> int:
@@ -243,7 +247,9 @@ class ChangeRange:
     def added(self) -> list[DataFile]:
         """The files ``after`` added (its delta manifests): only for a step."""
         assert self.step, "added() describes one snapshot"
-        return self._once("added", lambda: self._entries(self.after.delta_manifests, True))
+        return self._once(
+            "added", lambda: self._mine(self.source.added_files(self.ts, self.after, self.pruning))
+        )
 
     def snapshots(self) -> list[Snapshot] | None:
         if self.load_snapshots is None:
@@ -252,7 +258,11 @@ class ChangeRange:
 
     def changelog_files(self, snapshots: Sequence[Snapshot]) -> list[DataFile]:
         """The changelog files of the snapshots, in commit order."""
-        return [f for s in snapshots for f in self._entries(s.changelog_manifests, False)]
+        return [
+            f
+            for s in snapshots
+            for f in self._mine(self.source.changelog_files(self.ts, s, self.pruning))
+        ]
 
     def by_bucket(self, files: Sequence[DataFile]) -> dict[BucketKey, list[DataFile]]:
         groups: dict[BucketKey, list[DataFile]] = {}
@@ -274,14 +284,7 @@ class ChangeRange:
         return self._cache[name]
 
     def _live(self, snap: Snapshot) -> list[DataFile]:
-        return self._mine(pruned_live_files(self.file_io, self.ts, snap, self.pruning))
-
-    def _entries(self, metas: Sequence[Any], added_only: bool) -> list[DataFile]:
-        entries = read_entries(self.file_io, metas, self.ts, referenced_columns(self.pruning))
-        if added_only:
-            entries = entries.filter(pc.equal(entries.column("kind"), ADD))
-        entries = prune_entries(entries, self.ts, self.pruning)
-        return self._mine(data_files_from_table(entries, self.ts))
+        return self._mine(self.source.live_files(self.ts, snap, self.pruning))
 
     def _mine(self, files: list[DataFile]) -> list[DataFile]:
         return files if self.take is None else [f for f in files if self.take(f)]
