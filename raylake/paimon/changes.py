@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 from raylake.errors import UnsupportedPaimonError
 from raylake.format.snapshot import Snapshot
 from raylake.paimon.manifest import ADD, EntryDecoder, PaimonFile, delta_manifests
-from raylake.paimon.meta import PaimonTableSchema
+from raylake.paimon.meta import PaimonFileSlice, PaimonTableSchema
 from raylake.paimon.read import PaimonReadPlan, prepare_kinds, read_file
 from raylake.paimon.scan import file_slice, partition_path
 from raylake.paimon.snapshot import CHANGELOG_LIST
@@ -59,11 +59,20 @@ def read_changes(
 ) -> pa.Table:
     """The change rows of ``files``: the projected columns, and ``_rl_kind`` if asked."""
     ts: PaimonTableSchema = ctx.table_schema
+    slices = [file_slice(f, {}, 1.0, ts.info) for f in files]
+    return read_change_files(ctx, slices, source == "delta", include_row_kind)
+
+
+def read_change_files(
+    ctx: Any, files: Sequence[PaimonFileSlice], merge_delta: bool, include_row_kind: bool
+) -> pa.Table:
+    """The change rows of changelog files (``merge_delta``: delta files, a primary-key
+    bucket's merged into each key's last version), bucket by bucket."""
+    ts: PaimonTableSchema = ctx.table_schema
     plan = PaimonReadPlan.of(ts, ctx.columns, ctx.filter)
     schema = with_row_kind(ctx.output_schema, include_row_kind)
     parts = []
-    for bucket_files in _by_bucket(files).values():
-        slices = [file_slice(f, {}, 1.0, ts.info) for f in bucket_files]
+    for slices in _by_bucket(files).values():
         if not ts.primary_key:
             rows = pa.concat_tables([read_file(ctx, s, plan.read_columns) for s in slices])
             rows = rows.append_column(KIND, pa.array(np.zeros(rows.num_rows, np.int8)))
@@ -71,7 +80,7 @@ def read_changes(
             wanted = plan.merge_columns
             rows = pa.concat_tables([read_file(ctx, s, wanted, system=True) for s in slices])
             rows = rows.sort_by(SEQ)
-            if source == "delta":
+            if merge_delta:
                 rows = _merge_delta(rows, ts, plan, ctx.file_io.uri)
         parts.append(change_rows(rows, plan, schema, include_row_kind))
     return pa.concat_tables(parts) if parts else schema.empty_table()
@@ -105,8 +114,10 @@ def _merge_delta(rows: pa.Table, ts: PaimonTableSchema, plan: PaimonReadPlan, ur
     return merge(prepare_kinds(rows, ts.info, uri), plan.spec, keep_deletes=True)
 
 
-def _by_bucket(files: Sequence[PaimonFile]) -> dict[tuple[Any, ...], list[PaimonFile]]:
-    groups: dict[tuple[Any, ...], list[PaimonFile]] = {}
+def _by_bucket(
+    files: Sequence[PaimonFileSlice],
+) -> dict[tuple[Any, ...], list[PaimonFileSlice]]:
+    groups: dict[tuple[Any, ...], list[PaimonFileSlice]] = {}
     for f in files:
-        groups.setdefault((f.partition_bytes, f.bucket), []).append(f)
+        groups.setdefault((f.partition, f.bucket), []).append(f)
     return groups

@@ -2,31 +2,42 @@
 
 Reads of every entry point (Ray Data, Torch, TF, Spark, the CLI) go through
 ``ReadContext`` -> the kind's ``read_batches``; these kinds read Paimon files
-(raylake/paimon/read.py). Writes, deletes, compaction and change planning raise an
-error that names the format.
+(raylake/paimon/read.py). They plan a snapshot's files into splits, and a stream's
+changes into the change splits every table kind uses (raylake/table/changes.py):
+
+- a snapshot with changelog files: one ``ChangelogSplit`` per bucket, its rows with
+  the row kinds they recorded (also for COMPACT snapshots, where a ``lookup`` or
+  ``full-compaction`` producer writes them);
+- otherwise an APPEND snapshot's delta files: an append table's as ``InsertSplit`` s,
+  a primary-key bucket's as a ``ChangelogSplit`` with ``net=True`` (merged into each
+  key's last version, a ``-D`` kept as a delete);
+- a catch-up over many snapshots: the live files at both ends compared (append:
+  ``InsertSplit`` / ``RemovedSplit``; primary key: a ``DiffSplit`` per bucket).
+
+The source (raylake/paimon/source.py) refuses writes before any kind is asked.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from raylake.errors import UnsupportedOperationError
 from raylake.expr import Expr, filter_on_columns
-from raylake.format.manifest import DataFile
 from raylake.io import FileIO
 from raylake.paimon.append_read import plain_batches, plain_table, split_files, usable
-from raylake.paimon.meta import PaimonFileSlice
+from raylake.paimon.meta import PaimonFileSlice, PaimonTableSchema
 from raylake.paimon.read import read_splits
+from raylake.paimon.scan import append_splits, column_fraction, pk_splits, sized
 from raylake.paimon.source import read_only
 from raylake.table.kind import TableKind
 from raylake.table.split import Split
 from raylake.table.writer import TableWriter
 
 if TYPE_CHECKING:
-    from raylake.table.changes import ChangeRange, ChangeSplit
+    from raylake.table.changes import ChangeRange, ChangeReadContext, ChangeSplit
     from raylake.table.scan import ReadContext
 
 
@@ -48,25 +59,117 @@ class _PaimonKind(TableKind):
     def new_writer(self, file_io: FileIO, *, file_prefix: str = "data") -> TableWriter:
         raise read_only(file_io.uri, "writing")
 
-    def plan_splits(
-        self,
-        snapshot_id: int,
-        files: list[DataFile],
-        column_indices: Sequence[int] | None,
-        target_size: int,
-    ) -> list[Split]:
-        raise UnsupportedOperationError("Paimon tables are planned by raylake.paimon.scan")
-
     def read_batches(self, ctx: ReadContext, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
         return read_splits(ctx, splits)
 
+    def plan_splits(
+        self,
+        snapshot_id: int,
+        files: list[Any],
+        column_indices: Sequence[int] | None,
+        target_size: int,
+    ) -> list[Split]:
+        ts = self.ts
+        assert isinstance(ts, PaimonTableSchema)
+        fraction = column_fraction(ts, column_indices)
+        pieces = [sized(f, fraction) for f in files]
+        if ts.primary_key:
+            return pk_splits(snapshot_id, pieces, target_size)
+        return append_splits(snapshot_id, pieces, target_size)
+
+    @property
+    def changelog_at_compaction(self) -> bool:
+        from raylake.paimon.changes import changelog_producer
+
+        ts = self.ts
+        assert isinstance(ts, PaimonTableSchema)
+        return changelog_producer(ts) in ("lookup", "full-compaction")
+
     def plan_changes(self, rng: ChangeRange) -> list[ChangeSplit]:
-        raise read_only(self._uri, "reading changes between snapshots")
+        return self._step(rng) if rng.step else self._compare(rng)
+
+    def _step(self, rng: ChangeRange) -> list[ChangeSplit]:
+        """One snapshot's changes, as Paimon's streaming read finds them."""
+        from raylake.paimon.changes import changelog_producer
+        from raylake.paimon.snapshot import CHANGELOG_LIST
+        from raylake.table.changes import ChangelogSplit, InsertSplit, bucket_order
+
+        snap = rng.after
+        pk = bool(self.ts.primary_key)
+        ts = self.ts
+        assert isinstance(ts, PaimonTableSchema)
+        if snap.properties.get(CHANGELOG_LIST):
+            files, net = rng.changelog_files([snap]), False
+            rng.from_changelog = True
+        elif snap.commit_kind == "APPEND" and not (pk and changelog_producer(ts) != "none"):
+            files, net = rng.added(), True
+            if not pk:
+                return [InsertSplit(s) for s in rng.splits(snap.id, files)]
+        else:
+            return []
+        groups = sorted(rng.by_bucket(files).items(), key=lambda kv: bucket_order(kv[0]))
+        return [ChangelogSplit(snap.id, p, b, tuple(fs), net) for (p, b), fs in groups]
+
+    def _compare(self, rng: ChangeRange) -> list[ChangeSplit]:
+        """The change between the live files of two snapshots (a stream's catch-up)."""
+        from raylake.paimon.changes_diff import group_of
+        from raylake.table.changes import DiffSplit, InsertSplit, RemovedSplit, bucket_order
+
+        before, after = rng.live_before(), rng.live_after()
+        first = 0 if rng.before is None else rng.before.id
+        if not self.ts.primary_key:
+            old, new = {_identity(f) for f in before}, {_identity(f) for f in after}
+            added = [f for f in after if _identity(f) not in old]
+            removed = [f for f in before if _identity(f) not in new]
+            found: list[ChangeSplit] = [InsertSplit(s) for s in rng.splits(rng.after.id, added)]
+            return found + [RemovedSplit(s) for s in rng.splits(first, removed)]
+        ts = self.ts
+        assert isinstance(ts, PaimonTableSchema)
+        group = group_of(ts, rescaled=False)
+        old_groups = _grouped(before, group)
+        new_groups = _grouped(after, group)
+        splits: list[ChangeSplit] = []
+        for key in sorted(old_groups.keys() | new_groups.keys(), key=bucket_order):
+            old_files, new_files = old_groups.get(key, []), new_groups.get(key, [])
+            if {_identity(f) for f in old_files} == {_identity(f) for f in new_files}:
+                continue
+            splits.append(
+                DiffSplit(
+                    key[0],
+                    key[1],
+                    tuple(rng.splits(first, old_files, whole=True)),
+                    tuple(rng.splits(rng.after.id, new_files, whole=True)),
+                )
+            )
+        return splits
+
+    def read_changes(self, ctx: ChangeReadContext, split: ChangeSplit) -> Iterator[pa.RecordBatch]:
+        from raylake.paimon.changes import read_change_files
+        from raylake.paimon.changes_diff import read_diff
+        from raylake.table.changes import ChangelogSplit, DiffSplit
+
+        read = ctx.read_context()
+        if isinstance(split, ChangelogSplit):
+            files = [f for f in split.files if isinstance(f, PaimonFileSlice)]
+            rows = read_change_files(read, files, split.net, ctx.include_row_kind)
+        elif isinstance(split, DiffSplit):
+            rows = read_diff(read, split, ctx.include_row_kind)  # type: ignore[arg-type]
+        else:
+            raise UnsupportedOperationError(f"{self.described} has no {type(split).__name__}")
+        yield from rows.to_batches(max_chunksize=ctx.batch_size)
 
 
 class PaimonAppendKind(_PaimonKind):
     name = "append"
     described = "a Paimon append table"
+
+    @property
+    def shards_by_file(self) -> bool:
+        """An unbucketed (``bucket`` = -1) table's rows have no key to keep together:
+        stream shards split it by data file, as a raylake table of one bucket."""
+        ts = self.ts
+        assert isinstance(ts, PaimonTableSchema)
+        return ts.info.options.bucket == -1
 
     def read_batches(self, ctx: ReadContext, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
         if not usable(ctx):
@@ -122,6 +225,18 @@ class PaimonPrimaryKeyKind(_PaimonKind):
                 return None
             total += f.row_count - f.delete_row_count
         return total
+
+
+def _identity(f: Any) -> tuple[str, Any]:
+    """A live file as a snapshot sees it: its path and its deletion vector."""
+    return (f.path, getattr(f, "deletion", None))
+
+
+def _grouped(files: Sequence[Any], group: Any) -> dict[tuple[Any, int], list[Any]]:
+    found: dict[tuple[Any, int], list[Any]] = {}
+    for f in files:
+        found.setdefault(group(f.partition, f.bucket), []).append(f)
+    return found
 
 
 def _one_split(files: Sequence[PaimonFileSlice]) -> Split:

@@ -22,7 +22,7 @@ import pyarrow as pa
 from raylake.errors import UnknownColumnError, UnsupportedPaimonError
 from raylake.expr import AlwaysTrue, Expr, might_match, referenced_columns
 from raylake.format.types import has_min_max
-from raylake.paimon.deletion import DeletionFile, deletion_files
+from raylake.paimon.deletion import DeletionFile
 from raylake.paimon.manifest import PaimonFile
 from raylake.paimon.meta import PaimonFileSlice, PaimonInfo, PaimonTableSchema
 from raylake.table.kind import kind_of
@@ -62,27 +62,14 @@ class PaimonScan(TableScan):
         return replace(moved, table_schema=ts, columns=moved.columns).pin()
 
     def plan(self) -> list[Split]:
+        """The kind's splits of the snapshot's live files (Paimon's split size)."""
         snap = self.snapshot()
         if snap is None:
             return []
-        ts = self.table_schema
-        assert isinstance(ts, PaimonTableSchema)
-        info = ts.info
-        files = self.source.live_files(ts, snap, kind_of(ts).pruning_filter(self.filter))
-        dvs = deletion_files(self.file_io, snap)
+        kind = kind_of(self.table_schema)
+        files = self.source.live_files(self.table_schema, snap, kind.pruning_filter(self.filter))
         target = self.split_target_size or DEFAULT_TARGET
-        fraction = _column_fraction(ts, self.columns)
-        pieces = [(f, file_slice(f, dvs, fraction, info)) for f in files]
-        if ts.primary_key:
-            return self.stamped(_pk_splits(snap.id, pieces, target))
-        ordered = sorted(
-            pieces, key=lambda p: (partition_sort_key(p[0].partition), p[0].bucket, p[0].file_name)
-        )
-        return self.stamped(
-            pack_slices(
-                snap.id, [(f.partition, f.bucket, s) for f, s in ordered], target, OPEN_FILE_COST
-            )
-        )
+        return self.stamped(kind.plan_splits(snap.id, files, self._column_indices(), target))
 
 
 def skips_level0(info: PaimonInfo) -> bool:
@@ -95,10 +82,18 @@ def skips_level0(info: PaimonInfo) -> bool:
     )
 
 
-def _column_fraction(ts: PaimonTableSchema, columns: Sequence[str] | None) -> float:
-    if columns is None:
+def column_fraction(ts: PaimonTableSchema, column_indices: Sequence[int] | None) -> float:
+    """The share of a row's bytes the read columns hold, by count: a rough guess."""
+    if column_indices is None:
         return 1.0
-    return max(len(columns), 1) / max(len(ts.column_names), 1)
+    return max(len(column_indices), 1) / max(len(ts.column_names), 1)
+
+
+def sized(piece: PaimonFileSlice, fraction: float) -> PaimonFileSlice:
+    """A slice whose in-memory size is that of ``fraction`` of its columns."""
+    if fraction == 1.0:
+        return piece
+    return replace(piece, size_bytes=int(piece.file_size * MEMORY_PER_DISK_BYTE * fraction))
 
 
 def file_slice(
@@ -127,15 +122,25 @@ def file_slice(
         schema_id=f.schema_id,
         deletion=dvs.get((f.partition_bytes, f.bucket, f.file_name)),
         file_format=ext,
+        partition=f.partition,
+        bucket=f.bucket,
     )
 
 
-def _pk_splits(
-    snapshot_id: int, pieces: list[tuple[PaimonFile, PaimonFileSlice]], target: int
-) -> list[Split]:
+def append_splits(snapshot_id: int, pieces: Sequence[PaimonFileSlice], target: int) -> list[Split]:
+    """Files packed in partition, bucket and name order into splits of one bucket."""
+    ordered = sorted(
+        pieces, key=lambda p: (partition_sort_key(p.partition), p.bucket, p.path.rsplit("/", 1)[-1])
+    )
+    slices = [(p.partition, p.bucket, p) for p in ordered]
+    return pack_slices(snapshot_id, slices, target, OPEN_FILE_COST)
+
+
+def pk_splits(snapshot_id: int, pieces: Sequence[PaimonFileSlice], target: int) -> list[Split]:
+    """A bucket's files in sections of overlapping keys, packed into splits of one bucket."""
     buckets: dict[tuple[tuple[Any, ...], int], list[PaimonFileSlice]] = {}
-    for f, s in pieces:
-        buckets.setdefault((f.partition, f.bucket), []).append(s)
+    for s in pieces:
+        buckets.setdefault((s.partition, s.bucket), []).append(s)
     splits: list[Split] = []
     for (partition, bucket), members in sorted(
         buckets.items(), key=lambda kv: (partition_sort_key(kv[0][0]), kv[0][1])

@@ -17,13 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 from raylake.errors import ConsumerError, UnsupportedOperationError
 from raylake.expr import Expr
-from raylake.format.consumer import ConsumerProgress
+from raylake.format.consumer import STREAM_MODE, ConsumerProgress
 from raylake.format.schema import TableSchema
 from raylake.format.snapshot import Snapshot
 from raylake.io import FileIO
-from raylake.paimon.manifest import ADD, EntryDecoder, PaimonFile, delta_manifests, live_files
+from raylake.paimon.deletion import deletion_files
+from raylake.paimon.manifest import ADD, EntryDecoder, delta_manifests, live_files
 from raylake.paimon.manifest import snapshot_manifests as _snapshot_manifests
-from raylake.paimon.meta import PaimonTableSchema
+from raylake.paimon.meta import PaimonFileSlice, PaimonTableSchema
 from raylake.paimon.schema import schema_ids
 from raylake.paimon.snapshot import PaimonSnapshots, read_snapshot
 from raylake.table.source import TableSource
@@ -48,6 +49,7 @@ class PaimonSource(TableSource):
     format = "paimon"
     described = "an Apache Paimon table"
     writable = False
+    start_id_reads_whole = False
 
     def __init__(self, file_io: FileIO) -> None:
         super().__init__(file_io)
@@ -86,27 +88,37 @@ class PaimonSource(TableSource):
 
     # -- files -------------------------------------------------------------------------
 
-    def live_files(self, ts: TableSchema, snap: Snapshot, pruning: Expr) -> list[PaimonFile]:
-        from raylake.paimon.scan import prune_files, skips_level0
+    def live_files(self, ts: TableSchema, snap: Snapshot, pruning: Expr) -> list[PaimonFileSlice]:
+        """The live files as slices with their deletion vectors (a batch read's view:
+        level 0 left out where Paimon's batch read leaves it out)."""
+        from raylake.paimon.scan import file_slice, prune_files, skips_level0
 
         pts = _paimon(ts)
         files = live_files(_decoder(self.file_io, pts), _snapshot_manifests(self.file_io, snap))
         if skips_level0(pts.info):
             files = [f for f in files if f.level > 0]
-        return prune_files(files, pts, pruning)
+        dvs = deletion_files(self.file_io, snap)
+        return [file_slice(f, dvs, 1.0, pts.info) for f in prune_files(files, pts, pruning)]
 
-    def added_files(self, ts: TableSchema, snap: Snapshot, pruning: Expr) -> list[PaimonFile]:
+    def added_files(self, ts: TableSchema, snap: Snapshot, pruning: Expr) -> list[PaimonFileSlice]:
         return self._added(ts, delta_manifests(self.file_io, snap), pruning)
 
-    def changelog_files(self, ts: TableSchema, snap: Snapshot, pruning: Expr) -> list[PaimonFile]:
+    def changelog_files(
+        self, ts: TableSchema, snap: Snapshot, pruning: Expr
+    ) -> list[PaimonFileSlice]:
         return self._added(ts, delta_manifests(self.file_io, snap, changelog=True), pruning)
 
-    def _added(self, ts: TableSchema, manifests: list[str], pruning: Expr) -> list[PaimonFile]:
-        from raylake.paimon.scan import prune_files
+    def _added(self, ts: TableSchema, manifests: list[str], pruning: Expr) -> list[PaimonFileSlice]:
+        from raylake.paimon.scan import file_slice, prune_files
 
         pts = _paimon(ts)
         added = [f for kind, f in _decoder(self.file_io, pts).entries(manifests) if kind == ADD]
-        return prune_files(added, pts, pruning)
+        return [file_slice(f, {}, 1.0, pts.info) for f in prune_files(added, pts, pruning)]
+
+    def schema(self, schema_id: int) -> TableSchema:
+        from raylake.paimon.table import table_schemas
+
+        return table_schemas(self.file_io)[schema_id]
 
     # -- consumers ---------------------------------------------------------------------
 
@@ -129,7 +141,11 @@ class PaimonSource(TableSource):
     def register_consumer(
         self, consumer_id: str, next_snapshot_id: int, properties: Mapping[str, str] | None = None
     ) -> ConsumerProgress:
-        write_consumer(self.file_io, consumer_id, next_snapshot_id)
+        """Write ``{"nextSnapshot": n}``; except where the reader reads snapshot ``n``
+        whole next (a stream's start), which Paimon's file cannot say: such a consumer
+        registers at its first checkpoint past it (until then a restart starts over)."""
+        if (properties or {}).get(STREAM_MODE) != "full":
+            write_consumer(self.file_io, consumer_id, next_snapshot_id)
         return ConsumerProgress(consumer_id, next_snapshot_id, int(time.time() * 1000))
 
     def commit_consumer(

@@ -102,11 +102,3 @@ class PaimonTable(Table):
         from raylake.paimon.changes_scan import paimon_changes
 
         return paimon_changes(self, start, end, **kw)
-
-    def stream(self, *, consumer_id: str | None = None, **options: Any) -> Any:
-        """A reader of the table's snapshots as a Paimon consumer (raylake/paimon/stream.py):
-        ``start``, ``poll_interval``, ``shard=(i, n)``, ``include_row_kind``, ``columns``,
-        ``filter``; progress in ``consumer/consumer-<id>`` as ``{"nextSnapshot": n}``."""
-        from raylake.paimon.stream import PaimonStreamReader
-
-        return PaimonStreamReader(self, consumer_id=consumer_id, **options)

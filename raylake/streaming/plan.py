@@ -27,12 +27,11 @@ import pyarrow as pa
 from raylake.errors import StreamError
 from raylake.format.manifest import DataFile
 from raylake.format.schema import TableSchema
-from raylake.format.schema_files import schema_by_id
 from raylake.format.snapshot import Snapshot
 from raylake.io import FileIO
 from raylake.streaming.shard import ShardSpec
 from raylake.streaming.splits import InsertSplit, RemovedSplit, StreamReadContext, StreamSplit
-from raylake.table.changes import ChangeRange, StreamPlanBase
+from raylake.table.changes import ChangeRange
 from raylake.table.kind import kind_of
 from raylake.table.projection import follow_columns
 from raylake.table.source import RaylakeSource, TableSource
@@ -43,7 +42,7 @@ ON_OVERWRITE: tuple[str, ...] = ("refresh", "skip", "fail")
 
 
 @dataclass(frozen=True)
-class StreamPlan(StreamPlanBase):
+class StreamPlan:
     """The rows a stream delivers for snapshots ``first_snapshot_id..snapshot_id``."""
 
     snapshot_id: int
@@ -52,6 +51,17 @@ class StreamPlan(StreamPlanBase):
     commit_kind: str
     splits: tuple[StreamSplit, ...]
     context: StreamReadContext
+
+    @property
+    def next_snapshot_id(self) -> int:
+        """Where the stream continues after this plan."""
+        return self.snapshot_id + 1
+
+    @property
+    def is_refresh(self) -> bool:
+        """The plan holds a whole new state (after an OVERWRITE, with
+        ``on_overwrite="refresh"``): replace, don't add."""
+        return self.kind == "refresh"
 
     @property
     def row_count_estimate(self) -> int:
@@ -114,7 +124,7 @@ class StreamPlanner:
         (docs/schema-evolution.md): new columns appear, renamed ones under new names."""
         if snap.schema_id <= self.ts.schema_id:
             return
-        new = schema_by_id(self.file_io, snap.schema_id)
+        new = self.source.schema(snap.schema_id)
         columns, expr = follow_columns(self.ts, new, self.context.columns, self.context.filter)
         self.context = replace(self.context, table_schema=new, columns=columns, filter=expr)
         self._kind = kind_of(new)
@@ -128,7 +138,7 @@ class StreamPlanner:
     def step(self, snap: Snapshot) -> StreamPlan:
         """The plan of one snapshot, right after its parent."""
         self.follow_schema(snap)
-        if snap.commit_kind == "COMPACT":
+        if snap.commit_kind == "COMPACT" and not self._kind.changelog_at_compaction:
             return self._plan(snap, snap.id, "empty", ())
         if snap.commit_kind == "OVERWRITE":
             if self.on_overwrite == "fail":

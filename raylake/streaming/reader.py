@@ -31,7 +31,6 @@ from raylake.errors import (
     StreamError,
     StreamPositionExpiredError,
     TableNotFoundError,
-    UnsupportedOperationError,
 )
 from raylake.expr import Expr
 from raylake.format.consumer import (
@@ -50,18 +49,6 @@ if TYPE_CHECKING:
     from raylake.table.table import Table
 
 logger = logging.getLogger(__name__)
-
-
-def check_raylake_table(table: Any) -> None:
-    """StreamReader follows raylake tables; a Paimon table has its own reader
-    (``table.stream``, raylake/paimon/stream.py), which read_lake_stream, StreamingJob
-    and LakeStreamDataset use through ``table.stream``."""
-    if table.format != "raylake":
-        raise UnsupportedOperationError(
-            f"{table.uri} is a {table.format} table: follow it with table.stream(...) "
-            "(docs/paimon.md), which read_lake_stream, StreamingJob and LakeStreamDataset "
-            "use; StreamReader itself reads raylake tables"
-        )
 
 
 @dataclass(frozen=True)
@@ -130,7 +117,6 @@ class StreamReader:
             raise StreamError(
                 f"catch_up_after must be an int >= 1 or None (never), got {catch_up_after!r}"
             )
-        check_raylake_table(table)
         self.table = table
         self.consumer_id = None if consumer_id is None else validate_consumer_id(consumer_id)
         self.poll_interval = float(poll_interval)
@@ -208,8 +194,10 @@ class StreamReader:
             return self.table.scan(as_of=start).snapshot().id, True  # type: ignore[union-attr]
         if start < 1:
             raise StreamError(f"start snapshot id must be >= 1, got {start}")
-        self._snapshots.get(start)  # SnapshotNotFoundError names what exists
-        return start, True
+        if self._snapshots.read_if_present(start) is None:
+            self._check_not_expired(start)
+            self._snapshots.get(start)  # SnapshotNotFoundError names what exists
+        return start, self._snapshots.start_id_reads_whole
 
     def _check_not_expired(self, needed: int) -> None:
         earliest = self._snapshots.earliest_id()

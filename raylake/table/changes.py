@@ -174,26 +174,6 @@ def with_row_kind(schema: pa.Schema, include_row_kind: bool) -> pa.Schema:
     return schema.append(ROW_KIND_FIELD) if include_row_kind else schema
 
 
-class StreamPlanBase:
-    """What every stream plan (``StreamPlan``, Paimon's ``PaimonStreamPlan``) answers the
-    consumers of plans (``LakeStream``, ``StreamingJob``): where the stream continues,
-    and whether the plan replaces the state."""
-
-    snapshot_id: int
-    kind: str
-
-    @property
-    def next_snapshot_id(self) -> int:
-        """Where the stream continues after this plan."""
-        return self.snapshot_id + 1
-
-    @property
-    def is_refresh(self) -> bool:
-        """The plan holds a whole new state (after an OVERWRITE, with
-        ``on_overwrite="refresh"``): replace, don't add."""
-        return self.kind == "refresh"
-
-
 def _whole_kind(split: ChangeSplit) -> str | None:
     if isinstance(split, InsertSplit):
         return INSERT

@@ -150,6 +150,12 @@ class TableKind(ABC):
         return False
 
     @property
+    def changelog_at_compaction(self) -> bool:
+        """Whether a COMPACT snapshot may hold changes (changelog files written at
+        compaction); otherwise a stream delivers nothing for it."""
+        return False
+
+    @property
     def shards_by_file(self) -> bool:
         """Whether stream shards split the table by data file rather than by bucket."""
         return False

@@ -34,7 +34,7 @@ from raylake.format.manifest import (
     read_entries,
 )
 from raylake.format.schema import TableSchema
-from raylake.format.schema_files import schema_ids
+from raylake.format.schema_files import schema_by_id, schema_ids
 from raylake.format.snapshot import Snapshot, SnapshotManager
 from raylake.format.types import has_min_max
 from raylake.io import FileIO
@@ -51,6 +51,9 @@ class TableSource(ABC):
     format: ClassVar[str]
     # The format in messages: "an Apache Paimon table".
     described: ClassVar[str]
+    # What a stream started at a snapshot id reads of that snapshot: its whole state
+    # (raylake), or its changes (Paimon's streaming ``scan.snapshot-id``).
+    start_id_reads_whole: ClassVar[bool] = True
     # Whether raylake writes tables of this format (commits, schema changes, consumers
     # moved by hand, maintenance); checked once, by ``Table``, before any such work.
     writable: ClassVar[bool]
@@ -126,6 +129,10 @@ class TableSource(ABC):
     @abstractmethod
     def changelog_files(self, ts: TableSchema, snap: Snapshot, pruning: Expr) -> list[Any]:
         """The changelog files ``snap`` wrote, in commit order, pruned."""
+
+    @abstractmethod
+    def schema(self, schema_id: int) -> TableSchema:
+        """The table schema of ``schema_id`` (a snapshot's, for time travel and streams)."""
 
     def warm(self, ts: TableSchema, snap: Snapshot) -> None:
         """Read ahead what a stream's next step reads of ``snap`` (only a cache fill)."""
@@ -213,6 +220,9 @@ class RaylakeSource(TableSource):
 
     def changelog_files(self, ts: TableSchema, snap: Snapshot, pruning: Expr) -> list[DataFile]:
         return self._entries(ts, snap.changelog_manifests, pruning, added_only=False)
+
+    def schema(self, schema_id: int) -> TableSchema:
+        return schema_by_id(self.file_io, schema_id)
 
     def warm(self, ts: TableSchema, snap: Snapshot) -> None:
         read_entries(self.file_io, snap.delta_manifests, ts, ())
