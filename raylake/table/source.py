@@ -51,6 +51,10 @@ class TableSource(ABC):
     format: ClassVar[str]
     # The format in messages: "an Apache Paimon table".
     described: ClassVar[str]
+    # Whether data files hold the table's columns as stored, with no rows deleted beside
+    # them (deletion vectors) and no system columns to map: another engine's Parquet
+    # reader (Spark's) may then read them itself.
+    plain_files: ClassVar[bool] = True
     # What a stream started at a snapshot id reads of that snapshot: its whole state
     # (raylake), or its changes (Paimon's streaming ``scan.snapshot-id``).
     start_id_reads_whole: ClassVar[bool] = True
