@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from raylake.errors import UnsupportedOperationError
+from raylake.errors import SnapshotExpiredError, UnsupportedOperationError, UnsupportedPaimonError
 from raylake.expr import Expr, filter_on_columns
 from raylake.io import FileIO
 from raylake.paimon.append_read import plain_batches, plain_table, split_files, usable
@@ -33,10 +33,11 @@ from raylake.paimon.read import read_splits
 from raylake.paimon.scan import append_splits, column_fraction, pk_splits, sized
 from raylake.paimon.source import read_only
 from raylake.table.kind import TableKind
-from raylake.table.split import Split
+from raylake.table.split import Split, partition_sort_key
 from raylake.table.writer import TableWriter
 
 if TYPE_CHECKING:
+    from raylake.format.snapshot import Snapshot
     from raylake.table.changes import ChangeRange, ChangeReadContext, ChangeSplit
     from raylake.table.scan import ReadContext
 
@@ -86,29 +87,97 @@ class _PaimonKind(TableKind):
         return changelog_producer(ts) in ("lookup", "full-compaction")
 
     def plan_changes(self, rng: ChangeRange) -> list[ChangeSplit]:
-        return self._step(rng) if rng.step else self._compare(rng)
+        if rng.step:
+            snapshots = [rng.after]
+        elif not rng.use_changelog:
+            return self._compare(rng)
+        else:
+            snapshots = self._range_snapshots(rng)
+        return self._from_files(rng, snapshots)
 
-    def _step(self, rng: ChangeRange) -> list[ChangeSplit]:
-        """One snapshot's changes, as Paimon's streaming read finds them."""
+    def read_changelog(
+        self, file_io: FileIO, snap: Snapshot, columns: Sequence[str] | None
+    ) -> pa.Table:
+        """The rows ``snap`` changed: its changelog files, or its delta files (merged)."""
+        from raylake.paimon.source import PaimonSource
+        from raylake.table.changes import ChangeRange, ChangeReadContext
+
+        rng = ChangeRange(PaimonSource(file_io), self.ts, None, snap, step=True)
+        picked = None if columns is None else tuple(columns)
+        ctx = ChangeReadContext(file_io, self.ts, picked, include_row_kind=True)
+        return ctx.read_table(self.plan_changes(rng))
+
+    def _range_snapshots(self, rng: ChangeRange) -> list[Snapshot]:
+        found = rng.snapshots()
+        if found is None:  # one of the range is gone: expired (the ends were checked)
+            earliest = rng.source.earliest_id() or rng.after.id
+            raise SnapshotExpiredError(earliest - 1, earliest, rng.file_io.uri)
+        return found
+
+    def _changed(self, rng: ChangeRange, snap: Snapshot) -> tuple[str, list[Any]]:
+        """("changelog" | "delta" | "none", the files holding what ``snap`` changed), as
+        Paimon's streaming read finds them."""
         from raylake.paimon.changes import changelog_producer
         from raylake.paimon.snapshot import CHANGELOG_LIST
-        from raylake.table.changes import ChangelogSplit, InsertSplit, bucket_order
 
-        snap = rng.after
-        pk = bool(self.ts.primary_key)
         ts = self.ts
         assert isinstance(ts, PaimonTableSchema)
         if snap.properties.get(CHANGELOG_LIST):
-            files, net = rng.changelog_files([snap]), False
-            rng.from_changelog = True
-        elif snap.commit_kind == "APPEND" and not (pk and changelog_producer(ts) != "none"):
-            files, net = rng.added(), True
-            if not pk:
-                return [InsertSplit(s) for s in rng.splits(snap.id, files)]
-        else:
-            return []
-        groups = sorted(rng.by_bucket(files).items(), key=lambda kv: bucket_order(kv[0]))
-        return [ChangelogSplit(snap.id, p, b, tuple(fs), net) for (p, b), fs in groups]
+            return "changelog", rng.changelog_files([snap])
+        if snap.commit_kind == "APPEND" and not (
+            ts.primary_key and changelog_producer(ts) != "none"
+        ):
+            return "delta", (rng.added() if rng.step else rng.added_files(snap))
+        return "none", []
+
+    def _from_files(self, rng: ChangeRange, snapshots: list[Snapshot]) -> list[ChangeSplit]:
+        """The changes of the snapshots' changelog or delta files, one split per bucket;
+        the buckets an OVERWRITE touched give their net change, both ends compared
+        (raylake/paimon/changes_diff.py)."""
+        from raylake.paimon.changes_diff import bucket_counts, diff_splits, group_of, overwritten
+        from raylake.table.changes import ChangelogSplit, InsertSplit
+        from raylake.table.scan import ReadContext
+
+        ts = self.ts
+        assert isinstance(ts, PaimonTableSchema)
+        end = rng.after
+        first = snapshots[0].id - 1 if snapshots else end.id
+        ctx = ReadContext(rng.file_io, ts, None, rng.pruning)
+        overwrites = [s for s in snapshots if s.commit_kind == "OVERWRITE" and not rng.step]
+        ends = [] if rng.before is None else [rng.before]
+        rescaled = bool(overwrites) and len(bucket_counts(ts, [*ends, *snapshots])) > 1
+        group = group_of(ts, rescaled)
+        compared: set[Any] = set()
+        for snap in overwrites:
+            compared |= overwritten(ctx, snap, group)
+        sources: set[str] = set()
+        by_bucket: dict[tuple[Any, int], list[Any]] = {}
+        for snap in snapshots:
+            if snap.commit_kind == "OVERWRITE":
+                continue
+            source, files = self._changed(rng, snap)
+            if source == "none":
+                continue  # a COMPACT snapshot without changelog changes no row
+            sources.add(source)
+            for f in files:
+                if group(f.partition, f.bucket) not in compared:
+                    by_bucket.setdefault((f.partition, f.bucket), []).append(f)
+        if len(sources) > 1:
+            raise UnsupportedPaimonError(
+                rng.file_io.uri,
+                "changes() over a range whose snapshots mix changelog and delta files",
+            )
+        source = next(iter(sources), "delta")
+        rng.from_changelog = source == "changelog"
+        splits: list[ChangeSplit] = []
+        for (partition, bucket), fs in by_bucket.items():
+            if source == "delta" and not ts.primary_key:
+                splits += [InsertSplit(s) for s in rng.splits(end.id, fs)]
+            else:
+                net = source == "delta"
+                splits.append(ChangelogSplit(end.id, partition, bucket, tuple(fs), net))
+        splits += diff_splits(ctx, first, end.id, compared, group)
+        return sorted(splits, key=lambda s: (partition_sort_key(s.partition), s.bucket))
 
     def _compare(self, rng: ChangeRange) -> list[ChangeSplit]:
         """The change between the live files of two snapshots (a stream's catch-up)."""

@@ -50,6 +50,7 @@ class PaimonSource(TableSource):
     described = "an Apache Paimon table"
     writable = False
     start_id_reads_whole = False
+    changes_read_start = False
     plain_files = False
 
     def __init__(self, file_io: FileIO) -> None:

@@ -8,9 +8,7 @@ Ray Data, Torch, TF, Spark and the CLI read it like a raylake table.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from datetime import datetime
-from typing import Any
+from collections.abc import Mapping
 
 from raylake.io import FileIO
 from raylake.paimon.meta import PaimonInfo, PaimonTableSchema
@@ -87,18 +85,3 @@ class PaimonTable(Table):
         self._by_id = table_schemas(self.file_io)
         self.table_schema = self._by_id[max(self._by_id)]
         return self
-
-    def changelog(self, snapshot_id: int, *, columns: Sequence[str] | None = None) -> Any:
-        """The rows snapshot ``snapshot_id`` changed, with ``_rl_kind`` (``+I``/``-U``/
-        ``+U``/``-D``): its changelog files, or its merged delta files (docs/paimon.md)."""
-        from raylake.paimon.changes import changed_files, read_changes
-
-        snap = self.snapshot(snapshot_id)
-        ctx = self.scan(columns=columns, snapshot_id=snapshot_id).read_context()
-        source, files = changed_files(ctx, snap, lambda bucket: True)
-        return read_changes(ctx, source, files, include_row_kind=True)
-
-    def _changes_scan(self, start: int | datetime, end: int | datetime | None, **kw: Any) -> Any:
-        from raylake.paimon.changes_scan import paimon_changes
-
-        return paimon_changes(self, start, end, **kw)

@@ -227,9 +227,11 @@ class ChangeRange:
     def added(self) -> list[DataFile]:
         """The files ``after`` added (its delta manifests): only for a step."""
         assert self.step, "added() describes one snapshot"
-        return self._once(
-            "added", lambda: self._mine(self.source.added_files(self.ts, self.after, self.pruning))
-        )
+        return self._once("added", lambda: self.added_files(self.after))
+
+    def added_files(self, snap: Snapshot) -> list[DataFile]:
+        """The files ``snap`` added (its delta manifests), pruned and taken."""
+        return self._mine(self.source.added_files(self.ts, snap, self.pruning))
 
     def snapshots(self) -> list[Snapshot] | None:
         if self.load_snapshots is None:

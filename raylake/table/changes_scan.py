@@ -41,18 +41,23 @@ class ChangesScan(ScanReads):
     columns: tuple[str, ...] | None = None
     filter: Expr = field(default_factory=AlwaysTrue)
     include_row_kind: bool = False
+    # The id of ``start`` where its snapshot is gone but the range is still readable
+    # (a source whose ranges read only the snapshots after it); None: ``start``'s.
+    start_id: int | None = None
 
     @property
     def file_io(self) -> FileIO:
         return self.source.file_io
 
     def __repr__(self) -> str:
-        start = 0 if self.start is None else self.start.id
+        start = self.start_snapshot_id
         end = None if self.end is None else self.end.id
         return f"ChangesScan({self.file_io.uri!r}, after snapshot {start} up to {end})"
 
     @property
     def start_snapshot_id(self) -> int:
+        if self.start_id is not None:
+            return self.start_id
         return 0 if self.start is None else self.start.id
 
     @property
@@ -125,8 +130,13 @@ def changes_scan(
         if is_int(end) and end == 0:
             raise InvalidArgumentError("end", end, "a snapshot id >= 1, a datetime or None")
         last = _resolve(manager, end, "end")
-    check_order(start, 0 if first is None else first.id, None if last is None else last.id)
-    return ChangesScan(source, ts, first, last, scan.columns, scan.filter, include_row_kind)
+    first_id = 0 if first is None else first.id
+    if first is None and isinstance(start, int):  # gone, and the range does not read it
+        first_id = start
+    check_order(start, first_id, None if last is None else last.id)
+    return ChangesScan(
+        source, ts, first, last, scan.columns, scan.filter, include_row_kind, first_id
+    )
 
 
 def row_kind_arg(value: Any) -> bool:
@@ -168,5 +178,7 @@ def _resolve(manager: TableSource, value: Any, name: str) -> Snapshot | None:
         return found
     earliest = manager.earliest_id()
     if earliest is not None and value < earliest:
+        if name == "start" and not manager.changes_read_start and value + 1 == earliest:
+            return None  # the range reads snapshots value+1.. only: all are there
         raise SnapshotExpiredError(value, earliest, manager.file_io.uri)
     return manager.get(value)  # SnapshotNotFoundError names what exists

@@ -58,6 +58,9 @@ class TableSource(ABC):
     # What a stream started at a snapshot id reads of that snapshot: its whole state
     # (raylake), or its changes (Paimon's streaming ``scan.snapshot-id``).
     start_id_reads_whole: ClassVar[bool] = True
+    # Whether a change range reads its start snapshot (raylake compares the files live
+    # at both ends), or only the snapshots after it (Paimon's delta and changelog files).
+    changes_read_start: ClassVar[bool] = True
     # Whether raylake writes tables of this format (commits, schema changes, consumers
     # moved by hand, maintenance); checked once, by ``Table``, before any such work.
     writable: ClassVar[bool]

@@ -341,16 +341,15 @@ class Table(TableReads):
         touched give their net change, both ends compared, and ``filter`` prunes
         partitions and files before any is read (docs/paimon.md).
         """
-        return self._changes_scan(
-            start, end, columns=columns, filter=filter, include_row_kind=include_row_kind
+        return changes_scan(
+            self.source,
+            self.table_schema,
+            start,
+            end,
+            columns=columns,
+            filter=filter,
+            include_row_kind=include_row_kind,
         )
-
-    def _changes_scan(
-        self, start: int | datetime, end: int | datetime | None, **kw: Any
-    ) -> ChangesScan:
-        """The scan :meth:`changes` returns: a format's own (``columns``, ``filter`` and
-        ``include_row_kind`` checked there)."""
-        return changes_scan(self.source, self.table_schema, start, end, **kw)
 
     # -- streaming (docs/streaming.md) --------------------------------------------------
 
