@@ -1,4 +1,4 @@
-"""Paimon manifest lists and manifests (Avro), and the live data files of a snapshot.
+"""Paimon manifest lists and manifests (Avro or ORC), and the live data files of a snapshot.
 
 A snapshot's base manifest list plus its delta manifest list name the manifests of
 the whole table; each manifest entry ADDs or DELETEs a data file. An ADD and a later
@@ -25,19 +25,44 @@ MANIFEST_DIR = "manifest"
 ADD, DELETE = 0, 1
 
 
+_AVRO_MAGIC, _ORC_MAGIC = b"Obj\x01", b"ORC"
+
+
 def avro_records(file_io: FileIO, rel: str) -> Iterator[dict[str, Any]]:
-    """The records of one Avro file of the table (manifest lists, manifests)."""
+    """The records of one metadata file of the table (manifest lists, manifests, index
+    manifests). Java writes them as Avro or, with ``manifest.format=orc``, as ORC with
+    the same field names; the file's magic bytes say which (a table may change the
+    option, so old and new manifests can differ)."""
+    raw = file_io.read_bytes(rel)
+    if raw.startswith(_ORC_MAGIC):
+        yield from _orc_records(raw, file_io.full_path(rel))
+        return
     try:
         import fastavro
     except ImportError as exc:  # pragma: no cover - the extra is installed in tests
         raise MissingDependencyError("fastavro", "paimon") from exc
-    raw = file_io.read_bytes(rel)
+    if not raw.startswith(_AVRO_MAGIC):
+        raise CorruptMetadataError(
+            file_io.full_path(rel), "neither an Avro nor an ORC file (bad magic bytes)"
+        )
     try:
         yield from fastavro.reader(io.BytesIO(raw))  # type: ignore[misc]
     except (ValueError, EOFError) as exc:
         raise CorruptMetadataError(
             file_io.full_path(rel), f"not a readable Avro file: {exc}"
         ) from exc
+
+
+def _orc_records(raw: bytes, where: str) -> list[dict[str, Any]]:
+    import pyarrow as pa
+    import pyarrow.orc as orc
+
+    try:
+        table = orc.ORCFile(pa.BufferReader(raw)).read()
+    except (pa.ArrowException, OSError) as exc:
+        raise CorruptMetadataError(where, f"not a readable ORC file: {exc}") from exc
+    # A manifest holds a few entries per data file: one conversion per file, not per row.
+    return table.to_pylist()
 
 
 @dataclass(frozen=True)

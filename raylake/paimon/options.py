@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from raylake.errors import UnsupportedPaimonError
+from raylake.paimon.casts import session_time_zone
 
 # Paimon's aggregate functions raylake's merge kernel computes, by Paimon name.
 AGGREGATES = {
@@ -126,6 +127,9 @@ class PaimonOptions:
     file_format: str = "parquet"
     partition_default_name: str = "__DEFAULT_PARTITION__"
     legacy_partition_name: bool = True
+    # The zone of casts between wall clocks and instants (raylake/paimon/casts.py),
+    # fixed when the table is opened so that every worker casts alike.
+    session_time_zone: str = "UTC"
 
 
 def parse_options(
@@ -175,6 +179,7 @@ def parse_options(
         file_format=fmt,
         partition_default_name=options.get("partition.default-name", "__DEFAULT_PARTITION__"),
         legacy_partition_name=options.get("partition.legacy-name", "true").lower() == "true",
+        session_time_zone=session_time_zone(),
     )
 
 
@@ -201,6 +206,8 @@ def _known_keys(columns: list[str]) -> set[str]:
         "type",
     }
     keys |= {f"fields.{c}.aggregate-function" for c in columns}
+    # Which statistics a writer keeps for a column: a reader only loses pruning.
+    keys |= {f"fields.{c}.stats-mode" for c in columns}
     return keys
 
 

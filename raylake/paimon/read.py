@@ -18,7 +18,7 @@ on merged rows, so an older version of a row never reappears.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -28,8 +28,10 @@ import pyarrow.compute as pc
 
 from raylake.errors import UnsupportedPaimonError
 from raylake.expr import AlwaysTrue, Expr, filter_on_columns, referenced_columns, to_arrow
+from raylake.paimon.casts import column_caster
 from raylake.paimon.deletion import deleted_positions, keep_mask
 from raylake.paimon.meta import PaimonFileSlice, PaimonInfo, PaimonTableSchema
+from raylake.paimon.types import PaimonType
 from raylake.paimon.winners import newest_first_masks, picks_rows, section_key, take_winners
 from raylake.table.pk.bucket import integer_values
 from raylake.table.pk.dedupe import newest_wins_by_file
@@ -94,9 +96,24 @@ def file_projection(ts: PaimonTableSchema, schema_id: int) -> FileProjection:
         written = info.schemas.get(schema_id, info.current)
         names = {f.id: f.name for f in written.fields}
         found = projection_between(ts, names, written.arrow_schema())
-        return identity_projection(ts) if found is None else found
+        projection = identity_projection(ts) if found is None else found
+        old = written.by_id()
+        changed = {
+            f.name: (old[f.id].type, f.type)
+            for f in info.current.fields
+            if f.id in old and _retyped(old[f.id].type, f.type)
+        }
+        if not changed:
+            return projection
+        caster = column_caster(changed, info.options.session_time_zone, info.uri)
+        return replace(projection, caster=caster, by_name=False)
 
     return ts.derived(f"paimon.projection.{schema_id}", build)
+
+
+def _retyped(old: PaimonType, new: PaimonType) -> bool:
+    """Whether a schema change altered a column's type (nullability aside)."""
+    return replace(old, nullable=True) != replace(new, nullable=True)
 
 
 def _read_raw(ctx: Any, f: PaimonFileSlice, columns: list[str], dictionary: bool) -> pa.Table:
