@@ -31,6 +31,7 @@ from raylake.expr import AlwaysTrue, Expr, filter_on_columns, referenced_columns
 from raylake.paimon.casts import column_caster
 from raylake.paimon.deletion import deleted_positions, keep_mask
 from raylake.paimon.meta import PaimonFileSlice, PaimonInfo, PaimonTableSchema
+from raylake.paimon.orc_time import java_timestamps
 from raylake.paimon.types import PaimonType
 from raylake.paimon.winners import newest_first_masks, picks_rows, section_key, take_winners
 from raylake.table.pk.bucket import integer_values
@@ -126,7 +127,7 @@ def _read_raw(ctx: Any, f: PaimonFileSlice, columns: list[str], dictionary: bool
             reader = orc.ORCFile(source)
             if not columns:
                 return pa.table({"_": pa.nulls(reader.nrows)}).select([])
-            return reader.read(columns=columns)
+            return java_timestamps(reader.read(columns=columns), reader, source, path)
         import pyarrow.parquet as pq
 
         parquet = pq.ParquetFile(source)
