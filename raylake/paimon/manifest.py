@@ -20,8 +20,11 @@ from raylake.io import FileIO
 from raylake.paimon.binary_row import decode_row
 from raylake.paimon.schema import PaimonSchema
 from raylake.paimon.snapshot import BASE_LIST, CHANGELOG_LIST, DELTA_LIST
+from raylake.paimon.types import PaimonType
 
 MANIFEST_DIR = "manifest"
+# Row tracking's columns, which a file may store (and keep statistics of) beside its own.
+_SYSTEM_TYPES = {"_ROW_ID": PaimonType("BIGINT"), "_SEQUENCE_NUMBER": PaimonType("BIGINT")}
 ADD, DELETE = 0, 1
 
 
@@ -147,7 +150,9 @@ class EntryDecoder:
             raise UnsupportedPaimonError(
                 self.file_io.uri, f"data file {name} lives at an external path"
             )
-        if meta.get("_WRITE_COLS") is not None:
+        written = meta.get("_WRITE_COLS")
+        schema = self.schemas.get(int(meta["_SCHEMA_ID"]), self.current)
+        if written is not None and not set(schema.names) <= set(written):
             raise UnsupportedPaimonError(
                 self.file_io.uri, f"data file {name} holds only some columns (data evolution)"
             )
@@ -177,11 +182,13 @@ class EntryDecoder:
         """Value statistics under the current column names (mapped by field id)."""
         written = self.schemas.get(schema_id, self.current)
         columns = meta.get("_VALUE_STATS_COLS")
-        names = written.names if columns is None else list(columns)
+        if columns is None:  # all the file's columns: those it names, else its schema's
+            columns = meta.get("_WRITE_COLS") or written.names
+        names = list(columns)
         if not names:
             return Stats({}, {}, {})
         try:
-            types = written.types_of(names)
+            types = [_SYSTEM_TYPES.get(n) or written.field(n).type for n in names]
         except KeyError:
             return Stats({}, {}, {})
         stats = meta["_VALUE_STATS"]
@@ -191,6 +198,8 @@ class EntryDecoder:
         current = self.current.by_id()
         out_min, out_max, out_nulls = {}, {}, {}
         for i, name in enumerate(names):
+            if name in _SYSTEM_TYPES:
+                continue
             field = current.get(written.field(name).id)
             if field is None or field.type.root != written.field(name).type.root:
                 continue  # dropped, or a type change: the old statistics say nothing

@@ -130,6 +130,7 @@ class PaimonOptions:
     # The zone of casts between wall clocks and instants (raylake/paimon/casts.py),
     # fixed when the table is opened so that every worker casts alike.
     session_time_zone: str = "UTC"
+    index_in_data_dir: bool = False
 
 
 def parse_options(
@@ -164,6 +165,12 @@ def parse_options(
     fmt = options.get("file.format", "parquet").lower()
     if fmt not in ("parquet", "orc"):
         raise UnsupportedPaimonError(uri, f"'file.format'={fmt!r} (raylake reads parquet and orc)")
+    if _flag(options, "data-evolution.enabled"):
+        raise UnsupportedPaimonError(
+            uri,
+            "'data-evolution.enabled'='true' (files that hold some columns of rows other "
+            "files hold, merged by row id)",
+        )
     if options.get("type", "table") != "table":
         raise UnsupportedPaimonError(uri, f"'type'={options['type']!r}")
     aggregates, default = _aggregates(options, columns, primary_keys, engine, uri)
@@ -180,6 +187,7 @@ def parse_options(
         partition_default_name=options.get("partition.default-name", "__DEFAULT_PARTITION__"),
         legacy_partition_name=options.get("partition.legacy-name", "true").lower() == "true",
         session_time_zone=session_time_zone(),
+        index_in_data_dir=_flag(options, "index-file-in-data-file-dir"),
     )
 
 
@@ -204,6 +212,10 @@ def _known_keys(columns: list[str]) -> set[str]:
         "partition.default-name",
         "partition.legacy-name",
         "type",
+        "index-file-in-data-file-dir",
+        # Row ids (first row id per file) for _ROW_ID reads; rows read as without them.
+        "row-tracking.enabled",
+        "data-evolution.enabled",
     }
     keys |= {f"fields.{c}.aggregate-function" for c in columns}
     # Which statistics a writer keeps for a column: a reader only loses pruning.

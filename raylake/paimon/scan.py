@@ -78,7 +78,7 @@ class PaimonScan(TableScan):
             files = [f for f in files if f.level > 0]
         pruning = kind_of(ts).pruning_filter(self.filter)
         files = prune_files(files, ts, pruning)
-        dvs = deletion_files(self.file_io, snap)
+        dvs = deletion_files(self.file_io, snap, info.options.index_in_data_dir)
         target = self.split_target_size or DEFAULT_TARGET
         fraction = _column_fraction(ts, self.columns)
         pieces = [(f, file_slice(f, dvs, fraction, info)) for f in files]
@@ -134,9 +134,16 @@ def file_slice(
         max_sequence=f.max_sequence,
         delete_row_count=-1 if f.delete_row_count is None else int(f.delete_row_count),
         schema_id=f.schema_id,
-        deletion=dvs.get((f.partition_bytes, f.bucket, f.file_name)),
+        deletion=_beside(dvs.get((f.partition_bytes, f.bucket, f.file_name)), f.path),
         file_format=ext,
     )
+
+
+def _beside(dv: DeletionFile | None, data_path: str) -> DeletionFile | None:
+    """A deletion vector whose index file lies in its data file's directory, found there."""
+    if dv is None or not dv.in_data_dir:
+        return dv
+    return replace(dv, path=f"{data_path.rsplit('/', 1)[0]}/{dv.path}", in_data_dir=False)
 
 
 def _pk_splits(
