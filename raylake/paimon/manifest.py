@@ -97,6 +97,10 @@ class PaimonFile:
     delete_row_count: int | None
     value_stats: Stats
     partition_bytes: bytes
+    # Row tracking: the row id of the file's first row; data evolution: the columns it
+    # holds (None: all of its schema's).
+    first_row_id: int | None = None
+    write_cols: tuple[str, ...] | None = None
 
     @property
     def identity(self) -> tuple[bytes, int, int, str]:
@@ -128,8 +132,10 @@ class EntryDecoder:
         schemas: Mapping[int, PaimonSchema],
         current: PaimonSchema,
         partition_path: Any,
+        data_evolution: bool = False,
     ) -> None:
         self.file_io = file_io
+        self.data_evolution = data_evolution
         self.schemas = schemas
         self.current = current
         self.partition_types = current.types_of(list(current.partition_keys))
@@ -152,10 +158,12 @@ class EntryDecoder:
             )
         written = meta.get("_WRITE_COLS")
         schema = self.schemas.get(int(meta["_SCHEMA_ID"]), self.current)
-        if written is not None and not set(schema.names) <= set(written):
+        partial = written is not None and not set(schema.names) <= set(written)
+        if partial and not self.data_evolution:
             raise UnsupportedPaimonError(
                 self.file_io.uri, f"data file {name} holds only some columns (data evolution)"
             )
+        first_row_id = meta.get("_FIRST_ROW_ID")
         partition = decode_row(record["_PARTITION"], self.partition_types, where)
         bucket = int(record["_BUCKET"])
         schema_id = int(meta["_SCHEMA_ID"])
@@ -176,6 +184,8 @@ class EntryDecoder:
             delete_row_count=meta.get("_DELETE_ROW_COUNT"),
             value_stats=self._value_stats(meta, schema_id, where),
             partition_bytes=bytes(record["_PARTITION"]),
+            first_row_id=None if first_row_id is None else int(first_row_id),
+            write_cols=tuple(written) if partial else None,
         )
 
     def _value_stats(self, meta: Mapping[str, Any], schema_id: int, where: str) -> Stats:

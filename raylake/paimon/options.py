@@ -94,6 +94,7 @@ _HARMLESS_PREFIXES = (
     "async-file-write",
     "end-input.",
     "zorder.",
+    "blob.",
     "primary-key",
     "partition",
 )
@@ -131,6 +132,7 @@ class PaimonOptions:
     # fixed when the table is opened so that every worker casts alike.
     session_time_zone: str = "UTC"
     index_in_data_dir: bool = False
+    data_evolution: bool = False
 
 
 def parse_options(
@@ -165,11 +167,10 @@ def parse_options(
     fmt = options.get("file.format", "parquet").lower()
     if fmt not in ("parquet", "orc"):
         raise UnsupportedPaimonError(uri, f"'file.format'={fmt!r} (raylake reads parquet and orc)")
-    if _flag(options, "data-evolution.enabled"):
+    if _flag(options, "data-evolution.enabled") and primary_keys:
         raise UnsupportedPaimonError(
             uri,
-            "'data-evolution.enabled'='true' (files that hold some columns of rows other "
-            "files hold, merged by row id)",
+            "'data-evolution.enabled'='true' on a primary-key table",
         )
     if options.get("type", "table") != "table":
         raise UnsupportedPaimonError(uri, f"'type'={options['type']!r}")
@@ -188,6 +189,7 @@ def parse_options(
         legacy_partition_name=options.get("partition.legacy-name", "true").lower() == "true",
         session_time_zone=session_time_zone(),
         index_in_data_dir=_flag(options, "index-file-in-data-file-dir"),
+        data_evolution=_flag(options, "data-evolution.enabled"),
     )
 
 

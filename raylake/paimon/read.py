@@ -209,6 +209,11 @@ def read_splits(ctx: Any, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
 def _read_section(ctx: Any, plan: PaimonReadPlan, files: Sequence[PaimonFileSlice]) -> pa.Table:
     ts: PaimonTableSchema = ctx.table_schema
     if plan.spec is None:
+        if len(files) > 1 or files[0].write_cols is not None:  # data evolution
+            from raylake.paimon.evolution import read_row_range
+
+            rows = read_row_range(ctx, files, plan.read_columns)
+            return rows if plan.full_filter is None else rows.filter(plan.full_filter)
         (f,) = files
         rows = read_file(ctx, f, plan.read_columns)
         return rows if plan.full_filter is None else rows.filter(plan.full_filter)

@@ -24,6 +24,7 @@ from raylake.expr import AlwaysTrue, Expr, might_match, referenced_columns
 from raylake.format.snapshot import Snapshot
 from raylake.format.types import has_min_max
 from raylake.paimon.deletion import DeletionFile, deletion_files
+from raylake.paimon.evolution import row_range_splits
 from raylake.paimon.manifest import EntryDecoder, PaimonFile, live_files, snapshot_manifests
 from raylake.paimon.meta import PaimonFileSlice, PaimonInfo, PaimonTableSchema
 from raylake.paimon.snapshot import PaimonSnapshots
@@ -72,7 +73,13 @@ class PaimonScan(TableScan):
         ts = self.table_schema
         assert isinstance(ts, PaimonTableSchema)
         info = ts.info
-        decoder = EntryDecoder(self.file_io, info.schemas, info.current, partition_path(info))
+        decoder = EntryDecoder(
+            self.file_io,
+            info.schemas,
+            info.current,
+            partition_path(info),
+            data_evolution=info.options.data_evolution,
+        )
         files = live_files(decoder, snapshot_manifests(self.file_io, snap))
         if skips_level0(info):
             files = [f for f in files if f.level > 0]
@@ -84,6 +91,8 @@ class PaimonScan(TableScan):
         pieces = [(f, file_slice(f, dvs, fraction, info)) for f in files]
         if ts.primary_key:
             return self.stamped(_pk_splits(snap.id, pieces, target))
+        if info.options.data_evolution:
+            return self.stamped(row_range_splits(snap.id, pieces, target))
         ordered = sorted(
             pieces, key=lambda p: (partition_sort_key(p[0].partition), p[0].bucket, p[0].file_name)
         )
@@ -117,6 +126,12 @@ def file_slice(
     info: PaimonInfo,
 ) -> PaimonFileSlice:
     ext = f.file_name.rsplit(".", 1)[-1].lower()
+    if ext == "blob":
+        raise UnsupportedPaimonError(
+            info.uri,
+            f"data file {f.path} holds BLOB values in Paimon's blob file format "
+            "(raylake reads BLOB columns stored in parquet and orc files only)",
+        )
     if ext not in ("parquet", "orc"):
         raise UnsupportedPaimonError(
             info.uri, f"data file {f.path} is a {ext!r} file (raylake reads parquet and orc)"
@@ -136,6 +151,8 @@ def file_slice(
         schema_id=f.schema_id,
         deletion=_beside(dvs.get((f.partition_bytes, f.bucket, f.file_name)), f.path),
         file_format=ext,
+        first_row_id=f.first_row_id,
+        write_cols=f.write_cols,
     )
 
 

@@ -83,6 +83,7 @@ def tally() -> Counter[str]:
 def refusal(detail: str) -> str:
     """What a refusal names, without the table's path (one row of the docs table)."""
     reason = detail.split("': ", 1)[-1].split(" (see docs/")[0]
+    reason = re.sub(r"^data file \S+ ", "a data file ", reason)
     return re.sub(r"^the table option ('[^']+')=.*", r"the option \1", reason)
 
 
