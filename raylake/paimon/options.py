@@ -165,8 +165,10 @@ def parse_options(
     if options.get("sequence.field.sort-order", "ascending").lower() != "ascending":
         raise UnsupportedPaimonError(uri, "'sequence.field.sort-order'='descending'")
     fmt = options.get("file.format", "parquet").lower()
-    if fmt not in ("parquet", "orc"):
-        raise UnsupportedPaimonError(uri, f"'file.format'={fmt!r} (raylake reads parquet and orc)")
+    if fmt not in ("parquet", "orc", "avro"):
+        raise UnsupportedPaimonError(
+            uri, f"'file.format'={fmt!r} (raylake reads parquet, orc and avro)"
+        )
     if _flag(options, "data-evolution.enabled") and primary_keys:
         raise UnsupportedPaimonError(
             uri,

@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 
 from raylake.errors import UnsupportedPaimonError
 from raylake.expr import AlwaysTrue, Expr, filter_on_columns, referenced_columns, to_arrow
+from raylake.paimon.avro_data import read_avro
 from raylake.paimon.casts import column_caster
 from raylake.paimon.deletion import deleted_positions, keep_mask
 from raylake.paimon.meta import PaimonFileSlice, PaimonInfo, PaimonTableSchema
@@ -121,6 +122,10 @@ def _read_raw(ctx: Any, f: PaimonFileSlice, columns: list[str], dictionary: bool
     fs = ctx.file_io.arrow_filesystem()
     path = ctx.file_io.full_path(f.path)
     with fs.open_input_file(path) as source:
+        if f.file_format == "avro":
+            info = ctx.table_schema.info
+            written = info.schemas.get(f.schema_id, info.current)
+            return read_avro(source, columns, written.arrow_schema(), path)
         if f.file_format == "orc":
             from pyarrow import orc
 

@@ -132,9 +132,10 @@ def file_slice(
             f"data file {f.path} holds BLOB values in Paimon's blob file format "
             "(raylake reads BLOB columns stored in parquet and orc files only)",
         )
-    if ext not in ("parquet", "orc"):
+    if ext not in ("parquet", "orc", "avro"):
         raise UnsupportedPaimonError(
-            info.uri, f"data file {f.path} is a {ext!r} file (raylake reads parquet and orc)"
+            info.uri,
+            f"data file {f.path} is a {ext!r} file (raylake reads parquet, orc and avro)",
         )
     return PaimonFileSlice(
         path=f.path,

@@ -28,7 +28,7 @@ def _set_options(table: Path, **options: str) -> None:
         ("pk_deduplicate", {"merge-engine": "lookup-something"}, "'lookup-something'"),
         ("pk_aggregation", {"fields.x.aggregate-function": "product"}, "'product'"),
         ("pk_partial_update", {"fields.name.sequence-group": "x"}, "fields.name.sequence-group"),
-        ("append_unaware", {"file.format": "avro"}, "'avro'"),
+        ("append_unaware", {"file.format": "lance"}, "'lance'"),
         ("append_unaware", {"scan.snapshot-id": "1"}, "scan.snapshot-id"),
         ("pk_deduplicate", {"data-evolution.enabled": "true"}, "data-evolution.enabled"),
         ("append_unaware", {"data-file.external-paths": "s3://b/x"}, "external-paths"),
@@ -136,8 +136,8 @@ def test_a_data_file_of_another_kind_is_named(paimon_copy: Any) -> None:
 
     table = paimon_copy("append_unaware")
     entry = live_entries(table)[0]
-    avro = copy.deepcopy(entry)
-    avro["_FILE"]["_FILE_NAME"] = entry["_FILE"]["_FILE_NAME"].replace(".parquet", ".avro")
-    commit(table, kind="COMPACT", added=[avro], deleted=[entry])
-    with pytest.raises(UnsupportedPaimonError, match=r"'avro' file"):
+    other = copy.deepcopy(entry)
+    other["_FILE"]["_FILE_NAME"] = entry["_FILE"]["_FILE_NAME"].replace(".parquet", ".lance")
+    commit(table, kind="COMPACT", added=[other], deleted=[entry])
+    with pytest.raises(UnsupportedPaimonError, match=r"'lance' file"):
         raylake.open_table(str(table)).to_arrow()
