@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from raylake.errors import UnknownColumnError, UnsupportedPaimonError
-from raylake.expr import AlwaysTrue, Expr, might_match, referenced_columns
+from raylake.expr import AlwaysTrue, Expr, filter_on_columns, might_match, referenced_columns
 from raylake.format.snapshot import Snapshot
 from raylake.format.types import has_min_max
 from raylake.paimon.deletion import DeletionFile, deletion_files
@@ -84,6 +84,11 @@ class PaimonScan(TableScan):
         if skips_level0(info):
             files = [f for f in files if f.level > 0]
         pruning = kind_of(ts).pruning_filter(self.filter)
+        if info.options.data_evolution:
+            # A file's statistics cover only the columns it holds, and may be of values
+            # a newer file replaced: pruning one file of a row range would leave its
+            # rows without those columns. Only partitions prune.
+            pruning = filter_on_columns(pruning, set(ts.partition_keys))
         files = prune_files(files, ts, pruning)
         dvs = deletion_files(self.file_io, snap, info.options.index_in_data_dir)
         target = self.split_target_size or DEFAULT_TARGET
