@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, ClassVar, NoReturn
 
+from raylake.errors import UnsupportedPaimonError
 from raylake.format.consumer import ConsumerProgress
 from raylake.format.snapshot import Snapshot
 from raylake.io import FileIO
@@ -127,14 +128,25 @@ class PaimonTable(Table):
         ``+U``/``-D``): its changelog files, or its merged delta files (docs/paimon.md)."""
         from raylake.paimon.changes import changed_files, read_changes
 
+        self._refuse_data_evolution("changelog()")
         snap = self.snapshot(snapshot_id)
         ctx = self.scan(columns=columns, snapshot_id=snapshot_id).read_context()
         source, files = changed_files(ctx, snap, lambda bucket: True)
         return read_changes(ctx, source, files, include_row_kind=True)
 
+    def _refuse_data_evolution(self, what: str) -> None:
+        """Changes and streams read files one by one: a data-evolution file alone holds
+        some columns of rows other files hold, so they would return partial rows."""
+        info = getattr(self.table_schema, "paimon", None)
+        if info is not None and info.options.data_evolution:
+            raise UnsupportedPaimonError(
+                self.uri, f"{what} of a data-evolution table (rows joined across files)"
+            )
+
     def _changes_scan(self, start: int | datetime, end: int | datetime | None, **kw: Any) -> Any:
         from raylake.paimon.changes_scan import paimon_changes
 
+        self._refuse_data_evolution("changes()")
         return paimon_changes(self, start, end, **kw)
 
     def stream(self, *, consumer_id: str | None = None, **options: Any) -> Any:
@@ -143,6 +155,7 @@ class PaimonTable(Table):
         ``filter``; progress in ``consumer/consumer-<id>`` as ``{"nextSnapshot": n}``."""
         from raylake.paimon.stream import PaimonStreamReader
 
+        self._refuse_data_evolution("stream()")
         return PaimonStreamReader(self, consumer_id=consumer_id, **options)
 
     def consumer(self, consumer_id: str) -> ConsumerProgress | None:

@@ -28,6 +28,7 @@ from java_corpus import (
 )
 
 import raylake
+from raylake.errors import UnsupportedPaimonError
 
 DOC = Path(__file__).parents[2] / "docs" / "paimon.md"
 
@@ -68,3 +69,16 @@ def test_data_evolution_filters_and_projections_keep_whole_rows(fmt: str) -> Non
     projected = tbl.to_arrow(columns=["f0", "f3"])
     assert compare(projected, [[r[0], r[3]] for r in java]) == ""
     assert tbl.count() == len(java)
+
+
+def test_data_evolution_changes_and_streams_are_refused_by_name() -> None:
+    """Changes and streams read a snapshot's new files on their own; a data-evolution
+    file holds only some columns of its rows, so they are refused, not half-read."""
+    tbl = raylake.open_table(str(ROOT / "parquet_data_evolution_with_dense_stats"))
+    for read in (
+        lambda: tbl.changes(0, 2).to_arrow(),
+        lambda: tbl.changelog(2),
+        lambda: tbl.stream(start="earliest"),
+    ):
+        with pytest.raises(UnsupportedPaimonError, match="data-evolution table"):
+            read()
