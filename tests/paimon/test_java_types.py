@@ -10,7 +10,9 @@ corpus test; here each rule is pinned on its edge values.
 from __future__ import annotations
 
 import copy
+import datetime as dt
 import json
+import zoneinfo
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from paimon_spec import commit, live_entries
 
 import raylake
@@ -169,3 +173,67 @@ def test_ltz_to_string_is_the_wall_clock_in_the_session_zone() -> None:
 
 def test_integers_narrow_by_wrapping_as_java_does() -> None:
     assert _cast([2**31 + 5, -1], "BIGINT", "INT") == [-(2**31) + 5, -1]
+
+
+# -- the cast rules against a plain-Python model of them -------------------------------------
+
+_WORDS = {"t": True, "true": True, "y": True, "yes": True, "1": True}
+_WORDS |= {"f": False, "false": False, "n": False, "no": False, "0": False}
+_EPOCH = dt.datetime(1970, 1, 1)
+_ZONES = ["UTC", "Asia/Shanghai", "Asia/Kolkata"]  # no daylight saving in 2000-2030
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(sorted(_WORDS)), st.randoms(use_true_random=False)),
+        max_size=20,
+    )
+)
+def test_string_to_boolean_matches_the_model(words: list[tuple[str, Any]]) -> None:
+    spelled = [
+        " " * rnd.randint(0, 2)
+        + "".join(c.upper() if rnd.random() < 0.5 else c for c in word)
+        + " " * rnd.randint(0, 2)
+        for word, rnd in words
+    ]
+    assert _cast(spelled, "STRING", "BOOLEAN") == [_WORDS[word] for word, _ in words]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.integers(-(2**62) // 2, 2**62 // 2),
+    st.integers(0, 9),
+)
+def test_timestamp_to_string_matches_the_model(nanos: int, precision: int) -> None:
+    src = PaimonType("TIMESTAMP", precision=precision)
+    unit = src.to_arrow().unit
+    per = {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}[unit]
+    value = nanos // per
+    got = paimon_cast(pa.array([value], pa.timestamp(unit)), src, PaimonType("STRING"), "UTC")
+    whole, rest = divmod(value * per, 10**9)
+    fraction = f"{rest:09d}"
+    while len(fraction) > precision and fraction.endswith("0"):
+        fraction = fraction[:-1]
+    text = (_EPOCH + dt.timedelta(seconds=whole)).strftime("%Y-%m-%d %H:%M:%S")
+    assert got.to_pylist() == [f"{text}.{fraction}" if fraction else text]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.integers(946_684_800_000, 1_893_456_000_000),  # 2000 to 2030, in milliseconds
+    st.sampled_from(_ZONES),
+)
+def test_timestamp_to_seconds_in_a_zone_matches_the_model(millis: int, zone: str) -> None:
+    wall = _EPOCH + dt.timedelta(milliseconds=millis)
+    instant = wall.replace(tzinfo=zoneinfo.ZoneInfo(zone))
+    utc_millis = round(
+        (instant - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)) / dt.timedelta(milliseconds=1)
+    )
+    expected = int(utc_millis / 1000) if utc_millis >= 0 else -(-utc_millis // 1000)
+    assert _cast([millis], "TIMESTAMP(3)", "BIGINT", zone) == [expected]
+    # and back: seconds since the epoch as the wall clock of that instant in the zone
+    back = _cast([expected], "BIGINT", "TIMESTAMP(0)", zone)[0]
+    assert back == (
+        dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(seconds=expected)
+    ).astimezone(zoneinfo.ZoneInfo(zone)).replace(tzinfo=None)
