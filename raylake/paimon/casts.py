@@ -11,7 +11,9 @@ as Java Paimon's ``CastExecutors`` do, which differ from Arrow's casts in places
   the epoch; a timestamp to a number truncates to whole seconds.
 - TIMESTAMP and LTZ to STRING print ``yyyy-MM-dd HH:mm:ss`` and a fraction of at least
   the type's precision (trailing zeros beyond it dropped).
-- Integers narrow by wrapping, as a Java cast does.
+- Integers narrow by wrapping, as a Java cast does; FLOAT/DOUBLE to an integer drops
+  the fraction; a timestamp of lower precision drops digits (floors, before 1970 too).
+- FLOAT/DOUBLE and TIME to STRING are refused: Java prints them its own way.
 
 Each rule is one vectorized Arrow computation per column and batch. A cast raylake
 does not implement raises :class:`UnsupportedPaimonError` naming the two types.
@@ -40,6 +42,7 @@ _INTEGERS = ("TINYINT", "SMALLINT", "INT", "INTEGER", "BIGINT")
 _NUMBERS = (*_INTEGERS, "FLOAT", "DOUBLE", "DECIMAL")
 _STRINGS = ("STRING", "VARCHAR", "CHAR")
 _TIMESTAMPS = ("TIMESTAMP", "TIMESTAMP_LTZ")
+_UNITS = ["s", "ms", "us", "ns"]
 
 Array = Any  # pa.Array or pa.ChunkedArray
 
@@ -68,6 +71,12 @@ def column_caster(
         if types is None:
             return values if values.type.equals(target) else values.cast(target)
         source, dest = types
+        refused = _refused(source, dest)
+        if refused:
+            raise UnsupportedPaimonError(
+                uri,
+                f"column {column!r} changed type from {_name(source)} to {_name(dest)}: {refused}",
+            )
         try:
             return paimon_cast(values, source, dest, zone)
         except pa.ArrowException as exc:
@@ -78,6 +87,15 @@ def column_caster(
             ) from exc
 
     return cast
+
+
+def _refused(source: PaimonType, dest: PaimonType) -> str:
+    """Why raylake does not make a cast (''): where Java prints values its own way."""
+    if dest.root in _STRINGS and source.root in ("FLOAT", "DOUBLE"):
+        return "Java prints them with Double.toString (1.0E10), which raylake does not copy"
+    if dest.root in _STRINGS and source.root == "TIME":
+        return "Java prints a TIME its own way, which raylake does not copy"
+    return ""
 
 
 def paimon_cast(values: Array, source: PaimonType, dest: PaimonType, zone: str) -> Array:
@@ -103,6 +121,8 @@ def paimon_cast(values: Array, source: PaimonType, dest: PaimonType, zone: str) 
         return _as_timestamp(_wall_clock(instant, "TIMESTAMP_LTZ", zone), dest, zone)
     if src in _INTEGERS and dst in _INTEGERS:
         return values.cast(target, safe=False)  # a Java narrowing cast wraps
+    if src in ("FLOAT", "DOUBLE") and dst in _INTEGERS:
+        return pc.trunc(values).cast(target)  # Java drops the fraction
     return values.cast(target)
 
 
@@ -136,10 +156,19 @@ def _wall_clock(values: Array, root: str, zone: str) -> Array:
 def _as_timestamp(wall: Array, dest: PaimonType, zone: str) -> Array:
     """A wall clock as ``dest``: itself for a TIMESTAMP, its instant in ``zone`` for LTZ."""
     target = dest.to_arrow()
+    wall = _floor(wall, target.unit)  # a lower precision drops digits, before 1970 too
     if dest.root != "TIMESTAMP_LTZ":
         return wall.cast(target, safe=False)
     instant = pc.assume_timezone(wall, timezone=zone, ambiguous="earliest", nonexistent="earliest")
     return instant.cast(target, safe=False)
+
+
+def _floor(values: Array, unit: str) -> Array:
+    """Timestamps floored to ``unit`` (Arrow's unsafe cast truncates toward zero)."""
+    if _UNITS.index(unit) >= _UNITS.index(values.type.unit):
+        return values
+    name = {"s": "second", "ms": "millisecond", "us": "microsecond"}[unit]
+    return pc.floor_temporal(values, unit=name)
 
 
 def _epoch_seconds(values: Array, root: str, zone: str) -> Array:

@@ -237,3 +237,18 @@ def test_timestamp_to_seconds_in_a_zone_matches_the_model(millis: int, zone: str
     assert back == (
         dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(seconds=expected)
     ).astimezone(zoneinfo.ZoneInfo(zone)).replace(tzinfo=None)
+
+
+def test_lower_precision_and_float_to_integer_drop_digits() -> None:
+    ns = pa.array([-1, 1_999_999, None], pa.timestamp("ns"))
+    got = paimon_cast(ns, PaimonType("TIMESTAMP", precision=9), parse_type("TIMESTAMP(3)"), "UTC")
+    assert got.cast(pa.int64()).to_pylist() == [-1, 1, None]
+    assert _cast([1.9, -1.9, None], "DOUBLE", "INT") == [1, -1, None]
+
+
+def test_casts_java_prints_its_own_way_are_refused_by_name() -> None:
+    from raylake.paimon.casts import column_caster
+
+    cast = column_caster({"x": (PaimonType("DOUBLE"), PaimonType("STRING"))}, "UTC", "file:///t")
+    with pytest.raises(UnsupportedPaimonError, match=r"'x'.*DOUBLE to STRING.*Double.toString"):
+        cast("x", pa.chunked_array([pa.array([1.0])]), pa.string())
