@@ -82,3 +82,16 @@ def test_data_evolution_changes_and_streams_are_refused_by_name() -> None:
     ):
         with pytest.raises(UnsupportedPaimonError, match="data-evolution table"):
             read()
+
+
+def test_data_evolution_rows_reach_the_torch_loader_whole() -> None:
+    pytest.importorskip("torch")
+    from raylake.train.torch_iterable import LakeIterableDataset
+
+    name = "orc_data_evolution_with_index"
+    java = CASES[name]["expected"][0]["rows"]
+    ds = LakeIterableDataset(
+        str(ROOT / name), columns=["f1", "f2"], batch_size=4, shuffle=True, fill_null=-1
+    )
+    got = sorted(pair for b in ds for pair in zip(b["f1"].tolist(), b["f2"].tolist()))
+    assert got == sorted((-1 if r[1] is None else r[1], r[2]) for r in java)
