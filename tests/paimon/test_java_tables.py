@@ -95,3 +95,12 @@ def test_data_evolution_rows_reach_the_torch_loader_whole() -> None:
     )
     got = sorted(pair for b in ds for pair in zip(b["f1"].tolist(), b["f2"].tolist()))
     assert got == sorted((-1 if r[1] is None else r[1], r[2]) for r in java)
+
+
+@pytest.mark.parametrize("fmt", ["orc", "parquet"])
+def test_a_branch_directory_is_refused_by_name(fmt: str) -> None:
+    """A branch shares its table's manifests and data files: on its own it names files
+    its directory does not hold, so opening it is refused, not a missing-file error."""
+    branch = ROOT / f"{fmt}_append_table_with_rt_branch" / "branch" / "branch-rt"
+    with pytest.raises(UnsupportedPaimonError, match="branch 'rt' of a table"):
+        raylake.open_table(str(branch)).to_arrow()
