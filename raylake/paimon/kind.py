@@ -88,7 +88,7 @@ class PaimonAppendKind(_PaimonKind):
     described = "a Paimon append table"
 
     def read_batches(self, ctx: ReadContext, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
-        if not usable(ctx):
+        if not usable(ctx) or self._joins_rows():
             yield from read_splits(ctx, splits)
             return
         plain, other = split_files(ctx, splits)
@@ -98,6 +98,8 @@ class PaimonAppendKind(_PaimonKind):
 
     def read_table(self, ctx: ReadContext, splits: Sequence[Split]) -> pa.Table:
         """Files that need no mapping are assembled by pyarrow on all cores."""
+        if self._joins_rows():
+            return super().read_table(ctx, splits)
         plain, other = split_files(ctx, splits)
         if not usable(ctx) or not plain or ctx.columns == ():
             return super().read_table(ctx, splits)
@@ -109,7 +111,16 @@ class PaimonAppendKind(_PaimonKind):
     def pruning_filter(self, filter: Expr) -> Expr:
         return filter
 
+    def _joins_rows(self) -> bool:
+        """Data evolution: a row's columns may lie in several files (sections)."""
+        info = getattr(self.ts, "paimon", None)
+        return info is not None and info.options.data_evolution
+
     def exact_row_count(self, split: Split) -> int | None:
+        if split.sections:  # data evolution: a section's files hold the same rows
+            if any(getattr(f, "deletion", None) is not None for f in split.files):
+                return None
+            return split.row_count
         total = 0
         for f in split.files:
             deletion = f.deletion if isinstance(f, PaimonFileSlice) else None

@@ -55,3 +55,7 @@ class PaimonFileSlice(FileSlice):
     schema_id: int = 0
     deletion: DeletionFile | None = None
     file_format: str = "parquet"
+    # Data evolution: the row id of the first row, and the columns the file holds (by
+    # its schema's names; None: all). raylake/paimon/evolution.py joins them.
+    first_row_id: int | None = None
+    write_cols: tuple[str, ...] | None = None

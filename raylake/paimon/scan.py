@@ -20,10 +20,11 @@ import numpy as np
 import pyarrow as pa
 
 from raylake.errors import UnknownColumnError, UnsupportedPaimonError
-from raylake.expr import AlwaysTrue, Expr, might_match, referenced_columns
+from raylake.expr import AlwaysTrue, Expr, filter_on_columns, might_match, referenced_columns
 from raylake.format.snapshot import Snapshot
 from raylake.format.types import has_min_max
 from raylake.paimon.deletion import DeletionFile, deletion_files
+from raylake.paimon.evolution import row_range_splits
 from raylake.paimon.manifest import EntryDecoder, PaimonFile, live_files, snapshot_manifests
 from raylake.paimon.meta import PaimonFileSlice, PaimonInfo, PaimonTableSchema
 from raylake.paimon.snapshot import PaimonSnapshots
@@ -72,18 +73,31 @@ class PaimonScan(TableScan):
         ts = self.table_schema
         assert isinstance(ts, PaimonTableSchema)
         info = ts.info
-        decoder = EntryDecoder(self.file_io, info.schemas, info.current, partition_path(info))
+        decoder = EntryDecoder(
+            self.file_io,
+            info.schemas,
+            info.current,
+            partition_path(info),
+            data_evolution=info.options.data_evolution,
+        )
         files = live_files(decoder, snapshot_manifests(self.file_io, snap))
         if skips_level0(info):
             files = [f for f in files if f.level > 0]
         pruning = kind_of(ts).pruning_filter(self.filter)
+        if info.options.data_evolution:
+            # A file's statistics cover only the columns it holds, and may be of values
+            # a newer file replaced: pruning one file of a row range would leave its
+            # rows without those columns. Only partitions prune.
+            pruning = filter_on_columns(pruning, set(ts.partition_keys))
         files = prune_files(files, ts, pruning)
-        dvs = deletion_files(self.file_io, snap)
+        dvs = deletion_files(self.file_io, snap, info.options.index_in_data_dir)
         target = self.split_target_size or DEFAULT_TARGET
         fraction = _column_fraction(ts, self.columns)
         pieces = [(f, file_slice(f, dvs, fraction, info)) for f in files]
         if ts.primary_key:
             return self.stamped(_pk_splits(snap.id, pieces, target))
+        if info.options.data_evolution:
+            return self.stamped(row_range_splits(snap.id, pieces, target))
         ordered = sorted(
             pieces, key=lambda p: (partition_sort_key(p[0].partition), p[0].bucket, p[0].file_name)
         )
@@ -117,9 +131,16 @@ def file_slice(
     info: PaimonInfo,
 ) -> PaimonFileSlice:
     ext = f.file_name.rsplit(".", 1)[-1].lower()
-    if ext not in ("parquet", "orc"):
+    if ext == "blob":
         raise UnsupportedPaimonError(
-            info.uri, f"data file {f.path} is a {ext!r} file (raylake reads parquet and orc)"
+            info.uri,
+            f"data file {f.path} holds BLOB values in Paimon's blob file format "
+            "(raylake reads BLOB columns stored in parquet and orc files only)",
+        )
+    if ext not in ("parquet", "orc", "avro"):
+        raise UnsupportedPaimonError(
+            info.uri,
+            f"data file {f.path} is a {ext!r} file (raylake reads parquet, orc and avro)",
         )
     return PaimonFileSlice(
         path=f.path,
@@ -134,9 +155,18 @@ def file_slice(
         max_sequence=f.max_sequence,
         delete_row_count=-1 if f.delete_row_count is None else int(f.delete_row_count),
         schema_id=f.schema_id,
-        deletion=dvs.get((f.partition_bytes, f.bucket, f.file_name)),
+        deletion=_beside(dvs.get((f.partition_bytes, f.bucket, f.file_name)), f.path),
         file_format=ext,
+        first_row_id=f.first_row_id,
+        write_cols=f.write_cols,
     )
+
+
+def _beside(dv: DeletionFile | None, data_path: str) -> DeletionFile | None:
+    """A deletion vector whose index file lies in its data file's directory, found there."""
+    if dv is None or not dv.in_data_dir:
+        return dv
+    return replace(dv, path=f"{data_path.rsplit('/', 1)[0]}/{dv.path}", in_data_dir=False)
 
 
 def _pk_splits(

@@ -8,10 +8,12 @@ Ray Data, Torch, TF, Spark and the CLI read it like a raylake table.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, ClassVar, NoReturn
 
+from raylake.errors import UnsupportedPaimonError
 from raylake.format.consumer import ConsumerProgress
 from raylake.format.snapshot import Snapshot
 from raylake.io import FileIO
@@ -25,6 +27,7 @@ from raylake.table.scan import TableScan
 from raylake.table.table import Table
 
 FORMAT = "paimon"
+_BRANCH = re.compile(r"/branch/branch-([^/]+)$")
 
 
 def is_paimon_table(file_io: FileIO) -> bool:
@@ -54,6 +57,15 @@ def _table_schema(
 
 
 def open_paimon_table(file_io: FileIO) -> PaimonTable:
+    branch = _BRANCH.search(file_io.uri.rstrip("/"))
+    if branch is not None:
+        # A branch keeps its own snapshots and schemas but shares the table's manifests
+        # and data files: read on its own, its snapshots name files it does not hold.
+        raise UnsupportedPaimonError(
+            file_io.uri,
+            f"it is branch {branch.group(1)!r} of a table (raylake reads a table's main "
+            "branch: open the table's own directory)",
+        )
     by_id = table_schemas(file_io)
     return PaimonTable(file_io, by_id[max(by_id)], by_id)
 
@@ -127,14 +139,25 @@ class PaimonTable(Table):
         ``+U``/``-D``): its changelog files, or its merged delta files (docs/paimon.md)."""
         from raylake.paimon.changes import changed_files, read_changes
 
+        self._refuse_data_evolution("changelog()")
         snap = self.snapshot(snapshot_id)
         ctx = self.scan(columns=columns, snapshot_id=snapshot_id).read_context()
         source, files = changed_files(ctx, snap, lambda bucket: True)
         return read_changes(ctx, source, files, include_row_kind=True)
 
+    def _refuse_data_evolution(self, what: str) -> None:
+        """Changes and streams read files one by one: a data-evolution file alone holds
+        some columns of rows other files hold, so they would return partial rows."""
+        info = getattr(self.table_schema, "paimon", None)
+        if info is not None and info.options.data_evolution:
+            raise UnsupportedPaimonError(
+                self.uri, f"{what} of a data-evolution table (rows joined across files)"
+            )
+
     def _changes_scan(self, start: int | datetime, end: int | datetime | None, **kw: Any) -> Any:
         from raylake.paimon.changes_scan import paimon_changes
 
+        self._refuse_data_evolution("changes()")
         return paimon_changes(self, start, end, **kw)
 
     def stream(self, *, consumer_id: str | None = None, **options: Any) -> Any:
@@ -143,6 +166,7 @@ class PaimonTable(Table):
         ``filter``; progress in ``consumer/consumer-<id>`` as ``{"nextSnapshot": n}``."""
         from raylake.paimon.stream import PaimonStreamReader
 
+        self._refuse_data_evolution("stream()")
         return PaimonStreamReader(self, consumer_id=consumer_id, **options)
 
     def consumer(self, consumer_id: str) -> ConsumerProgress | None:
