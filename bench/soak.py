@@ -226,7 +226,7 @@ def check(soak: Soak) -> dict[str, Any]:
                for name, (u, o) in tables.items()}  # fmt: skip
     acks: Counter[str] = Counter()
     for table in ("events", "local", "users"):
-        begun, done = {}, {}
+        begun, done, snapshots = {}, {}, Counter[int]()
         for role in soak.roles:
             if role.kind == "writer" and role.spec["table"] == table:
                 for e in journal(soak, role.name):
@@ -234,7 +234,15 @@ def check(soak: Soak) -> dict[str, Any]:
                         begun[e["version"]] = e["ids"]
                     else:
                         done[e["version"]] = e["event"]
+                        snapshots.update([e["snapshot"]] if e["event"] == "ack" else [])
         acks[table] = sum(v == "ack" for v in done.values())
+        # One snapshot, one commit: two commits told they made the same snapshot means the
+        # store let two creates of one snapshot file both succeed (the later overwrote).
+        for snapshot_id, n in sorted(snapshots.items()):
+            if n > 1:
+                out["failures"].append(
+                    f"{table}: snapshot {snapshot_id} acknowledged to {n} commits"
+                )
         _check_writes(table, current[table], begun, done, out)
     source = Counter(current["events"]["id"].to_pylist())
     sink = Counter(current["sink"]["id"].to_pylist())
