@@ -110,12 +110,15 @@ def _create(
 def open_table(uri: str, *, storage_options: OptionsLike | None = None) -> Table:
     """Open the table at ``uri``; raise TableNotFoundError if there is none."""
     file_io = FileIO(uri_arg(uri), storage_options)
-    if not _schema_ids(file_io):
+    ids = _schema_ids(file_io)
+    if not ids:
         from raylake.paimon import is_paimon_table, open_paimon_table
 
         if is_paimon_table(file_io):  # read-only (docs/paimon.md)
             return open_paimon_table(file_io)
-    return Table(file_io, load_schema(file_io))
+    # The listing just made, not a second one: FileIO lists afresh each time (other
+    # processes change the table), so the schema is as new as the first look.
+    return Table(file_io, load_schema(file_io, ids))
 
 
 def _is_paimon(file_io: FileIO) -> bool:
