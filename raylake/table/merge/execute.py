@@ -33,7 +33,7 @@ from raylake.table.aborted import abort_messages, raise_if_full
 from raylake.table.commit import CommitRequest, Committer
 from raylake.table.conform import conform
 from raylake.table.merge.builder import MergeResult
-from raylake.table.merge.plan import BY_SOURCE, Clause, JoinOn, decide
+from raylake.table.merge.plan import BY_SOURCE, Clause, JoinOn, decide, target_columns
 from raylake.table.scan import ReadContext, pruned_live_files
 from raylake.table.split import Split, slice_file
 from raylake.table.writer import CommitMessage, writing
@@ -203,7 +203,8 @@ def _merge_primary_key(
     if snap is None:
         target = schema.empty_table()
     elif by_key:
-        target, buckets = _lookup(tbl, snap, source, on)
+        columns = target_columns(clauses, list(ts.primary_key), schema)
+        target, buckets = _lookup(tbl, snap, source, on, columns)
     else:
         everything = any(c.group == BY_SOURCE for c in clauses)
         pruning = AlwaysTrue() if everything else key_pruning(on, source, ts)
@@ -217,7 +218,8 @@ def _merge_primary_key(
 
     with writing(PrimaryKeyTableWriter(tbl.file_io, ts)) as writer:
         # Deletes carry the whole before-image (changelogs, sequence fields), like delete().
-        write_deletes(writer, [target.take(pa.array(outcome.deleted))])
+        if len(outcome.deleted):
+            write_deletes(writer, [target.take(pa.array(outcome.deleted))])
         for rows, kind in ((outcome.updated_rows, UPDATE_AFTER), (outcome.inserted_rows, INSERT)):
             if rows.num_rows:
                 kinds = pa.array(np.full(rows.num_rows, kind, dtype=np.int8))
@@ -234,10 +236,11 @@ def _merge_primary_key(
 
 
 def _lookup(
-    tbl: Table, snap: Snapshot, source: pa.Table, on: JoinOn
+    tbl: Table, snap: Snapshot, source: pa.Table, on: JoinOn, columns: list[str] | None
 ) -> tuple[pa.Table, set[tuple[tuple[Any, ...], int]]]:
     """The current rows of the source's keys: only the buckets those keys hash to are
-    read (merged), then narrowed to the keys by a semi join."""
+    read (merged; only ``columns`` where not None), then narrowed to the keys by a
+    semi join."""
     from raylake.table.pk.bucket import bucket_ids
     from raylake.table.pk.write import BUCKET_COLUMN
     from raylake.table.writer import split_by_partition
@@ -251,8 +254,11 @@ def _lookup(
         else (pc.is_valid(keys.column(0)))
     )
     keys = keys.filter(valid)
+    schema = ts.arrow_schema
+    if columns is not None:
+        schema = pa.schema([schema.field(c) for c in columns])
     if not keys.num_rows:
-        return ts.arrow_schema.empty_table(), set()
+        return schema.empty_table(), set()
     ids = pa.array(bucket_ids([keys.column(k) for k in ts.primary_key], ts.buckets))
     grouping = (*ts.partition_keys, BUCKET_COLUMN)
     wanted = {
@@ -261,9 +267,9 @@ def _lookup(
             keys.select(list(ts.partition_keys)).append_column(BUCKET_COLUMN, ids), grouping
         )
     }
-    scan = tbl.scan(filter=key_pruning(on, source, ts)).at(snap.id)
+    scan = tbl.scan(columns=columns, filter=key_pruning(on, source, ts)).at(snap.id)
     splits = [s for s in scan.plan() if (s.partition, s.bucket) in wanted]
-    current = scan.read_context().read_table(splits) if splits else ts.arrow_schema.empty_table()
+    current = scan.read_context().read_table(splits) if splits else schema.empty_table()
     current = current.join(
         keys.group_by(list(ts.primary_key)).aggregate([]),
         keys=list(ts.primary_key),

@@ -103,7 +103,7 @@ def decide(
 
     by_source = [c for c in clauses if c.group == BY_SOURCE]
     if by_source:
-        unmatched = np.setdiff1d(np.arange(target.num_rows), t_rows, assume_unique=False)
+        unmatched = _others(target.num_rows, t_rows)
         if len(unmatched):
             cols = _columns(clauses, BY_SOURCE, target, unmatched, source, None)
             for clause, sel in _first_match(by_source, cols, len(unmatched)):
@@ -121,7 +121,7 @@ def decide(
     inserts = [c for c in clauses if c.group == NOT_MATCHED]
     inserted = schema.empty_table()
     if inserts:
-        new = np.setdiff1d(np.arange(source.num_rows), s_rows)
+        new = _others(source.num_rows, s_rows)
         if len(new):
             cols = _columns(clauses, NOT_MATCHED, None, None, source, new)
             parts = [
@@ -137,6 +137,32 @@ def decide(
         deleted=np.concatenate(deleted) if deleted else np.empty(0, np.int64),
         inserted_rows=inserted,
     )
+
+
+def _others(n: int, taken: np.ndarray) -> np.ndarray:
+    """The positions 0..n-1 not in ``taken`` (a mask: no sort, no hash)."""
+    mask = np.ones(n, dtype=bool)
+    mask[taken] = False
+    return np.flatnonzero(mask)
+
+
+def target_columns(
+    clauses: tuple[Clause, ...], keys: list[str], schema: pa.Schema
+) -> list[str] | None:
+    """The target columns a merge must read, or None for all: the keys and what its
+    expressions read, when it deletes nothing and every update sets every other column."""
+    names = set(keys)
+    for clause in clauses:
+        if clause.action == "delete":
+            return None  # a delete writes the whole old row (changelogs)
+        exprs = [clause.predicate] if clause.predicate is not None else []
+        exprs += [e for _, e in clause.values or ()]
+        names |= {r.name for e in exprs for r in refs(e) if r.side == "t"}
+        if clause.action == "update":
+            assigned_names = {n for n, _ in clause.values or ()}
+            if set(schema.names) - set(keys) - assigned_names:
+                return None
+    return [n for n in schema.names if n in names]
 
 
 def _join(target: pa.Table, source: pa.Table, on: JoinOn) -> tuple[np.ndarray, np.ndarray]:
@@ -253,13 +279,19 @@ def _apply(
     if clause.action == "delete":
         deleted.append(positions)
         return
+    # The target may have been read with only the columns the merge needs (a key
+    # lookup whose updates set every other column): those are added here.
     rows = target.take(positions)
     for name, expr in clause.values or ():
-        index = schema.get_field_index(name)
-        value = assigned(name, evaluate(expr, cols, len(positions)), schema.field(index))
-        rows = rows.set_column(index, schema.field(index), value)
+        field = schema.field(name)
+        value = assigned(name, evaluate(expr, cols, len(positions)), field)
+        index = rows.schema.get_field_index(name)
+        if index < 0:
+            rows = rows.append_column(field, value)
+        else:
+            rows = rows.set_column(index, field, value)
     updated.append(positions)
-    updated_rows.append(rows)
+    updated_rows.append(rows.select(schema.names))
 
 
 def _insert_rows(
