@@ -65,6 +65,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "LakeDatasource": "raylake.datasource",
     "LakeDatasink": "raylake.datasource",
+    "merge_lake": "raylake.datasource.merge",
     "read_lake": "raylake.datasource",
     "write_lake": "raylake.datasource",
     "read_lake_stream": "raylake.streaming",
@@ -130,6 +131,7 @@ __all__ = [
     "col",
     "create_table",
     "from_pandas",
+    "merge_lake",
     "open_table",
     "parse_filter",
     "read_lake",

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from raylake.arguments import refuse_unknown_keywords
 from raylake.errors import MergeError, SchemaMismatchError, UnknownColumnError
 from raylake.expr.values import (
     Lit,
@@ -62,6 +63,7 @@ class TableMerger:
         self._schema_mode = schema_mode_arg(schema_mode)
         self._clauses: list[Clause] = []
 
+    @refuse_unknown_keywords
     def when_matched_update(
         self, updates: Mapping[str, Any] | None = None, predicate: str | None = None
     ) -> TableMerger:
@@ -69,9 +71,11 @@ class TableMerger:
         sets every target column the source has (except key and partition columns)."""
         return self._add(MATCHED, "update", predicate, updates)
 
+    @refuse_unknown_keywords
     def when_matched_delete(self, predicate: str | None = None) -> TableMerger:
         return self._add(MATCHED, "delete", predicate, None)
 
+    @refuse_unknown_keywords
     def when_not_matched_insert(
         self, values: Mapping[str, Any] | None = None, predicate: str | None = None
     ) -> TableMerger:
@@ -79,6 +83,7 @@ class TableMerger:
         named are null) or None for the source's columns by name."""
         return self._add(NOT_MATCHED, "insert", predicate, values)
 
+    @refuse_unknown_keywords
     def when_not_matched_by_source_update(
         self, updates: Mapping[str, Any], predicate: str | None = None
     ) -> TableMerger:
@@ -87,6 +92,7 @@ class TableMerger:
             raise MergeError("when_not_matched_by_source_update needs the columns to set")
         return self._add(BY_SOURCE, "update", predicate, updates)
 
+    @refuse_unknown_keywords
     def when_not_matched_by_source_delete(self, predicate: str | None = None) -> TableMerger:
         return self._add(BY_SOURCE, "delete", predicate, None)
 
@@ -113,6 +119,12 @@ class TableMerger:
         state if a concurrent commit changed what the merge read)."""
         from raylake.table.merge.execute import run_merge
 
+        tbl, source, on, clauses = self.checked()
+        return run_merge(tbl, source, on, clauses)
+
+    def checked(self) -> tuple[Table, pa.Table, JoinOn, tuple[Clause, ...]]:
+        """The table, the conformed source, the join and the clauses, all checked (and
+        the source's new columns added to the table under ``schema_mode="merge"``)."""
         if not self._clauses:
             raise MergeError(
                 "a merge needs at least one clause: when_matched_update(), "
@@ -136,7 +148,7 @@ class TableMerger:
         if on.residual is not None:
             _check_refs(on.residual, schema, source.schema, "on")
             evaluate_condition(on.residual, _empty_columns(schema, source.schema), 0)
-        return run_merge(tbl, source, on, clauses)
+        return tbl, source, on, clauses
 
 
 def source_table(source: Any) -> pa.Table:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -184,39 +185,58 @@ def _check_files_kept(tbl: Table, base: Snapshot | None, latest: Snapshot, paths
 # -- primary-key tables: merge-on-read --------------------------------------------------
 
 
-def _merge_primary_key(
-    tbl: Table, source: pa.Table, on: JoinOn, clauses: tuple[Clause, ...]
-) -> MergeResult:
+@dataclass(frozen=True)
+class PrimaryKeyPart:
+    """What one merge of (part of) a source into a primary-key table wrote: picklable,
+    so that Ray tasks return it and the driver commits all parts as one snapshot."""
+
+    messages: tuple[CommitMessage, ...]
+    inserted: int
+    updated: int
+    deleted: int
+    buckets: frozenset[tuple[tuple[Any, ...], int]] | None  # read; None: the whole table
+
+
+def by_key_lookup(ts: Any, on: JoinOn, clauses: tuple[Clause, ...]) -> bool:
+    """Whether target rows are found by key lookup (``on`` = the primary key)."""
+    return (
+        set(on.target_keys) == set(ts.primary_key)
+        and on.residual is None
+        and not any(c.group == BY_SOURCE for c in clauses)
+    )
+
+
+def primary_key_part(
+    tbl: Table,
+    snap: Snapshot | None,
+    source: pa.Table,
+    on: JoinOn,
+    clauses: tuple[Clause, ...],
+    *,
+    file_prefix: str = "data",
+) -> PrimaryKeyPart:
+    """Decide and write (not commit) the merge of ``source`` against snapshot ``snap``."""
     from raylake.table.pk.delete import write_deletes
     from raylake.table.pk.schema import INSERT, UPDATE_AFTER
     from raylake.table.pk.write import PrimaryKeyTableWriter
 
     ts = tbl.table_schema
     schema = ts.arrow_schema
-    snap = SnapshotManager(tbl.file_io).latest()
-    by_key = (
-        set(on.target_keys) == set(ts.primary_key)
-        and on.residual is None
-        and not any(c.group == BY_SOURCE for c in clauses)
-    )
-    buckets: set[tuple[tuple[Any, ...], int]] | None = None  # None: the whole table
+    buckets: frozenset[tuple[tuple[Any, ...], int]] | None = None
     if snap is None:
         target = schema.empty_table()
-    elif by_key:
+    elif by_key_lookup(ts, on, clauses):
         columns = target_columns(clauses, list(ts.primary_key), schema)
-        target, buckets = _lookup(tbl, snap, source, on, columns)
+        target, wanted = _lookup(tbl, snap, source, on, columns)
+        buckets = frozenset(wanted)
     else:
         everything = any(c.group == BY_SOURCE for c in clauses)
         pruning = AlwaysTrue() if everything else key_pruning(on, source, ts)
         target = tbl.scan(filter=pruning).at(snap.id).to_arrow()
     outcome = decide(target, source, on, clauses, schema)
     if outcome.changes_nothing:
-        return _unchanged(snap)
-
-    def check(latest: Snapshot) -> None:
-        _check_buckets_unchanged(tbl, snap, latest, buckets)
-
-    with writing(PrimaryKeyTableWriter(tbl.file_io, ts)) as writer:
+        return PrimaryKeyPart((), 0, 0, 0, buckets)
+    with writing(PrimaryKeyTableWriter(tbl.file_io, ts, file_prefix=file_prefix)) as writer:
         # Deletes carry the whole before-image (changelogs, sequence fields), like delete().
         if len(outcome.deleted):
             write_deletes(writer, [target.take(pa.array(outcome.deleted))])
@@ -225,14 +245,49 @@ def _merge_primary_key(
                 kinds = pa.array(np.full(rows.num_rows, kind, dtype=np.int8))
                 writer.write_arrow(conform(rows, schema, ts.primary_key), kinds)
         messages = writer.prepare_commit()
+    return PrimaryKeyPart(
+        tuple(messages),
+        outcome.inserted_rows.num_rows,
+        len(outcome.updated),
+        len(outcome.deleted),
+        buckets,
+    )
+
+
+def commit_primary_key_parts(
+    tbl: Table, snap: Snapshot | None, parts: Sequence[PrimaryKeyPart]
+) -> MergeResult:
+    """Commit the parts of one merge as one snapshot, or raise CommitConflictError (and
+    delete their files) if a commit after ``snap`` wrote to a bucket one of them read."""
+    messages = [m for p in parts for m in p.messages]
+    if all(m.is_empty for m in messages):
+        return _unchanged(snap)
+    buckets: set[tuple[tuple[Any, ...], int]] | None = set()
+    for part in parts:
+        if part.buckets is None or buckets is None:
+            buckets = None
+        else:
+            buckets |= part.buckets
+
+    def check(latest: Snapshot) -> None:
+        _check_buckets_unchanged(tbl, snap, latest, buckets)
+
     snapshot = _commit(tbl, messages, snap, "APPEND", check)
     return MergeResult(
-        inserted=outcome.inserted_rows.num_rows,
-        updated=len(outcome.updated),
-        deleted=len(outcome.deleted),
+        inserted=sum(p.inserted for p in parts),
+        updated=sum(p.updated for p in parts),
+        deleted=sum(p.deleted for p in parts),
         snapshot_id=snapshot.id,
         files_added=sum(len(m.new_files) for m in messages),
     )
+
+
+def _merge_primary_key(
+    tbl: Table, source: pa.Table, on: JoinOn, clauses: tuple[Clause, ...]
+) -> MergeResult:
+    snap = SnapshotManager(tbl.file_io).latest()
+    part = primary_key_part(tbl, snap, source, on, clauses)
+    return commit_primary_key_parts(tbl, snap, [part])
 
 
 def _lookup(
@@ -282,7 +337,7 @@ def _check_buckets_unchanged(
     tbl: Table,
     base: Snapshot | None,
     latest: Snapshot,
-    buckets: set[tuple[tuple[Any, ...], int]] | None,
+    buckets: set[tuple[tuple[Any, ...], int]] | frozenset[tuple[tuple[Any, ...], int]] | None,
 ) -> None:
     """A commit after ``base`` that wrote to a bucket the merge read (a compaction
     changes no row, so it does not count): the merge's decisions may be stale."""
