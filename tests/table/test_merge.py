@@ -385,3 +385,31 @@ def test_a_merge_into_an_empty_table_inserts(tmp_path: Path, kind: str) -> None:
     assert (result.inserted, result.snapshot_id) == (2, 1)
     nothing = tbl.merge(data([9], [9]), on="id").when_matched_delete().execute()
     assert (nothing.deleted, nothing.snapshot_id) == (0, 1)
+
+
+def test_streams_expiration_and_the_cli_see_a_merge_like_any_commit(
+    tmp_path: Path, kind: str
+) -> None:
+    tbl = make(tmp_path, kind)
+    tbl.write(data([1, 2, 3], [1, 2, 3]))
+    reader = tbl.stream(start="latest-new", include_row_kind=True)
+    merged = (
+        tbl.merge(pa.table({"id": [2, 9], "n": [20, 90]}), on="id")
+        .when_matched_update()
+        .when_not_matched_insert()
+        .execute()
+    )
+    plan = reader.poll()
+    assert plan is not None and plan.snapshot_id == merged.snapshot_id
+    got = plan.to_arrow()
+    if kind == "pk":  # the merge's changes, row by row
+        pairs = sorted(zip(got["id"].to_pylist(), got["_rl_kind"].to_pylist()))
+        assert pairs == sorted([(2, "-U"), (2, "+U"), (9, "+I")])
+    else:  # the rewritten file appears as an overwrite: the table as it now is
+        assert plan.commit_kind == "OVERWRITE"
+        assert sorted(got["id"].to_pylist()) == [1, 2, 3, 9]
+    tbl.expire_snapshots(retain_last=1)
+    assert [(r["id"], r["n"]) for r in rows(tbl)] == [(1, 1), (2, 20), (3, 3), (9, 90)]
+    from raylake.cli import main
+
+    assert main(["snapshots", tbl.uri]) == 0
