@@ -70,51 +70,105 @@ def run_merge(tbl: Table, source: pa.Table, on: JoinOn, clauses: tuple[Clause, .
 # -- append tables: copy-on-write -------------------------------------------------------
 
 
-def _merge_append(
-    tbl: Table, source: pa.Table, on: JoinOn, clauses: tuple[Clause, ...]
-) -> MergeResult:
-    ts = tbl.table_schema
-    snap = SnapshotManager(tbl.file_io).latest()
-    schema = ts.arrow_schema
-    files: list[DataFile] = []
-    if snap is not None:
-        everything = any(c.group == BY_SOURCE for c in clauses)
-        pruning = AlwaysTrue() if everything else key_pruning(on, source, ts)
-        files = pruned_live_files(tbl.file_io, ts, snap, pruning)
+@dataclass(frozen=True)
+class AppendPart:
+    """What one merge of some target files wrote (picklable, for Ray tasks)."""
+
+    messages: tuple[CommitMessage, ...]
+    rewritten: tuple[DataFile, ...]  # files the new ones replace
+    inserted: int
+    updated: int
+    deleted: int
+    matched_source: np.ndarray  # source positions a target row of these files matched
+
+
+def candidate_files(tbl: Table, snap: Snapshot | None, pruning: Expr) -> list[DataFile]:
+    if snap is None:
+        return []
+    return pruned_live_files(tbl.file_io, tbl.table_schema, snap, pruning)
+
+
+def pruning_for(on: JoinOn, source: pa.Table, ts: Any, clauses: tuple[Clause, ...]) -> Expr:
+    """What the merge may skip: nothing with a by-source clause (every row counts)."""
+    if any(c.group == BY_SOURCE for c in clauses):
+        return AlwaysTrue()
+    return key_pruning(on, source, ts)
+
+
+def append_part(
+    tbl: Table,
+    snap: Snapshot | None,
+    files: Sequence[DataFile],
+    source: pa.Table,
+    on: JoinOn,
+    clauses: tuple[Clause, ...],
+    *,
+    file_prefix: str = "data",
+) -> AppendPart:
+    """Decide the merge for the rows of ``files`` and write (not commit) the rewrites
+    of the files holding changed rows, and the inserts of ``clauses``."""
+    schema = tbl.table_schema.arrow_schema
     tables = _read_files(tbl, snap, files)
     target = pa.concat_tables(tables) if tables else schema.empty_table()
     file_of = np.repeat(np.arange(len(tables)), [t.num_rows for t in tables])
     outcome = decide(target, source, on, clauses, schema)
     if outcome.changes_nothing:
-        return _unchanged(snap)
+        return AppendPart((), (), 0, 0, 0, outcome.matched_source)
     touched = np.unique(file_of[np.concatenate([outcome.updated, outcome.deleted])])
-    in_touched = np.isin(file_of, touched)
     drop = np.zeros(target.num_rows, dtype=bool)
     drop[outcome.updated] = True
     drop[outcome.deleted] = True
-    kept = target.filter(pa.array(in_touched & ~drop))
-    rewritten = [files[i] for i in touched]
+    kept = target.filter(pa.array(np.isin(file_of, touched) & ~drop))
+    new_writer = tbl.kind.new_writer(tbl.file_io, file_prefix=file_prefix)
+    with writing(new_writer) as writer:
+        for part in (kept, outcome.updated_rows, outcome.inserted_rows):
+            if part.num_rows:
+                writer.write(part)
+        messages = writer.prepare_commit()
+    return AppendPart(
+        tuple(messages),
+        tuple(files[i] for i in touched),
+        outcome.inserted_rows.num_rows,
+        len(outcome.updated),
+        len(outcome.deleted),
+        outcome.matched_source,
+    )
+
+
+def commit_append_parts(
+    tbl: Table, snap: Snapshot | None, files: Sequence[DataFile], parts: Sequence[AppendPart]
+) -> MergeResult:
+    """One commit of every part: an OVERWRITE that replaces the rewritten files, or
+    CommitConflictError (files deleted) if a commit after ``snap`` removed a file read."""
+    messages = [m for p in parts for m in p.messages]
+    rewritten = tuple(f for p in parts for f in p.rewritten)
+    if not rewritten and all(m.is_empty for m in messages):
+        return _unchanged(snap)
+    if rewritten:
+        messages.append(CommitMessage(deleted_files=rewritten))
     read_paths = {f.path for f in files}
 
     def check(latest: Snapshot) -> None:
         _check_files_kept(tbl, snap, latest, read_paths)
 
-    with writing(tbl.new_writer()) as writer:
-        for part in (kept, outcome.updated_rows, outcome.inserted_rows):
-            if part.num_rows:
-                writer.write(part)
-        messages = writer.prepare_commit()
-    if rewritten:
-        messages.append(CommitMessage(deleted_files=tuple(rewritten)))
     snapshot = _commit(tbl, messages, snap, "OVERWRITE" if rewritten else "APPEND", check)
     return MergeResult(
-        inserted=outcome.inserted_rows.num_rows,
-        updated=len(outcome.updated),
-        deleted=len(outcome.deleted),
+        inserted=sum(p.inserted for p in parts),
+        updated=sum(p.updated for p in parts),
+        deleted=sum(p.deleted for p in parts),
         snapshot_id=snapshot.id,
         files_rewritten=len(rewritten),
         files_added=sum(len(m.new_files) for m in messages),
     )
+
+
+def _merge_append(
+    tbl: Table, source: pa.Table, on: JoinOn, clauses: tuple[Clause, ...]
+) -> MergeResult:
+    snap = SnapshotManager(tbl.file_io).latest()
+    files = candidate_files(tbl, snap, pruning_for(on, source, tbl.table_schema, clauses))
+    part = append_part(tbl, snap, files, source, on, clauses)
+    return commit_append_parts(tbl, snap, files, [part])
 
 
 def key_pruning(on: JoinOn, source: pa.Table, ts: Any) -> Expr:

@@ -69,6 +69,8 @@ class Outcome:
     updated_rows: pa.Table  # their new values, in the same order, target schema
     deleted: np.ndarray  # positions in the target rows read
     inserted_rows: pa.Table  # target schema
+    # Positions of the source rows some target row matched (whatever the clauses did).
+    matched_source: np.ndarray
 
     @property
     def changes_nothing(self) -> bool:
@@ -136,6 +138,7 @@ def decide(
         updated_rows=pa.concat_tables(updated_rows) if updated_rows else schema.empty_table(),
         deleted=np.concatenate(deleted) if deleted else np.empty(0, np.int64),
         inserted_rows=inserted,
+        matched_source=np.unique(s_rows),
     )
 
 
