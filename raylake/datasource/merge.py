@@ -1,10 +1,16 @@
-"""``merge_lake``: MERGE INTO a primary-key table from a Ray Dataset (docs/merge.md).
+"""``merge_lake``: MERGE INTO a raylake table from a Ray Dataset (docs/merge.md).
 
-The source is split by the bucket its keys hash to (the writer's hash); one Ray task
-per bucket looks up that bucket's current rows, applies the clauses and writes the
-changed rows, and returns its commit messages. The driver commits them all as one
-snapshot, with the same conflict rule as ``Table.merge`` (and the same retries). A
-target row's matches all live in its bucket, so each task decides its rows alone.
+Primary-key tables: the source is split by the bucket its keys hash to (the writer's
+hash); one Ray task per bucket looks up that bucket's current rows, applies the
+clauses and writes the changed rows. A target row's matches all live in its bucket,
+so each task decides its rows alone.
+
+Append tables: the target files that may match are dealt among tasks, each joining
+its files with the whole source (one copy in the object store) and rewriting the
+files holding changed rows; a source row is inserted when no task matched it.
+
+Either way the driver commits every task's files as one snapshot, with the conflict
+rule and retries of ``Table.merge``.
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ if TYPE_CHECKING:
 _BUCKET = "__raylake_merge_bucket__"
 _PART = "part"
 _PREFIX = "merge"
+# Tasks of an append-table merge: target files are dealt round-robin among them.
+_FILE_TASKS = 16
 
 
 @refuse_unknown_keywords
@@ -42,10 +50,11 @@ def merge_lake(
     storage_options: Mapping[str, Any] | None = None,
 ) -> LakeMerger:
     """A merge builder whose source is ``ds``: add clauses as for :meth:`Table.merge`,
-    then ``execute()`` runs one Ray task per bucket and commits once from the driver.
+    then ``execute()`` runs Ray tasks and commits once from the driver.
 
-    Primary-key tables merged on their key, without by-source clauses; anything else
-    is refused by name (use ``Table.merge`` with the dataset's rows).
+    Primary-key tables (merged on their key, without by-source clauses): a task per
+    bucket. Append tables: a task per group of target files, each with the whole
+    source; the source rows no task matched are inserted by the driver.
     """
     import ray
 
@@ -71,14 +80,10 @@ class LakeMerger(TableMerger):
 
     def execute(self) -> MergeResult:
         from raylake.format.snapshot import SnapshotManager
-        from raylake.table.merge.execute import (
-            MAX_ATTEMPTS,
-            by_key_lookup,
-            commit_primary_key_parts,
-        )
+        from raylake.table.merge.execute import MAX_ATTEMPTS, by_key_lookup
 
         tbl, _, on, clauses = self.checked()
-        if not tbl.is_primary_key_table or not by_key_lookup(tbl.table_schema, on, clauses):
+        if tbl.is_primary_key_table and not by_key_lookup(tbl.table_schema, on, clauses):
             raise UnsupportedOperationError(
                 "merge_lake merges into a primary-key table on its primary key, without "
                 "when_not_matched_by_source clauses; for other merges pass the dataset's "
@@ -88,8 +93,10 @@ class LakeMerger(TableMerger):
             snap = SnapshotManager(tbl.file_io).latest()
             prefix = f"{_PREFIX}-{uuid.uuid4().hex[:16]}"
             try:
-                parts = self._run_tasks(tbl, snap.id if snap else None, on, clauses, prefix)
-                result = commit_primary_key_parts(tbl, snap, parts)
+                if tbl.is_primary_key_table:
+                    result = self._merge_primary_key(tbl, snap, on, clauses, prefix)
+                else:
+                    result = self._merge_append(tbl, snap, on, clauses, prefix)
             except CommitConflictError:
                 if attempt == MAX_ATTEMPTS:
                     raise
@@ -99,6 +106,51 @@ class LakeMerger(TableMerger):
                 raise
             return MergeResult(**{**result.__dict__, "attempts": attempt})
         raise AssertionError("unreachable")
+
+    def _merge_primary_key(
+        self, tbl: Any, snap: Any, on: JoinOn, clauses: tuple[Clause, ...], prefix: str
+    ) -> MergeResult:
+        from raylake.table.merge.execute import commit_primary_key_parts
+
+        parts = self._run_tasks(tbl, snap.id if snap else None, on, clauses, prefix)
+        return commit_primary_key_parts(tbl, snap, parts)
+
+    def _merge_append(
+        self, tbl: Any, snap: Any, on: JoinOn, clauses: tuple[Clause, ...], prefix: str
+    ) -> MergeResult:
+        """A task per group of target files, each joining its files with the whole
+        source (shared through the object store); the driver's last task inserts the
+        source rows no task matched."""
+        import ray
+
+        from raylake.table.merge.execute import (
+            append_part,
+            candidate_files,
+            commit_append_parts,
+            pruning_for,
+        )
+        from raylake.table.merge.plan import NOT_MATCHED
+
+        refs = self._ds.to_arrow_refs()
+        source = _source_table(refs, tbl.schema, self._source)
+        files = candidate_files(tbl, snap, pruning_for(on, source, tbl.table_schema, clauses))
+        updates = tuple(c for c in clauses if c.group != NOT_MATCHED)
+        inserts = tuple(c for c in clauses if c.group == NOT_MATCHED)
+        source_ref = ray.put(source)
+        groups = [files[i::_FILE_TASKS] for i in range(min(_FILE_TASKS, len(files)))]
+
+        @ray.remote
+        def merge_files(group: list[Any], src: pa.Table, index: int) -> Any:
+            return append_part(tbl, snap, group, src, on, updates, file_prefix=f"{prefix}-{index}")
+
+        parts = ray.get([merge_files.remote(g, source_ref, i) for i, g in enumerate(groups)])
+        if inserts:
+            from raylake.table.merge.plan import _others
+
+            matched = np.concatenate([p.matched_source for p in parts] or [np.empty(0, int)])
+            new = source.take(pa.array(_others(source.num_rows, matched)))
+            parts.append(append_part(tbl, snap, [], new, on, inserts, file_prefix=prefix))
+        return commit_append_parts(tbl, snap, files, parts)
 
     def _run_tasks(
         self,
@@ -144,6 +196,17 @@ class LakeMerger(TableMerger):
         grouped = self._ds.map_batches(add_bucket, batch_format="pyarrow").groupby(_BUCKET)
         out = grouped.map_groups(merge_bucket, batch_format="pyarrow")
         return [pickle.loads(row[_PART]) for row in out.take_all()]
+
+
+def _source_table(refs: list[Any], schema: pa.Schema, empty: pa.Table) -> pa.Table:
+    """The dataset's rows as one table, conformed to the target's column types."""
+    import ray
+
+    from raylake.table.merge.builder import conform_source
+
+    tables = [t for t in ray.get(refs) if isinstance(t, pa.Table) and t.num_rows]
+    rows = pa.concat_tables(tables, promote_options="default") if tables else empty
+    return conform_source(rows, schema)
 
 
 def _delete_prefixed(tbl: Any, prefix: str) -> None:

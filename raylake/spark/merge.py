@@ -1,4 +1,5 @@
-"""``raylake.spark.merge``: MERGE INTO a primary-key table from a Spark DataFrame.
+"""``raylake.spark.merge``: MERGE INTO a primary-key table from a Spark DataFrame
+(append tables: ``raylake.merge_lake`` or ``Table.merge``).
 
 As ``raylake.spark.write`` does for upserts: a first pass tags each row with its
 bucket (the writer's hash), Spark repartitions by it so that each bucket's source

@@ -74,8 +74,45 @@ def test_merge_lake_refusals_write_nothing(tmp_path: Path, ray_cluster: Any) -> 
         raylake.merge_lake(twice, tbl.uri, on="k").when_matched_update().execute()
     with pytest.raises(UnsupportedOperationError, match="by_source"):
         raylake.merge_lake(twice, tbl.uri, on="k").when_not_matched_by_source_delete().execute()
-    appended = raylake.create_table(str(tmp_path / "a"), SCHEMA)
-    with pytest.raises(UnsupportedOperationError, match="primary-key table"):
-        raylake.merge_lake(twice, appended.uri, on="k").when_matched_delete().execute()
+    with pytest.raises(UnsupportedOperationError, match="primary key"):
+        raylake.merge_lake(
+            twice, tbl.uri, on="t.k = s.k and s.n > 0"
+        ).when_matched_delete().execute()
     assert len(tbl.snapshots()) == 1
     assert set((tmp_path / "t" / "data").rglob("*")) == before
+
+
+def test_merge_lake_into_an_append_table_equals_the_local_merge(
+    tmp_path: Path, ray_cluster: Any
+) -> None:
+    tables = []
+    for name in ("local", "ray"):
+        tbl = raylake.create_table(str(tmp_path / name), SCHEMA)
+        for i in range(5):  # five files, disjoint key ranges
+            keys = range(i * 40, i * 40 + 40)
+            tbl.write(
+                pa.table({"k": keys, "n": [k % 7 for k in keys], "s": ["a"] * 40}, schema=SCHEMA)
+            )
+        tables.append(tbl)
+    source = pa.table({"k": [5, 6, 45, 300, 301, 302], "n": [1, -1, 2, 3, None, 4],
+                       "s": ["u", "del", "u", "u", "u", "u"]})  # fmt: skip
+
+    def clauses(merger: Any) -> Any:
+        return _clauses(merger).when_not_matched_by_source_update(
+            {"s": "'old'"}, predicate="t.k >= 190"
+        )
+
+    local = clauses(tables[0].merge(source, on="k")).execute()
+    ds = ray.data.from_arrow(source).repartition(2)
+    distributed = clauses(raylake.merge_lake(ds, tables[1].uri, on="k")).execute()
+    assert (distributed.inserted, distributed.updated, distributed.deleted) == (
+        local.inserted, local.updated, local.deleted,
+    )  # fmt: skip
+    assert local.files_rewritten == distributed.files_rewritten == 3
+    assert tables[1].to_arrow().sort_by("k") == tables[0].to_arrow().sort_by("k")
+    assert [t.latest_snapshot().commit_kind for t in tables] == ["OVERWRITE"] * 2
+    twice = ray.data.from_arrow(pa.table({"k": [7, 7], "n": [1, 1], "s": ["x", "y"]}))
+    before = set((tmp_path / "ray" / "data").rglob("*"))
+    with pytest.raises(MergeCardinalityError):
+        raylake.merge_lake(twice, tables[1].uri, on="k").when_matched_delete().execute()
+    assert set((tmp_path / "ray" / "data").rglob("*")) == before
