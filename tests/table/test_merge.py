@@ -207,17 +207,18 @@ def _added_files(tbl: Table) -> list[Any]:
 
 
 def _commit_meanwhile(monkeypatch: Any, tbl: Table, times: int, write: Any) -> list[int]:
-    """Make another writer commit (for real) after the merge read, ``times`` times."""
-    real = execute.decide
+    """Make another writer commit (for real) after the merge read and wrote, just
+    before it commits, on its first ``times`` attempts."""
+    real = execute._commit
     calls: list[int] = []
 
-    def decide(*args: Any) -> Any:
+    def commit(*args: Any) -> Any:
         calls.append(1)
         if len(calls) <= times:
             write(raylake.open_table(tbl.uri))
         return real(*args)
 
-    monkeypatch.setattr(execute, "decide", decide)
+    monkeypatch.setattr(execute, "_commit", commit)
     return calls
 
 

@@ -34,7 +34,15 @@ from raylake.table.aborted import abort_messages, raise_if_full
 from raylake.table.commit import CommitRequest, Committer
 from raylake.table.conform import conform
 from raylake.table.merge.builder import MergeResult
-from raylake.table.merge.plan import BY_SOURCE, Clause, JoinOn, decide, target_columns
+from raylake.table.merge.plan import (
+    BY_SOURCE,
+    NOT_MATCHED,
+    Clause,
+    JoinOn,
+    _others,
+    decide,
+    target_columns,
+)
 from raylake.table.scan import ReadContext, pruned_live_files
 from raylake.table.split import Split, slice_file
 from raylake.table.writer import CommitMessage, writing
@@ -43,6 +51,8 @@ if TYPE_CHECKING:
     from raylake.table.table import Table
 
 MAX_ATTEMPTS = 5
+# An append-table merge reads and rewrites its candidate files this many bytes at a time.
+_BATCH_BYTES = 256 * 1024 * 1024
 # Partition values listed in the pruning filter up to this many; beyond, only key ranges.
 _MAX_IN_VALUES = 1000
 
@@ -167,8 +177,35 @@ def _merge_append(
 ) -> MergeResult:
     snap = SnapshotManager(tbl.file_io).latest()
     files = candidate_files(tbl, snap, pruning_for(on, source, tbl.table_schema, clauses))
-    part = append_part(tbl, snap, files, source, on, clauses)
-    return commit_append_parts(tbl, snap, files, [part])
+    updates = tuple(c for c in clauses if c.group != NOT_MATCHED)
+    inserts = tuple(c for c in clauses if c.group == NOT_MATCHED)
+    # A batch of files at a time, so that memory holds the source and one batch, not
+    # the whole table: a target row's matches are decided within its own file.
+    parts: list[AppendPart] = []
+    try:
+        for batch in _batches_of(files, _BATCH_BYTES):
+            parts.append(append_part(tbl, snap, batch, source, on, updates))
+        if inserts:
+            matched = np.concatenate([p.matched_source for p in parts] or [np.empty(0, np.int64)])
+            new = source.take(pa.array(_others(source.num_rows, matched)))
+            parts.append(append_part(tbl, snap, [], new, on, inserts))
+    except BaseException:
+        abort_messages(tbl.file_io, [m for p in parts for m in p.messages])
+        raise
+    return commit_append_parts(tbl, snap, files, parts)
+
+
+def _batches_of(files: Sequence[DataFile], limit: int) -> list[list[DataFile]]:
+    """Consecutive groups of files of about ``limit`` in-memory bytes each."""
+    batches: list[list[DataFile]] = []
+    size = 0
+    for f in files:
+        if not batches or size + f.in_memory_size > limit:
+            batches.append([])
+            size = 0
+        batches[-1].append(f)
+        size += f.in_memory_size
+    return batches
 
 
 def key_pruning(on: JoinOn, source: pa.Table, ts: Any) -> Expr:
