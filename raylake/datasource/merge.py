@@ -80,10 +80,11 @@ class LakeMerger(TableMerger):
 
     def execute(self) -> MergeResult:
         from raylake.format.snapshot import SnapshotManager
-        from raylake.table.merge.execute import MAX_ATTEMPTS, by_key_lookup
+        from raylake.table.merge.execute import MAX_ATTEMPTS, split_by
 
         tbl, _, on, clauses = self.checked()
-        if tbl.is_primary_key_table and not by_key_lookup(tbl.table_schema, on, clauses):
+        split = split_by(tbl.table_schema, on, clauses)
+        if split is None:
             raise UnsupportedOperationError(
                 "merge_lake merges into a primary-key table on its primary key, without "
                 "when_not_matched_by_source clauses; for other merges pass the dataset's "
@@ -93,7 +94,7 @@ class LakeMerger(TableMerger):
             snap = SnapshotManager(tbl.file_io).latest()
             prefix = f"{_PREFIX}-{uuid.uuid4().hex[:16]}"
             try:
-                if tbl.is_primary_key_table:
+                if split == "bucket":
                     result = self._merge_primary_key(tbl, snap, on, clauses, prefix)
                 else:
                     result = self._merge_append(tbl, snap, on, clauses, prefix)

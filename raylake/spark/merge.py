@@ -86,16 +86,16 @@ class SparkMerger(TableMerger):
         from raylake.format.snapshot import SnapshotManager
         from raylake.table.merge.execute import (
             MAX_ATTEMPTS,
-            by_key_lookup,
             commit_primary_key_parts,
+            split_by,
         )
 
         tbl, _, on, clauses = self.checked()
-        if not tbl.is_primary_key_table or not by_key_lookup(tbl.table_schema, on, clauses):
+        if split_by(tbl.table_schema, on, clauses) != "bucket":
             raise UnsupportedOperationError(
                 "raylake.spark.merge merges into a primary-key table on its primary key, "
-                "without when_not_matched_by_source clauses; for other merges collect the "
-                "rows and use Table.merge"
+                "without when_not_matched_by_source clauses; for other merges use "
+                "raylake.merge_lake or Table.merge"
             )
         for attempt in range(1, MAX_ATTEMPTS + 1):
             snap = SnapshotManager(tbl.file_io).latest()

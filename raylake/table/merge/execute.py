@@ -288,6 +288,16 @@ class PrimaryKeyPart:
     buckets: frozenset[tuple[tuple[Any, ...], int]] | None  # read; None: the whole table
 
 
+def split_by(ts: Any, on: JoinOn, clauses: tuple[Clause, ...]) -> str | None:
+    """How a distributed merge (Ray, Spark) splits its work: ``"bucket"`` (a primary-key
+    table merged on its key: a task per bucket), ``"file"`` (an append table: a task per
+    group of target files), or None where it cannot split (the rule lives here, with the
+    kinds' merges, not in the engines' modules)."""
+    if ts.is_primary_key_table:
+        return "bucket" if by_key_lookup(ts, on, clauses) else None
+    return "file"
+
+
 def by_key_lookup(ts: Any, on: JoinOn, clauses: tuple[Clause, ...]) -> bool:
     """Whether target rows are found by key lookup (``on`` = the primary key)."""
     return (
