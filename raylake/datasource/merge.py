@@ -146,10 +146,10 @@ class LakeMerger(TableMerger):
 
         parts = ray.get([merge_files.remote(g, source_ref, i) for i, g in enumerate(groups)])
         if inserts:
-            from raylake.table.merge.plan import _others
+            from raylake.table.merge.plan import others
 
             matched = np.concatenate([p.matched_source for p in parts] or [np.empty(0, int)])
-            new = source.take(pa.array(_others(source.num_rows, matched)))
+            new = source.take(pa.array(others(source.num_rows, matched)))
             parts.append(append_part(tbl, snap, [], new, on, inserts, file_prefix=prefix))
         return commit_append_parts(tbl, snap, files, parts)
 

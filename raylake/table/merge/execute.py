@@ -39,8 +39,8 @@ from raylake.table.merge.plan import (
     NOT_MATCHED,
     Clause,
     JoinOn,
-    _others,
     decide,
+    others,
     target_columns,
 )
 from raylake.table.scan import ReadContext, pruned_live_files
@@ -187,7 +187,7 @@ def _merge_append(
             parts.append(append_part(tbl, snap, batch, source, on, updates))
         if inserts:
             matched = np.concatenate([p.matched_source for p in parts] or [np.empty(0, np.int64)])
-            new = source.take(pa.array(_others(source.num_rows, matched)))
+            new = source.take(pa.array(others(source.num_rows, matched)))
             parts.append(append_part(tbl, snap, [], new, on, inserts))
     except BaseException:
         abort_messages(tbl.file_io, [m for p in parts for m in p.messages])

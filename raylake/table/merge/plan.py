@@ -105,7 +105,7 @@ def decide(
 
     by_source = [c for c in clauses if c.group == BY_SOURCE]
     if by_source:
-        unmatched = _others(target.num_rows, t_rows)
+        unmatched = others(target.num_rows, t_rows)
         if len(unmatched):
             cols = _columns(clauses, BY_SOURCE, target, unmatched, source, None)
             for clause, sel in _first_match(by_source, cols, len(unmatched)):
@@ -123,7 +123,7 @@ def decide(
     inserts = [c for c in clauses if c.group == NOT_MATCHED]
     inserted = schema.empty_table()
     if inserts:
-        new = _others(source.num_rows, s_rows)
+        new = others(source.num_rows, s_rows)
         if len(new):
             cols = _columns(clauses, NOT_MATCHED, None, None, source, new)
             parts = [
@@ -142,7 +142,7 @@ def decide(
     )
 
 
-def _others(n: int, taken: np.ndarray) -> np.ndarray:
+def others(n: int, taken: np.ndarray) -> np.ndarray:
     """The positions 0..n-1 not in ``taken`` (a mask: no sort, no hash)."""
     mask = np.ones(n, dtype=bool)
     mask[taken] = False
