@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 WAREHOUSE ?= ./warehouse
 
-.PHONY: install constraints constraints-newest demo test test-fast test-lowest test-newest lint bench clean paimon-env paimon-fixtures
+.PHONY: install constraints constraints-newest demo test test-fast test-lowest test-newest lint bench clean paimon-env paimon-fixtures deltalake-env
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -132,5 +132,17 @@ paimon-env: $(PAIMON_VENV)/.installed
 paimon-fixtures: paimon-env
 	$(PAIMON_PY) tests/paimon/fixtures/generate.py
 
+# deltalake, the peer of bench/merge_into.py, lives in its own environment too (its own
+# pyarrow pin must not decide ours); the benchmark runs its side in this interpreter.
+DELTALAKE_VENV ?= .venv-deltalake
+DELTALAKE_PY := $(DELTALAKE_VENV)/bin/python
+
+$(DELTALAKE_VENV)/.installed:
+	$(PYTHON) -m venv $(DELTALAKE_VENV)
+	$(DELTALAKE_PY) -m pip install "deltalake==1.6.6" pyarrow numpy
+	touch $@
+
+deltalake-env: $(DELTALAKE_VENV)/.installed
+
 clean:
-	rm -rf $(VENV) $(PAIMON_VENV) $(LOWEST_VENV) $(NEWEST_VENV) $(WAREHOUSE) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(PAIMON_VENV) $(DELTALAKE_VENV) $(LOWEST_VENV) $(NEWEST_VENV) $(WAREHOUSE) .pytest_cache .mypy_cache .ruff_cache

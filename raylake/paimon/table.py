@@ -131,6 +131,9 @@ class PaimonTable(Table):
     def delete(self, keys_or_filter: Any) -> Any:
         self._refuse("delete()")
 
+    def merge(self, source: Any, on: Any, **kwargs: Any) -> Any:
+        self._refuse("merge()")
+
     def compact(self, *, full: bool = False) -> Any:
         self._refuse("compact()")
 

@@ -46,6 +46,7 @@ from raylake.table.writer import CommitMessage, TableWriter, writing
 
 if TYPE_CHECKING:
     from raylake.streaming.reader import StreamReader
+    from raylake.table.merge import TableMerger
 
 WriteMode = Literal["append", "overwrite", "upsert"]
 
@@ -248,6 +249,28 @@ class Table(TableReads):
         except BaseException as exc:  # the messages are ours alone: nobody can commit them again
             abort_messages(self.file_io, messages, exc)
             raise
+
+    @refuse_unknown_keywords
+    def merge(
+        self, source: Any, on: str | Sequence[str], *, schema_mode: str = "strict"
+    ) -> TableMerger:
+        """MERGE INTO this table from ``source`` (a pyarrow Table, RecordBatchReader,
+        anything with ``__arrow_c_stream__``, or a pandas DataFrame), joined ``on`` a
+        column, a list of columns or a condition ``"t.a = s.a and t.b = s.b"``::
+
+            tbl.merge(source, on="id")
+               .when_matched_update({"score": "s.score"}, predicate="s.ts > t.ts")
+               .when_matched_delete(predicate="s.deleted")
+               .when_not_matched_insert()
+               .execute()   # MergeResult(inserted, updated, deleted, snapshot_id, ...)
+
+        Clauses apply in SQL's order and meaning (first match wins); the result is one
+        commit. ``schema_mode="merge"`` first adds the source's new columns. See
+        docs/merge.md.
+        """
+        from raylake.table.merge import TableMerger
+
+        return TableMerger(self, source, on, schema_mode=schema_mode)
 
     # -- primary-key tables (docs/primary-keys.md) --------------------------------------
 
