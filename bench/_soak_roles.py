@@ -99,6 +99,59 @@ def stream_copy(spec: dict[str, Any]) -> None:
             reader = source.stream(consumer_id=spec["consumer"], poll_interval=0.2)
 
 
+def _same(batch: pa.Table) -> pa.Table:
+    return batch
+
+
+def ray_stream(spec: dict[str, Any]) -> None:
+    """The copy as a Ray StreamingJob (a shard actor per consumer ``<consumer>.shard-i-
+    of-n``, the same sink commits, exactly once), on a local Ray cluster of its own.
+    At seeded moments it kills a shard actor in the middle of a step; Ray restarts it
+    and retries the step, and the shard resumes from its checkpoint. With ``drain``
+    (at the end, faults off) it runs the job to the source's latest snapshot."""
+    import ray
+
+    from raylake.streaming import StreamingJob
+
+    journal = Journal(spec["journal"])
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             logging_level="ERROR")  # fmt: skip
+    job = StreamingJob(
+        spec["uri"], _same, consumer_id=spec["consumer"], num_shards=spec["shards"],
+        sink_uri=spec["sink"], storage_options=spec["options"], poll_interval=0.2,
+    )  # fmt: skip
+    rng = random.Random(spec["seed"])
+    try:
+        if spec.get("drain"):
+            source = raylake.open_table(spec["uri"], storage_options=spec["options"])
+            latest = source.latest_snapshot()
+            job.run(until_snapshot=0 if latest is None else latest.id)
+            journal.record(event="drained", through=0 if latest is None else latest.id)
+            return
+        job.wait_ready()
+        next_kill = time.monotonic() + rng.uniform(2.0, 6.0)
+        while not _stopped(spec):
+            refs = [a.step.remote() for a in job.actors]
+            if time.monotonic() >= next_kill:  # while (or just after) it works
+                time.sleep(rng.uniform(0, 0.05))
+                ray.kill(rng.choice(job.actors), no_restart=False)
+                journal.record(event="actor killed")
+                next_kill = time.monotonic() + rng.uniform(2.0, 6.0)
+            try:
+                statuses = ray.get(refs)
+            except Exception as exc:  # a fault past the bound inside a step: step again
+                journal.record(event="fail", error=repr(exc))
+                continue
+            if any(s.plans for s in statuses):
+                through = min(s.next_snapshot_id for s in statuses) - 1
+                journal.record(event="copied", through=through)
+            else:
+                time.sleep(0.2)
+    finally:
+        job.stop()
+        ray.shutdown()
+
+
 def maintenance(spec: dict[str, Any]) -> None:
     """Compact the primary-key table, expire snapshots, remove orphans, in a loop."""
     journal = Journal(spec["journal"])
@@ -160,8 +213,8 @@ def _save(path: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-ROLES = {"writer": writer, "stream_copy": stream_copy, "maintenance": maintenance,
-         "trainer": trainer}  # fmt: skip
+ROLES = {"writer": writer, "stream_copy": stream_copy, "ray_stream": ray_stream,
+         "maintenance": maintenance, "trainer": trainer}  # fmt: skip
 
 if __name__ == "__main__":
     ROLES[sys.argv[1]](json.loads(sys.argv[2]))

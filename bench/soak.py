@@ -1,6 +1,7 @@
 """Soak: every part at once, with kills and storage faults; nothing lost or doubled.
 
     python bench/soak.py --minutes 30
+    python bench/soak.py --minutes 5 --ray-stream   # the stream as a Ray StreamingJob
 
 Against an S3 server in its own process that faults requests by a seeded plan, and a
 local table whose filesystem faults too (``faulty://``): processes appending and
@@ -12,6 +13,11 @@ rows are present exactly once, no commit reported failed is visible, the sink eq
 the source, no consumer's snapshot was expired, no orphan is left after cleanup, and
 each trainer epoch read every row once. It prints what it did and the rows lost and
 duplicated, and exits 1 if any check failed.
+
+With ``--ray-stream`` the copy is a Ray ``StreamingJob`` of two shard actors (on a
+local Ray cluster its process starts), whose actors are killed at seeded moments and
+restarted by Ray, instead of a process that is SIGKILLed. Starting Ray takes tens of
+seconds, so the one-minute run of the test suite keeps the process copy.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ from raylake.testing.tablecheck import inspect_table
 ROLES = str(Path(__file__).with_name("_soak_roles.py"))
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.int64())])
 TRAIN_ROWS = 4000
+RAY_SHARDS = 2
 
 
 @dataclass
@@ -81,6 +88,7 @@ class Soak:
     uris: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
     train_snapshot: int = 0
     orphan_age_s: float = 60.0
+    ray_stream: bool = False
 
     def spec(self, name: str, **extra: Any) -> dict[str, Any]:
         return {"journal": str(self.work / f"{name}.jsonl"), "stop": str(self.work / "stop"),
@@ -112,8 +120,15 @@ class Soak:
         self.train_snapshot = snap.id
         # Registered before anything can expire: the copy from snapshot 1 (it expires
         # what it has read), the trainer at its pinned snapshot.
-        events.reset_consumer("soak-copy", 1)
+        for consumer in self.copy_consumers():
+            events.reset_consumer(consumer, 1)
         train.reset_consumer("soak-trainer", snap.id)
+
+    def copy_consumers(self) -> list[str]:
+        """The consumers of the copy: one, or one per shard of the StreamingJob."""
+        if self.ray_stream:
+            return [f"soak-job.shard-{i}-of-{RAY_SHARDS}" for i in range(RAY_SHARDS)]
+        return ["soak-copy"]
 
     def plan_roles(self) -> None:
         uri = {name: {"uri": u, "options": o} for name, (u, o) in self.uris.items()}
@@ -122,9 +137,14 @@ class Soak:
             spec = self.spec(f"writer-{i}", **uri[table], writer=i, kind=kind, rows=20,
                              keys=300, table=table)  # fmt: skip
             self.roles.append(Role(f"writer-{i}", "writer", spec, killable=True))
-        copy = self.spec("copy", **uri["events"], sink=str(self.work / "sink"),
-                         consumer="soak-copy")  # fmt: skip
-        self.roles.append(Role("copy", "stream_copy", copy, killable=True))
+        if self.ray_stream:  # its kills are of actors, by the role itself
+            copy = self.spec("copy", **uri["events"], sink=str(self.work / "sink"),
+                             consumer="soak-job", shards=RAY_SHARDS)  # fmt: skip
+            self.roles.append(Role("copy", "ray_stream", copy, killable=False))
+        else:
+            copy = self.spec("copy", **uri["events"], sink=str(self.work / "sink"),
+                             consumer="soak-copy")  # fmt: skip
+            self.roles.append(Role("copy", "stream_copy", copy, killable=True))
         tables = [[name, u, o] for name, (u, o) in self.uris.items()]
         # Orphan cleanup must spare files of commits in flight: older than the longest
         # commit (under faults, the clients' backoff alone can take 20 s a request).
@@ -168,7 +188,11 @@ class Soak:
         stats = self.server.fault_stats()
         self.server.set_faults(None)
         copy = next(r for r in self.roles if r.name == "copy")
-        _drain(copy.spec)
+        if self.ray_stream:  # the job's shards run to the source's last snapshot
+            spec = {**copy.spec, "drain": True, "seed": 0, "incarnation": -1}
+            subprocess.run([sys.executable, ROLES, "ray_stream", json.dumps(spec)], check=True)
+        else:
+            _drain(copy.spec)
         for _name, (uri, options) in self.plain_uris().items():
             tbl = raylake.open_table(uri, storage_options=options)
             tbl.expire_snapshots(retain_last=3)
@@ -178,6 +202,8 @@ class Soak:
             "requests (S3)": stats["requests"],
             "kills": self.kills,
         }
+        if self.ray_stream:
+            report["actor kills"] = sum(e["event"] == "actor killed" for e in journal(self, "copy"))
         report.update(check(self))
         return report
 
@@ -226,7 +252,7 @@ def check(soak: Soak) -> dict[str, Any]:
                for name, (u, o) in tables.items()}  # fmt: skip
     acks: Counter[str] = Counter()
     for table in ("events", "local", "users"):
-        begun, done = {}, {}
+        begun, done, snapshots = {}, {}, Counter[int]()
         for role in soak.roles:
             if role.kind == "writer" and role.spec["table"] == table:
                 for e in journal(soak, role.name):
@@ -234,7 +260,15 @@ def check(soak: Soak) -> dict[str, Any]:
                         begun[e["version"]] = e["ids"]
                     else:
                         done[e["version"]] = e["event"]
+                        snapshots.update([e["snapshot"]] if e["event"] == "ack" else [])
         acks[table] = sum(v == "ack" for v in done.values())
+        # One snapshot, one commit: two commits told they made the same snapshot means the
+        # store let two creates of one snapshot file both succeed (the later overwrote).
+        for snapshot_id, n in sorted(snapshots.items()):
+            if n > 1:
+                out["failures"].append(
+                    f"{table}: snapshot {snapshot_id} acknowledged to {n} commits"
+                )
         _check_writes(table, current[table], begun, done, out)
     source = Counter(current["events"]["id"].to_pylist())
     sink = Counter(current["sink"]["id"].to_pylist())
@@ -344,10 +378,11 @@ def _check_trainer(soak: Soak, out: dict[str, Any]) -> int:
 
 
 def run_soak(seconds: float, seed: int = 0, fault_rate: float = 0.05,
-             lost_creates: float = 0.3, work: Path | None = None) -> dict[str, Any]:  # fmt: skip
+             lost_creates: float = 0.3, work: Path | None = None,
+             ray_stream: bool = False) -> dict[str, Any]:  # fmt: skip
     work = Path(work or tempfile.mkdtemp(prefix="raylake-soak-"))
     with S3ServerProcess() as server:
-        soak = Soak(work, seed, fault_rate, lost_creates, server)
+        soak = Soak(work, seed, fault_rate, lost_creates, server, ray_stream=ray_stream)
         soak.setup()
         soak.plan_roles()
         started = time.monotonic()
@@ -363,8 +398,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--fault-rate", type=float, default=0.05)
     parser.add_argument("--lost-creates", type=float, default=0.3)
+    parser.add_argument("--ray-stream", action="store_true",
+                        help="the copy as a Ray StreamingJob whose actors are killed")  # fmt: skip
     args = parser.parse_args()
-    report = run_soak(args.minutes * 60, args.seed, args.fault_rate, args.lost_creates)
+    report = run_soak(args.minutes * 60, args.seed, args.fault_rate, args.lost_creates,
+                      ray_stream=args.ray_stream)  # fmt: skip
     for key, value in report.items():
         print(f"{key}: {value}")
     sys.exit(1 if report["failures"] or report["rows lost"] or report["rows duplicated"] else 0)

@@ -266,6 +266,22 @@ class CommitConflictError(RaylakeError):
         self.actual = actual
 
 
+class MergeError(RaylakeError, ValueError):
+    """A merge (``Table.merge``) was given clauses or input it cannot apply."""
+
+
+class MergeCardinalityError(MergeError):
+    """A target row of a merge matched more than one source row (SQL forbids it)."""
+
+    def __init__(self, key: dict[str, Any], count: int) -> None:
+        super().__init__(
+            f"a target row with key {key} matched {count} source rows; a merge may match "
+            "each target row at most once (deduplicate the source); nothing was written"
+        )
+        self.key = key
+        self.count = count
+
+
 class UnsafeCommitError(RaylakeError):
     """The store cannot create a file atomically if absent, so concurrent commits could
     overwrite each other; the table needs the single-writer option (or another store)."""

@@ -29,9 +29,10 @@ def schema_ids(file_io: FileIO) -> list[int]:
     return sorted(int(m.group(1)) for m in matches if m)
 
 
-def load_schema(file_io: FileIO) -> TableSchema:
-    """The current (largest id) schema of a table."""
-    ids = schema_ids(file_io)
+def load_schema(file_io: FileIO, ids: list[int] | None = None) -> TableSchema:
+    """The current (largest id) schema of a table; ``ids``: its schema ids, where the
+    caller has just listed them (one listing, not two: each goes to the store)."""
+    ids = schema_ids(file_io) if ids is None else ids
     if not ids:
         raise TableNotFoundError(file_io.uri)
     return schema_by_id(file_io, ids[-1])

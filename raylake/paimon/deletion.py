@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from raylake.errors import CorruptMetadataError, MissingDependencyError
+from raylake.errors import CorruptMetadataError, MissingDependencyError, UnsupportedPaimonError
 from raylake.format.snapshot import Snapshot
 from raylake.io import FileIO
 from raylake.paimon.manifest import ADD, DELETE, MANIFEST_DIR, avro_records
@@ -40,10 +40,18 @@ class DeletionFile:
     offset: int
     length: int
     cardinality: int | None
+    # With `index-file-in-data-file-dir`, ``path`` is the index file's name, in the
+    # directory of the data file it belongs to (raylake/paimon/scan.py joins them).
+    in_data_dir: bool = False
 
 
-def deletion_files(file_io: FileIO, snap: Snapshot) -> dict[tuple[bytes, int, str], DeletionFile]:
-    """The deletion vector of each data file at ``snap``: (partition, bucket, file name) ->."""
+def deletion_files(
+    file_io: FileIO, snap: Snapshot, in_data_dir: bool = False
+) -> dict[tuple[bytes, int, str], DeletionFile]:
+    """The deletion vector of each data file at ``snap``: (partition, bucket, file name) ->.
+
+    ``in_data_dir``: the table's index files lie beside its data files (the option
+    `index-file-in-data-file-dir`), not in ``index/``."""
     index_manifest = snap.properties.get(INDEX_MANIFEST)
     if not index_manifest:
         return {}
@@ -58,12 +66,17 @@ def deletion_files(file_io: FileIO, snap: Snapshot) -> dict[tuple[bytes, int, st
             live.pop(identity, None)
     found: dict[tuple[bytes, int, str], DeletionFile] = {}
     for (partition, bucket, index_name), record in live.items():
+        if record.get("_EXTERNAL_PATH"):
+            raise UnsupportedPaimonError(
+                file_io.uri, f"the index file {index_name} lives at an external path"
+            )
         for dv in record.get("_DELETIONS_VECTORS_RANGES") or ():
             found[(partition, bucket, dv["f0"])] = DeletionFile(
-                path=f"{INDEX_DIR}/{index_name}",
+                path=index_name if in_data_dir else f"{INDEX_DIR}/{index_name}",
                 offset=int(dv["f1"]),
                 length=int(dv["f2"]),
                 cardinality=dv.get("_CARDINALITY"),
+                in_data_dir=in_data_dir,
             )
     return found
 

@@ -28,6 +28,7 @@ from raylake.errors import SnapshotExpiredError, UnsupportedOperationError, Unsu
 from raylake.expr import Expr, filter_on_columns
 from raylake.io import FileIO
 from raylake.paimon.append_read import plain_batches, plain_table, split_files, usable
+from raylake.paimon.evolution import row_range_splits
 from raylake.paimon.meta import PaimonFileSlice, PaimonTableSchema
 from raylake.paimon.read import read_splits
 from raylake.paimon.scan import append_splits, column_fraction, pk_splits, sized
@@ -76,7 +77,19 @@ class _PaimonKind(TableKind):
         pieces = [sized(f, fraction) for f in files]
         if ts.primary_key:
             return pk_splits(snapshot_id, pieces, target_size)
+        if ts.info.options.data_evolution:
+            return row_range_splits(snapshot_id, [(p, p) for p in pieces], target_size)
         return append_splits(snapshot_id, pieces, target_size)
+
+    def check_changes(self, what: str) -> None:
+        """Changes read a snapshot's new files on their own: a data-evolution file holds
+        some columns of rows other files hold, so they would return partial rows."""
+        ts = self.ts
+        assert isinstance(ts, PaimonTableSchema)
+        if ts.info.options.data_evolution:
+            raise UnsupportedPaimonError(
+                ts.info.uri, f"{what} of a data-evolution table (rows joined across files)"
+            )
 
     @property
     def changelog_at_compaction(self) -> bool:
@@ -241,7 +254,7 @@ class PaimonAppendKind(_PaimonKind):
         return ts.info.options.bucket == -1
 
     def read_batches(self, ctx: ReadContext, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
-        if not usable(ctx):
+        if not usable(ctx) or self._joins_rows():
             yield from read_splits(ctx, splits)
             return
         plain, other = split_files(ctx, splits)
@@ -251,6 +264,8 @@ class PaimonAppendKind(_PaimonKind):
 
     def read_table(self, ctx: ReadContext, splits: Sequence[Split]) -> pa.Table:
         """Files that need no mapping are assembled by pyarrow on all cores."""
+        if self._joins_rows():
+            return super().read_table(ctx, splits)
         plain, other = split_files(ctx, splits)
         if not usable(ctx) or not plain or ctx.columns == ():
             return super().read_table(ctx, splits)
@@ -262,7 +277,16 @@ class PaimonAppendKind(_PaimonKind):
     def pruning_filter(self, filter: Expr) -> Expr:
         return filter
 
+    def _joins_rows(self) -> bool:
+        """Data evolution: a row's columns may lie in several files (sections)."""
+        info = getattr(self.ts, "paimon", None)
+        return info is not None and info.options.data_evolution
+
     def exact_row_count(self, split: Split) -> int | None:
+        if split.sections:  # data evolution: a section's files hold the same rows
+            if any(getattr(f, "deletion", None) is not None for f in split.files):
+                return None
+            return split.row_count
         total = 0
         for f in split.files:
             deletion = f.deletion if isinstance(f, PaimonFileSlice) else None

@@ -1,4 +1,4 @@
-"""Paimon manifest lists and manifests (Avro), and the live data files of a snapshot.
+"""Paimon manifest lists and manifests (Avro or ORC), and the live data files of a snapshot.
 
 A snapshot's base manifest list plus its delta manifest list name the manifests of
 the whole table; each manifest entry ADDs or DELETEs a data file. An ADD and a later
@@ -20,24 +20,52 @@ from raylake.io import FileIO
 from raylake.paimon.binary_row import decode_row
 from raylake.paimon.schema import PaimonSchema
 from raylake.paimon.snapshot import BASE_LIST, CHANGELOG_LIST, DELTA_LIST
+from raylake.paimon.types import PaimonType
 
 MANIFEST_DIR = "manifest"
+# Row tracking's columns, which a file may store (and keep statistics of) beside its own.
+_SYSTEM_TYPES = {"_ROW_ID": PaimonType("BIGINT"), "_SEQUENCE_NUMBER": PaimonType("BIGINT")}
 ADD, DELETE = 0, 1
 
 
+_AVRO_MAGIC, _ORC_MAGIC = b"Obj\x01", b"ORC"
+
+
 def avro_records(file_io: FileIO, rel: str) -> Iterator[dict[str, Any]]:
-    """The records of one Avro file of the table (manifest lists, manifests)."""
+    """The records of one metadata file of the table (manifest lists, manifests, index
+    manifests). Java writes them as Avro or, with ``manifest.format=orc``, as ORC with
+    the same field names; the file's magic bytes say which (a table may change the
+    option, so old and new manifests can differ)."""
+    raw = file_io.read_bytes(rel)
+    if raw.startswith(_ORC_MAGIC):
+        yield from _orc_records(raw, file_io.full_path(rel))
+        return
     try:
         import fastavro
     except ImportError as exc:  # pragma: no cover - the extra is installed in tests
         raise MissingDependencyError("fastavro", "paimon") from exc
-    raw = file_io.read_bytes(rel)
+    if not raw.startswith(_AVRO_MAGIC):
+        raise CorruptMetadataError(
+            file_io.full_path(rel), "neither an Avro nor an ORC file (bad magic bytes)"
+        )
     try:
         yield from fastavro.reader(io.BytesIO(raw))  # type: ignore[misc]
     except (ValueError, EOFError) as exc:
         raise CorruptMetadataError(
             file_io.full_path(rel), f"not a readable Avro file: {exc}"
         ) from exc
+
+
+def _orc_records(raw: bytes, where: str) -> list[dict[str, Any]]:
+    import pyarrow as pa
+    import pyarrow.orc as orc
+
+    try:
+        table = orc.ORCFile(pa.BufferReader(raw)).read()
+    except (pa.ArrowException, OSError) as exc:
+        raise CorruptMetadataError(where, f"not a readable ORC file: {exc}") from exc
+    # A manifest holds a few entries per data file: one conversion per file, not per row.
+    return table.to_pylist()
 
 
 @dataclass(frozen=True)
@@ -69,6 +97,10 @@ class PaimonFile:
     delete_row_count: int | None
     value_stats: Stats
     partition_bytes: bytes
+    # Row tracking: the row id of the file's first row; data evolution: the columns it
+    # holds (None: all of its schema's).
+    first_row_id: int | None = None
+    write_cols: tuple[str, ...] | None = None
 
     @property
     def identity(self) -> tuple[bytes, int, int, str]:
@@ -100,8 +132,10 @@ class EntryDecoder:
         schemas: Mapping[int, PaimonSchema],
         current: PaimonSchema,
         partition_path: Any,
+        data_evolution: bool = False,
     ) -> None:
         self.file_io = file_io
+        self.data_evolution = data_evolution
         self.schemas = schemas
         self.current = current
         self.partition_types = current.types_of(list(current.partition_keys))
@@ -122,10 +156,14 @@ class EntryDecoder:
             raise UnsupportedPaimonError(
                 self.file_io.uri, f"data file {name} lives at an external path"
             )
-        if meta.get("_WRITE_COLS") is not None:
+        written = meta.get("_WRITE_COLS")
+        schema = self.schemas.get(int(meta["_SCHEMA_ID"]), self.current)
+        partial = written is not None and not set(schema.names) <= set(written)
+        if partial and not self.data_evolution:
             raise UnsupportedPaimonError(
                 self.file_io.uri, f"data file {name} holds only some columns (data evolution)"
             )
+        first_row_id = meta.get("_FIRST_ROW_ID")
         partition = decode_row(record["_PARTITION"], self.partition_types, where)
         bucket = int(record["_BUCKET"])
         schema_id = int(meta["_SCHEMA_ID"])
@@ -146,17 +184,21 @@ class EntryDecoder:
             delete_row_count=meta.get("_DELETE_ROW_COUNT"),
             value_stats=self._value_stats(meta, schema_id, where),
             partition_bytes=bytes(record["_PARTITION"]),
+            first_row_id=None if first_row_id is None else int(first_row_id),
+            write_cols=tuple(written) if partial else None,
         )
 
     def _value_stats(self, meta: Mapping[str, Any], schema_id: int, where: str) -> Stats:
         """Value statistics under the current column names (mapped by field id)."""
         written = self.schemas.get(schema_id, self.current)
         columns = meta.get("_VALUE_STATS_COLS")
-        names = written.names if columns is None else list(columns)
+        if columns is None:  # all the file's columns: those it names, else its schema's
+            columns = meta.get("_WRITE_COLS") or written.names
+        names = list(columns)
         if not names:
             return Stats({}, {}, {})
         try:
-            types = written.types_of(names)
+            types = [_SYSTEM_TYPES.get(n) or written.field(n).type for n in names]
         except KeyError:
             return Stats({}, {}, {})
         stats = meta["_VALUE_STATS"]
@@ -166,6 +208,8 @@ class EntryDecoder:
         current = self.current.by_id()
         out_min, out_max, out_nulls = {}, {}, {}
         for i, name in enumerate(names):
+            if name in _SYSTEM_TYPES:
+                continue
             field = current.get(written.field(name).id)
             if field is None or field.type.root != written.field(name).type.root:
                 continue  # dropped, or a type change: the old statistics say nothing

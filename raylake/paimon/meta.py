@@ -58,3 +58,7 @@ class PaimonFileSlice(FileSlice):
     # Where the file lives: stream shards and change planning group files by bucket.
     partition: tuple[Any, ...] = ()
     bucket: int = 0
+    # Data evolution: the row id of the first row, and the columns the file holds (by
+    # its schema's names; None: all). raylake/paimon/evolution.py joins them.
+    first_row_id: int | None = None
+    write_cols: tuple[str, ...] | None = None

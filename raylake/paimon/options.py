@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from raylake.errors import UnsupportedPaimonError
+from raylake.paimon.casts import session_time_zone
 
 # Paimon's aggregate functions raylake's merge kernel computes, by Paimon name.
 AGGREGATES = {
@@ -93,6 +94,7 @@ _HARMLESS_PREFIXES = (
     "async-file-write",
     "end-input.",
     "zorder.",
+    "blob.",
     "primary-key",
     "partition",
 )
@@ -126,6 +128,11 @@ class PaimonOptions:
     file_format: str = "parquet"
     partition_default_name: str = "__DEFAULT_PARTITION__"
     legacy_partition_name: bool = True
+    # The zone of casts between wall clocks and instants (raylake/paimon/casts.py),
+    # fixed when the table is opened so that every worker casts alike.
+    session_time_zone: str = "UTC"
+    index_in_data_dir: bool = False
+    data_evolution: bool = False
 
 
 def parse_options(
@@ -158,8 +165,15 @@ def parse_options(
     if options.get("sequence.field.sort-order", "ascending").lower() != "ascending":
         raise UnsupportedPaimonError(uri, "'sequence.field.sort-order'='descending'")
     fmt = options.get("file.format", "parquet").lower()
-    if fmt not in ("parquet", "orc"):
-        raise UnsupportedPaimonError(uri, f"'file.format'={fmt!r} (raylake reads parquet and orc)")
+    if fmt not in ("parquet", "orc", "avro"):
+        raise UnsupportedPaimonError(
+            uri, f"'file.format'={fmt!r} (raylake reads parquet, orc and avro)"
+        )
+    if _flag(options, "data-evolution.enabled") and primary_keys:
+        raise UnsupportedPaimonError(
+            uri,
+            "'data-evolution.enabled'='true' on a primary-key table",
+        )
     if options.get("type", "table") != "table":
         raise UnsupportedPaimonError(uri, f"'type'={options['type']!r}")
     aggregates, default = _aggregates(options, columns, primary_keys, engine, uri)
@@ -175,6 +189,9 @@ def parse_options(
         file_format=fmt,
         partition_default_name=options.get("partition.default-name", "__DEFAULT_PARTITION__"),
         legacy_partition_name=options.get("partition.legacy-name", "true").lower() == "true",
+        session_time_zone=session_time_zone(),
+        index_in_data_dir=_flag(options, "index-file-in-data-file-dir"),
+        data_evolution=_flag(options, "data-evolution.enabled"),
     )
 
 
@@ -199,8 +216,14 @@ def _known_keys(columns: list[str]) -> set[str]:
         "partition.default-name",
         "partition.legacy-name",
         "type",
+        "index-file-in-data-file-dir",
+        # Row ids (first row id per file) for _ROW_ID reads; rows read as without them.
+        "row-tracking.enabled",
+        "data-evolution.enabled",
     }
     keys |= {f"fields.{c}.aggregate-function" for c in columns}
+    # Which statistics a writer keeps for a column: a reader only loses pruning.
+    keys |= {f"fields.{c}.stats-mode" for c in columns}
     return keys
 
 

@@ -18,7 +18,7 @@ on merged rows, so an older version of a row never reappears.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -28,8 +28,12 @@ import pyarrow.compute as pc
 
 from raylake.errors import UnsupportedPaimonError
 from raylake.expr import AlwaysTrue, Expr, filter_on_columns, referenced_columns, to_arrow
+from raylake.paimon.avro_data import read_avro
+from raylake.paimon.casts import column_caster
 from raylake.paimon.deletion import deleted_positions, keep_mask
 from raylake.paimon.meta import PaimonFileSlice, PaimonInfo, PaimonTableSchema
+from raylake.paimon.orc_time import java_timestamps
+from raylake.paimon.types import PaimonType
 from raylake.paimon.winners import newest_first_masks, picks_rows, section_key, take_winners
 from raylake.table.pk.bucket import integer_values
 from raylake.table.pk.dedupe import newest_wins_by_file
@@ -94,22 +98,41 @@ def file_projection(ts: PaimonTableSchema, schema_id: int) -> FileProjection:
         written = info.schemas.get(schema_id, info.current)
         names = {f.id: f.name for f in written.fields}
         found = projection_between(ts, names, written.arrow_schema())
-        return identity_projection(ts) if found is None else found
+        projection = identity_projection(ts) if found is None else found
+        old = written.by_id()
+        changed = {
+            f.name: (old[f.id].type, f.type)
+            for f in info.current.fields
+            if f.id in old and _retyped(old[f.id].type, f.type)
+        }
+        if not changed:
+            return projection
+        caster = column_caster(changed, info.options.session_time_zone, info.uri)
+        return replace(projection, caster=caster, by_name=False)
 
     return ts.derived(f"paimon.projection.{schema_id}", build)
+
+
+def _retyped(old: PaimonType, new: PaimonType) -> bool:
+    """Whether a schema change altered a column's type (nullability aside)."""
+    return replace(old, nullable=True) != replace(new, nullable=True)
 
 
 def _read_raw(ctx: Any, f: PaimonFileSlice, columns: list[str], dictionary: bool) -> pa.Table:
     fs = ctx.file_io.arrow_filesystem()
     path = ctx.file_io.full_path(f.path)
     with fs.open_input_file(path) as source:
+        if f.file_format == "avro":
+            info = ctx.table_schema.info
+            written = info.schemas.get(f.schema_id, info.current)
+            return read_avro(source, columns, written.arrow_schema(), path)
         if f.file_format == "orc":
             from pyarrow import orc
 
             reader = orc.ORCFile(source)
             if not columns:
                 return pa.table({"_": pa.nulls(reader.nrows)}).select([])
-            return reader.read(columns=columns)
+            return java_timestamps(reader.read(columns=columns), reader, source, path)
         import pyarrow.parquet as pq
 
         parquet = pq.ParquetFile(source)
@@ -191,6 +214,11 @@ def read_splits(ctx: Any, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
 def _read_section(ctx: Any, plan: PaimonReadPlan, files: Sequence[PaimonFileSlice]) -> pa.Table:
     ts: PaimonTableSchema = ctx.table_schema
     if plan.spec is None:
+        if len(files) > 1 or files[0].write_cols is not None:  # data evolution
+            from raylake.paimon.evolution import read_row_range
+
+            rows = read_row_range(ctx, files, plan.read_columns)
+            return rows if plan.full_filter is None else rows.filter(plan.full_filter)
         (f,) = files
         rows = read_file(ctx, f, plan.read_columns)
         return rows if plan.full_filter is None else rows.filter(plan.full_filter)

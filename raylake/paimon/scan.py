@@ -103,9 +103,16 @@ def file_slice(
     info: PaimonInfo,
 ) -> PaimonFileSlice:
     ext = f.file_name.rsplit(".", 1)[-1].lower()
-    if ext not in ("parquet", "orc"):
+    if ext == "blob":
         raise UnsupportedPaimonError(
-            info.uri, f"data file {f.path} is a {ext!r} file (raylake reads parquet and orc)"
+            info.uri,
+            f"data file {f.path} holds BLOB values in Paimon's blob file format "
+            "(raylake reads BLOB columns stored in parquet and orc files only)",
+        )
+    if ext not in ("parquet", "orc", "avro"):
+        raise UnsupportedPaimonError(
+            info.uri,
+            f"data file {f.path} is a {ext!r} file (raylake reads parquet, orc and avro)",
         )
     return PaimonFileSlice(
         path=f.path,
@@ -120,11 +127,20 @@ def file_slice(
         max_sequence=f.max_sequence,
         delete_row_count=-1 if f.delete_row_count is None else int(f.delete_row_count),
         schema_id=f.schema_id,
-        deletion=dvs.get((f.partition_bytes, f.bucket, f.file_name)),
+        deletion=_beside(dvs.get((f.partition_bytes, f.bucket, f.file_name)), f.path),
         file_format=ext,
+        first_row_id=f.first_row_id,
+        write_cols=f.write_cols,
         partition=f.partition,
         bucket=f.bucket,
     )
+
+
+def _beside(dv: DeletionFile | None, data_path: str) -> DeletionFile | None:
+    """A deletion vector whose index file lies in its data file's directory, found there."""
+    if dv is None or not dv.in_data_dir:
+        return dv
+    return replace(dv, path=f"{data_path.rsplit('/', 1)[0]}/{dv.path}", in_data_dir=False)
 
 
 def append_splits(snapshot_id: int, pieces: Sequence[PaimonFileSlice], target: int) -> list[Split]:

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from raylake.errors import ConsumerError, UnsupportedOperationError
-from raylake.expr import Expr
+from raylake.expr import Expr, filter_on_columns
 from raylake.format.consumer import STREAM_MODE, ConsumerProgress
 from raylake.format.schema import TableSchema
 from raylake.format.snapshot import Snapshot
@@ -99,7 +99,12 @@ class PaimonSource(TableSource):
         files = live_files(_decoder(self.file_io, pts), _snapshot_manifests(self.file_io, snap))
         if skips_level0(pts.info):
             files = [f for f in files if f.level > 0]
-        dvs = deletion_files(self.file_io, snap)
+        if pts.info.options.data_evolution:
+            # A file's statistics cover only the columns it holds, and may be of values
+            # a newer file replaced: pruning one file of a row range would leave its
+            # rows without those columns. Only partitions prune.
+            pruning = filter_on_columns(pruning, set(pts.partition_keys))
+        dvs = deletion_files(self.file_io, snap, pts.info.options.index_in_data_dir)
         return [file_slice(f, dvs, 1.0, pts.info) for f in prune_files(files, pts, pruning)]
 
     def added_files(self, ts: TableSchema, snap: Snapshot, pruning: Expr) -> list[PaimonFileSlice]:
@@ -173,7 +178,13 @@ def _decoder(file_io: FileIO, ts: PaimonTableSchema) -> EntryDecoder:
     from raylake.paimon.scan import partition_path
 
     info = ts.info
-    return EntryDecoder(file_io, info.schemas, info.current, partition_path(info))
+    return EntryDecoder(
+        file_io,
+        info.schemas,
+        info.current,
+        partition_path(info),
+        data_evolution=info.options.data_evolution,
+    )
 
 
 def consumer_path(consumer_id: str) -> str:

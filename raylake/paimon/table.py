@@ -8,8 +8,10 @@ Ray Data, Torch, TF, Spark and the CLI read it like a raylake table.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
+from raylake.errors import UnsupportedPaimonError
 from raylake.io import FileIO
 from raylake.paimon.meta import PaimonInfo, PaimonTableSchema
 from raylake.paimon.options import parse_options
@@ -20,6 +22,7 @@ from raylake.table.scan import TableScan
 from raylake.table.table import Table
 
 FORMAT = "paimon"
+_BRANCH = re.compile(r"/branch/branch-([^/]+)$")
 
 
 def is_paimon_table(file_io: FileIO) -> bool:
@@ -49,6 +52,15 @@ def _table_schema(
 
 
 def open_paimon_table(file_io: FileIO, source: PaimonSource | None = None) -> PaimonTable:
+    branch = _BRANCH.search(file_io.uri.rstrip("/"))
+    if branch is not None:
+        # A branch keeps its own snapshots and schemas but shares the table's manifests
+        # and data files: read on its own, its snapshots name files it does not hold.
+        raise UnsupportedPaimonError(
+            file_io.uri,
+            f"it is branch {branch.group(1)!r} of a table (raylake reads a table's main "
+            "branch: open the table's own directory)",
+        )
     by_id = table_schemas(file_io)
     return PaimonTable(file_io, by_id[max(by_id)], by_id, source)
 

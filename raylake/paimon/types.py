@@ -35,7 +35,11 @@ _FIXED: dict[str, pa.DataType] = {
     "BYTES": pa.binary(),
     "VARBINARY": pa.binary(),
     "BINARY": pa.binary(),
+    # Paimon's multimodal type, read as its bytes (a data-evolution table keeps BLOB
+    # columns in .blob files, which raylake refuses by name).
+    "BLOB": pa.binary(),
 }
+_VECTOR = re.compile(r"^VECTOR\s*<\s*(.+?)\s*,\s*(\d+)\s*>$")
 
 
 @dataclass(frozen=True)
@@ -46,7 +50,8 @@ class PaimonType:
     nullable: bool = True
     precision: int | None = None
     scale: int | None = None
-    children: tuple[tuple[str, PaimonType], ...] = ()  # ROW fields, ARRAY element, MAP key/value
+    # ROW fields, ARRAY and VECTOR element, MAP key/value (a VECTOR's length: precision)
+    children: tuple[tuple[str, PaimonType], ...] = ()
 
     def to_arrow(self, column: str = "?") -> pa.DataType:
         if self.root in _FIXED:
@@ -60,6 +65,8 @@ class PaimonType:
             return pa.time32("ms")
         if self.root == "ARRAY":
             return pa.list_(self._child_field(0, column))
+        if self.root == "VECTOR":  # an embedding: a fixed-size list of its length
+            return pa.list_(self._child_field(0, column), self.precision or 0)
         if self.root == "MAP":
             key, value = self.children
             return pa.map_(key[1].to_arrow(column), value[1].to_arrow(column))
@@ -101,6 +108,10 @@ def parse_type(spec: Any) -> PaimonType:
     if text.upper().endswith("NOT NULL"):
         nullable, text = False, text[: -len("NOT NULL")].strip()
     text = text.upper()
+    vector = _VECTOR.match(text)
+    if vector is not None:
+        element = parse_type(vector.group(1))
+        return PaimonType("VECTOR", nullable, int(vector.group(2)), None, (("element", element),))
     ltz = text.endswith(_LTZ)
     if ltz:
         text = text[: -len(_LTZ)].strip()
@@ -123,6 +134,9 @@ def _parse_nested(spec: dict[str, Any]) -> PaimonType:
     nullable = not text.upper().endswith("NOT NULL")
     root = text.upper().replace("NOT NULL", "").strip()
     children: tuple[tuple[str, PaimonType], ...]
+    if root == "VECTOR":
+        element = parse_type(spec["element"])
+        return PaimonType("VECTOR", nullable, int(spec["length"]), None, (("element", element),))
     if root == "ARRAY":
         children = (("element", parse_type(spec["element"])),)
     elif root == "MAP":

@@ -2,6 +2,7 @@
 
     spark = raylake.spark.session(app_name="etl")        # local, or Spark on Ray
     raylake.spark.write(df, uri, mode="upsert", primary_key=["id"], buckets=8)
+    raylake.spark.merge(df, uri, on="id").when_matched_update().when_not_matched_insert().execute()
     df = raylake.spark.read(spark, uri, filter="dt = '2024-01-01'")
     ds = raylake.spark.to_ray(df, via="table", uri=staging)  # a new table: pinned, fault tolerant
 
@@ -18,6 +19,7 @@ except ImportError as exc:
     raise MissingDependencyError("pyspark", "spark") from exc
 
 from raylake.spark.handoff import from_ray, to_ray
+from raylake.spark.merge import merge
 from raylake.spark.read import read
 from raylake.spark.session import JAVA_OPTIONS, session, stop
 from raylake.spark.types import arrow_schema_of, spark_schema_of
@@ -27,6 +29,7 @@ __all__ = [
     "JAVA_OPTIONS",
     "arrow_schema_of",
     "from_ray",
+    "merge",
     "read",
     "session",
     "spark_schema_of",

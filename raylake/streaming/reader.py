@@ -117,6 +117,7 @@ class StreamReader:
             raise StreamError(
                 f"catch_up_after must be an int >= 1 or None (never), got {catch_up_after!r}"
             )
+        table.kind.check_changes("stream()")
         self.table = table
         self.consumer_id = None if consumer_id is None else validate_consumer_id(consumer_id)
         self.poll_interval = float(poll_interval)

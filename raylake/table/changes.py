@@ -29,6 +29,7 @@ from raylake.format.manifest import DataFile
 from raylake.format.schema import TableSchema
 from raylake.format.snapshot import Snapshot
 from raylake.io import FileIO
+from raylake.io.read_errors import named_batches
 from raylake.table.kind import kind_of
 from raylake.table.scan import ReadContext
 from raylake.table.source import TableSource
@@ -147,7 +148,9 @@ class ChangeReadContext:
                 assert isinstance(split, InsertSplit | RemovedSplit)
                 run, run_kind = [split.split], whole
             else:
-                yield from kind.read_changes(self, split)
+                yield from named_batches(
+                    kind.read_changes(self, split), self.file_io.retry_policy.max_attempts
+                )
         yield from self._whole(run, run_kind)
 
     def read_table(self, splits: Sequence[ChangeSplit]) -> pa.Table:

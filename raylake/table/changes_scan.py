@@ -119,6 +119,7 @@ def changes_scan(
 ) -> ChangesScan:
     """Check the arguments and resolve both ends, before any data is read."""
     row_kind_arg(include_row_kind)
+    kind_of(ts).check_changes("changes()")
     scan = TableScan(source.file_io, ts, table_source=source).select(columns).where(filter)
     manager = source
     first = _resolve(manager, start, "start")

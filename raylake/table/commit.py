@@ -19,7 +19,7 @@ import random
 import socket
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -71,6 +71,10 @@ class CommitRequest:
     commit_user: str = ""
     commit_identifier: int | None = None
     properties: Mapping[str, str] | None = None
+    # A caller's own conflict rule, run on every attempt against the latest snapshot when
+    # commits landed after the base: a merge checks that none changed what it read. It
+    # raises CommitConflictError; running it per attempt keeps it atomic with the commit.
+    conflict_check: Callable[[Snapshot], None] | None = None
 
 
 class Committer:
@@ -161,6 +165,8 @@ class Committer:
                     expected=request.base_snapshot_id,
                     actual=latest.id,
                 )
+        if request.conflict_check is not None and latest.id > (request.base_snapshot_id or 0):
+            request.conflict_check(latest)
         if request.overwrite is None:
             return
         base = request.base_snapshot_id or 0

@@ -27,9 +27,9 @@ Two forms, for the two ways files are read:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -67,6 +67,10 @@ class FileProjection:
     # (a deleted column whose name was given to a new one). pyarrow then casts widened
     # columns and fills the missing ones with nulls itself.
     by_name: bool = False
+    # How a stored column becomes its scan type: ``cast(column, values, type)``; None is
+    # Arrow's cast (a format with its own cast rules, as Paimon, gives one, and no
+    # dataset scan may then read the files by name).
+    caster: Callable[[str, Any, pa.DataType], Any] | None = None
 
     def source(self, column: str) -> str | None:
         """The stored name of a scan column (system columns keep theirs)."""
@@ -92,9 +96,12 @@ class FileProjection:
                 arrays.append(pa.nulls(data.num_rows, target.type))
             else:
                 column = data.column(source)
-                arrays.append(
-                    column if column.type.equals(target.type) else column.cast(target.type)
-                )
+                if self.caster is not None:  # even to an equal Arrow type (a wall clock
+                    arrays.append(self.caster(c, column, target.type))  # from an instant)
+                elif column.type.equals(target.type):
+                    arrays.append(column)
+                else:
+                    arrays.append(column.cast(target.type))
             fields.append(target)
         schema = pa.schema(fields)
         if isinstance(data, pa.RecordBatch):

@@ -23,6 +23,7 @@ from raylake.format.schema import TableSchema
 from raylake.format.schema_files import schema_by_id
 from raylake.format.snapshot import Snapshot
 from raylake.io import FileIO
+from raylake.io.read_errors import named_batches, named_read_errors
 from raylake.table.args import as_of_arg, columns_arg, snapshot_id_arg
 from raylake.table.counting import count_rows
 from raylake.table.kind import kind_of
@@ -73,12 +74,15 @@ class ReadContext:
         return self.read_all([split])
 
     def read_all(self, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
-        """Stream many splits; an append table's splits share one pyarrow scan (readahead)."""
-        return kind_of(self.table_schema).read_batches(self, splits)
+        """Stream many splits; an append table's splits share one pyarrow scan (readahead).
+        A read that fails after the retry bound raises StorageRetriesExhaustedError."""
+        batches = kind_of(self.table_schema).read_batches(self, splits)
+        return named_batches(batches, self.file_io.retry_policy.max_attempts)
 
     def read_table(self, splits: Sequence[Split]) -> pa.Table:
         """All rows of many splits as one table (the same rows as ``read_all``)."""
-        return kind_of(self.table_schema).read_table(self, splits)
+        with named_read_errors(self.file_io.retry_policy.max_attempts):
+            return kind_of(self.table_schema).read_table(self, splits)
 
     def read_tables(self, splits: Iterable[Split], window: int | None = None) -> Iterator[pa.Table]:
         """Each split's rows as a table, in order, with ``window`` split reads in flight

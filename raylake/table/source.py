@@ -184,15 +184,20 @@ class RaylakeSource(TableSource):
         super().__init__(file_io)
         self.snapshots = SnapshotManager(file_io)
         self.consumer_files = ConsumerManager(file_io)
+        self._listed: list[int] | None = None
 
     def exists(self) -> bool:
-        return bool(_schema_ids(self.file_io))
+        self._listed = _schema_ids(self.file_io)
+        return bool(self._listed)
 
     def open(self) -> Table:
         from raylake.format.schema_files import load_schema
         from raylake.table.table import Table
 
-        return Table(self.file_io, load_schema(self.file_io), source=self)
+        # The listing exists() just made, not a second one: FileIO lists afresh each
+        # time (other processes change the table), so the schema is as new as that look.
+        ids, self._listed = self._listed, None
+        return Table(self.file_io, load_schema(self.file_io, ids), source=self)
 
     # -- snapshots ---------------------------------------------------------------------
 

@@ -48,6 +48,7 @@ from raylake.table.writer import CommitMessage, TableWriter, writing
 
 if TYPE_CHECKING:
     from raylake.streaming.reader import StreamReader
+    from raylake.table.merge import TableMerger
 
 WriteMode = Literal["append", "overwrite", "upsert"]
 F = TypeVar("F", bound=Callable[..., Any])
@@ -280,6 +281,29 @@ class Table(TableReads):
             abort_messages(self.file_io, messages, exc)
             raise
 
+    @_writes("merge()")
+    @refuse_unknown_keywords
+    def merge(
+        self, source: Any, on: str | Sequence[str], *, schema_mode: str = "strict"
+    ) -> TableMerger:
+        """MERGE INTO this table from ``source`` (a pyarrow Table, RecordBatchReader,
+        anything with ``__arrow_c_stream__``, or a pandas DataFrame), joined ``on`` a
+        column, a list of columns or a condition ``"t.a = s.a and t.b = s.b"``::
+
+            tbl.merge(source, on="id")
+               .when_matched_update({"score": "s.score"}, predicate="s.ts > t.ts")
+               .when_matched_delete(predicate="s.deleted")
+               .when_not_matched_insert()
+               .execute()   # MergeResult(inserted, updated, deleted, snapshot_id, ...)
+
+        Clauses apply in SQL's order and meaning (first match wins); the result is one
+        commit. ``schema_mode="merge"`` first adds the source's new columns. See
+        docs/merge.md.
+        """
+        from raylake.table.merge import TableMerger
+
+        return TableMerger(self, source, on, schema_mode=schema_mode)
+
     # -- primary-key tables (docs/primary-keys.md) --------------------------------------
 
     @_writes("delete()")
@@ -312,6 +336,7 @@ class Table(TableReads):
 
         Needs the option ``changelog-producer`` = ``input`` or ``lookup``.
         """
+        self.kind.check_changes("changelog()")
         if columns is not None:
             columns = list(self.scan(columns=columns).columns or ())
         return self.kind.read_changelog(self.file_io, self.snapshot(snapshot_id), columns)

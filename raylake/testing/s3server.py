@@ -31,7 +31,7 @@ import urllib.request
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable
-from threading import Thread
+from threading import Lock, Thread
 from typing import Any
 
 from raylake.errors import MissingDependencyError
@@ -62,6 +62,7 @@ class _Latency:
         self.seconds = seconds
         self.requests = 0
         self.faults = FaultInjector(FaultPlan())
+        self._creates = Lock()
         # The latest requests: (method, path, Range header), for tests that count round trips.
         self.log: deque[tuple[str, str, str | None]] = deque(maxlen=10_000)
 
@@ -79,10 +80,27 @@ class _Latency:
         if self.seconds:
             time.sleep(self.seconds)
         conditional = environ.get("HTTP_IF_NONE_MATCH") == "*"
+        app = self._create if conditional else self.app
         rule = self.faults.decide(method, path, conditional)
         if rule is None:
-            return self.app(environ, start_response)
-        return _inject(rule, self.app, environ, start_response)
+            return app(environ, start_response)
+        return _inject(rule, app, environ, start_response)
+
+    def _create(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        """A conditional create (``If-None-Match: *``), one at a time. moto checks that
+        the key is absent and then stores the object, unlocked: two creates of one key
+        served by two threads could both pass the check and both be answered 200, the
+        later overwriting the earlier, where S3 lets exactly one succeed. Two commits
+        then both took one snapshot id, and the overwritten one's rows were lost
+        (tests/s3/test_conditional_create.py)."""
+        with self._creates:
+            answer = self.app(environ, start_response)
+            try:
+                return list(answer)
+            finally:
+                close = getattr(answer, "close", None)
+                if close is not None:
+                    close()
 
     def _control_faults(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         if environ.get("REQUEST_METHOD") == "POST":

@@ -132,6 +132,7 @@ def test_to_pandas_and_batches() -> None:
     [
         (lambda t: t.write({"id": [1]}), "write()"),
         (lambda t: t.delete("id = 1"), "delete()"),
+        (lambda t: t.merge({"id": [1]}, on="id"), "merge()"),
         (lambda t: t.compact(), "compact()"),
         (lambda t: t.new_writer(), "writing"),
         (lambda t: t.expire_snapshots(retain_last=1), "expire_snapshots()"),

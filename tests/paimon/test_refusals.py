@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from paimon_util import FIXTURES
 
 import raylake
 from raylake.paimon import UnsupportedPaimonError
@@ -27,9 +28,11 @@ def _set_options(table: Path, **options: str) -> None:
         ("pk_deduplicate", {"merge-engine": "lookup-something"}, "'lookup-something'"),
         ("pk_aggregation", {"fields.x.aggregate-function": "product"}, "'product'"),
         ("pk_partial_update", {"fields.name.sequence-group": "x"}, "fields.name.sequence-group"),
-        ("append_unaware", {"file.format": "avro"}, "'avro'"),
+        ("append_unaware", {"file.format": "lance"}, "'lance'"),
         ("append_unaware", {"scan.snapshot-id": "1"}, "scan.snapshot-id"),
-        ("append_unaware", {"data-evolution.enabled": "true"}, "data-evolution.enabled"),
+        ("pk_deduplicate", {"data-evolution.enabled": "true"}, "data-evolution.enabled"),
+        ("append_unaware", {"data-file.external-paths": "s3://b/x"}, "external-paths"),
+        ("append_unaware", {"scan.fallback-branch": "rt"}, "scan.fallback-branch"),
         ("pk_deduplicate", {"deletion-vectors.merge-on-read": "true"}, "merge-on-read"),
         ("pk_deduplicate", {"sequence.field.sort-order": "descending"}, "descending"),
         ("pk_deduplicate", {"some.future.option": "1"}, "some.future.option"),
@@ -57,6 +60,28 @@ def test_harmless_writer_options_are_accepted(paimon_copy: Any) -> None:
         },
     )
     assert raylake.open_table(str(table)).count() == 37
+
+
+def test_options_that_change_no_read_are_accepted(paimon_copy: Any) -> None:
+    """Per-column statistics modes only steer writers; row tracking and data evolution
+    over whole files read as the table without them; index files may lie with the data."""
+    table = paimon_copy("append_unaware")
+    _set_options(
+        table,
+        **{
+            "fields.x.stats-mode": "none",
+            "row-tracking.enabled": "true",
+            "data-evolution.enabled": "true",
+            "index-file-in-data-file-dir": "true",
+            "manifest.format": "orc",
+        },
+    )
+    tbl = raylake.open_table(str(table))
+    plain = raylake.open_table(str(FIXTURES / "append_unaware" / "table"))
+    assert sorted(tbl.to_arrow().column("id").to_pylist()) == sorted(
+        plain.to_arrow().column("id").to_pylist()
+    )
+    assert tbl.count() == plain.count() > 0
 
 
 def test_retracts_in_a_partial_update_table_are_refused(paimon_copy: Any) -> None:
@@ -111,8 +136,8 @@ def test_a_data_file_of_another_kind_is_named(paimon_copy: Any) -> None:
 
     table = paimon_copy("append_unaware")
     entry = live_entries(table)[0]
-    avro = copy.deepcopy(entry)
-    avro["_FILE"]["_FILE_NAME"] = entry["_FILE"]["_FILE_NAME"].replace(".parquet", ".avro")
-    commit(table, kind="COMPACT", added=[avro], deleted=[entry])
-    with pytest.raises(UnsupportedPaimonError, match=r"'avro' file"):
+    other = copy.deepcopy(entry)
+    other["_FILE"]["_FILE_NAME"] = entry["_FILE"]["_FILE_NAME"].replace(".parquet", ".lance")
+    commit(table, kind="COMPACT", added=[other], deleted=[entry])
+    with pytest.raises(UnsupportedPaimonError, match=r"'lance' file"):
         raylake.open_table(str(table)).to_arrow()

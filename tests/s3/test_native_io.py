@@ -201,3 +201,25 @@ def test_read_tables_returns_each_split_in_order_with_a_window_in_flight(
     expected = [scan.read_context().read_table([p])["id"].to_pylist() for p in pieces]
     assert [t["id"].to_pylist() for t in tables] == expected
     assert sorted(i for ids in expected for i in ids) == list(range(600))
+
+
+def test_open_table_lists_its_schemas_once_and_sees_another_process_s_change(
+    s3_server: LocalS3Server, s3_bucket: str, storage_options: dict[str, Any]
+) -> None:
+    """Listings are never answered from a cache (other processes change the table), so
+    open_table lists schema/ once, not once to find the table and again to load it."""
+    uri = f"s3://{s3_bucket}/opens"
+    _write(uri, storage_options, files=1)
+    raylake.open_table(uri, storage_options=storage_options)  # s3fs has listed schema/
+    before = len(s3_server.request_log)
+    tbl = raylake.open_table(uri, storage_options=storage_options)
+    listings = [p for m, p, _ in s3_server.request_log[before:] if p == f"/{s3_bucket}"]
+    assert len(listings) == 1
+    # A schema change by another writer (a client of its own) is seen by the next open.
+    other = {**storage_options, "skip_instance_cache": True}
+    with raylake.open_table(uri, storage_options=other).update_schema() as change:
+        change.add_column("w", pa.int64())
+    assert raylake.open_table(uri, storage_options=storage_options).schema.names == [
+        "id", "v", "w",
+    ]  # fmt: skip
+    assert tbl.schema.names == ["id", "v"]

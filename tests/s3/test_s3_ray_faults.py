@@ -16,7 +16,7 @@ ray = pytest.importorskip("ray")
 
 import raylake  # noqa: E402
 from raylake import read_lake, write_lake  # noqa: E402
-from raylake.streaming import StreamingJob  # noqa: E402
+from raylake.streaming import StreamingJob, read_lake_stream  # noqa: E402
 from raylake.testing.faults import FaultPlan  # noqa: E402
 from raylake.testing.s3server import LocalS3Server  # noqa: E402
 
@@ -69,3 +69,31 @@ def test_ray_reads_writes_and_a_streaming_job_under_faults_are_exact(
     for uri, rows in ((dst, 600), (sink, 800)):
         out = raylake.open_table(uri, storage_options=storage_options).to_arrow()
         assert sorted(out["id"].to_pylist()) == list(range(rows)), uri
+
+
+def test_read_lake_stream_under_faults_reads_every_row_once(
+    ray_cluster: Any, faulty: LocalS3Server, storage_options: dict[str, Any]
+) -> None:
+    src = f"s3://{faulty.create_bucket()}/src"
+    source = raylake.create_table(src, SCHEMA, storage_options=storage_options)
+    faulty.set_faults(FaultPlan.transient(0.05, seed=12, lost_creates=0.3))
+    for i in range(3):
+        source.write(_data(100, i * 100))
+    options = {"consumer_id": "ray", "storage_options": storage_options, "poll_interval": 0.01}
+    seen: list[int] = []
+    stream = read_lake_stream(src, start="earliest", **options)
+    for ds in stream.datasets(timeout=0):
+        seen += ds.to_pandas()["id"].tolist()
+        stream.checkpoint()
+    stream.close()
+    for i in range(3, 5):
+        source.write(_data(100, i * 100))
+    resumed = read_lake_stream(src, **options)  # from the consumer's checkpoint
+    for ds in resumed.datasets(timeout=0):
+        seen += ds.to_pandas()["id"].tolist()
+        resumed.checkpoint()
+    resumed.close()
+    injected = faulty.fault_stats()["injected"]
+    faulty.set_faults(None)
+    assert sum(injected.values()) > 0
+    assert sorted(seen) == list(range(500))  # every row once, across the restart

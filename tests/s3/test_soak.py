@@ -17,7 +17,6 @@ SOAK = Path(__file__).parents[2] / "bench" / "soak.py"
 
 
 @pytest.mark.slow
-@pytest.mark.soak
 def test_a_minute_of_everything_with_kills_and_faults_loses_nothing(tmp_path: Path) -> None:
     run = subprocess.run(
         [sys.executable, str(SOAK), "--minutes", "1", "--seed", "26"],

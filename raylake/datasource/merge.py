@@ -1,0 +1,219 @@
+"""``merge_lake``: MERGE INTO a raylake table from a Ray Dataset (docs/merge.md).
+
+Primary-key tables: the source is split by the bucket its keys hash to (the writer's
+hash); one Ray task per bucket looks up that bucket's current rows, applies the
+clauses and writes the changed rows. A target row's matches all live in its bucket,
+so each task decides its rows alone.
+
+Append tables: the target files that may match are dealt among tasks, each joining
+its files with the whole source (one copy in the object store) and rewriting the
+files holding changed rows; a source row is inserted when no task matched it.
+
+Either way the driver commits every task's files as one snapshot, with the conflict
+rule and retries of ``Table.merge``.
+"""
+
+from __future__ import annotations
+
+import pickle
+import uuid
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from raylake.arguments import refuse_unknown_keywords
+from raylake.errors import CommitConflictError, InvalidArgumentError, UnsupportedOperationError
+from raylake.table.merge.builder import MergeResult, TableMerger
+
+if TYPE_CHECKING:
+    from ray.data import Dataset
+
+    from raylake.table.merge.plan import Clause, JoinOn
+
+_BUCKET = "__raylake_merge_bucket__"
+_PART = "part"
+_PREFIX = "merge"
+# Tasks of an append-table merge: target files are dealt round-robin among them.
+_FILE_TASKS = 16
+
+
+@refuse_unknown_keywords
+def merge_lake(
+    ds: Dataset,
+    uri: str,
+    on: Any,
+    *,
+    schema_mode: str = "strict",
+    storage_options: Mapping[str, Any] | None = None,
+) -> LakeMerger:
+    """A merge builder whose source is ``ds``: add clauses as for :meth:`Table.merge`,
+    then ``execute()`` runs Ray tasks and commits once from the driver.
+
+    Primary-key tables (merged on their key, without by-source clauses): a task per
+    bucket. Append tables: a task per group of target files, each with the whole
+    source; the source rows no task matched are inserted by the driver.
+    """
+    import ray
+
+    import raylake
+
+    if not isinstance(ds, ray.data.Dataset):
+        raise InvalidArgumentError("ds", ds, "a ray.data.Dataset")
+    from raylake.datasource.datasink import _arrow_schema
+
+    schema = _arrow_schema(ds.schema())
+    if schema is None:
+        raise InvalidArgumentError("ds", ds, "a dataset with a known schema")
+    tbl = raylake.open_table(uri, storage_options=storage_options)
+    if not tbl.source.writable:  # a Paimon table: refused, naming its format
+        raise tbl.source.refuse_writes("merge()")
+    return LakeMerger(tbl, ds, schema, on, schema_mode=schema_mode)
+
+
+class LakeMerger(TableMerger):
+    def __init__(self, tbl: Any, ds: Dataset, schema: pa.Schema, on: Any, **kw: Any) -> None:
+        super().__init__(tbl, schema.empty_table(), on, **kw)
+        self._ds = ds
+
+    def execute(self) -> MergeResult:
+        from raylake.format.snapshot import SnapshotManager
+        from raylake.table.merge.execute import MAX_ATTEMPTS, split_by
+
+        tbl, _, on, clauses = self.checked()
+        split = split_by(tbl.table_schema, on, clauses)
+        if split is None:
+            raise UnsupportedOperationError(
+                "merge_lake merges into a primary-key table on its primary key, without "
+                "when_not_matched_by_source clauses; for other merges pass the dataset's "
+                "rows to Table.merge (ds.to_arrow_refs())"
+            )
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            snap = SnapshotManager(tbl.file_io).latest()
+            prefix = f"{_PREFIX}-{uuid.uuid4().hex[:16]}"
+            try:
+                if split == "bucket":
+                    result = self._merge_primary_key(tbl, snap, on, clauses, prefix)
+                else:
+                    result = self._merge_append(tbl, snap, on, clauses, prefix)
+            except CommitConflictError:
+                if attempt == MAX_ATTEMPTS:
+                    raise
+                continue
+            except BaseException:
+                _delete_prefixed(tbl, prefix)  # what tasks that finished wrote
+                raise
+            return MergeResult(**{**result.__dict__, "attempts": attempt})
+        raise AssertionError("unreachable")
+
+    def _merge_primary_key(
+        self, tbl: Any, snap: Any, on: JoinOn, clauses: tuple[Clause, ...], prefix: str
+    ) -> MergeResult:
+        from raylake.table.merge.execute import commit_primary_key_parts
+
+        parts = self._run_tasks(tbl, snap.id if snap else None, on, clauses, prefix)
+        return commit_primary_key_parts(tbl, snap, parts)
+
+    def _merge_append(
+        self, tbl: Any, snap: Any, on: JoinOn, clauses: tuple[Clause, ...], prefix: str
+    ) -> MergeResult:
+        """A task per group of target files, each joining its files with the whole
+        source (shared through the object store); the driver's last task inserts the
+        source rows no task matched."""
+        import ray
+
+        from raylake.table.merge.execute import (
+            append_part,
+            candidate_files,
+            commit_append_parts,
+            pruning_for,
+        )
+        from raylake.table.merge.plan import NOT_MATCHED
+
+        refs = self._ds.to_arrow_refs()
+        source = _source_table(refs, tbl.schema, self._source)
+        files = candidate_files(tbl, snap, pruning_for(on, source, tbl.table_schema, clauses))
+        updates = tuple(c for c in clauses if c.group != NOT_MATCHED)
+        inserts = tuple(c for c in clauses if c.group == NOT_MATCHED)
+        source_ref = ray.put(source)
+        groups = [files[i::_FILE_TASKS] for i in range(min(_FILE_TASKS, len(files)))]
+
+        @ray.remote
+        def merge_files(group: list[Any], src: pa.Table, index: int) -> Any:
+            return append_part(tbl, snap, group, src, on, updates, file_prefix=f"{prefix}-{index}")
+
+        parts = ray.get([merge_files.remote(g, source_ref, i) for i, g in enumerate(groups)])
+        if inserts:
+            from raylake.table.merge.plan import others
+
+            matched = np.concatenate([p.matched_source for p in parts] or [np.empty(0, int)])
+            new = source.take(pa.array(others(source.num_rows, matched)))
+            parts.append(append_part(tbl, snap, [], new, on, inserts, file_prefix=prefix))
+        return commit_append_parts(tbl, snap, files, parts)
+
+    def _run_tasks(
+        self,
+        tbl: Any,
+        snapshot_id: int | None,
+        on: JoinOn,
+        clauses: tuple[Clause, ...],
+        prefix: str,
+    ) -> list[Any]:
+        kind = tbl.kind
+        source_keys = dict(on.pairs)
+        key_names = [source_keys[k] for k in tbl.table_schema.primary_key]
+        storage = tbl.file_io
+
+        def add_bucket(batch: pa.Table) -> pa.Table:
+            # Rows with a null key match nothing; they go to bucket 0 (an insert of one
+            # fails there as in Table.merge, on the key's null constraint).
+            keys = pa.table(
+                {k: batch.column(s) for k, s in zip(tbl.table_schema.primary_key, key_names)}
+            )
+            valid = np.ones(batch.num_rows, dtype=bool)
+            for column in keys.columns:
+                valid &= pc.is_valid(column).to_numpy(zero_copy_only=False)
+            ids = np.zeros(batch.num_rows, dtype=np.int32)
+            if valid.any():
+                picked = keys.filter(pa.array(valid))
+                ids[valid] = kind.bucket_ids(picked).to_numpy(zero_copy_only=False)
+            return batch.append_column(_BUCKET, pa.array(ids))
+
+        def merge_bucket(rows: pa.Table) -> pa.Table:
+            from raylake.format.schema_files import load_schema
+            from raylake.format.snapshot import SnapshotManager
+            from raylake.table.merge.builder import conform_source
+            from raylake.table.merge.execute import primary_key_part
+            from raylake.table.table import Table
+
+            own = Table(storage, load_schema(storage))
+            snap = None if snapshot_id is None else SnapshotManager(storage).get(snapshot_id)
+            source = conform_source(rows.drop_columns([_BUCKET]), own.schema)
+            part = primary_key_part(own, snap, source, on, clauses, file_prefix=prefix)
+            return pa.table({_PART: pa.array([pickle.dumps(part)], pa.binary())})
+
+        grouped = self._ds.map_batches(add_bucket, batch_format="pyarrow").groupby(_BUCKET)
+        out = grouped.map_groups(merge_bucket, batch_format="pyarrow")
+        return [pickle.loads(row[_PART]) for row in out.take_all()]
+
+
+def _source_table(refs: list[Any], schema: pa.Schema, empty: pa.Table) -> pa.Table:
+    """The dataset's rows as one table, conformed to the target's column types."""
+    import ray
+
+    from raylake.table.merge.builder import conform_source
+
+    tables = [t for t in ray.get(refs) if isinstance(t, pa.Table) and t.num_rows]
+    rows = pa.concat_tables(tables, promote_options="default") if tables else empty
+    return conform_source(rows, schema)
+
+
+def _delete_prefixed(tbl: Any, prefix: str) -> None:
+    """Delete the data files of a merge attempt that did not commit."""
+    from raylake.datasource.datasink import _basename
+    from raylake.table.writer import DATA_DIR
+
+    mine = [rel for rel, _ in tbl.file_io.list_files(DATA_DIR) if _basename(rel).startswith(prefix)]
+    tbl.file_io.delete_quietly(mine)

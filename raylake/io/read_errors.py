@@ -1,0 +1,67 @@
+"""Data reads whose store kept failing, named as raylake names them.
+
+Data files are read by pyarrow's own S3 client, which retries transient errors itself
+up to the retry bound (raylake/io/native.py). After the bound it raises a bare
+``OSError`` whose message holds the object and the AWS error code: here that becomes a
+:class:`~raylake.errors.StorageRetriesExhaustedError` naming the operation, the object
+and the tries, as every other storage request says it. Errors that are not transient
+(a missing object, a denied request, a corrupt file) pass through unchanged.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TypeVar
+
+from raylake.errors import StorageRetriesExhaustedError
+
+T = TypeVar("T")
+
+# The AWS SDK's error codes (as pyarrow prints them) that its retry strategy retries.
+_TRANSIENT = frozenset(
+    {"SLOW_DOWN", "INTERNAL_FAILURE", "SERVICE_UNAVAILABLE", "THROTTLING",
+     "REQUEST_TIMEOUT", "NETWORK_CONNECTION"}
+)  # fmt: skip
+_AWS = re.compile(r"AWS Error (?P<code>[A-Z_]+) during (?P<operation>\w+) operation")
+# pyarrow names the object as 'bucket/key' (opening a file) or as key and bucket.
+_QUOTED = re.compile(r"'([^']+)'")
+_KEY_IN_BUCKET = re.compile(r"key '(?P<key>[^']*)' in bucket '(?P<bucket>[^']*)'")
+
+
+def retries_exhausted(exc: BaseException, attempts: int) -> StorageRetriesExhaustedError | None:
+    """The named error for pyarrow's ``exc`` after ``attempts`` tries, or None where
+    ``exc`` is not a transient store error (it is then raised as it is)."""
+    if type(exc) is not OSError:  # FileNotFoundError, PermissionError, ...: final
+        return None
+    message = str(exc)
+    aws = _AWS.search(message)
+    if aws is None or aws["code"] not in _TRANSIENT:
+        return None
+    before = message[: aws.start()]
+    in_bucket = _KEY_IN_BUCKET.search(before)
+    quoted = _QUOTED.findall(before)
+    if in_bucket is not None:
+        path = f"{in_bucket['bucket']}/{in_bucket['key']}"
+    else:
+        path = quoted[-1] if quoted else "a data file"
+    return StorageRetriesExhaustedError(f"read ({aws['operation']})", path, attempts, exc)
+
+
+@contextmanager
+def named_read_errors(attempts: int) -> Iterator[None]:
+    """Raise pyarrow's transient store errors inside as StorageRetriesExhaustedError."""
+    try:
+        yield
+    except OSError as exc:
+        named = retries_exhausted(exc, attempts)
+        if named is None:
+            raise
+        raise named from exc
+
+
+def named_batches(batches: Iterator[T], attempts: int) -> Iterator[T]:
+    """``batches``, with pyarrow's transient store errors named (see named_read_errors)."""
+    with named_read_errors(attempts):
+        yield from batches

@@ -1,0 +1,328 @@
+"""``Table.merge``: the MERGE INTO builder and its checks (docs/merge.md).
+
+The builder only records clauses (parsing each expression at once, so a syntax
+error points at the call that made it); ``execute`` checks every column, type and
+rule against the table and the source before reading or writing anything.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from raylake.arguments import refuse_unknown_keywords
+from raylake.errors import MergeError, SchemaMismatchError, UnknownColumnError
+from raylake.expr.values import (
+    Lit,
+    Op,
+    Ref,
+    ValueExpr,
+    evaluate,
+    evaluate_condition,
+    parse_condition,
+    parse_value,
+    refs,
+)
+from raylake.table.conform import _conform_column, iter_input, pandas_to_arrow
+from raylake.table.merge.plan import BY_SOURCE, MATCHED, NOT_MATCHED, Clause, JoinOn, assigned
+
+if TYPE_CHECKING:
+    from raylake.table.table import Table
+
+_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SIDES = {MATCHED: "ts", NOT_MATCHED: "s", BY_SOURCE: "t"}
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    """What one merge did. ``snapshot_id`` is the snapshot it committed (the latest one,
+    or None for a table without snapshots, when it changed nothing)."""
+
+    inserted: int
+    updated: int
+    deleted: int
+    snapshot_id: int | None
+    files_rewritten: int = 0  # append tables: files replaced by copy-on-write
+    files_added: int = 0
+    attempts: int = 1  # 1 + the retries after a concurrent commit changed what it read
+
+
+class TableMerger:
+    """Built by :meth:`Table.merge`; add clauses, then :meth:`execute`."""
+
+    def __init__(self, tbl: Table, source: Any, on: Any, *, schema_mode: str = "strict") -> None:
+        from raylake.table.evolve import schema_mode_arg
+
+        self._tbl = tbl
+        self._source = source_table(source)
+        self._on = on
+        self._schema_mode = schema_mode_arg(schema_mode)
+        self._clauses: list[Clause] = []
+
+    @refuse_unknown_keywords
+    def when_matched_update(
+        self, updates: Mapping[str, Any] | None = None, predicate: str | None = None
+    ) -> TableMerger:
+        """Update a matched target row: ``{"col": "s.col", "n": "t.n + s.n"}``; None
+        sets every target column the source has (except key and partition columns)."""
+        return self._add(MATCHED, "update", predicate, updates)
+
+    @refuse_unknown_keywords
+    def when_matched_delete(self, predicate: str | None = None) -> TableMerger:
+        return self._add(MATCHED, "delete", predicate, None)
+
+    @refuse_unknown_keywords
+    def when_not_matched_insert(
+        self, values: Mapping[str, Any] | None = None, predicate: str | None = None
+    ) -> TableMerger:
+        """Insert a source row no target row matched: ``{"col": "s.x * 2"}`` (columns not
+        named are null) or None for the source's columns by name."""
+        return self._add(NOT_MATCHED, "insert", predicate, values)
+
+    @refuse_unknown_keywords
+    def when_not_matched_by_source_update(
+        self, updates: Mapping[str, Any], predicate: str | None = None
+    ) -> TableMerger:
+        """Update a target row no source row matched (expressions over ``t.`` only)."""
+        if updates is None:
+            raise MergeError("when_not_matched_by_source_update needs the columns to set")
+        return self._add(BY_SOURCE, "update", predicate, updates)
+
+    @refuse_unknown_keywords
+    def when_not_matched_by_source_delete(self, predicate: str | None = None) -> TableMerger:
+        return self._add(BY_SOURCE, "delete", predicate, None)
+
+    def _add(
+        self, group: str, action: str, predicate: Any, values: Mapping[str, Any] | None
+    ) -> TableMerger:
+        sides = _SIDES[group]
+        parsed = None if predicate is None else parse_condition(predicate, sides)
+        assignments = None
+        if values is not None:
+            if not isinstance(values, Mapping) or not values:
+                raise MergeError(
+                    f"the values of a merge clause must be a non-empty dict of column -> "
+                    f"expression, got {values!r}"
+                )
+            assignments = tuple(
+                (_target_name(name), _value(expr, sides)) for name, expr in values.items()
+            )
+        self._clauses.append(Clause(group, action, parsed, assignments))
+        return self
+
+    def execute(self) -> MergeResult:
+        """Check everything, then apply the clauses as one commit (retried on the new
+        state if a concurrent commit changed what the merge read)."""
+        from raylake.table.merge.execute import run_merge
+
+        tbl, source, on, clauses = self.checked()
+        return run_merge(tbl, source, on, clauses)
+
+    def checked(self) -> tuple[Table, pa.Table, JoinOn, tuple[Clause, ...]]:
+        """The table, the conformed source, the join and the clauses, all checked (and
+        the source's new columns added to the table under ``schema_mode="merge"``)."""
+        if not self._clauses:
+            raise MergeError(
+                "a merge needs at least one clause: when_matched_update(), "
+                "when_matched_delete(), when_not_matched_insert() or "
+                "when_not_matched_by_source_update()/_delete()"
+            )
+        tbl, source = self._tbl, self._source
+        if self._schema_mode == "merge":
+            from raylake.table.evolve import merge_new_columns
+
+            merge_new_columns(tbl, source.schema)
+            tbl.refresh()
+        schema = tbl.table_schema.arrow_schema
+        source = conform_source(source, schema)
+        on = join_on(self._on, schema, source.schema)
+        clauses = tuple(
+            _complete(c, schema, source.schema, tbl.table_schema) for c in self._clauses
+        )
+        for clause in clauses:
+            check_clause(clause, schema, source.schema, tbl.table_schema)
+        if on.residual is not None:
+            _check_refs(on.residual, schema, source.schema, "on")
+            evaluate_condition(on.residual, _empty_columns(schema, source.schema), 0)
+        return tbl, source, on, clauses
+
+
+def source_table(source: Any) -> pa.Table:
+    """The merge source as one Arrow table (it is joined whole)."""
+    if isinstance(source, pa.Table):
+        return source
+    if isinstance(source, pa.RecordBatch):
+        return pa.Table.from_batches([source])
+    if isinstance(source, pa.RecordBatchReader):
+        return source.read_all()
+    if type(source).__module__.startswith("pandas") and hasattr(source, "columns"):
+        return pandas_to_arrow(source)
+    if hasattr(source, "__arrow_c_stream__"):
+        return pa.RecordBatchReader.from_stream(source).read_all()
+    chunks = [
+        c if isinstance(c, pa.Table) else pa.Table.from_batches([c]) for c in iter_input(source)
+    ]
+    if not chunks:
+        raise MergeError("the merge source has no data and no schema")
+    return pa.concat_tables(chunks, promote_options="default")
+
+
+def conform_source(source: pa.Table, schema: pa.Schema) -> pa.Table:
+    """Source columns the target also has, cast to the target's types (or an error)."""
+    columns = []
+    for name in source.column_names:
+        column = source.column(name)
+        if name in schema.names:
+            target = schema.field(name).with_nullable(True)
+            column = _conform_column(column, target, False)
+        columns.append(column)
+    return pa.Table.from_arrays(columns, names=source.column_names)
+
+
+def join_on(on: Any, schema: pa.Schema, source: pa.Schema) -> JoinOn:
+    """``on`` as key pairs: a column name, a list of them, or ``"t.a = s.a and ..."``."""
+    if isinstance(on, str) and (_NAME_RE.fullmatch(on) or on in schema.names):
+        on = [on]
+    if isinstance(on, Sequence) and not isinstance(on, str):
+        names = list(on)
+        if not names or not all(isinstance(n, str) for n in names):
+            raise MergeError(f"on must name at least one column, got {on!r}")
+        pairs = tuple((n, n) for n in names)
+        residual = None
+    elif isinstance(on, str):
+        pairs, residual = _split_condition(parse_condition(on, "ts"), on)
+    else:
+        raise MergeError(
+            f"on must be a column name, a list of them or a condition string, got {on!r}"
+        )
+    for t, s in pairs:
+        if t not in schema.names:
+            raise UnknownColumnError(t, list(schema.names))
+        if s not in source.names:
+            raise UnknownColumnError(f"s.{s}", list(source.names))
+        t_type, s_type = schema.field(t).type, source.field(s).type
+        if t_type != s_type:
+            raise SchemaMismatchError(
+                f"merge key t.{t} has type {t_type} but s.{s} has type {s_type}",
+                column=t,
+                expected=t_type,
+                actual=s_type,
+            )
+    return JoinOn(pairs, residual)
+
+
+def _split_condition(expr: ValueExpr, text: str) -> tuple[tuple[tuple[str, str], ...], Any]:
+    conjuncts: list[ValueExpr] = []
+
+    def flatten(e: ValueExpr) -> None:
+        if isinstance(e, Op) and e.op == "and":
+            flatten(e.left)
+            flatten(e.right)
+        else:
+            conjuncts.append(e)
+
+    flatten(expr)
+    pairs, rest = [], []
+    for c in conjuncts:
+        if (
+            isinstance(c, Op)
+            and c.op == "="
+            and isinstance(c.left, Ref)
+            and isinstance(c.right, Ref)
+        ):
+            sides = {c.left.side: c.left.name, c.right.side: c.right.name}
+            if set(sides) == {"t", "s"}:
+                pairs.append((sides["t"], sides["s"]))
+                continue
+        rest.append(c)
+    if not pairs:
+        raise MergeError(
+            f"on={text!r} has no equality of a target and a source column (t.k = s.k); "
+            "a merge joins on at least one"
+        )
+    residual = None
+    for c in rest:
+        residual = c if residual is None else Op("and", residual, c)
+    return tuple(pairs), residual
+
+
+def _target_name(name: Any) -> str:
+    if not isinstance(name, str):
+        raise MergeError(f"a merge assigns to column names (strings), got {name!r}")
+    return name[2:] if name.startswith("t.") else name
+
+
+def _value(expr: Any, sides: str) -> ValueExpr:
+    if isinstance(expr, str):
+        return parse_value(expr, sides)
+    if expr is None or isinstance(expr, bool | int | float):
+        return Lit(expr)
+    raise MergeError(f"a merge value must be an expression string or a literal, got {expr!r}")
+
+
+def _complete(clause: Clause, schema: pa.Schema, source: pa.Schema, ts: Any) -> Clause:
+    """``when_matched_update()`` without values: every column the source shares."""
+    if clause.action != "update" or clause.values is not None:
+        return clause
+    fixed = {*ts.primary_key, *ts.partition_keys}
+    values = tuple(
+        (f.name, Ref("s", f.name)) for f in schema if f.name in source.names and f.name not in fixed
+    )
+    if not values:
+        raise MergeError("when_matched_update(): the source shares no updatable column")
+    return Clause(clause.group, clause.action, clause.predicate, values)
+
+
+def check_clause(clause: Clause, schema: pa.Schema, source: pa.Schema, ts: Any) -> None:
+    """Columns exist, key and partition columns are not updated, types fit."""
+    where = clause.describe()
+    exprs = [clause.predicate] if clause.predicate is not None else []
+    exprs += [e for _, e in clause.values or ()]
+    for e in exprs:
+        _check_refs(e, schema, source, where)
+    empty = _empty_columns(schema, source)
+    if clause.predicate is not None:
+        evaluate_condition(clause.predicate, empty, 0)
+    for name, expr in clause.values or ():
+        if name not in schema.names:
+            raise UnknownColumnError(name, list(schema.names))
+        if clause.action == "update":
+            for role, keys in (("primary-key", ts.primary_key), ("partition", ts.partition_keys)):
+                if name in keys:
+                    raise MergeError(
+                        f"{where} cannot set {role} column {name!r}: delete the row and "
+                        "insert it instead"
+                    )
+        field = schema.field(name)
+        value = evaluate(expr, empty, 0)
+        if not pa.types.is_null(value.type):
+            assigned(name, value, field.with_nullable(True))
+    if clause.action == "insert" and clause.values is None:
+        missing = [f.name for f in schema if not f.nullable and f.name not in source.names]
+        if missing:
+            raise SchemaMismatchError(
+                f"when_not_matched_insert() takes the source's columns, but the source lacks "
+                f"non-nullable column(s) {missing}",
+                column=missing[0],
+            )
+
+
+def _check_refs(expr: ValueExpr, schema: pa.Schema, source: pa.Schema, where: str) -> None:
+    for ref in sorted(refs(expr), key=str):
+        names = schema.names if ref.side == "t" else source.names
+        if ref.name not in names:
+            side = "target" if ref.side == "t" else "source"
+            raise UnknownColumnError(
+                f"{ref} (in {where}; the {side} has no such column)",
+                [f"{ref.side}.{n}" for n in names],
+            )
+
+
+def _empty_columns(schema: pa.Schema, source: pa.Schema) -> dict[str, pa.Array]:
+    cols = {f"t.{f.name}": pa.array([], f.type) for f in schema}
+    cols.update({f"s.{f.name}": pa.array([], f.type) for f in source})
+    return cols

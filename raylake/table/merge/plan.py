@@ -1,0 +1,341 @@
+"""What a merge does to the rows it read: the SQL rules, vectorised (docs/merge.md).
+
+``decide`` joins the target rows a merge read with the source on the ``on`` keys
+(a hash join of row numbers, not of rows), checks that no target row matched twice,
+and then applies the clauses of each group in order, first match wins:
+
+* matched pairs: ``when_matched_update`` / ``when_matched_delete``;
+* source rows no target row matched: ``when_not_matched_insert``;
+* target rows no source row matched: ``when_not_matched_by_source_*``.
+
+Clauses are few; each is one pyarrow evaluation over all candidate rows, so no
+Python runs per row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from raylake.errors import MergeCardinalityError, SchemaMismatchError
+from raylake.expr.values import Ref, ValueExpr, evaluate, evaluate_condition, refs
+
+_T_ROW = "__raylake_t_row__"
+_S_ROW = "__raylake_s_row__"
+
+MATCHED, NOT_MATCHED, BY_SOURCE = "matched", "not_matched", "not_matched_by_source"
+
+
+@dataclass(frozen=True)
+class Clause:
+    group: str  # MATCHED, NOT_MATCHED or BY_SOURCE
+    action: str  # "update", "delete" or "insert"
+    predicate: ValueExpr | None
+    # Target column -> expression; None: every column from the source's same-named one.
+    values: tuple[tuple[str, ValueExpr], ...] | None = None
+
+    def describe(self) -> str:
+        name = {MATCHED: "when_matched", NOT_MATCHED: "when_not_matched"}.get(
+            self.group, "when_not_matched_by_source"
+        )
+        return f"{name}_{self.action}"
+
+
+@dataclass(frozen=True)
+class JoinOn:
+    """Equalities ``t.<target> = s.<source>`` and an optional residual condition."""
+
+    pairs: tuple[tuple[str, str], ...]
+    residual: ValueExpr | None = None
+
+    @property
+    def target_keys(self) -> list[str]:
+        return [t for t, _ in self.pairs]
+
+    @property
+    def source_keys(self) -> list[str]:
+        return [s for _, s in self.pairs]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What to write: target row positions to replace or drop, and the new rows."""
+
+    updated: np.ndarray  # positions in the target rows read
+    updated_rows: pa.Table  # their new values, in the same order, target schema
+    deleted: np.ndarray  # positions in the target rows read
+    inserted_rows: pa.Table  # target schema
+    # Positions of the source rows some target row matched (whatever the clauses did).
+    matched_source: np.ndarray
+
+    @property
+    def changes_nothing(self) -> bool:
+        return not (len(self.updated) or len(self.deleted) or self.inserted_rows.num_rows)
+
+
+def decide(
+    target: pa.Table, source: pa.Table, on: JoinOn, clauses: tuple[Clause, ...], schema: pa.Schema
+) -> Outcome:
+    """Apply ``clauses`` to ``target`` (rows read, ``schema``) and ``source`` (conformed)."""
+    t_rows, s_rows = _join(target, source, on)
+    matched_clauses = [c for c in clauses if c.group == MATCHED]
+    if matched_clauses:
+        _check_cardinality(target, on, t_rows)
+    updated: list[np.ndarray] = []
+    updated_rows: list[pa.Table] = []
+    deleted: list[np.ndarray] = []
+
+    if matched_clauses and len(t_rows):
+        cols = _columns(clauses, MATCHED, target, t_rows, source, s_rows)
+        for clause, sel in _first_match(matched_clauses, cols, len(t_rows)):
+            _apply(
+                clause,
+                t_rows[sel],
+                _subset(cols, sel),
+                target,
+                schema,
+                updated,
+                updated_rows,
+                deleted,
+            )
+
+    by_source = [c for c in clauses if c.group == BY_SOURCE]
+    if by_source:
+        unmatched = others(target.num_rows, t_rows)
+        if len(unmatched):
+            cols = _columns(clauses, BY_SOURCE, target, unmatched, source, None)
+            for clause, sel in _first_match(by_source, cols, len(unmatched)):
+                _apply(
+                    clause,
+                    unmatched[sel],
+                    _subset(cols, sel),
+                    target,
+                    schema,
+                    updated,
+                    updated_rows,
+                    deleted,
+                )
+
+    inserts = [c for c in clauses if c.group == NOT_MATCHED]
+    inserted = schema.empty_table()
+    if inserts:
+        new = others(source.num_rows, s_rows)
+        if len(new):
+            cols = _columns(clauses, NOT_MATCHED, None, None, source, new)
+            parts = [
+                _insert_rows(clause, source.take(new[sel]), _subset(cols, sel), schema)
+                for clause, sel in _first_match(inserts, cols, len(new))
+            ]
+            parts = [p for p in parts if p.num_rows]
+            if parts:
+                inserted = pa.concat_tables(parts)
+    return Outcome(
+        updated=np.concatenate(updated) if updated else np.empty(0, np.int64),
+        updated_rows=pa.concat_tables(updated_rows) if updated_rows else schema.empty_table(),
+        deleted=np.concatenate(deleted) if deleted else np.empty(0, np.int64),
+        inserted_rows=inserted,
+        matched_source=np.unique(s_rows),
+    )
+
+
+def others(n: int, taken: np.ndarray) -> np.ndarray:
+    """The positions 0..n-1 not in ``taken`` (a mask: no sort, no hash)."""
+    mask = np.ones(n, dtype=bool)
+    mask[taken] = False
+    return np.flatnonzero(mask)
+
+
+def target_columns(
+    clauses: tuple[Clause, ...], keys: list[str], schema: pa.Schema
+) -> list[str] | None:
+    """The target columns a merge must read, or None for all: the keys and what its
+    expressions read, when it deletes nothing and every update sets every other column."""
+    names = set(keys)
+    for clause in clauses:
+        if clause.action == "delete":
+            return None  # a delete writes the whole old row (changelogs)
+        exprs = [clause.predicate] if clause.predicate is not None else []
+        exprs += [e for _, e in clause.values or ()]
+        names |= {r.name for e in exprs for r in refs(e) if r.side == "t"}
+        if clause.action == "update":
+            assigned_names = {n for n, _ in clause.values or ()}
+            if set(schema.names) - set(keys) - assigned_names:
+                return None
+    return [n for n in schema.names if n in names]
+
+
+def _join(target: pa.Table, source: pa.Table, on: JoinOn) -> tuple[np.ndarray, np.ndarray]:
+    """Row positions of the matching (target, source) pairs; a null key matches nothing."""
+    if not target.num_rows or not source.num_rows:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    left = _keys(target, on.target_keys, _T_ROW)
+    right = _keys(source, on.source_keys, _S_ROW)
+    right = right.rename_columns([*on.target_keys, _S_ROW])
+    joined = left.join(right, keys=on.target_keys, join_type="inner", use_threads=True)
+    t_rows = joined.column(_T_ROW).to_numpy()
+    s_rows = joined.column(_S_ROW).to_numpy()
+    if on.residual is not None and len(t_rows):
+        names = {str(r) for r in refs(on.residual)}
+        cols = _pair_columns(names, target, t_rows, source, s_rows)
+        keep = evaluate_condition(on.residual, cols, len(t_rows)).to_numpy(zero_copy_only=False)
+        t_rows, s_rows = t_rows[keep], s_rows[keep]
+    return t_rows, s_rows
+
+
+def _keys(rows: pa.Table, names: list[str], row_name: str) -> pa.Table:
+    keys = rows.select(names).append_column(row_name, pa.array(np.arange(rows.num_rows)))
+    valid = None
+    for name in names:
+        v = pc.is_valid(keys.column(name))
+        valid = v if valid is None else pc.and_(valid, v)
+    if valid is not None and any(keys.column(n).null_count for n in names):
+        keys = keys.filter(valid)
+    return keys
+
+
+def _check_cardinality(target: pa.Table, on: JoinOn, t_rows: np.ndarray) -> None:
+    if len(t_rows) < 2:
+        return
+    counts = np.bincount(t_rows, minlength=target.num_rows)
+    worst = int(np.argmax(counts))
+    if counts[worst] > 1:
+        key = {k: target.column(k)[worst].as_py() for k in on.target_keys}
+        raise MergeCardinalityError(key, int(counts[worst]))
+
+
+def _first_match(
+    clauses: list[Clause], cols: dict[str, Any], n: int
+) -> list[tuple[Clause, np.ndarray]]:
+    """Each clause with the positions it applies to: the rows its predicate holds for
+    that no earlier clause of its group took."""
+    left = np.ones(n, dtype=bool)
+    out = []
+    for clause in clauses:
+        if not left.any():
+            break
+        if clause.predicate is None:
+            hit = left
+        else:
+            mask = evaluate_condition(clause.predicate, cols, n).to_numpy(zero_copy_only=False)
+            hit = left & mask
+        out.append((clause, np.flatnonzero(hit)))
+        left = left & ~hit
+    return out
+
+
+def _columns(
+    clauses: tuple[Clause, ...],
+    group: str,
+    target: pa.Table | None,
+    t_rows: np.ndarray | None,
+    source: pa.Table,
+    s_rows: np.ndarray | None,
+) -> dict[str, Any]:
+    """The ``t.``/``s.`` columns the group's clauses read, taken at the given rows."""
+    names: set[str] = set()
+    for c in clauses:
+        if c.group != group:
+            continue
+        exprs = [c.predicate] if c.predicate is not None else []
+        exprs += [e for _, e in c.values or ()]
+        for e in exprs:
+            names |= {str(r) for r in refs(e)}
+    return _pair_columns(names, target, t_rows, source, s_rows)
+
+
+def _pair_columns(
+    names: set[str],
+    target: pa.Table | None,
+    t_rows: np.ndarray | None,
+    source: pa.Table,
+    s_rows: np.ndarray | None,
+) -> dict[str, Any]:
+    cols: dict[str, Any] = {}
+    for name in names:
+        side, _, column = name.partition(".")
+        rows, table = (t_rows, target) if side == "t" else (s_rows, source)
+        if rows is not None and table is not None:
+            cols[name] = table.column(column).take(rows)
+    return cols
+
+
+def _subset(cols: dict[str, Any], sel: np.ndarray) -> dict[str, Any]:
+    return {k: v.take(sel) for k, v in cols.items()}
+
+
+def _apply(
+    clause: Clause,
+    positions: np.ndarray,
+    cols: dict[str, Any],
+    target: pa.Table,
+    schema: pa.Schema,
+    updated: list[np.ndarray],
+    updated_rows: list[pa.Table],
+    deleted: list[np.ndarray],
+) -> None:
+    if not len(positions):
+        return
+    if clause.action == "delete":
+        deleted.append(positions)
+        return
+    # The target may have been read with only the columns the merge needs (a key
+    # lookup whose updates set every other column): those are added here.
+    rows = target.take(positions)
+    for name, expr in clause.values or ():
+        field = schema.field(name)
+        value = assigned(name, evaluate(expr, cols, len(positions)), field)
+        index = rows.schema.get_field_index(name)
+        if index < 0:
+            rows = rows.append_column(field, value)
+        else:
+            rows = rows.set_column(index, field, value)
+    updated.append(positions)
+    updated_rows.append(rows.select(schema.names))
+
+
+def _insert_rows(
+    clause: Clause, source_rows: pa.Table, cols: dict[str, Any], schema: pa.Schema
+) -> pa.Table:
+    n = source_rows.num_rows
+    values: dict[str, ValueExpr | None]
+    if clause.values is None:
+        values = {
+            f.name: (Ref("s", f.name) if f.name in source_rows.column_names else None)
+            for f in schema
+        }
+    else:
+        values = dict(clause.values)
+    arrays = []
+    for f in schema:
+        expr = values.get(f.name)
+        if expr is None:
+            arrays.append(assigned(f.name, pa.nulls(n, f.type), f))
+        elif isinstance(expr, Ref) and expr.side == "s":
+            arrays.append(assigned(f.name, source_rows.column(expr.name), f))
+        else:
+            arrays.append(assigned(f.name, evaluate(expr, cols, n), f))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def assigned(name: str, value: Any, field: pa.Field) -> Any:
+    """A computed column cast to the target column's type, or an error naming both."""
+    if value.type != field.type:
+        try:
+            value = value.cast(field.type, safe=True)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            raise SchemaMismatchError(
+                f"the value assigned to column {name!r} has type {value.type}, which does not "
+                f"fit {field.type}: {exc}; nothing was written",
+                column=name,
+                expected=field.type,
+                actual=value.type,
+            ) from None
+    if not field.nullable and value.null_count:
+        from raylake.errors import NullConstraintError
+
+        raise NullConstraintError(name, value.null_count)
+    return value

@@ -1,0 +1,118 @@
+"""merge_lake: a Ray Dataset merged into a primary-key table, one task per bucket and
+one commit, equal to Table.merge of the same rows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+ray = pytest.importorskip("ray")
+
+import raylake  # noqa: E402
+from raylake.errors import MergeCardinalityError, UnsupportedOperationError  # noqa: E402
+
+pytestmark = pytest.mark.ray
+
+SCHEMA = pa.schema(
+    [pa.field("k", pa.int64(), nullable=False), ("n", pa.int64()), ("s", pa.string())]
+)
+
+
+def _clauses(merger: Any) -> Any:
+    return (
+        merger.when_matched_delete(predicate="s.s = 'del'")
+        .when_matched_update({"n": "t.n + s.n", "s": "s.s"}, predicate="s.n > 0")
+        .when_not_matched_insert(predicate="s.n is not null")
+    )
+
+
+def test_merge_lake_equals_the_local_merge(tmp_path: Path, ray_cluster: Any) -> None:
+    target = pa.table(
+        {"k": range(200), "n": [i % 7 for i in range(200)], "s": ["a"] * 200}, schema=SCHEMA
+    )
+    source = pa.table(
+        {
+            "k": [*range(0, 300, 3)],
+            "n": [(-1 if i % 5 == 0 else i) for i in range(100)],
+            "s": [("del" if i % 4 == 0 else "u") for i in range(100)],
+        }
+    )
+    tables = []
+    for name in ("local", "ray"):
+        tbl = raylake.create_table(str(tmp_path / name), SCHEMA, primary_key=["k"], buckets=4)
+        tbl.write(target)
+        tables.append(tbl)
+    local = _clauses(tables[0].merge(source, on="k")).execute()
+    ds = ray.data.from_arrow(source).repartition(3)
+    distributed = _clauses(raylake.merge_lake(ds, tables[1].uri, on="k")).execute()
+    assert (distributed.inserted, distributed.updated, distributed.deleted) == (
+        local.inserted,
+        local.updated,
+        local.deleted,
+    )
+    assert local.inserted and local.updated and local.deleted
+    assert [len(t.snapshots()) for t in tables] == [2, 2]  # one commit each
+    assert tables[1].to_arrow().sort_by("k") == tables[0].to_arrow().sort_by("k")
+    changes = [
+        t.changes(1, include_row_kind=True)
+        .to_arrow()
+        .sort_by([("k", "ascending"), ("_rl_kind", "ascending")])
+        for t in tables
+    ]
+    assert changes[0] == changes[1]
+
+
+def test_merge_lake_refusals_write_nothing(tmp_path: Path, ray_cluster: Any) -> None:
+    tbl = raylake.create_table(str(tmp_path / "t"), SCHEMA, primary_key=["k"], buckets=2)
+    tbl.write(pa.table({"k": [1, 2], "n": [1, 2], "s": ["a", "b"]}, schema=SCHEMA))
+    before = set((tmp_path / "t" / "data").rglob("*"))
+    twice = ray.data.from_arrow(pa.table({"k": [2, 2], "n": [1, 1], "s": ["x", "y"]}))
+    with pytest.raises(MergeCardinalityError):
+        raylake.merge_lake(twice, tbl.uri, on="k").when_matched_update().execute()
+    with pytest.raises(UnsupportedOperationError, match="by_source"):
+        raylake.merge_lake(twice, tbl.uri, on="k").when_not_matched_by_source_delete().execute()
+    with pytest.raises(UnsupportedOperationError, match="primary key"):
+        raylake.merge_lake(
+            twice, tbl.uri, on="t.k = s.k and s.n > 0"
+        ).when_matched_delete().execute()
+    assert len(tbl.snapshots()) == 1
+    assert set((tmp_path / "t" / "data").rglob("*")) == before
+
+
+def test_merge_lake_into_an_append_table_equals_the_local_merge(
+    tmp_path: Path, ray_cluster: Any
+) -> None:
+    tables = []
+    for name in ("local", "ray"):
+        tbl = raylake.create_table(str(tmp_path / name), SCHEMA)
+        for i in range(5):  # five files, disjoint key ranges
+            keys = range(i * 40, i * 40 + 40)
+            tbl.write(
+                pa.table({"k": keys, "n": [k % 7 for k in keys], "s": ["a"] * 40}, schema=SCHEMA)
+            )
+        tables.append(tbl)
+    source = pa.table({"k": [5, 6, 45, 300, 301, 302], "n": [1, -1, 2, 3, None, 4],
+                       "s": ["u", "del", "u", "u", "u", "u"]})  # fmt: skip
+
+    def clauses(merger: Any) -> Any:
+        return _clauses(merger).when_not_matched_by_source_update(
+            {"s": "'old'"}, predicate="t.k >= 190"
+        )
+
+    local = clauses(tables[0].merge(source, on="k")).execute()
+    ds = ray.data.from_arrow(source).repartition(2)
+    distributed = clauses(raylake.merge_lake(ds, tables[1].uri, on="k")).execute()
+    assert (distributed.inserted, distributed.updated, distributed.deleted) == (
+        local.inserted, local.updated, local.deleted,
+    )  # fmt: skip
+    assert local.files_rewritten == distributed.files_rewritten == 3
+    assert tables[1].to_arrow().sort_by("k") == tables[0].to_arrow().sort_by("k")
+    assert [t.latest_snapshot().commit_kind for t in tables] == ["OVERWRITE"] * 2
+    twice = ray.data.from_arrow(pa.table({"k": [7, 7], "n": [1, 1], "s": ["x", "y"]}))
+    before = set((tmp_path / "ray" / "data").rglob("*"))
+    with pytest.raises(MergeCardinalityError):
+        raylake.merge_lake(twice, tables[1].uri, on="k").when_matched_delete().execute()
+    assert set((tmp_path / "ray" / "data").rglob("*")) == before

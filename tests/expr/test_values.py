@@ -1,0 +1,80 @@
+"""Merge expressions (raylake/expr/values.py): parsing, SQL null semantics, checked
+arithmetic, literals typed by the column beside them."""
+
+from __future__ import annotations
+
+import datetime
+
+import pyarrow as pa
+import pytest
+
+from raylake.errors import FilterError, FilterParseError
+from raylake.expr.values import (
+    Ref,
+    evaluate,
+    evaluate_condition,
+    parse_condition,
+    parse_value,
+    refs,
+)
+
+COLS = {
+    "t.n": pa.array([1, 2, None, 4], pa.int64()),
+    "s.n": pa.array([10, None, 30, 0], pa.int64()),
+    "t.v": pa.array([0.5, 1.5, 2.5, None], pa.float32()),
+    "t.d": pa.array([datetime.date(2024, 1, d) for d in (1, 2, 3, 4)]),
+    "s.b": pa.array([True, False, None, True]),
+}
+
+
+def value(text: str) -> list:
+    return evaluate(parse_value(text), COLS, 4).to_pylist()
+
+
+def cond(text: str) -> list:
+    return evaluate_condition(parse_condition(text), COLS, 4).to_pylist()
+
+
+def test_arithmetic_precedence_and_nulls() -> None:
+    assert value("t.n + s.n * 2") == [21, None, None, 4]
+    assert value("(t.n + 1) * -2") == [-4, -6, None, -10]
+    assert value("coalesce(s.n, t.n, 0) - 1") == [9, 1, 29, -1]
+    assert value("t.n / 2") == [0, 1, None, 2]  # integer division truncates
+    assert value("t.v + 1") == [1.5, 2.5, 3.5, None]
+    assert evaluate(parse_value("t.v + 1"), COLS, 4).type == pa.float32()
+
+
+def test_conditions_compare_columns_and_null_is_false() -> None:
+    assert cond("s.n > t.n") == [True, False, False, False]
+    assert cond("not (s.n > t.n)") == [False, False, False, True]  # not unknown: unknown
+    assert cond("s.b") == [True, False, False, True]
+    assert cond("t.n is null or s.n is null") == [False, True, True, False]
+    assert cond("t.n in (1, 4) and t.n between 2 and s.n") == [False, False, False, False]
+    assert cond("t.d < '2024-01-03'") == [True, True, False, False]
+    assert cond("t.n not in (1)") == [False, True, False, True]
+
+
+def test_refs_and_sides() -> None:
+    assert refs(parse_value("t.n + coalesce(s.x, 1)")) == {Ref("t", "n"), Ref("s", "x")}
+    with pytest.raises(FilterParseError, match=r"needs a qualifier: t\.n or s\.n"):
+        parse_value("n + 1")
+    with pytest.raises(FilterParseError, match="only columns of the target"):
+        parse_condition("s.n > 1", "t")
+    with pytest.raises(FilterParseError, match="unknown function"):
+        parse_value("sqrt(s.n)")
+    with pytest.raises(FilterParseError, match="after a complete expression"):
+        parse_value("s.n s.n")
+    with pytest.raises(FilterParseError, match="expected"):
+        parse_condition("s.n > ")
+
+
+def test_overflow_division_by_zero_and_types_are_errors() -> None:
+    big = {"t.n": pa.array([2**62]), "s.n": pa.array([0])}
+    with pytest.raises(FilterError, match="overflow"):
+        evaluate(parse_value("t.n * 4"), big, 1)
+    with pytest.raises(FilterError, match="divide by zero"):
+        evaluate(parse_value("t.n / s.n"), big, 1)
+    with pytest.raises(FilterError, match="not boolean"):
+        evaluate_condition(parse_condition("t.n + 1"), COLS, 4)
+    with pytest.raises(FilterError, match="cannot evaluate"):
+        evaluate(parse_value("t.d + 1"), COLS, 4)

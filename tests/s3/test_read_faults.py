@@ -1,0 +1,93 @@
+"""Data reads whose every try fails: after the retry bound the error names the
+operation, the object and the tries (StorageRetriesExhaustedError), not pyarrow's bare
+OSError; a missing object is still FileNotFoundError-like, never taken for transient."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import raylake
+from raylake.errors import StorageRetriesExhaustedError
+from raylake.io.read_errors import retries_exhausted
+from raylake.testing.faults import FaultPlan, FaultRule
+from raylake.testing.s3server import LocalS3Server
+
+SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.int64())])
+DATA_GET = {"operation": "GET", "path": r"/data/bucket-\d+/data-[0-9a-f]+\.parquet$"}
+
+
+@pytest.fixture
+def faulty(s3_server: LocalS3Server) -> Iterator[LocalS3Server]:
+    yield s3_server
+    s3_server.set_faults(None)
+
+
+def _rows(n: int) -> pa.Table:
+    return pa.table({"id": pa.array(range(n), pa.int64()), "v": pa.array([1] * n, pa.int64())})
+
+
+@pytest.mark.parametrize("kind", ["slowdown", "internal", "reset"])
+@pytest.mark.parametrize("table_kind", ["append", "primary key"])
+def test_a_data_read_failing_past_the_bound_names_the_object_and_the_tries(
+    faulty: LocalS3Server, storage_options: dict[str, Any], kind: str, table_kind: str
+) -> None:
+    options = {**storage_options, "raylake_retry": {"max_attempts": 3, "backoff_s": 0.01}}
+    uri = f"s3://{faulty.create_bucket()}/t"
+    pk: dict[str, Any] = {"primary_key": ["id"], "buckets": 1} if table_kind != "append" else {}
+    tbl = raylake.create_table(uri, SCHEMA, storage_options=options, **pk)
+    tbl.write(_rows(10))
+    tbl.write(_rows(5))  # a primary-key table then merges two files
+    reader = raylake.open_table(uri, storage_options=options)
+    faulty.set_faults(FaultPlan((FaultRule(kind, **DATA_GET),), seed=3))
+    with pytest.raises(StorageRetriesExhaustedError) as info:
+        reader.to_arrow()
+    injected = faulty.fault_stats()["injected"][kind]
+    faulty.set_faults(None)
+    error = info.value
+    assert error.operation.startswith("read") and error.attempts == 3
+    assert "/t/data/bucket-0/data-" in error.path and error.path.endswith(".parquet")
+    assert "after 3 tries" in str(error) and isinstance(error.__cause__, OSError)
+    assert injected >= 3  # pyarrow's client tried the bound, no more per request
+    # Reads again once the store answers: an append table holds both writes, a
+    # primary-key table the 10 keys.
+    assert reader.to_arrow().num_rows == (15 if table_kind == "append" else 10)
+
+
+def test_a_stream_read_failing_past_the_bound_is_named(
+    faulty: LocalS3Server, storage_options: dict[str, Any]
+) -> None:
+    options = {**storage_options, "raylake_retry": {"max_attempts": 2, "backoff_s": 0.01}}
+    uri = f"s3://{faulty.create_bucket()}/t"
+    tbl = raylake.create_table(uri, SCHEMA, storage_options=options)
+    tbl.write(_rows(10))
+    reader = tbl.stream(start="earliest", poll_interval=0)
+    plan = reader.poll()
+    assert plan is not None
+    faulty.set_faults(FaultPlan((FaultRule("internal", **DATA_GET),), seed=3))
+    with pytest.raises(StorageRetriesExhaustedError, match="after 2 tries"):
+        plan.to_arrow()
+    faulty.set_faults(None)
+    assert plan.to_arrow().num_rows == 10  # the same plan reads once the store answers
+
+
+def test_only_transient_store_errors_are_renamed() -> None:
+    slow = OSError(
+        "Could not open Parquet input source 'b/t/data/f.parquet': AWS Error SLOW_DOWN "
+        "during GetObject operation: Please reduce your request rate."
+    )
+    named = retries_exhausted(slow, 5)
+    assert named is not None and named.path == "b/t/data/f.parquet" and named.attempts == 5
+    assert named.operation == "read (GetObject)"
+    keyed = OSError(
+        "When reading information for key 't/data/f.parquet' in bucket 'b': AWS Error "
+        "NETWORK_CONNECTION during HeadObject operation: curlCode: 52"
+    )
+    assert retries_exhausted(keyed, 2).path == "b/t/data/f.parquet"  # type: ignore[union-attr]
+    denied = OSError("'b/k': AWS Error ACCESS_DENIED during GetObject operation: denied")
+    assert retries_exhausted(denied, 5) is None
+    assert retries_exhausted(FileNotFoundError("b/k"), 5) is None
+    assert retries_exhausted(OSError("Parquet magic bytes not found"), 5) is None

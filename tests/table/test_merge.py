@@ -1,0 +1,416 @@
+"""Table.merge: SQL MERGE semantics on append and primary-key tables, the files an
+append merge rewrites, retries after a concurrent commit, and input refused by name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+import raylake
+from raylake.errors import (
+    CommitConflictError,
+    FilterParseError,
+    MergeCardinalityError,
+    MergeError,
+    SchemaMismatchError,
+    UnknownColumnError,
+    UnsupportedOperationError,
+)
+from raylake.table import Table
+from raylake.table.merge import execute
+
+SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.int64(), nullable=False),
+        ("n", pa.int64()),
+        ("v", pa.float32()),
+        ("dt", pa.string()),
+    ]
+)
+
+
+def make(tmp_path: Path, kind: str, **kw: Any) -> Table:
+    pk = {"primary_key": ["id"]} if kind == "pk" else {}
+    return raylake.create_table(str(tmp_path / kind), SCHEMA, **pk, **kw)
+
+
+def rows(tbl: Table, snapshot_id: int | None = None) -> list[dict[str, Any]]:
+    return tbl.to_arrow(snapshot_id=snapshot_id).sort_by("id").to_pylist()
+
+
+def data(ids: list[int], n: list[Any], dt: str = "a") -> pa.Table:
+    return pa.table(
+        {"id": ids, "n": n, "v": [float(i) for i in ids], "dt": [dt] * len(ids)}, schema=SCHEMA
+    )
+
+
+def data_files(tbl: Table) -> set[str]:
+    root = Path(tbl.uri.removeprefix("file://"))
+    return {str(p.relative_to(root)) for p in (root / "data").rglob("*") if p.is_file()}
+
+
+@pytest.fixture(params=["append", "pk"])
+def kind(request: Any) -> str:
+    return str(request.param)
+
+
+def test_the_clauses_of_the_issue(tmp_path: Path, kind: str) -> None:
+    tbl = make(tmp_path, kind)
+    tbl.write(data([1, 2, 3, 4], [10, 20, 30, 40]))
+    source = pa.table(
+        {"id": [2, 3, 5], "n": [1, 2, 3], "v": [0.5, 0.5, 0.5], "deleted": [False, True, False]}
+    )
+    result = (
+        tbl.merge(source, on="id")
+        .when_matched_delete(predicate="s.deleted")
+        .when_matched_update({"n": "t.n + s.n", "v": "s.v"})
+        .when_not_matched_insert()
+        .when_not_matched_by_source_update({"n": "t.n * 2"}, predicate="t.id > 3")
+        .execute()
+    )
+    assert (result.inserted, result.updated, result.deleted) == (1, 2, 1)
+    assert result.snapshot_id == tbl.latest_snapshot().id == 2
+    assert [(r["id"], r["n"], r["v"], r["dt"]) for r in rows(tbl)] == [
+        (1, 10, 1.0, "a"),
+        (2, 21, 0.5, "a"),
+        (4, 80, 4.0, "a"),
+        (5, 3, 0.5, None),
+    ]
+    assert rows(tbl, 1) == data([1, 2, 3, 4], [10, 20, 30, 40]).to_pylist()
+
+
+def test_first_matching_clause_wins_and_null_predicates_are_false(
+    tmp_path: Path, kind: str
+) -> None:
+    tbl = make(tmp_path, kind)
+    tbl.write(data([1, 2, 3, 4], [10, 20, None, 40]))
+    source = pa.table({"id": [1, 2, 3, 4], "n": [5, 100, 7, 8]})
+    result = (
+        tbl.merge(source, on="id")
+        .when_matched_update({"n": "s.n"}, predicate="s.n > t.n")  # null t.n: not taken
+        .when_matched_delete(predicate="s.n > 7")
+        .when_matched_update({"n": "coalesce(t.n, 0) - 1"})
+        .execute()
+    )
+    assert (result.updated, result.deleted) == (3, 1)
+    assert [(r["id"], r["n"]) for r in rows(tbl)] == [(1, 9), (2, 100), (3, -1)]
+
+
+def test_sources_of_every_accepted_kind(tmp_path: Path, kind: str) -> None:
+    class Stream:
+        def __init__(self, table: pa.Table) -> None:
+            self.table = table
+
+        def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
+            return self.table.__arrow_c_stream__(requested_schema)
+
+    tbl = make(tmp_path, kind)
+    tbl.write(data([1, 2], [1, 2]))
+    sources = [
+        pd.DataFrame({"id": [1], "n": [10]}),
+        pa.RecordBatchReader.from_batches(
+            pa.schema([("id", pa.int64()), ("n", pa.int64())]),
+            [pa.record_batch({"id": [2], "n": [20]})],
+        ),
+        Stream(pa.table({"id": [3], "n": [30]})),
+    ]
+    for source in sources:
+        tbl.merge(source, on="id").when_matched_update().when_not_matched_insert().execute()
+    assert [(r["id"], r["n"]) for r in rows(tbl)] == [(1, 10), (2, 20), (3, 30)]
+
+
+def test_on_as_a_condition_with_a_residual(tmp_path: Path, kind: str) -> None:
+    tbl = make(tmp_path, kind)
+    tbl.write(data([1, 2, 3], [1, 2, 3]))
+    source = pa.table({"key": [1, 2, 3], "n": [10, 20, 30]})
+    result = (
+        tbl.merge(source, on="t.id = s.key and s.n >= 20")
+        .when_matched_update({"n": "s.n"})
+        .execute()
+    )
+    assert result.updated == 2
+    assert [r["n"] for r in rows(tbl)] == [1, 20, 30]
+
+
+def test_a_target_row_matched_twice_is_refused_before_anything_is_written(
+    tmp_path: Path, kind: str
+) -> None:
+    tbl = make(tmp_path, kind)
+    tbl.write(data([1, 2], [1, 2]))
+    before = data_files(tbl)
+    merge = tbl.merge(pa.table({"id": [2, 1, 2], "n": [5, 6, 7]}), on="id")
+    with pytest.raises(MergeCardinalityError, match=r"\{'id': 2\} matched 2 source rows"):
+        merge.when_matched_update().execute()
+    assert data_files(tbl) == before and tbl.latest_snapshot().id == 1
+    # Only inserts: duplicate source rows are each inserted (SQL), nothing matched twice.
+    tbl2 = make(tmp_path / "2", kind)
+    tbl2.merge(pa.table({"id": [7], "n": [1]}), on="id").when_not_matched_insert().execute()
+    assert tbl2.count() == 1
+
+
+def test_an_append_merge_rewrites_only_the_files_holding_changed_rows(tmp_path: Path) -> None:
+    tbl = make(tmp_path, "append", partition_by=["dt"])
+    for i in range(4):  # four files with disjoint key ranges, two partitions
+        tbl.write(data(list(range(i * 10, i * 10 + 10)), [0] * 10, dt="ab"[i % 2]))
+    before = data_files(tbl)
+    source = pa.table({"id": [21, 25, 100], "n": [1, 2, 3], "dt": ["a", "a", "b"]})
+    result = (
+        tbl.merge(source, on=["id", "dt"])
+        .when_matched_update({"n": "s.n"})
+        .when_not_matched_insert()
+        .execute()
+    )
+    assert (result.updated, result.inserted, result.files_rewritten) == (2, 1, 1)
+    snap = tbl.latest_snapshot()
+    assert snap.commit_kind == "OVERWRITE"
+    live = {p for s in tbl.scan().plan() for p in s.paths}
+    assert len(before - live) == 1 and len(live - before) == 2  # one rewritten, one insert
+    assert tbl.count() == 41 and tbl.count(filter="n > 0") == 3
+    # Streams and changes see the rewrite as an overwrite: the old rows out, new ones in.
+    changes = tbl.changes(snap.id - 1, include_row_kind=True).to_arrow()
+    assert changes.num_rows == 10 + 11
+
+
+def test_a_primary_key_merge_writes_only_changed_rows(tmp_path: Path) -> None:
+    tbl = make(tmp_path, "pk", buckets=4)
+    tbl.write(data(list(range(100)), list(range(100))))
+    source = pa.table({"id": [5, 6, 500], "n": [0, 0, 0]})
+    result = (
+        tbl.merge(source, on="id")
+        .when_matched_update({"n": "s.n"}, predicate="t.n > 5")
+        .when_not_matched_insert()
+        .execute()
+    )
+    assert (result.updated, result.inserted) == (1, 1)
+    changes = tbl.changes(1, include_row_kind=True).to_arrow().sort_by("id")
+    assert list(zip(changes["id"].to_pylist(), changes["_rl_kind"].to_pylist())) == [
+        (6, "-U"),
+        (6, "+U"),
+        (500, "+I"),
+    ]
+    written = sum(f.row_count for f in _added_files(tbl))
+    assert written == 2
+
+
+def _added_files(tbl: Table) -> list[Any]:
+    from raylake.format.manifest import ADD, data_files_from_table, read_entries
+
+    snap = tbl.latest_snapshot()
+    entries = read_entries(tbl.file_io, snap.delta_manifests, tbl.table_schema)
+    added = entries.filter(pc.equal(entries["kind"], ADD))
+    return data_files_from_table(added, tbl.table_schema)
+
+
+def _commit_meanwhile(monkeypatch: Any, tbl: Table, times: int, write: Any) -> list[int]:
+    """Make another writer commit (for real) after the merge read and wrote, just
+    before it commits, on its first ``times`` attempts."""
+    real = execute._commit
+    calls: list[int] = []
+
+    def commit(*args: Any) -> Any:
+        calls.append(1)
+        if len(calls) <= times:
+            write(raylake.open_table(tbl.uri))
+        return real(*args)
+
+    monkeypatch.setattr(execute, "_commit", commit)
+    return calls
+
+
+def test_a_concurrent_change_to_what_the_merge_read_makes_it_retry(
+    tmp_path: Path, kind: str, monkeypatch: Any
+) -> None:
+    tbl = make(tmp_path, kind)
+    tbl.write(data([1, 2], [1, 2]))
+
+    def other(t: Table) -> None:  # changes the row the merge updates
+        if t.is_primary_key_table:
+            t.write(data([1], [100]))
+        else:
+            t.write(data([1, 2], [100, 2]), mode="overwrite")
+
+    calls = _commit_meanwhile(monkeypatch, tbl, 1, other)
+    result = (
+        tbl.merge(pa.table({"id": [1], "n": [1]}), on="id")
+        .when_matched_update({"n": "t.n + s.n"})
+        .execute()
+    )
+    assert result.attempts == 2 and len(calls) == 2
+    assert [(r["id"], r["n"]) for r in rows(tbl)] == [(1, 101), (2, 2)]
+
+
+def test_a_concurrent_write_elsewhere_needs_no_retry(
+    tmp_path: Path, kind: str, monkeypatch: Any
+) -> None:
+    tbl = make(tmp_path, kind, buckets=4) if kind == "pk" else make(tmp_path, kind)
+    tbl.write(data([1], [1]))
+
+    def other(t: Table) -> None:  # an append of other keys (other buckets for these keys)
+        t.write(data([3], [3]))
+
+    _commit_meanwhile(monkeypatch, tbl, 1, other)
+    result = tbl.merge(pa.table({"id": [1], "n": [5]}), on="id").when_matched_update().execute()
+    from raylake.table.pk.bucket import bucket_ids
+
+    if kind == "pk" and bucket_ids([pa.array([1])], 4)[0] == bucket_ids([pa.array([3])], 4)[0]:
+        pytest.skip("keys 1 and 3 share a bucket")
+    assert result.attempts == 1
+    assert [(r["id"], r["n"]) for r in rows(tbl)] == [(1, 5), (3, 3)]
+
+
+def test_conflicts_past_the_retries_raise_and_leave_no_files(
+    tmp_path: Path, kind: str, monkeypatch: Any
+) -> None:
+    tbl = make(tmp_path, kind)
+    tbl.write(data([1, 2], [1, 2]))
+    counter = iter(range(100, 200))
+
+    def other(t: Table) -> None:
+        if t.is_primary_key_table:
+            t.write(data([1], [next(counter)]))
+        else:
+            t.write(data([1, 2], [next(counter), 2]), mode="overwrite")
+
+    _commit_meanwhile(monkeypatch, tbl, execute.MAX_ATTEMPTS, other)
+    merge = tbl.merge(pa.table({"id": [1, 9], "n": [1, 9]}), on="id")
+    merge.when_matched_update().when_not_matched_insert()
+    before_other = data_files(tbl)
+    with pytest.raises(CommitConflictError, match=r"the merge read|removed by a concurrent"):
+        merge.execute()
+    others = {p for s in tbl.scan().plan() for p in s.paths}
+    leftover = data_files(tbl) - before_other - others
+    # What the other writer replaced stays until expiry; nothing the merge wrote is left.
+    assert all(p in {q for s in tbl.snapshots() for q in _paths_of(tbl, s)} for p in leftover)
+    assert 9 not in tbl.to_arrow().column("id").to_pylist()
+
+
+def _paths_of(tbl: Table, snap: Any) -> set[str]:
+    return {p for s in tbl.scan(snapshot_id=snap.id).plan() for p in s.paths}
+
+
+def test_schema_mode_merge_adds_the_sources_new_columns(tmp_path: Path, kind: str) -> None:
+    tbl = make(tmp_path, kind)
+    tbl.write(data([1, 2], [1, 2]))
+    source = pa.table({"id": [2, 3], "n": [20, 30], "label": ["x", "y"]})
+    with pytest.raises(UnknownColumnError):
+        tbl.merge(source, on="id").when_matched_update({"label": "s.label"}).execute()
+    tbl.merge(
+        source, on="id", schema_mode="merge"
+    ).when_matched_update().when_not_matched_insert().execute()
+    assert tbl.schema.names == [*SCHEMA.names, "label"]
+    assert [(r["id"], r["n"], r["label"]) for r in rows(tbl)] == [
+        (1, 1, None),
+        (2, 20, "x"),
+        (3, 30, "y"),
+    ]
+
+
+def test_expressions_literals_and_types(tmp_path: Path, kind: str) -> None:
+    tbl = make(tmp_path, kind)
+    tbl.write(data([1, 2, 3], [10, 20, 30]))
+    source = pa.table({"id": [1, 2, 3, 4], "w": [2.5, None, 1.0, 4.0]})
+    (
+        tbl.merge(source, on="t.id = s.id")
+        .when_matched_update({"v": "t.v * coalesce(s.w, 1) + 1", "n": "t.n / 3", "dt": "'z'"})
+        .when_not_matched_insert({"id": "s.id", "n": 7, "dt": None}, predicate="s.w in (4.0)")
+        .execute()
+    )
+    got = [(r["id"], r["n"], r["v"], r["dt"]) for r in rows(tbl)]
+    assert got == [(1, 3, 3.5, "z"), (2, 6, 3.0, "z"), (3, 10, 4.0, "z"), (4, 7, None, None)]
+
+
+@pytest.mark.parametrize(
+    ("build", "error", "match"),
+    [
+        (lambda m: m, MergeError, "at least one clause"),
+        (lambda m: m.when_matched_update({"nope": "s.n"}), UnknownColumnError, "nope"),
+        (lambda m: m.when_matched_update({"n": "s.nope"}), UnknownColumnError, "s.nope"),
+        (lambda m: m.when_matched_delete(predicate="t.nope > 1"), UnknownColumnError, "t.nope"),
+        (lambda m: m.when_matched_update({"n": "s.dt"}), SchemaMismatchError, "'n'"),
+        (lambda m: m.when_matched_update({"n": "s.n"}, predicate="s.n"), Exception, "boolean"),
+        (lambda m: m.when_matched_update({"dt": "s.n"}), MergeError, "partition column 'dt'"),
+    ],
+)
+def test_bad_clauses_are_refused_before_any_work(
+    tmp_path: Path, build: Any, error: type, match: str
+) -> None:
+    tbl = make(tmp_path, "append", partition_by=["dt"])
+    tbl.write(data([1], [1]))
+    with pytest.raises(error, match=match):
+        build(tbl.merge(pa.table({"id": [1], "n": [2], "dt": ["a"]}), on="id")).execute()
+    assert tbl.latest_snapshot().id == 1
+
+
+def test_bad_on_and_sources_are_refused(tmp_path: Path) -> None:
+    tbl = make(tmp_path, "pk")
+    tbl.write(data([1], [1]))
+    src = pa.table({"id": [1], "n": [2]})
+    with pytest.raises(UnknownColumnError, match="key"):
+        tbl.merge(src, on="key").when_matched_update().execute()
+    with pytest.raises(UnknownColumnError, match=r"s\.nope"):
+        tbl.merge(src, on="t.id = s.nope").when_matched_update().execute()
+    with pytest.raises(MergeError, match="no equality"):
+        tbl.merge(src, on="t.id > s.id").when_matched_update().execute()
+    with pytest.raises(SchemaMismatchError, match="'id'"):
+        tbl.merge(pa.table({"id": ["x"]}), on="id").when_matched_delete().execute()
+    with pytest.raises(MergeError, match="primary-key column 'id'"):
+        tbl.merge(src, on="id").when_matched_update({"id": "s.id + 1"}).execute()
+    with pytest.raises(FilterParseError, match="needs a qualifier"):
+        tbl.merge(src, on="id").when_matched_update({"n": "n + 1"})
+    with pytest.raises(FilterParseError, match="only columns of the source"):
+        tbl.merge(src, on="id").when_not_matched_insert(predicate="t.n > 1")
+    with pytest.raises(FilterParseError, match="unknown function"):
+        tbl.merge(src, on="id").when_matched_update({"n": "abs(s.n)"})
+    assert tbl.latest_snapshot().id == 1
+
+
+def test_other_merge_engines_are_refused(tmp_path: Path) -> None:
+    tbl = make(tmp_path, "pk", options={"merge-engine": "partial-update"})
+    with pytest.raises(UnsupportedOperationError, match="partial-update"):
+        tbl.merge(pa.table({"id": [1]}), on="id").when_not_matched_insert().execute()
+
+
+def test_a_merge_into_an_empty_table_inserts(tmp_path: Path, kind: str) -> None:
+    tbl = make(tmp_path, kind)
+    result = (
+        tbl.merge(data([1, 2], [1, 2]), on="id")
+        .when_matched_delete()
+        .when_not_matched_insert()
+        .execute()
+    )
+    assert (result.inserted, result.snapshot_id) == (2, 1)
+    nothing = tbl.merge(data([9], [9]), on="id").when_matched_delete().execute()
+    assert (nothing.deleted, nothing.snapshot_id) == (0, 1)
+
+
+def test_streams_expiration_and_the_cli_see_a_merge_like_any_commit(
+    tmp_path: Path, kind: str
+) -> None:
+    tbl = make(tmp_path, kind)
+    tbl.write(data([1, 2, 3], [1, 2, 3]))
+    reader = tbl.stream(start="latest-new", include_row_kind=True)
+    merged = (
+        tbl.merge(pa.table({"id": [2, 9], "n": [20, 90]}), on="id")
+        .when_matched_update()
+        .when_not_matched_insert()
+        .execute()
+    )
+    plan = reader.poll()
+    assert plan is not None and plan.snapshot_id == merged.snapshot_id
+    got = plan.to_arrow()
+    if kind == "pk":  # the merge's changes, row by row
+        pairs = sorted(zip(got["id"].to_pylist(), got["_rl_kind"].to_pylist()))
+        assert pairs == sorted([(2, "-U"), (2, "+U"), (9, "+I")])
+    else:  # the rewritten file appears as an overwrite: the table as it now is
+        assert plan.commit_kind == "OVERWRITE"
+        assert sorted(got["id"].to_pylist()) == [1, 2, 3, 9]
+    tbl.expire_snapshots(retain_last=1)
+    assert [(r["id"], r["n"]) for r in rows(tbl)] == [(1, 1), (2, 20), (3, 3), (9, 90)]
+    from raylake.cli import main
+
+    assert main(["snapshots", tbl.uri]) == 0
