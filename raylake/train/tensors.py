@@ -14,7 +14,7 @@ from raylake.errors import UnsupportedOperationError
 from raylake.train.convert import FEATURES, FEATURES_T, FillNull, Layout
 from raylake.train.device import backend_for, pin_wanted
 from raylake.train.loader import Transform
-from raylake.train.setup import BatchSpec, structure
+from raylake.train.setup import BatchSpec, structure, structures
 from raylake.train.stream import Block
 from raylake.train.windows import DEFAULT_FEED_BYTES, Tensors, TorchFeed
 
@@ -127,7 +127,7 @@ class TensorBatches:
         layout = self.layout
         return TorchFeed(
             self.tensor_dict,
-            lambda tensors: structure(layout, tensors),
+            lambda runs: structures(layout, runs),
             self.transform,
             backend,
             pin_wanted(self.pin_memory, backend),
