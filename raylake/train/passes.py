@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator
 from typing import Any, Protocol
 
-from raylake.train.stats import FeedRecorder
+from raylake.train.stats import FeedRecorder, FeedStats
 from raylake.train.stream import Block, cut
 
 
@@ -113,6 +113,10 @@ class Pass(Iterator[Any]):
         self.taken.batches += 1  # counted before the caller has it, as StatefulDataLoader expects
         self._recorder.waited(start, rows)
         return batch
+
+    def stats(self) -> FeedStats:
+        """How this pass fed its consumer so far (raylake/train/stats.py)."""
+        return self._recorder.snapshot()
 
     def close(self) -> None:
         stages, self._stages = self._stages, []

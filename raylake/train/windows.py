@@ -265,17 +265,16 @@ def cut_windows(
                     total += want
                 else:
                     want = None
-                end = off + total
+                start, off = off, off + total  # counted as delivered once handed out
                 if len(run) == 1:
-                    yield {k: (t[off:end],) for k, t in cur.items()}, run
+                    yield {k: (t[start:off],) for k, t in cur.items()}, run
                 else:
-                    yield {k: t[off:end].split(run) for k, t in cur.items()}, run
-                off = end
+                    yield {k: t[start:off].split(run) for k, t in cur.items()}, run
                 continue
             parts = [{k: t[off:n] for k, t in cur.items()}] if off < n else []
             need = want - (n - off)
             while need > 0:
-                _finish(current, off, recorder)
+                _finish(current, n, recorder)  # its rows up to the end were handed out
                 current = None
                 current = next(source, None)
                 if current is None:
@@ -343,8 +342,9 @@ class TorchFeed:
         pin: bool,
         feed_bytes: int,
         prefetch: int,
+        recorder: FeedRecorder | None = None,
     ) -> None:
-        self.recorder = FeedRecorder()
+        self.recorder = FeedRecorder() if recorder is None else recorder
         self.backend = backend
         self.device_layout = backend is not None
         self.to_tensors = to_tensors

@@ -192,10 +192,11 @@ def test_closing_a_pass_closes_every_stage_even_while_others_hold_them() -> None
     assert all(stage.closed for stage in held)
 
 
+@pytest.mark.parametrize("batch_size", [16, 24])  # 24: batches straddle windows of 64
 def test_stats_describe_the_pass(
-    append_table: raylake.Table, simulated: list[SimulatedDevice]
+    append_table: raylake.Table, simulated: list[SimulatedDevice], batch_size: int
 ) -> None:
-    ds = make(append_table, batch_size=16, device="cuda", shuffle=True)
+    ds = make(append_table, batch_size=batch_size, device="cuda", shuffle=True)
     assert ds.stats() == FeedStats()  # nothing read yet
     it = iter(ds)
     next(it)
