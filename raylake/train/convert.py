@@ -308,6 +308,20 @@ class Converter:
                 row += k
             j += width
 
+    def gather(self, block: dict[str, np.ndarray], picked: np.ndarray) -> dict[str, np.ndarray]:
+        """The rows ``picked`` of a converted window, in that order (a shuffled window's
+        part). Stacked features are gathered into memory of an earlier window that
+        nothing refers to any more (``_stacked``), as stacking does."""
+        out: dict[str, np.ndarray] = {}
+        for name, values in block.items():
+            if name == FEATURES and values.ndim == 2 and values.dtype == self.features_dtype:
+                dest = self._stacked(len(picked))
+                # "clip": the positions are a permutation's (valid); "raise" buffers a copy
+                out[name] = np.take(values, picked, axis=0, out=dest, mode="clip")
+            else:  # np.take gathers rows about 3x faster than values[picked]
+                out[name] = np.take(values, picked, axis=1 if name == FEATURES_T else 0)
+        return out
+
     def columns_first(
         self, table: pa.Table, out: FeaturesOut | None = None
     ) -> dict[str, np.ndarray]:

@@ -203,6 +203,7 @@ class ShardedLoader:
             observe=feed.recorder.piece_taken,
             gather_late=feed.device_layout,
             convert_once=convert_once,
+            gather=self.converter.gather,
         )
         segments, sizes = segments_and_sizes(own)
         chunks = reader.chunks(segments)

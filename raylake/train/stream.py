@@ -45,7 +45,9 @@ class WindowReader:
         observe: Callable[[float, bool], None] | None = None,
         gather_late: bool = False,
         convert_once: Callable[[pa.Table], Block] | None = None,
+        gather: Callable[[Block, np.ndarray], Block] | None = None,
     ) -> None:
+        self.gather = _gather if gather is None else gather
         self.source = source
         # For rows converted for one use only (not kept for a later part of their
         # window): it may write them where the next stage wants them (a pinned slot).
@@ -139,11 +141,8 @@ class WindowReader:
         picked = perm[lo - base : hi - base]
         if self.gather_late and len(picked) == len(perm):  # a whole window: gathered later
             return {**block, ORDER: perm}
-        with self._slots:  # np.take gathers rows about 3x faster than values[picked]
-            return {
-                name: np.take(values, picked, axis=1 if name == FEATURES_T else 0)
-                for name, values in block.items()
-            }
+        with self._slots:
+            return self.gather(block, picked)
 
     def chunks(self, segments: Iterable[Interval]) -> Iterator[Block]:
         """The rows of ``segments`` (positions, in the order given), one window part at a time.
@@ -178,6 +177,15 @@ class WindowReader:
         finally:
             self._reads = None
             reads.close()
+
+
+def _gather(block: Block, picked: np.ndarray) -> Block:
+    """The rows ``picked`` of a converted window (np.take: about 3x faster than
+    ``values[picked]``)."""
+    return {
+        name: np.take(values, picked, axis=1 if name == FEATURES_T else 0)
+        for name, values in block.items()
+    }
 
 
 def segments_of(batches: Iterable[Batch]) -> Iterator[Interval]:

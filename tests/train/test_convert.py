@@ -290,3 +290,26 @@ def test_stacked_windows_reuse_memory_only_when_no_batch_refers_to_it() -> None:
     again = to_tensor(converter(window(8.0))[FEATURES])
     assert again.data_ptr() in pointers and bool((again == 8.0).all())
     assert kept.data_ptr() not in pointers and bool((kept == 1.0).all())
+
+
+def test_gathered_windows_reuse_memory_like_stacked_ones() -> None:
+    """A shuffled window's part is gathered into pooled memory; the rows are the ones
+    asked for, in that order, and a batch kept alive keeps its values."""
+    from raylake.train.convert import FEATURES, Converter, Layout
+
+    schema = pa.schema([("a", pa.float32()), ("b", pa.float32()), ("label", pa.int32())])
+    layout = Layout.of(schema, columns=None, feature_columns=["a", "b"], label_column="label")
+    converter = Converter(schema, layout, target="torch tensors")
+    n = 100
+    values = np.arange(n, dtype=np.float32)
+    table = pa.table({"a": values, "b": -values, "label": pa.array(np.arange(n, dtype=np.int32))})
+    block = converter(table)
+    picked = np.random.default_rng(0).permutation(n)[:60]
+    kept = to_tensor(converter.gather(block, picked)[FEATURES])
+    for _ in range(6):  # more gathers than the pool keeps
+        again = converter.gather(block, picked[::-1].copy())
+        assert np.array_equal(again[FEATURES][:, 0], picked[::-1])
+        assert np.array_equal(again["label"], picked[::-1])
+    assert np.array_equal(kept[:, 0].numpy(), picked) and np.array_equal(
+        kept[:, 1].numpy(), -picked
+    )
