@@ -6,7 +6,8 @@ warm-up read; wall and CPU time). With ``--loader`` each process instead times e
 of ``LakeIterableDataset`` in-process (batches of ``--batch-size`` of bench/_synthetic.py's
 16 features stacked and the label; ``plain`` and ``shuffled``, one process each, so
 that each reports its own peak RSS), and a third process per round times the
-pyarrow -> torch loop over the same files (bench/gpu.py's baseline). Alternating whole processes keeps both trees under
+pyarrow -> torch loop over the same files (bench/gpu.py's baseline); ``--modes tf``
+times epochs of ``to_tf_dataset`` instead. Alternating whole processes keeps both trees under
 the same machine state; the summary gives each table's median over the rounds and the
 after/before ratio of the medians, and each round's own ratio.
 
@@ -48,7 +49,7 @@ def child(uris: list[str], repeat: int) -> None:
     print(json.dumps(out))
 
 
-LOADER_MODES = ("plain", "shuffled", "pyarrow")
+LOADER_MODES = ("plain", "shuffled", "pyarrow", "tf")
 
 
 def loader_child(uri: str, mode: str, repeat: int, batch_size: int) -> None:
@@ -74,6 +75,13 @@ def loader_child(uri: str, mode: str, repeat: int, batch_size: int) -> None:
                 y = torch.from_numpy(b.column("label").to_numpy(zero_copy_only=False).copy())
                 n += len(y) + 0 * len(x)
             return n
+    elif mode == "tf":
+        from raylake.train.tf import to_tf_dataset
+
+        tf_ds = to_tf_dataset(tbl, FEATURES, "label", batch_size=batch_size, shuffle=False)
+
+        def epoch() -> int:
+            return sum(len(y) for _, y in tf_ds)
     else:
         ds = LakeIterableDataset(
             tbl, feature_columns=FEATURES, label_column="label", batch_size=batch_size,
@@ -102,14 +110,17 @@ def loader_main(args: argparse.Namespace) -> None:
     """Rounds of (before, after) per mode, and the pyarrow -> torch baseline."""
     uri = args.uris[0]
     got: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    modes = args.modes.split(",")
     for r in range(args.rounds):
-        for mode in LOADER_MODES:
+        for mode in modes:
             sides = ("after",) if mode == "pyarrow" else ("before", "after")
             for side in sides:
                 extra = ["--loader", "--mode", mode, "--batch-size", str(args.batch_size)]
                 got.setdefault((side, mode), []).append(
                     run(getattr(args, side), [uri], args.repeat, extra)
                 )
+        if not {"plain", "shuffled", "pyarrow"} <= set(modes):
+            continue
         base = got["after", "pyarrow"][r]["wall"]
         line = "  ".join(
             f"{mode} {got['before', mode][r]['wall'] / got['after', mode][r]['wall']:.2f}x old, "
@@ -118,7 +129,7 @@ def loader_main(args: argparse.Namespace) -> None:
         )
         shuf = got["after", "plain"][r]["wall"] / got["after", "shuffled"][r]["wall"]
         print(f"round {r + 1}: {line}  shuffled/plain {shuf:.2f}x", flush=True)
-    rows = got["after", "plain"][0]["rows"]
+    rows = next(iter(got.values()))[0]["rows"]
     print(f"\n{'':<22}{'rows/s (range)':>24}{'CPU s/epoch':>16}{'peak RSS MB':>14}")
     for (side, mode), runs in sorted(got.items()):
         rates = sorted(rows / x["wall"] / 1e6 for x in runs)
@@ -144,6 +155,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--loader", action="store_true", help="time LakeIterableDataset epochs")
     parser.add_argument("--batch-size", type=int, default=1024)
+    parser.add_argument(
+        "--modes", default="plain,shuffled,pyarrow", help="of plain, shuffled, pyarrow, tf"
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--mode", choices=LOADER_MODES, help=argparse.SUPPRESS)
     args = parser.parse_args()
