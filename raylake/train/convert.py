@@ -37,6 +37,7 @@ FeaturesOut = Callable[[tuple[int, int], np.dtype], "np.ndarray | None"]
 _STACK_ROWS = 1 << 16  # rows stacked through the scratch array at a time, at most
 _STACK_BYTES = 512 << 10  # the scratch block's size: it stays in a core's cache
 _KEPT_WINDOWS = 4  # stacked windows' memory kept for reuse, per converting thread
+_KEPT_BYTES = 32 << 20  # larger windows are not kept (their page faults are a smaller share)
 _TS_TO_MS = {"s": (1000, 1), "ms": (1, 1), "us": (1, 1000), "ns": (1, 1_000_000)}
 
 
@@ -218,8 +219,10 @@ class Converter:
 
         A window's batches are views of it (torch tensors over its memory hold a
         reference to the array), so an array that only this pool refers to is not seen
-        by anyone: reusing it saves the page faults of fresh memory (a third of the
-        stacking's time on a 2-core host).
+        by anyone: reusing it saves the page faults of fresh memory (the kernel zeroes
+        every fresh page; docs/benchmarks.md, "Second pass on the CPU epoch"). The pool
+        is the converting thread's (a pass's), at most ``_KEPT_WINDOWS`` arrays of at
+        most ``_KEPT_BYTES`` each.
         """
         kept: list[np.ndarray] | None = getattr(self._local, "kept", None)
         if kept is None:
@@ -229,6 +232,8 @@ class Converter:
             if sys.getrefcount(kept[i]) == 2 and len(kept[i]) >= n:
                 return kept[i][:n]
         fresh = np.empty((n, self.features_width), dtype=self.features_dtype)
+        if fresh.nbytes > _KEPT_BYTES:
+            return fresh
         if len(kept) < _KEPT_WINDOWS:
             kept.append(fresh)
         else:  # the oldest goes (it lives on while batches refer to it)

@@ -313,3 +313,18 @@ def test_gathered_windows_reuse_memory_like_stacked_ones() -> None:
     assert np.array_equal(kept[:, 0].numpy(), picked) and np.array_equal(
         kept[:, 1].numpy(), -picked
     )
+
+
+def test_windows_larger_than_the_cap_are_not_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    from raylake.train import convert
+    from raylake.train.convert import FEATURES, Converter, Layout
+
+    monkeypatch.setattr(convert, "_KEPT_BYTES", 1000)
+    schema = pa.schema([("a", pa.float32()), ("b", pa.float32())])
+    layout = Layout.of(schema, columns=None, feature_columns=["a", "b"], label_column=None)
+    converter = Converter(schema, layout, target="torch tensors")
+    small, large = (pa.table({"a": np.ones(n, np.float32), "b": np.ones(n, np.float32)})
+                    for n in (100, 200))  # fmt: skip
+    assert converter(small)[FEATURES].shape == (100, 2)  # 800 bytes: kept
+    assert converter(large)[FEATURES].shape == (200, 2)  # 1600 bytes: not kept
+    assert [a.nbytes for a in converter._local.kept] == [800]
