@@ -235,7 +235,11 @@ class FileIO:
         pyarrow's native client where it has one (local files, S3), else fsspec wrapped."""
         if self._arrow_fs is None:
             if self.is_local:
-                arrow_fs: pafs.FileSystem = pafs.LocalFileSystem()
+                # Data files are memory-mapped: a read is then no copy out of the page
+                # cache into fresh memory (the kernel zeroes every fresh page first), about
+                # a sixth of the CPU of decoding a table of PLAIN float columns
+                # (docs/benchmarks.md, issue 28). Data files are immutable once written.
+                arrow_fs: pafs.FileSystem = pafs.LocalFileSystem(use_mmap=True)
             else:
                 native = native_filesystem(self.protocol, self.client_options(), self.root)
                 arrow_fs = native or pafs.PyFileSystem(pafs.FSSpecHandler(self.fs))
