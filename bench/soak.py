@@ -404,7 +404,8 @@ def _check_consumers(tables: dict[str, tuple[str, dict[str, Any]]], out: dict[st
         ids = {s.id for s in tbl.snapshots()}
         for consumer in tbl.consumers():
             wanted = consumer.next_snapshot_id
-            if wanted not in ids and not (latest and wanted == latest.id + 1):
+            # The next snapshot is not expired, it is yet to come (the first, if none).
+            if wanted not in ids and wanted != (latest.id if latest else 0) + 1:
                 out["failures"].append(f"{name}: consumer {consumer.consumer_id}'s "
                                        f"snapshot {wanted} was expired")  # fmt: skip
 
