@@ -36,6 +36,7 @@ from raylake.io import retry
 from raylake.io.create import UNREADABLE, create_checked, link_create, replace_write
 from raylake.io.credentials import StorageOptions
 from raylake.io.native import S3_PROTOCOLS, native_filesystem
+from raylake.io.read_errors import RetriedReads
 from raylake.io.retry import RetryPolicy, call_with_retries
 
 logger = logging.getLogger(__name__)
@@ -242,15 +243,20 @@ class FileIO:
                 arrow_fs: pafs.FileSystem = pafs.LocalFileSystem(use_mmap=True)
             else:
                 native = native_filesystem(self.protocol, self.client_options(), self.root)
-                arrow_fs = native or pafs.PyFileSystem(pafs.FSSpecHandler(self.fs))
+                arrow_fs = native or pafs.PyFileSystem(RetriedReads(self.fs, *self._tries()))
             self._arrow_fs = arrow_fs
         return self._arrow_fs
 
     # -- reads ---------------------------------------------------------------------------
 
+    def _tries(self) -> tuple[RetryPolicy, int]:
+        """The retry policy, and how many tries FileIO makes itself (1 where the client
+        retries by itself)."""
+        return self.retry_policy, 1 if self.client_retries else self.retry_policy.max_attempts
+
     def _call(self, operation: str, rel: str, fn: Callable[[], T]) -> T:
-        attempts = 1 if self.client_retries else self.retry_policy.max_attempts
-        return call_with_retries(fn, self.retry_policy, operation, self.full_path(rel), attempts)
+        policy, attempts = self._tries()
+        return call_with_retries(fn, policy, operation, self.full_path(rel), attempts)
 
     def read_bytes(self, rel: str) -> bytes:
         # start=0 makes it one ranged GET on object stores: without it s3fs first asks
