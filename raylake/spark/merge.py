@@ -118,10 +118,13 @@ class SparkMerger(TableMerger):
                 broadcast_credentials(sc, tbl.file_io),
             )
             try:
-                if source is None:
-                    result = _merge_primary_key(self._df, tbl, snap, job)
-                else:
-                    result = _merge_append(self._df, tbl, snap, job, source)
+                try:
+                    if source is None:
+                        result = _merge_primary_key(self._df, tbl, snap, job)
+                    else:
+                        result = _merge_append(self._df, tbl, snap, job, source)
+                finally:
+                    destroy(job.credentials)
             except CommitConflictError:
                 if attempt == MAX_ATTEMPTS:
                     raise
@@ -136,10 +139,7 @@ class SparkMerger(TableMerger):
 def _merge_primary_key(df: DataFrame, tbl: Any, snap: Any, job: _MergeJob) -> MergeResult:
     from raylake.table.merge.execute import commit_primary_key_parts
 
-    try:
-        parts = _run(df, job)
-    finally:
-        destroy(job.credentials)
+    parts = _run(df, job)
     _delete_job_files(job, _kept(parts))  # discarded task attempts
     return commit_primary_key_parts(tbl, snap, parts)
 
@@ -166,9 +166,6 @@ def _merge_append(
             parts = _latest_attempts(rows.collect())
         finally:
             destroy(shared)
-            destroy(job.credentials)
-    else:
-        destroy(job.credentials)
     _delete_job_files(job, _kept(parts))  # discarded task attempts
     return finish_append(
         tbl, snap, files, parts, source, job.on, job.clauses, file_prefix=f"{job.prefix}-driver"
