@@ -127,10 +127,11 @@ class LakeMapDataset(Dataset):
             for key, values in block.items():
                 if key not in out:
                     out[key] = np.empty((idx.size, *values.shape[1:]), dtype=values.dtype)
+                # "clip": the indices were checked above ("raise" buffers a copy)
                 if len(where) == idx.size:  # one piece: straight into place, in order
-                    np.take(values, local, axis=0, out=out[key])
+                    np.take(values, local, axis=0, out=out[key], mode="clip")
                 else:
-                    out[key][where] = np.take(values, local, axis=0)
+                    out[key][where] = np.take(values, local, axis=0, mode="clip")
         if not out:  # no indices: empty arrays of the right types
             empty = self._converter(self._source.schema.empty_table())
             out = {k: v[:0] for k, v in empty.items()}
