@@ -3,7 +3,8 @@ the code before a change against the code after, alternately, in one run.
 
 Each round runs one process per (tree, collate): the tree before with the default
 collate (samples, then stacked again), the tree after with the default collate and
-with ``collate_fn=LakeMapDataset.collate`` (the gathered batch as it is). Each process
+with ``collate_fn=LakeMapDataset.collate`` (the gathered batch as it is), and for
+reference ``ds[list]`` under ``BatchSampler`` with ``batch_size=None``. Each process
 decodes every piece once (the cache holds the table, as random access wants), then
 times ``--batches`` batches of a seeded RandomSampler, best of ``--repeat`` passes,
 wall and CPU seconds. The summary gives ranges over the rounds and each round's
@@ -24,7 +25,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-SIDES = (("before", "default"), ("after", "default"), ("after", "collate"))
+SIDES = (
+    ("before", "default"),
+    ("after", "default"),
+    ("after", "collate"),
+    ("after", "batched"),  # ds[list] under a BatchSampler, batch_size=None: for reference
+)
 
 
 def child(uri: str, collate: str, batches: int, batch_size: int, repeat: int) -> None:
@@ -32,7 +38,7 @@ def child(uri: str, collate: str, batches: int, batch_size: int, repeat: int) ->
     import numpy as np
     import torch
     from _synthetic import FEATURES
-    from torch.utils.data import DataLoader, RandomSampler
+    from torch.utils.data import BatchSampler, DataLoader, RandomSampler
 
     import raylake
     from raylake.train.torch import LakeMapDataset
@@ -43,7 +49,11 @@ def child(uri: str, collate: str, batches: int, batch_size: int, repeat: int) ->
 
     def one_pass(seed: int) -> int:
         sampler = RandomSampler(ds, generator=torch.Generator().manual_seed(seed))
-        loader = DataLoader(ds, batch_size=batch_size, sampler=sampler, **extra)
+        if collate == "batched":
+            batches_of = BatchSampler(sampler, batch_size, False)
+            loader = DataLoader(ds, sampler=batches_of, batch_size=None)
+        else:
+            loader = DataLoader(ds, batch_size=batch_size, sampler=sampler, **extra)
         n = 0
         for k, (_, label) in enumerate(loader):
             n += len(label)
@@ -82,7 +92,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--batches", type=int, default=200)
     parser.add_argument("--batch-size", type=int, default=1024)
-    parser.add_argument("--child", choices=("default", "collate"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--child", choices=("default", "collate", "batched"), help=argparse.SUPPRESS
+    )
     parser.add_argument("--uri", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
