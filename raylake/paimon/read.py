@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 from raylake.errors import UnsupportedPaimonError
 from raylake.expr import AlwaysTrue, Expr, filter_on_columns, referenced_columns, to_arrow
 from raylake.paimon.avro_data import read_avro
+from raylake.paimon.blob import read_blob
 from raylake.paimon.casts import column_caster
 from raylake.paimon.deletion import deleted_positions, keep_mask
 from raylake.paimon.meta import PaimonFileSlice, PaimonInfo, PaimonTableSchema
@@ -123,6 +124,8 @@ def _read_raw(ctx: Any, f: PaimonFileSlice, columns: list[str], dictionary: bool
     fs = ctx.file_io.arrow_filesystem()
     path = ctx.file_io.full_path(f.path)
     with fs.open_input_file(path) as source:
+        if f.file_format == "blob":  # one BLOB column (raylake/paimon/blob.py)
+            return read_blob(source, columns, path)
         if f.file_format == "avro":
             info = ctx.table_schema.info
             written = info.schemas.get(f.schema_id, info.current)

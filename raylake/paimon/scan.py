@@ -131,16 +131,16 @@ def file_slice(
     info: PaimonInfo,
 ) -> PaimonFileSlice:
     ext = f.file_name.rsplit(".", 1)[-1].lower()
-    if ext == "blob":
+    if ext not in ("parquet", "orc", "avro", "blob"):
         raise UnsupportedPaimonError(
             info.uri,
-            f"data file {f.path} holds BLOB values in Paimon's blob file format "
-            "(raylake reads BLOB columns stored in parquet and orc files only)",
+            f"data file {f.path} is a {ext!r} file (raylake reads parquet, orc, avro and blob)",
         )
-    if ext not in ("parquet", "orc", "avro"):
+    if ext == "blob" and not info.options.data_evolution:
         raise UnsupportedPaimonError(
             info.uri,
-            f"data file {f.path} is a {ext!r} file (raylake reads parquet, orc and avro)",
+            f"data file {f.path} is a BLOB column's .blob file in a table without "
+            "'data-evolution.enabled' (its other columns lie in no file raylake can join)",
         )
     return PaimonFileSlice(
         path=f.path,
