@@ -109,7 +109,6 @@ _SCAN_OPTIONS = (
     "scan.file-creation-time-millis",
     "scan.bounded.watermark",
     "scan.version",
-    "scan.fallback-branch",
 )
 
 
@@ -135,6 +134,7 @@ class PaimonOptions:
     session_time_zone: str = "UTC"
     index_in_data_dir: bool = False
     data_evolution: bool = False
+    fallback_branch: str | None = None
 
 
 def parse_options(
@@ -195,6 +195,7 @@ def parse_options(
         session_time_zone=session_time_zone(),
         index_in_data_dir=_flag(options, "index-file-in-data-file-dir"),
         data_evolution=_flag(options, "data-evolution.enabled"),
+        fallback_branch=options.get("scan.fallback-branch") or None,
     )
 
 
