@@ -87,14 +87,22 @@ class PaimonScan(TableScan):
         splits = self._splits(snap, ts, files, None)
         if info.fallback is not None:
             splits += self._fallback_splits(snap, ts, files)
-        elif info.options.fallback_branch is not None:
+        elif self._latest_fallback() is not None:
+            # Paimon reads an older snapshot with the table's fallback branch too, under
+            # that snapshot's schema; raylake checks the branch against the latest only.
             raise UnsupportedPaimonError(
                 info.uri,
-                f"snapshot {snap.id} was written under schema {ts.schema_id}, whose "
-                f"'scan.fallback-branch'={info.options.fallback_branch!r} raylake reads "
-                "under the latest schema only",
+                f"snapshot {snap.id} of schema {ts.schema_id} with the table's "
+                f"'scan.fallback-branch'={self._latest_fallback()!r} (raylake reads a "
+                "fallback branch beside snapshots of the latest schema only)",
             )
         return self.stamped(splits)
+
+    def _latest_fallback(self) -> str | None:
+        if not self.schemas_by_id:
+            return None
+        latest = self.schemas_by_id[max(self.schemas_by_id)]
+        return latest.info.options.fallback_branch if latest.info.fallback else None
 
     def _splits(
         self, snap: Snapshot, ts: PaimonTableSchema, files: list[PaimonFile], branch: str | None

@@ -57,3 +57,13 @@ def test_a_branch_that_does_not_exist_is_refused_by_name(paimon_copy: object) ->
     (table / "schema" / "schema-1").write_text(json.dumps(schema))
     with pytest.raises(UnsupportedPaimonError, match="names no branch"):
         raylake.open_table(str(table))
+
+
+def test_a_snapshot_of_an_older_schema_is_refused_by_name() -> None:
+    """Snapshot 1 was written before the fallback branch was set (schema 0): Paimon
+    reads it beside the branch, under schema 0; raylake refuses rather than reading
+    the main branch alone."""
+    tbl = raylake.open_table(str(ROOT / "parquet_append_table_with_append_pt_branch"))
+    with pytest.raises(UnsupportedPaimonError, match=r"scan\.fallback-branch"):
+        tbl.to_arrow(snapshot_id=1)
+    assert tbl.to_arrow(snapshot_id=2).num_rows == 4
