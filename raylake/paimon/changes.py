@@ -23,7 +23,7 @@ from raylake.errors import UnsupportedPaimonError
 from raylake.format.snapshot import Snapshot
 from raylake.paimon.manifest import ADD, EntryDecoder, PaimonFile, delta_manifests
 from raylake.paimon.meta import PaimonTableSchema
-from raylake.paimon.read import PaimonReadPlan, prepare_kinds, read_file
+from raylake.paimon.read import PaimonReadPlan, prepare_merge, read_file
 from raylake.paimon.scan import file_slice, partition_path
 from raylake.paimon.snapshot import CHANGELOG_LIST
 from raylake.table.changes import with_row_kind
@@ -102,7 +102,7 @@ def _merge_delta(rows: pa.Table, ts: PaimonTableSchema, plan: PaimonReadPlan, ur
             "files hold partial rows",
         )
     assert plan.spec is not None
-    return merge(prepare_kinds(rows, ts.info, uri), plan.spec, keep_deletes=True)
+    return merge(prepare_merge(rows, plan, ts.info, uri), plan.spec, keep_deletes=True)
 
 
 def _by_bucket(files: Sequence[PaimonFile]) -> dict[tuple[Any, ...], list[PaimonFile]]:

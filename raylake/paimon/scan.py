@@ -25,6 +25,7 @@ from raylake.format.snapshot import Snapshot
 from raylake.format.types import has_min_max
 from raylake.paimon.deletion import DeletionFile, deletion_files
 from raylake.paimon.evolution import row_range_splits
+from raylake.paimon.fallback import fallback_snapshot
 from raylake.paimon.manifest import EntryDecoder, PaimonFile, live_files, snapshot_manifests
 from raylake.paimon.meta import PaimonFileSlice, PaimonInfo, PaimonTableSchema
 from raylake.paimon.snapshot import PaimonSnapshots
@@ -68,11 +69,13 @@ class PaimonScan(TableScan):
 
     def plan(self) -> list[Split]:
         snap = self.snapshot()
-        if snap is None:
-            return []
         ts = self.table_schema
         assert isinstance(ts, PaimonTableSchema)
         info = ts.info
+        if snap is None:
+            return (
+                [] if info.fallback is None else self.stamped(self._fallback_splits(None, ts, []))
+            )
         decoder = EntryDecoder(
             self.file_io,
             info.schemas,
@@ -81,6 +84,30 @@ class PaimonScan(TableScan):
             data_evolution=info.options.data_evolution,
         )
         files = live_files(decoder, snapshot_manifests(self.file_io, snap))
+        splits = self._splits(snap, ts, files, None)
+        if info.fallback is not None:
+            splits += self._fallback_splits(snap, ts, files)
+        elif self._latest_fallback() is not None:
+            # Paimon reads an older snapshot with the table's fallback branch too, under
+            # that snapshot's schema; raylake checks the branch against the latest only.
+            raise UnsupportedPaimonError(
+                info.uri,
+                f"snapshot {snap.id} of schema {ts.schema_id} with the table's "
+                f"'scan.fallback-branch'={self._latest_fallback()!r} (raylake reads a "
+                "fallback branch beside snapshots of the latest schema only)",
+            )
+        return self.stamped(splits)
+
+    def _latest_fallback(self) -> str | None:
+        if not self.schemas_by_id:
+            return None
+        latest = self.schemas_by_id[max(self.schemas_by_id)]
+        return latest.info.options.fallback_branch if latest.info.fallback else None
+
+    def _splits(
+        self, snap: Snapshot, ts: PaimonTableSchema, files: list[PaimonFile], branch: str | None
+    ) -> list[Split]:
+        info = ts.info
         if skips_level0(info):
             files = [f for f in files if f.level > 0]
         pruning = kind_of(ts).pruning_filter(self.filter)
@@ -94,18 +121,44 @@ class PaimonScan(TableScan):
         target = self.split_target_size or DEFAULT_TARGET
         fraction = _column_fraction(ts, self.columns)
         pieces = [(f, file_slice(f, dvs, fraction, info)) for f in files]
+        if branch is not None:
+            pieces = [(f, replace(s, branch=branch)) for f, s in pieces]
         if ts.primary_key:
-            return self.stamped(_pk_splits(snap.id, pieces, target))
+            return _pk_splits(snap.id, pieces, target)
         if info.options.data_evolution:
-            return self.stamped(row_range_splits(snap.id, pieces, target))
+            return row_range_splits(snap.id, pieces, target)
         ordered = sorted(
             pieces, key=lambda p: (partition_sort_key(p[0].partition), p[0].bucket, p[0].file_name)
         )
-        return self.stamped(
-            pack_slices(
-                snap.id, [(f.partition, f.bucket, s) for f, s in ordered], target, OPEN_FILE_COST
-            )
+        return pack_slices(
+            snap.id, [(f.partition, f.bucket, s) for f, s in ordered], target, OPEN_FILE_COST
         )
+
+    def _fallback_splits(
+        self, snap: Snapshot | None, ts: PaimonTableSchema, files: list[PaimonFile]
+    ) -> list[Split]:
+        """The fallback branch's splits of the partitions the main snapshot lacks (after
+        the filter's partition predicate, as Paimon lists them)."""
+        info = ts.info
+        other = info.fallback
+        branch = info.options.fallback_branch
+        assert other is not None and branch is not None
+        on_partitions = filter_on_columns(self.filter, set(ts.partition_keys))
+        complete = {f.partition for f in prune_files(files, ts, on_partitions)}
+        their_snap = fallback_snapshot(self.file_io, branch, snap)
+        if their_snap is None:
+            return []
+        their = other.info
+        decoder = EntryDecoder(
+            self.file_io,
+            their.schemas,
+            their.current,
+            partition_path(their),
+            data_evolution=their.options.data_evolution,
+        )
+        found = live_files(decoder, snapshot_manifests(self.file_io, their_snap))
+        missing = [f for f in found if f.partition not in complete]
+        return self._splits(their_snap, other, missing, branch)
 
 
 def skips_level0(info: PaimonInfo) -> bool:
@@ -131,16 +184,16 @@ def file_slice(
     info: PaimonInfo,
 ) -> PaimonFileSlice:
     ext = f.file_name.rsplit(".", 1)[-1].lower()
-    if ext == "blob":
+    if ext not in ("parquet", "orc", "avro", "blob"):
         raise UnsupportedPaimonError(
             info.uri,
-            f"data file {f.path} holds BLOB values in Paimon's blob file format "
-            "(raylake reads BLOB columns stored in parquet and orc files only)",
+            f"data file {f.path} is a {ext!r} file (raylake reads parquet, orc, avro and blob)",
         )
-    if ext not in ("parquet", "orc", "avro"):
+    if ext == "blob" and not info.options.data_evolution:
         raise UnsupportedPaimonError(
             info.uri,
-            f"data file {f.path} is a {ext!r} file (raylake reads parquet, orc and avro)",
+            f"data file {f.path} is a BLOB column's .blob file in a table without "
+            "'data-evolution.enabled' (its other columns lie in no file raylake can join)",
         )
     return PaimonFileSlice(
         path=f.path,
