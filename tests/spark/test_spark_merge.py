@@ -8,6 +8,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from merge_case import SCHEMA, merge_clauses, source_rows, source_table, target_rows
 
 import raylake
 import raylake.spark as rs
@@ -15,38 +16,19 @@ from raylake.errors import UnsupportedOperationError
 
 pytestmark = pytest.mark.spark
 
-SCHEMA = pa.schema(
-    [pa.field("k", pa.int64(), nullable=False), ("n", pa.int64()), ("s", pa.string())]
-)
-
-
-def _clauses(merger: Any) -> Any:
-    return (
-        merger.when_matched_delete(predicate="s.s = 'del'")
-        .when_matched_update({"n": "t.n + s.n", "s": "s.s"}, predicate="s.n > 0")
-        .when_not_matched_insert(predicate="s.n is not null")
-    )
-
 
 def test_spark_merge_equals_the_local_merge(spark: Any, warehouse: Path) -> None:
-    target = pa.table(
-        {"k": range(200), "n": [i % 7 for i in range(200)], "s": ["a"] * 200}, schema=SCHEMA
-    )
-    rows = [
-        (k, -1 if i % 5 == 0 else i, "del" if i % 4 == 0 else "u")
-        for i, k in enumerate(range(0, 300, 3))
-    ]
-    source = pa.table(
-        {"k": [r[0] for r in rows], "n": [r[1] for r in rows], "s": [r[2] for r in rows]}
-    )
+    target = target_rows()
+    rows = source_rows()
+    source = source_table()
     tables = []
     for name in ("local", "spark"):
         tbl = raylake.create_table(str(warehouse / name), SCHEMA, primary_key=["k"], buckets=4)
         tbl.write(target)
         tables.append(tbl)
-    local = _clauses(tables[0].merge(source, on="k")).execute()
+    local = merge_clauses(tables[0].merge(source, on="k")).execute()
     df = spark.createDataFrame(rows, "k long, n long, s string").repartition(3)
-    remote = _clauses(rs.merge(df, tables[1].uri, on="k")).execute()
+    remote = merge_clauses(rs.merge(df, tables[1].uri, on="k")).execute()
     counts = (remote.inserted, remote.updated, remote.deleted)
     assert counts == (local.inserted, local.updated, local.deleted) and all(counts)
     assert [len(t.snapshots()) for t in tables] == [2, 2]
@@ -101,7 +83,7 @@ def test_spark_merge_into_an_append_table_equals_the_local_merge(
                        "s": [r[2] for r in rows]})  # fmt: skip
 
     def clauses(merger: Any) -> Any:
-        return _clauses(merger).when_not_matched_by_source_update(
+        return merge_clauses(merger).when_not_matched_by_source_update(
             {"s": "'old'"}, predicate="t.k >= 230"
         )
 
