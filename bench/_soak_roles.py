@@ -103,24 +103,32 @@ def _same(batch: pa.Table) -> pa.Table:
     return batch
 
 
+# A shard actor of the Ray stream is killed every 2 to 6 job steps (seeded).
+KILL_EVERY_STEPS = (2, 6)
+
+
 def ray_stream(spec: dict[str, Any]) -> None:
     """The copy as a Ray StreamingJob (a shard actor per consumer ``<consumer>.shard-i-
-    of-n``, the same sink commits, exactly once), on a local Ray cluster of its own.
-    At seeded moments it kills a shard actor in the middle of a step; Ray restarts it
-    and retries the step, and the shard resumes from its checkpoint. With ``drain``
-    (at the end, faults off) it runs the job to the source's latest snapshot."""
+    of-n``, the same sink commits, exactly once), on the Ray cluster at ``ray_address``
+    or else on a local one of its own. Every few job steps (a seeded count, not a wall
+    time, so that a slow machine gets the same kills, only later) it kills a shard actor
+    in the middle of a step; Ray restarts it and retries the step, and the shard resumes
+    from its checkpoint. It stops at the stop file, but not before one kill and the
+    step it hit are done. With ``drain`` (at the end, faults off) it runs the job to the source's
+    latest snapshot."""
     import ray
 
     from raylake.streaming import StreamingJob
 
     journal = Journal(spec["journal"])
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             logging_level="ERROR")  # fmt: skip
+    began = time.monotonic()
+    _connect_ray(spec.get("ray_address"))
     job = StreamingJob(
         spec["uri"], _same, consumer_id=spec["consumer"], num_shards=spec["shards"],
         sink_uri=spec["sink"], storage_options=spec["options"], poll_interval=0.2,
     )  # fmt: skip
     rng = random.Random(spec["seed"])
+    steps = kills = killed_in = 0
     try:
         if spec.get("drain"):
             source = raylake.open_table(spec["uri"], storage_options=spec["options"])
@@ -129,27 +137,51 @@ def ray_stream(spec: dict[str, Any]) -> None:
             journal.record(event="drained", through=0 if latest is None else latest.id)
             return
         job.wait_ready()
-        next_kill = time.monotonic() + rng.uniform(2.0, 6.0)
-        while not _stopped(spec):
+        journal.record(event="ready", t=round(time.monotonic() - began, 1))
+        kill_at = rng.randint(*KILL_EVERY_STEPS)
+        # Past the stop file until a kill has happened and the step it hit is done.
+        while not (_stopped(spec) and kills and steps >= killed_in):
             refs = [a.step.remote() for a in job.actors]
-            if time.monotonic() >= next_kill:  # while (or just after) it works
+            if steps + 1 == kill_at:  # while (or just after) it works
                 time.sleep(rng.uniform(0, 0.05))
                 ray.kill(rng.choice(job.actors), no_restart=False)
-                journal.record(event="actor killed")
-                next_kill = time.monotonic() + rng.uniform(2.0, 6.0)
+                kills, killed_in = kills + 1, kill_at
+                journal.record(event="actor killed", step=kill_at,
+                               t=round(time.monotonic() - began, 1))  # fmt: skip
+                kill_at += rng.randint(*KILL_EVERY_STEPS)
             try:
                 statuses = ray.get(refs)
             except Exception as exc:  # a fault past the bound inside a step: step again
                 journal.record(event="fail", error=repr(exc))
                 continue
+            steps += 1
             if any(s.plans for s in statuses):
                 through = min(s.next_snapshot_id for s in statuses) - 1
-                journal.record(event="copied", through=through)
+                journal.record(event="copied", through=through, step=steps,
+                               t=round(time.monotonic() - began, 1))  # fmt: skip
             else:
                 time.sleep(0.2)
+        journal.record(event="stopped", steps=steps, kills=kills,
+                       t=round(time.monotonic() - began, 1))  # fmt: skip
     finally:
         job.stop()
         ray.shutdown()
+
+
+def _connect_ray(address: str | None) -> None:
+    """Join the cluster at ``address``, or start one of this process's own."""
+    import ray
+
+    if address:
+        ray.init(address=address, log_to_driver=False, logging_level="ERROR")
+        return
+    # A cluster of its own even where another one runs on the machine. On a loaded
+    # machine this can fail: the raylet waits 15 s for the metrics agent (a Python
+    # process) to write its port, then dies ("Timed out waiting for file .../
+    # metrics_agent_port_..."). The soak reports the role's early end; --ray-address
+    # joins a cluster started beforehand instead.
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
+             logging_level="ERROR")  # fmt: skip
 
 
 def maintenance(spec: dict[str, Any]) -> None:

@@ -2,12 +2,18 @@
 
 Each round runs one process per tree (``PYTHONPATH`` set to it), before then after,
 and each process times ``to_arrow()`` of every table (best of ``--repeat``, after one
-warm-up read; wall and CPU time). Alternating whole processes keeps both trees under
+warm-up read; wall and CPU time). With ``--loader`` each process instead times epochs
+of ``LakeIterableDataset`` in-process (batches of ``--batch-size`` of bench/_synthetic.py's
+16 features stacked and the label; ``plain`` and ``shuffled``, one process each, so
+that each reports its own peak RSS), and a third process per round times the
+pyarrow -> torch loop over the same files (bench/gpu.py's baseline); ``--modes tf``
+times epochs of ``to_tf_dataset`` instead. Alternating whole processes keeps both trees under
 the same machine state; the summary gives each table's median over the rounds and the
 after/before ratio of the medians, and each round's own ratio.
 
     git archive <commit> raylake | tar -x -C /tmp/before
     python bench/ab.py --before /tmp/before --after . TABLE_URI [TABLE_URI ...]
+    python bench/ab.py --loader --before /tmp/before --after . TABLE_URI
 """
 
 from __future__ import annotations
@@ -15,10 +21,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,9 +49,99 @@ def child(uris: list[str], repeat: int) -> None:
     print(json.dumps(out))
 
 
-def run(src: str, uris: list[str], repeat: int) -> dict[str, Any]:
+LOADER_MODES = ("plain", "shuffled", "pyarrow", "tf")
+
+
+def loader_child(uri: str, mode: str, repeat: int, batch_size: int) -> None:
+    """In a child process: epochs of one loader over the table, one JSON line (the best
+    epoch's wall and CPU seconds, and the process's peak RSS)."""
+    import numpy as np
+    import pyarrow.dataset as pads
+    import torch
+    from _synthetic import FEATURES, data_files
+
+    import raylake
+    from raylake.train.torch import LakeIterableDataset
+
+    tbl = raylake.open_table(uri)
+    if mode == "pyarrow":
+        files = data_files(tbl)
+
+        def epoch() -> int:
+            n = 0
+            columns = [*FEATURES, "label"]
+            for b in pads.dataset(files).to_batches(columns=columns, batch_size=batch_size):
+                x = torch.from_numpy(np.column_stack([b.column(c).to_numpy() for c in FEATURES]))
+                y = torch.from_numpy(b.column("label").to_numpy(zero_copy_only=False).copy())
+                n += len(y) + 0 * len(x)
+            return n
+    elif mode == "tf":
+        from raylake.train.tf import to_tf_dataset
+
+        tf_ds = to_tf_dataset(tbl, FEATURES, "label", batch_size=batch_size, shuffle=False)
+
+        def epoch() -> int:
+            return sum(len(y) for _, y in tf_ds)
+    else:
+        ds = LakeIterableDataset(
+            tbl, feature_columns=FEATURES, label_column="label", batch_size=batch_size,
+            shuffle=mode == "shuffled",
+        )  # fmt: skip
+        count = [0]
+
+        def epoch() -> int:
+            ds.set_epoch(count[0])
+            count[0] += 1
+            return sum(len(y) for _, y in ds)
+
+    rows = epoch()  # warm-up: page cache, lazy imports, the loader's scratch
+    wall, cpu = float("inf"), float("inf")
+    for _ in range(repeat):
+        w, c = time.perf_counter(), time.process_time()
+        epoch()
+        wall = min(wall, time.perf_counter() - w)
+        cpu = min(cpu, time.process_time() - c)
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(json.dumps({"raylake": raylake.__file__, "rows": rows, "wall": wall, "cpu": cpu,
+                      "rss": rss}))  # fmt: skip
+
+
+def loader_main(args: argparse.Namespace) -> None:
+    """Rounds of (before, after) per mode, and the pyarrow -> torch baseline."""
+    uri = args.uris[0]
+    got: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    modes = args.modes.split(",")
+    for r in range(args.rounds):
+        for mode in modes:
+            sides = ("after",) if mode == "pyarrow" else ("before", "after")
+            for side in sides:
+                extra = ["--loader", "--mode", mode, "--batch-size", str(args.batch_size)]
+                got.setdefault((side, mode), []).append(
+                    run(getattr(args, side), [uri], args.repeat, extra)
+                )
+        if not {"plain", "shuffled", "pyarrow"} <= set(modes):
+            continue
+        base = got["after", "pyarrow"][r]["wall"]
+        line = "  ".join(
+            f"{mode} {got['before', mode][r]['wall'] / got['after', mode][r]['wall']:.2f}x old, "
+            f"{base / got['after', mode][r]['wall']:.2f}x pyarrow"
+            for mode in LOADER_MODES[:2]
+        )
+        shuf = got["after", "plain"][r]["wall"] / got["after", "shuffled"][r]["wall"]
+        print(f"round {r + 1}: {line}  shuffled/plain {shuf:.2f}x", flush=True)
+    rows = next(iter(got.values()))[0]["rows"]
+    print(f"\n{'':<22}{'rows/s (range)':>24}{'CPU s/epoch':>16}{'peak RSS MB':>14}")
+    for (side, mode), runs in sorted(got.items()):
+        rates = sorted(rows / x["wall"] / 1e6 for x in runs)
+        cpu = sorted(x["cpu"] for x in runs)
+        rss = max(x["rss"] for x in runs) / 1e6
+        print(f"{side + ' ' + mode:<22}{rates[0]:>10.2f}M-{rates[-1]:.2f}M"
+              f"{cpu[0]:>9.3f}-{cpu[-1]:.3f}{rss:>12.0f}")  # fmt: skip
+
+
+def run(src: str, uris: list[str], repeat: int, extra: Sequence[str] = ()) -> dict[str, Any]:
     env = dict(os.environ, PYTHONPATH=str(Path(src).resolve()))
-    args = [sys.executable, __file__, "--child", "--repeat", str(repeat), *uris]
+    args = [sys.executable, __file__, "--child", "--repeat", str(repeat), *extra, *uris]
     done = subprocess.run(args, env=env, check=True, capture_output=True, text=True)
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
@@ -55,13 +153,25 @@ def main() -> None:
     parser.add_argument("--after", default=".", help="raylake source tree of the change")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--loader", action="store_true", help="time LakeIterableDataset epochs")
+    parser.add_argument("--batch-size", type=int, default=1024)
+    parser.add_argument(
+        "--modes", default="plain,shuffled,pyarrow", help="of plain, shuffled, pyarrow, tf"
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--mode", choices=LOADER_MODES, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child and args.loader:
+        loader_child(args.uris[0], args.mode, args.repeat, args.batch_size)
+        return
     if args.child:
         child(args.uris, args.repeat)
         return
     if not args.before:
         parser.error("--before is required")
+    if args.loader:
+        loader_main(args)
+        return
     results: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
     for r in range(args.rounds):
         for side in ("before", "after"):

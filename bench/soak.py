@@ -2,6 +2,7 @@
 
     python bench/soak.py --minutes 30
     python bench/soak.py --minutes 5 --ray-stream   # the stream as a Ray StreamingJob
+    python bench/soak.py --ray-address HOST:PORT    # ... on a running Ray cluster
 
 Against an S3 server in its own process that faults requests by a seeded plan, and a
 local table whose filesystem faults too (``faulty://``): processes appending and
@@ -15,9 +16,10 @@ each trainer epoch read every row once. It prints what it did and the rows lost 
 duplicated, and exits 1 if any check failed.
 
 With ``--ray-stream`` the copy is a Ray ``StreamingJob`` of two shard actors (on a
-local Ray cluster its process starts), whose actors are killed at seeded moments and
-restarted by Ray, instead of a process that is SIGKILLed. Starting Ray takes tens of
-seconds, so the one-minute run of the test suite keeps the process copy.
+local Ray cluster its process starts, or on the cluster at ``--ray-address``), whose
+actors are killed every few job steps (a seeded count) and restarted by Ray, instead of
+a process that is SIGKILLed. The one-minute run of the test suite joins the test
+session's Ray cluster (starting Ray takes much of a minute).
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ class Role:
     incarnation: int = 0
     child: subprocess.Popen[bytes] | None = None
     journal_size: int = 0
+    ended: bool = False
 
     def made_progress(self) -> bool:
         """Whether it wrote to its journal since it was (re)started: only then is it
@@ -89,6 +92,8 @@ class Soak:
     train_snapshot: int = 0
     orphan_age_s: float = 60.0
     ray_stream: bool = False
+    ray_address: str | None = None
+    failures: list[str] = field(default_factory=list)
 
     def spec(self, name: str, **extra: Any) -> dict[str, Any]:
         return {"journal": str(self.work / f"{name}.jsonl"), "stop": str(self.work / "stop"),
@@ -139,7 +144,8 @@ class Soak:
             self.roles.append(Role(f"writer-{i}", "writer", spec, killable=True))
         if self.ray_stream:  # its kills are of actors, by the role itself
             copy = self.spec("copy", **uri["events"], sink=str(self.work / "sink"),
-                             consumer="soak-job", shards=RAY_SHARDS)  # fmt: skip
+                             consumer="soak-job", shards=RAY_SHARDS,
+                             ray_address=self.ray_address)  # fmt: skip
             self.roles.append(Role("copy", "ray_stream", copy, killable=False))
         else:
             copy = self.spec("copy", **uri["events"], sink=str(self.work / "sink"),
@@ -158,14 +164,23 @@ class Soak:
     def run(self, seconds: float) -> None:
         plan = FaultPlan.transient(self.fault_rate, seed=self.seed, lost_creates=self.lost_creates)
         self.server.set_faults(plan)
+        # The Ray stream's shard actors take long to start on a loaded machine (a
+        # minute at load 20): the clock starts once they are up, so that the job runs
+        # for the whole soak and not only in its last seconds.
         for role in self.roles:
-            role.start()
+            if role.kind == "ray_stream":
+                role.start()
+                self.wait_for(role, "ready")
+        for role in self.roles:
+            if role.child is None:
+                role.start()
         rng = random.Random(self.seed)
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             time.sleep(min(rng.uniform(2.0, 6.0), max(0.0, deadline - time.monotonic())))
             if time.monotonic() >= deadline:
                 break
+            self.check_alive()
             victims = [r for r in self.roles if r.killable and r.made_progress()]
             if not victims:
                 continue
@@ -177,10 +192,13 @@ class Soak:
                 self.kills += 1
             victim.incarnation += 1
             victim.start()
+        self.check_alive()
         (self.work / "stop").touch()
         for role in self.roles:
             assert role.child is not None
-            role.child.wait(timeout=600)
+            rc = role.child.wait(timeout=600)
+            if rc and not role.killable and not role.ended:
+                self.failures.append(f"{role.name} failed at the stop (exit status {rc})")
 
     def finish(self) -> dict[str, Any]:
         """Faults off: copy what is left, clean up, and check everything."""
@@ -203,9 +221,33 @@ class Soak:
             "kills": self.kills,
         }
         if self.ray_stream:
-            report["actor kills"] = sum(e["event"] == "actor killed" for e in journal(self, "copy"))
+            copy_journal = journal(self, "copy")
+            report["actor kills"] = sum(e["event"] == "actor killed" for e in copy_journal)
+            report["job steps"] = sum(e.get("steps", 0) for e in copy_journal)
         report.update(check(self))
+        report["failures"] = self.failures + report["failures"]
         return report
+
+    def wait_for(self, role: Role, event: str, timeout_s: float = 600.0) -> None:
+        """Until ``role`` journals ``event``; a failure if it ends or times out first."""
+        deadline = time.monotonic() + timeout_s
+        while not any(e["event"] == event for e in journal(self, role.name)):
+            assert role.child is not None
+            if role.child.poll() is not None or time.monotonic() > deadline:
+                self.check_alive()
+                self.failures.append(f"{role.name} not {event} after {timeout_s:.0f} s")
+                return
+            time.sleep(0.5)
+
+    def check_alive(self) -> None:
+        """A role that is never killed must not end before the stop (a Ray stream whose
+        cluster failed to start once ended at once, and the soak ran on without it)."""
+        for role in self.roles:
+            assert role.child is not None
+            rc = role.child.poll()
+            if not role.killable and rc is not None and not role.ended:
+                role.ended = True
+                self.failures.append(f"{role.name} ended before the stop (exit status {rc})")
 
     def plain_uris(self) -> dict[str, tuple[str, dict[str, Any]]]:
         """The tables as they are, without the faulty filesystem (for the checks)."""
@@ -362,7 +404,8 @@ def _check_consumers(tables: dict[str, tuple[str, dict[str, Any]]], out: dict[st
         ids = {s.id for s in tbl.snapshots()}
         for consumer in tbl.consumers():
             wanted = consumer.next_snapshot_id
-            if wanted not in ids and not (latest and wanted == latest.id + 1):
+            # The next snapshot is not expired, it is yet to come (the first, if none).
+            if wanted not in ids and wanted != (latest.id if latest else 0) + 1:
                 out["failures"].append(f"{name}: consumer {consumer.consumer_id}'s "
                                        f"snapshot {wanted} was expired")  # fmt: skip
 
@@ -379,10 +422,11 @@ def _check_trainer(soak: Soak, out: dict[str, Any]) -> int:
 
 def run_soak(seconds: float, seed: int = 0, fault_rate: float = 0.05,
              lost_creates: float = 0.3, work: Path | None = None,
-             ray_stream: bool = False) -> dict[str, Any]:  # fmt: skip
+             ray_stream: bool = False, ray_address: str | None = None) -> dict[str, Any]:  # fmt: skip
     work = Path(work or tempfile.mkdtemp(prefix="raylake-soak-"))
     with S3ServerProcess() as server:
-        soak = Soak(work, seed, fault_rate, lost_creates, server, ray_stream=ray_stream)
+        soak = Soak(work, seed, fault_rate, lost_creates, server,
+                    ray_stream=ray_stream or bool(ray_address), ray_address=ray_address)  # fmt: skip
         soak.setup()
         soak.plan_roles()
         started = time.monotonic()
@@ -400,9 +444,12 @@ def main() -> None:
     parser.add_argument("--lost-creates", type=float, default=0.3)
     parser.add_argument("--ray-stream", action="store_true",
                         help="the copy as a Ray StreamingJob whose actors are killed")  # fmt: skip
+    parser.add_argument("--ray-address", default=None,
+                        help="run the --ray-stream job on the Ray cluster at this address "
+                             "(implies --ray-stream) instead of starting one")  # fmt: skip
     args = parser.parse_args()
     report = run_soak(args.minutes * 60, args.seed, args.fault_rate, args.lost_creates,
-                      ray_stream=args.ray_stream)  # fmt: skip
+                      ray_stream=args.ray_stream, ray_address=args.ray_address)  # fmt: skip
     for key, value in report.items():
         print(f"{key}: {value}")
     sys.exit(1 if report["failures"] or report["rows lost"] or report["rows duplicated"] else 0)

@@ -127,7 +127,7 @@ class LakeMerger(TableMerger):
         from raylake.table.merge.execute import (
             append_part,
             candidate_files,
-            commit_append_parts,
+            finish_append,
             pruning_for,
         )
         from raylake.table.merge.plan import NOT_MATCHED
@@ -136,7 +136,6 @@ class LakeMerger(TableMerger):
         source = _source_table(refs, tbl.schema, self._source)
         files = candidate_files(tbl, snap, pruning_for(on, source, tbl.table_schema, clauses))
         updates = tuple(c for c in clauses if c.group != NOT_MATCHED)
-        inserts = tuple(c for c in clauses if c.group == NOT_MATCHED)
         source_ref = ray.put(source)
         groups = [files[i::_FILE_TASKS] for i in range(min(_FILE_TASKS, len(files)))]
 
@@ -145,13 +144,7 @@ class LakeMerger(TableMerger):
             return append_part(tbl, snap, group, src, on, updates, file_prefix=f"{prefix}-{index}")
 
         parts = ray.get([merge_files.remote(g, source_ref, i) for i, g in enumerate(groups)])
-        if inserts:
-            from raylake.table.merge.plan import others
-
-            matched = np.concatenate([p.matched_source for p in parts] or [np.empty(0, int)])
-            new = source.take(pa.array(others(source.num_rows, matched)))
-            parts.append(append_part(tbl, snap, [], new, on, inserts, file_prefix=prefix))
-        return commit_append_parts(tbl, snap, files, parts)
+        return finish_append(tbl, snap, files, parts, source, on, clauses, file_prefix=prefix)
 
     def _run_tasks(
         self,

@@ -36,6 +36,7 @@ from raylake.io import retry
 from raylake.io.create import UNREADABLE, create_checked, link_create, replace_write
 from raylake.io.credentials import StorageOptions
 from raylake.io.native import S3_PROTOCOLS, native_filesystem
+from raylake.io.read_errors import RetriedReads
 from raylake.io.retry import RetryPolicy, call_with_retries
 
 logger = logging.getLogger(__name__)
@@ -235,18 +236,27 @@ class FileIO:
         pyarrow's native client where it has one (local files, S3), else fsspec wrapped."""
         if self._arrow_fs is None:
             if self.is_local:
-                arrow_fs: pafs.FileSystem = pafs.LocalFileSystem()
+                # Data files are memory-mapped: a read is then no copy out of the page
+                # cache into fresh memory (the kernel zeroes every fresh page first), about
+                # a sixth of the CPU of decoding a table of PLAIN float columns
+                # (docs/benchmarks.md, issue 28). Data files are immutable once written.
+                arrow_fs: pafs.FileSystem = pafs.LocalFileSystem(use_mmap=True)
             else:
                 native = native_filesystem(self.protocol, self.client_options(), self.root)
-                arrow_fs = native or pafs.PyFileSystem(pafs.FSSpecHandler(self.fs))
+                arrow_fs = native or pafs.PyFileSystem(RetriedReads(self.fs, *self._tries()))
             self._arrow_fs = arrow_fs
         return self._arrow_fs
 
     # -- reads ---------------------------------------------------------------------------
 
+    def _tries(self) -> tuple[RetryPolicy, int]:
+        """The retry policy, and how many tries FileIO makes itself (1 where the client
+        retries by itself)."""
+        return self.retry_policy, 1 if self.client_retries else self.retry_policy.max_attempts
+
     def _call(self, operation: str, rel: str, fn: Callable[[], T]) -> T:
-        attempts = 1 if self.client_retries else self.retry_policy.max_attempts
-        return call_with_retries(fn, self.retry_policy, operation, self.full_path(rel), attempts)
+        policy, attempts = self._tries()
+        return call_with_retries(fn, policy, operation, self.full_path(rel), attempts)
 
     def read_bytes(self, rel: str) -> bytes:
         # start=0 makes it one ranged GET on object stores: without it s3fs first asks

@@ -1,11 +1,15 @@
 """Data reads whose store kept failing, named as raylake names them.
 
-Data files are read by pyarrow's own S3 client, which retries transient errors itself
-up to the retry bound (raylake/io/native.py). After the bound it raises a bare
+On S3, data files are read by pyarrow's own S3 client, which retries transient errors
+itself up to the retry bound (raylake/io/native.py). After the bound it raises a bare
 ``OSError`` whose message holds the object and the AWS error code: here that becomes a
 :class:`~raylake.errors.StorageRetriesExhaustedError` naming the operation, the object
 and the tries, as every other storage request says it. Errors that are not transient
 (a missing object, a denied request, a corrupt file) pass through unchanged.
+
+On stores pyarrow reads through fsspec (:class:`RetriedReads`), the opens of data files
+are tried up to the bound as FileIO tries metadata reads, and raise the named error
+after it themselves.
 """
 
 from __future__ import annotations
@@ -13,9 +17,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import Any, TypeVar
+
+import pyarrow.fs as pafs
 
 from raylake.errors import StorageRetriesExhaustedError
+from raylake.io.retry import RetryPolicy, call_with_retries
 
 T = TypeVar("T")
 
@@ -65,3 +72,25 @@ def named_batches(batches: Iterator[T], attempts: int) -> Iterator[T]:
     """``batches``, with pyarrow's transient store errors named (see named_read_errors)."""
     with named_read_errors(attempts):
         yield from batches
+
+
+class RetriedReads(pafs.FSSpecHandler):  # type: ignore[misc]
+    """An fsspec filesystem served to pyarrow, whose opens of files to read are tried
+    ``attempts`` times while they fail transiently (1 where the fsspec client retries by
+    itself), then raise StorageRetriesExhaustedError naming the read, the file and
+    ``policy.max_attempts`` tries. Bytes are read from an open file as fsspec serves
+    them; a file read whole again after a failure starts from its first byte, so a
+    retry never skips or repeats rows."""
+
+    def __init__(self, fs: Any, policy: RetryPolicy, attempts: int) -> None:
+        super().__init__(fs)
+        self.policy = policy
+        self.attempts = attempts
+
+    def open_input_file(self, path: str) -> Any:
+        opened = super().open_input_file
+        return call_with_retries(lambda: opened(path), self.policy, "read", path, self.attempts)
+
+    def open_input_stream(self, path: str) -> Any:
+        opened = super().open_input_stream
+        return call_with_retries(lambda: opened(path), self.policy, "read", path, self.attempts)

@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from raylake.errors import UnsupportedPaimonError
 from raylake.paimon.meta import PaimonFileSlice, PaimonTableSchema
-from raylake.paimon.read import PaimonReadPlan, prepare_kinds, read_file
+from raylake.paimon.read import PaimonReadPlan, prepare_merge, read_file
 from raylake.table.changes import with_row_kind
 from raylake.table.pk.engines import merge
 from raylake.table.pk.schema import KIND, KIND_NAMES, SEQ
@@ -78,7 +78,7 @@ def _merge_delta(rows: pa.Table, ts: PaimonTableSchema, plan: PaimonReadPlan, ur
             "files hold partial rows",
         )
     assert plan.spec is not None
-    return merge(prepare_kinds(rows, ts.info, uri), plan.spec, keep_deletes=True)
+    return merge(prepare_merge(rows, plan, ts.info, uri), plan.spec, keep_deletes=True)
 
 
 def _by_bucket(

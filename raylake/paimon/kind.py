@@ -29,15 +29,17 @@ from raylake.expr import Expr, filter_on_columns
 from raylake.io import FileIO
 from raylake.paimon.append_read import plain_batches, plain_table, split_files, usable
 from raylake.paimon.evolution import row_range_splits
+from raylake.paimon.fallback import conformed, fallback_context, is_fallback, split_by_branch
 from raylake.paimon.meta import PaimonFileSlice, PaimonTableSchema
 from raylake.paimon.read import read_splits
 from raylake.paimon.scan import append_splits, column_fraction, pk_splits, sized
 from raylake.paimon.source import read_only
-from raylake.table.kind import TableKind
+from raylake.table.kind import TableKind, kind_of
 from raylake.table.split import Split, partition_sort_key
 from raylake.table.writer import TableWriter
 
 if TYPE_CHECKING:
+    from raylake.format.schema import TableSchema
     from raylake.format.snapshot import Snapshot
     from raylake.table.changes import ChangeRange, ChangeReadContext, ChangeSplit
     from raylake.table.scan import ReadContext
@@ -62,6 +64,18 @@ class _PaimonKind(TableKind):
         raise read_only(file_io.uri, "writing")
 
     def read_batches(self, ctx: ReadContext, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
+        if self._fallback() is None:  # a main branch without one, or the fallback itself
+            yield from self._read_main(ctx, splits)
+            return
+        main, other = split_by_branch(splits)
+        yield from self._read_main(ctx, main)
+        if other:  # scan.fallback-branch: read by the branch's kind, under its schema
+            fallback = fallback_context(ctx)
+            schema = ctx.output_schema
+            for batch in kind_of(fallback.table_schema).read_batches(fallback, other):
+                yield conformed(batch, schema)
+
+    def _read_main(self, ctx: ReadContext, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
         return read_splits(ctx, splits)
 
     def plan_splits(
@@ -98,6 +112,19 @@ class _PaimonKind(TableKind):
         ts = self.ts
         assert isinstance(ts, PaimonTableSchema)
         return changelog_producer(ts) in ("lookup", "full-compaction")
+
+    def exact_row_count(self, split: Split) -> int | None:
+        fallback = self._fallback()
+        if fallback is not None and is_fallback(split):
+            return kind_of(fallback).exact_row_count(split)
+        return self._exact_row_count(split)
+
+    def _fallback(self) -> TableSchema | None:
+        info = getattr(self.ts, "paimon", None)
+        return None if info is None else info.fallback
+
+    def _exact_row_count(self, split: Split) -> int | None:
+        raise NotImplementedError
 
     def plan_changes(self, rng: ChangeRange) -> list[ChangeSplit]:
         if rng.step:
@@ -253,7 +280,7 @@ class PaimonAppendKind(_PaimonKind):
         assert isinstance(ts, PaimonTableSchema)
         return ts.info.options.bucket == -1
 
-    def read_batches(self, ctx: ReadContext, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
+    def _read_main(self, ctx: ReadContext, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
         if not usable(ctx) or self._joins_rows():
             yield from read_splits(ctx, splits)
             return
@@ -264,7 +291,7 @@ class PaimonAppendKind(_PaimonKind):
 
     def read_table(self, ctx: ReadContext, splits: Sequence[Split]) -> pa.Table:
         """Files that need no mapping are assembled by pyarrow on all cores."""
-        if self._joins_rows():
+        if self._joins_rows() or (self._fallback() and any(is_fallback(s) for s in splits)):
             return super().read_table(ctx, splits)
         plain, other = split_files(ctx, splits)
         if not usable(ctx) or not plain or ctx.columns == ():
@@ -282,7 +309,7 @@ class PaimonAppendKind(_PaimonKind):
         info = getattr(self.ts, "paimon", None)
         return info is not None and info.options.data_evolution
 
-    def exact_row_count(self, split: Split) -> int | None:
+    def _exact_row_count(self, split: Split) -> int | None:
         if split.sections:  # data evolution: a section's files hold the same rows
             if any(getattr(f, "deletion", None) is not None for f in split.files):
                 return None
@@ -307,7 +334,7 @@ class PaimonPrimaryKeyKind(_PaimonKind):
         # versions override: only the key and the partition decide before the merge.
         return filter_on_columns(filter, {*self.ts.primary_key, *self.ts.partition_keys})
 
-    def exact_row_count(self, split: Split) -> int | None:
+    def _exact_row_count(self, split: Split) -> int | None:
         """Rows of a split of compacted files only (each key once), from metadata."""
         total = 0
         for section in split.merge_sections():

@@ -30,6 +30,8 @@ class PaimonInfo:
     schemas: Mapping[int, PaimonSchema]
     current: PaimonSchema
     options: PaimonOptions
+    # scan.fallback-branch: the branch's latest schema (raylake/paimon/fallback.py).
+    fallback: PaimonTableSchema | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -62,3 +64,5 @@ class PaimonFileSlice(FileSlice):
     # its schema's names; None: all). raylake/paimon/evolution.py joins them.
     first_row_id: int | None = None
     write_cols: tuple[str, ...] | None = None
+    # The fallback branch the file was planned from (None: the main branch).
+    branch: str | None = None

@@ -109,7 +109,6 @@ _SCAN_OPTIONS = (
     "scan.file-creation-time-millis",
     "scan.bounded.watermark",
     "scan.version",
-    "scan.fallback-branch",
 )
 
 
@@ -119,7 +118,9 @@ class PaimonOptions:
 
     bucket: int = -1
     merge_engine: str = "deduplicate"
-    sequence_field: str | None = None
+    # sequence.field, in its order, and sequence.field.sort-order (raylake/paimon/sequence.py).
+    sequence_fields: tuple[str, ...] = ()
+    sequence_ascending: bool = True
     ignore_delete: bool = False
     remove_record_on_delete: bool = False
     aggregates: Mapping[str, str] = field(default_factory=dict)  # column -> raylake function
@@ -133,6 +134,7 @@ class PaimonOptions:
     session_time_zone: str = "UTC"
     index_in_data_dir: bool = False
     data_evolution: bool = False
+    fallback_branch: str | None = None
 
 
 def parse_options(
@@ -154,16 +156,16 @@ def parse_options(
     engine = options.get("merge-engine", "deduplicate")
     if engine not in ENGINES:
         raise UnsupportedPaimonError(uri, f"the merge engine {engine!r}")
-    sequence = options.get("sequence.field")
-    if sequence is not None:
-        if "," in sequence:
-            raise UnsupportedPaimonError(uri, f"'sequence.field'={sequence!r} (several fields)")
+    sequence = tuple(f.strip() for f in options.get("sequence.field", "").split(",") if f.strip())
+    if sequence:
         if engine != "deduplicate":
             raise UnsupportedPaimonError(uri, f"'sequence.field' with merge-engine={engine!r}")
-        if sequence not in columns:
-            raise UnsupportedPaimonError(uri, f"'sequence.field'={sequence!r} is no column")
-    if options.get("sequence.field.sort-order", "ascending").lower() != "ascending":
-        raise UnsupportedPaimonError(uri, "'sequence.field.sort-order'='descending'")
+        for name in sequence:
+            if name not in columns:
+                raise UnsupportedPaimonError(uri, f"'sequence.field'={name!r} is no column")
+    order = options.get("sequence.field.sort-order", "ascending").lower()
+    if order not in ("ascending", "descending"):
+        raise UnsupportedPaimonError(uri, f"'sequence.field.sort-order'={order!r}")
     fmt = options.get("file.format", "parquet").lower()
     if fmt not in ("parquet", "orc", "avro"):
         raise UnsupportedPaimonError(
@@ -180,7 +182,8 @@ def parse_options(
     return PaimonOptions(
         bucket=bucket,
         merge_engine=engine,
-        sequence_field=sequence,
+        sequence_fields=sequence,
+        sequence_ascending=order == "ascending",
         ignore_delete=_ignore_delete(options),
         remove_record_on_delete=_flag(options, f"{engine}.remove-record-on-delete"),
         aggregates=aggregates,
@@ -192,6 +195,7 @@ def parse_options(
         session_time_zone=session_time_zone(),
         index_in_data_dir=_flag(options, "index-file-in-data-file-dir"),
         data_evolution=_flag(options, "data-evolution.enabled"),
+        fallback_branch=options.get("scan.fallback-branch") or None,
     )
 
 

@@ -29,10 +29,12 @@ import pyarrow.compute as pc
 from raylake.errors import UnsupportedPaimonError
 from raylake.expr import AlwaysTrue, Expr, filter_on_columns, referenced_columns, to_arrow
 from raylake.paimon.avro_data import read_avro
+from raylake.paimon.blob import read_blob
 from raylake.paimon.casts import column_caster
 from raylake.paimon.deletion import deleted_positions, keep_mask
 from raylake.paimon.meta import PaimonFileSlice, PaimonInfo, PaimonTableSchema
 from raylake.paimon.orc_time import java_timestamps
+from raylake.paimon.sequence import ORDER, order_column, with_order
 from raylake.paimon.types import PaimonType
 from raylake.paimon.winners import newest_first_masks, picks_rows, section_key, take_winners
 from raylake.table.pk.bucket import integer_values
@@ -122,6 +124,8 @@ def _read_raw(ctx: Any, f: PaimonFileSlice, columns: list[str], dictionary: bool
     fs = ctx.file_io.arrow_filesystem()
     path = ctx.file_io.full_path(f.path)
     with fs.open_input_file(path) as source:
+        if f.file_format == "blob":  # one BLOB column (raylake/paimon/blob.py)
+            return read_blob(source, columns, path)
         if f.file_format == "avro":
             info = ctx.table_schema.info
             written = info.schemas.get(f.schema_id, info.current)
@@ -161,8 +165,7 @@ class PaimonReadPlan:
         output = tuple(ts.column_names if columns is None else columns)
         needed = {*ts.primary_key, *output, *referenced_columns(filter)}
         opts = ts.info.options
-        if opts.sequence_field:
-            needed.add(opts.sequence_field)
+        needed.update(opts.sequence_fields)
         keyish = {*ts.primary_key, *ts.partition_keys}
         pushed = filter_on_columns(filter, keyish)
         spec = None
@@ -170,7 +173,9 @@ class PaimonReadPlan:
             spec = MergeSpec(
                 key=tuple(ts.primary_key),
                 engine=opts.merge_engine,
-                sequence_field=opts.sequence_field,
+                sequence_field=order_column(
+                    opts.sequence_fields, opts.sequence_ascending, ts.arrow_schema
+                ),
                 aggregates={
                     c: opts.aggregates.get(c, opts.default_aggregate)
                     for c in ts.column_names
@@ -250,7 +255,7 @@ def _read_section(ctx: Any, plan: PaimonReadPlan, files: Sequence[PaimonFileSlic
         if plan.key_filter is not None:
             part = part.filter(plan.key_filter)
         found.append(part)
-    rows = prepare_kinds(pa.concat_tables(found), info, ctx.file_io.uri)
+    rows = prepare_merge(pa.concat_tables(found), plan, info, ctx.file_io.uri)
     if picks_rows(plan.spec):
         cache_key = None
         if plan.key_filter is None:
@@ -303,6 +308,17 @@ def _retracts(raw: pa.Table) -> np.ndarray | None:
     kinds = raw.column(PAIMON_KIND).cast(pa.int8()).combine_chunks()  # a required column
     found = (np.asarray(kinds.to_numpy(zero_copy_only=False)) & 1).view(bool)
     return found if found.any() else None
+
+
+def prepare_merge(rows: pa.Table, plan: PaimonReadPlan, info: PaimonInfo, uri: str) -> pa.Table:
+    """A section's rows as the merge kernel takes them: retracts treated per engine,
+    and the rank of the sequence fields where the kernel cannot order by them as they
+    are (raylake/paimon/sequence.py)."""
+    rows = prepare_kinds(rows, info, uri)
+    if plan.spec is not None and plan.spec.sequence_field == ORDER:
+        opts = info.options
+        rows = with_order(rows, opts.sequence_fields, opts.sequence_ascending)
+    return rows
 
 
 def prepare_kinds(rows: pa.Table, info: PaimonInfo, uri: str) -> pa.Table:

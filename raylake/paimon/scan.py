@@ -20,10 +20,12 @@ import numpy as np
 import pyarrow as pa
 
 from raylake.errors import UnknownColumnError, UnsupportedPaimonError
-from raylake.expr import AlwaysTrue, Expr, might_match, referenced_columns
+from raylake.expr import AlwaysTrue, Expr, filter_on_columns, might_match, referenced_columns
+from raylake.format.snapshot import Snapshot
 from raylake.format.types import has_min_max
-from raylake.paimon.deletion import DeletionFile
-from raylake.paimon.manifest import PaimonFile
+from raylake.paimon.deletion import DeletionFile, deletion_files
+from raylake.paimon.fallback import fallback_snapshot
+from raylake.paimon.manifest import EntryDecoder, PaimonFile, live_files, snapshot_manifests
 from raylake.paimon.meta import PaimonFileSlice, PaimonInfo, PaimonTableSchema
 from raylake.table.kind import kind_of
 from raylake.table.pk.read import overlap_sections
@@ -64,12 +66,88 @@ class PaimonScan(TableScan):
     def plan(self) -> list[Split]:
         """The kind's splits of the snapshot's live files (Paimon's split size)."""
         snap = self.snapshot()
+        ts = self.table_schema
+        assert isinstance(ts, PaimonTableSchema)
+        info = ts.info
         if snap is None:
-            return []
-        kind = kind_of(self.table_schema)
-        files = self.source.live_files(self.table_schema, snap, kind.pruning_filter(self.filter))
+            return (
+                [] if info.fallback is None else self.stamped(self._fallback_splits(None, ts, []))
+            )
+        kind = kind_of(ts)
+        files = self.source.live_files(ts, snap, kind.pruning_filter(self.filter))
         target = self.split_target_size or DEFAULT_TARGET
-        return self.stamped(kind.plan_splits(snap.id, files, self._column_indices(), target))
+        splits = kind.plan_splits(snap.id, files, self._column_indices(), target)
+        if info.fallback is not None:
+            decoder = EntryDecoder(
+                self.file_io,
+                info.schemas,
+                info.current,
+                partition_path(info),
+                data_evolution=info.options.data_evolution,
+            )
+            every = live_files(decoder, snapshot_manifests(self.file_io, snap))
+            splits += self._fallback_splits(snap, ts, every)
+        elif self._latest_fallback() is not None:
+            # Paimon reads an older snapshot with the table's fallback branch too, under
+            # that snapshot's schema; raylake checks the branch against the latest only.
+            raise UnsupportedPaimonError(
+                info.uri,
+                f"snapshot {snap.id} of schema {ts.schema_id} with the table's "
+                f"'scan.fallback-branch'={self._latest_fallback()!r} (raylake reads a "
+                "fallback branch beside snapshots of the latest schema only)",
+            )
+        return self.stamped(splits)
+
+    def _latest_fallback(self) -> str | None:
+        if not self.schemas_by_id:
+            return None
+        latest = self.schemas_by_id[max(self.schemas_by_id)]
+        return latest.info.options.fallback_branch if latest.info.fallback else None
+
+    def _splits(
+        self, snap: Snapshot, ts: PaimonTableSchema, files: list[PaimonFile], branch: str | None
+    ) -> list[Split]:
+        """The splits of another branch's files, planned by that branch's kind."""
+        info = ts.info
+        if skips_level0(info):
+            files = [f for f in files if f.level > 0]
+        kind = kind_of(ts)
+        pruning = kind.pruning_filter(self.filter)
+        if info.options.data_evolution:
+            pruning = filter_on_columns(pruning, set(ts.partition_keys))
+        files = prune_files(files, ts, pruning)
+        dvs = deletion_files(self.file_io, snap, info.options.index_in_data_dir)
+        pieces: list[Any] = [file_slice(f, dvs, 1.0, info) for f in files]
+        if branch is not None:
+            pieces = [replace(s, branch=branch) for s in pieces]
+        target = self.split_target_size or DEFAULT_TARGET
+        return kind.plan_splits(snap.id, pieces, self._column_indices(), target)
+
+    def _fallback_splits(
+        self, snap: Snapshot | None, ts: PaimonTableSchema, files: list[PaimonFile]
+    ) -> list[Split]:
+        """The fallback branch's splits of the partitions the main snapshot lacks (after
+        the filter's partition predicate, as Paimon lists them)."""
+        info = ts.info
+        other = info.fallback
+        branch = info.options.fallback_branch
+        assert other is not None and branch is not None
+        on_partitions = filter_on_columns(self.filter, set(ts.partition_keys))
+        complete = {f.partition for f in prune_files(files, ts, on_partitions)}
+        their_snap = fallback_snapshot(self.file_io, branch, snap)
+        if their_snap is None:
+            return []
+        their = other.info
+        decoder = EntryDecoder(
+            self.file_io,
+            their.schemas,
+            their.current,
+            partition_path(their),
+            data_evolution=their.options.data_evolution,
+        )
+        found = live_files(decoder, snapshot_manifests(self.file_io, their_snap))
+        missing = [f for f in found if f.partition not in complete]
+        return self._splits(their_snap, other, missing, branch)
 
 
 def skips_level0(info: PaimonInfo) -> bool:
@@ -103,16 +181,16 @@ def file_slice(
     info: PaimonInfo,
 ) -> PaimonFileSlice:
     ext = f.file_name.rsplit(".", 1)[-1].lower()
-    if ext == "blob":
+    if ext not in ("parquet", "orc", "avro", "blob"):
         raise UnsupportedPaimonError(
             info.uri,
-            f"data file {f.path} holds BLOB values in Paimon's blob file format "
-            "(raylake reads BLOB columns stored in parquet and orc files only)",
+            f"data file {f.path} is a {ext!r} file (raylake reads parquet, orc, avro and blob)",
         )
-    if ext not in ("parquet", "orc", "avro"):
+    if ext == "blob" and not info.options.data_evolution:
         raise UnsupportedPaimonError(
             info.uri,
-            f"data file {f.path} is a {ext!r} file (raylake reads parquet, orc and avro)",
+            f"data file {f.path} is a BLOB column's .blob file in a table without "
+            "'data-evolution.enabled' (its other columns lie in no file raylake can join)",
         )
     return PaimonFileSlice(
         path=f.path,

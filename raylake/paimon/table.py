@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 
 from raylake.errors import UnsupportedPaimonError
 from raylake.io import FileIO
+from raylake.paimon.fallback import load_fallback
 from raylake.paimon.meta import PaimonInfo, PaimonTableSchema
 from raylake.paimon.options import parse_options
 from raylake.paimon.scan import PaimonScan
@@ -30,10 +32,19 @@ def is_paimon_table(file_io: FileIO) -> bool:
     return bool(schema_ids(file_io))
 
 
-def table_schemas(file_io: FileIO) -> dict[int, PaimonTableSchema]:
-    """A raylake table schema per Paimon schema id (options validated for each)."""
+def table_schemas(file_io: FileIO, *, fallback: bool = True) -> dict[int, PaimonTableSchema]:
+    """A raylake table schema per Paimon schema id (options validated for each); the
+    latest carries its fallback branch's schema where it names one (unless
+    ``fallback`` is False: the branch itself is read without its own fallback)."""
     schemas = load_schemas(file_io)
-    return {i: _table_schema(file_io.uri, schemas, s) for i, s in schemas.items()}
+    found = {i: _table_schema(file_io.uri, schemas, s) for i, s in schemas.items()}
+    latest = found[max(found)] if found else None
+    branch = None if latest is None else latest.info.options.fallback_branch
+    if fallback and latest is not None and branch is not None:
+        other = load_fallback(file_io, branch, latest)
+        info = replace(latest.info, fallback=other)
+        found[latest.schema_id] = replace(latest, paimon=info)
+    return found
 
 
 def _table_schema(

@@ -1,19 +1,25 @@
-"""``raylake.spark.merge``: MERGE INTO a primary-key table from a Spark DataFrame
-(append tables: ``raylake.merge_lake`` or ``Table.merge``).
+"""``raylake.spark.merge``: MERGE INTO a raylake table from a Spark DataFrame.
 
-As ``raylake.spark.write`` does for upserts: a first pass tags each row with its
-bucket (the writer's hash), Spark repartitions by it so that each bucket's source
-rows reach one task, and each task looks up its buckets' current rows, applies the
-clauses and writes the changed rows (``Table.merge``'s code). The driver commits
-the tasks' messages as one snapshot with ``Table.merge``'s conflict rule, retrying
-the whole job on the new state; files of failed or discarded attempts are deleted.
+Primary-key tables, as ``raylake.spark.write`` does for upserts: a first pass tags
+each row with its bucket (the writer's hash), Spark repartitions by it so that each
+bucket's source rows reach one task, and each task looks up its buckets' current
+rows, applies the clauses and writes the changed rows (``Table.merge``'s code).
+
+Append tables, as ``raylake.merge_lake`` does: the source is collected once and
+broadcast; the target files that may match are dealt among tasks, each joining its
+files (a batch of about 256 MiB at a time) with the whole source and rewriting those
+holding changed rows; the driver then inserts the source rows no task matched.
+
+Either way the driver commits the tasks' messages as one snapshot with
+``Table.merge``'s conflict rule, retrying the whole job on the new state; files of
+failed or discarded task attempts are deleted.
 """
 
 from __future__ import annotations
 
 import pickle
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -22,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark import TaskContext
+from pyspark.broadcast import Broadcast
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -53,8 +60,9 @@ def merge(
     """A merge builder whose source is ``df``: add clauses as for :meth:`Table.merge`,
     then ``execute()`` runs one Spark job and commits once from the driver.
 
-    Primary-key tables merged on their key, without by-source clauses; anything else
-    is refused by name (collect the rows and use ``Table.merge``).
+    Append tables: any merge. Primary-key tables: merged on their key, without
+    by-source clauses; other merges are refused by name (collect the rows and use
+    ``Table.merge``).
     """
     import raylake
 
@@ -84,22 +92,22 @@ class SparkMerger(TableMerger):
 
     def execute(self) -> MergeResult:
         from raylake.format.snapshot import SnapshotManager
-        from raylake.table.merge.execute import (
-            MAX_ATTEMPTS,
-            commit_primary_key_parts,
-            split_by,
-        )
+        from raylake.table.merge.execute import MAX_ATTEMPTS, split_by
 
-        tbl, _, on, clauses = self.checked()
-        if split_by(tbl.table_schema, on, clauses) != "bucket":
+        tbl, empty, on, clauses = self.checked()
+        split = split_by(tbl.table_schema, on, clauses)
+        if split is None:
             raise UnsupportedOperationError(
                 "raylake.spark.merge merges into a primary-key table on its primary key, "
                 "without when_not_matched_by_source clauses; for other merges use "
                 "raylake.merge_lake or Table.merge"
             )
+        # An append merge joins every task's files with the whole source: collected
+        # once, before any attempt, and broadcast to the tasks.
+        source = _collect_source(self._df, empty) if split == "file" else None
+        sc = self._df.sparkSession.sparkContext
         for attempt in range(1, MAX_ATTEMPTS + 1):
             snap = SnapshotManager(tbl.file_io).latest()
-            credentials = broadcast_credentials(self._df.sparkSession.sparkContext, tbl.file_io)
             job = _MergeJob(
                 tbl.file_io,
                 tbl.table_schema,
@@ -107,17 +115,16 @@ class SparkMerger(TableMerger):
                 on,
                 clauses,
                 f"spark-merge-{uuid.uuid4().hex[:16]}",
-                credentials,
+                broadcast_credentials(sc, tbl.file_io),
             )
-            parts: list[Any] = []
             try:
                 try:
-                    parts = _run(self._df, job)
+                    if source is None:
+                        result = _merge_primary_key(self._df, tbl, snap, job)
+                    else:
+                        result = _merge_append(self._df, tbl, snap, job, source)
                 finally:
                     destroy(job.credentials)
-                keep = {f.path for p in parts for m in p.messages for f in m.new_files}
-                _delete_job_files(job, keep)  # discarded task attempts
-                result = commit_primary_key_parts(tbl, snap, parts)
             except CommitConflictError:
                 if attempt == MAX_ATTEMPTS:
                     raise
@@ -129,6 +136,55 @@ class SparkMerger(TableMerger):
         raise AssertionError("unreachable")
 
 
+def _merge_primary_key(df: DataFrame, tbl: Any, snap: Any, job: _MergeJob) -> MergeResult:
+    from raylake.table.merge.execute import commit_primary_key_parts
+
+    parts = _run(df, job)
+    _delete_job_files(job, _kept(parts))  # discarded task attempts
+    return commit_primary_key_parts(tbl, snap, parts)
+
+
+def _merge_append(
+    df: DataFrame, tbl: Any, snap: Any, job: _MergeJob, source: pa.Table
+) -> MergeResult:
+    from raylake.table.merge.execute import candidate_files, finish_append, pruning_for
+    from raylake.table.merge.plan import NOT_MATCHED
+
+    pruning = pruning_for(job.on, source, job.table_schema, job.clauses)
+    files = candidate_files(tbl, snap, pruning)
+    updates = tuple(c for c in job.clauses if c.group != NOT_MATCHED)
+    parts: list[Any] = []
+    if files and updates:
+        sc = df.sparkSession.sparkContext
+        tasks = max(1, min(len(files), sc.defaultParallelism * 2))
+        groups = [files[i::tasks] for i in range(tasks)]
+        shared = sc.broadcast((_to_ipc(source), groups))
+        try:
+            task = partial(_merge_files_task, job, updates, shared)
+            spark = df.sparkSession
+            rows = spark.range(0, tasks, numPartitions=tasks).mapInArrow(task, _RESULT_SCHEMA)
+            parts = _latest_attempts(rows.collect())
+        finally:
+            destroy(shared)
+    _delete_job_files(job, _kept(parts))  # discarded task attempts
+    return finish_append(
+        tbl, snap, files, parts, source, job.on, job.clauses, file_prefix=f"{job.prefix}-driver"
+    )
+
+
+def _kept(parts: list[Any]) -> set[str]:
+    return {f.path for p in parts for m in p.messages for f in m.new_files}
+
+
+def _latest_attempts(rows: list[Any]) -> list[Any]:
+    """The parts of each partition's last attempt (Spark returns one successful attempt
+    per partition; an earlier one's files are deleted as stale)."""
+    last: dict[int, int] = {}
+    for row in rows:
+        last[row.partition] = max(row.attempt, last.get(row.partition, row.attempt))
+    return [pickle.loads(row.part) for row in rows if row.attempt == last[row.partition]]
+
+
 def _run(df: DataFrame, job: _MergeJob) -> list[Any]:
     ts = job.table_schema
     source_of = dict(job.on.pairs)
@@ -138,12 +194,7 @@ def _run(df: DataFrame, job: _MergeJob) -> list[Any]:
     )
     parts = max(1, min(ts.buckets, df.sparkSession.sparkContext.defaultParallelism * 4))
     spread = with_bucket.repartition(parts, F.col(BUCKET_COLUMN))
-    rows = spread.mapInArrow(partial(_merge_task, job), _RESULT_SCHEMA).collect()
-    latest: dict[int, tuple[int, bytes]] = {}
-    for row in rows:  # one successful attempt per partition
-        if row.partition not in latest or row.attempt > latest[row.partition][0]:
-            latest[row.partition] = (row.attempt, row.part)
-    return [pickle.loads(blob) for _, blob in latest.values()]
+    return _latest_attempts(spread.mapInArrow(partial(_merge_task, job), _RESULT_SCHEMA).collect())
 
 
 def _add_buckets(
@@ -187,12 +238,82 @@ def _merge_task(job: _MergeJob, batches: Iterator[pa.RecordBatch]) -> Iterator[p
         prefix = f"{job.prefix}-p{partition}-a{attempt}"
         part = primary_key_part(tbl, snap, source, job.on, job.clauses, file_prefix=prefix)
     if part is not None:
-        yield pa.RecordBatch.from_pydict(
-            {"partition": [partition], "attempt": [attempt], "part": [pickle.dumps(part)]},
-            schema=pa.schema(
-                [("partition", pa.int32()), ("attempt", pa.int32()), ("part", pa.binary())]
-            ),
-        )
+        yield _result_batch(partition, attempt, [part])
+
+
+_RESULT_ARROW = pa.schema(
+    [("partition", pa.int32()), ("attempt", pa.int32()), ("part", pa.binary())]
+)
+
+
+def _result_batch(partition: int, attempt: int, parts: list[Any]) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pydict(
+        {
+            "partition": [partition] * len(parts),
+            "attempt": [attempt] * len(parts),
+            "part": [pickle.dumps(p) for p in parts],
+        },
+        schema=_RESULT_ARROW,
+    )
+
+
+def _merge_files_task(
+    job: _MergeJob,
+    clauses: tuple[Clause, ...],
+    shared: Broadcast[tuple[bytes, list[list[Any]]]],
+    batches: Iterator[pa.RecordBatch],
+) -> Iterator[pa.RecordBatch]:
+    """One task of an append merge: for each group index received, join that group's
+    target files with the whole source, a batch of files at a time (bounded memory)."""
+    from raylake.format.snapshot import SnapshotManager
+    from raylake.table.merge.execute import BATCH_BYTES, append_part, batches_of
+    from raylake.table.table import Table
+
+    install_credentials(job.credentials)
+    context = TaskContext.get()
+    partition = context.partitionId() if context else 0
+    attempt = context.attemptNumber() if context else 0
+    ipc, groups = shared.value
+    source = pa.ipc.open_stream(ipc).read_all()
+    tbl = Table(job.file_io, job.table_schema)
+    snap = None if job.snapshot_id is None else SnapshotManager(job.file_io).get(job.snapshot_id)
+    prefix = f"{job.prefix}-p{partition}-a{attempt}"
+    for batch in batches:
+        for index in batch.column(0).to_pylist():
+            parts = [
+                append_part(tbl, snap, files, source, job.on, clauses, file_prefix=prefix)
+                for files in batches_of(groups[index], BATCH_BYTES)
+            ]
+            yield _result_batch(partition, attempt, parts)
+
+
+def _collect_source(df: DataFrame, empty: pa.Table) -> pa.Table:
+    """The DataFrame's rows on the driver as one Arrow table, conformed to the target's
+    types like ``empty`` (Arrow IPC from the tasks, no per-row Python)."""
+    from raylake.table.merge.builder import conform_source
+
+    blobs = df.mapInArrow(_batches_to_ipc, "ipc binary").collect()
+    tables = [pa.ipc.open_stream(row.ipc).read_all() for row in blobs]
+    tables = [t for t in tables if t.num_rows]
+    if not tables:
+        return empty
+    return conform_source(pa.concat_tables(tables, promote_options="default"), empty.schema)
+
+
+def _batches_to_ipc(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    for batch in batches:  # one row per batch: far below Spark's 2 GiB per value
+        if batch.num_rows:
+            yield pa.RecordBatch.from_pydict(
+                {"ipc": [_to_ipc(pa.Table.from_batches([batch]))]},
+                schema=pa.schema([("ipc", pa.binary())]),
+            )
+
+
+def _to_ipc(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())
 
 
 def _delete_job_files(job: _MergeJob, keep: set[str]) -> None:

@@ -14,8 +14,9 @@ is refused when the loader is made, naming the column.
 
 from __future__ import annotations
 
+import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,8 +31,13 @@ FEATURES = "_rl_features"
 FEATURES_T = "_rl_features_t"  # the stacked features, (width, rows): Converter.columns_first
 ORDER = "_rl_order"  # a whole shuffled window, not yet gathered: its rows' epoch order
 FillNull = Any  # a scalar for every column, or a mapping column -> scalar
+# (shape, dtype) -> an array to write stacked features into, or None (Converter.columns_first)
+FeaturesOut = Callable[[tuple[int, int], np.dtype], "np.ndarray | None"]
 
-_STACK_ROWS = 1 << 16  # rows stacked through the scratch array at a time
+_STACK_ROWS = 1 << 16  # rows stacked through the scratch array at a time, at most
+_STACK_BYTES = 512 << 10  # the scratch block's size: it stays in a core's cache
+_KEPT_WINDOWS = 4  # stacked windows' memory kept for reuse, per converting thread
+_KEPT_BYTES = 32 << 20  # larger windows are not kept (their page faults are a smaller share)
 _TS_TO_MS = {"s": (1000, 1), "ms": (1, 1), "us": (1, 1000), "ns": (1, 1_000_000)}
 
 
@@ -207,6 +213,34 @@ class Converter:
             self._local.scratch = have
         return have[:, :n]
 
+    def _stacked(self, n: int) -> np.ndarray:
+        """An (n, width) array for a window's stacked features: the memory of an earlier
+        window when nothing refers to it any more, else fresh.
+
+        A window's batches are views of it (torch tensors over its memory hold a
+        reference to the array), so an array that only this pool refers to is not seen
+        by anyone: reusing it saves the page faults of fresh memory (the kernel zeroes
+        every fresh page; docs/benchmarks.md, "Second pass on the CPU epoch"). The pool
+        is the converting thread's (a pass's), at most ``_KEPT_WINDOWS`` arrays of at
+        most ``_KEPT_BYTES`` each.
+        """
+        kept: list[np.ndarray] | None = getattr(self._local, "kept", None)
+        if kept is None:
+            kept = self._local.kept = []
+        for i in range(len(kept)):
+            # 2: the list's reference and getrefcount's argument; nothing else holds it
+            if sys.getrefcount(kept[i]) == 2 and len(kept[i]) >= n:
+                return kept[i][:n]
+        fresh = np.empty((n, self.features_width), dtype=self.features_dtype)
+        if fresh.nbytes > _KEPT_BYTES:
+            return fresh
+        if len(kept) < _KEPT_WINDOWS:
+            kept.append(fresh)
+        else:  # the oldest goes (it lives on while batches refer to it)
+            kept.pop(0)
+            kept.append(fresh)
+        return fresh
+
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         del state["_local"]  # a copy (a DataLoader worker, a Ray task) makes its own scratch
@@ -248,10 +282,12 @@ class Converter:
         # are contiguous copies, then one transposing copy into the result (cache-blocked
         # in numpy): about 3x faster than writing each column into a strided column of
         # the result. The scratch is reused (fresh memory costs page faults every time).
-        out = np.empty((n, self.features_width), dtype=self.features_dtype)
-        scratch = self._scratch(min(n, _STACK_ROWS))
-        for r0 in range(0, n, _STACK_ROWS):
-            m = min(_STACK_ROWS, n - r0)
+        out = self._stacked(n)
+        row_bytes = self.features_width * self.features_dtype.itemsize
+        block = max(1024, min(_STACK_ROWS, _STACK_BYTES // max(row_bytes, 1)))
+        scratch = self._scratch(min(n, block))
+        for r0 in range(0, n, block):
+            m = min(block, n - r0)
             self._fill_columns(table, features, scratch[:, :m], r0)
             out[r0 : r0 + m] = scratch[:, :m].T
         return out
@@ -277,20 +313,41 @@ class Converter:
                 row += k
             j += width
 
-    def columns_first(self, table: pa.Table) -> dict[str, np.ndarray]:
+    def gather(self, block: dict[str, np.ndarray], picked: np.ndarray) -> dict[str, np.ndarray]:
+        """The rows ``picked`` of a converted window, in that order (a shuffled window's
+        part). Stacked features are gathered into memory of an earlier window that
+        nothing refers to any more (``_stacked``), as stacking does."""
+        out: dict[str, np.ndarray] = {}
+        for name, values in block.items():
+            if name == FEATURES and values.ndim == 2 and values.dtype == self.features_dtype:
+                dest = self._stacked(len(picked))
+                # "clip": the positions are a permutation's (valid); "raise" buffers a copy
+                out[name] = np.take(values, picked, axis=0, out=dest, mode="clip")
+            else:  # np.take gathers rows about 3x faster than values[picked]
+                out[name] = np.take(values, picked, axis=1 if name == FEATURES_T else 0)
+        return out
+
+    def columns_first(
+        self, table: pa.Table, out: FeaturesOut | None = None
+    ) -> dict[str, np.ndarray]:
         """As a call, but several stacked features come as one (width, rows) array under
         ``FEATURES_T``: contiguous copies only, for a device to transpose (a GPU does it
-        in microseconds; the host's transposing copy is most of the stacking's time)."""
+        in microseconds; the host's transposing copy is most of the stacking's time).
+        ``out(shape, dtype)`` may give the array to fill (pinned memory that is copied
+        to the device as it is, raylake/train/windows.py), or None."""
         features = self.layout.features
         if features is None or len(features) == 1:
             return self(table)
         for name in features:
             if table.column(name).null_count and self._fill_for(name) is None:
                 to_numpy(name, table.column(name))  # raises, naming the column and its nulls
-        out = self(table.drop_columns(list(features)), features=False)
-        columns = np.empty((self.features_width, table.num_rows), dtype=self.features_dtype)
+        rest = self(table.drop_columns(list(features)), features=False)
+        shape = (self.features_width, table.num_rows)
+        columns = None if out is None else out(shape, self.features_dtype)
+        if columns is None:
+            columns = np.empty(shape, dtype=self.features_dtype)
         self._fill_columns(table, features, columns, 0)
-        return {FEATURES_T: columns, **out}
+        return {FEATURES_T: columns, **rest}
 
 
 def to_numpy(name: str, column: pa.ChunkedArray | pa.Array, fill: Any = None) -> np.ndarray:

@@ -16,6 +16,7 @@ resumes that same worker, and the loader's whole state dict resumes anything.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -186,6 +187,12 @@ class ShardedLoader:
         feed = NumpyFeed() if feed is None else feed
         self.recorder = feed.recorder
         convert = self.converter.columns_first if feed.device_layout else self.converter
+        out = getattr(feed, "features_out", None)
+        convert_once = (
+            functools.partial(self.converter.columns_first, out=out)
+            if feed.device_layout and out is not None
+            else None
+        )
         reader = WindowReader(
             self.source,
             self.order(start.epoch),
@@ -195,6 +202,8 @@ class ShardedLoader:
             loader_threads=self.loader_threads,
             observe=feed.recorder.piece_taken,
             gather_late=feed.device_layout,
+            convert_once=convert_once,
+            gather=self.converter.gather,
         )
         segments, sizes = segments_and_sizes(own)
         chunks = reader.chunks(segments)

@@ -11,10 +11,12 @@ holds: it counts the batches taken (the position), times the trainer's waits
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, Protocol
 
-from raylake.train.stats import FeedRecorder
+import numpy as np
+
+from raylake.train.stats import FeedRecorder, FeedStats
 from raylake.train.stream import Block, cut
 
 
@@ -59,6 +61,73 @@ class NumpyFeed:
             rows = len(next(iter(block.values()))) if block else 0
             recorder.delivered(sum(a.nbytes for a in block.values()))
             yield block, rows
+
+
+class NumpyRunFeed(NumpyFeed):
+    """Batches as runs (to_tf_dataset's feed): the batches of one size that lie in one
+    window as one block of shape ``(k, size, ...)``, a view of the window; a batch that
+    straddles two windows, or of another size, as a run of one. The consumer takes a
+    run as one element and splits it (``tf.data``'s ``unbatch``), so the conversion to
+    its tensors is per run, not per batch. The row count of a run is its rows."""
+
+    def batches(
+        self, windows: Iterator[Block], sizes: Iterator[int]
+    ) -> Iterator[tuple[Block, int]]:
+        recorder = self.recorder
+        for block, rows in runs(windows, sizes):
+            recorder.delivered(sum(a.nbytes for a in block.values()))
+            yield block, rows
+
+
+def runs(windows: Iterable[Block], sizes: Iterable[int]) -> Iterator[tuple[Block, int]]:
+    """Runs of batches of the given sizes, cut from the windows (NumpyRunFeed). When
+    the windows run out, the rows left form one last, smaller batch."""
+    source, sizes = iter(windows), iter(sizes)
+    cur: Block = {}
+    off = n = 0
+    want = next(sizes, None)
+    while want is not None:
+        if off + want <= n:  # the batches of this size that lie in this window
+            k, following = 1, None
+            for following in sizes:
+                if following != want or off + (k + 1) * want > n:
+                    break
+                k += 1
+            else:
+                following = None
+            end = off + k * want
+            yield (
+                {key: v[off:end].reshape(k, want, *v.shape[1:]) for key, v in cur.items()},
+                (k * want),
+            )
+            off, want = end, following
+            continue
+        parts = [{key: v[off:n] for key, v in cur.items()}] if off < n else []
+        need = want - (n - off)
+        while need > 0:
+            block = next(source, None)
+            if block is None:
+                cur, off, n = {}, 0, 0
+                break
+            cur, n = block, _rows(block)
+            off = min(need, n)
+            if off:
+                parts.append({key: v[:off] for key, v in cur.items()})
+            need -= off
+        got = want - need
+        if got == 0:
+            return
+        one = (
+            parts[0]
+            if len(parts) == 1
+            else {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
+        )
+        yield {key: v.reshape(1, got, *v.shape[1:]) for key, v in one.items()}, got
+        want = next(sizes, None)
+
+
+def _rows(block: Block) -> int:
+    return len(next(iter(block.values()))) if block else 0
 
 
 def close(it: object) -> None:
@@ -113,6 +182,10 @@ class Pass(Iterator[Any]):
         self.taken.batches += 1  # counted before the caller has it, as StatefulDataLoader expects
         self._recorder.waited(start, rows)
         return batch
+
+    def stats(self) -> FeedStats:
+        """How this pass fed its consumer so far (raylake/train/stats.py)."""
+        return self._recorder.snapshot()
 
     def close(self) -> None:
         stages, self._stages = self._stages, []

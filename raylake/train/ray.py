@@ -19,8 +19,9 @@ from typing import Any
 from raylake.arguments import check_count, check_flag, refuse_unknown_keywords
 from raylake.errors import InvalidArgumentError
 from raylake.train.convert import FillNull
-from raylake.train.passes import close
+from raylake.train.passes import Pass, close
 from raylake.train.prefetch import background
+from raylake.train.stats import FeedRecorder
 from raylake.train.torch import TensorBatches, torch_spec
 from raylake.train.windows import DEFAULT_FEED_BYTES
 
@@ -40,9 +41,13 @@ def iter_torch_batches(
     transform: Any = None,
     prefetch_blocks: int = 1,
     feed_bytes: int = DEFAULT_FEED_BYTES,
-) -> Iterator[Any]:
+) -> Pass:
     """Batches of tensors from a Ray ``Dataset`` or ``DataIterator``, shaped as the Lake
-    datasets shape them: ``(features, label)``, a dict of tensors, or ``(dict, label)``."""
+    datasets shape them: ``(features, label)``, a dict of tensors, or ``(dict, label)``.
+
+    The iterator's ``stats()`` tells how it fed the trainer, as the Lake datasets'
+    ``ds.stats()`` does (docs/training.md, "Is the GPU starved?"); Ray's blocks are its
+    windows. Nothing is read before the first batch is asked for."""
     check_count("batch_size", batch_size, 1)
     check_flag("drop_last", drop_last)
     check_count("prefetch_blocks", prefetch_blocks)
@@ -51,6 +56,26 @@ def iter_torch_batches(
             "data", data, "a ray.data.Dataset or DataIterator (ray.train.get_dataset_shard)"
         )
     spec = torch_spec(columns, feature_columns, label_column, dtype, fill_null)
+    recorder = FeedRecorder()
+    batches = _batches(
+        data, spec, batch_size, drop_last, dtype, device, transform, prefetch_blocks,
+        feed_bytes, recorder,
+    )  # fmt: skip
+    return Pass(batches, [], recorder)
+
+
+def _batches(
+    data: Any,
+    spec: Any,
+    batch_size: int,
+    drop_last: bool,
+    dtype: Any,
+    device: Any,
+    transform: Any,
+    prefetch_blocks: int,
+    feed_bytes: int,
+    recorder: FeedRecorder,
+) -> Iterator[tuple[Any, int]]:
     tables = iter(
         data.iter_batches(batch_size=None, batch_format="pyarrow", prefetch_batches=prefetch_blocks)
     )
@@ -59,7 +84,7 @@ def iter_torch_batches(
         return
     converter = spec.converter(first.schema)
     output = TensorBatches(converter.layout, dtype, transform, device, False, 0, feed_bytes)
-    feed = output.feed()
+    feed = output.feed(recorder)
     convert = converter.columns_first if feed.device_layout else converter
     blocks = (convert(t) for t in itertools.chain([first], tables))
     windows = feed.windows(blocks)
@@ -70,7 +95,7 @@ def iter_torch_batches(
         for batch, rows in batches:
             if drop_last and rows < batch_size:
                 return
-            yield batch
+            yield batch, rows
     finally:
         for stage in (batches, ahead, windows, blocks):
             close(stage)

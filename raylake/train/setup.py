@@ -17,7 +17,7 @@ pinned snapshot (no ``snapshot_id``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -124,6 +124,21 @@ def open_source(rows: TableRows, spec: BatchSpec) -> tuple[LakeSource, Converter
         snapshot_id=rows.snapshot_id,
     )
     return source, converter
+
+
+def structures(layout: Layout, runs: Mapping[str, Sequence[T]]) -> Iterable[Any]:
+    """Many batches at once in the user's structure: ``runs`` holds each column group's
+    batches in order (what ``structure`` makes of one batch, for each of them; the
+    structures are made by zips, not by a Python call per batch)."""
+    if layout.features is not None:
+        features = runs[FEATURES]
+        return features if layout.label is None else zip(features, runs[layout.label])
+    names, label = layout.named, layout.label
+    if names:
+        named = [dict(zip(names, values)) for values in zip(*(runs[c] for c in names))]
+    else:  # the label alone: an empty dict beside each label
+        named = [{} for _ in runs[label]] if label is not None else []
+    return named if label is None else zip(named, runs[label])
 
 
 def structure(layout: Layout, values: Mapping[str, T]) -> Any:

@@ -36,7 +36,9 @@ class FeedStats:
     that it did little else. ``first_wait_s`` is the wait for the first batch (the
     pass's start-up: its first pieces read and its first window made). ``read_ahead_fill`` is the mean share of the read-ahead
     window in flight when a piece was taken; ``pieces_ready`` the share of pieces
-    already read by then.
+    already read by then. ``packed_bytes`` is what the host copied into pinned memory
+    for the device copies (the stacked features are written there in place where a
+    window is used once, so mostly the other columns).
     """
 
     batches: int = 0
@@ -52,6 +54,7 @@ class FeedStats:
     device_copies: int = 0
     pinned_bytes_peak: int = 0
     device_bytes_peak: int = 0
+    packed_bytes: int = 0
     read_ahead_fill: float = 0.0
     pieces_ready: float = 0.0
 
@@ -100,6 +103,7 @@ class FeedRecorder:
         self.pinned_peak = 0
         self.device = 0
         self.device_peak = 0
+        self.packed_bytes = 0
         self.takes = 0
         self.in_flight = 0.0  # sum over takes of the read-ahead's fill
         self.ready = 0
@@ -132,6 +136,9 @@ class FeedRecorder:
 
     def copied(self) -> None:
         self.device_copies += 1
+
+    def packed(self, nbytes: int) -> None:
+        self.packed_bytes += nbytes
 
     def delivered(self, nbytes: int) -> None:
         self.bytes += nbytes
@@ -167,6 +174,7 @@ class FeedRecorder:
             device_copies=self.device_copies,
             pinned_bytes_peak=self.pinned_peak,
             device_bytes_peak=self.device_peak,
+            packed_bytes=self.packed_bytes,
             read_ahead_fill=self.in_flight / self.takes if self.takes else 0.0,
             pieces_ready=self.ready / self.takes if self.takes else 0.0,
         )

@@ -14,7 +14,8 @@ from raylake.errors import UnsupportedOperationError
 from raylake.train.convert import FEATURES, FEATURES_T, FillNull, Layout
 from raylake.train.device import backend_for, pin_wanted
 from raylake.train.loader import Transform
-from raylake.train.setup import BatchSpec, structure
+from raylake.train.setup import BatchSpec, structure, structures
+from raylake.train.stats import FeedRecorder
 from raylake.train.stream import Block
 from raylake.train.windows import DEFAULT_FEED_BYTES, Tensors, TorchFeed
 
@@ -120,19 +121,20 @@ class TensorBatches:
     def tensors(self, block: Block) -> Any:
         return structure(self.layout, self.tensor_dict(block))
 
-    def feed(self) -> TorchFeed:
+    def feed(self, recorder: FeedRecorder | None = None) -> TorchFeed:
         """One pass's batches: windows converted and copied to the device once each,
         batches cut as views of them (raylake/train/windows.py)."""
         backend = backend_for(self.device)
         layout = self.layout
         return TorchFeed(
             self.tensor_dict,
-            lambda tensors: structure(layout, tensors),
+            lambda runs: structures(layout, runs),
             self.transform,
             backend,
             pin_wanted(self.pin_memory, backend),
             self.feed_bytes,
             self.prefetch,
+            recorder,
         )
 
     def __call__(self, block: Block) -> Any:

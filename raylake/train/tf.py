@@ -30,6 +30,7 @@ from raylake.expr import Expr
 from raylake.table import Table
 from raylake.train.convert import FEATURES, Converter, FillNull, inner_shape, numpy_dtype
 from raylake.train.loader import Epochs, ShardedLoader
+from raylake.train.passes import NumpyRunFeed
 from raylake.train.setup import (
     DEFAULT_SHUFFLE_WINDOW,
     BatchSpec,
@@ -113,16 +114,20 @@ def to_tf_dataset(
     source, converter = open_source(rows, spec)
     layout = converter.layout
     loader = ShardedLoader(source, converter, epochs)
-    signature = output_signature(source, converter, None if not drop_last else batch_size)
+    batch = None if not drop_last else batch_size
+    signature = output_signature(source, converter, batch, runs=True)
     passes = [0]
 
     def generate() -> Iterator[Any]:
         loader.set_epoch(epoch + passes[0] if reshuffle_each_iteration else epoch)
         passes[0] += 1
-        for block in loader.batches(rank, world_size, 0, 1):
+        for block in loader.batches(rank, world_size, 0, 1, NumpyRunFeed()):
             yield structure(layout, block)
 
-    ds = tf.data.Dataset.from_generator(generate, output_signature=signature)
+    # Runs of batches (views of a window) cross into TensorFlow as one element each and
+    # are split there: the per-element conversion of from_generator is paid per run
+    # (about a window), not per batch.
+    ds = tf.data.Dataset.from_generator(generate, output_signature=signature).unbatch()
     # The exact step count (the same on every pipeline) lets Keras size its epochs.
     ds = ds.apply(tf.data.experimental.assert_cardinality(loader.steps(world_size)))
     if sharded:
@@ -134,8 +139,12 @@ def to_tf_dataset(
     return ds
 
 
-def output_signature(source: LakeSource, converter: Converter, batch: int | None) -> Any:
-    """The ``tf.TensorSpec`` structure of the batches, from the table schema."""
+def output_signature(
+    source: LakeSource, converter: Converter, batch: int | None, runs: bool = False
+) -> Any:
+    """The ``tf.TensorSpec`` structure of the batches, from the table schema (``runs``:
+    of runs of batches, ``(k, batch, ...)``)."""
+    lead: tuple[int | None, ...] = (None, batch) if runs else (batch,)
     tf = _tensorflow()
     layout = converter.layout
     schema = source.schema
@@ -146,13 +155,13 @@ def output_signature(source: LakeSource, converter: Converter, batch: int | None
         if converter.dtype is not None and np_type.kind == "f":
             np_type = converter.dtype
         tf_type = tf.string if np_type == np.dtype(object) else tf.as_dtype(np_type)
-        return tf.TensorSpec((batch, *inner_shape(dtype)), tf_type, name=name)
+        return tf.TensorSpec((*lead, *inner_shape(dtype)), tf_type, name=name)
 
     specs = {c: spec(c) for c in layout.named}
     if layout.label is not None:
         specs[layout.label] = spec(layout.label)
     if layout.features is not None:
-        width = (batch, converter.features_width)
+        width = (*lead, converter.features_width)
         specs[FEATURES] = tf.TensorSpec(width, tf.as_dtype(converter.features_dtype))
     return structure(layout, specs)  # the batches' own structure
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -16,7 +17,9 @@ from raylake.expr import Expr
 from raylake.table import Table
 from raylake.train.convert import FillNull
 from raylake.train.loader import Transform
+from raylake.train.samples import Samples, collate
 from raylake.train.setup import TableRows, open_source
+from raylake.train.stats import FeedRecorder, FeedStats
 from raylake.train.stream import Block
 from raylake.train.tensors import TensorBatches, torch_spec, tree_map, unbind
 
@@ -32,11 +35,16 @@ class LakeMapDataset(Dataset):
     Global index ``i`` is the ``i``-th row of the pinned snapshot in plan order
     (pieces in order, rows in their stable read order). Nothing is materialized: an
     index finds its piece in the row-group index, and decoded pieces stay in a cache
-    of at most ``cache_bytes`` (per process). ``ds[i]`` is one sample; ``ds[list]``
-    (what ``DataLoader(ds, sampler=BatchSampler(...), batch_size=None)`` asks for) is
-    one batch, gathered with numpy; ``__getitems__`` serves ``DataLoader(ds,
-    batch_size=...)`` a list of samples.
+    of at most ``cache_bytes`` (per process), converted once each (features
+    column-stacked). ``ds[i]`` is one sample; ``ds[list]`` (what ``DataLoader(ds,
+    sampler=BatchSampler(...), batch_size=None)`` asks for) is one batch, gathered
+    from the pieces with one ``take`` per column group and piece; ``__getitems__``
+    serves ``DataLoader(ds, batch_size=...)`` the same gather as a list of samples,
+    which ``collate_fn=LakeMapDataset.collate`` hands over as the batch it was
+    (raylake/train/samples.py).
     """
+
+    collate = staticmethod(collate)
 
     @refuse_unknown_keywords
     def __init__(
@@ -62,6 +70,13 @@ class LakeMapDataset(Dataset):
         self._offsets = np.concatenate([[0], np.cumsum(self._source.counts, dtype=np.int64)])
         self._cache_bytes = check_count("cache_bytes", cache_bytes)
         self._cache = _piece_cache(cache_bytes)
+        self._recorder = FeedRecorder()
+
+    def stats(self) -> FeedStats:
+        """The batched fetches (``ds[list]``, ``__getitems__``) of this process so far:
+        the time spent in them, rows and bytes delivered, pieces decoded (``windows``).
+        A DataLoader worker counts in its own copy of the dataset."""
+        return self._recorder.snapshot()
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -88,6 +103,7 @@ class LakeMapDataset(Dataset):
         if block is None:
             block = self._converter(self._source.read_piece(index))
             self._cache.put(index, block)
+            self._recorder.window()
         return block
 
     def rows(self, indices: Sequence[int] | np.ndarray) -> Block:
@@ -99,15 +115,23 @@ class LakeMapDataset(Dataset):
             bad = int(idx[(idx < 0) | (idx >= n)][0])
             raise IndexError(f"row index {bad} is out of range for {n} rows")
         pieces = np.searchsorted(self._offsets, idx, side="right") - 1
+        # Indices grouped by piece with one sort (a batch of random indices touches
+        # many pieces); then one take per piece and column group, no per-row Python.
+        order = np.argsort(pieces, kind="stable")
+        starts = np.flatnonzero(np.diff(pieces[order])) + 1
         out: Block = {}
-        for p in np.unique(pieces):
-            where = np.nonzero(pieces == p)[0]
-            block = self._piece(int(p))
+        for where in np.split(order, starts) if idx.size else ():
+            p = int(pieces[where[0]])
+            block = self._piece(p)
             local = idx[where] - self._offsets[p]
             for key, values in block.items():
                 if key not in out:
                     out[key] = np.empty((idx.size, *values.shape[1:]), dtype=values.dtype)
-                out[key][where] = values[local]
+                # "clip": the indices were checked above ("raise" buffers a copy)
+                if len(where) == idx.size:  # one piece: straight into place, in order
+                    np.take(values, local, axis=0, out=out[key], mode="clip")
+                else:
+                    out[key][where] = np.take(values, local, axis=0, mode="clip")
         if not out:  # no indices: empty arrays of the right types
             empty = self._converter(self._source.schema.empty_table())
             out = {k: v[:0] for k, v in empty.items()}
@@ -122,13 +146,31 @@ class LakeMapDataset(Dataset):
             one = self._output.tensors(self.rows([int(index)]))
             sample = tree_map(lambda t: t[0], one)
             return sample if self._output.transform is None else self._output.transform(sample)
-        return self._output(self.rows(index))
+        start = time.perf_counter()
+        block = self.rows(index)
+        batch = self._output(block)
+        self._fetched(start, block)
+        return batch
 
     def __getitems__(self, indices: Sequence[int]) -> list[Any]:
-        """One gather for a whole batch of indices, returned as the list of samples that
-        DataLoader's collate expects."""
-        batch = self._output.tensors(self.rows(indices))
-        samples = unbind(batch, len(indices))
-        if self._output.transform is None:
-            return samples
-        return [self._output.transform(s) for s in samples]
+        """One gather for a whole batch of indices, as the list of samples that
+        DataLoader's collate expects; the samples are made only if something reads
+        the list (``LakeMapDataset.collate`` takes the gathered batch as it is)."""
+        start = time.perf_counter()
+        block = self.rows(indices)
+        batch = self._output.tensors(block)
+        n = len(indices)
+        transform = self._output.transform
+
+        def make() -> list[Any]:
+            samples = unbind(batch, n)
+            return samples if transform is None else [transform(s) for s in samples]
+
+        self._fetched(start, block)
+        # With a transform of samples, the collated batch is not the gathered one.
+        return Samples(batch if transform is None else None, n, make)
+
+    def _fetched(self, start: float, block: Block) -> None:
+        n = len(next(iter(block.values()))) if block else 0
+        self._recorder.delivered(sum(v.nbytes for v in block.values()))
+        self._recorder.waited(start, n)

@@ -10,12 +10,16 @@ shuffled window's permutation, in one gather. Batches are views of it: a batch c
 a slice per column group, never a conversion, a pin or a copy.
 
 :class:`Stager` runs where windows are made (the loader's converting thread). With a
-device it owns a ring of two pinned slots of at most a quarter of ``feed_bytes`` each
-(a window larger than a slot is staged in parts); a slot is written again only after
-the host has seen its last copy finish. Device windows alive at once are the one being
-copied, the one waiting in the hand-over queue and the one the trainer cuts: three
-quarters of ``feed_bytes`` at most, so pinned host memory and device memory held by
-the loader each stay within ``feed_bytes``.
+device it owns a ring of three pinned slots of at most a quarter of ``feed_bytes``
+each (a window larger than a slot is staged in parts); a slot is written again only
+after the host has seen its last copy finish, and with three the converter is rarely
+held by that wait (the copy two windows back). Where a window is used once (not
+shuffled, or a whole shuffle window gathered on the device), the converter writes its
+stacked features straight into the next slot (``features_out``): the host packs only
+the other columns. Device windows alive at once are the one being copied, the one
+waiting in the hand-over queue and the one the trainer cuts: three quarters of
+``feed_bytes`` at most, so pinned host memory and device memory held by the loader
+each stay within ``feed_bytes``.
 
 :func:`cut_windows` runs on the trainer's thread. When it takes the first batch of a
 window, the trainer's stream waits for that window's copy and the window's tensors are
@@ -26,10 +30,11 @@ long as any of its batches does.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 from raylake.train.convert import FEATURES, FEATURES_T, ORDER
@@ -39,6 +44,7 @@ from raylake.train.stats import FeedRecorder
 
 Tensors = dict[str, torch.Tensor]
 DEFAULT_FEED_BYTES = 256 << 20
+RING = 3  # pinned slots, each at most a quarter of feed_bytes
 _ALIGN = 256  # bytes: every column group of a packed window starts on this boundary
 
 
@@ -99,9 +105,31 @@ class Stager:
         self.recorder = recorder
         self._slots: list[tuple[torch.Tensor, Any]] = []
         self._next = 0
+        self._reserved: tuple[int, torch.Tensor] | None = None  # (ring index, slot)
+
+    def features_out(self, shape: tuple[int, int], dtype: np.dtype) -> np.ndarray | None:
+        """Where the converter writes a window's stacked features (columns first): the
+        start of the next pinned slot, when the window will go in one copy; None: it
+        makes them in memory of its own. Only for a window converted for one use (the
+        slot is written again after the ring's other slots)."""
+        if self.backend is None:
+            return None
+        nbytes = shape[0] * shape[1] * dtype.itemsize
+        if not nbytes:
+            return None
+        # The features and their gathered copy on the device take half a slot at most;
+        # the columns beside them fit the rest of that half unless the features are
+        # most of a row (then the window may be staged in parts, made on the host).
+        if nbytes * 3 > self.slot_bytes // 2:
+            return None
+        index = self._next
+        slot = self._slot(min(self.slot_bytes, nbytes * 3 // 2 + 8 * _ALIGN))
+        self._reserved = (index, slot)
+        return slot[:nbytes].numpy().view(dtype).reshape(shape)
 
     def __call__(self, tensors: Tensors) -> Iterator[Window]:
         n = rows_of(tensors)
+        reserved, self._reserved = self._reserved, None
         if n == 0:
             return
         self.recorder.window()
@@ -118,7 +146,7 @@ class Stager:
             # Transposed or gathered on the device into new tensors: the copy and its
             # result are both held, so a window in one copy takes half a slot at most.
             if n * (row_bytes + 8) + pad <= self.slot_bytes // 2:
-                yield self._copy(tensors, n, row_bytes, transform=True)
+                yield self._copy(tensors, n, row_bytes, transform=True, reserved=reserved)
                 return
             tensors = on_host(tensors)  # too large for one copy: made here, then split
         # Rows of a part such that its column groups, each padded to _ALIGN, fit a slot.
@@ -131,7 +159,7 @@ class Stager:
         """The next slot of the ring, at least ``nbytes``, once its last copy is done."""
         assert self.backend is not None
         i = self._next
-        self._next = (i + 1) % 2
+        self._next = (i + 1) % RING
         if i < len(self._slots):
             slot, marker = self._slots[i]
             if marker is not None:
@@ -148,23 +176,39 @@ class Stager:
             self._slots.append((slot, None))
         return slot
 
-    def _copy(self, tensors: Tensors, n: int, row_bytes: int, transform: bool) -> Window:
+    def _copy(
+        self,
+        tensors: Tensors,
+        n: int,
+        row_bytes: int,
+        transform: bool,
+        reserved: tuple[int, torch.Tensor] | None = None,
+    ) -> Window:
         assert self.backend is not None
         places: list[tuple[str, int, torch.Tensor]] = []
         end = 0
         for key, t in tensors.items():
             places.append((key, end, t))
             end += -(-t.nbytes // _ALIGN) * _ALIGN
-        slot = self._slot(end)
+        if reserved is not None and reserved[1].numel() >= end:
+            index, slot = reserved  # the converter wrote the features into it
+        else:
+            index = self._next
+            slot = self._slot(end)
+        packed = 0
         for _, offset, t in places:
+            if offset == 0 and t.data_ptr() == slot.data_ptr():
+                continue  # written in place by the converter
             _view(slot, offset, t).copy_(t)
+            packed += t.nbytes
+        self.recorder.packed(packed)
 
         def finish(buffer: torch.Tensor) -> Tensors:
             views = {key: _view(buffer, offset, t) for key, offset, t in places}
             return on_host(views) if transform else views  # on the device's stream
 
         out, marker = self.backend.copy(slot[:end], finish)
-        self._slots[(self._next - 1) % 2] = (slot, marker)
+        self._slots[index] = (slot, marker)
         held = end + (n * row_bytes if transform else 0)
         self.recorder.copied()
         self.recorder.hold_device(held)
@@ -187,31 +231,50 @@ def _view(buffer: torch.Tensor, offset: int, like: torch.Tensor) -> torch.Tensor
     return flat.view(like.dtype).view(like.shape)
 
 
+Run = tuple[dict[str, Sequence[torch.Tensor]], list[int]]  # column groups' batches, rows
+
+
 def cut_windows(
     windows: Iterable[Window],
     sizes: Iterable[int],
     backend: Backend | None,
     recorder: FeedRecorder,
-) -> Iterator[tuple[Tensors, int]]:
-    """Batches of the given sizes as views of the windows, with their row counts.
+) -> Iterator[Run]:
+    """Batches of the given sizes as views of the windows, a run at a time: every batch
+    that lies in the window in hand is cut at once (one ``split`` per column group, so
+    nothing per batch in Python), with their row counts; a batch that straddles two
+    windows is a run of one.
 
     When the windows run out, the rows left form one last, smaller batch.
     """
     source = iter(windows)
+    sizes = iter(sizes)
     current: Window | None = None
     cur: Tensors = {}
     off = n = 0
     try:
-        for want in sizes:
-            end = off + want
-            if end <= n:  # the common case: a view of the window in hand
-                yield {k: t[off:end] for k, t in cur.items()}, want
-                off = end
+        want = next(sizes, None)
+        while want is not None:
+            if off + want <= n:  # the common case: views of the window in hand
+                run, total = [want], want
+                want = None
+                for want in sizes:
+                    if off + total + want > n:
+                        break
+                    run.append(want)
+                    total += want
+                else:
+                    want = None
+                start, off = off, off + total  # counted as delivered once handed out
+                if len(run) == 1:
+                    yield {k: (t[start:off],) for k, t in cur.items()}, run
+                else:
+                    yield {k: t[start:off].split(run) for k, t in cur.items()}, run
                 continue
             parts = [{k: t[off:n] for k, t in cur.items()}] if off < n else []
             need = want - (n - off)
             while need > 0:
-                _finish(current, off, recorder)
+                _finish(current, n, recorder)  # its rows up to the end were handed out
                 current = None
                 current = next(source, None)
                 if current is None:
@@ -228,9 +291,10 @@ def cut_windows(
             if got == 0:
                 return
             if len(parts) == 1:
-                yield parts[0], got
+                yield {k: (t,) for k, t in parts[0].items()}, [got]
             else:
-                yield {k: torch.cat([p[k] for p in parts]) for k in parts[0]}, got
+                yield {k: (torch.cat([p[k] for p in parts]),) for k in parts[0]}, [got]
+            want = next(sizes, None)
     finally:
         _finish(current, off, recorder)
         close = getattr(source, "close", None)
@@ -272,14 +336,15 @@ class TorchFeed:
     def __init__(
         self,
         to_tensors: Callable[[Any], Tensors],
-        make: Callable[[Tensors], Any],
+        make: Callable[[dict[str, Sequence[torch.Tensor]]], Iterable[Any]],
         transform: Callable[[Any], Any] | None,
         backend: Backend | None,
         pin: bool,
         feed_bytes: int,
         prefetch: int,
+        recorder: FeedRecorder | None = None,
     ) -> None:
-        self.recorder = FeedRecorder()
+        self.recorder = FeedRecorder() if recorder is None else recorder
         self.backend = backend
         self.device_layout = backend is not None
         self.to_tensors = to_tensors
@@ -287,6 +352,10 @@ class TorchFeed:
         self.transform = transform
         self.prefetch = prefetch
         self.stager = Stager(backend, pin, feed_bytes, self.recorder)
+
+    def features_out(self, shape: tuple[int, int], dtype: np.dtype) -> np.ndarray | None:
+        """Where a window used once writes its stacked features (Stager.features_out)."""
+        return self.stager.features_out(shape, dtype)
 
     def windows(self, blocks: Iterator[Any]) -> Iterator[Window]:
         return stage_all(blocks, self.to_tensors, self.stager)
@@ -297,13 +366,16 @@ class TorchFeed:
             return background(made, self.prefetch, "raylake-prefetch")
         return made
 
-    def _made(self, views: Iterator[tuple[Tensors, int]]) -> Iterator[tuple[Any, int]]:
+    def _made(self, runs: Iterator[Run]) -> Iterator[tuple[Any, int]]:
         make, transform = self.make, self.transform
         try:
-            for tensors, rows in views:
-                batch = make(tensors)
-                yield (batch if transform is None else transform(batch)), rows
+            for parts, rows in runs:
+                if transform is None:
+                    yield from zip(make(parts), rows)
+                else:
+                    for batch, n in zip(make(parts), rows):
+                        yield transform(batch), n
         finally:
-            close = getattr(views, "close", None)
+            close = getattr(runs, "close", None)
             if close is not None:
                 close()

@@ -11,43 +11,25 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
+from merge_case import SCHEMA, merge_clauses, source_table, target_rows  # noqa: E402
+
 import raylake  # noqa: E402
 from raylake.errors import MergeCardinalityError, UnsupportedOperationError  # noqa: E402
 
 pytestmark = pytest.mark.ray
 
-SCHEMA = pa.schema(
-    [pa.field("k", pa.int64(), nullable=False), ("n", pa.int64()), ("s", pa.string())]
-)
-
-
-def _clauses(merger: Any) -> Any:
-    return (
-        merger.when_matched_delete(predicate="s.s = 'del'")
-        .when_matched_update({"n": "t.n + s.n", "s": "s.s"}, predicate="s.n > 0")
-        .when_not_matched_insert(predicate="s.n is not null")
-    )
-
 
 def test_merge_lake_equals_the_local_merge(tmp_path: Path, ray_cluster: Any) -> None:
-    target = pa.table(
-        {"k": range(200), "n": [i % 7 for i in range(200)], "s": ["a"] * 200}, schema=SCHEMA
-    )
-    source = pa.table(
-        {
-            "k": [*range(0, 300, 3)],
-            "n": [(-1 if i % 5 == 0 else i) for i in range(100)],
-            "s": [("del" if i % 4 == 0 else "u") for i in range(100)],
-        }
-    )
+    target = target_rows()
+    source = source_table()
     tables = []
     for name in ("local", "ray"):
         tbl = raylake.create_table(str(tmp_path / name), SCHEMA, primary_key=["k"], buckets=4)
         tbl.write(target)
         tables.append(tbl)
-    local = _clauses(tables[0].merge(source, on="k")).execute()
+    local = merge_clauses(tables[0].merge(source, on="k")).execute()
     ds = ray.data.from_arrow(source).repartition(3)
-    distributed = _clauses(raylake.merge_lake(ds, tables[1].uri, on="k")).execute()
+    distributed = merge_clauses(raylake.merge_lake(ds, tables[1].uri, on="k")).execute()
     assert (distributed.inserted, distributed.updated, distributed.deleted) == (
         local.inserted,
         local.updated,
@@ -98,7 +80,7 @@ def test_merge_lake_into_an_append_table_equals_the_local_merge(
                        "s": ["u", "del", "u", "u", "u", "u"]})  # fmt: skip
 
     def clauses(merger: Any) -> Any:
-        return _clauses(merger).when_not_matched_by_source_update(
+        return merge_clauses(merger).when_not_matched_by_source_update(
             {"s": "'old'"}, predicate="t.k >= 190"
         )
 

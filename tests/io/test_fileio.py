@@ -180,6 +180,8 @@ def test_paths_and_arrow_filesystem(tmp_path: Path) -> None:
     assert local.full_path("") == local.root
     assert local.is_local
     assert isinstance(local.arrow_filesystem(), pafs.LocalFileSystem)
+    # Local data files are read memory-mapped (no copy out of the page cache).
+    assert local.arrow_filesystem().equals(pafs.LocalFileSystem(use_mmap=True))
     url = FileIO(f"file://{tmp_path}/t")
     assert url.is_local and url.root == f"{tmp_path}/t"
     memory = FileIO("memory://bucket/t")

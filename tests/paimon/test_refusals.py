@@ -34,7 +34,7 @@ def _set_options(table: Path, **options: str) -> None:
         ("append_unaware", {"data-file.external-paths": "s3://b/x"}, "external-paths"),
         ("append_unaware", {"scan.fallback-branch": "rt"}, "scan.fallback-branch"),
         ("pk_deduplicate", {"deletion-vectors.merge-on-read": "true"}, "merge-on-read"),
-        ("pk_deduplicate", {"sequence.field.sort-order": "descending"}, "descending"),
+        ("pk_deduplicate", {"sequence.field.sort-order": "newest"}, "sequence.field.sort-order"),
         ("pk_deduplicate", {"some.future.option": "1"}, "some.future.option"),
     ],
 )

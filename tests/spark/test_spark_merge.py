@@ -1,5 +1,5 @@
-"""raylake.spark.merge: a Spark DataFrame merged into a primary-key table, one commit,
-equal to Table.merge of the same rows."""
+"""raylake.spark.merge: a Spark DataFrame merged into a primary-key or an append
+table, one commit, equal to Table.merge of the same rows."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from merge_case import SCHEMA, merge_clauses, source_rows, source_table, target_rows
 
 import raylake
 import raylake.spark as rs
@@ -15,38 +16,19 @@ from raylake.errors import UnsupportedOperationError
 
 pytestmark = pytest.mark.spark
 
-SCHEMA = pa.schema(
-    [pa.field("k", pa.int64(), nullable=False), ("n", pa.int64()), ("s", pa.string())]
-)
-
-
-def _clauses(merger: Any) -> Any:
-    return (
-        merger.when_matched_delete(predicate="s.s = 'del'")
-        .when_matched_update({"n": "t.n + s.n", "s": "s.s"}, predicate="s.n > 0")
-        .when_not_matched_insert(predicate="s.n is not null")
-    )
-
 
 def test_spark_merge_equals_the_local_merge(spark: Any, warehouse: Path) -> None:
-    target = pa.table(
-        {"k": range(200), "n": [i % 7 for i in range(200)], "s": ["a"] * 200}, schema=SCHEMA
-    )
-    rows = [
-        (k, -1 if i % 5 == 0 else i, "del" if i % 4 == 0 else "u")
-        for i, k in enumerate(range(0, 300, 3))
-    ]
-    source = pa.table(
-        {"k": [r[0] for r in rows], "n": [r[1] for r in rows], "s": [r[2] for r in rows]}
-    )
+    target = target_rows()
+    rows = source_rows()
+    source = source_table()
     tables = []
     for name in ("local", "spark"):
         tbl = raylake.create_table(str(warehouse / name), SCHEMA, primary_key=["k"], buckets=4)
         tbl.write(target)
         tables.append(tbl)
-    local = _clauses(tables[0].merge(source, on="k")).execute()
+    local = merge_clauses(tables[0].merge(source, on="k")).execute()
     df = spark.createDataFrame(rows, "k long, n long, s string").repartition(3)
-    remote = _clauses(rs.merge(df, tables[1].uri, on="k")).execute()
+    remote = merge_clauses(rs.merge(df, tables[1].uri, on="k")).execute()
     counts = (remote.inserted, remote.updated, remote.deleted)
     assert counts == (local.inserted, local.updated, local.deleted) and all(counts)
     assert [len(t.snapshots()) for t in tables] == [2, 2]
@@ -68,3 +50,74 @@ def test_spark_merge_refusals_write_nothing(spark: Any, warehouse: Path) -> None
         rs.merge(twice, tbl.uri, on="k").when_not_matched_by_source_delete().execute()
     assert len(tbl.snapshots()) == 1
     assert set((warehouse / "t" / "data").rglob("*")) == before
+
+
+def _append_tables(warehouse: Path) -> list[raylake.Table]:
+    tables = []
+    for name in ("local", "spark"):
+        tbl = raylake.create_table(str(warehouse / name), SCHEMA)
+        for i in range(6):  # six files, disjoint key ranges: dealt among several tasks
+            keys = range(i * 40, i * 40 + 40)
+            tbl.write(
+                pa.table({"k": keys, "n": [k % 7 for k in keys], "s": ["a"] * 40}, schema=SCHEMA)
+            )
+        tables.append(tbl)
+    return tables
+
+
+def _files_on_disk(tbl: raylake.Table) -> set[str]:
+    return {rel for rel, _ in tbl.file_io.list_files("data")}
+
+
+def _live(tbl: raylake.Table) -> set[str]:
+    return {p for s in tbl.scan().plan() for p in s.paths}
+
+
+def test_spark_merge_into_an_append_table_equals_the_local_merge(
+    spark: Any, warehouse: Path
+) -> None:
+    tables = _append_tables(warehouse)
+    rows = [(5, 1, "u"), (6, -1, "del"), (45, 2, "u"), (130, 5, "u"), (131, 0, "del"),
+            (300, 3, "u"), (301, None, "u"), (302, 4, "u")]  # fmt: skip
+    source = pa.table({"k": [r[0] for r in rows], "n": [r[1] for r in rows],
+                       "s": [r[2] for r in rows]})  # fmt: skip
+
+    def clauses(merger: Any) -> Any:
+        return merge_clauses(merger).when_not_matched_by_source_update(
+            {"s": "'old'"}, predicate="t.k >= 230"
+        )
+
+    local = clauses(tables[0].merge(source, on="k")).execute()
+    df = spark.createDataFrame(rows, "k long, n long, s string").repartition(3)
+    remote = clauses(rs.merge(df, tables[1].uri, on="k")).execute()
+    counts = (remote.inserted, remote.updated, remote.deleted)
+    assert counts == (local.inserted, local.updated, local.deleted) and all(counts)
+    assert local.files_rewritten == remote.files_rewritten == 4
+    assert tables[1].to_arrow().sort_by("k") == tables[0].to_arrow().sort_by("k")
+    assert [t.latest_snapshot().commit_kind for t in tables] == ["OVERWRITE"] * 2
+    assert [len(t.snapshots()) for t in tables] == [7, 7]
+    lingering = [len(_files_on_disk(t) - _live(t)) for t in tables]
+    assert lingering == [4, 4]  # the rewritten files (until expiration), no task's leftovers
+
+
+def test_spark_append_merge_that_fails_in_a_task_leaves_no_files(
+    spark: Any, warehouse: Path
+) -> None:
+    tbl = _append_tables(warehouse)[1]
+    before = _files_on_disk(tbl)
+    # Key 7 matches twice (an error in the task holding the first file), while the
+    # tasks of the other files rewrite theirs.
+    rows = [(7, 1, "x"), (7, 2, "y"), (47, 1, "u"), (87, 1, "u"), (127, 1, "u")]
+    df = spark.createDataFrame(rows, "k long, n long, s string")
+    with pytest.raises(Exception, match=r"matched 2 source rows"):
+        rs.merge(df, tbl.uri, on="k").when_matched_update().when_not_matched_insert().execute()
+    assert len(tbl.snapshots()) == 6
+    assert _files_on_disk(tbl) == before
+
+
+def test_spark_merge_into_an_empty_append_table_inserts(spark: Any, warehouse: Path) -> None:
+    tbl = raylake.create_table(str(warehouse / "empty"), SCHEMA)
+    df = spark.createDataFrame([(1, 1, "a"), (2, 2, "b")], "k long, n long, s string")
+    result = rs.merge(df, tbl.uri, on="k").when_matched_update().when_not_matched_insert()
+    assert result.execute().inserted == 2
+    assert tbl.to_arrow().sort_by("k")["k"].to_pylist() == [1, 2]

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 import raylake
-from raylake.errors import CommitStateUnknownError, StorageFullError
+from raylake.errors import CommitStateUnknownError, StorageFullError, StorageRetriesExhaustedError
 from raylake.table.writer import writing
 from raylake.testing import localfaults
 from raylake.testing.faults import FaultPlan, FaultRule
@@ -146,3 +146,25 @@ def test_a_consumer_checkpoint_through_a_faulted_write_is_kept(tmp_path: Path, k
     assert localfaults.injector(plan).injected == {kind: 2}
     progress = raylake.open_table(local).consumer("job")
     assert progress is not None and progress.next_snapshot_id == 3
+
+
+@pytest.mark.parametrize("kind", ["eio", "lost"])
+def test_a_data_file_read_is_retried_then_exact(tmp_path: Path, kind: str) -> None:
+    # Two failed opens of the data file, then the third try (of 3) reads it.
+    plan = FaultPlan((FaultRule(kind, operation="read", path=r"/data/", times=2),), seed=3)
+    _local, tbl = _faulty_table(tmp_path, plan)
+    assert rows_of(tbl, "id") == list(range(10))
+    assert localfaults.injector(plan).injected == {kind: 2}
+
+
+def test_a_data_file_read_past_the_retry_bound_names_the_read_the_file_and_the_tries(
+    tmp_path: Path,
+) -> None:
+    plan = FaultPlan((FaultRule("eio", operation="read", path=r"/data/"),), seed=3)
+    local, tbl = _faulty_table(tmp_path, plan)
+    (data_file,) = {f for f in inspect_table(local).on_store if f.startswith("data/")}
+    with pytest.raises(StorageRetriesExhaustedError) as caught:
+        tbl.to_arrow()
+    assert caught.value.operation == "read" and caught.value.attempts == FAST["max_attempts"]
+    assert caught.value.path.endswith(data_file)
+    assert localfaults.injector(plan).injected == {"eio": FAST["max_attempts"]}

@@ -266,3 +266,65 @@ def test_features_of_several_chunks_stack_as_one() -> None:
     np.testing.assert_array_equal(columns["y"], filled(chunked)["y"])
     with pytest.raises(SchemaError, match=r"column 'a' has 2 null"):
         strict.columns_first(chunked)
+
+
+def test_stacked_windows_reuse_memory_only_when_no_batch_refers_to_it() -> None:
+    """A window's stacked features are written into an earlier window's memory only once
+    nothing refers to it: a batch (a view) kept alive keeps its window's values."""
+    from raylake.train.convert import FEATURES, Converter, Layout
+
+    schema = pa.schema([("a", pa.float32()), ("b", pa.float32()), ("label", pa.int32())])
+    layout = Layout.of(schema, columns=None, feature_columns=["a", "b"], label_column="label")
+    converter = Converter(schema, layout, target="torch tensors")
+
+    def window(value: float, n: int = 100) -> pa.Table:
+        col = pa.array(np.full(n, value, dtype=np.float32))
+        return pa.table({"a": col, "b": col, "label": pa.array(np.zeros(n, np.int32))})
+
+    kept = to_tensor(converter(window(1.0))[FEATURES])[10:20]  # a batch of window 1
+    pointers = set()
+    for value in (2.0, 3.0, 4.0, 5.0, 6.0):  # more windows than the pool keeps
+        pointers.add(to_tensor(converter(window(value))[FEATURES]).data_ptr())
+        assert bool((kept == 1.0).all())  # never overwritten while the batch lives
+    assert len(pointers) < 5  # windows nothing refers to any more were reused
+    again = to_tensor(converter(window(8.0))[FEATURES])
+    assert again.data_ptr() in pointers and bool((again == 8.0).all())
+    assert kept.data_ptr() not in pointers and bool((kept == 1.0).all())
+
+
+def test_gathered_windows_reuse_memory_like_stacked_ones() -> None:
+    """A shuffled window's part is gathered into pooled memory; the rows are the ones
+    asked for, in that order, and a batch kept alive keeps its values."""
+    from raylake.train.convert import FEATURES, Converter, Layout
+
+    schema = pa.schema([("a", pa.float32()), ("b", pa.float32()), ("label", pa.int32())])
+    layout = Layout.of(schema, columns=None, feature_columns=["a", "b"], label_column="label")
+    converter = Converter(schema, layout, target="torch tensors")
+    n = 100
+    values = np.arange(n, dtype=np.float32)
+    table = pa.table({"a": values, "b": -values, "label": pa.array(np.arange(n, dtype=np.int32))})
+    block = converter(table)
+    picked = np.random.default_rng(0).permutation(n)[:60]
+    kept = to_tensor(converter.gather(block, picked)[FEATURES])
+    for _ in range(6):  # more gathers than the pool keeps
+        again = converter.gather(block, picked[::-1].copy())
+        assert np.array_equal(again[FEATURES][:, 0], picked[::-1])
+        assert np.array_equal(again["label"], picked[::-1])
+    assert np.array_equal(kept[:, 0].numpy(), picked) and np.array_equal(
+        kept[:, 1].numpy(), -picked
+    )
+
+
+def test_windows_larger_than_the_cap_are_not_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    from raylake.train import convert
+    from raylake.train.convert import FEATURES, Converter, Layout
+
+    monkeypatch.setattr(convert, "_KEPT_BYTES", 1000)
+    schema = pa.schema([("a", pa.float32()), ("b", pa.float32())])
+    layout = Layout.of(schema, columns=None, feature_columns=["a", "b"], label_column=None)
+    converter = Converter(schema, layout, target="torch tensors")
+    small, large = (pa.table({"a": np.ones(n, np.float32), "b": np.ones(n, np.float32)})
+                    for n in (100, 200))  # fmt: skip
+    assert converter(small)[FEATURES].shape == (100, 2)  # 800 bytes: kept
+    assert converter(large)[FEATURES].shape == (200, 2)  # 1600 bytes: not kept
+    assert [a.nbytes for a in converter._local.kept] == [800]

@@ -59,9 +59,8 @@ def test_the_window_keywords_are_checked_too(
 def test_ray_batches_name_a_bad_keyword_before_reading_a_block(
     kwargs: dict[str, Any], message: str
 ) -> None:
-    batches = iter_torch_batches(None, **kwargs)  # never asked for a block
-    with pytest.raises(InvalidArgumentError, match=re.escape(message)):
-        next(batches)
+    with pytest.raises(InvalidArgumentError, match=re.escape(message)):  # when called
+        iter_torch_batches(None, **kwargs)  # never asked for a block
 
 
 def test_checks_return_good_values_and_raise_both_type_and_value_errors() -> None:

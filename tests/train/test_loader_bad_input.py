@@ -60,9 +60,8 @@ def test_ray_batches_name_a_bad_keyword_before_asking_for_a_block(
         def iter_batches(self, **_: Any) -> Any:
             raise AssertionError("a block was asked for")
 
-    batches = iter_torch_batches(Blocks() if isinstance(data, list) else data, **kwargs)
-    with pytest.raises(InvalidArgumentError, match=re.escape(message)):
-        next(batches)
+    with pytest.raises(InvalidArgumentError, match=re.escape(message)):  # when called
+        iter_torch_batches(Blocks() if isinstance(data, list) else data, **kwargs)
 
 
 def test_rank_and_world_size_are_checked_when_the_loader_is_made(uri: str) -> None:

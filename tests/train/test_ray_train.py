@@ -74,8 +74,12 @@ def test_zero_copy_ray_batches(ray_cluster: Any, append_table: Any) -> None:
     ids = sorted(int(i) for x, _ in batches for i in x[:, 0])
     assert ids == list(range(700))
     assert batches[0][0].shape[1] == 4 and batches[0][0].dtype == torch.float64
-    dropped = list(iter_torch_batches(ds, columns=["id"], batch_size=64, drop_last=True))
+    dropped_it = iter_torch_batches(ds, columns=["id"], batch_size=64, drop_last=True)
+    dropped = list(dropped_it)
     assert len(dropped) == 700 // 64 and all(len(b["id"]) == 64 for b in dropped)
+    stats = dropped_it.stats()  # the trainer's view: batches, rows, bytes, windows (blocks)
+    assert stats.batches == len(dropped) and stats.rows == 64 * len(dropped)
+    assert stats.windows >= 1 and stats.device_copies == 0 and stats.bytes >= 8 * stats.rows
 
 
 def tiny_trainer(storage: Path) -> Any:

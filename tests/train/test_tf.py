@@ -98,6 +98,27 @@ def test_same_order_as_torch_and_reshuffled_per_iteration(append_table: raylake.
     assert [f.numpy().tolist() for f in fixed] == [f.numpy().tolist() for f in fixed]
 
 
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_batches_are_torch_batches_when_runs_straddle_windows(
+    append_table: raylake.Table, shuffle: bool
+) -> None:
+    """Runs of batches cross into TensorFlow whole and are split there: the batches
+    (sizes, order, values, the tail) are the torch loader's, with batches of 24 rows
+    straddling windows of 64."""
+    from raylake.train.torch import LakeIterableDataset
+
+    kwargs = {"batch_size": 24, "shuffle": shuffle, "shuffle_window": 64, "seed": 3}
+    ds = to_tf_dataset(append_table, ["id", "x"], "label", **kwargs)
+    got = [(f.numpy(), y.numpy()) for f, y in ds]
+    torch_ds = LakeIterableDataset(
+        append_table, feature_columns=["id", "x"], label_column="label", **kwargs
+    )
+    want = [(f.numpy(), y.numpy()) for f, y in torch_ds]
+    assert len(got) == len(want) == int(ds.cardinality()) > 10
+    for (f, y), (wf, wy) in zip(got, want):
+        assert np.array_equal(f, wf) and np.array_equal(y, wy)
+
+
 def test_model_fit_runs(append_table: raylake.Table) -> None:
     ds = to_tf_dataset(append_table, ["x", "emb"], "label", batch_size=64, dtype=tf.float32)
     model = tf.keras.Sequential(

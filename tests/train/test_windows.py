@@ -21,6 +21,7 @@ from raylake.train import device as device_module
 from raylake.train.device import SimulatedDevice
 from raylake.train.passes import Pass
 from raylake.train.stats import FeedRecorder, FeedStats
+from raylake.train.windows import RING
 
 ROW_BYTES = 4 * 8 + 4  # id, x and emb stacked as float64 features, and the int32 label
 
@@ -75,7 +76,7 @@ def test_one_copy_per_window_and_many_batches_per_copy(
     assert stats.batches == batches == len(ds)
     assert stats.device_copies == stats.windows == backend.copies == backend.takes
     assert batches >= 8 * backend.copies  # a copy serves whole runs of batches
-    assert len(backend.pinned_allocations) <= 2  # the pinned ring is allocated once
+    assert len(backend.pinned_allocations) <= RING  # the pinned ring is allocated once
 
 
 @pytest.mark.parametrize("shuffle", [True, False])
@@ -96,7 +97,54 @@ def test_the_pinned_ring_and_the_device_windows_stay_within_feed_bytes(
     assert 0 < stats.pinned_bytes_peak <= budget
     assert 0 < stats.device_bytes_peak <= budget
     # A slot is written again only after the host saw its last copy finish.
-    assert backend.host_waits >= backend.copies - 2
+    assert backend.host_waits >= backend.copies - RING
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_features_are_written_straight_into_the_pinned_slot(
+    append_table: raylake.Table, simulated: list[SimulatedDevice], shuffle: bool
+) -> None:
+    """A window used once (not shuffled, or a whole shuffle window gathered on the
+    device) has its stacked features written into the pinned slot by the converter: the
+    host packs only the label (and a shuffled window's order). The batches are the CPU loader's, and each slot is
+    written only after its last copy was waited for (the simulated device checks)."""
+    kwargs: dict[str, Any] = {"shuffle": shuffle, "batch_size": 8, "shuffle_window": 64}
+    plain = make(append_table, **kwargs)
+    on_device = make(append_table, device="cuda", **kwargs)
+    expected = [tensors(b) for b in plain]
+    got = [tensors(b) for b in on_device]  # every batch kept alive
+    assert len(got) == len(expected) > 10
+    assert all(torch.equal(a, b) for want, have in zip(expected, got) for a, b in zip(want, have))
+    stats = on_device.stats()
+    assert stats.device_copies == stats.windows > RING
+    # the int32 label, and the int64 order of a shuffled window's rows
+    assert stats.packed_bytes == stats.rows * (4 + 8 * shuffle)
+    assert 0 < stats.pinned_bytes_peak <= on_device._output.feed_bytes
+
+
+def test_a_window_read_in_parts_is_packed_on_the_host(
+    append_table: raylake.Table, simulated: list[SimulatedDevice]
+) -> None:
+    """Two ranks split the shuffle window at their boundary, so each reads a part of
+    it: that window is kept for a later part, never written into a slot that is reused,
+    and packed whole (features, label) on the host; the others are written in place."""
+    kwargs: dict[str, Any] = {
+        "shuffle": True, "batch_size": 8, "shuffle_window": 64, "drop_last": True,
+    }  # fmt: skip
+    # 700 rows, 43 batches of 8 a rank: rank 0 reads [0, 344), rank 1 [344, 688); the
+    # windows are 64 rows (the last 60), so rank 0 reads 24 rows of window 5, rank 1
+    # the other 40, and 48 of the last window's 60.
+    for rank, rest in enumerate([24, 40 + 48]):
+        plain = make(append_table, rank, 2, **kwargs)
+        on_device = make(append_table, rank, 2, device="cuda", **kwargs)
+        expected = [tensors(b) for b in plain]
+        got = [tensors(b) for b in on_device]
+        assert len(got) == len(expected) > 10
+        assert all(
+            torch.equal(a, b) for want, have in zip(expected, got) for a, b in zip(want, have)
+        )
+        stats = on_device.stats()
+        assert stats.packed_bytes == rest * ROW_BYTES + (stats.rows - rest) * (4 + 8)
 
 
 def test_closing_a_device_pass_stops_every_thread(
@@ -144,10 +192,11 @@ def test_closing_a_pass_closes_every_stage_even_while_others_hold_them() -> None
     assert all(stage.closed for stage in held)
 
 
+@pytest.mark.parametrize("batch_size", [16, 24])  # 24: batches straddle windows of 64
 def test_stats_describe_the_pass(
-    append_table: raylake.Table, simulated: list[SimulatedDevice]
+    append_table: raylake.Table, simulated: list[SimulatedDevice], batch_size: int
 ) -> None:
-    ds = make(append_table, batch_size=16, device="cuda", shuffle=True)
+    ds = make(append_table, batch_size=batch_size, device="cuda", shuffle=True)
     assert ds.stats() == FeedStats()  # nothing read yet
     it = iter(ds)
     next(it)

@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 
 MAX_ATTEMPTS = 5
 # An append-table merge reads and rewrites its candidate files this many bytes at a time.
-_BATCH_BYTES = 256 * 1024 * 1024
+BATCH_BYTES = 256 * 1024 * 1024
 # Partition values listed in the pruning filter up to this many; beyond, only key ranges.
 _MAX_IN_VALUES = 1000
 
@@ -183,7 +183,7 @@ def _merge_append(
     # the whole table: a target row's matches are decided within its own file.
     parts: list[AppendPart] = []
     try:
-        for batch in _batches_of(files, _BATCH_BYTES):
+        for batch in batches_of(files, BATCH_BYTES):
             parts.append(append_part(tbl, snap, batch, source, on, updates))
         if inserts:
             matched = np.concatenate([p.matched_source for p in parts] or [np.empty(0, np.int64)])
@@ -195,7 +195,29 @@ def _merge_append(
     return commit_append_parts(tbl, snap, files, parts)
 
 
-def _batches_of(files: Sequence[DataFile], limit: int) -> list[list[DataFile]]:
+def finish_append(
+    tbl: Table,
+    snap: Snapshot | None,
+    files: Sequence[DataFile],
+    parts: list[AppendPart],
+    source: pa.Table,
+    on: JoinOn,
+    clauses: tuple[Clause, ...],
+    *,
+    file_prefix: str,
+) -> MergeResult:
+    """The end of a distributed append-table merge, on the driver: insert the source
+    rows that no part matched (each part held the whole source, so a row no part
+    matched matches no target row), then commit every part as one snapshot."""
+    inserts = tuple(c for c in clauses if c.group == NOT_MATCHED)
+    if inserts:
+        matched = np.concatenate([p.matched_source for p in parts] or [np.empty(0, np.int64)])
+        new = source.take(pa.array(others(source.num_rows, matched)))
+        parts = [*parts, append_part(tbl, snap, [], new, on, inserts, file_prefix=file_prefix)]
+    return commit_append_parts(tbl, snap, files, parts)
+
+
+def batches_of(files: Sequence[DataFile], limit: int) -> list[list[DataFile]]:
     """Consecutive groups of files of about ``limit`` in-memory bytes each."""
     batches: list[list[DataFile]] = []
     size = 0

@@ -14,7 +14,7 @@ Python runs per row.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -85,40 +85,18 @@ def decide(
     matched_clauses = [c for c in clauses if c.group == MATCHED]
     if matched_clauses:
         _check_cardinality(target, on, t_rows)
-    updated: list[np.ndarray] = []
-    updated_rows: list[pa.Table] = []
-    deleted: list[np.ndarray] = []
+    changes = _TargetChanges()
 
     if matched_clauses and len(t_rows):
         cols = _columns(clauses, MATCHED, target, t_rows, source, s_rows)
-        for clause, sel in _first_match(matched_clauses, cols, len(t_rows)):
-            _apply(
-                clause,
-                t_rows[sel],
-                _subset(cols, sel),
-                target,
-                schema,
-                updated,
-                updated_rows,
-                deleted,
-            )
+        changes.apply(matched_clauses, t_rows, cols, target, schema)
 
     by_source = [c for c in clauses if c.group == BY_SOURCE]
     if by_source:
         unmatched = others(target.num_rows, t_rows)
         if len(unmatched):
             cols = _columns(clauses, BY_SOURCE, target, unmatched, source, None)
-            for clause, sel in _first_match(by_source, cols, len(unmatched)):
-                _apply(
-                    clause,
-                    unmatched[sel],
-                    _subset(cols, sel),
-                    target,
-                    schema,
-                    updated,
-                    updated_rows,
-                    deleted,
-                )
+            changes.apply(by_source, unmatched, cols, target, schema)
 
     inserts = [c for c in clauses if c.group == NOT_MATCHED]
     inserted = schema.empty_table()
@@ -134,9 +112,11 @@ def decide(
             if parts:
                 inserted = pa.concat_tables(parts)
     return Outcome(
-        updated=np.concatenate(updated) if updated else np.empty(0, np.int64),
-        updated_rows=pa.concat_tables(updated_rows) if updated_rows else schema.empty_table(),
-        deleted=np.concatenate(deleted) if deleted else np.empty(0, np.int64),
+        updated=_positions(changes.updated),
+        updated_rows=(
+            pa.concat_tables(changes.updated_rows) if changes.updated_rows else schema.empty_table()
+        ),
+        deleted=_positions(changes.deleted),
         inserted_rows=inserted,
         matched_source=np.unique(s_rows),
     )
@@ -267,34 +247,56 @@ def _subset(cols: dict[str, Any], sel: np.ndarray) -> dict[str, Any]:
     return {k: v.take(sel) for k, v in cols.items()}
 
 
-def _apply(
-    clause: Clause,
-    positions: np.ndarray,
-    cols: dict[str, Any],
-    target: pa.Table,
-    schema: pa.Schema,
-    updated: list[np.ndarray],
-    updated_rows: list[pa.Table],
-    deleted: list[np.ndarray],
-) -> None:
-    if not len(positions):
-        return
-    if clause.action == "delete":
-        deleted.append(positions)
-        return
-    # The target may have been read with only the columns the merge needs (a key
-    # lookup whose updates set every other column): those are added here.
-    rows = target.take(positions)
-    for name, expr in clause.values or ():
-        field = schema.field(name)
-        value = assigned(name, evaluate(expr, cols, len(positions)), field)
-        index = rows.schema.get_field_index(name)
-        if index < 0:
-            rows = rows.append_column(field, value)
-        else:
-            rows = rows.set_column(index, field, value)
-    updated.append(positions)
-    updated_rows.append(rows.select(schema.names))
+def _positions(parts: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.empty(0, np.int64)
+
+
+@dataclass
+class _TargetChanges:
+    """The target rows the clauses updated (with their new values) and deleted."""
+
+    updated: list[np.ndarray] = field(default_factory=list)
+    updated_rows: list[pa.Table] = field(default_factory=list)
+    deleted: list[np.ndarray] = field(default_factory=list)
+
+    def apply(
+        self,
+        clauses: list[Clause],
+        positions: np.ndarray,
+        cols: dict[str, Any],
+        target: pa.Table,
+        schema: pa.Schema,
+    ) -> None:
+        """Each of ``positions`` (target rows) to the first of ``clauses`` it meets."""
+        for clause, sel in _first_match(clauses, cols, len(positions)):
+            self._apply(clause, positions[sel], _subset(cols, sel), target, schema)
+
+    def _apply(
+        self,
+        clause: Clause,
+        positions: np.ndarray,
+        cols: dict[str, Any],
+        target: pa.Table,
+        schema: pa.Schema,
+    ) -> None:
+        if not len(positions):
+            return
+        if clause.action == "delete":
+            self.deleted.append(positions)
+            return
+        # The target may have been read with only the columns the merge needs (a key
+        # lookup whose updates set every other column): those are added here.
+        rows = target.take(positions)
+        for name, expr in clause.values or ():
+            target_field = schema.field(name)
+            value = assigned(name, evaluate(expr, cols, len(positions)), target_field)
+            index = rows.schema.get_field_index(name)
+            if index < 0:
+                rows = rows.append_column(target_field, value)
+            else:
+                rows = rows.set_column(index, target_field, value)
+        self.updated.append(positions)
+        self.updated_rows.append(rows.select(schema.names))
 
 
 def _insert_rows(
