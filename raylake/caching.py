@@ -8,13 +8,36 @@ flat. The bound counts entries, or with ``weigh`` the sum of the entries' weight
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from typing import Generic, TypeVar
+from concurrent.futures import ThreadPoolExecutor
+from typing import Generic, Protocol, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
+
+
+class Clearable(Protocol):
+    def clear(self) -> None: ...
+
+
+C = TypeVar("C", bound=Clearable)
+_process_caches: list[Clearable] = []
+
+
+def process_cache(cache: C) -> C:
+    """Register a cache kept for the whole process, so that :func:`clear_process_caches`
+    (``raylake.table.clear_caches``) reaches it; returns it."""
+    _process_caches.append(cache)
+    return cache
+
+
+def clear_process_caches() -> None:
+    """Empty every registered per-process cache (cold-read benchmarks, tests)."""
+    for cache in list(_process_caches):
+        cache.clear()
 
 
 class LruCache(Generic[K, V]):
@@ -87,3 +110,27 @@ class LruCache(Generic[K, V]):
         with self._lock:
             self._items.clear()
             self._weight = 0
+
+
+class ProcessThreads:
+    """A thread pool shared by the whole process, made on first use and made again in a
+    forked child: the child's copy of the parent's pool counts the parent's threads,
+    which do not exist there, so work given to it would never run."""
+
+    def __init__(self, workers: int, prefix: str) -> None:
+        self.workers = workers
+        self.prefix = prefix
+        self._pool: tuple[int, ThreadPoolExecutor] | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> ThreadPoolExecutor:
+        pid = os.getpid()
+        pool = self._pool
+        if pool is not None and pool[0] == pid:
+            return pool[1]
+        if pool is not None:  # a forked child: the parent's lock may have been held
+            self._lock = threading.Lock()
+        with self._lock:
+            if self._pool is None or self._pool[0] != pid:
+                self._pool = (pid, ThreadPoolExecutor(self.workers, thread_name_prefix=self.prefix))
+            return self._pool[1]

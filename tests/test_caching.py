@@ -5,6 +5,7 @@ import threading
 import pytest
 
 from raylake.caching import LruCache
+from raylake.table import clear_caches
 
 
 def test_evicts_least_recently_used() -> None:
@@ -86,3 +87,87 @@ def test_weight_and_keys_follow_the_entries() -> None:
     assert cache.cached_keys() == ["a", "c"] and cache.weight == 8
     cache.clear()
     assert cache.weight == 0 and cache.cached_keys() == []
+
+
+# -- the per-process caches and pools of the package ----------------------------------
+
+
+def _unregistered_caches() -> list[str]:
+    """Module-level caches made without process_cache (so clear_caches misses them)."""
+    import ast
+    from pathlib import Path
+
+    import raylake
+
+    package = Path(raylake.__file__).parent
+    found = []
+    for path in package.rglob("*.py"):
+        for node in ast.parse(path.read_text()).body:
+            value = node.value if isinstance(node, ast.Assign | ast.AnnAssign) else None
+            if (
+                isinstance(value, ast.Call)
+                and isinstance(value.func, ast.Name)
+                and value.func.id in ("LruCache", "DecisionCache")
+            ):
+                found.append(f"{path.relative_to(package)}:{node.lineno}")
+    return sorted(found)
+
+
+def test_every_process_cache_is_registered() -> None:
+    # The record of aborted commit messages is a guarantee, not a cache: never cleared.
+    assert _unregistered_caches() == ["table/aborted.py:23"]
+
+
+def test_clear_caches_reaches_every_cache(tmp_path: object) -> None:
+    from pathlib import Path
+
+    import pyarrow as pa
+
+    import raylake
+    from raylake.caching import _process_caches
+
+    pk = raylake.create_table(
+        str(Path(str(tmp_path)) / "pk"), pa.schema([("id", pa.int64())]), primary_key=["id"]
+    )
+    for i in range(3):
+        pk.write(pa.table({"id": list(range(i, i + 50))}))
+    pk.to_arrow()
+    fixtures = Path(__file__).parent / "paimon" / "fixtures"
+    raylake.open_table(str(fixtures / "pk_deduplicate" / "table")).to_arrow()
+    sizes = [len(getattr(c, "_items", c)) for c in _process_caches]  # type: ignore[arg-type]
+    assert sum(sizes) > 0 and len(_process_caches) >= 8
+    clear_caches()
+    assert [len(getattr(c, "_items", c)) for c in _process_caches] == [0] * len(sizes)  # type: ignore[arg-type]
+
+
+def _read_in_child(uri: str, queue: object) -> None:
+    import raylake
+
+    clear_caches()
+    queue.put(raylake.open_table(uri).to_arrow().num_rows)  # type: ignore[attr-defined]
+
+
+def test_a_forked_child_gets_its_own_pools(tmp_path: object) -> None:
+    """The manifest readers' pool of a parent that used it has no threads in a forked
+    child: the child makes its own, rather than waiting on threads that are not there."""
+    import multiprocessing
+    from pathlib import Path
+
+    import pyarrow as pa
+
+    import raylake
+
+    uri = str(Path(str(tmp_path)) / "t")
+    tbl = raylake.create_table(uri, pa.schema([("id", pa.int64())]))
+    for i in range(40):  # 40 manifests: the parent's pool starts all its 8 threads
+        tbl.write(pa.table({"id": [i]}))
+    clear_caches()
+    assert tbl.to_arrow().num_rows == 40
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_read_in_child, args=(uri, queue))
+    child.start()
+    child.join(60)
+    if child.is_alive():
+        child.kill()
+    assert child.exitcode == 0 and queue.get(timeout=1) == 40

@@ -68,8 +68,8 @@ def merge_lake(
     if schema is None:
         raise InvalidArgumentError("ds", ds, "a dataset with a known schema")
     tbl = raylake.open_table(uri, storage_options=storage_options)
-    if tbl.format != "raylake":
-        tbl.merge(schema.empty_table(), on)  # a Paimon table refuses, naming its format
+    if not tbl.source.writable:  # a Paimon table: refused, naming its format
+        raise tbl.source.refuse_writes("merge()")
     return LakeMerger(tbl, ds, schema, on, schema_mode=schema_mode)
 
 

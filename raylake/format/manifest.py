@@ -18,7 +18,6 @@ import io
 import threading
 import uuid
 from collections.abc import Collection, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields, replace
 from functools import partial
 from typing import Any, TypeAlias
@@ -27,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from raylake.caching import LruCache
+from raylake.caching import LruCache, ProcessThreads, process_cache
 from raylake.errors import CorruptMetadataError
 from raylake.format.manifest_stats import (
     STATS_BY_ID,
@@ -233,16 +232,17 @@ def write_manifest(file_io: FileIO, entries: pa.Table) -> ManifestMeta:
 # Decoded manifests depend on the schema they are read under: keys start with the
 # table and the schema id.
 _Reader: TypeAlias = tuple[str, int]
-_manifests: LruCache[tuple[_Reader, str, tuple[str, ...] | None], pa.Table] = LruCache(256)
-_live_sets: LruCache[tuple[_Reader, tuple[str, ...], tuple[str, ...] | None], pa.Table] = LruCache(
-    8
+_manifests: LruCache[tuple[_Reader, str, tuple[str, ...] | None], pa.Table] = process_cache(
+    LruCache(256)
+)
+_live_sets: LruCache[tuple[_Reader, tuple[str, ...], tuple[str, ...] | None], pa.Table] = (
+    process_cache(LruCache(8))
 )
 _live_file_lists: LruCache[tuple[_Reader, tuple[str, ...], tuple[str, ...]], list[DataFile]] = (
-    LruCache(4)
+    process_cache(LruCache(4))
 )
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
 _POOL_PREFIX = "raylake-manifest"
+_pool = ProcessThreads(8, _POOL_PREFIX)
 
 
 def read_manifest(
@@ -325,7 +325,7 @@ def read_entries(
     if len(metas) > 1 and not threading.current_thread().name.startswith(_POOL_PREFIX):
         # Decoding Parquet releases the GIL, and object stores answer in parallel:
         # read uncached manifests side by side, on one pool kept for the process.
-        tables = list(_reader_pool().map(read, metas))
+        tables = list(_pool.get().map(read, metas))
     else:
         tables = [read(m) for m in metas]
     if not tables:
@@ -337,14 +337,6 @@ def _read_one(
     file_io: FileIO, ts: TableSchema, stats_columns: StatsColumns, meta: ManifestMeta
 ) -> pa.Table:
     return read_manifest(file_io, meta.path, ts, stats_columns)
-
-
-def _reader_pool() -> ThreadPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix=_POOL_PREFIX)
-        return _pool
 
 
 def live_files(entries: pa.Table) -> pa.Table:

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import re
 
-from raylake.caching import LruCache
+from raylake.caching import LruCache, process_cache
 from raylake.errors import CorruptMetadataError, TableNotFoundError
 from raylake.format.metadata_json import json_object
 from raylake.format.schema import SCHEMA_DIR, TableSchema
 from raylake.io import FileIO
 
 _SCHEMA_NAME = re.compile(r"^schema-(\d+)\.json$")
-_by_id: LruCache[tuple[str, int], TableSchema] = LruCache(256)
+_by_id: LruCache[tuple[str, int], TableSchema] = process_cache(LruCache(256))
 
 
 def schema_path(schema_id: int) -> str:

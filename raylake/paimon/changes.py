@@ -1,18 +1,15 @@
-"""The rows one Paimon snapshot changed, as a Paimon streaming read sees them.
+"""Reading the change rows of Paimon changelog and delta files (planned by the Paimon
+kind, raylake/paimon/kind.py).
 
-With a changelog producer (``input``, ``lookup``, ``full-compaction``) a snapshot's
-changelog manifests name changelog files: their rows are the changes, in sequence
-order, with their row kinds. Without one (``none``), an APPEND snapshot's delta files
-are the changes: an append table's rows are inserts; a primary-key table's delta files
-of one bucket are merged into each key's last version in the snapshot (a ``-D`` kept as
-a delete). COMPACT snapshots change no row (their changelog, where a producer writes
-one at compaction, is read); OVERWRITE snapshots are skipped, as Paimon's streaming
-reads do by default (``streaming-read-overwrite`` = false).
+Changelog files' rows are the changes, in sequence order, with their row kinds. A
+primary-key bucket's delta files (a table without a changelog producer) are merged
+into each key's last version (a ``-D`` kept as a delete); an append table's rows are
+inserts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -20,12 +17,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from raylake.errors import UnsupportedPaimonError
-from raylake.format.snapshot import Snapshot
-from raylake.paimon.manifest import ADD, EntryDecoder, PaimonFile, delta_manifests
-from raylake.paimon.meta import PaimonTableSchema
+from raylake.paimon.meta import PaimonFileSlice, PaimonTableSchema
 from raylake.paimon.read import PaimonReadPlan, prepare_merge, read_file
-from raylake.paimon.scan import file_slice, partition_path
-from raylake.paimon.snapshot import CHANGELOG_LIST
 from raylake.table.changes import with_row_kind
 from raylake.table.pk.engines import merge
 from raylake.table.pk.schema import KIND, KIND_NAMES, SEQ
@@ -37,33 +30,16 @@ def changelog_producer(ts: PaimonTableSchema) -> str:
     return ts.info.current.options.get("changelog-producer", "none")
 
 
-def changed_files(
-    ctx: Any, snap: Snapshot, keep_bucket: Callable[[int], bool]
-) -> tuple[str, list[PaimonFile]]:
-    """("changelog" | "delta" | "none", the files holding what ``snap`` changed)."""
-    ts: PaimonTableSchema = ctx.table_schema
-    info = ts.info
-    decoder = EntryDecoder(ctx.file_io, info.schemas, info.current, partition_path(info))
-    if snap.properties.get(CHANGELOG_LIST):
-        source, manifests = "changelog", delta_manifests(ctx.file_io, snap, changelog=True)
-    elif snap.commit_kind == "APPEND" and not (ts.primary_key and changelog_producer(ts) != "none"):
-        source, manifests = "delta", delta_manifests(ctx.file_io, snap)
-    else:
-        return "none", []
-    files = [f for kind, f in decoder.entries(manifests) if kind == ADD and keep_bucket(f.bucket)]
-    return source, files
-
-
-def read_changes(
-    ctx: Any, source: str, files: Sequence[PaimonFile], include_row_kind: bool
+def read_change_files(
+    ctx: Any, files: Sequence[PaimonFileSlice], merge_delta: bool, include_row_kind: bool
 ) -> pa.Table:
-    """The change rows of ``files``: the projected columns, and ``_rl_kind`` if asked."""
+    """The change rows of changelog files (``merge_delta``: delta files, a primary-key
+    bucket's merged into each key's last version), bucket by bucket."""
     ts: PaimonTableSchema = ctx.table_schema
     plan = PaimonReadPlan.of(ts, ctx.columns, ctx.filter)
     schema = with_row_kind(ctx.output_schema, include_row_kind)
     parts = []
-    for bucket_files in _by_bucket(files).values():
-        slices = [file_slice(f, {}, 1.0, ts.info) for f in bucket_files]
+    for slices in _by_bucket(files).values():
         if not ts.primary_key:
             rows = pa.concat_tables([read_file(ctx, s, plan.read_columns) for s in slices])
             rows = rows.append_column(KIND, pa.array(np.zeros(rows.num_rows, np.int8)))
@@ -71,7 +47,7 @@ def read_changes(
             wanted = plan.merge_columns
             rows = pa.concat_tables([read_file(ctx, s, wanted, system=True) for s in slices])
             rows = rows.sort_by(SEQ)
-            if source == "delta":
+            if merge_delta:
                 rows = _merge_delta(rows, ts, plan, ctx.file_io.uri)
         parts.append(change_rows(rows, plan, schema, include_row_kind))
     return pa.concat_tables(parts) if parts else schema.empty_table()
@@ -105,8 +81,10 @@ def _merge_delta(rows: pa.Table, ts: PaimonTableSchema, plan: PaimonReadPlan, ur
     return merge(prepare_merge(rows, plan, ts.info, uri), plan.spec, keep_deletes=True)
 
 
-def _by_bucket(files: Sequence[PaimonFile]) -> dict[tuple[Any, ...], list[PaimonFile]]:
-    groups: dict[tuple[Any, ...], list[PaimonFile]] = {}
+def _by_bucket(
+    files: Sequence[PaimonFileSlice],
+) -> dict[tuple[Any, ...], list[PaimonFileSlice]]:
+    groups: dict[tuple[Any, ...], list[PaimonFileSlice]] = {}
     for f in files:
-        groups.setdefault((f.partition_bytes, f.bucket), []).append(f)
+        groups.setdefault((f.partition, f.bucket), []).append(f)
     return groups

@@ -22,7 +22,7 @@ files (raylake/paimon/changes.py).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -36,7 +36,7 @@ from raylake.paimon.manifest import EntryDecoder, delta_manifests
 from raylake.paimon.meta import PaimonFileSlice, PaimonTableSchema
 from raylake.paimon.read import PaimonReadPlan, read_file
 from raylake.paimon.scan import PaimonScan, partition_path
-from raylake.table.changes import with_row_kind
+from raylake.table.changes import DiffSplit, with_row_kind
 from raylake.table.pk.changelog import diff_merged
 from raylake.table.pk.schema import DELETE, INSERT, KIND
 from raylake.table.scan import ReadContext
@@ -46,21 +46,6 @@ from raylake.table.split import Split, partition_sort_key
 # partition (): every partition.
 Group = tuple[tuple[Any, ...], int]
 ALL_BUCKETS = -1
-
-
-@dataclass(frozen=True)
-class PaimonDiffSplit:
-    """One group's splits at both ends of the range, planned once, compared when read."""
-
-    partition: tuple[Any, ...]
-    bucket: int
-    before: tuple[Split, ...]
-    after: tuple[Split, ...]
-
-    @property
-    def row_count(self) -> int:
-        """Rows in the group's files at the end of the range, before merging: an estimate."""
-        return sum(s.row_count for s in self.after)
 
 
 def group_of(ts: PaimonTableSchema, rescaled: bool) -> Callable[[tuple[Any, ...], int], Group]:
@@ -92,7 +77,7 @@ def overwritten(ctx: Any, snap: Snapshot, group: Callable[..., Group]) -> set[Gr
 
 def diff_splits(
     ctx: Any, start: int, end: int, groups: set[Group], group: Callable[..., Group]
-) -> list[PaimonDiffSplit]:
+) -> list[DiffSplit]:
     """The splits of ``groups`` at snapshots ``start`` (0: the empty table) and ``end``,
     pruned by the filter as a scan of each is; groups whose files are the same at both
     ends are left out."""
@@ -106,7 +91,7 @@ def diff_splits(
     for key in sorted(before.keys() | after.keys(), key=_group_order):
         old, new = tuple(before.get(key, ())), tuple(after.get(key, ()))
         if _identities(old) != _identities(new):
-            splits.append(PaimonDiffSplit(key[0], key[1], old, new))
+            splits.append(DiffSplit(key[0], key[1], old, new))
     return splits
 
 
@@ -132,7 +117,7 @@ def _identities(splits: Sequence[Split]) -> set[tuple[str, Any]]:
 # -- reading ---------------------------------------------------------------------------
 
 
-def read_diff(ctx: Any, split: PaimonDiffSplit, include_row_kind: bool) -> pa.Table:
+def read_diff(ctx: Any, split: DiffSplit, include_row_kind: bool) -> pa.Table:
     """The change rows of one group: the projected columns, and ``_rl_kind`` if asked."""
     ts: PaimonTableSchema = ctx.table_schema
     plan = PaimonReadPlan.of(ts, ctx.columns, ctx.filter)
@@ -141,7 +126,7 @@ def read_diff(ctx: Any, split: PaimonDiffSplit, include_row_kind: bool) -> pa.Ta
     return change_rows(rows, plan, schema, include_row_kind)
 
 
-def _key_diff(ctx: Any, split: PaimonDiffSplit) -> pa.Table:
+def _key_diff(ctx: Any, split: DiffSplit) -> pa.Table:
     """Both ends merged (every column; key filters only, so no key is half read) and
     compared key by key."""
     ts: PaimonTableSchema = ctx.table_schema
@@ -150,7 +135,7 @@ def _key_diff(ctx: Any, split: PaimonDiffSplit) -> pa.Table:
     return diff_merged(state.read_table(split.before), state.read_table(split.after), ts)
 
 
-def _file_diff(ctx: Any, split: PaimonDiffSplit, plan: PaimonReadPlan) -> pa.Table:
+def _file_diff(ctx: Any, split: DiffSplit, plan: PaimonReadPlan) -> pa.Table:
     """Append files are independent: gone files' rows are deletes, new files' inserts.
     An overwrite removes every file of the partitions it replaces, so no file of a
     compared bucket lives at both ends with other deleted rows."""

@@ -2,8 +2,19 @@
 
 Reads of every entry point (Ray Data, Torch, TF, Spark, the CLI) go through
 ``ReadContext`` -> the kind's ``read_batches``; these kinds read Paimon files
-(raylake/paimon/read.py). Writes, deletes, compaction and change planning raise an
-error that names the format.
+(raylake/paimon/read.py). They plan a snapshot's files into splits, and a stream's
+changes into the change splits every table kind uses (raylake/table/changes.py):
+
+- a snapshot with changelog files: one ``ChangelogSplit`` per bucket, its rows with
+  the row kinds they recorded (also for COMPACT snapshots, where a ``lookup`` or
+  ``full-compaction`` producer writes them);
+- otherwise an APPEND snapshot's delta files: an append table's as ``InsertSplit`` s,
+  a primary-key bucket's as a ``ChangelogSplit`` with ``net=True`` (merged into each
+  key's last version, a ``-D`` kept as a delete);
+- a catch-up over many snapshots: the live files at both ends compared (append:
+  ``InsertSplit`` / ``RemovedSplit``; primary key: a ``DiffSplit`` per bucket).
+
+The source (raylake/paimon/source.py) refuses writes before any kind is asked.
 """
 
 from __future__ import annotations
@@ -13,31 +24,25 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from raylake.errors import UnsupportedOperationError
+from raylake.errors import SnapshotExpiredError, UnsupportedOperationError, UnsupportedPaimonError
 from raylake.expr import Expr, filter_on_columns
-from raylake.format.manifest import DataFile
 from raylake.io import FileIO
 from raylake.paimon.append_read import plain_batches, plain_table, split_files, usable
+from raylake.paimon.evolution import row_range_splits
 from raylake.paimon.fallback import conformed, fallback_context, is_fallback, split_by_branch
-from raylake.paimon.meta import PaimonFileSlice
+from raylake.paimon.meta import PaimonFileSlice, PaimonTableSchema
 from raylake.paimon.read import read_splits
+from raylake.paimon.scan import append_splits, column_fraction, pk_splits, sized
+from raylake.paimon.source import read_only
 from raylake.table.kind import TableKind, kind_of
-from raylake.table.split import Split
+from raylake.table.split import Split, partition_sort_key
 from raylake.table.writer import TableWriter
 
 if TYPE_CHECKING:
     from raylake.format.schema import TableSchema
     from raylake.format.snapshot import Snapshot
-    from raylake.table.changes import ChangeRange, ChangeSplit
+    from raylake.table.changes import ChangeRange, ChangeReadContext, ChangeSplit
     from raylake.table.scan import ReadContext
-    from raylake.table.table import Table
-
-
-def read_only(uri: str, what: str) -> UnsupportedOperationError:
-    return UnsupportedOperationError(
-        f"{what} is not supported: {uri} is an Apache Paimon table, which raylake reads "
-        "but does not write (format 'paimon', read-only in this version)"
-    )
 
 
 class _PaimonKind(TableKind):
@@ -58,15 +63,6 @@ class _PaimonKind(TableKind):
     def new_writer(self, file_io: FileIO, *, file_prefix: str = "data") -> TableWriter:
         raise read_only(file_io.uri, "writing")
 
-    def plan_splits(
-        self,
-        snapshot_id: int,
-        files: list[DataFile],
-        column_indices: Sequence[int] | None,
-        target_size: int,
-    ) -> list[Split]:
-        raise UnsupportedOperationError("Paimon tables are planned by raylake.paimon.scan")
-
     def read_batches(self, ctx: ReadContext, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
         if self._fallback() is None:  # a main branch without one, or the fallback itself
             yield from self._read_main(ctx, splits)
@@ -82,6 +78,41 @@ class _PaimonKind(TableKind):
     def _read_main(self, ctx: ReadContext, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
         return read_splits(ctx, splits)
 
+    def plan_splits(
+        self,
+        snapshot_id: int,
+        files: list[Any],
+        column_indices: Sequence[int] | None,
+        target_size: int,
+    ) -> list[Split]:
+        ts = self.ts
+        assert isinstance(ts, PaimonTableSchema)
+        fraction = column_fraction(ts, column_indices)
+        pieces = [sized(f, fraction) for f in files]
+        if ts.primary_key:
+            return pk_splits(snapshot_id, pieces, target_size)
+        if ts.info.options.data_evolution:
+            return row_range_splits(snapshot_id, [(p, p) for p in pieces], target_size)
+        return append_splits(snapshot_id, pieces, target_size)
+
+    def check_changes(self, what: str) -> None:
+        """Changes read a snapshot's new files on their own: a data-evolution file holds
+        some columns of rows other files hold, so they would return partial rows."""
+        ts = self.ts
+        assert isinstance(ts, PaimonTableSchema)
+        if ts.info.options.data_evolution:
+            raise UnsupportedPaimonError(
+                ts.info.uri, f"{what} of a data-evolution table (rows joined across files)"
+            )
+
+    @property
+    def changelog_at_compaction(self) -> bool:
+        from raylake.paimon.changes import changelog_producer
+
+        ts = self.ts
+        assert isinstance(ts, PaimonTableSchema)
+        return changelog_producer(ts) in ("lookup", "full-compaction")
+
     def exact_row_count(self, split: Split) -> int | None:
         fallback = self._fallback()
         if fallback is not None and is_fallback(split):
@@ -96,23 +127,158 @@ class _PaimonKind(TableKind):
         raise NotImplementedError
 
     def plan_changes(self, rng: ChangeRange) -> list[ChangeSplit]:
-        raise read_only(self._uri, "reading changes between snapshots")
+        if rng.step:
+            snapshots = [rng.after]
+        elif not rng.use_changelog:
+            return self._compare(rng)
+        else:
+            snapshots = self._range_snapshots(rng)
+        return self._from_files(rng, snapshots)
 
     def read_changelog(
         self, file_io: FileIO, snap: Snapshot, columns: Sequence[str] | None
     ) -> pa.Table:
-        raise read_only(file_io.uri, "reading a snapshot's changelog")
+        """The rows ``snap`` changed: its changelog files, or its delta files (merged)."""
+        from raylake.paimon.source import PaimonSource
+        from raylake.table.changes import ChangeRange, ChangeReadContext
 
-    def compact(self, file_io: FileIO, *, full: bool) -> Snapshot | None:
-        raise read_only(file_io.uri, "compact()")
+        rng = ChangeRange(PaimonSource(file_io), self.ts, None, snap, step=True)
+        picked = None if columns is None else tuple(columns)
+        ctx = ChangeReadContext(file_io, self.ts, picked, include_row_kind=True)
+        return ctx.read_table(self.plan_changes(rng))
 
-    def delete(self, tbl: Table, keys_or_filter: Any) -> Snapshot | None:
-        raise read_only(tbl.uri, "delete()")
+    def _range_snapshots(self, rng: ChangeRange) -> list[Snapshot]:
+        found = rng.snapshots()
+        if found is None:  # one of the range is gone: expired (the ends were checked)
+            earliest = rng.source.earliest_id() or rng.after.id
+            raise SnapshotExpiredError(earliest - 1, earliest, rng.file_io.uri)
+        return found
+
+    def _changed(self, rng: ChangeRange, snap: Snapshot) -> tuple[str, list[Any]]:
+        """("changelog" | "delta" | "none", the files holding what ``snap`` changed), as
+        Paimon's streaming read finds them."""
+        from raylake.paimon.changes import changelog_producer
+        from raylake.paimon.snapshot import CHANGELOG_LIST
+
+        ts = self.ts
+        assert isinstance(ts, PaimonTableSchema)
+        if snap.properties.get(CHANGELOG_LIST):
+            return "changelog", rng.changelog_files([snap])
+        if snap.commit_kind == "APPEND" and not (
+            ts.primary_key and changelog_producer(ts) != "none"
+        ):
+            return "delta", (rng.added() if rng.step else rng.added_files(snap))
+        return "none", []
+
+    def _from_files(self, rng: ChangeRange, snapshots: list[Snapshot]) -> list[ChangeSplit]:
+        """The changes of the snapshots' changelog or delta files, one split per bucket;
+        the buckets an OVERWRITE touched give their net change, both ends compared
+        (raylake/paimon/changes_diff.py)."""
+        from raylake.paimon.changes_diff import bucket_counts, diff_splits, group_of, overwritten
+        from raylake.table.changes import ChangelogSplit, InsertSplit
+        from raylake.table.scan import ReadContext
+
+        ts = self.ts
+        assert isinstance(ts, PaimonTableSchema)
+        end = rng.after
+        first = snapshots[0].id - 1 if snapshots else end.id
+        ctx = ReadContext(rng.file_io, ts, None, rng.pruning)
+        overwrites = [s for s in snapshots if s.commit_kind == "OVERWRITE" and not rng.step]
+        ends = [] if rng.before is None else [rng.before]
+        rescaled = bool(overwrites) and len(bucket_counts(ts, [*ends, *snapshots])) > 1
+        group = group_of(ts, rescaled)
+        compared: set[Any] = set()
+        for snap in overwrites:
+            compared |= overwritten(ctx, snap, group)
+        sources: set[str] = set()
+        by_bucket: dict[tuple[Any, int], list[Any]] = {}
+        for snap in snapshots:
+            if snap.commit_kind == "OVERWRITE":
+                continue
+            source, files = self._changed(rng, snap)
+            if source == "none":
+                continue  # a COMPACT snapshot without changelog changes no row
+            sources.add(source)
+            for f in files:
+                if group(f.partition, f.bucket) not in compared:
+                    by_bucket.setdefault((f.partition, f.bucket), []).append(f)
+        if len(sources) > 1:
+            raise UnsupportedPaimonError(
+                rng.file_io.uri,
+                "changes() over a range whose snapshots mix changelog and delta files",
+            )
+        source = next(iter(sources), "delta")
+        rng.from_changelog = source == "changelog"
+        splits: list[ChangeSplit] = []
+        for (partition, bucket), fs in by_bucket.items():
+            if source == "delta" and not ts.primary_key:
+                splits += [InsertSplit(s) for s in rng.splits(end.id, fs)]
+            else:
+                net = source == "delta"
+                splits.append(ChangelogSplit(end.id, partition, bucket, tuple(fs), net))
+        splits += diff_splits(ctx, first, end.id, compared, group)
+        return sorted(splits, key=lambda s: (partition_sort_key(s.partition), s.bucket))
+
+    def _compare(self, rng: ChangeRange) -> list[ChangeSplit]:
+        """The change between the live files of two snapshots (a stream's catch-up)."""
+        from raylake.paimon.changes_diff import group_of
+        from raylake.table.changes import DiffSplit, InsertSplit, RemovedSplit, bucket_order
+
+        before, after = rng.live_before(), rng.live_after()
+        first = 0 if rng.before is None else rng.before.id
+        if not self.ts.primary_key:
+            old, new = {_identity(f) for f in before}, {_identity(f) for f in after}
+            added = [f for f in after if _identity(f) not in old]
+            removed = [f for f in before if _identity(f) not in new]
+            found: list[ChangeSplit] = [InsertSplit(s) for s in rng.splits(rng.after.id, added)]
+            return found + [RemovedSplit(s) for s in rng.splits(first, removed)]
+        ts = self.ts
+        assert isinstance(ts, PaimonTableSchema)
+        group = group_of(ts, rescaled=False)
+        old_groups = _grouped(before, group)
+        new_groups = _grouped(after, group)
+        splits: list[ChangeSplit] = []
+        for key in sorted(old_groups.keys() | new_groups.keys(), key=bucket_order):
+            old_files, new_files = old_groups.get(key, []), new_groups.get(key, [])
+            if {_identity(f) for f in old_files} == {_identity(f) for f in new_files}:
+                continue
+            splits.append(
+                DiffSplit(
+                    key[0],
+                    key[1],
+                    tuple(rng.splits(first, old_files, whole=True)),
+                    tuple(rng.splits(rng.after.id, new_files, whole=True)),
+                )
+            )
+        return splits
+
+    def read_changes(self, ctx: ChangeReadContext, split: ChangeSplit) -> Iterator[pa.RecordBatch]:
+        from raylake.paimon.changes import read_change_files
+        from raylake.paimon.changes_diff import read_diff
+        from raylake.table.changes import ChangelogSplit, DiffSplit
+
+        read = ctx.read_context()
+        if isinstance(split, ChangelogSplit):
+            files = [f for f in split.files if isinstance(f, PaimonFileSlice)]
+            rows = read_change_files(read, files, split.net, ctx.include_row_kind)
+        elif isinstance(split, DiffSplit):
+            rows = read_diff(read, split, ctx.include_row_kind)  # type: ignore[arg-type]
+        else:
+            raise UnsupportedOperationError(f"{self.described} has no {type(split).__name__}")
+        yield from rows.to_batches(max_chunksize=ctx.batch_size)
 
 
 class PaimonAppendKind(_PaimonKind):
     name = "append"
     described = "a Paimon append table"
+
+    @property
+    def shards_by_file(self) -> bool:
+        """An unbucketed (``bucket`` = -1) table's rows have no key to keep together:
+        stream shards split it by data file, as a raylake table of one bucket."""
+        ts = self.ts
+        assert isinstance(ts, PaimonTableSchema)
+        return ts.info.options.bucket == -1
 
     def _read_main(self, ctx: ReadContext, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
         if not usable(ctx) or self._joins_rows():
@@ -179,6 +345,18 @@ class PaimonPrimaryKeyKind(_PaimonKind):
                 return None
             total += f.row_count - f.delete_row_count
         return total
+
+
+def _identity(f: Any) -> tuple[str, Any]:
+    """A live file as a snapshot sees it: its path and its deletion vector."""
+    return (f.path, getattr(f, "deletion", None))
+
+
+def _grouped(files: Sequence[Any], group: Any) -> dict[tuple[Any, int], list[Any]]:
+    found: dict[tuple[Any, int], list[Any]] = {}
+    for f in files:
+        found.setdefault(group(f.partition, f.bucket), []).append(f)
+    return found
 
 
 def _one_split(files: Sequence[PaimonFileSlice]) -> Split:

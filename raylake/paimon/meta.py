@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from raylake.format.schema import TableSchema
 from raylake.paimon.deletion import DeletionFile
@@ -57,6 +57,9 @@ class PaimonFileSlice(FileSlice):
     schema_id: int = 0
     deletion: DeletionFile | None = None
     file_format: str = "parquet"
+    # Where the file lives: stream shards and change planning group files by bucket.
+    partition: tuple[Any, ...] = ()
+    bucket: int = 0
     # Data evolution: the row id of the first row, and the columns the file holds (by
     # its schema's names; None: all). raylake/paimon/evolution.py joins them.
     first_row_id: int | None = None

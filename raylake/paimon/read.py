@@ -196,6 +196,10 @@ class PaimonReadPlan:
         return self.merge_columns
 
 
+# Below this many bytes on disk a read's sections are read on the calling thread.
+SMALL_READ_BYTES = 1 << 20
+
+
 def read_splits(ctx: Any, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
     ts: PaimonTableSchema = ctx.table_schema
     plan = PaimonReadPlan.of(ts, ctx.columns, ctx.filter)
@@ -208,6 +212,8 @@ def read_splits(ctx: Any, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
     # Sections are read and merged a few at a time on threads (pyarrow and numpy release
     # the GIL), in order; memory holds a window of sections, never the whole plan.
     window = min(max(len(sections), 1), MERGE_THREADS)
+    if sum(f.file_size for section in sections for f in section) < SMALL_READ_BYTES:
+        window = 1  # a few small files: starting threads costs more than they overlap
     for rows in read_ahead(partial(_read_section, ctx, plan), sections, window):
         if plan.output:
             rows = pa.Table.from_arrays([rows.column(c) for c in plan.output], schema=out_schema)

@@ -24,11 +24,9 @@ from raylake.expr import AlwaysTrue, Expr, filter_on_columns, might_match, refer
 from raylake.format.snapshot import Snapshot
 from raylake.format.types import has_min_max
 from raylake.paimon.deletion import DeletionFile, deletion_files
-from raylake.paimon.evolution import row_range_splits
 from raylake.paimon.fallback import fallback_snapshot
 from raylake.paimon.manifest import EntryDecoder, PaimonFile, live_files, snapshot_manifests
 from raylake.paimon.meta import PaimonFileSlice, PaimonInfo, PaimonTableSchema
-from raylake.paimon.snapshot import PaimonSnapshots
 from raylake.table.kind import kind_of
 from raylake.table.pk.read import overlap_sections
 from raylake.table.scan import ManifestStats, TableScan
@@ -46,13 +44,11 @@ class PaimonScan(TableScan):
 
     schemas_by_id: Mapping[int, PaimonTableSchema] | None = None
 
-    def _resolve_snapshot(self) -> Snapshot | None:
-        snaps = PaimonSnapshots(self.file_io)
-        if self.snapshot_id is not None:
-            return snaps.get(self.snapshot_id)
-        if self.as_of is not None:
-            return snaps.as_of(self.as_of)
-        return snaps.latest()
+    def __post_init__(self) -> None:
+        if self.table_source is None:
+            from raylake.paimon.source import PaimonSource
+
+            object.__setattr__(self, "table_source", PaimonSource(self.file_io))
 
     def at(self, snapshot_id: int | None = None, as_of: datetime | int | None = None) -> TableScan:
         moved = super().at(snapshot_id, as_of)
@@ -68,6 +64,7 @@ class PaimonScan(TableScan):
         return replace(moved, table_schema=ts, columns=moved.columns).pin()
 
     def plan(self) -> list[Split]:
+        """The kind's splits of the snapshot's live files (Paimon's split size)."""
         snap = self.snapshot()
         ts = self.table_schema
         assert isinstance(ts, PaimonTableSchema)
@@ -76,17 +73,20 @@ class PaimonScan(TableScan):
             return (
                 [] if info.fallback is None else self.stamped(self._fallback_splits(None, ts, []))
             )
-        decoder = EntryDecoder(
-            self.file_io,
-            info.schemas,
-            info.current,
-            partition_path(info),
-            data_evolution=info.options.data_evolution,
-        )
-        files = live_files(decoder, snapshot_manifests(self.file_io, snap))
-        splits = self._splits(snap, ts, files, None)
+        kind = kind_of(ts)
+        files = self.source.live_files(ts, snap, kind.pruning_filter(self.filter))
+        target = self.split_target_size or DEFAULT_TARGET
+        splits = kind.plan_splits(snap.id, files, self._column_indices(), target)
         if info.fallback is not None:
-            splits += self._fallback_splits(snap, ts, files)
+            decoder = EntryDecoder(
+                self.file_io,
+                info.schemas,
+                info.current,
+                partition_path(info),
+                data_evolution=info.options.data_evolution,
+            )
+            every = live_files(decoder, snapshot_manifests(self.file_io, snap))
+            splits += self._fallback_splits(snap, ts, every)
         elif self._latest_fallback() is not None:
             # Paimon reads an older snapshot with the table's fallback branch too, under
             # that snapshot's schema; raylake checks the branch against the latest only.
@@ -107,32 +107,21 @@ class PaimonScan(TableScan):
     def _splits(
         self, snap: Snapshot, ts: PaimonTableSchema, files: list[PaimonFile], branch: str | None
     ) -> list[Split]:
+        """The splits of another branch's files, planned by that branch's kind."""
         info = ts.info
         if skips_level0(info):
             files = [f for f in files if f.level > 0]
-        pruning = kind_of(ts).pruning_filter(self.filter)
+        kind = kind_of(ts)
+        pruning = kind.pruning_filter(self.filter)
         if info.options.data_evolution:
-            # A file's statistics cover only the columns it holds, and may be of values
-            # a newer file replaced: pruning one file of a row range would leave its
-            # rows without those columns. Only partitions prune.
             pruning = filter_on_columns(pruning, set(ts.partition_keys))
         files = prune_files(files, ts, pruning)
         dvs = deletion_files(self.file_io, snap, info.options.index_in_data_dir)
-        target = self.split_target_size or DEFAULT_TARGET
-        fraction = _column_fraction(ts, self.columns)
-        pieces = [(f, file_slice(f, dvs, fraction, info)) for f in files]
+        pieces: list[Any] = [file_slice(f, dvs, 1.0, info) for f in files]
         if branch is not None:
-            pieces = [(f, replace(s, branch=branch)) for f, s in pieces]
-        if ts.primary_key:
-            return _pk_splits(snap.id, pieces, target)
-        if info.options.data_evolution:
-            return row_range_splits(snap.id, pieces, target)
-        ordered = sorted(
-            pieces, key=lambda p: (partition_sort_key(p[0].partition), p[0].bucket, p[0].file_name)
-        )
-        return pack_slices(
-            snap.id, [(f.partition, f.bucket, s) for f, s in ordered], target, OPEN_FILE_COST
-        )
+            pieces = [replace(s, branch=branch) for s in pieces]
+        target = self.split_target_size or DEFAULT_TARGET
+        return kind.plan_splits(snap.id, pieces, self._column_indices(), target)
 
     def _fallback_splits(
         self, snap: Snapshot | None, ts: PaimonTableSchema, files: list[PaimonFile]
@@ -171,10 +160,18 @@ def skips_level0(info: PaimonInfo) -> bool:
     )
 
 
-def _column_fraction(ts: PaimonTableSchema, columns: Sequence[str] | None) -> float:
-    if columns is None:
+def column_fraction(ts: PaimonTableSchema, column_indices: Sequence[int] | None) -> float:
+    """The share of a row's bytes the read columns hold, by count: a rough guess."""
+    if column_indices is None:
         return 1.0
-    return max(len(columns), 1) / max(len(ts.column_names), 1)
+    return max(len(column_indices), 1) / max(len(ts.column_names), 1)
+
+
+def sized(piece: PaimonFileSlice, fraction: float) -> PaimonFileSlice:
+    """A slice whose in-memory size is that of ``fraction`` of its columns."""
+    if fraction == 1.0:
+        return piece
+    return replace(piece, size_bytes=int(piece.file_size * MEMORY_PER_DISK_BYTE * fraction))
 
 
 def file_slice(
@@ -212,6 +209,8 @@ def file_slice(
         file_format=ext,
         first_row_id=f.first_row_id,
         write_cols=f.write_cols,
+        partition=f.partition,
+        bucket=f.bucket,
     )
 
 
@@ -222,12 +221,20 @@ def _beside(dv: DeletionFile | None, data_path: str) -> DeletionFile | None:
     return replace(dv, path=f"{data_path.rsplit('/', 1)[0]}/{dv.path}", in_data_dir=False)
 
 
-def _pk_splits(
-    snapshot_id: int, pieces: list[tuple[PaimonFile, PaimonFileSlice]], target: int
-) -> list[Split]:
+def append_splits(snapshot_id: int, pieces: Sequence[PaimonFileSlice], target: int) -> list[Split]:
+    """Files packed in partition, bucket and name order into splits of one bucket."""
+    ordered = sorted(
+        pieces, key=lambda p: (partition_sort_key(p.partition), p.bucket, p.path.rsplit("/", 1)[-1])
+    )
+    slices = [(p.partition, p.bucket, p) for p in ordered]
+    return pack_slices(snapshot_id, slices, target, OPEN_FILE_COST)
+
+
+def pk_splits(snapshot_id: int, pieces: Sequence[PaimonFileSlice], target: int) -> list[Split]:
+    """A bucket's files in sections of overlapping keys, packed into splits of one bucket."""
     buckets: dict[tuple[tuple[Any, ...], int], list[PaimonFileSlice]] = {}
-    for f, s in pieces:
-        buckets.setdefault((f.partition, f.bucket), []).append(s)
+    for s in pieces:
+        buckets.setdefault((s.partition, s.bucket), []).append(s)
     splits: list[Split] = []
     for (partition, bucket), members in sorted(
         buckets.items(), key=lambda kv: (partition_sort_key(kv[0][0]), kv[0][1])

@@ -114,6 +114,10 @@ class PaimonSnapshots:
         snap = self.latest()
         return None if snap is None else snap.id
 
+    def read_hint(self) -> int | None:
+        """The id the ``LATEST`` hint names (it may lag behind), or None."""
+        return self._hint("LATEST")
+
     def _hint(self, name: str) -> int | None:
         try:
             return int(self.file_io.read_bytes(f"{SNAPSHOT_DIR}/{name}").decode().strip())

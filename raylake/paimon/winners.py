@@ -32,7 +32,7 @@ from typing import Literal
 import numpy as np
 import pyarrow as pa
 
-from raylake.caching import LruCache
+from raylake.caching import LruCache, process_cache
 from raylake.paimon.meta import PaimonFileSlice
 from raylake.table.pk.dedupe import unseen_in_newer
 from raylake.table.pk.engines import merge_positions
@@ -42,8 +42,8 @@ from raylake.table.pk.schema import MergeSpec
 # cover 512M rows; positions of the sorted path: 8 bytes a winner).
 CACHE_BYTES = 64 * 1024 * 1024
 
-_cache: LruCache[tuple[object, ...], tuple[np.ndarray, ...]] = LruCache(
-    CACHE_BYTES, weigh=lambda arrays: sum(a.nbytes for a in arrays)
+_cache: LruCache[tuple[object, ...], tuple[np.ndarray, ...]] = process_cache(
+    LruCache(CACHE_BYTES, weigh=lambda arrays: sum(a.nbytes for a in arrays))
 )
 
 

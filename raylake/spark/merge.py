@@ -69,8 +69,8 @@ def merge(
     check_dataframe(df)
     schema = arrow_schema_of(df.schema)
     tbl = raylake.open_table(uri, storage_options=storage_options)
-    if tbl.format != "raylake":
-        tbl.merge(schema.empty_table(), on)  # a Paimon table refuses, naming its format
+    if not tbl.source.writable:  # a Paimon table: refused, naming its format
+        raise tbl.source.refuse_writes("merge()")
     return SparkMerger(tbl, df, schema, on, schema_mode=schema_mode)
 
 

@@ -56,7 +56,7 @@ def read(
     # deleted rows) and files of older schema versions need raylake's reader.
     ts = scan.table_schema
     if (
-        tbl.format == "raylake"
+        tbl.source.plain_files
         and not any(s.needs_merge for s in splits)
         and _spark_can_read(tbl.file_io, ts.arrow_schema)
         and _read_as_stored(tbl.file_io, ts, splits)

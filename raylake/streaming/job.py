@@ -33,7 +33,6 @@ from raylake.arguments import check_count, check_flag, check_mapping, check_seco
 from raylake.errors import StreamError
 from raylake.expr import Expr
 from raylake.format.consumer import validate_consumer_id
-from raylake.format.snapshot import SnapshotManager
 from raylake.io import absolute_uri
 from raylake.io.credentials import StorageOptions
 from raylake.streaming.job_check import check_job, check_on_overwrite
@@ -129,7 +128,7 @@ class ShardWorker:
             return 0
         progress = self.reader.resumed_from  # read once, by the reader, at open
         since = int(progress.properties.get(SINK_SNAPSHOT, "0")) if progress else 0
-        snapshots = SnapshotManager(self.sink.file_io)
+        snapshots = self.sink.source
         latest = snapshots.latest_id() or 0
         for snapshot_id in range(latest, since, -1):
             snap = snapshots.read_if_present(snapshot_id)

@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from raylake.errors import ConsumerError, StreamError, StreamPositionExpiredError
-from raylake.format.consumer import STREAM_MODE, ConsumerManager
-from raylake.format.snapshot import SnapshotManager
+from raylake.format.consumer import STREAM_MODE
 from raylake.streaming.plan import ON_OVERWRITE
 from raylake.streaming.reader import StreamPosition
 from raylake.table import Table, open_table
@@ -56,7 +55,7 @@ def _check_shard_count(source: Table, spec: JobSpec) -> None:
     pattern = re.compile(rf"^{re.escape(spec.consumer_id)}\.shard-\d+-of-(\d+)$")
     other = sorted(
         consumer_id
-        for consumer_id in ConsumerManager(source.file_io).ids()
+        for consumer_id in source.source.consumer_ids()
         if (match := pattern.match(consumer_id)) and int(match.group(1)) != spec.num_shards
     )
     if other:
@@ -74,12 +73,9 @@ def _check_shard(source: Table, spec: JobSpec, shard: int) -> None:
     """Open the shard's reader as its actor will, without registering its consumer."""
     consumer_id = spec.shard_consumer(shard)
     options = spec.reader_options(shard)
-    if source.format != "raylake":  # its own reader and consumer files (docs/paimon.md)
-        source.stream(**options).close()
-        return
-    progress = ConsumerManager(source.file_io).get(consumer_id)
+    progress = source.source.consumer(consumer_id)
     if progress is not None:
-        earliest = SnapshotManager(source.file_io).earliest_id()
+        earliest = source.source.earliest_id()
         if earliest is not None and progress.next_snapshot_id < earliest:
             raise StreamPositionExpiredError(
                 progress.next_snapshot_id, earliest, source.uri, consumer_id

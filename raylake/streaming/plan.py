@@ -27,14 +27,14 @@ import pyarrow as pa
 from raylake.errors import StreamError
 from raylake.format.manifest import DataFile
 from raylake.format.schema import TableSchema
-from raylake.format.schema_files import schema_by_id
-from raylake.format.snapshot import Snapshot, SnapshotManager
+from raylake.format.snapshot import Snapshot
 from raylake.io import FileIO
 from raylake.streaming.shard import ShardSpec
 from raylake.streaming.splits import InsertSplit, RemovedSplit, StreamReadContext, StreamSplit
-from raylake.table.changes import ChangeRange, StreamPlanBase
+from raylake.table.changes import ChangeRange
 from raylake.table.kind import kind_of
 from raylake.table.projection import follow_columns
+from raylake.table.source import RaylakeSource, TableSource
 
 PlanKind = Literal["full", "delta", "changelog", "diff", "refresh", "empty"]
 OnOverwrite = Literal["refresh", "skip", "fail"]
@@ -42,7 +42,7 @@ ON_OVERWRITE: tuple[str, ...] = ("refresh", "skip", "fail")
 
 
 @dataclass(frozen=True)
-class StreamPlan(StreamPlanBase):
+class StreamPlan:
     """The rows a stream delivers for snapshots ``first_snapshot_id..snapshot_id``."""
 
     snapshot_id: int
@@ -51,6 +51,17 @@ class StreamPlan(StreamPlanBase):
     commit_kind: str
     splits: tuple[StreamSplit, ...]
     context: StreamReadContext
+
+    @property
+    def next_snapshot_id(self) -> int:
+        """Where the stream continues after this plan."""
+        return self.snapshot_id + 1
+
+    @property
+    def is_refresh(self) -> bool:
+        """The plan holds a whole new state (after an OVERWRITE, with
+        ``on_overwrite="refresh"``): replace, don't add."""
+        return self.kind == "refresh"
 
     @property
     def row_count_estimate(self) -> int:
@@ -87,12 +98,14 @@ class StreamPlanner:
         context: StreamReadContext,
         shard: ShardSpec,
         on_overwrite: OnOverwrite = "refresh",
+        source: TableSource | None = None,
     ) -> None:
         if on_overwrite not in ON_OVERWRITE:
             raise StreamError(
                 f"on_overwrite must be one of {list(ON_OVERWRITE)}, got {on_overwrite!r}"
             )
         self.context = context
+        self.source = RaylakeSource(context.file_io) if source is None else source
         self.shard = shard
         self.on_overwrite = on_overwrite
         self._kind = kind_of(context.table_schema)
@@ -111,7 +124,7 @@ class StreamPlanner:
         (docs/schema-evolution.md): new columns appear, renamed ones under new names."""
         if snap.schema_id <= self.ts.schema_id:
             return
-        new = schema_by_id(self.file_io, snap.schema_id)
+        new = self.source.schema(snap.schema_id)
         columns, expr = follow_columns(self.ts, new, self.context.columns, self.context.filter)
         self.context = replace(self.context, table_schema=new, columns=columns, filter=expr)
         self._kind = kind_of(new)
@@ -125,7 +138,7 @@ class StreamPlanner:
     def step(self, snap: Snapshot) -> StreamPlan:
         """The plan of one snapshot, right after its parent."""
         self.follow_schema(snap)
-        if snap.commit_kind == "COMPACT":
+        if snap.commit_kind == "COMPACT" and not self._kind.changelog_at_compaction:
             return self._plan(snap, snap.id, "empty", ())
         if snap.commit_kind == "OVERWRITE":
             if self.on_overwrite == "fail":
@@ -138,7 +151,7 @@ class StreamPlanner:
             return self.full(snap, kind="refresh")
         parent = None
         if snap.parent_id is not None and self._kind.step_needs_parent():
-            parent = SnapshotManager(self.file_io).get(snap.parent_id)
+            parent = self.source.get(snap.parent_id)
         rng = self._range(parent, snap, step=True)
         splits = self._kind.plan_changes(rng)
         kind: PlanKind = "changelog" if rng.from_changelog else "delta"
@@ -168,7 +181,7 @@ class StreamPlanner:
         columns = self.context.columns
         names = self.ts.column_names
         return ChangeRange(
-            self.file_io,
+            self.source,
             self.ts,
             before,
             after,

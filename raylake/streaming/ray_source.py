@@ -35,15 +35,23 @@ if TYPE_CHECKING:
     from ray.data.context import DataContext
 
 
-class _PlansDatasource(Datasource):
-    """Consecutive plans of one stream as a Ray datasource: what both kinds of plans
-    share; a subclass says how the plans become read functions."""
+class StreamPlanDatasource(Datasource):
+    """The rows of one or more consecutive stream plans as a Ray datasource."""
 
-    def __init__(self, plans: Sequence[Any]) -> None:
+    def __init__(self, plans: Sequence[StreamPlan]) -> None:
         super().__init__()
         if not plans:
             raise StreamError("a stream datasource needs at least one plan")
         self.snapshot_id = plans[-1].snapshot_id
+        self._context = plans[0].context
+        # The changes of one bucket stay in one read task, in snapshot order: a key's
+        # -U/+U of snapshot 6 must not overtake those of snapshot 5.
+        groups: dict[tuple[Any, int], list[StreamSplit]] = {}
+        for plan in plans:
+            for split in plan.splits:
+                groups.setdefault(_bucket_of(split), []).append(split)
+        self._groups = list(groups.values())
+        self.first_snapshot_id = plans[0].first_snapshot_id
 
     def get_name(self) -> str:
         return "LakeStream"
@@ -57,7 +65,7 @@ class _PlansDatasource(Datasource):
         per_task_row_limit: int | None = None,
         data_context: DataContext | None = None,
     ) -> list[ReadTask]:
-        """At most ``parallelism`` tasks (as the subclass packs them), sizes unknown."""
+        """At most ``parallelism`` tasks, sizes unknown."""
         schema = self._schema()
         return [
             ReadTask(
@@ -68,28 +76,6 @@ class _PlansDatasource(Datasource):
             )
             for read in self._reads(parallelism)
         ]
-
-    def _schema(self) -> pa.Schema:
-        raise NotImplementedError
-
-    def _reads(self, parallelism: int) -> list[Callable[[], Iterator[pa.Table]]]:
-        raise NotImplementedError
-
-
-class StreamPlanDatasource(_PlansDatasource):
-    """The rows of one or more consecutive stream plans as a Ray datasource."""
-
-    def __init__(self, plans: Sequence[StreamPlan]) -> None:
-        super().__init__(plans)
-        self._context = plans[0].context
-        # The changes of one bucket stay in one read task, in snapshot order: a key's
-        # -U/+U of snapshot 6 must not overtake those of snapshot 5.
-        groups: dict[tuple[Any, int], list[StreamSplit]] = {}
-        for plan in plans:
-            for split in plan.splits:
-                groups.setdefault(_bucket_of(split), []).append(split)
-        self._groups = list(groups.values())
-        self.first_snapshot_id = plans[0].first_snapshot_id
 
     def _schema(self) -> pa.Schema:
         return self._context.output_schema
@@ -103,27 +89,6 @@ class StreamPlanDatasource(_PlansDatasource):
             )
             for members in packed
         ]
-
-
-class OrderedPlansDatasource(_PlansDatasource):
-    """Plans that read themselves (a Paimon table's, raylake/paimon/stream.py), in one
-    read task, in snapshot order: a key's changes never overtake each other."""
-
-    def __init__(self, plans: Sequence[Any]) -> None:
-        super().__init__(plans)
-        self._plans = tuple(plans)
-        self.first_snapshot_id = plans[0].snapshot_id
-
-    def _schema(self) -> pa.Schema:
-        return self._plans[0].schema
-
-    def _reads(self, parallelism: int) -> list[Callable[[], Iterator[pa.Table]]]:
-        return [functools.partial(_read_plans, self._plans)]
-
-
-def _read_plans(plans: tuple[Any, ...]) -> Iterator[pa.Table]:
-    for plan in plans:
-        yield plan.to_arrow()
 
 
 def _rows(splits: list[StreamSplit]) -> int:
@@ -182,13 +147,8 @@ class LakeStream:
                 plans.append(more)
             self.last_plans = plans
             made += 1
-            source: Datasource = (
-                StreamPlanDatasource(plans)
-                if isinstance(plans[0], StreamPlan)
-                else OrderedPlansDatasource(plans)
-            )
             yield ray.data.read_datasource(
-                source,
+                StreamPlanDatasource(plans),
                 override_num_blocks=self.override_num_blocks,
                 **self.task_options,
             )

@@ -31,17 +31,14 @@ from raylake.errors import (
     StreamError,
     StreamPositionExpiredError,
     TableNotFoundError,
-    UnsupportedOperationError,
 )
 from raylake.expr import Expr
 from raylake.format.consumer import (
     STREAM_MODE,
-    ConsumerManager,
     ConsumerProgress,
     validate_consumer_id,
 )
-from raylake.format.manifest import read_entries
-from raylake.format.snapshot import Snapshot, SnapshotManager
+from raylake.format.snapshot import Snapshot
 from raylake.streaming.plan import OnOverwrite, StreamPlan, StreamPlanner
 from raylake.streaming.shard import ShardSpec
 from raylake.streaming.splits import StreamReadContext
@@ -52,18 +49,6 @@ if TYPE_CHECKING:
     from raylake.table.table import Table
 
 logger = logging.getLogger(__name__)
-
-
-def check_raylake_table(table: Any) -> None:
-    """StreamReader follows raylake tables; a Paimon table has its own reader
-    (``table.stream``, raylake/paimon/stream.py), which read_lake_stream, StreamingJob
-    and LakeStreamDataset use through ``table.stream``."""
-    if table.format != "raylake":
-        raise UnsupportedOperationError(
-            f"{table.uri} is a {table.format} table: follow it with table.stream(...) "
-            "(docs/paimon.md), which read_lake_stream, StreamingJob and LakeStreamDataset "
-            "use; StreamReader itself reads raylake tables"
-        )
 
 
 @dataclass(frozen=True)
@@ -132,7 +117,7 @@ class StreamReader:
             raise StreamError(
                 f"catch_up_after must be an int >= 1 or None (never), got {catch_up_after!r}"
             )
-        check_raylake_table(table)
+        table.kind.check_changes("stream()")
         self.table = table
         self.consumer_id = None if consumer_id is None else validate_consumer_id(consumer_id)
         self.poll_interval = float(poll_interval)
@@ -146,16 +131,15 @@ class StreamReader:
             scan.filter,
             row_kind_arg(include_row_kind),
         )
-        self.planner = StreamPlanner(context, self.shard, on_overwrite)
-        self._snapshots = SnapshotManager(table.file_io)
-        self._consumers = ConsumerManager(table.file_io)
+        self.planner = StreamPlanner(context, self.shard, on_overwrite, table.source)
+        self._snapshots = table.source
         self._cache: LruCache[int, Snapshot] = LruCache(64)
         self._prefetcher: ThreadPoolExecutor | None = None
         self._prefetched: tuple[int, Future[Snapshot | None]] | None = None
         self._prefetch = prefetch
         self._closed = False
         # The snapshot read next, and whether it is read whole (a start) or as a change.
-        progress = None if consumer_id is None else self._consumers.get(self.consumer_id)  # type: ignore[arg-type]
+        progress = None if consumer_id is None else self._snapshots.consumer(self.consumer_id)  # type: ignore[arg-type]
         # The consumer's progress as read at open (None: a new consumer), for callers
         # that keep more in it (a job's sink snapshot) without reading it again.
         self.resumed_from: ConsumerProgress | None = progress
@@ -211,8 +195,10 @@ class StreamReader:
             return self.table.scan(as_of=start).snapshot().id, True  # type: ignore[union-attr]
         if start < 1:
             raise StreamError(f"start snapshot id must be >= 1, got {start}")
-        self._snapshots.get(start)  # SnapshotNotFoundError names what exists
-        return start, True
+        if self._snapshots.read_if_present(start) is None:
+            self._check_not_expired(start)
+            self._snapshots.get(start)  # SnapshotNotFoundError names what exists
+        return start, self._snapshots.start_id_reads_whole
 
     def _check_not_expired(self, needed: int) -> None:
         earliest = self._snapshots.earliest_id()
@@ -313,9 +299,7 @@ class StreamReader:
         try:
             snap = self._snapshots.read_if_present(snapshot_id)
             if snap is not None:
-                ts = self.table.table_schema
-                read_entries(self.table.file_io, snap.delta_manifests, ts, ())
-                read_entries(self.table.file_io, snap.changelog_manifests, ts, ())
+                self._snapshots.warm(self.table.table_schema, snap)
             return snap
         except Exception:  # only a prefetch: the real read reports the problem
             logger.debug("prefetch of snapshot %d failed", snapshot_id, exc_info=True)
@@ -421,8 +405,8 @@ class StreamReader:
         assert self.consumer_id is not None
         props = {**(properties or {}), _MODE: "full" if full else "delta"}
         if forward_only:
-            return self._consumers.commit(self.consumer_id, next_snapshot_id, props)
-        return self._consumers.register(self.consumer_id, next_snapshot_id, props)
+            return self._snapshots.commit_consumer(self.consumer_id, next_snapshot_id, props)
+        return self._snapshots.register_consumer(self.consumer_id, next_snapshot_id, props)
 
     def close(self) -> None:
         self._closed = True

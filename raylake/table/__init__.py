@@ -17,14 +17,14 @@ from raylake.table.writer import CommitMessage
 
 
 def clear_caches() -> None:
-    """Forget the per-process caches of immutable metadata (manifests, live file sets,
-    Parquet footers). Only cold-read benchmarks need this: the cached files never change.
+    """Forget every per-process cache of immutable things (manifests, live file sets,
+    schemas, Parquet footers, key layouts, merge decisions). Only cold-read benchmarks
+    need this: the cached files never change. (The record of aborted commit messages is
+    not a cache: it is kept.)
     """
-    from raylake.format.manifest import clear_manifest_caches
-    from raylake.table.fragments import clear_fragment_cache
+    from raylake.caching import clear_process_caches
 
-    clear_manifest_caches()
-    clear_fragment_cache()
+    clear_process_caches()
 
 
 __all__ = [

@@ -17,15 +17,16 @@ from raylake.errors import (
     UnsupportedOperationError,
 )
 from raylake.format.schema import SYSTEM_PREFIX, TableSchema, build_table_schema
-from raylake.format.schema_files import forget_schemas, load_schema, schema_ids, schema_path
+from raylake.format.schema_files import forget_schemas, schema_path
 from raylake.io import FileIO
 from raylake.io.credentials import OptionsLike
 from raylake.table.args import uri_arg
 from raylake.table.commit import check_commit_safety
 from raylake.table.conform import conform
 from raylake.table.kind import kind_of
-from raylake.table.location import at_table_location, check_empty_location
+from raylake.table.location import check_empty_location
 from raylake.table.pandas_types import pandas_to_arrow, with_index_columns
+from raylake.table.source import source_for
 from raylake.table.table import Table
 
 
@@ -83,16 +84,18 @@ def _create(
     file_io = FileIO(uri, storage_options)
     check_commit_safety(file_io, ts)
     forget_schemas()  # a table deleted and created again at this place is a new table
-    # A raylake schema file beside Paimon's would hide their table: it is never written.
-    paimon = _is_paimon(file_io)
-    if not paimon and not _schema_ids(file_io):
+    # A raylake schema file beside another format's would hide their table: it is never
+    # written.
+    source = source_for(file_io)
+    other = source.exists() and not source.writable
+    if not source.exists():
         check_empty_location(file_io, allow_other_files)
-    if paimon or not file_io.create_if_absent(schema_path(ts.schema_id), ts.to_bytes()):
-        if not exist_ok and paimon:
+    if other or not file_io.create_if_absent(schema_path(ts.schema_id), ts.to_bytes()):
+        if not exist_ok and other:
             raise TableAlreadyExistsError(
                 file_io.uri,
                 "raylake reads it (open_table) but never writes it",
-                what="an Apache Paimon table",
+                what=source.described,
             )
         if not exist_ok:
             raise TableAlreadyExistsError(file_io.uri)
@@ -109,38 +112,13 @@ def _create(
 @refuse_unknown_keywords
 def open_table(uri: str, *, storage_options: OptionsLike | None = None) -> Table:
     """Open the table at ``uri``; raise TableNotFoundError if there is none."""
-    file_io = FileIO(uri_arg(uri), storage_options)
-    ids = _schema_ids(file_io)
-    if not ids:
-        from raylake.paimon import is_paimon_table, open_paimon_table
-
-        if is_paimon_table(file_io):  # read-only (docs/paimon.md)
-            return open_paimon_table(file_io)
-    # The listing just made, not a second one: FileIO lists afresh each time (other
-    # processes change the table), so the schema is as new as the first look.
-    return Table(file_io, load_schema(file_io, ids))
-
-
-def _is_paimon(file_io: FileIO) -> bool:
-    from raylake.paimon import is_paimon_table
-
-    return not _schema_ids(file_io) and is_paimon_table(file_io)
-
-
-def _schema_ids(file_io: FileIO) -> list[int]:
-    """The table's schema ids; a path that is a file is a TableLocationError naming it."""
-    return at_table_location(file_io, lambda: schema_ids(file_io))
+    return source_for(FileIO(uri_arg(uri), storage_options)).open()
 
 
 @refuse_unknown_keywords
 def table_exists(uri: str, *, storage_options: OptionsLike | None = None) -> bool:
     """Whether a table (raylake's, or a Paimon table raylake reads) exists at ``uri``."""
-    file_io = FileIO(uri_arg(uri), storage_options)
-    if _schema_ids(file_io):
-        return True
-    from raylake.paimon import is_paimon_table
-
-    return is_paimon_table(file_io)
+    return source_for(FileIO(uri_arg(uri), storage_options)).exists()
 
 
 def open_or_create_table(

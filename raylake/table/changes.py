@@ -23,16 +23,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from raylake.expr import AlwaysTrue, Expr, referenced_columns
-from raylake.format.manifest import ADD, DataFile, data_files_from_table, read_entries
+from raylake.format.manifest import DataFile
 from raylake.format.schema import TableSchema
 from raylake.format.snapshot import Snapshot
 from raylake.io import FileIO
 from raylake.io.read_errors import named_batches
 from raylake.table.kind import kind_of
-from raylake.table.scan import ReadContext, prune_entries, pruned_live_files
+from raylake.table.scan import ReadContext
+from raylake.table.source import TableSource
 from raylake.table.split import Split, partition_sort_key
 
 ROW_KIND = "_rl_kind"  # the column Table.changelog uses, which a primary-key writer accepts
@@ -177,26 +177,6 @@ def with_row_kind(schema: pa.Schema, include_row_kind: bool) -> pa.Schema:
     return schema.append(ROW_KIND_FIELD) if include_row_kind else schema
 
 
-class StreamPlanBase:
-    """What every stream plan (``StreamPlan``, Paimon's ``PaimonStreamPlan``) answers the
-    consumers of plans (``LakeStream``, ``StreamingJob``): where the stream continues,
-    and whether the plan replaces the state."""
-
-    snapshot_id: int
-    kind: str
-
-    @property
-    def next_snapshot_id(self) -> int:
-        """Where the stream continues after this plan."""
-        return self.snapshot_id + 1
-
-    @property
-    def is_refresh(self) -> bool:
-        """The plan holds a whole new state (after an OVERWRITE, with
-        ``on_overwrite="refresh"``): replace, don't add."""
-        return self.kind == "refresh"
-
-
 def _whole_kind(split: ChangeSplit) -> str | None:
     if isinstance(split, InsertSplit):
         return INSERT
@@ -216,7 +196,7 @@ class ChangeRange:
     two live-file sets, not every snapshot in between).
     """
 
-    file_io: FileIO
+    source: TableSource
     ts: TableSchema
     before: Snapshot | None
     after: Snapshot
@@ -230,6 +210,10 @@ class ChangeRange:
     # Set by the kind when it planned from changelog files rather than data files.
     from_changelog: bool = False
     _cache: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def file_io(self) -> FileIO:
+        return self.source.file_io
 
     @property
     def target_size(self) -> int:
@@ -246,7 +230,11 @@ class ChangeRange:
     def added(self) -> list[DataFile]:
         """The files ``after`` added (its delta manifests): only for a step."""
         assert self.step, "added() describes one snapshot"
-        return self._once("added", lambda: self._entries(self.after.delta_manifests, True))
+        return self._once("added", lambda: self.added_files(self.after))
+
+    def added_files(self, snap: Snapshot) -> list[DataFile]:
+        """The files ``snap`` added (its delta manifests), pruned and taken."""
+        return self._mine(self.source.added_files(self.ts, snap, self.pruning))
 
     def snapshots(self) -> list[Snapshot] | None:
         if self.load_snapshots is None:
@@ -255,7 +243,11 @@ class ChangeRange:
 
     def changelog_files(self, snapshots: Sequence[Snapshot]) -> list[DataFile]:
         """The changelog files of the snapshots, in commit order."""
-        return [f for s in snapshots for f in self._entries(s.changelog_manifests, False)]
+        return [
+            f
+            for s in snapshots
+            for f in self._mine(self.source.changelog_files(self.ts, s, self.pruning))
+        ]
 
     def by_bucket(self, files: Sequence[DataFile]) -> dict[BucketKey, list[DataFile]]:
         groups: dict[BucketKey, list[DataFile]] = {}
@@ -277,14 +269,7 @@ class ChangeRange:
         return self._cache[name]
 
     def _live(self, snap: Snapshot) -> list[DataFile]:
-        return self._mine(pruned_live_files(self.file_io, self.ts, snap, self.pruning))
-
-    def _entries(self, metas: Sequence[Any], added_only: bool) -> list[DataFile]:
-        entries = read_entries(self.file_io, metas, self.ts, referenced_columns(self.pruning))
-        if added_only:
-            entries = entries.filter(pc.equal(entries.column("kind"), ADD))
-        entries = prune_entries(entries, self.ts, self.pruning)
-        return self._mine(data_files_from_table(entries, self.ts))
+        return self._mine(self.source.live_files(self.ts, snap, self.pruning))
 
     def _mine(self, files: list[DataFile]) -> list[DataFile]:
         return files if self.take is None else [f for f in files if self.take(f)]

@@ -16,13 +16,14 @@ import pyarrow as pa
 from raylake.errors import InvalidArgumentError, SnapshotExpiredError
 from raylake.expr import AlwaysTrue, Expr
 from raylake.format.schema import TableSchema
-from raylake.format.snapshot import Snapshot, SnapshotManager
+from raylake.format.snapshot import Snapshot
 from raylake.io import FileIO
 from raylake.table.args import is_int
 from raylake.table.changes import ChangeRange, ChangeReadContext, ChangeSplit
 from raylake.table.kind import kind_of
 from raylake.table.scan import TableScan, _to_millis
 from raylake.table.scan_reads import ScanReads
+from raylake.table.source import TableSource
 
 SnapshotRef = int | datetime
 
@@ -33,21 +34,30 @@ class ChangesScan(ScanReads):
     has no snapshot): ``plan()`` / ``read_split``, ``to_arrow``, ``to_batches``,
     ``to_arrow_reader`` and the Arrow stream interface, like ``TableScan``."""
 
-    file_io: FileIO
+    source: TableSource
     table_schema: TableSchema
     start: Snapshot | None
     end: Snapshot | None
     columns: tuple[str, ...] | None = None
     filter: Expr = field(default_factory=AlwaysTrue)
     include_row_kind: bool = False
+    # The id of ``start`` where its snapshot is gone but the range is still readable
+    # (a source whose ranges read only the snapshots after it); None: ``start``'s.
+    start_id: int | None = None
+
+    @property
+    def file_io(self) -> FileIO:
+        return self.source.file_io
 
     def __repr__(self) -> str:
-        start = 0 if self.start is None else self.start.id
+        start = self.start_snapshot_id
         end = None if self.end is None else self.end.id
         return f"ChangesScan({self.file_io.uri!r}, after snapshot {start} up to {end})"
 
     @property
     def start_snapshot_id(self) -> int:
+        if self.start_id is not None:
+            return self.start_id
         return 0 if self.start is None else self.start.id
 
     @property
@@ -71,7 +81,7 @@ class ChangesScan(ScanReads):
         kind = kind_of(ts)
         names = ts.column_names
         rng = ChangeRange(
-            self.file_io,
+            self.source,
             ts,
             self.start,
             self.end,
@@ -84,7 +94,7 @@ class ChangesScan(ScanReads):
     def _between(self) -> list[Snapshot] | None:
         """Snapshots start+1..end, or None if one of them is gone."""
         assert self.end is not None
-        manager = SnapshotManager(self.file_io)
+        manager = self.source
         found = []
         for snapshot_id in range(self.start_snapshot_id + 1, self.end.id):
             snap = manager.read_if_present(snapshot_id)
@@ -98,7 +108,7 @@ class ChangesScan(ScanReads):
 
 
 def changes_scan(
-    file_io: FileIO,
+    source: TableSource,
     ts: TableSchema,
     start: SnapshotRef,
     end: SnapshotRef | None,
@@ -109,8 +119,9 @@ def changes_scan(
 ) -> ChangesScan:
     """Check the arguments and resolve both ends, before any data is read."""
     row_kind_arg(include_row_kind)
-    scan = TableScan(file_io, ts).select(columns).where(filter)
-    manager = SnapshotManager(file_io)
+    kind_of(ts).check_changes("changes()")
+    scan = TableScan(source.file_io, ts, table_source=source).select(columns).where(filter)
+    manager = source
     first = _resolve(manager, start, "start")
     if end is None:
         last = manager.latest()
@@ -120,8 +131,13 @@ def changes_scan(
         if is_int(end) and end == 0:
             raise InvalidArgumentError("end", end, "a snapshot id >= 1, a datetime or None")
         last = _resolve(manager, end, "end")
-    check_order(start, 0 if first is None else first.id, None if last is None else last.id)
-    return ChangesScan(file_io, ts, first, last, scan.columns, scan.filter, include_row_kind)
+    first_id = 0 if first is None else first.id
+    if first is None and isinstance(start, int):  # gone, and the range does not read it
+        first_id = start
+    check_order(start, first_id, None if last is None else last.id)
+    return ChangesScan(
+        source, ts, first, last, scan.columns, scan.filter, include_row_kind, first_id
+    )
 
 
 def row_kind_arg(value: Any) -> bool:
@@ -139,7 +155,7 @@ def check_order(start: Any, first_id: int, last_id: int | None) -> None:
         )
 
 
-def _resolve(manager: SnapshotManager, value: Any, name: str) -> Snapshot | None:
+def _resolve(manager: TableSource, value: Any, name: str) -> Snapshot | None:
     """A snapshot id or a time -> the snapshot (None: before the first snapshot)."""
     if isinstance(value, datetime):
         millis = _to_millis(value)
@@ -163,5 +179,7 @@ def _resolve(manager: SnapshotManager, value: Any, name: str) -> Snapshot | None
         return found
     earliest = manager.earliest_id()
     if earliest is not None and value < earliest:
+        if name == "start" and not manager.changes_read_start and value + 1 == earliest:
+            return None  # the range reads snapshots value+1.. only: all are there
         raise SnapshotExpiredError(value, earliest, manager.file_io.uri)
     return manager.get(value)  # SnapshotNotFoundError names what exists

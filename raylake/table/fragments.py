@@ -16,12 +16,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from raylake.caching import LruCache
+from raylake.caching import LruCache, process_cache
 from raylake.io import FileIO
 
 PARQUET = ds.ParquetFileFormat()
 # Footers of 24-column files are ~10 KB: a few MB at most.
-_fragments: LruCache[tuple[object, ...], ds.ParquetFileFragment] = LruCache(1024)
+_fragments: LruCache[tuple[object, ...], ds.ParquetFileFragment] = process_cache(LruCache(1024))
 
 
 def parquet_fragment(

@@ -141,12 +141,23 @@ class TableKind(ABC):
     def plan_changes(self, rng: ChangeRange) -> list[ChangeSplit]:
         """The splits of what changed in ``rng``, each bucket's files planned once."""
 
+    def check_changes(self, what: str) -> None:
+        """Refuse, naming ``what``, if this kind cannot read changes (a stream's, a
+        range's, a snapshot's changelog): checked before any is planned."""
+        return None
+
     def read_changes(self, ctx: ChangeReadContext, split: ChangeSplit) -> Iterator[pa.RecordBatch]:
         """The change rows of a split other than whole-file inserts and removals."""
         raise UnsupportedOperationError(f"{self.described} has no {type(split).__name__}")
 
     def step_needs_parent(self) -> bool:
         """Whether one snapshot's changes are planned against its parent's files."""
+        return False
+
+    @property
+    def changelog_at_compaction(self) -> bool:
+        """Whether a COMPACT snapshot may hold changes (changelog files written at
+        compaction); otherwise a stream delivers nothing for it."""
         return False
 
     @property

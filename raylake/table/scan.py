@@ -15,29 +15,13 @@ from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from raylake.arguments import check_count
 from raylake.errors import InvalidArgumentError, UnknownColumnError, UnsupportedOperationError
-from raylake.expr import (
-    AlwaysTrue,
-    Expr,
-    and_,
-    as_expr,
-    bind,
-    might_match,
-    referenced_columns,
-)
-from raylake.format.manifest import (
-    DataFile,
-    data_files_from_table,
-    live_data_files,
-    live_files_of,
-)
+from raylake.expr import AlwaysTrue, Expr, and_, as_expr, bind
 from raylake.format.schema import TableSchema
 from raylake.format.schema_files import schema_by_id
-from raylake.format.snapshot import Snapshot, SnapshotManager
-from raylake.format.types import has_min_max
+from raylake.format.snapshot import Snapshot
 from raylake.io import FileIO
 from raylake.io.read_errors import named_batches, named_read_errors
 from raylake.table.args import as_of_arg, columns_arg, snapshot_id_arg
@@ -45,30 +29,20 @@ from raylake.table.counting import count_rows
 from raylake.table.kind import kind_of
 from raylake.table.readahead import read_ahead
 from raylake.table.scan_reads import ScanReads
+from raylake.table.source import (  # their home before the sources
+    ManifestStats as ManifestStats,
+)
+from raylake.table.source import (
+    RaylakeSource,
+    TableSource,
+)
+from raylake.table.source import (
+    prune_entries as prune_entries,
+)
+from raylake.table.source import (
+    pruned_live_files as pruned_live_files,
+)
 from raylake.table.split import Split
-
-
-class ManifestStats:
-    """Adapts manifest columns to the expr module's StatsSource protocol."""
-
-    def __init__(self, ts: TableSchema) -> None:
-        self._ts = ts
-        self._schema = ts.arrow_schema
-
-    def has_stats(self, column: str) -> bool:
-        return column in self._schema.names and has_min_max(self._schema.field(column).type)
-
-    def min(self, column: str) -> pc.Expression:
-        return pc.field("stats", self._ts.stats_key(column), "min")
-
-    def max(self, column: str) -> pc.Expression:
-        return pc.field("stats", self._ts.stats_key(column), "max")
-
-    def null_count(self, column: str) -> pc.Expression:
-        return pc.field("stats", self._ts.stats_key(column), "null_count")
-
-    def row_count(self) -> pc.Expression:
-        return pc.field("row_count")
 
 
 @dataclass(frozen=True)
@@ -129,6 +103,8 @@ class TableScan(ScanReads):
     snapshot_id: int | None = None
     as_of: int | None = None  # epoch millis
     split_target_size: int | None = None
+    # Where snapshots and files come from (None: the raylake table at file_io).
+    table_source: TableSource | None = field(default=None, repr=False, compare=False)
     # The snapshot this scan resolved on first use: one scan reads one snapshot, and
     # reads its file once (`pin`). Not an init field, so `replace` starts a new scan fresh.
     _resolved: list[Snapshot | None] = field(
@@ -183,8 +159,16 @@ class TableScan(ScanReads):
             self._resolved.append(self._resolve_snapshot())
         return self._resolved[0]
 
+    @property
+    def source(self) -> TableSource:
+        """The table's source of snapshots and files."""
+        if self.table_source is None:
+            object.__setattr__(self, "table_source", RaylakeSource(self.file_io))
+        assert self.table_source is not None
+        return self.table_source
+
     def _resolve_snapshot(self) -> Snapshot | None:
-        manager = SnapshotManager(self.file_io)
+        manager = self.source
         if self.snapshot_id is not None:
             return manager.get(self.snapshot_id)
         if self.as_of is not None:
@@ -216,7 +200,7 @@ class TableScan(ScanReads):
             return []
         ts = self.table_schema
         kind = kind_of(ts)
-        files = pruned_live_files(self.file_io, ts, snap, kind.pruning_filter(self.filter))
+        files = self.source.live_files(ts, snap, kind.pruning_filter(self.filter))
         target = self.split_target_size or ts.table_options.split_target_size
         return self.stamped(kind.plan_splits(snap.id, files, self._column_indices(), target))
 
@@ -234,25 +218,6 @@ class TableScan(ScanReads):
     def count(self) -> int:
         """Row count; from manifests alone for the splits that need no filter or merge."""
         return count_rows(self.read_context(), self.plan())
-
-
-def pruned_live_files(
-    file_io: FileIO, ts: TableSchema, snap: Snapshot, pruning: Expr
-) -> list[DataFile]:
-    """The live files of a snapshot that may hold rows matching ``pruning``."""
-    if isinstance(pruning, AlwaysTrue):
-        return live_data_files(file_io, snap.base_manifests, ts)
-    # Decode the statistics of the filter's columns only (cold planning of wide tables),
-    # and only the rows that survive pruning.
-    live = live_files_of(file_io, snap.base_manifests, ts, referenced_columns(pruning))
-    return data_files_from_table(prune_entries(live, ts, pruning), ts)
-
-
-def prune_entries(entries: pa.Table, ts: TableSchema, pruning: Expr) -> pa.Table:
-    """Manifest rows (read with ``pruning``'s statistics) that may hold matching rows."""
-    if isinstance(pruning, AlwaysTrue) or not entries.num_rows:
-        return entries
-    return entries.filter(might_match(pruning, ManifestStats(ts)))
 
 
 def _to_millis(value: datetime | int | None) -> int | None:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 import pyarrow as pa
 
@@ -25,7 +26,7 @@ from raylake.format.schema import TableSchema
 from raylake.format.schema_files import load_schema
 from raylake.format.schema_files import schema_ids as schema_ids  # their home before issue 18
 from raylake.format.schema_files import schema_path as schema_path
-from raylake.format.snapshot import Snapshot, SnapshotManager
+from raylake.format.snapshot import Snapshot
 from raylake.io import FileIO
 from raylake.table.aborted import abort_messages, check_not_aborted, raise_if_full
 from raylake.table.args import file_prefix_arg, is_int, properties_arg, snapshot_id_arg
@@ -41,6 +42,7 @@ from raylake.table.maintenance import (
     expire_snapshots,
     remove_orphan_files,
 )
+from raylake.table.source import RaylakeSource, TableSource
 from raylake.table.table_reads import TableReads
 from raylake.table.writer import CommitMessage, TableWriter, writing
 
@@ -49,6 +51,23 @@ if TYPE_CHECKING:
     from raylake.table.merge import TableMerger
 
 WriteMode = Literal["append", "overwrite", "upsert"]
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _writes(what: str) -> Callable[[F], F]:
+    """Mark a method that writes the table: a source that raylake does not write (a
+    Paimon table) refuses it here, before anything else, naming ``what``."""
+
+    def mark(method: F) -> F:
+        @functools.wraps(method)
+        def checked(self: Table, *args: Any, **kwargs: Any) -> Any:
+            if not self.source.writable:
+                raise self.source.refuse_writes(what)
+            return method(self, *args, **kwargs)
+
+        return cast(F, checked)
+
+    return mark
 
 
 def create_writer(file_io: FileIO, ts: TableSchema, *, file_prefix: str = "data") -> TableWriter:
@@ -57,15 +76,23 @@ def create_writer(file_io: FileIO, ts: TableSchema, *, file_prefix: str = "data"
 
 
 class Table(TableReads):
-    """A raylake table. Cheap to create; holds no open files."""
+    """A raylake table. Cheap to create; holds no open files.
 
-    # The table format: "raylake", or "paimon" for a Paimon table read by raylake.paimon.
-    format: ClassVar[str] = "raylake"
+    Its snapshots, files and consumers come from its :class:`TableSource`
+    (raylake/table/source.py): raylake's own, or another format's that raylake reads.
+    """
 
-    def __init__(self, file_io: FileIO, table_schema: TableSchema) -> None:
+    def __init__(
+        self, file_io: FileIO, table_schema: TableSchema, source: TableSource | None = None
+    ) -> None:
         self.file_io = file_io
         self.table_schema = table_schema
-        self._snapshots = SnapshotManager(file_io)
+        self.source = RaylakeSource(file_io) if source is None else source
+
+    @property
+    def format(self) -> str:
+        """The table format: "raylake", or "paimon" for a Paimon table raylake reads."""
+        return self.source.format
 
     def __repr__(self) -> str:
         kind = self.kind.name
@@ -91,6 +118,7 @@ class Table(TableReads):
 
     # -- schema (docs/schema-evolution.md) ---------------------------------------------
 
+    @_writes("update_schema()")
     def update_schema(self) -> UpdateSchema:
         """Change the schema as one atomic commit::
 
@@ -117,25 +145,27 @@ class Table(TableReads):
     # -- snapshots -----------------------------------------------------------------------
 
     def snapshots(self) -> list[Snapshot]:
-        return self._snapshots.all()
+        return self.source.all()
 
     def latest_snapshot(self) -> Snapshot | None:
-        return self._snapshots.latest()
+        return self.source.latest()
 
     def snapshot(self, snapshot_id: int) -> Snapshot:
         snapshot_id = snapshot_id_arg(snapshot_id)  # type: ignore[assignment]
         if snapshot_id is None:
             raise InvalidArgumentError("snapshot_id", None, "a snapshot id (an int >= 1)")
-        return self._snapshots.get(snapshot_id)
+        return self.source.get(snapshot_id)
 
     # -- writes --------------------------------------------------------------------------
 
+    @_writes("writing")
     def new_writer(self, *, file_prefix: str = "data") -> TableWriter:
         """A writer for distributed writes: ``write`` many times, then ``prepare_commit``."""
         return create_writer(
             self.file_io, self.table_schema, file_prefix=file_prefix_arg(file_prefix)
         )
 
+    @_writes("commit()")
     def commit(
         self,
         messages: list[CommitMessage],
@@ -189,6 +219,7 @@ class Table(TableReads):
         self.kind.after_commit(self.file_io, messages)
         return snap
 
+    @_writes("write()")
     @refuse_unknown_keywords
     def write(
         self,
@@ -227,7 +258,7 @@ class Table(TableReads):
             check_partition_filter(as_expr(overwrite_filter), self.table_schema)
         if schema_mode_arg(schema_mode) == "merge":
             data = merged_input(self, data)
-        base = self._snapshots.latest_id()
+        base = self.source.latest_id()
         try:
             with writing(self.new_writer()) as writer:
                 writer.write(data)
@@ -250,6 +281,7 @@ class Table(TableReads):
             abort_messages(self.file_io, messages, exc)
             raise
 
+    @_writes("merge()")
     @refuse_unknown_keywords
     def merge(
         self, source: Any, on: str | Sequence[str], *, schema_mode: str = "strict"
@@ -274,6 +306,7 @@ class Table(TableReads):
 
     # -- primary-key tables (docs/primary-keys.md) --------------------------------------
 
+    @_writes("delete()")
     def delete(self, keys_or_filter: Any) -> Snapshot | None:
         """Delete rows of a primary-key table as one commit.
 
@@ -284,6 +317,7 @@ class Table(TableReads):
         """
         return self.kind.delete(self, keys_or_filter)
 
+    @_writes("compact()")
     @refuse_unknown_keywords
     def compact(self, *, full: bool = False) -> Snapshot | None:
         """Merge overlapping files of each bucket into sorted runs (a COMPACT snapshot).
@@ -302,6 +336,7 @@ class Table(TableReads):
 
         Needs the option ``changelog-producer`` = ``input`` or ``lookup``.
         """
+        self.kind.check_changes("changelog()")
         if columns is not None:
             columns = list(self.scan(columns=columns).columns or ())
         return self.kind.read_changelog(self.file_io, self.snapshot(snapshot_id), columns)
@@ -331,16 +366,15 @@ class Table(TableReads):
         touched give their net change, both ends compared, and ``filter`` prunes
         partitions and files before any is read (docs/paimon.md).
         """
-        return self._changes_scan(
-            start, end, columns=columns, filter=filter, include_row_kind=include_row_kind
+        return changes_scan(
+            self.source,
+            self.table_schema,
+            start,
+            end,
+            columns=columns,
+            filter=filter,
+            include_row_kind=include_row_kind,
         )
-
-    def _changes_scan(
-        self, start: int | datetime, end: int | datetime | None, **kw: Any
-    ) -> ChangesScan:
-        """The scan :meth:`changes` returns: a format's own (``columns``, ``filter`` and
-        ``include_row_kind`` checked there)."""
-        return changes_scan(self.file_io, self.table_schema, start, end, **kw)
 
     # -- streaming (docs/streaming.md) --------------------------------------------------
 
@@ -365,6 +399,7 @@ class Table(TableReads):
 
     # -- maintenance and consumers (docs/maintenance.md) --------------------------------
 
+    @_writes("expire_snapshots()")
     @refuse_unknown_keywords
     def expire_snapshots(
         self,
@@ -389,6 +424,7 @@ class Table(TableReads):
             dry_run=check_flag("dry_run", dry_run),
         )
 
+    @_writes("remove_orphan_files()")
     @refuse_unknown_keywords
     def remove_orphan_files(
         self, *, older_than: OlderThan = DEFAULT_ORPHAN_AGE, dry_run: bool = False
@@ -399,11 +435,12 @@ class Table(TableReads):
 
     def consumers(self) -> list[ConsumerProgress]:
         """The registered consumers and the snapshot each reads next."""
-        return ConsumerManager(self.file_io).list()
+        return self.source.consumers()
 
     def consumer(self, consumer_id: str) -> ConsumerProgress | None:
-        return ConsumerManager(self.file_io).get(consumer_id)
+        return self.source.consumer(consumer_id)
 
+    @_writes("reset_consumer()")
     def reset_consumer(self, consumer_id: str, snapshot_id: int) -> ConsumerProgress:
         """Register a consumer, or move it, so that it reads ``snapshot_id`` next.
 
@@ -412,15 +449,16 @@ class Table(TableReads):
         snapshot is kept (docs/maintenance.md).
         """
         validate_next_snapshot_id(validate_consumer_id(consumer_id), snapshot_id)
-        latest = self._snapshots.latest_id() or 0
+        latest = self.source.latest_id() or 0
         if snapshot_id != latest + 1:
-            self._snapshots.get(snapshot_id)  # SnapshotNotFoundError names what exists
+            self.source.get(snapshot_id)  # SnapshotNotFoundError names what exists
         # A stream reads its next snapshot as a change against the one before it; where
         # that one is gone (a reset past a gap), it reads the snapshot whole instead.
-        gap = snapshot_id > 1 and self._snapshots.read_if_present(snapshot_id - 1) is None
+        gap = snapshot_id > 1 and self.source.read_if_present(snapshot_id - 1) is None
         properties = {STREAM_MODE: "full" if gap else "delta"}
-        return ConsumerManager(self.file_io).register(consumer_id, snapshot_id, properties)
+        return self.source.register_consumer(consumer_id, snapshot_id, properties)
 
+    @_writes("delete_consumer()")
     def delete_consumer(self, consumer_id: str) -> bool:
         """Unregister a consumer (True if it existed); its snapshots may then expire."""
         return ConsumerManager(self.file_io).delete(consumer_id)

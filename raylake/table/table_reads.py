@@ -23,6 +23,7 @@ from raylake.io import FileIO
 from raylake.table.interop import register_duckdb, to_polars_frame
 from raylake.table.pandas_types import arrow_to_pandas
 from raylake.table.scan import TableScan
+from raylake.table.source import TableSource
 from raylake.table.split import Split
 
 if TYPE_CHECKING:
@@ -67,6 +68,7 @@ class TableReads:
 
     file_io: FileIO
     table_schema: TableSchema
+    source: TableSource
 
     @refuse_unknown_keywords
     def scan(
@@ -92,7 +94,7 @@ class TableReads:
 
     def _new_scan(self) -> TableScan:
         """A scan of the latest snapshot in the current schema (a format's own scan)."""
-        return TableScan(self.file_io, self.table_schema)
+        return TableScan(self.file_io, self.table_schema, table_source=self.source)
 
     @_keywords_of(scan)
     def to_arrow(self, **scan: Unpack[ScanArgs]) -> pa.Table:

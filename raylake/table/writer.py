@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
-import threading
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -22,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from raylake.caching import ProcessThreads
 from raylake.format.manifest import DataFile
 from raylake.format.options import TableOptions
 from raylake.format.schema import TableSchema
@@ -293,18 +292,12 @@ class Uploads:
             future.result()
 
 
-_pool: tuple[int, ThreadPoolExecutor] | None = None
-_pool_lock = threading.Lock()
+# Threads shared by all writers of the process (they wait on the network, not CPUs).
+_uploads = ProcessThreads(16, "raylake-upload")
 
 
 def _upload_pool() -> ThreadPoolExecutor:
-    """Threads shared by all writers of the process (they wait on the network, not CPUs);
-    a new pool in a forked child, whose copy of the parent's pool has no threads."""
-    global _pool
-    with _pool_lock:
-        if _pool is None or _pool[0] != os.getpid():
-            _pool = (os.getpid(), ThreadPoolExecutor(16, thread_name_prefix="raylake-upload"))
-        return _pool[1]
+    return _uploads.get()
 
 
 class TableWriter(Protocol):

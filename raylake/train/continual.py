@@ -192,8 +192,8 @@ class ContinualReader:
 
 def whole_row_splits(plan: Any) -> list[Split] | None:
     """The table splits of a plan whose every split is rows of a table split (inserts);
-    None for change rows, or another format's plan."""
-    if not isinstance(plan, StreamPlan) or not plan.splits:
+    None for change rows."""
+    if not plan.splits:
         return None
     if not all(isinstance(s, InsertSplit) for s in plan.splits):
         return None

@@ -42,7 +42,11 @@ def check_rank(rank: int | None, world_size: int | None) -> None:
     """Both None, or ``0 <= rank < world_size`` (ints): a wrong one fails here, not in the
     first batch (a tf.data pipeline used to raise it from inside TensorFlow's iterator)."""
     if (rank is None) != (world_size is None):
-        raise ValueError("pass both rank and world_size, or neither")
+        raise InvalidArgumentError(
+            "world_size" if world_size is None else "rank",
+            world_size if world_size is None else rank,
+            "given together with the other (pass both rank and world_size, or neither)",
+        )
     if world_size is not None and check_count("rank", rank) >= check_count(
         "world_size", world_size, 1
     ):

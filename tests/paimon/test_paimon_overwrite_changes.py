@@ -143,9 +143,9 @@ def test_overwritten_buckets_give_the_net_change(
 def test_a_partition_overwrite_leaves_the_other_partition_to_its_deltas() -> None:
     tbl = _table("pk_overwrite")
     splits = tbl.changes(1, 4).plan()
-    compared = {(s.partition, s.bucket) for s in splits if type(s).__name__ == "PaimonDiffSplit"}
+    compared = {(s.partition, s.bucket) for s in splits if type(s).__name__ == "DiffSplit"}
     assert compared == {(("2024-01-01",), 0), (("2024-01-01",), 1)}
-    deltas = [s for s in splits if type(s).__name__ == "PaimonChangeSplit"]
+    deltas = [s for s in splits if type(s).__name__ == "ChangelogSplit"]
     assert deltas and {s.partition for s in deltas} == {("2024-01-02",)}
     # Splits pickle and read anywhere; a projection applies after the comparison.
     changes = tbl.changes(1, 4, columns=["id", "dt"], include_row_kind=True)

@@ -203,5 +203,5 @@ def test_reads_and_changes_take_the_table_keywords() -> None:
         assert {"columns", "filter"} <= set(params)
         with pytest.raises(TypeError, match="'colums'"):
             getattr(tbl, name)(*((1,) if name == "changes" else ()), colums=["id"])
-    assert type(tbl.changes(1)).__name__ == "PaimonChangesScan"
+    assert type(tbl.changes(1)).__name__ == "ChangesScan"
     assert type(tbl.scan()).__name__ == "PaimonScan"

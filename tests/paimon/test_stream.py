@@ -81,7 +81,9 @@ def test_compact_snapshots_deliver_nothing(paimon_copy: Any) -> None:
     sid = compact(table, lambda e: True, newest=True)
     tbl = raylake.open_table(str(table))
     reader = tbl.stream(start=sid)
-    assert reader.poll() is None and reader.next_snapshot_id == sid + 1
+    plan = reader.poll()  # an empty plan, as for a raylake table's COMPACT snapshot
+    assert plan is not None and plan.kind == "empty" and plan.to_arrow().num_rows == 0
+    assert reader.next_snapshot_id == sid + 1 and reader.poll() is None
 
 
 def test_shards_split_the_buckets() -> None:
@@ -113,12 +115,13 @@ def test_partial_rows_need_a_changelog_producer() -> None:
         plan.to_arrow()
 
 
-def test_raylake_stream_readers_refuse_a_paimon_table() -> None:
-    from raylake.errors import UnsupportedOperationError
+def test_one_stream_reader_follows_both_formats() -> None:
     from raylake.streaming.reader import StreamReader
 
-    with pytest.raises(UnsupportedOperationError, match=r"table\.stream"):
-        StreamReader(raylake.open_table(PK))
+    tbl = raylake.open_table(PK)
+    reader = tbl.stream(start="earliest")
+    assert type(reader) is StreamReader
+    assert [p.kind for p in reader.plans(timeout=0)] == ["full", *["delta"] * 4]
 
 
 def test_a_streaming_job_shard_writes_each_change_once(paimon_copy: Any, tmp_path: Any) -> None:

@@ -179,6 +179,71 @@ def _kind_questions(path: Path) -> list[str]:
     return found
 
 
+# -- one stack for both formats: the source answers, generic code never asks -------------
+
+# The modules that may know which format they read: the sources, and the formats' own.
+FORMAT_AWARE = ("table/source.py", "paimon/")
+# Plan types, and a format's own (Paimon...) plan, split and file types: generic code
+# never tests which it holds (a check of a caller's argument names its type otherwise).
+PLAN_TYPES = {"StreamPlan", "StreamPlanBase"}
+FORMATS = {"raylake", "paimon"}
+
+
+def _format_questions(path: Path) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            if any(isinstance(s, ast.Attribute) and s.attr == "format" for s in sides) and any(
+                isinstance(s, ast.Constant) and s.value in FORMATS for s in sides
+            ):
+                found.append(f"line {node.lineno}: compares .format with a format")
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "isinstance"
+            and len(node.args) == 2
+        ):
+            for sub in ast.walk(node.args[1]):
+                name = sub.id if isinstance(sub, ast.Name) else getattr(sub, "attr", "")
+                if name in PLAN_TYPES or name.startswith("Paimon"):
+                    found.append(f"line {node.lineno}: isinstance(..., {name})")
+    return found
+
+
+@pytest.mark.parametrize(
+    "module",
+    sorted(
+        str(p.relative_to(PACKAGE))
+        for p in PACKAGE.rglob("*.py")
+        if not str(p.relative_to(PACKAGE)).startswith(FORMAT_AWARE)
+    ),
+)
+def test_generic_modules_never_ask_for_the_format(module: str) -> None:
+    assert not _format_questions(PACKAGE / module)
+
+
+def test_the_format_question_finder_finds_questions(tmp_path: Path) -> None:
+    asking = tmp_path / "asking.py"
+    asking.write_text(
+        "if tbl.format == 'paimon':\n    pass\n"
+        "ok = isinstance(plan, StreamPlan)\n"
+        "ok = isinstance(split, PaimonDiffSplit | int)\n"
+        "ok = isinstance(f, pa.Table)\n"
+        "name = tbl.format\n"
+    )
+    assert len(_format_questions(asking)) == 3
+
+
+def test_table_imports_paimon_in_one_module() -> None:
+    importing = sorted(
+        str(p.relative_to(PACKAGE))
+        for p in (PACKAGE / "table").rglob("*.py")
+        if any(m.startswith("raylake.paimon") for m in _imports(p))
+    )
+    assert importing == ["table/source.py"]
+
+
 def test_the_kind_question_finder_finds_questions(tmp_path: Path) -> None:
     asking = tmp_path / "asking.py"
     asking.write_text(

@@ -93,3 +93,14 @@ def test_to_tf_dataset_names_a_bad_keyword_when_it_is_made(
 
     with pytest.raises(InvalidArgumentError, match=re.escape(message)):
         to_tf_dataset(uri, **kwargs)
+
+
+def test_rank_without_world_size_is_an_invalid_argument() -> None:
+    """One mistake, one error type: InvalidArgumentError (it was a bare ValueError)."""
+    from raylake.errors import InvalidArgumentError
+    from raylake.train.setup import check_rank
+
+    with pytest.raises(InvalidArgumentError, match="world_size must be given together"):
+        check_rank(0, None)
+    with pytest.raises(InvalidArgumentError, match="rank must be given together"):
+        check_rank(None, 2)

@@ -30,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from raylake.caching import process_cache
 from raylake.format.schema import TableSchema
 from raylake.io import FileIO
 from raylake.table.fragments import parquet_fragment
@@ -53,7 +54,7 @@ def picks_rows(spec: MergeSpec) -> bool:
     return spec.engine in ("deduplicate", "first-row")
 
 
-_decisions = DecisionCache(DECISION_CACHE_BYTES)
+_decisions = process_cache(DecisionCache(DECISION_CACHE_BYTES))
 
 
 _groups = SharedGroups(SHARED_GROUP_BYTES)

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from raylake.caching import LruCache
+from raylake.caching import LruCache, process_cache
 from raylake.io import FileIO
 from raylake.table.fragments import parquet_fragment
 from raylake.table.pk.schema import SEQ
@@ -40,8 +40,8 @@ class FileGroups:
     starts: np.ndarray  # row offset of each group, then the file's row count
 
 
-_layouts: LruCache[tuple[str, str], FileGroups] = LruCache(4096)
-_cuts: LruCache[tuple[object, ...], tuple[Bound, ...]] = LruCache(256)
+_layouts: LruCache[tuple[str, str], FileGroups] = process_cache(LruCache(4096))
+_cuts: LruCache[tuple[object, ...], tuple[Bound, ...]] = process_cache(LruCache(256))
 
 
 def file_groups(file_io: FileIO, path: str, key: Sequence[str]) -> FileGroups:

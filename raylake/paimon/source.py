@@ -1,0 +1,212 @@
+"""A Paimon table as a :class:`~raylake.table.source.TableSource`: read-only.
+
+Snapshots are Paimon's ``snapshot/snapshot-<id>`` files (raylake/paimon/snapshot.py);
+a snapshot's files are its manifest entries (raylake/paimon/manifest.py), pruned by
+partition values and statistics (raylake/paimon/scan.py); consumers are Paimon's own
+``consumer/consumer-<id>`` files holding ``{"nextSnapshot": n}``, so that Paimon's
+snapshot expiration keeps what a raylake consumer still needs. Those files keep no
+properties: what a raylake consumer file records beside the position is not kept.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from raylake.errors import ConsumerError, UnsupportedOperationError
+from raylake.expr import Expr, filter_on_columns
+from raylake.format.consumer import STREAM_MODE, ConsumerProgress
+from raylake.format.schema import TableSchema
+from raylake.format.snapshot import Snapshot
+from raylake.io import FileIO
+from raylake.paimon.deletion import deletion_files
+from raylake.paimon.manifest import ADD, EntryDecoder, delta_manifests, live_files
+from raylake.paimon.manifest import snapshot_manifests as _snapshot_manifests
+from raylake.paimon.meta import PaimonFileSlice, PaimonTableSchema
+from raylake.paimon.schema import schema_ids
+from raylake.paimon.snapshot import PaimonSnapshots, read_snapshot
+from raylake.table.source import TableSource
+
+if TYPE_CHECKING:
+    from raylake.paimon.table import PaimonTable
+
+CONSUMER_DIR = "consumer"
+_CONSUMER_PREFIX = "consumer-"
+
+
+def read_only(uri: str, what: str) -> UnsupportedOperationError:
+    return UnsupportedOperationError(
+        f"{what} is not supported: {uri} is an Apache Paimon table, which raylake reads "
+        "but does not write (format 'paimon', read-only in this version)"
+    )
+
+
+class PaimonSource(TableSource):
+    """The snapshots, manifest entries and consumer files of a Paimon table."""
+
+    format = "paimon"
+    described = "an Apache Paimon table"
+    writable = False
+    start_id_reads_whole = False
+    changes_read_start = False
+    plain_files = False
+
+    def __init__(self, file_io: FileIO) -> None:
+        super().__init__(file_io)
+        self.snapshots = PaimonSnapshots(file_io)
+
+    def exists(self) -> bool:
+        return bool(schema_ids(self.file_io))
+
+    def open(self) -> PaimonTable:
+        from raylake.paimon.table import open_paimon_table
+
+        return open_paimon_table(self.file_io, self)
+
+    def refuse_writes(self, what: str) -> UnsupportedOperationError:
+        return read_only(self.file_io.uri, what)
+
+    # -- snapshots ---------------------------------------------------------------------
+
+    def snapshot_ids(self) -> list[int]:
+        return self.snapshots.ids()
+
+    def read_if_present(self, snapshot_id: int) -> Snapshot | None:
+        return read_snapshot(self.file_io, snapshot_id)
+
+    def get(self, snapshot_id: int) -> Snapshot:
+        return self.snapshots.get(snapshot_id)
+
+    def latest(self) -> Snapshot | None:
+        return self.snapshots.latest()
+
+    def as_of(self, time_millis: int) -> Snapshot:
+        return self.snapshots.as_of(time_millis)
+
+    def read_hint(self) -> int | None:
+        return self.snapshots.read_hint()
+
+    # -- files -------------------------------------------------------------------------
+
+    def live_files(self, ts: TableSchema, snap: Snapshot, pruning: Expr) -> list[PaimonFileSlice]:
+        """The live files as slices with their deletion vectors (a batch read's view:
+        level 0 left out where Paimon's batch read leaves it out)."""
+        from raylake.paimon.scan import file_slice, prune_files, skips_level0
+
+        pts = _paimon(ts)
+        files = live_files(_decoder(self.file_io, pts), _snapshot_manifests(self.file_io, snap))
+        if skips_level0(pts.info):
+            files = [f for f in files if f.level > 0]
+        if pts.info.options.data_evolution:
+            # A file's statistics cover only the columns it holds, and may be of values
+            # a newer file replaced: pruning one file of a row range would leave its
+            # rows without those columns. Only partitions prune.
+            pruning = filter_on_columns(pruning, set(pts.partition_keys))
+        dvs = deletion_files(self.file_io, snap, pts.info.options.index_in_data_dir)
+        return [file_slice(f, dvs, 1.0, pts.info) for f in prune_files(files, pts, pruning)]
+
+    def added_files(self, ts: TableSchema, snap: Snapshot, pruning: Expr) -> list[PaimonFileSlice]:
+        return self._added(ts, delta_manifests(self.file_io, snap), pruning)
+
+    def changelog_files(
+        self, ts: TableSchema, snap: Snapshot, pruning: Expr
+    ) -> list[PaimonFileSlice]:
+        return self._added(ts, delta_manifests(self.file_io, snap, changelog=True), pruning)
+
+    def _added(self, ts: TableSchema, manifests: list[str], pruning: Expr) -> list[PaimonFileSlice]:
+        from raylake.paimon.scan import file_slice, prune_files
+
+        pts = _paimon(ts)
+        added = [f for kind, f in _decoder(self.file_io, pts).entries(manifests) if kind == ADD]
+        return [file_slice(f, {}, 1.0, pts.info) for f in prune_files(added, pts, pruning)]
+
+    def schema(self, schema_id: int) -> TableSchema:
+        from raylake.paimon.table import table_schemas
+
+        return table_schemas(self.file_io)[schema_id]
+
+    # -- consumers ---------------------------------------------------------------------
+
+    def consumer_ids(self) -> list[str]:
+        return [consumer_id for consumer_id, _ in self._consumer_files()]
+
+    def consumer(self, consumer_id: str) -> ConsumerProgress | None:
+        return next((c for c in self.consumers() if c.consumer_id == consumer_id), None)
+
+    def consumers(self) -> list[ConsumerProgress]:
+        """The consumers and the snapshot each reads next; ``updated_millis`` is the
+        file's modification time."""
+        found = []
+        for consumer_id, mtime in self._consumer_files():
+            next_id = read_consumer(self.file_io, consumer_id)
+            if next_id is not None:
+                found.append(ConsumerProgress(consumer_id, next_id, int((mtime or 0) * 1000)))
+        return sorted(found, key=lambda c: c.consumer_id)
+
+    def register_consumer(
+        self, consumer_id: str, next_snapshot_id: int, properties: Mapping[str, str] | None = None
+    ) -> ConsumerProgress:
+        """Write ``{"nextSnapshot": n}``; except where the reader reads snapshot ``n``
+        whole next (a stream's start), which Paimon's file cannot say: such a consumer
+        registers at its first checkpoint past it (until then a restart starts over)."""
+        if (properties or {}).get(STREAM_MODE) != "full":
+            write_consumer(self.file_io, consumer_id, next_snapshot_id)
+        return ConsumerProgress(consumer_id, next_snapshot_id, int(time.time() * 1000))
+
+    def commit_consumer(
+        self, consumer_id: str, next_snapshot_id: int, properties: Mapping[str, str] | None = None
+    ) -> ConsumerProgress:
+        return self.register_consumer(consumer_id, next_snapshot_id, properties)
+
+    def _consumer_files(self) -> list[tuple[str, float | None]]:
+        found = []
+        for rel, mtime in self.file_io.list_files(CONSUMER_DIR):
+            name = rel.rsplit("/", 1)[-1]
+            if name.startswith(_CONSUMER_PREFIX):
+                found.append((name[len(_CONSUMER_PREFIX) :], mtime))
+        return found
+
+
+def _paimon(ts: TableSchema) -> PaimonTableSchema:
+    assert isinstance(ts, PaimonTableSchema), "a Paimon source reads Paimon table schemas"
+    return ts
+
+
+def _decoder(file_io: FileIO, ts: PaimonTableSchema) -> EntryDecoder:
+    from raylake.paimon.scan import partition_path
+
+    info = ts.info
+    return EntryDecoder(
+        file_io,
+        info.schemas,
+        info.current,
+        partition_path(info),
+        data_evolution=info.options.data_evolution,
+    )
+
+
+def consumer_path(consumer_id: str) -> str:
+    return f"{CONSUMER_DIR}/{_CONSUMER_PREFIX}{consumer_id}"
+
+
+def read_consumer(file_io: Any, consumer_id: str) -> int | None:
+    """The next snapshot a Paimon consumer reads, or None if it is not registered."""
+    try:
+        data = json.loads(file_io.read_bytes(consumer_path(consumer_id)))
+        return int(data["nextSnapshot"])
+    except FileNotFoundError:
+        return None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ConsumerError(
+            f"consumer file {file_io.full_path(consumer_path(consumer_id))} is not "
+            f'{{"nextSnapshot": n}}: {exc!r}',
+            consumer_id=consumer_id,
+        ) from exc
+
+
+def write_consumer(file_io: Any, consumer_id: str, next_snapshot_id: int) -> None:
+    file_io.write_bytes(
+        consumer_path(consumer_id), json.dumps({"nextSnapshot": next_snapshot_id}).encode()
+    )
