@@ -25,35 +25,9 @@ import pyarrow as pa
 
 from raylake.errors import UnsupportedPaimonError
 from raylake.paimon.meta import PaimonFileSlice, PaimonTableSchema
-from raylake.table.split import Split, partition_sort_key
 
 
-def row_range_splits(
-    snapshot_id: int, pieces: Sequence[tuple[Any, Any]], target: int
-) -> list[Split]:
-    """Splits of about ``target`` bytes whose sections are the row-range groups."""
-    buckets: dict[tuple[tuple[Any, ...], int], list[PaimonFileSlice]] = {}
-    for f, s in pieces:
-        buckets.setdefault((f.partition, f.bucket), []).append(s)
-    splits: list[Split] = []
-    for (partition, bucket), members in sorted(
-        buckets.items(), key=lambda kv: (partition_sort_key(kv[0][0]), kv[0][1])
-    ):
-        current: list[list[PaimonFileSlice]] = []
-        size = 0
-        for group in _row_range_groups(members):
-            group_size = sum(s.size_bytes for s in group)
-            if current and size + group_size > target:
-                splits.append(_split(snapshot_id, partition, bucket, current))
-                current, size = [], 0
-            current.append(group)
-            size += group_size
-        if current:
-            splits.append(_split(snapshot_id, partition, bucket, current))
-    return splits
-
-
-def _row_range_groups(files: list[PaimonFileSlice]) -> list[list[PaimonFileSlice]]:
+def row_range_groups(files: list[PaimonFileSlice]) -> list[list[PaimonFileSlice]]:
     """Files whose row-id ranges overlap, transitively, in row-id order."""
     tracked = sorted(
         (f for f in files if f.first_row_id is not None), key=lambda f: f.first_row_id or 0
@@ -71,19 +45,9 @@ def _row_range_groups(files: list[PaimonFileSlice]) -> list[list[PaimonFileSlice
     return groups + [[f] for f in files if f.first_row_id is None]
 
 
-def _split(
-    snapshot_id: int, partition: tuple[Any, ...], bucket: int, groups: list[list[PaimonFileSlice]]
-) -> Split:
-    files = tuple(f for group in groups for f in group)
-    return Split(
-        snapshot_id=snapshot_id,
-        partition=partition,
-        bucket=bucket,
-        files=files,
-        row_count=sum(max(f.row_count for f in group) for group in groups),
-        size_bytes=sum(f.size_bytes for f in files),
-        sections=tuple(len(group) for group in groups),
-    )
+def group_rows(group: list[PaimonFileSlice]) -> int:
+    """A row-range group's rows: its files hold columns of the same rows."""
+    return max(f.row_count for f in group)
 
 
 def read_row_range(ctx: Any, files: Sequence[PaimonFileSlice], columns: Sequence[str]) -> pa.Table:

@@ -28,11 +28,11 @@ from raylake.errors import SnapshotExpiredError, UnsupportedOperationError, Unsu
 from raylake.expr import Expr, filter_on_columns
 from raylake.io import FileIO
 from raylake.paimon.append_read import plain_batches, plain_table, split_files, usable
-from raylake.paimon.evolution import row_range_splits
+from raylake.paimon.evolution import group_rows, row_range_groups
 from raylake.paimon.fallback import conformed, fallback_context, is_fallback, split_by_branch
 from raylake.paimon.meta import PaimonFileSlice, PaimonTableSchema
 from raylake.paimon.read import read_splits
-from raylake.paimon.scan import append_splits, column_fraction, pk_splits, sized
+from raylake.paimon.scan import append_splits, column_fraction, pk_splits, section_splits, sized
 from raylake.paimon.source import read_only
 from raylake.table.kind import TableKind, kind_of
 from raylake.table.split import Split, partition_sort_key
@@ -92,7 +92,7 @@ class _PaimonKind(TableKind):
         if ts.primary_key:
             return pk_splits(snapshot_id, pieces, target_size)
         if ts.info.options.data_evolution:
-            return row_range_splits(snapshot_id, [(p, p) for p in pieces], target_size)
+            return section_splits(snapshot_id, pieces, target_size, row_range_groups, group_rows)
         return append_splits(snapshot_id, pieces, target_size)
 
     def check_changes(self, what: str) -> None:

@@ -11,7 +11,7 @@ older one reappear.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import date, datetime
 from typing import Any
@@ -232,6 +232,21 @@ def append_splits(snapshot_id: int, pieces: Sequence[PaimonFileSlice], target: i
 
 def pk_splits(snapshot_id: int, pieces: Sequence[PaimonFileSlice], target: int) -> list[Split]:
     """A bucket's files in sections of overlapping keys, packed into splits of one bucket."""
+    return section_splits(snapshot_id, pieces, target, overlap_sections)
+
+
+def section_splits(
+    snapshot_id: int,
+    pieces: Sequence[PaimonFileSlice],
+    target: int,
+    sections: Callable[[list[PaimonFileSlice]], Iterable[list[PaimonFileSlice]]],
+    section_rows: Callable[[list[PaimonFileSlice]], int] | None = None,
+) -> list[Split]:
+    """Each bucket's files cut into ``sections`` (files read together), packed whole into
+    splits of one bucket of about ``target`` bytes. A section holds ``section_rows`` rows
+    before merging: the sum of its files' (keys), or of one file's (row ranges, whose files
+    hold columns of the same rows)."""
+    rows = section_rows or _summed_rows
     buckets: dict[tuple[tuple[Any, ...], int], list[PaimonFileSlice]] = {}
     for s in pieces:
         buckets.setdefault((s.partition, s.bucket), []).append(s)
@@ -241,20 +256,28 @@ def pk_splits(snapshot_id: int, pieces: Sequence[PaimonFileSlice], target: int) 
     ):
         current: list[list[PaimonFileSlice]] = []
         size = 0
-        for section in overlap_sections(members):
+        for section in sections(members):
             section_size = sum(s.size_bytes for s in section)
             if current and size + section_size > target:
-                splits.append(_pk_split(snapshot_id, partition, bucket, current))
+                splits.append(_section_split(snapshot_id, partition, bucket, current, rows))
                 current, size = [], 0
             current.append(section)
             size += section_size
         if current:
-            splits.append(_pk_split(snapshot_id, partition, bucket, current))
+            splits.append(_section_split(snapshot_id, partition, bucket, current, rows))
     return splits
 
 
-def _pk_split(
-    snapshot_id: int, partition: tuple[Any, ...], bucket: int, sections: list[list[PaimonFileSlice]]
+def _summed_rows(section: list[PaimonFileSlice]) -> int:
+    return sum(f.row_count for f in section)
+
+
+def _section_split(
+    snapshot_id: int,
+    partition: tuple[Any, ...],
+    bucket: int,
+    sections: list[list[PaimonFileSlice]],
+    section_rows: Callable[[list[PaimonFileSlice]], int],
 ) -> Split:
     files = tuple(s for section in sections for s in section)
     return Split(
@@ -262,7 +285,7 @@ def _pk_split(
         partition=partition,
         bucket=bucket,
         files=files,
-        row_count=sum(f.row_count for f in files),
+        row_count=sum(section_rows(section) for section in sections),
         size_bytes=sum(f.size_bytes for f in files),
         sections=tuple(len(section) for section in sections),
     )
