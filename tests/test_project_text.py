@@ -54,3 +54,12 @@ def test_the_license_is_an_spdx_string() -> None:
     assert data["project"]["license"] == "Apache-2.0"
     (setuptools,) = (Requirement(r) for r in data["build-system"]["requires"] if "setuptools" in r)
     assert setuptools.specifier.contains("77.0") and not setuptools.specifier.contains("76.0")
+
+
+def test_test_modules_have_unique_names() -> None:
+    # The test folders are not packages: pytest imports each test module by its file
+    # name, so two of one name in different folders stop the whole run at collection.
+    seen: dict[str, list[str]] = {}
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        seen.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
+    assert not {name: paths for name, paths in seen.items() if len(paths) > 1}
