@@ -49,7 +49,7 @@ def test_corpus_tally_and_docs_table() -> None:
     assert counts[CRASHED] == counts[DIFFERENT] == 0
     # Floors, so that a change that turns reads into refusals shows: all 54 tables with
     # Java's rows read equal, 89 of the 93 read.
-    assert counts[EQUAL] >= 54, counts
+    assert counts[EQUAL] >= 57, counts
     assert counts[EQUAL] + counts[READ] >= 89, counts
     assert support_table() in DOC.read_text(), "docs/paimon.md's corpus table is stale"
 
