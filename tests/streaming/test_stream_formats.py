@@ -69,7 +69,11 @@ def test_an_unbucketed_append_table_is_sharded_by_file(fmt: str, tmp_path: Path)
     shares = [_ids(tbl.stream(start="earliest", shard=(i, 2))) for i in range(2)]
     assert not set(shares[0]) & set(shares[1])
     assert sorted(shares[0] + shares[1]) == everything
-    assert all(shares), [len(s) for s in shares]
+    if fmt == "paimon":
+        # A file's shard comes from its path. The fixture's names are fixed, so its two
+        # shares are both non-empty; a raylake table's file names are random, so which
+        # shard its three files land on is not (disjoint and complete still hold).
+        assert all(shares), [len(s) for s in shares]
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

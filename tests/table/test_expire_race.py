@@ -41,7 +41,7 @@ def test_registration_and_expiration_in_two_processes(tmp_path: Path) -> None:
     )  # fmt: skip
     registered = refused = 0
     while child.poll() is None:
-        ids = tbl._snapshots.snapshot_ids()
+        ids = tbl.source.snapshot_ids()
         if not ids:
             continue
         consumer = f"c{registered + refused}"
