@@ -111,7 +111,7 @@ class LakeMerger(TableMerger):
     def _merge_primary_key(
         self, tbl: Any, snap: Any, on: JoinOn, clauses: tuple[Clause, ...], prefix: str
     ) -> MergeResult:
-        from raylake.table.merge.execute import commit_primary_key_parts
+        from raylake.table.merge.primary_key import commit_primary_key_parts
 
         parts = self._run_tasks(tbl, snap.id if snap else None, on, clauses, prefix)
         return commit_primary_key_parts(tbl, snap, parts)
@@ -178,7 +178,7 @@ class LakeMerger(TableMerger):
             from raylake.format.schema_files import load_schema
             from raylake.format.snapshot import SnapshotManager
             from raylake.table.merge.builder import conform_source
-            from raylake.table.merge.execute import primary_key_part
+            from raylake.table.merge.primary_key import primary_key_part
             from raylake.table.table import Table
 
             own = Table(storage, load_schema(storage))

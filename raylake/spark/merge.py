@@ -137,7 +137,7 @@ class SparkMerger(TableMerger):
 
 
 def _merge_primary_key(df: DataFrame, tbl: Any, snap: Any, job: _MergeJob) -> MergeResult:
-    from raylake.table.merge.execute import commit_primary_key_parts
+    from raylake.table.merge.primary_key import commit_primary_key_parts
 
     parts = _run(df, job)
     _delete_job_files(job, _kept(parts))  # discarded task attempts
@@ -219,7 +219,7 @@ def _add_buckets(
 def _merge_task(job: _MergeJob, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     from raylake.format.snapshot import SnapshotManager
     from raylake.table.merge.builder import conform_source
-    from raylake.table.merge.execute import primary_key_part
+    from raylake.table.merge.primary_key import primary_key_part
     from raylake.table.table import Table
 
     install_credentials(job.credentials)

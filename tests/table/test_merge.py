@@ -22,7 +22,8 @@ from raylake.errors import (
     UnsupportedOperationError,
 )
 from raylake.table import Table
-from raylake.table.merge import execute
+from raylake.table.merge import commit as merge_commit
+from raylake.table.merge import execute, primary_key
 
 SCHEMA = pa.schema(
     [
@@ -209,7 +210,7 @@ def _added_files(tbl: Table) -> list[Any]:
 def _commit_meanwhile(monkeypatch: Any, tbl: Table, times: int, write: Any) -> list[int]:
     """Make another writer commit (for real) after the merge read and wrote, just
     before it commits, on its first ``times`` attempts."""
-    real = execute._commit
+    real = merge_commit.commit_merge
     calls: list[int] = []
 
     def commit(*args: Any) -> Any:
@@ -218,7 +219,8 @@ def _commit_meanwhile(monkeypatch: Any, tbl: Table, times: int, write: Any) -> l
             write(raylake.open_table(tbl.uri))
         return real(*args)
 
-    monkeypatch.setattr(execute, "_commit", commit)
+    for module in (execute, primary_key):  # each calls the commit it imported
+        monkeypatch.setattr(module, "commit_merge", commit)
     return calls
 
 

@@ -1,0 +1,43 @@
+"""The commit of a merge: one snapshot with the merge's conflict rule, or none and
+its files deleted (docs/merge.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from raylake.format.snapshot import Snapshot
+from raylake.table.aborted import abort_messages, raise_if_full
+from raylake.table.commit import CommitRequest, Committer
+from raylake.table.merge.builder import MergeResult
+from raylake.table.writer import CommitMessage
+
+if TYPE_CHECKING:
+    from raylake.table.table import Table
+
+
+def unchanged(snap: Snapshot | None) -> MergeResult:
+    return MergeResult(0, 0, 0, None if snap is None else snap.id)
+
+
+def commit_merge(
+    tbl: Table,
+    messages: list[CommitMessage],
+    base: Snapshot | None,
+    kind: str,
+    check: Callable[[Snapshot], None],
+) -> Snapshot:
+    request = CommitRequest(
+        messages=messages,
+        kind=kind,  # type: ignore[arg-type]
+        base_snapshot_id=base.id if base else 0,
+        conflict_check=check,
+    )
+    try:
+        snapshot = Committer(tbl.file_io, tbl.table_schema).commit(request)
+    except BaseException as exc:
+        abort_messages(tbl.file_io, messages, exc)
+        raise_if_full(tbl.file_io.uri, exc)
+        raise
+    tbl.kind.after_commit(tbl.file_io, messages)
+    return snapshot
