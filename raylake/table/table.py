@@ -29,9 +29,10 @@ from raylake.format.schema_files import schema_path as schema_path
 from raylake.format.snapshot import Snapshot
 from raylake.io import FileIO
 from raylake.table.aborted import abort_messages, check_not_aborted, raise_if_full
-from raylake.table.args import file_prefix_arg, is_int, properties_arg, snapshot_id_arg
+from raylake.table.args import file_prefix_arg, properties_arg, snapshot_id_arg
 from raylake.table.changes_scan import ChangesScan, changes_scan
 from raylake.table.commit import CommitRequest, Committer, check_partition_filter
+from raylake.table.commit_args import check_commit_args, check_rows_inside, messages_arg
 from raylake.table.evolve import UpdateSchema, merged_input, schema_mode_arg
 from raylake.table.kind import TableKind, kind_of
 from raylake.table.maintenance import (
@@ -188,8 +189,8 @@ class Table(TableReads):
         snapshots) unless ``allow_empty=True``; an overwrite always commits (it empties
         what it replaces). See docs/decisions.md.
         """
-        messages = _messages_arg(messages)
-        _check_commit_args(mode, base_snapshot_id, commit_user, commit_identifier)
+        messages = messages_arg(messages)
+        check_commit_args(mode, base_snapshot_id, commit_user, commit_identifier)
         properties = properties_arg(properties)
         allow_empty = check_flag("allow_empty", allow_empty)
         overwrite: Expr | None = None
@@ -263,7 +264,7 @@ class Table(TableReads):
             with writing(self.new_writer()) as writer:
                 writer.write(data)
                 if overwrite_filter is not None and mode == "overwrite":
-                    _check_rows_inside(writer, self.table_schema, as_expr(overwrite_filter))
+                    check_rows_inside(writer, self.table_schema, as_expr(overwrite_filter))
                 messages = writer.prepare_commit()
         except OSError as exc:  # the writer deleted what it wrote
             raise_if_full(self.file_io.uri, exc)
@@ -462,50 +463,3 @@ class Table(TableReads):
     def delete_consumer(self, consumer_id: str) -> bool:
         """Unregister a consumer (True if it existed); its snapshots may then expire."""
         return ConsumerManager(self.file_io).delete(consumer_id)
-
-
-def _check_rows_inside(writer: Any, ts: TableSchema, expr: Expr) -> None:
-    """A partition overwrite may not write rows outside the partitions it replaces."""
-    from raylake.expr import bind, evaluate_python
-
-    bound = bind(expr, ts.partition_schema)
-    for partition in writer.partitions():
-        row = dict(zip(ts.partition_keys, partition))
-        if not evaluate_python(bound, row):
-            raise UnsupportedOperationError(
-                f"overwrite_filter {expr} replaces only some partitions, but the data has rows "
-                f"in partition {row}; nothing was committed"
-            )
-
-
-WRITE_MODES = ("append", "overwrite", "upsert")
-
-
-def _messages_arg(messages: Any) -> list[CommitMessage]:
-    """A list of the writers' CommitMessages, in the order they commit (a key's upserts
-    in a later message win, so a set, whose order is arbitrary, is refused); anything
-    else is refused, and the files of the messages it holds are left as they are, to be
-    committed by a corrected call."""
-    listed = isinstance(messages, Sequence) and not isinstance(messages, str)
-    if listed and all(isinstance(m, CommitMessage) for m in messages):
-        return list(messages)
-    raise InvalidArgumentError(
-        "messages", messages, "a list of CommitMessage (what prepare_commit() returns)"
-    )
-
-
-def _check_commit_args(
-    mode: Any, base_snapshot_id: Any, commit_user: Any, commit_identifier: Any
-) -> None:
-    """The keywords of :meth:`Table.commit`; a wrong one commits nothing (a string
-    ``commit_identifier`` used to be written, and the snapshot then failed to load)."""
-    if mode not in WRITE_MODES:
-        raise InvalidArgumentError("mode", mode, f"one of {list(WRITE_MODES)}")
-    if base_snapshot_id is not None and not (is_int(base_snapshot_id) and base_snapshot_id >= 0):
-        raise InvalidArgumentError(
-            "base_snapshot_id", base_snapshot_id, "a snapshot id (an int >= 0) or None"
-        )
-    if not isinstance(commit_user, str):
-        raise InvalidArgumentError("commit_user", commit_user, "a string")
-    if commit_identifier is not None and not is_int(commit_identifier):
-        raise InvalidArgumentError("commit_identifier", commit_identifier, "an int or None")

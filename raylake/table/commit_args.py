@@ -1,0 +1,60 @@
+"""The arguments of a commit and of a partition overwrite, checked before anything is
+committed (a wrong one commits nothing and leaves the written files for a corrected call)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from raylake.errors import InvalidArgumentError, UnsupportedOperationError
+from raylake.expr import Expr
+from raylake.format.schema import TableSchema
+from raylake.table.args import is_int
+from raylake.table.writer import CommitMessage
+
+
+def check_rows_inside(writer: Any, ts: TableSchema, expr: Expr) -> None:
+    """A partition overwrite may not write rows outside the partitions it replaces."""
+    from raylake.expr import bind, evaluate_python
+
+    bound = bind(expr, ts.partition_schema)
+    for partition in writer.partitions():
+        row = dict(zip(ts.partition_keys, partition))
+        if not evaluate_python(bound, row):
+            raise UnsupportedOperationError(
+                f"overwrite_filter {expr} replaces only some partitions, but the data has rows "
+                f"in partition {row}; nothing was committed"
+            )
+
+
+WRITE_MODES = ("append", "overwrite", "upsert")
+
+
+def messages_arg(messages: Any) -> list[CommitMessage]:
+    """A list of the writers' CommitMessages, in the order they commit (a key's upserts
+    in a later message win, so a set, whose order is arbitrary, is refused); anything
+    else is refused, and the files of the messages it holds are left as they are, to be
+    committed by a corrected call."""
+    listed = isinstance(messages, Sequence) and not isinstance(messages, str)
+    if listed and all(isinstance(m, CommitMessage) for m in messages):
+        return list(messages)
+    raise InvalidArgumentError(
+        "messages", messages, "a list of CommitMessage (what prepare_commit() returns)"
+    )
+
+
+def check_commit_args(
+    mode: Any, base_snapshot_id: Any, commit_user: Any, commit_identifier: Any
+) -> None:
+    """The keywords of :meth:`Table.commit`; a wrong one commits nothing (a string
+    ``commit_identifier`` used to be written, and the snapshot then failed to load)."""
+    if mode not in WRITE_MODES:
+        raise InvalidArgumentError("mode", mode, f"one of {list(WRITE_MODES)}")
+    if base_snapshot_id is not None and not (is_int(base_snapshot_id) and base_snapshot_id >= 0):
+        raise InvalidArgumentError(
+            "base_snapshot_id", base_snapshot_id, "a snapshot id (an int >= 0) or None"
+        )
+    if not isinstance(commit_user, str):
+        raise InvalidArgumentError("commit_user", commit_user, "a string")
+    if commit_identifier is not None and not is_int(commit_identifier):
+        raise InvalidArgumentError("commit_identifier", commit_identifier, "an int or None")
