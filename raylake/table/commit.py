@@ -49,6 +49,7 @@ from raylake.format.manifest import (
 from raylake.format.schema import TableSchema
 from raylake.format.snapshot import CommitKind, Snapshot, SnapshotManager
 from raylake.io import FileIO
+from raylake.table.aborted import abort_messages, raise_if_full
 from raylake.table.kind import kind_of
 from raylake.table.writer import CommitMessage
 
@@ -302,3 +303,16 @@ def _select_partitions(entries: pa.Table, expr: Expr, ts: TableSchema) -> pa.Tab
     )
     keep = indexed.filter(to_arrow(bound)).column(index_name)
     return entries.take(keep)
+
+
+def commit_or_abort(file_io: FileIO, ts: TableSchema, request: CommitRequest) -> Snapshot:
+    """Commit ``request`` as one snapshot; if it fails, the files its messages name are
+    deleted (unless the outcome is unknown) and the messages refused from then on."""
+    try:
+        snapshot = Committer(file_io, ts).commit(request)
+    except BaseException as exc:
+        abort_messages(file_io, list(request.messages), exc)
+        raise_if_full(file_io.uri, exc)
+        raise
+    kind_of(ts).after_commit(file_io, list(request.messages))
+    return snapshot

@@ -31,7 +31,7 @@ from raylake.io import FileIO
 from raylake.table.aborted import abort_messages, check_not_aborted, raise_if_full
 from raylake.table.args import file_prefix_arg, properties_arg, snapshot_id_arg
 from raylake.table.changes_scan import ChangesScan, changes_scan
-from raylake.table.commit import CommitRequest, Committer, check_partition_filter
+from raylake.table.commit import CommitRequest, check_partition_filter, commit_or_abort
 from raylake.table.commit_args import check_commit_args, check_rows_inside, messages_arg
 from raylake.table.evolve import UpdateSchema, merged_input, schema_mode_arg
 from raylake.table.kind import TableKind, kind_of
@@ -211,14 +211,7 @@ class Table(TableReads):
             commit_identifier=commit_identifier,
             properties=properties,
         )
-        try:
-            snap = Committer(self.file_io, self.table_schema).commit(request)
-        except BaseException as exc:
-            abort_messages(self.file_io, messages, exc)
-            raise_if_full(self.file_io.uri, exc)
-            raise
-        self.kind.after_commit(self.file_io, messages)
-        return snap
+        return commit_or_abort(self.file_io, self.table_schema, request)
 
     @_writes("write()")
     @refuse_unknown_keywords

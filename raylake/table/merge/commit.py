@@ -7,8 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from raylake.format.snapshot import Snapshot
-from raylake.table.aborted import abort_messages, raise_if_full
-from raylake.table.commit import CommitRequest, Committer
+from raylake.table.commit import CommitRequest, commit_or_abort
 from raylake.table.merge.builder import MergeResult
 from raylake.table.writer import CommitMessage
 
@@ -33,11 +32,4 @@ def commit_merge(
         base_snapshot_id=base.id if base else 0,
         conflict_check=check,
     )
-    try:
-        snapshot = Committer(tbl.file_io, tbl.table_schema).commit(request)
-    except BaseException as exc:
-        abort_messages(tbl.file_io, messages, exc)
-        raise_if_full(tbl.file_io.uri, exc)
-        raise
-    tbl.kind.after_commit(tbl.file_io, messages)
-    return snapshot
+    return commit_or_abort(tbl.file_io, tbl.table_schema, request)
