@@ -15,9 +15,10 @@ imports ``raylake.paimon``, and only when the location holds no raylake table.
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -42,6 +43,24 @@ from raylake.table.location import at_table_location
 
 if TYPE_CHECKING:
     from raylake.table.table import Table
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def writes(what: str) -> Callable[[F], F]:
+    """Mark a method that writes the table: a source that raylake does not write (a
+    Paimon table) refuses it here, before anything else, naming ``what``."""
+
+    def mark(method: F) -> F:
+        @functools.wraps(method)
+        def checked(self: Table, *args: Any, **kwargs: Any) -> Any:
+            if not self.source.writable:
+                raise self.source.refuse_writes(what)
+            return method(self, *args, **kwargs)
+
+        return cast(F, checked)
+
+    return mark
 
 
 class TableSource(ABC):

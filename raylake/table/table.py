@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import pyarrow as pa
 
@@ -43,7 +42,7 @@ from raylake.table.maintenance import (
     expire_snapshots,
     remove_orphan_files,
 )
-from raylake.table.source import RaylakeSource, TableSource
+from raylake.table.source import RaylakeSource, TableSource, writes
 from raylake.table.table_reads import TableReads
 from raylake.table.writer import CommitMessage, TableWriter, writing
 
@@ -52,23 +51,6 @@ if TYPE_CHECKING:
     from raylake.table.merge import TableMerger
 
 WriteMode = Literal["append", "overwrite", "upsert"]
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _writes(what: str) -> Callable[[F], F]:
-    """Mark a method that writes the table: a source that raylake does not write (a
-    Paimon table) refuses it here, before anything else, naming ``what``."""
-
-    def mark(method: F) -> F:
-        @functools.wraps(method)
-        def checked(self: Table, *args: Any, **kwargs: Any) -> Any:
-            if not self.source.writable:
-                raise self.source.refuse_writes(what)
-            return method(self, *args, **kwargs)
-
-        return cast(F, checked)
-
-    return mark
 
 
 def create_writer(file_io: FileIO, ts: TableSchema, *, file_prefix: str = "data") -> TableWriter:
@@ -119,7 +101,7 @@ class Table(TableReads):
 
     # -- schema (docs/schema-evolution.md) ---------------------------------------------
 
-    @_writes("update_schema()")
+    @writes("update_schema()")
     def update_schema(self) -> UpdateSchema:
         """Change the schema as one atomic commit::
 
@@ -159,14 +141,14 @@ class Table(TableReads):
 
     # -- writes --------------------------------------------------------------------------
 
-    @_writes("writing")
+    @writes("writing")
     def new_writer(self, *, file_prefix: str = "data") -> TableWriter:
         """A writer for distributed writes: ``write`` many times, then ``prepare_commit``."""
         return create_writer(
             self.file_io, self.table_schema, file_prefix=file_prefix_arg(file_prefix)
         )
 
-    @_writes("commit()")
+    @writes("commit()")
     def commit(
         self,
         messages: list[CommitMessage],
@@ -213,7 +195,7 @@ class Table(TableReads):
         )
         return commit_or_abort(self.file_io, self.table_schema, request)
 
-    @_writes("write()")
+    @writes("write()")
     @refuse_unknown_keywords
     def write(
         self,
@@ -275,7 +257,7 @@ class Table(TableReads):
             abort_messages(self.file_io, messages, exc)
             raise
 
-    @_writes("merge()")
+    @writes("merge()")
     @refuse_unknown_keywords
     def merge(
         self, source: Any, on: str | Sequence[str], *, schema_mode: str = "strict"
@@ -300,7 +282,7 @@ class Table(TableReads):
 
     # -- primary-key tables (docs/primary-keys.md) --------------------------------------
 
-    @_writes("delete()")
+    @writes("delete()")
     def delete(self, keys_or_filter: Any) -> Snapshot | None:
         """Delete rows of a primary-key table as one commit.
 
@@ -311,7 +293,7 @@ class Table(TableReads):
         """
         return self.kind.delete(self, keys_or_filter)
 
-    @_writes("compact()")
+    @writes("compact()")
     @refuse_unknown_keywords
     def compact(self, *, full: bool = False) -> Snapshot | None:
         """Merge overlapping files of each bucket into sorted runs (a COMPACT snapshot).
@@ -393,7 +375,7 @@ class Table(TableReads):
 
     # -- maintenance and consumers (docs/maintenance.md) --------------------------------
 
-    @_writes("expire_snapshots()")
+    @writes("expire_snapshots()")
     @refuse_unknown_keywords
     def expire_snapshots(
         self,
@@ -418,7 +400,7 @@ class Table(TableReads):
             dry_run=check_flag("dry_run", dry_run),
         )
 
-    @_writes("remove_orphan_files()")
+    @writes("remove_orphan_files()")
     @refuse_unknown_keywords
     def remove_orphan_files(
         self, *, older_than: OlderThan = DEFAULT_ORPHAN_AGE, dry_run: bool = False
@@ -434,7 +416,7 @@ class Table(TableReads):
     def consumer(self, consumer_id: str) -> ConsumerProgress | None:
         return self.source.consumer(consumer_id)
 
-    @_writes("reset_consumer()")
+    @writes("reset_consumer()")
     def reset_consumer(self, consumer_id: str, snapshot_id: int) -> ConsumerProgress:
         """Register a consumer, or move it, so that it reads ``snapshot_id`` next.
 
@@ -452,7 +434,7 @@ class Table(TableReads):
         properties = {STREAM_MODE: "full" if gap else "delta"}
         return self.source.register_consumer(consumer_id, snapshot_id, properties)
 
-    @_writes("delete_consumer()")
+    @writes("delete_consumer()")
     def delete_consumer(self, consumer_id: str) -> bool:
         """Unregister a consumer (True if it existed); its snapshots may then expire."""
         return ConsumerManager(self.file_io).delete(consumer_id)
