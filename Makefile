@@ -40,9 +40,10 @@ lint: install
 	$(PY) -m ruff format --check raylake tests bench examples
 	$(PY) -m mypy
 
-# pytest exits 5 when it collects nothing: an empty run must not pass as green.
+# pytest exits 5 when it collects nothing: an empty run must not pass as green. The 30
+# slowest tests are listed so that a run near the 15-minute bar shows where time goes.
 test: install lint
-	$(PY) -m pytest tests; rc=$$?; \
+	$(PY) -m pytest tests --durations=30; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest ran no tests" >&2; exit 1; fi; exit $$rc
 
 test-fast: install
