@@ -11,13 +11,18 @@ Binding is idempotent. Unbound expressions hold plain Python literals as written
 Conversions are deliberately narrow so that a typo fails loudly instead of silently
 filtering everything out: ints and integral floats to integer columns, ints/floats to
 float columns, ISO strings (or ``date``/``datetime``) to date and timestamp columns;
-naive timestamps for a time-zone-aware column are taken as UTC.
+naive timestamps for a time-zone-aware column are taken as UTC. A timestamp literal
+keeps up to nine fractional digits (Python's ``datetime`` holds six) and must fit its
+column's unit exactly: ``'...00.001001001'`` on a nanosecond column is that instant, on
+a microsecond column an error, never the truncated ``.001001`` (which would change
+what ``=``, ``<`` and ``>=`` select).
 """
 
 from __future__ import annotations
 
 import datetime
 import decimal
+import re
 from typing import Any
 
 import pyarrow as pa
@@ -106,6 +111,36 @@ def _to_datetime(raw: Any) -> datetime.datetime:
     raise _Mismatch("expected a timestamp such as '2024-01-31 12:00:00'")
 
 
+_UNIT_NANOS = {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}
+# The fraction of a second of an ISO timestamp string, when finer than microseconds.
+_FINE_FRACTION = re.compile(r"(?<=:\d\d)\.(\d{7,})")
+
+
+def _timestamp_scalar(value: Any, typ: pa.TimestampType) -> pa.Scalar:
+    """``value`` as a scalar of the timestamp type ``typ``: the literal's exact instant,
+    or :class:`_Mismatch` where ``typ``'s unit cannot hold it."""
+    if isinstance(value, pa.TimestampScalar):
+        if not value.is_valid:
+            return pa.scalar(None, type=typ)
+        nanos = value.cast(pa.int64()).as_py() * _UNIT_NANOS[value.type.unit]
+    else:
+        extra = 0
+        if isinstance(value, str) and (fine := _FINE_FRACTION.search(value)):
+            digits = fine.group(1)
+            if digits[9:].strip("0"):
+                raise _Mismatch("a timestamp has at most nine fractional digits")
+            extra = int(digits[6:9].ljust(3, "0"))
+            value = value[: fine.start()] + "." + digits[:6] + value[fine.end() :]
+        micros = pa.scalar(_to_datetime(value), type=pa.timestamp("us", typ.tz))
+        nanos = micros.cast(pa.int64()).as_py() * 1000 + extra
+    step = _UNIT_NANOS[typ.unit]
+    if nanos % step:
+        raise _Mismatch(f"the literal is finer than the column's unit ({typ.unit})")
+    if not -(2**63) <= nanos // step < 2**63:
+        raise _Mismatch(f"the literal is out of the range of {typ}")
+    return pa.scalar(nanos // step, type=typ)
+
+
 def _exact(kind: type, description: str) -> Any:
     def convert(raw: Any) -> Any:
         if isinstance(raw, kind) and not (kind is int and isinstance(raw, bool)):
@@ -155,6 +190,8 @@ def bind_literal(column: str, value: Any, typ: pa.DataType) -> pa.Scalar:
         return value
     raw = value.as_py() if isinstance(value, pa.Scalar) else value
     try:
+        if pa.types.is_timestamp(target):
+            return _timestamp_scalar(value, target)
         return pa.scalar(_converter(target)(raw), type=target)
     except (ValueError, TypeError, OverflowError, ArithmeticError, pa.ArrowException) as exc:
         raise FilterError(

@@ -20,6 +20,7 @@ from raylake.expr import (
     parse_filter,
     referenced_columns,
 )
+from raylake.expr.visitors import to_arrow
 
 SCHEMA = pa.schema(
     [
@@ -84,6 +85,52 @@ def test_literals_get_the_column_type(text: str, expected: pa.Scalar) -> None:
     value = bound_value(text)
     assert value.type == expected.type
     assert value.equals(expected)
+
+
+@pytest.mark.parametrize(
+    ("literal", "typ", "nanos"),
+    [
+        ("1899-01-01 00:59:20.001001002", pa.timestamp("ns"), -2240521239998998998),
+        ("1970-01-01 00:00:00.000000001", pa.timestamp("ns", tz="UTC"), 1),
+        ("1970-01-01 00:00:01.000000001+01:00", pa.timestamp("ns", tz="UTC"), -3599 * 10**9 + 1),
+        ("1970-01-01 00:00:00.000001000", pa.timestamp("us"), 1000),
+        ("1970-01-01 00:00:00.5", pa.timestamp("ms"), 500 * 10**6),
+    ],
+)
+def test_timestamp_literals_keep_every_fractional_digit(
+    literal: str, typ: pa.DataType, nanos: int
+) -> None:
+    """Python's datetime holds microseconds; a nanosecond literal binds exactly."""
+    value = bind(parse_filter(f"t < '{literal}'"), pa.schema([("t", typ)])).value  # type: ignore[attr-defined]
+    assert value.type == typ
+    step = {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}[typ.unit]
+    assert value.cast(pa.int64()).as_py() * step == nanos
+
+
+@pytest.mark.parametrize(
+    ("literal", "typ", "fragment"),
+    [
+        ("1970-01-01 00:00:00.000000001", pa.timestamp("us"), "finer than the column's unit"),
+        ("1970-01-01 00:00:00.5", pa.timestamp("s"), "finer than the column's unit"),
+        ("1970-01-01 00:00:00.0000000001", pa.timestamp("ns"), "at most nine fractional"),
+        ("1500-01-01", pa.timestamp("ns"), "out of the range"),
+    ],
+)
+def test_a_timestamp_literal_its_column_cannot_hold_is_refused(
+    literal: str, typ: pa.DataType, fragment: str
+) -> None:
+    """Truncating would change the rows: `t = '...00.5'` would match 00:00:00."""
+    with pytest.raises(FilterError, match=fragment):
+        bind(parse_filter(f"t = '{literal}'"), pa.schema([("t", typ)]))
+
+
+def test_filtering_a_nanosecond_column_by_a_nanosecond_literal() -> None:
+    values = pa.array([1, 2, 3], pa.timestamp("ns"))
+    table = pa.table({"t": values})
+    got = table.filter(
+        to_arrow(bind(parse_filter("t >= '1970-01-01 00:00:00.000000002'"), table.schema))
+    )
+    assert got.column("t").cast(pa.int64()).to_pylist() == [2, 3]
 
 
 def test_date_strings_bind_to_date32() -> None:
