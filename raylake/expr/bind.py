@@ -11,13 +11,15 @@ Binding is idempotent. Unbound expressions hold plain Python literals as written
 Conversions are deliberately narrow so that a typo fails loudly instead of silently
 filtering everything out: ints and integral floats to integer columns, ints/floats to
 float columns, ISO strings (or ``date``/``datetime``) to date and timestamp columns;
-naive timestamps for a time-zone-aware column are taken as UTC.
+naive timestamps for a time-zone-aware column are taken as UTC. A timestamp literal
+keeps up to nanoseconds and must fit its column's unit.
 """
 
 from __future__ import annotations
 
 import datetime
 import decimal
+import re
 from typing import Any
 
 import pyarrow as pa
@@ -106,6 +108,40 @@ def _to_datetime(raw: Any) -> datetime.datetime:
     raise _Mismatch("expected a timestamp such as '2024-01-31 12:00:00'")
 
 
+_UNIT_NANOS = {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}
+_FRACTION = re.compile(r"(\d{2}:\d{2}:\d{2})[.,](\d+)")
+
+
+def _split_fraction(text: str) -> tuple[str, int]:
+    """An ISO timestamp string without its fraction of a second, and that fraction in
+    nanoseconds: ``datetime.fromisoformat`` keeps microseconds and silently drops the
+    digits after them, which would turn ``= '...00.000123001'`` into ``= '...00.000123'``."""
+    match = _FRACTION.search(text)
+    if match is None:
+        return text, 0
+    digits = match.group(2)
+    if digits[9:].strip("0"):
+        raise _Mismatch("a timestamp holds at most nanoseconds (9 digits after the second)")
+    return text[: match.end(1)] + text[match.end() :], int(digits[:9].ljust(9, "0"))
+
+
+def _timestamp_scalar(raw: Any, typ: pa.TimestampType) -> pa.Scalar:
+    """A timestamp literal in the column's unit, exactly: one finer than the unit (a
+    nanosecond literal for a microsecond column) is refused, since truncating it would
+    select the rows of another instant."""
+    if isinstance(raw, str):
+        raw, nanos = _split_fraction(raw.strip())
+        whole = _to_datetime(raw)
+    else:
+        whole = _to_datetime(raw)
+        nanos = whole.microsecond * 1000 + int(getattr(raw, "nanosecond", 0))
+    step = _UNIT_NANOS[typ.unit]
+    if nanos % step:
+        raise _Mismatch(f"the literal is finer than the column's unit ({typ.unit})")
+    seconds = datetime.datetime(*whole.timetuple()[:6], tzinfo=whole.tzinfo)
+    return pa.scalar(pa.scalar(seconds, type=typ).value + nanos // step, type=typ)
+
+
 def _exact(kind: type, description: str) -> Any:
     def convert(raw: Any) -> Any:
         if isinstance(raw, kind) and not (kind is int and isinstance(raw, bool)):
@@ -128,7 +164,6 @@ def _converter(typ: pa.DataType) -> Any:
         (pa.types.is_floating, _to_float),
         (pa.types.is_decimal, _to_decimal),
         (pa.types.is_date, _to_date),
-        (pa.types.is_timestamp, _to_datetime),
         (_is_string, _exact(str, "a string")),
         (lambda t: pa.types.is_binary(t) or pa.types.is_large_binary(t), _to_bytes),
     ]
@@ -155,6 +190,8 @@ def bind_literal(column: str, value: Any, typ: pa.DataType) -> pa.Scalar:
         return value
     raw = value.as_py() if isinstance(value, pa.Scalar) else value
     try:
+        if pa.types.is_timestamp(target):
+            return _timestamp_scalar(raw, target)
         return pa.scalar(_converter(target)(raw), type=target)
     except (ValueError, TypeError, OverflowError, ArithmeticError, pa.ArrowException) as exc:
         raise FilterError(
