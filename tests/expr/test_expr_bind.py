@@ -17,10 +17,11 @@ from raylake.expr import (
     NotIn,
     bind,
     col,
+    evaluate_python,
     parse_filter,
     referenced_columns,
+    to_arrow,
 )
-from raylake.expr.visitors import to_arrow
 
 SCHEMA = pa.schema(
     [
@@ -73,6 +74,18 @@ def bound_value(text: str) -> pa.Scalar:
                 datetime.datetime(2024, 1, 31, 11, tzinfo=datetime.timezone.utc),
                 pa.timestamp("ns", tz="UTC"),
             ),
+        ),
+        (
+            "ts = '2024-01-31 12:30:00.000123000'",
+            pa.scalar(datetime.datetime(2024, 1, 31, 12, 30, 0, 123), pa.timestamp("us")),
+        ),
+        (
+            "tz = '2025-04-25 01:00:02.000123001'",
+            pa.scalar(1745542802000123001, pa.timestamp("ns", tz="UTC")),
+        ),
+        (
+            "tz = '2025-04-25 02:00:02.000123001+01:00'",
+            pa.scalar(1745542802000123001, pa.timestamp("ns", tz="UTC")),
         ),
         ("dec = 1.5", pa.scalar(decimal.Decimal("1.50"), pa.decimal128(6, 2))),
         ("dec = 2", pa.scalar(decimal.Decimal("2.00"), pa.decimal128(6, 2))),
@@ -133,6 +146,26 @@ def test_filtering_a_nanosecond_column_by_a_nanosecond_literal() -> None:
     assert got.column("t").cast(pa.int64()).to_pylist() == [2, 3]
 
 
+def test_a_nanosecond_literal_selects_its_own_instant() -> None:
+    """Python's datetime drops digits after the microsecond; a literal that kept only
+    those would select the row 1 ns before it (Java's Paimon tests compare such rows)."""
+    base = 1745542802000123000
+    table = pa.table({"tz": pa.array([base, base + 1, None], pa.timestamp("ns", tz="UTC"))})
+    for text, want in [
+        ("tz = '2025-04-25 01:00:02.000123001'", [base + 1]),
+        ("tz < '2025-04-25 01:00:02.000123001'", [base]),
+        ("tz != '2025-04-25 01:00:02.000123000'", [base + 1]),
+    ]:
+        expr = bind(parse_filter(text), table.schema)
+        got = table.filter(to_arrow(expr)).column("tz").cast(pa.int64()).to_pylist()
+        oracle = [
+            v
+            for v, row in zip(table.column("tz").cast(pa.int64()).to_pylist(), table.to_pylist())
+            if evaluate_python(expr, row)
+        ]
+        assert got == oracle == want, text
+
+
 def test_date_strings_bind_to_date32() -> None:
     expr = bind(col("d").isin(["2024-01-01", datetime.date(2024, 1, 2)]), SCHEMA)
     assert expr == In(
@@ -185,6 +218,8 @@ def test_unknown_column() -> None:
         ("d = '2024-01-01 10:00'", "time of day"),
         ("d = 20240101", "expected a date"),
         ("ts = 'yesterday'", "ISO 8601"),
+        ("ts = '2024-01-31 12:30:00.000123001'", "finer than the column's unit (us)"),
+        ("tz = '2024-01-31 12:30:00.0000000001'", "at most nine fractional digits"),
         ("dec = 1.234", "decimal"),
         ("l = 1", "not supported"),
         ("st in (1)", "not supported"),
