@@ -99,7 +99,11 @@ class LakeIterableDataset(IterableDataset):
         check_flag("worker_file_sharing", worker_file_sharing)
         check_count("feed_bytes", feed_bytes, 1)
         epochs = Epochs(batch_size, shuffle, seed, drop_last, shuffle_window)
-        spec = torch_spec(columns, feature_columns, label_column, dtype, fill_null)
+        # With a transform, binary and string columns reach it as lists (docs/training.md,
+        # "Binary and string columns"); without one they are refused, naming the column.
+        spec = torch_spec(
+            columns, feature_columns, label_column, dtype, fill_null, transform is not None
+        )
         rows = TableRows(table, filter, snapshot_id, storage_options)
         source, converter = open_source(rows, spec)
         self._loader = ShardedLoader(
@@ -112,7 +116,14 @@ class LakeIterableDataset(IterableDataset):
             convert_ahead=1 if prefetch or read_ahead else 0,
         )
         self._output = TensorBatches(
-            converter.layout, dtype, transform, device, pin_memory, prefetch, feed_bytes
+            converter.layout,
+            dtype,
+            transform,
+            device,
+            pin_memory,
+            prefetch,
+            feed_bytes,
+            binary=converter.binary,
         )
         self._rank = rank
         self._world_size = world_size
