@@ -52,7 +52,9 @@ class LakeIterableDataset(IterableDataset):
     into pinned host memory and copied to the GPU once, on a side stream; pinned host
     memory and device memory held by the loader each stay within ``feed_bytes``. With a
     ``transform`` and no device, ``prefetch`` batches are made and transformed on a
-    thread ahead of the consumer (0: on the consumer's thread).
+    thread ahead of the consumer (0: on the consumer's thread). With a ``transform``,
+    binary and string columns (not features) reach it as a list of ``bytes`` or ``str``
+    per batch, to decode (docs/training.md, "Binary and string columns").
     ``loader_threads`` caps the threads that decode pieces and convert windows at once,
     so a trainer's thread finds a core free (``max(1, cores - 1)`` leaves it one); by
     default (None or 0) there is no cap and pieces decode on pyarrow's own pool. In
