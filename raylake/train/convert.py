@@ -225,6 +225,19 @@ class Converter:
             for c in self.fill:
                 if c not in self.schema.names:
                     raise UnknownColumnError(c, list(self.schema.names))
+        # A binary column's nulls reach the transform as None, unless fill_null names
+        # the column (one value for every column is meant for numbers, not bytes).
+        self.binary_fill: dict[str, pa.Scalar] = {}
+        for name in self.binary:
+            if isinstance(self.fill, dict) and self.fill.get(name) is not None:
+                kind = self.schema.field(name).type
+                try:
+                    self.binary_fill[name] = pa.scalar(self.fill[name]).cast(kind)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+                    raise SchemaError(
+                        f"fill_null for column {name!r} ({kind}) is {self.fill[name]!r}, "
+                        f"which is not a value of that type: {e}"
+                    ) from e
         self.dtype = None if dtype is None else np.dtype(dtype)
         self._local = threading.local()
         if layout.features is not None:
@@ -303,8 +316,11 @@ class Converter:
         if layout.label is not None:
             out[layout.label] = self.column(table, layout.label)
         for name in self.binary:  # last: a block's first array tells its row count
+            column = table.column(name)  # no copy: the pieces' buffers, as read
+            if column.null_count and name in self.binary_fill:
+                column = pc.fill_null(column, self.binary_fill[name])
             held = np.empty((), dtype=object)
-            held[()] = table.column(name)  # no copy: the pieces' buffers, as read
+            held[()] = column
             out[ARROW + name] = held
         return out
 

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from torch.utils.data import DataLoader
 
 import raylake
-from raylake.errors import UnsupportedOperationError, UnsupportedTypeError
+from raylake.errors import SchemaError, UnsupportedOperationError, UnsupportedTypeError
 from raylake.train.binary import BinaryColumns
 from raylake.train.convert import ARROW
 from raylake.train.torch import LakeIterableDataset, LakeMapDataset, LakeStreamDataset
@@ -171,6 +171,26 @@ def test_large_types_and_several_columns(tmp_path: Any) -> None:
     ds = LakeIterableDataset(tbl, transform=both, batch_size=7, shuffle_window=9)
     rows = [r for batch in ds for r in batch]
     assert sorted(rows) == [(i, f"s{i}", bytes([i])) for i in ids]
+
+
+def test_fill_null_named_for_the_column_fills_its_nulls(images: raylake.Table) -> None:
+    def lengths(batch: dict[str, Any]) -> Any:
+        assert all(isinstance(v, bytes) for v in batch["image"])
+        return batch["id"], torch.tensor([len(v) for v in batch["image"]])
+
+    ds = LakeIterableDataset(
+        images, columns=["id", "image"], transform=lengths, batch_size=50,
+        fill_null={"image": b""},
+    )  # fmt: skip
+    for ids, n in ds:
+        assert torch.equal(n == 0, ids % 13 == 5)
+    # One value for every column is for the numbers: the nulls stay None.
+    ds = LakeIterableDataset(images, columns=["id", "image"], transform=transform, fill_null=0)
+    assert sorted(i for b in ds for i in check(b)) == expected_ids(images)
+    with pytest.raises(SchemaError, match=r"fill_null for column 'image'"):
+        LakeIterableDataset(
+            images, columns=["id", "image"], transform=transform, fill_null={"image": 1.5}
+        )
 
 
 def test_without_a_transform_the_column_is_refused_by_name(images: raylake.Table) -> None:
