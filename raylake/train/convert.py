@@ -8,8 +8,9 @@ into one 2-D array once per chunk of rows (thousands of batches), never per batc
 Types (docs/training.md): integers, floats and bools keep their type; timestamps
 become int64 milliseconds since the epoch (UTC); dates, times and durations their
 integer storage (date32: days, date64: ms); fixed-size lists become 2-D (or N-D)
-arrays; strings and binaries become object arrays (TensorFlow only). Anything else
-is refused when the loader is made, naming the column.
+arrays; strings and binaries become object arrays (TensorFlow), or, for a torch
+transform, row positions into their Arrow column (``binary=``; raylake/train/binary.py).
+Anything else is refused when the loader is made, naming the column.
 """
 
 from __future__ import annotations
@@ -30,6 +31,10 @@ from raylake.errors import SchemaError, UnknownColumnError, UnsupportedTypeError
 FEATURES = "_rl_features"
 FEATURES_T = "_rl_features_t"  # the stacked features, (width, rows): Converter.columns_first
 ORDER = "_rl_order"  # a whole shuffled window, not yet gathered: its rows' epoch order
+# A binary or string column handed to a transform: under its own name, int64 row
+# positions (gathered and cut like any column); under ARROW + name, a 0-d object array
+# holding the window's Arrow column, which the positions index (raylake/train/binary.py).
+ARROW = "_rl_arrow:"
 FillNull = Any  # a scalar for every column, or a mapping column -> scalar
 # (shape, dtype) -> an array to write stacked features into, or None (Converter.columns_first)
 FeaturesOut = Callable[[tuple[int, int], np.dtype], "np.ndarray | None"]
@@ -96,7 +101,19 @@ class Layout:
         return cls(read, None, label_column, named)
 
 
-def _check_type(column: str, dtype: pa.DataType, target: str, strings: bool) -> None:
+def is_bytes(dtype: pa.DataType) -> bool:
+    """A string or binary type (what only a transform can turn into tensors)."""
+    return bool(
+        pa.types.is_string(dtype)
+        or pa.types.is_large_string(dtype)
+        or pa.types.is_binary(dtype)
+        or pa.types.is_large_binary(dtype)
+    )
+
+
+def _check_type(
+    column: str, dtype: pa.DataType, target: str, strings: bool, feature: bool = False
+) -> None:
     """Refuse, naming the column, a type that cannot become an array of ``target``."""
     if pa.types.is_fixed_size_list(dtype):
         value = dtype.value_type
@@ -108,17 +125,22 @@ def _check_type(column: str, dtype: pa.DataType, target: str, strings: bool) -> 
         return
     if _is_numeric(dtype) or _is_temporal(dtype):
         return
-    if strings and (
-        pa.types.is_string(dtype)
-        or pa.types.is_large_string(dtype)
-        or pa.types.is_binary(dtype)
-        or pa.types.is_large_binary(dtype)
-    ):
+    if strings and is_bytes(dtype):
         return
     hints = {
         "decimal": "cast it to float64 when writing, or leave it out of the columns",
         "list": "variable-length lists have no tensor shape; use a fixed-size list",
-        "string": "tokenize or encode it first, or leave it out of the columns",
+        "string": (
+            "name it in columns= (not feature_columns=) of a LakeIterableDataset with a "
+            "transform=, which gets it as a list of bytes or str per batch to decode "
+            '(docs/training.md, "Binary and string columns"); or tokenize or encode it '
+            "into numbers first, or leave it out"
+            if feature
+            else "decode it in a transform=: a LakeIterableDataset with one hands the "
+            'column to it as a list of bytes or str per batch (docs/training.md, "Binary '
+            'and string columns"); or tokenize or encode it first, or leave it out of the '
+            "columns"
+        ),
     }
     kind = (
         "decimal"
@@ -126,7 +148,7 @@ def _check_type(column: str, dtype: pa.DataType, target: str, strings: bool) -> 
         else "list"
         if pa.types.is_list(dtype) or pa.types.is_large_list(dtype)
         else "string"
-        if pa.types.is_string(dtype) or pa.types.is_large_string(dtype) or pa.types.is_binary(dtype)
+        if is_bytes(dtype)
         else ""
     )
     raise UnsupportedTypeError(column, dtype, target, hints.get(kind, ""))
@@ -183,16 +205,39 @@ class Converter:
         strings: bool = False,
         dtype: np.dtype | None = None,
         fill_null: FillNull = None,
+        binary: bool = False,
     ) -> None:
         self.layout = layout
         self.schema = pa.schema([schema.field(c) for c in layout.columns])
+        features = layout.features or ()
         for f in self.schema:
-            _check_type(f.name, f.type, target, strings and f.name not in (layout.features or ()))
+            feature = f.name in features
+            _check_type(f.name, f.type, target, (strings or binary) and not feature, feature)
+        # Binary and string columns handed to a transform as positions (``binary``): the
+        # named ones and the label, never features (those are stacked into numbers).
+        self.binary: tuple[str, ...] = (
+            tuple(f.name for f in self.schema if f.name not in features and is_bytes(f.type))
+            if binary and not strings
+            else ()
+        )
         self.fill = dict(fill_null) if isinstance(fill_null, Mapping) else fill_null
         if isinstance(self.fill, dict):
             for c in self.fill:
                 if c not in self.schema.names:
                     raise UnknownColumnError(c, list(self.schema.names))
+        # A binary column's nulls reach the transform as None, unless fill_null names
+        # the column (one value for every column is meant for numbers, not bytes).
+        self.binary_fill: dict[str, pa.Scalar] = {}
+        for name in self.binary:
+            if isinstance(self.fill, dict) and self.fill.get(name) is not None:
+                kind = self.schema.field(name).type
+                try:
+                    self.binary_fill[name] = pa.scalar(self.fill[name]).cast(kind)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+                    raise SchemaError(
+                        f"fill_null for column {name!r} ({kind}) is {self.fill[name]!r}, "
+                        f"which is not a value of that type: {e}"
+                    ) from e
         self.dtype = None if dtype is None else np.dtype(dtype)
         self._local = threading.local()
         if layout.features is not None:
@@ -254,6 +299,8 @@ class Converter:
         return self.fill.get(column) if isinstance(self.fill, dict) else self.fill
 
     def column(self, table: pa.Table, name: str) -> np.ndarray:
+        if name in self.binary:  # row positions; the column itself goes beside them
+            return np.arange(table.num_rows, dtype=np.int64)
         return to_numpy(name, table.column(name), self._fill_for(name))
 
     def __call__(self, table: pa.Table, features: bool = True) -> dict[str, np.ndarray]:
@@ -268,6 +315,13 @@ class Converter:
             out[name] = arr
         if layout.label is not None:
             out[layout.label] = self.column(table, layout.label)
+        for name in self.binary:  # last: a block's first array tells its row count
+            column = table.column(name)  # no copy: the pieces' buffers, as read
+            if column.null_count and name in self.binary_fill:
+                column = pc.fill_null(column, self.binary_fill[name])
+            held = np.empty((), dtype=object)
+            held[()] = column
+            out[ARROW + name] = held
         return out
 
     def _stack(self, table: pa.Table, features: Sequence[str]) -> np.ndarray:
@@ -319,7 +373,9 @@ class Converter:
         nothing refers to any more (``_stacked``), as stacking does."""
         out: dict[str, np.ndarray] = {}
         for name, values in block.items():
-            if name == FEATURES and values.ndim == 2 and values.dtype == self.features_dtype:
+            if name.startswith(ARROW):  # the Arrow column: its positions are gathered
+                out[name] = values
+            elif name == FEATURES and values.ndim == 2 and values.dtype == self.features_dtype:
                 dest = self._stacked(len(picked))
                 # "clip": the positions are a permutation's (valid); "raise" buffers a copy
                 out[name] = np.take(values, picked, axis=0, out=dest, mode="clip")

@@ -74,7 +74,8 @@ class BatchSpec:
     """What a batch of rows becomes: the user's ``columns`` / ``feature_columns`` /
     ``label_column`` (docs/training.md, "Batches"), arrays for ``target`` (named in
     errors) cast to ``dtype`` (numpy's), nulls filled with ``fill_null``, and strings
-    kept as object arrays where ``strings`` (TensorFlow)."""
+    kept as object arrays where ``strings`` (TensorFlow), or binary and string columns
+    handed on as row positions for a transform where ``binary`` (raylake/train/binary.py)."""
 
     columns: Sequence[str] | None
     feature_columns: Sequence[str] | None
@@ -83,6 +84,7 @@ class BatchSpec:
     dtype: np.dtype | None
     fill_null: FillNull
     strings: bool = False
+    binary: bool = False
 
     def __post_init__(self) -> None:
         columns_arg(self.columns)  # a str is refused: columns='id' is not ['i', 'd']
@@ -101,6 +103,7 @@ class BatchSpec:
             layout,
             target=self.target,
             strings=self.strings,
+            binary=self.binary,
             dtype=self.dtype,
             fill_null=self.fill_null,
         )

@@ -3,7 +3,7 @@ device asked for: what the torch datasets and ``iter_torch_batches`` share."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -11,6 +11,7 @@ import torch
 
 from raylake.arguments import check_callable, check_count
 from raylake.errors import UnsupportedOperationError
+from raylake.train.binary import BinaryColumns
 from raylake.train.convert import FEATURES, FEATURES_T, FillNull, Layout
 from raylake.train.device import backend_for, pin_wanted
 from raylake.train.loader import Transform
@@ -67,10 +68,19 @@ def torch_spec(
     label_column: str | None,
     dtype: torch.dtype | None,
     fill_null: FillNull,
+    binary: bool = False,
 ) -> BatchSpec:
-    """The batches a torch loader's keywords ask for (a bad ``dtype`` raises here)."""
+    """The batches a torch loader's keywords ask for (a bad ``dtype`` raises here);
+    ``binary``: binary and string columns are handed to a transform as lists
+    (raylake/train/binary.py)."""
     return BatchSpec(
-        columns, feature_columns, label_column, "torch tensors", numpy_dtype_for(dtype), fill_null
+        columns,
+        feature_columns,
+        label_column,
+        "torch tensors",
+        numpy_dtype_for(dtype),
+        fill_null,
+        binary=binary,
     )
 
 
@@ -86,6 +96,7 @@ class TensorBatches:
         pin_memory: bool | None,
         prefetch: int = 0,
         feed_bytes: int = DEFAULT_FEED_BYTES,
+        binary: Sequence[str] = (),
     ) -> None:
         self.layout = layout
         self.dtype = dtype
@@ -94,6 +105,15 @@ class TensorBatches:
         self.pin_memory = pin_memory
         self.prefetch = check_count("prefetch", prefetch)
         self.feed_bytes = check_count("feed_bytes", feed_bytes, 1)
+        # Binary and string columns, as lists for the transform (Converter.binary).
+        self.binary = tuple(binary)
+        if self.binary and self.device is not None and self.device.type != "cpu":
+            raise UnsupportedOperationError(
+                f"binary and string columns ({', '.join(map(repr, self.binary))}) reach the "
+                "transform as lists of values on the host, which device= cannot copy; "
+                "leave device= out and move the transformed batch to the device in the "
+                "training loop (or pass pin_memory=True for pinned host batches)"
+            )
 
     def check_in_worker(self) -> None:
         if self.pin_memory or (self.device is not None and self.device.type != "cpu"):
@@ -126,9 +146,15 @@ class TensorBatches:
         batches cut as views of them (raylake/train/windows.py)."""
         backend = backend_for(self.device)
         layout = self.layout
+        to_tensors: Callable[[Block], Tensors] = self.tensor_dict
+        make: Callable[[Any], Any] = lambda runs: structures(layout, runs)  # noqa: E731
+        if self.binary:  # kept per pass: the windows' Arrow columns, by serial
+            columns = BinaryColumns(self.binary)
+            to_tensors = lambda block: self.tensor_dict(columns.window(block))  # noqa: E731
+            make = lambda runs: structures(layout, columns.values(runs))  # noqa: E731
         return TorchFeed(
-            self.tensor_dict,
-            lambda runs: structures(layout, runs),
+            to_tensors,
+            make,
             self.transform,
             backend,
             pin_wanted(self.pin_memory, backend),

@@ -52,7 +52,9 @@ class LakeIterableDataset(IterableDataset):
     into pinned host memory and copied to the GPU once, on a side stream; pinned host
     memory and device memory held by the loader each stay within ``feed_bytes``. With a
     ``transform`` and no device, ``prefetch`` batches are made and transformed on a
-    thread ahead of the consumer (0: on the consumer's thread).
+    thread ahead of the consumer (0: on the consumer's thread). With a ``transform``,
+    binary and string columns (not features) reach it as a list of ``bytes`` or ``str``
+    per batch, to decode (docs/training.md, "Binary and string columns").
     ``loader_threads`` caps the threads that decode pieces and convert windows at once,
     so a trainer's thread finds a core free (``max(1, cores - 1)`` leaves it one); by
     default (None or 0) there is no cap and pieces decode on pyarrow's own pool. In
@@ -99,7 +101,11 @@ class LakeIterableDataset(IterableDataset):
         check_flag("worker_file_sharing", worker_file_sharing)
         check_count("feed_bytes", feed_bytes, 1)
         epochs = Epochs(batch_size, shuffle, seed, drop_last, shuffle_window)
-        spec = torch_spec(columns, feature_columns, label_column, dtype, fill_null)
+        # With a transform, binary and string columns reach it as lists (docs/training.md,
+        # "Binary and string columns"); without one they are refused, naming the column.
+        spec = torch_spec(
+            columns, feature_columns, label_column, dtype, fill_null, transform is not None
+        )
         rows = TableRows(table, filter, snapshot_id, storage_options)
         source, converter = open_source(rows, spec)
         self._loader = ShardedLoader(
@@ -112,7 +118,14 @@ class LakeIterableDataset(IterableDataset):
             convert_ahead=1 if prefetch or read_ahead else 0,
         )
         self._output = TensorBatches(
-            converter.layout, dtype, transform, device, pin_memory, prefetch, feed_bytes
+            converter.layout,
+            dtype,
+            transform,
+            device,
+            pin_memory,
+            prefetch,
+            feed_bytes,
+            binary=converter.binary,
         )
         self._rank = rank
         self._world_size = world_size

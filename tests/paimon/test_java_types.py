@@ -84,6 +84,76 @@ def test_vector_column_is_a_2d_feature_tensor(paimon_copy: Any) -> None:
     assert np.array_equal(batch["emb"][:, 0].numpy(), ids)
 
 
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_vector_column_in_feature_and_label_positions(paimon_copy: Any, shuffle: bool) -> None:
+    """Stacked beside a scalar feature (batch x (1 + 3), float64: the common type), alone as the features, and as
+    the label: a (batch, 3) tensor each time, row for row with the id."""
+    torch = pytest.importorskip("torch")
+    from raylake.train.torch_iterable import LakeIterableDataset
+
+    table = paimon_copy("append_unaware")
+    _add_column(table, {"id": 3, "name": "emb", "type": VECTOR}, _embeddings)
+    kwargs: dict[str, Any] = dict(batch_size=3, shuffle=shuffle, shuffle_window=4)
+
+    def expected(ids: Any) -> Any:
+        ids = ids.to(torch.float32)
+        return torch.stack([ids, ids / 2, torch.full_like(ids, -1.0)], dim=1)
+
+    x_of = {r["id"]: r["x"] for r in raylake.open_table(str(table)).to_arrow().to_pylist()}
+    seen = []
+    for features, label in LakeIterableDataset(
+        str(table), feature_columns=["x", "emb"], label_column="id", **kwargs
+    ):
+        assert features.shape == (len(label), 4)
+        assert features[:, 0].tolist() == [x_of[i] for i in label.tolist()]
+        assert torch.equal(features[:, 1:].to(torch.float32), expected(label))
+        seen += label.tolist()
+    assert sorted(seen) == sorted(x_of)
+    for features, label in LakeIterableDataset(
+        str(table), feature_columns=["emb"], label_column="id", **kwargs
+    ):
+        assert features.shape == (len(label), 3)
+        assert torch.equal(features, expected(label))
+    for named, label in LakeIterableDataset(
+        str(table), columns=["id"], label_column="emb", **kwargs
+    ):
+        assert label.shape == (len(named["id"]), 3)
+        assert torch.equal(label, expected(named["id"]))
+
+
+@pytest.mark.parametrize(
+    ("fixture", "column"),
+    [
+        ("parquet_blob_data_evolution_with_dense_stats", "f0"),
+        ("orc_blob_data_evolution_with_dense_stats", "f0"),
+        ("parquet_blob_append_table_alter_table_with_cast_with_data_evolution", "f5"),
+        ("orc_blob_append_table_alter_table_with_cast_with_data_evolution", "f5"),
+    ],
+)
+def test_java_blob_column_reaches_a_torch_transform(fixture: str, column: str) -> None:
+    """A BLOB column of a Java-written table (its values in .blob files, merged by row
+    id) reaches LakeIterableDataset's transform as a list of bytes per batch."""
+    torch = pytest.importorskip("torch")
+    from java_corpus import ROOT
+
+    from raylake.train.torch_iterable import LakeIterableDataset
+
+    path = str(ROOT / fixture)
+    want = raylake.open_table(path).to_arrow().to_pylist()
+
+    def decode(batch: dict[str, Any]) -> Any:
+        assert all(isinstance(v, bytes) for v in batch[column])
+        lengths = torch.tensor([len(v) for v in batch[column]])
+        return batch["f3"], lengths, batch[column]
+
+    ds = LakeIterableDataset(path, columns=["f3", column], transform=decode, batch_size=3)
+    got = []
+    for f3, lengths, blobs in ds:
+        assert lengths.tolist() == [len(v) for v in blobs]
+        got += list(zip(f3.tolist(), blobs))
+    assert sorted(got) == sorted((r["f3"], r[column]) for r in want)
+
+
 def test_blob_column_reads_as_bytes(paimon_copy: Any) -> None:
     table = paimon_copy("append_unaware")
 
