@@ -31,7 +31,7 @@ def test_the_docs_cite_no_issue_numbers() -> None:
         f"{page.name}:{n}: {line.strip()}"
         for page in PAGES
         for n, line in enumerate(page.read_text().splitlines(), 1)
-        if re.search(r"\bissues? #?\d", line, re.IGNORECASE)
+        if re.search(r"\bissues?[ -]?#?\d", line, re.IGNORECASE)
     ]
     assert not cited, cited
 
