@@ -181,7 +181,7 @@ class Table(TableReads):
         properties = properties_arg(properties)
         allow_empty = check_flag("allow_empty", allow_empty)
         overwrite = overwrite_arg(mode, overwrite_filter, self.table_schema)
-        check_not_aborted(messages)
+        check_not_aborted(self.file_io, messages)
         request = commit_request(
             messages,
             overwrite,
