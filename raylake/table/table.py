@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import pyarrow as pa
 
-from raylake.arguments import check_flag, check_keywords, refuse_unknown_keywords
+from raylake.arguments import check_flag, refuse_unknown_keywords
 from raylake.errors import (
     InvalidArgumentError,
 )
@@ -52,7 +52,7 @@ from raylake.table.table_reads import TableReads
 from raylake.table.writer import CommitMessage, TableWriter, writing
 
 if TYPE_CHECKING:
-    from raylake.streaming.reader import StreamReader
+    from raylake.streaming.reader import StreamOptions, StreamReader
     from raylake.table.merge import TableMerger
 
 WriteMode = Literal["append", "overwrite", "upsert"]
@@ -351,24 +351,27 @@ class Table(TableReads):
 
     # -- streaming (docs/streaming.md) --------------------------------------------------
 
-    def stream(self, *, consumer_id: str | None = None, **options: Any) -> StreamReader:
+    def stream(
+        self,
+        *,
+        consumer_id: str | None = None,
+        options: StreamOptions | None = None,
+        **keywords: Any,
+    ) -> StreamReader:
         """A reader of the table's new snapshots: ``for plan in reader`` or ``async for``.
 
-        ``start`` (``"latest"``, ``"earliest"``, ``"latest-new"``, a snapshot id or a
-        datetime), ``poll_interval``, ``shard=(i, n)`` / ``buckets`` / ``bucket_filter``,
+        ``options`` is a :class:`raylake.streaming.StreamOptions`; its fields may be
+        given as keywords instead (they replace those of ``options``): ``start``
+        (``"latest"``, ``"earliest"``, ``"latest-new"``, a snapshot id or a datetime),
+        ``poll_interval``, ``shard=(i, n)`` / ``buckets`` / ``bucket_filter``,
         ``include_row_kind``, ``on_overwrite`` (``"refresh"``, ``"skip"``, ``"fail"``),
-        ``columns``, ``filter`` and ``catch_up_after``: see
-        :class:`raylake.streaming.StreamReader`. With ``consumer_id`` the reader resumes
-        where ``checkpoint()`` left off, and expiration keeps what it still needs.
+        ``columns``, ``filter``, ``catch_up_after`` and ``prefetch``. The defaults are
+        the same for every format. With ``consumer_id`` the reader resumes where
+        ``checkpoint()`` left off, and expiration keeps what it still needs.
         """
-        import inspect
-
         from raylake.streaming.reader import StreamReader
 
-        check_keywords(
-            "stream", options, set(inspect.signature(StreamReader).parameters) - {"table"}
-        )
-        return StreamReader(self, consumer_id=consumer_id, **options)
+        return StreamReader(self, consumer_id=consumer_id, options=options, **keywords)
 
     # -- maintenance and consumers (docs/maintenance.md) --------------------------------
 

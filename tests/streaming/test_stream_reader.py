@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -318,11 +319,13 @@ def test_bad_arguments(warehouse: Path) -> None:
     tbl.write(rows([1]))
     with pytest.raises(ConsumerError, match="invalid consumer id"):
         tbl.stream(consumer_id="../evil")
-    with pytest.raises(StreamError, match="out of range"):
+    with pytest.raises(StreamError, match=re.escape("0 <= index < count")):
         tbl.stream(shard=(3, 3))
     with pytest.raises(StreamError, match="pair"):
         tbl.stream(shard=(0,))  # type: ignore[arg-type]
-    with pytest.raises(StreamError, match="one of shard, buckets"):
+    with pytest.raises(
+        StreamError, match=re.escape("one of ['shard', 'buckets', 'bucket_filter']")
+    ):
         tbl.stream(shard=(0, 2), buckets=[1])
     with pytest.raises(SnapshotNotFoundError, match="snapshot 9 does not exist"):
         tbl.stream(start=9)
