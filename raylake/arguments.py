@@ -24,8 +24,9 @@ from typing import Any, TypeVar
 
 from raylake.errors import InvalidArgumentError, UnknownKeywordError
 
-# The class a check raises: InvalidArgumentError or one of its subclasses.
-Refusal = type[InvalidArgumentError]
+# What a check raises: InvalidArgumentError, one of its subclasses, or a function making
+# one (name, value, what is expected).
+Refusal = Callable[[str, Any, str], InvalidArgumentError]
 T = TypeVar("T")
 M = TypeVar("M", bound=Mapping[str, Any])
 F = TypeVar("F", bound=Callable[..., Any])

@@ -36,7 +36,7 @@ from raylake.arguments import (
     check_mapping,
     check_seconds,
 )
-from raylake.errors import StreamArgumentError, StreamError
+from raylake.errors import ConsumerArgumentError, StreamArgumentError, StreamError
 from raylake.expr import Expr
 from raylake.format.consumer import validate_consumer_id
 from raylake.io import absolute_uri
@@ -305,7 +305,7 @@ class StreamingJob:
             max_plans_per_step=check_count("max_plans_per_step", max_plans_per_step, 1),
             schema_mode=schema_mode_arg(schema_mode),
         )  # fmt: skip
-        validate_consumer_id(self.spec.shard_consumer(num_shards - 1))
+        _check_shard_consumers(self.spec)
         if output_schema is not None:
             check_instance(
                 "output_schema", output_schema, pa.Schema, "a pyarrow.Schema or None",
@@ -435,3 +435,19 @@ class StreamingJob:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
+
+
+def _check_shard_consumers(spec: JobSpec) -> None:
+    """The shards' consumer ids (the job's, with a suffix) must be valid ids as well."""
+    last = spec.shard_consumer(spec.num_shards - 1)
+    try:
+        validate_consumer_id(last)
+    except ConsumerArgumentError:
+        suffix = last[len(spec.consumer_id) :]
+        raise ConsumerArgumentError(
+            "consumer_id",
+            spec.consumer_id,
+            f"an id that stays a valid consumer id with the shard suffix {suffix!r} (at most "
+            f"{128 - len(suffix)} characters here)",
+            consumer_id=spec.consumer_id,
+        ) from None
