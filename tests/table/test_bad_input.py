@@ -248,8 +248,8 @@ def test_cli_refuses_negative_counts(
 @pytest.mark.parametrize(
     ("content", "flags", "message"),
     [
-        ("id,v\n1,a\n", ["--partition-by", "v"], "--partition-by: only with --create"),
-        ("id,v\n1,a\n", ["--buckets", "0"], "--buckets: only with --create"),
+        ("id,v\n1,a\n", ["--partition-by", "v"], "--partition-by must be given only with --create"),
+        ("id,v\n1,a\n", ["--buckets", "0"], "--buckets must be given only with --create"),
         ("id,v\n1,a\nx,b\n", [], "cannot read"),
     ],
 )
