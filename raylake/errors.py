@@ -306,6 +306,10 @@ class MergeError(RaylakeError, ValueError):
     """A merge (``Table.merge``) was given clauses or input it cannot apply."""
 
 
+class MergeArgumentError(InvalidArgumentError, MergeError):
+    """A merge's argument has the wrong type or value (``on``, a column to set, a value)."""
+
+
 class MergeCardinalityError(MergeError):
     """A target row of a merge matched more than one source row (SQL forbids it)."""
 

@@ -20,6 +20,7 @@ from raylake.errors import (
     ConsumerError,
     InvalidArgumentError,
     InvalidOptionError,
+    MergeError,
     SchemaError,
     StreamError,
 )
@@ -94,6 +95,13 @@ def _messages(**kwargs: Any) -> Call:
     return call
 
 
+def _merge(clause: Callable[[Any], Any]) -> Call:
+    def call(tbl: raylake.Table, tmp: Path) -> Any:
+        return clause(tbl.merge(ROWS, on="id")).execute()
+
+    return call
+
+
 # (kind of mistake, entry point, call, the argument named, the old class still raised)
 CASES: list[tuple[str, str, Call, str, type[Exception] | None]] = [
     # a flag that is not True or False
@@ -130,7 +138,7 @@ CASES: list[tuple[str, str, Call, str, type[Exception] | None]] = [
     # a mode or other choice that is not one of the choices
     ("choice", "Table.commit", _messages(mode="sideways"), "mode", None),
     ("choice", "from_pandas", _pandas(mode="ignore"), "mode", None),
-    ("choice", "LakeDatasink", _sink(mode="sideways"), "mode", None),
+    ("choice", "LakeDatasink", _sink(mode="sideways"), "mode", InvalidOptionError),
     ("choice", "Table.stream", lambda t, p: t.stream(on_overwrite="ignore"), "on_overwrite",
      StreamError),
     ("choice", "StreamingJob", _job(on_overwrite="ignore"), "on_overwrite", StreamError),
@@ -142,6 +150,11 @@ CASES: list[tuple[str, str, Call, str, type[Exception] | None]] = [
      ConsumerError),
     ("consumer", "StreamingJob", _job(consumer_id="a/b"), "consumer_id", ConsumerError),
     ("consumer", "read_lake_stream", _lake_stream(consumer_id=7), "consumer_id", ConsumerError),
+    # a merge clause's column or value of the wrong type
+    ("merge", "when_matched_update", _merge(lambda m: m.when_matched_update({1: "s.v"})),
+     "a column to set", MergeError),
+    ("merge", "when_not_matched_insert", _merge(lambda m: m.when_not_matched_insert({"v": [1]})),
+     "a merge value", MergeError),
     # a table option set to None
     ("option", "create_table", _new(options={"bucket": None}), "bucket", InvalidOptionError),
     ("option", "LakeDatasink", _sink(options={"bucket": None}), "bucket", InvalidOptionError),

@@ -21,8 +21,9 @@ from ray.data.block import Block, BlockAccessor
 from ray.data.datasource import Datasink
 from ray.data.datasource.datasink import WriteResult
 
-from raylake.arguments import check_choice, check_flag, check_instance, check_mapping
+from raylake.arguments import check_flag, check_instance, check_mapping
 from raylake.errors import (
+    InvalidOptionError,
     SchemaArgumentError,
     TableNotFoundError,
 )
@@ -88,8 +89,9 @@ class LakeDatasink(Datasink[TaskCommit]):
         schema_mode: str = "strict",
     ) -> None:
         self.merge = schema_mode_arg(schema_mode) == "merge"
-        if mode is not None:
-            check_choice("mode", mode, get_args(SinkMode))
+        if mode is not None and mode not in get_args(SinkMode):
+            # An InvalidOptionError, as it always was: an InvalidArgumentError now.
+            raise InvalidOptionError("mode", mode, f"expected one of {list(get_args(SinkMode))}")
         if schema is not None:
             check_instance(
                 "schema", schema, pa.Schema, "a pyarrow.Schema or None", SchemaArgumentError
