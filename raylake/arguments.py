@@ -6,17 +6,27 @@ a ValueError), never a later error from inside Ray or a read. A string such as
 ``"false"`` is truthy, so a flag taken by truthiness would do the opposite of what it
 says (``compact(full="no")`` used to compact fully): flags take True or False only.
 
+Every refusal of an argument is an :class:`InvalidArgumentError`, whichever layer
+makes it. Where a layer raised its own error for argument mistakes before (streams a
+StreamError, consumers a ConsumerError, schemas a SchemaError, table options an
+InvalidOptionError), a check passes ``error=`` one of the subclasses of both
+(:class:`~raylake.errors.StreamArgumentError`, ...), so that code catching the old class
+still works (docs/decisions.md, "Argument errors").
+
 Top-level and importing nothing of raylake but its errors, so that every layer, the
 format included, may use it; the checks of the table's own argument types (snapshot
 ids, column lists, URIs) are in raylake/table/args.py."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence, Set
 from typing import Any, TypeVar
 
 from raylake.errors import InvalidArgumentError, UnknownKeywordError
 
+# What a check raises: InvalidArgumentError, one of its subclasses, or a function making
+# one (name, value, what is expected).
+Refusal = Callable[[str, Any, str], InvalidArgumentError]
 T = TypeVar("T")
 M = TypeVar("M", bound=Mapping[str, Any])
 F = TypeVar("F", bound=Callable[..., Any])
@@ -27,52 +37,132 @@ def is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def check_count(name: str, value: object, minimum: int = 0) -> int:
+def is_int(value: object) -> bool:
+    """An int that is not a bool."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_count(
+    name: str, value: object, minimum: int = 0, error: Refusal = InvalidArgumentError
+) -> int:
     """``value`` if it is an int >= ``minimum``; else InvalidArgumentError naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InvalidArgumentError(name, value, f"an int >= {minimum}")
-    return value
-
-
-def check_optional_count(name: str, value: object, minimum: int = 1) -> int | None:
-    """``value`` if it is None or an int >= ``minimum`` (a cap that None leaves open)."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InvalidArgumentError(name, value, f"an int >= {minimum} or None")
-    return value
-
-
-def check_seconds(name: str, value: object) -> float | None:
-    """``value`` if it is None or a number of seconds >= 0."""
-    if value is not None and (not is_number(value) or not value >= 0):  # type: ignore[operator]
-        raise InvalidArgumentError(name, value, "a number of seconds >= 0 or None")
+    if not is_int(value) or value < minimum:  # type: ignore[operator]
+        raise error(name, value, f"an int >= {minimum}")
     return value  # type: ignore[return-value]
 
 
-def check_flag(name: str, value: object) -> bool:
-    """``value`` if it is True or False; else InvalidArgumentError naming ``name``."""
-    if not isinstance(value, bool):
-        raise InvalidArgumentError(name, value, "True or False")
+def check_optional_count(
+    name: str,
+    value: object,
+    minimum: int = 1,
+    error: Refusal = InvalidArgumentError,
+    none: str = "None",
+) -> int | None:
+    """``value`` if it is None or an int >= ``minimum`` (a cap that None leaves open;
+    ``none`` says what None means)."""
+    if value is None:
+        return None
+    if not is_int(value) or value < minimum:  # type: ignore[operator]
+        raise error(name, value, f"an int >= {minimum} or {none}")
+    return value  # type: ignore[return-value]
+
+
+def check_seconds(
+    name: str,
+    value: object,
+    error: Refusal = InvalidArgumentError,
+    optional: bool = True,
+    positive: bool = False,
+) -> float | None:
+    """``value`` if it is a number of seconds >= 0 (> 0 with ``positive``), or None where
+    ``optional``."""
+    if value is None and optional:
+        return None
+    if not is_number(value) or not (value > 0 if positive else value >= 0):  # type: ignore[operator]
+        bound = "> 0" if positive else ">= 0"
+        raise error(name, value, f"a number of seconds {bound}{' or None' if optional else ''}")
+    return value  # type: ignore[return-value]
+
+
+def check_choice(
+    name: str, value: T, choices: Collection[Any], error: Refusal = InvalidArgumentError
+) -> T:
+    """``value`` if it is one of ``choices`` (a mode, a start name, ...)."""
+    if isinstance(value, bool) or not _is_hashable(value) or value not in choices:
+        raise error(name, value, f"one of {list(choices)}")
     return value
 
 
-def check_mapping(name: str, value: M | None, values: str = "") -> M | None:
+def _is_hashable(value: object) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
+
+
+def check_names(name: str, value: object, error: Refusal = InvalidArgumentError) -> tuple[str, ...]:
+    """``value`` as a tuple if it is a list (tuple, set) of column names; one string is
+    refused, with the list it may have meant: is ``"a,b"`` one column or two?"""
+    if isinstance(value, str | bytes) or not isinstance(value, Sequence | Set):
+        hint = f" (for one column: [{value!r}])" if isinstance(value, str) else ""
+        raise error(name, value, f"a list of column names{hint}")
+    names = tuple(value)
+    if not all(isinstance(c, str) for c in names):
+        raise error(name, value, "a list of column names (strings)")
+    return names
+
+
+def check_exclusive(given: Mapping[str, object], error: Refusal = InvalidArgumentError) -> None:
+    """Refuse more than one of ``given`` (keyword: value) other than None: which one
+    should win would be a guess."""
+    named = [k for k, v in given.items() if v is not None]
+    if len(named) > 1:
+        raise error(
+            " and ".join(named), tuple(given[k] for k in named), f"one of {list(given)}, not both"
+        )
+
+
+def check_instance(
+    name: str,
+    value: T,
+    kind: type | tuple[type, ...],
+    what: str,
+    error: Refusal = InvalidArgumentError,
+) -> T:
+    """``value`` if it is an instance of ``kind`` (described as ``what``)."""
+    if not isinstance(value, kind):
+        raise error(name, value, what)
+    return value
+
+
+def check_flag(name: str, value: object, error: Refusal = InvalidArgumentError) -> bool:
+    """``value`` if it is True or False; else InvalidArgumentError naming ``name``."""
+    if not isinstance(value, bool):
+        raise error(name, value, "True or False")
+    return value
+
+
+def check_mapping(
+    name: str, value: M | None, values: str = "", error: Refusal = InvalidArgumentError
+) -> M | None:
     """``value`` if it is None or a mapping with string keys (and, with ``values="str"``,
     string values): ``storage_options``, ``ray_remote_args``, ``actor_options``, ..."""
     if value is None:
         return value
     if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
-        raise InvalidArgumentError(name, value, "a dict with string keys, or None")
+        raise error(name, value, "a dict with string keys, or None")
     if values == "str" and not all(isinstance(v, str) for v in value.values()):
-        raise InvalidArgumentError(name, value, "a dict of strings to strings, or None")
+        raise error(name, value, "a dict of strings to strings, or None")
     return value
 
 
-def check_callable(name: str, value: T) -> T:
-    """``value`` if it is None or callable (a ``transform``, a hook)."""
-    if value is not None and not callable(value):
-        raise InvalidArgumentError(name, value, "a callable or None")
+def check_callable(
+    name: str, value: T, error: Refusal = InvalidArgumentError, optional: bool = True
+) -> T:
+    """``value`` if it is callable (a ``transform``, a hook), or None where ``optional``."""
+    if not (value is None and optional) and not callable(value):
+        raise error(name, value, "a callable or None" if optional else "a callable")
     return value
 
 

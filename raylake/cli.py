@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow as pa
 
 from raylake import __version__
-from raylake.errors import RaylakeError
+from raylake.errors import InvalidArgumentError, RaylakeError
 from raylake.progress import progress_enabled
 from raylake.table import Snapshot, Table, create_table, open_table, table_exists
 from raylake.table.kind import kind_of
@@ -244,7 +244,11 @@ def cmd_write(args: argparse.Namespace) -> int:
         ]
         if given:  # they would be ignored: the table exists, or none is created
             flags = ", ".join("--" + f.replace("_", "-") for f in given)
-            raise RaylakeError(f"{flags}: only with --create, for a table that does not exist")
+            raise InvalidArgumentError(
+                flags,
+                getattr(args, given[0]),
+                "given only with --create, for a table that does not exist",
+            )
         tbl = _open(args)
     else:
         inferred = file_dataset(args.files[0], args.format).schema

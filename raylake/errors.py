@@ -155,6 +155,17 @@ class InvalidArgumentError(RaylakeError, TypeError, ValueError):
         self.value = value
 
 
+class InvalidOptionError(InvalidArgumentError):
+    """An unknown table option, or an option with an invalid value (an argument mistake:
+    the options of ``create_table`` and the sinks, a store's retry settings)."""
+
+    def __init__(self, key: str, value: Any, reason: str) -> None:
+        Exception.__init__(self, f"invalid option {key}={value!r}: {reason}")
+        self.key = key
+        self.name = key
+        self.value = value
+
+
 class UnknownKeywordError(InvalidArgumentError):
     """A call got a keyword it does not take (a typo, ``colums=``): refused rather than
     ignored or passed on, with the closest keyword it does take."""
@@ -257,6 +268,31 @@ class StreamError(RaylakeError, ValueError):
     """A stream was asked for something it cannot do (bad start, shard spec, overwrite)."""
 
 
+# Argument mistakes of streams, consumers and schemas used to raise StreamError,
+# ConsumerError or SchemaError, depending on the module. They are InvalidArgumentErrors
+# now (raylake/arguments.py); these subclasses keep ``except StreamError`` (...) working.
+
+
+class StreamArgumentError(InvalidArgumentError, StreamError):
+    """A stream's argument has the wrong type or value (``start``, ``shard``,
+    ``on_overwrite``, a job's ``num_shards``, ...)."""
+
+
+class ConsumerArgumentError(InvalidArgumentError, ConsumerError):
+    """A consumer id or a consumer's snapshot id has the wrong type or value."""
+
+    def __init__(
+        self, name: str, value: Any, expected: str, *, consumer_id: str | None = None
+    ) -> None:
+        InvalidArgumentError.__init__(self, name, value, expected)
+        self.consumer_id = consumer_id
+
+
+class SchemaArgumentError(InvalidArgumentError, SchemaError):
+    """A keyword that lays out a new table (``schema``, ``partition_by``, ``primary_key``,
+    ``buckets``, ``options``) or names columns to read has the wrong type or value."""
+
+
 class CommitConflictError(RaylakeError):
     """A commit lost a race with a concurrent commit it conflicts with."""
 
@@ -268,6 +304,10 @@ class CommitConflictError(RaylakeError):
 
 class MergeError(RaylakeError, ValueError):
     """A merge (``Table.merge``) was given clauses or input it cannot apply."""
+
+
+class MergeArgumentError(InvalidArgumentError, MergeError):
+    """A merge's argument has the wrong type or value (``on``, a column to set, a value)."""
 
 
 class MergeCardinalityError(MergeError):
@@ -357,15 +397,6 @@ class StorageFullError(RaylakeError, OSError):
             "is as it was, and the files this write had written were removed"
         )
         self.uri = uri
-
-
-class InvalidOptionError(RaylakeError, ValueError):
-    """An unknown table option, or an option with an invalid value."""
-
-    def __init__(self, key: str, value: Any, reason: str) -> None:
-        super().__init__(f"invalid option {key}={value!r}: {reason}")
-        self.key = key
-        self.value = value
 
 
 class UnsupportedOperationError(RaylakeError):

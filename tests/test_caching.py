@@ -114,8 +114,7 @@ def _unregistered_caches() -> list[str]:
 
 
 def test_every_process_cache_is_registered() -> None:
-    # The record of aborted commit messages is a guarantee, not a cache: never cleared.
-    assert _unregistered_caches() == ["table/aborted.py:23"]
+    assert _unregistered_caches() == []
 
 
 def test_clear_caches_reaches_every_cache(tmp_path: object) -> None:

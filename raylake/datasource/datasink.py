@@ -21,18 +21,18 @@ from ray.data.block import Block, BlockAccessor
 from ray.data.datasource import Datasink
 from ray.data.datasource.datasink import WriteResult
 
-from raylake.arguments import check_flag, check_mapping
+from raylake.arguments import check_flag, check_instance, check_mapping
 from raylake.errors import (
     InvalidOptionError,
-    SchemaError,
+    SchemaArgumentError,
     TableNotFoundError,
 )
 from raylake.format.schema import SCHEMA_DIR, TableSchema
 from raylake.format.snapshot import SnapshotManager
+from raylake.format.table_spec import TableSpec
 from raylake.io import FileIO
 from raylake.table import CommitMessage, Snapshot, Table, open_table
 from raylake.table.aborted import outcome_unknown
-from raylake.table.args import columns_arg
 from raylake.table.catalog import open_or_create_table, table_columns, table_exists
 from raylake.table.conform import check_schema as check_table_schema
 from raylake.table.evolve import (
@@ -90,18 +90,20 @@ class LakeDatasink(Datasink[TaskCommit]):
     ) -> None:
         self.merge = schema_mode_arg(schema_mode) == "merge"
         if mode is not None and mode not in get_args(SinkMode):
+            # An InvalidOptionError, as it always was: an InvalidArgumentError now.
             raise InvalidOptionError("mode", mode, f"expected one of {list(get_args(SinkMode))}")
-        if schema is not None and not isinstance(schema, pa.Schema):
-            raise SchemaError(f"schema must be a pyarrow.Schema, got {type(schema).__name__}")
+        if schema is not None:
+            check_instance(
+                "schema", schema, pa.Schema, "a pyarrow.Schema or None", SchemaArgumentError
+            )
         self.file_io = FileIO(uri, storage_options)
         self.mode = mode
-        self._create = _CreateSpec(
+        self._create = _Create(
             schema,
             check_flag("create_if_missing", create_if_missing),
-            columns_arg(partition_by, "partition_by") or (),
-            columns_arg(primary_key, "primary_key") or (),
-            buckets,
-            options,
+            TableSpec.of(
+                partition_by=partition_by, primary_key=primary_key, buckets=buckets, options=options
+            ),
         )
         self._properties = dict(check_mapping("commit_properties", commit_properties, "str") or {})
         self._table_schema: TableSchema | None = None
@@ -179,10 +181,7 @@ class LakeDatasink(Datasink[TaskCommit]):
             self.file_io.uri,
             spec.schema or data_schema,
             create_if_missing=spec.create_if_missing,
-            partition_by=spec.partition_by,
-            primary_key=spec.primary_key,
-            buckets=spec.buckets,
-            options=spec.options,
+            spec=spec.layout,
             storage_options=self.file_io.storage_options,
             schema_hint="The dataset is empty: pass schema= to LakeDatasink/write_lake.",
         )
@@ -276,13 +275,12 @@ class LakeDatasink(Datasink[TaskCommit]):
 
 
 @dataclass(frozen=True)
-class _CreateSpec:
+class _Create:
+    """Whether and how a missing table is created."""
+
     schema: pa.Schema | None
     create_if_missing: bool
-    partition_by: tuple[str, ...]
-    primary_key: tuple[str, ...]
-    buckets: int | None
-    options: Mapping[str, Any] | None
+    layout: TableSpec
 
 
 def _arrow_schema(schema: Any) -> pa.Schema | None:

@@ -20,6 +20,7 @@ left believing in snapshots that are gone (docs/maintenance.md).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -30,7 +31,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from raylake.errors import ConsumerError, CorruptMetadataError, StreamPositionExpiredError
+from raylake.arguments import check_count
+from raylake.errors import (
+    ConsumerArgumentError,
+    ConsumerError,
+    CorruptMetadataError,
+    StreamPositionExpiredError,
+)
 from raylake.format.metadata_json import json_object
 from raylake.format.snapshot import SnapshotManager
 from raylake.io import FileIO
@@ -52,33 +59,29 @@ MARKER_STALE_MS = 10 * 60 * 1000
 
 
 def validate_consumer_id(consumer_id: Any) -> str:
-    """Return ``consumer_id`` if it is a safe file-name component, else raise ConsumerError."""
+    """Return ``consumer_id`` if it is a safe file-name component, else raise
+    :class:`ConsumerArgumentError` (an InvalidArgumentError and a ConsumerError)."""
     if not isinstance(consumer_id, str):
-        raise ConsumerError(
-            f"a consumer id must be a string, got {type(consumer_id).__name__} {consumer_id!r}"
-        )
+        raise ConsumerArgumentError("consumer_id", consumer_id, "a string")
     if not _ID_PATTERN.match(consumer_id) or consumer_id.endswith(_TMP_SUFFIX):
-        raise ConsumerError(
-            f"invalid consumer id {consumer_id!r}: use 1-128 letters, digits, '.', '_' or '-', "
-            "starting with a letter or digit and not ending in '.tmp'",
+        raise ConsumerArgumentError(
+            "consumer_id",
+            consumer_id,
+            "a valid consumer id: 1-128 letters, digits, '.', '_' or '-', starting with a "
+            "letter or digit and not ending in '.tmp'",
             consumer_id=consumer_id,
         )
     return consumer_id
 
 
 def validate_next_snapshot_id(consumer_id: str, next_snapshot_id: Any) -> int:
-    if isinstance(next_snapshot_id, bool) or not isinstance(next_snapshot_id, int):
-        raise ConsumerError(
-            f"consumer {consumer_id!r}: next snapshot id must be an int, got {next_snapshot_id!r}",
-            consumer_id=consumer_id,
-        )
-    if next_snapshot_id < 1:
-        raise ConsumerError(
-            f"consumer {consumer_id!r}: next snapshot id must be >= 1 (snapshot ids start at 1), "
-            f"got {next_snapshot_id}",
-            consumer_id=consumer_id,
-        )
-    return next_snapshot_id
+    """``next_snapshot_id`` of consumer ``consumer_id`` if it is a snapshot id (>= 1)."""
+    return check_count(
+        f"next_snapshot_id of consumer {consumer_id!r}",
+        next_snapshot_id,
+        1,
+        functools.partial(ConsumerArgumentError, consumer_id=consumer_id),
+    )
 
 
 def consumer_path(consumer_id: str) -> str:

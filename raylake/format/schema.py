@@ -16,9 +16,9 @@ from typing import Any, TypeVar
 
 import pyarrow as pa
 
-from raylake.errors import CorruptMetadataError, InvalidOptionError, SchemaError
+from raylake.errors import CorruptMetadataError, SchemaError
 from raylake.format.options import TableOptions, check_primary_key_only
-from raylake.format.types import field_from_json, field_to_json, normalize_type
+from raylake.format.types import field_from_json, field_to_json
 
 T = TypeVar("T")
 
@@ -189,35 +189,11 @@ def build_table_schema(
     buckets: int | None = None,
     options: Mapping[str, Any] | None = None,
 ) -> TableSchema:
-    """Validate user input and normalize the Arrow schema into what is stored."""
-    if not isinstance(schema, pa.Schema):
-        raise SchemaError(f"schema must be a pyarrow.Schema, got {type(schema).__name__}")
-    for name, value in (("partition_by", partition_by), ("primary_key", primary_key)):
-        if isinstance(value, str):
-            raise SchemaError(f"{name} must be a list of column names, got the string {value!r}")
-        if not isinstance(value, Sequence) or not all(isinstance(c, str) for c in value):
-            raise SchemaError(f"{name} must be a list of column names, got {value!r}")
-    if buckets is not None and (not isinstance(buckets, int) or isinstance(buckets, bool)):
-        raise SchemaError(
-            f"buckets must be an int >= 1 or None, got {type(buckets).__name__} {buckets!r}"
-        )
-    if options is not None and (
-        not isinstance(options, Mapping) or not all(isinstance(k, str) for k in options)
-    ):
-        raise SchemaError(f"options must be a mapping of option names to values, got {options!r}")
-    for key, value in (options or {}).items():
-        if value is None:  # it would be stored as 'None' ('none' is a compression)
-            raise InvalidOptionError(
-                key, value, "expected a value; leave the key out for the default"
-            )
-    fields_ = [
-        pa.field(f.name, normalize_type(f.type), nullable=f.nullable and f.name not in primary_key)
-        for f in schema
-    ]
-    return TableSchema(
-        arrow_schema=pa.schema(fields_),
-        partition_keys=tuple(partition_by),
-        primary_key=tuple(primary_key),
-        buckets=1 if buckets is None else int(buckets),
-        options={k: str(v) for k, v in (options or {}).items()},
+    """Validate user input and normalize the Arrow schema into what is stored (the
+    keywords' checks are :class:`~raylake.format.table_spec.TableSpec`'s)."""
+    from raylake.format.table_spec import TableSpec
+
+    spec = TableSpec.of(
+        partition_by=partition_by, primary_key=primary_key, buckets=buckets, options=options
     )
+    return spec.table_schema(schema)

@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pyspark.sql import DataFrame, SparkSession
 
+from raylake.arguments import check_choice
 from raylake.errors import (
     EnvironmentSetupError,
     InvalidArgumentError,
     InvalidOptionError,
     MissingDependencyError,
-    RaylakeError,
     TableAlreadyExistsError,
 )
 from raylake.spark.session import check_dataframe, check_session
@@ -63,7 +63,7 @@ def to_ray(
     check_dataframe(df)
     if via == "table":
         if uri is None:
-            raise RaylakeError("to_ray(df, via='table') needs uri= (where to write the table)")
+            raise InvalidArgumentError("uri", uri, "where to write the table, with via='table'")
         if mode not in _HANDOFF_MODES:
             raise InvalidOptionError("mode", mode, f"expected one of {list(_HANDOFF_MODES)}")
         if mode == "error" and table_exists(uri, storage_options=storage_options):
@@ -79,8 +79,7 @@ def to_ray(
 
         snapshot_id = snap.id if snap is not None else None
         return read_lake(uri, snapshot_id=snapshot_id, storage_options=storage_options)
-    if via != "raydp":
-        raise RaylakeError(f"to_ray(via={via!r}): use 'raydp' or 'table'")
+    check_choice("via", via, ("raydp", "table"))
     ray = _ray(df.sparkSession)
     from raydp.spark import from_spark_recoverable
 

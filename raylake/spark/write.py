@@ -33,6 +33,7 @@ from raylake.arguments import check_flag, check_mapping
 from raylake.errors import SchemaMismatchError
 from raylake.format.schema import TableSchema
 from raylake.format.snapshot import Snapshot
+from raylake.format.table_spec import TableSpec
 from raylake.io import FileIO
 from raylake.spark.credentials import broadcast_credentials, destroy, install_credentials
 from raylake.spark.session import check_dataframe
@@ -98,6 +99,9 @@ def write(
     """
     check_dataframe(df)
     check_flag("create_if_missing", create_if_missing)
+    layout = TableSpec.of(
+        partition_by=partition_by, primary_key=primary_key, buckets=buckets, options=options
+    )
     properties = dict(check_mapping("commit_properties", commit_properties, "str") or {})
     merge = schema_mode_arg(schema_mode) == "merge"
     arrow_schema = arrow_schema_of(df.schema)  # unsupported types fail here, by column
@@ -105,10 +109,7 @@ def write(
         uri,
         arrow_schema,
         create_if_missing=create_if_missing,
-        partition_by=partition_by,
-        primary_key=primary_key,
-        buckets=buckets,
-        options=options,
+        spec=layout,
         storage_options=storage_options,
     )
     try:

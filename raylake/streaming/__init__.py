@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from raylake.streaming.options import StreamOptions, StreamPosition
 from raylake.streaming.plan import StreamPlan
-from raylake.streaming.reader import StreamPosition, StreamReader
+from raylake.streaming.reader import StreamReader
 from raylake.streaming.shard import ShardSpec
 from raylake.streaming.splits import ROW_KIND, ChangelogSplit, DiffSplit, InsertSplit
 
@@ -24,6 +25,7 @@ __all__ = [
     "DiffSplit",
     "InsertSplit",
     "ShardSpec",
+    "StreamOptions",
     "StreamPlan",
     "StreamPosition",
     "StreamReader",

@@ -29,17 +29,28 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from raylake.arguments import check_count, check_flag, check_mapping, check_seconds
-from raylake.errors import StreamError
+from raylake.arguments import (
+    check_callable,
+    check_count,
+    check_instance,
+    check_mapping,
+    check_seconds,
+)
+from raylake.errors import ConsumerArgumentError, StreamArgumentError, StreamError
 from raylake.expr import Expr
 from raylake.format.consumer import validate_consumer_id
 from raylake.io import absolute_uri
 from raylake.io.credentials import StorageOptions
 from raylake.streaming.job_check import check_job, check_on_overwrite
-from raylake.streaming.plan import OnOverwrite, StreamPlan
-from raylake.streaming.reader import DEFAULT_CATCH_UP_AFTER, StartPosition, StreamReader
+from raylake.streaming.options import (
+    JOB_DEFAULTS,
+    OnOverwrite,
+    StartPosition,
+    StreamOptions,
+)
+from raylake.streaming.plan import StreamPlan
+from raylake.streaming.reader import StreamReader
 from raylake.table import Table, open_table
-from raylake.table.args import columns_arg
 from raylake.table.evolve import merged_tables, schema_mode_arg
 from raylake.table.writer import writing
 
@@ -61,36 +72,22 @@ class JobSpec:
     consumer_id: str
     num_shards: int
     sink_uri: str | None = None
-    start: StartPosition = "earliest"
-    poll_interval: float = 0.2
-    columns: tuple[str, ...] | None = None
-    filter: str | Expr | None = None
-    include_row_kind: bool = False
-    on_overwrite: OnOverwrite = "fail"
+    # How the shards read the source (their shard and prefetch are set per shard).
+    stream: StreamOptions = JOB_DEFAULTS
     storage_options: StorageOptions | None = field(default=None, repr=False)
     sink_storage_options: StorageOptions | None = field(default=None, repr=False)
     max_plans_per_step: int = 8
-    catch_up_after: int = DEFAULT_CATCH_UP_AFTER
     # "merge": columns of fn's output that the sink lacks are added to it first.
     schema_mode: str = "strict"
 
     def shard_consumer(self, shard: int) -> str:
         return f"{self.consumer_id}.shard-{shard}-of-{self.num_shards}"
 
-    def reader_options(self, shard: int) -> dict[str, Any]:
-        """The ``Table.stream`` options of a shard's reader but its consumer id: the same
-        for the actor's reader and for the driver's check of it (job_check.py)."""
-        return {
-            "start": self.start,
-            "poll_interval": self.poll_interval,
-            "shard": (shard, self.num_shards),
-            "include_row_kind": self.include_row_kind,
-            "on_overwrite": self.on_overwrite,
-            "columns": self.columns,
-            "filter": self.filter,
-            "catch_up_after": self.catch_up_after,
-            "prefetch": False,  # a step reads what is there; the actor holds no threads
-        }
+    def reader_options(self, shard: int) -> StreamOptions:
+        """The stream options of a shard's reader: the same for the actor's reader and
+        for the driver's check of it (job_check.py)."""
+        # A step reads what is there; the actor holds no threads.
+        return self.stream.replace(shard=(shard, self.num_shards), prefetch=False)
 
 
 @dataclass(frozen=True)
@@ -119,7 +116,7 @@ class ShardWorker:
 
     def _open_reader(self) -> StreamReader:
         options = self.spec.reader_options(self.shard)
-        return self.source.stream(consumer_id=self.consumer_id, **options)  # type: ignore[no-any-return]
+        return self.source.stream(consumer_id=self.consumer_id, options=options)
 
     def _resume(self) -> int:
         """Move past plans whose output the sink already holds; the sink snapshot to
@@ -269,15 +266,15 @@ class StreamingJob:
         consumer_id: str,
         num_shards: int = 1,
         sink_uri: str | None = None,
-        start: StartPosition = "earliest",
-        poll_interval: float = 0.2,
+        start: StartPosition = JOB_DEFAULTS.start,
+        poll_interval: float = JOB_DEFAULTS.poll_interval,
         columns: Sequence[str] | None = None,
         filter: str | Expr | None = None,
         include_row_kind: bool = False,
-        on_overwrite: OnOverwrite = "fail",
+        on_overwrite: OnOverwrite = JOB_DEFAULTS.on_overwrite,
         storage_options: Mapping[str, Any] | None = None,
         sink_storage_options: Mapping[str, Any] | None = None,
-        catch_up_after: int = DEFAULT_CATCH_UP_AFTER,
+        catch_up_after: int | None = JOB_DEFAULTS.catch_up_after,
         max_plans_per_step: int = 8,
         max_restarts: int = -1,
         actor_options: Mapping[str, Any] | None = None,
@@ -285,17 +282,15 @@ class StreamingJob:
         schema_mode: str = "strict",
         ready_timeout: float | None = None,
     ) -> None:
-        if not callable(fn):
-            raise StreamError(f"fn must be callable, got {fn!r}")
-        if ready_timeout is not None and (
-            isinstance(ready_timeout, bool)
-            or not isinstance(ready_timeout, int | float)
-            or not ready_timeout > 0
-        ):
-            raise StreamError(f"ready_timeout must be a number > 0 or None, got {ready_timeout!r}")
-        if isinstance(num_shards, bool) or not isinstance(num_shards, int) or num_shards < 1:
-            raise StreamError(f"num_shards must be an int >= 1, got {num_shards!r}")
+        check_callable("fn", fn, StreamArgumentError, optional=False)
+        check_seconds("ready_timeout", ready_timeout, StreamArgumentError, positive=True)
+        check_count("num_shards", num_shards, 1, StreamArgumentError)
         validate_consumer_id(consumer_id)
+        stream = JOB_DEFAULTS.replace(
+            start=start, poll_interval=poll_interval, columns=columns, filter=filter,
+            include_row_kind=include_row_kind, on_overwrite=on_overwrite,
+            catch_up_after=catch_up_after,
+        )  # fmt: skip
         check_on_overwrite(on_overwrite, num_shards, sink_uri)
         check_mapping("sink_storage_options", sink_storage_options)
         # The pickled spec carries secrets by reference only (docs/object-stores.md): the
@@ -304,21 +299,18 @@ class StreamingJob:
             # Actors run in working directories of their own: relative paths are the driver's.
             uri=absolute_uri(uri), fn=fn, consumer_id=consumer_id, num_shards=num_shards,
             sink_uri=None if sink_uri is None else absolute_uri(sink_uri),
-            start=start, poll_interval=poll_interval,
-            columns=columns_arg(columns), filter=filter,
-            include_row_kind=check_flag("include_row_kind", include_row_kind),
-            on_overwrite=on_overwrite,
+            stream=stream,
             storage_options=StorageOptions.of(storage_options),
             sink_storage_options=StorageOptions.of(sink_storage_options),
-            catch_up_after=catch_up_after,
             max_plans_per_step=check_count("max_plans_per_step", max_plans_per_step, 1),
             schema_mode=schema_mode_arg(schema_mode),
         )  # fmt: skip
-        validate_consumer_id(self.spec.shard_consumer(num_shards - 1))
-        if output_schema is not None and not isinstance(output_schema, pa.Schema):
-            raise StreamError(
-                f"output_schema must be a pyarrow.Schema, got {type(output_schema).__name__}"
-            )
+        _check_shard_consumers(self.spec)
+        if output_schema is not None:
+            check_instance(
+                "output_schema", output_schema, pa.Schema, "a pyarrow.Schema or None",
+                StreamArgumentError,
+            )  # fmt: skip
         self.output_schema = output_schema
         # The caller's options, secrets included: the driver checks the tables with them
         # (job_check.py); they are never part of what the actors get.
@@ -411,7 +403,9 @@ class StreamingJob:
         """Process new snapshots until every shard is past ``until_snapshot``, or for
         ``duration`` seconds (one of them, or both: whichever comes first)."""
         if until_snapshot is None and duration is None:
-            raise StreamError("run() needs until_snapshot= or duration= (or both)")
+            raise StreamArgumentError(
+                "until_snapshot", None, "a snapshot id, or duration= given (run() needs either)"
+            )
         if until_snapshot is not None:  # 0: a table without snapshots yet
             check_count("until_snapshot", until_snapshot)
         check_seconds("duration", duration)
@@ -425,7 +419,7 @@ class StreamingJob:
             if deadline is not None and time.monotonic() >= deadline:
                 return statuses
             if not any(s.plans for s in statuses):
-                time.sleep(self.spec.poll_interval)
+                time.sleep(self.spec.stream.poll_interval)
 
     def stop(self) -> None:
         """Kill the actors; progress is in the consumers and the sink, not in them."""
@@ -441,3 +435,19 @@ class StreamingJob:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
+
+
+def _check_shard_consumers(spec: JobSpec) -> None:
+    """The shards' consumer ids (the job's, with a suffix) must be valid ids as well."""
+    last = spec.shard_consumer(spec.num_shards - 1)
+    try:
+        validate_consumer_id(last)
+    except ConsumerArgumentError:
+        suffix = last[len(spec.consumer_id) :]
+        raise ConsumerArgumentError(
+            "consumer_id",
+            spec.consumer_id,
+            f"an id that stays a valid consumer id with the shard suffix {suffix!r} (at most "
+            f"{128 - len(suffix)} characters here)",
+            consumer_id=spec.consumer_id,
+        ) from None

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from raylake.errors import ConsumerError, StreamError, StreamPositionExpiredError
+from raylake.arguments import check_choice
+from raylake.errors import ConsumerError, StreamArgumentError, StreamPositionExpiredError
 from raylake.format.consumer import STREAM_MODE
-from raylake.streaming.plan import ON_OVERWRITE
-from raylake.streaming.reader import StreamPosition
+from raylake.streaming.options import ON_OVERWRITE, StreamPosition
 from raylake.table import Table, open_table
 from raylake.table.conform import check_schema
 
@@ -43,7 +43,11 @@ def check_job(
         if output_schema is not None and spec.schema_mode != "merge":
             check_schema(sink.kind.input_schema(output_schema), sink.schema)
     elif output_schema is not None:
-        raise StreamError("output_schema= describes what fn writes to the sink: pass sink_uri=")
+        raise StreamArgumentError(
+            "output_schema",
+            output_schema,
+            "None without sink_uri= (it describes what fn writes to the sink)",
+        )
     _check_shard_count(source, spec)
     for shard in range(spec.num_shards):
         _check_shard(source, spec, shard)
@@ -62,7 +66,7 @@ def _check_shard_count(source: Table, spec: JobSpec) -> None:
         raise ConsumerError(
             f"consumer {spec.consumer_id!r} of {source.uri} has progress under another shard "
             f"count ({', '.join(other)}), but this job has num_shards={spec.num_shards}: its "
-            f"shards would start over from start={spec.start!r} and repeat what those "
+            f"shards would start over from start={spec.stream.start!r} and repeat what those "
             "consumed. Run with the shard count of those consumers, or delete them "
             "(Table.delete_consumer) to start over on purpose",
             consumer_id=spec.consumer_id,
@@ -81,16 +85,17 @@ def _check_shard(source: Table, spec: JobSpec, shard: int) -> None:
                 progress.next_snapshot_id, earliest, source.uri, consumer_id
             )
         full = progress.properties.get(STREAM_MODE) == "full"
-        options["start"] = StreamPosition(progress.next_snapshot_id, full)
-    source.stream(consumer_id=None, **options).close()
+        options = options.replace(start=StreamPosition(progress.next_snapshot_id, full))
+    source.stream(consumer_id=None, options=options).close()
 
 
 def check_on_overwrite(on_overwrite: Any, num_shards: int, sink_uri: str | None) -> None:
     """``on_overwrite`` is one of ON_OVERWRITE, and 'refresh' only where one shard writes."""
-    if on_overwrite not in ON_OVERWRITE:
-        raise StreamError(f"on_overwrite must be one of {list(ON_OVERWRITE)}, got {on_overwrite!r}")
+    check_choice("on_overwrite", on_overwrite, ON_OVERWRITE, StreamArgumentError)
     if on_overwrite == "refresh" and num_shards > 1 and sink_uri is not None:
-        raise StreamError(
-            "on_overwrite='refresh' overwrites the sink, which one shard of several cannot "
-            "do for the others: use num_shards=1, or on_overwrite='skip' / 'fail'"
+        raise StreamArgumentError(
+            "on_overwrite",
+            on_overwrite,
+            "'skip' or 'fail' where several shards write one sink (a 'refresh' overwrites "
+            "the sink, which one shard cannot do for the others; or use num_shards=1)",
         )

@@ -24,11 +24,14 @@ from typing import Literal
 
 import pyarrow as pa
 
-from raylake.errors import StreamError
+from raylake.arguments import check_choice
+from raylake.errors import StreamArgumentError, StreamError
 from raylake.format.manifest import DataFile
 from raylake.format.schema import TableSchema
 from raylake.format.snapshot import Snapshot
 from raylake.io import FileIO
+from raylake.streaming.options import ON_OVERWRITE as ON_OVERWRITE
+from raylake.streaming.options import OnOverwrite as OnOverwrite
 from raylake.streaming.shard import ShardSpec
 from raylake.streaming.splits import InsertSplit, RemovedSplit, StreamReadContext, StreamSplit
 from raylake.table.changes import ChangeRange
@@ -37,8 +40,6 @@ from raylake.table.projection import follow_columns
 from raylake.table.source import RaylakeSource, TableSource
 
 PlanKind = Literal["full", "delta", "changelog", "diff", "refresh", "empty"]
-OnOverwrite = Literal["refresh", "skip", "fail"]
-ON_OVERWRITE: tuple[str, ...] = ("refresh", "skip", "fail")
 
 
 @dataclass(frozen=True)
@@ -100,10 +101,7 @@ class StreamPlanner:
         on_overwrite: OnOverwrite = "refresh",
         source: TableSource | None = None,
     ) -> None:
-        if on_overwrite not in ON_OVERWRITE:
-            raise StreamError(
-                f"on_overwrite must be one of {list(ON_OVERWRITE)}, got {on_overwrite!r}"
-            )
+        check_choice("on_overwrite", on_overwrite, ON_OVERWRITE, StreamArgumentError)
         self.context = context
         self.source = RaylakeSource(context.file_io) if source is None else source
         self.shard = shard

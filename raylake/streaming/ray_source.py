@@ -20,11 +20,12 @@ import ray.data
 from ray.data.block import BlockMetadata
 from ray.data.datasource import Datasource, ReadTask
 
-from raylake.arguments import check_optional_count
+from raylake.arguments import check_count, check_optional_count
 from raylake.datasource.api import read_task_options
 from raylake.datasource.datasource import blocks_of, pack_splits
-from raylake.errors import StreamError
+from raylake.errors import StreamArgumentError
 from raylake.format.consumer import ConsumerProgress
+from raylake.streaming.options import StreamOptions
 from raylake.streaming.plan import StreamPlan
 from raylake.streaming.reader import StreamReader
 from raylake.streaming.splits import StreamReadContext, StreamSplit
@@ -41,7 +42,7 @@ class StreamPlanDatasource(Datasource):
     def __init__(self, plans: Sequence[StreamPlan]) -> None:
         super().__init__()
         if not plans:
-            raise StreamError("a stream datasource needs at least one plan")
+            raise StreamArgumentError("plans", plans, "at least one StreamPlan")
         self.snapshot_id = plans[-1].snapshot_id
         self._context = plans[0].context
         # The changes of one bucket stay in one read task, in snapshot order: a key's
@@ -114,10 +115,7 @@ class LakeStream:
         override_num_blocks: int | None = None,
         task_options: dict[str, Any] | None = None,
     ) -> None:
-        if not isinstance(max_snapshots_per_dataset, int) or max_snapshots_per_dataset < 1:
-            raise StreamError(
-                f"max_snapshots_per_dataset must be an int >= 1, got {max_snapshots_per_dataset!r}"
-            )
+        check_count("max_snapshots_per_dataset", max_snapshots_per_dataset, 1, StreamArgumentError)
         self.reader = reader
         self.max_snapshots_per_dataset = max_snapshots_per_dataset
         self.override_num_blocks = override_num_blocks
@@ -175,17 +173,20 @@ def read_lake_stream(
     max_snapshots_per_dataset: int = 1,
     override_num_blocks: int | None = None,
     ray_remote_args: dict[str, Any] | None = None,
-    **stream_options: Any,
+    options: StreamOptions | None = None,
+    **keywords: Any,
 ) -> LakeStream:
     """A :class:`LakeStream` of the table at ``uri``: one Dataset per new snapshot, or per
-    ``max_snapshots_per_dataset`` snapshots when they are already there. Other options
-    (``start``, ``poll_interval``, ``shard``, ``columns``, ``filter``, ...) are those of
-    ``Table.stream``."""
-    # The Ray options first: a wrong one must fail before a consumer is registered.
+    ``max_snapshots_per_dataset`` snapshots when they are already there. ``options`` (a
+    :class:`~raylake.streaming.StreamOptions`), or its fields as keywords (``start``,
+    ``poll_interval``, ``shard``, ``columns``, ``filter``, ...), as ``Table.stream``."""
+    # Every option first: a wrong one must fail before a consumer is registered.
+    options = StreamOptions.of(options, **keywords)
     check_optional_count("override_num_blocks", override_num_blocks)
+    check_count("max_snapshots_per_dataset", max_snapshots_per_dataset, 1, StreamArgumentError)
     task_options = read_task_options(ray_remote_args)
     tbl = open_table(uri, storage_options=storage_options)
-    reader = tbl.stream(consumer_id=consumer_id, **stream_options)
+    reader = tbl.stream(consumer_id=consumer_id, options=options)
     return LakeStream(
         reader,
         max_snapshots_per_dataset=max_snapshots_per_dataset,

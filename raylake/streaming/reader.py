@@ -19,30 +19,34 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
+from raylake.arguments import check_count
 from raylake.caching import LruCache
 from raylake.errors import (
+    ConsumerArgumentError,
     ConsumerError,
     StreamError,
     StreamPositionExpiredError,
     TableNotFoundError,
 )
-from raylake.expr import Expr
 from raylake.format.consumer import (
     STREAM_MODE,
     ConsumerProgress,
     validate_consumer_id,
 )
 from raylake.format.snapshot import Snapshot
-from raylake.streaming.plan import OnOverwrite, StreamPlan, StreamPlanner
+from raylake.streaming.options import DEFAULT_CATCH_UP_AFTER as DEFAULT_CATCH_UP_AFTER
+from raylake.streaming.options import START_NAMES as START_NAMES
+from raylake.streaming.options import StartPosition as StartPosition
+from raylake.streaming.options import StreamOptions as StreamOptions
+from raylake.streaming.options import StreamPosition as StreamPosition
+from raylake.streaming.plan import StreamPlan, StreamPlanner
 from raylake.streaming.shard import ShardSpec
 from raylake.streaming.splits import StreamReadContext
-from raylake.table.changes_scan import row_kind_arg
 from raylake.table.kind import kind_of
 
 if TYPE_CHECKING:
@@ -51,34 +55,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class StreamPosition:
-    """Where a reader stands: the snapshot it reads next, and whether it reads that one
-    whole (a start) or as a change. ``reader.position``; ``start=`` takes it back, so a
-    trainer's checkpoint can hold a stream position without a consumer file."""
-
-    next_snapshot_id: int
-    full: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"next_snapshot_id": self.next_snapshot_id, "full": self.full}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> StreamPosition:
-        try:
-            position = cls(int(data["next_snapshot_id"]), bool(data["full"]))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise StreamError(f"not a stream position: {data!r} ({exc!r})") from None
-        if position.next_snapshot_id < 1:
-            raise StreamError(f"not a stream position: {data!r} (snapshot ids start at 1)")
-        return position
-
-
-StartPosition = Literal["latest", "earliest", "latest-new"] | int | datetime | StreamPosition
-START_NAMES = ("latest", "earliest", "latest-new")
 # Consumer properties: whether the next plan is the full state at the next snapshot.
 _MODE = STREAM_MODE
-DEFAULT_CATCH_UP_AFTER = 32
 
 
 class StreamReader:
@@ -89,54 +67,33 @@ class StreamReader:
         table: Table,
         *,
         consumer_id: str | None = None,
-        start: StartPosition = "latest",
-        poll_interval: float = 1.0,
-        shard: tuple[int, int] | None = None,
-        buckets: Iterable[int] | None = None,
-        bucket_filter: Callable[[int], bool] | None = None,
-        include_row_kind: bool = False,
-        on_overwrite: OnOverwrite = "refresh",
-        columns: Sequence[str] | None = None,
-        filter: str | Expr | None = None,
-        catch_up_after: int | None = DEFAULT_CATCH_UP_AFTER,
-        prefetch: bool = True,
+        options: StreamOptions | None = None,
+        **keywords: Any,
     ) -> None:
-        if (
-            isinstance(poll_interval, bool)
-            or not isinstance(poll_interval, int | float)
-            or poll_interval < 0
-        ):
-            raise StreamError(
-                f"poll_interval must be a number of seconds >= 0, got {poll_interval!r}"
-            )
-        if catch_up_after is not None and (
-            isinstance(catch_up_after, bool)
-            or not isinstance(catch_up_after, int)
-            or catch_up_after < 1
-        ):
-            raise StreamError(
-                f"catch_up_after must be an int >= 1 or None (never), got {catch_up_after!r}"
-            )
+        """``options`` (a :class:`StreamOptions`), or its fields as keywords (``start``,
+        ``poll_interval``, ``shard``, ``columns``, ...), which replace those of ``options``."""
+        options = StreamOptions.of(options, **keywords)
+        self.options = options
         table.kind.check_changes("stream()")
         self.table = table
         self.consumer_id = None if consumer_id is None else validate_consumer_id(consumer_id)
-        self.poll_interval = float(poll_interval)
-        self.catch_up_after = catch_up_after
-        self.shard = ShardSpec.of(shard, buckets, bucket_filter)
-        scan = table.scan(columns=columns, filter=filter)
+        self.poll_interval = options.poll_interval
+        self.catch_up_after = options.catch_up_after
+        self.shard = ShardSpec.of_options(options)
+        scan = table.scan(columns=options.columns, filter=options.filter)
         context = StreamReadContext(
             table.file_io,
             table.table_schema,
             scan.columns,
             scan.filter,
-            row_kind_arg(include_row_kind),
+            options.include_row_kind,
         )
-        self.planner = StreamPlanner(context, self.shard, on_overwrite, table.source)
+        self.planner = StreamPlanner(context, self.shard, options.on_overwrite, table.source)
         self._snapshots = table.source
         self._cache: LruCache[int, Snapshot] = LruCache(64)
         self._prefetcher: ThreadPoolExecutor | None = None
         self._prefetched: tuple[int, Future[Snapshot | None]] | None = None
-        self._prefetch = prefetch
+        self._prefetch = options.prefetch
         self._closed = False
         # The snapshot read next, and whether it is read whole (a start) or as a change.
         progress = None if consumer_id is None else self._snapshots.consumer(self.consumer_id)  # type: ignore[arg-type]
@@ -148,7 +105,7 @@ class StreamReader:
             self.next_snapshot_id = progress.next_snapshot_id
             self._full_next = progress.properties.get(_MODE) == "full"
         else:
-            self.next_snapshot_id, self._full_next = self._start(start)
+            self.next_snapshot_id, self._full_next = self._start(options.start)
             if self.consumer_id is not None:  # registered now: expiration keeps what it needs
                 self._record(self.next_snapshot_id, self._full_next)
         self._seen_table = self._snapshots.read_hint() is not None
@@ -176,14 +133,7 @@ class StreamReader:
             if start.next_snapshot_id <= latest:
                 self._check_not_expired(start.next_snapshot_id)
             return start.next_snapshot_id, start.full
-        if isinstance(start, bool) or not isinstance(start, str | int | datetime):
-            raise StreamError(
-                f"start must be one of {list(START_NAMES)}, a snapshot id or a datetime, "
-                f"got {start!r}"
-            )
-        if isinstance(start, str):
-            if start not in START_NAMES:
-                raise StreamError(f"start must be one of {list(START_NAMES)}, got {start!r}")
+        if isinstance(start, str):  # a name, an int or a datetime: checked by StreamOptions
             if start == "earliest":
                 earliest = self._snapshots.earliest_id()
                 return (1, False) if earliest is None else (earliest, True)
@@ -193,8 +143,6 @@ class StreamReader:
             return (newest + 1, False) if start == "latest-new" else (newest, True)
         if isinstance(start, datetime):
             return self.table.scan(as_of=start).snapshot().id, True  # type: ignore[union-attr]
-        if start < 1:
-            raise StreamError(f"start snapshot id must be >= 1, got {start}")
         if self._snapshots.read_if_present(start) is None:
             self._check_not_expired(start)
             self._snapshots.get(start)  # SnapshotNotFoundError names what exists
@@ -359,12 +307,13 @@ class StreamReader:
     ) -> ConsumerProgress:
         """Record progress up to a plan's ``next_snapshot_id`` (a checkpoint taken
         earlier by the caller, e.g. a trainer's, completed)."""
-        if isinstance(next_snapshot_id, bool) or not isinstance(next_snapshot_id, int):
-            raise ConsumerError(f"next_snapshot_id must be an int, got {next_snapshot_id!r}")
+        check_count("next_snapshot_id", next_snapshot_id, 1, ConsumerArgumentError)
         if next_snapshot_id > self.next_snapshot_id:
-            raise ConsumerError(
-                f"cannot checkpoint snapshot {next_snapshot_id}: the reader has only delivered "
-                f"plans up to {self.next_snapshot_id - 1}",
+            raise ConsumerArgumentError(
+                "next_snapshot_id",
+                next_snapshot_id,
+                f"at most {self.next_snapshot_id}: the reader has only delivered plans up to "
+                f"snapshot {self.next_snapshot_id - 1}",
                 consumer_id=self.consumer_id,
             )
         full = next_snapshot_id == self._full_start  # that start was not read yet
@@ -376,11 +325,13 @@ class StreamReader:
         """Skip forward: continue with the changes of ``next_snapshot_id`` (for instance
         past snapshots whose output a job finds already committed). Recorded for a
         consumer; a reader cannot move backwards (``Table.reset_consumer`` can)."""
-        if isinstance(next_snapshot_id, bool) or not isinstance(next_snapshot_id, int):
-            raise ConsumerError(f"next_snapshot_id must be an int, got {next_snapshot_id!r}")
+        check_count("next_snapshot_id", next_snapshot_id, 1, ConsumerArgumentError)
         if next_snapshot_id < self.next_snapshot_id:
-            raise ConsumerError(
-                f"cannot seek back from snapshot {self.next_snapshot_id} to {next_snapshot_id}",
+            raise ConsumerArgumentError(
+                "next_snapshot_id",
+                next_snapshot_id,
+                f"at least {self.next_snapshot_id}: a reader cannot seek back "
+                "(Table.reset_consumer can)",
                 consumer_id=self.consumer_id,
             )
         self.next_snapshot_id, self._full_next = next_snapshot_id, False

@@ -11,8 +11,10 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from raylake.errors import StreamError
+if TYPE_CHECKING:
+    from raylake.streaming.options import StreamOptions
 
 
 @dataclass(frozen=True)
@@ -31,21 +33,21 @@ class ShardSpec:
         buckets: Iterable[int] | None = None,
         bucket_filter: Callable[[int], bool] | None = None,
     ) -> ShardSpec:
-        given = [name for name, v in (("shard", shard), ("buckets", buckets),
-                                      ("bucket_filter", bucket_filter)) if v is not None]  # fmt: skip
-        if len(given) > 1:
-            raise StreamError(f"give one of shard, buckets and bucket_filter, not {given}")
-        if shard is not None:
-            return cls(*_check_shard(shard))
-        if buckets is not None:
-            chosen = list(buckets)
-            if not chosen or not all(isinstance(b, int) and b >= 0 for b in chosen):
-                raise StreamError(f"buckets must be a non-empty list of ints >= 0, got {chosen!r}")
-            return cls(buckets=frozenset(chosen))
-        if bucket_filter is not None:
-            if not callable(bucket_filter):
-                raise StreamError(f"bucket_filter must be callable, got {bucket_filter!r}")
-            return cls(bucket_filter=bucket_filter)
+        """The part that stream options name (checked by StreamOptions: one of them)."""
+        from raylake.streaming.options import StreamOptions
+
+        return cls.of_options(
+            StreamOptions(shard=shard, buckets=buckets, bucket_filter=bucket_filter)  # type: ignore[arg-type]
+        )
+
+    @classmethod
+    def of_options(cls, options: StreamOptions) -> ShardSpec:
+        if options.shard is not None:
+            return cls(*options.shard)
+        if options.buckets is not None:
+            return cls(buckets=options.buckets)
+        if options.bucket_filter is not None:
+            return cls(bucket_filter=options.bucket_filter)
         return cls()
 
     @property
@@ -73,14 +75,3 @@ class ShardSpec:
         if self.bucket_filter is not None:
             return "a bucket filter"
         return f"shard {self.index} of {self.count}"
-
-
-def _check_shard(shard: object) -> tuple[int, int]:
-    if not isinstance(shard, tuple | list) or len(shard) != 2:
-        raise StreamError(f"shard must be a pair (index, count) of ints, got {shard!r}")
-    first, second = shard
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (first, second)):
-        raise StreamError(f"shard must be a pair (index, count) of ints, got {shard!r}")
-    if second < 1 or not 0 <= first < second:
-        raise StreamError(f"shard ({first}, {second}) is out of range: need 0 <= index < count")
-    return int(first), int(second)

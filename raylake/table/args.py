@@ -1,19 +1,17 @@
-"""Checks of public arguments, so that a wrong type or value fails at the call with an
-error naming the argument (never later, as a confusing error about the table's files)."""
+"""Checks of the table's own argument types (snapshot ids, times, column lists, URIs,
+snapshot properties), so that a wrong type or value fails at the call with an
+InvalidArgumentError naming the argument (never later, as a confusing error about the
+table's files); the plain checks they build on are in raylake/arguments.py."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from raylake.arguments import check_names, is_int
 from raylake.errors import InvalidArgumentError
-
-
-def is_int(value: Any) -> bool:
-    """An int that is not a bool (``True`` is an int in Python, never a snapshot id)."""
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def snapshot_id_arg(value: Any, name: str = "snapshot_id") -> int | None:
@@ -31,17 +29,9 @@ def as_of_arg(value: Any) -> datetime | int | None:
 
 
 def columns_arg(value: Any, name: str = "columns") -> tuple[str, ...] | None:
-    """A list of column names; a single string is refused (is 'a,b' one name or two?)."""
-    if value is None:
-        return None
-    if isinstance(value, str | bytes) or not isinstance(value, Sequence | set | frozenset):
-        hint = f" (for one column: [{value!r}])" if isinstance(value, str) else ""
-        raise InvalidArgumentError(name, value, f"a list of column names{hint}")
-    names = tuple(value)
-    bad = [c for c in names if not isinstance(c, str)]
-    if bad:
-        raise InvalidArgumentError(name, value, "a list of column names (strings)")
-    return names
+    """A list of column names, or None; a single string is refused (is 'a,b' one name or
+    two?)."""
+    return None if value is None else check_names(name, value)
 
 
 def uri_arg(value: Any) -> str:

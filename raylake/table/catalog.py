@@ -7,17 +7,17 @@ from typing import Any, Literal, TypeAlias
 
 import pyarrow as pa
 
-from raylake.arguments import check_flag, refuse_unknown_keywords
+from raylake.arguments import check_choice, check_flag, refuse_unknown_keywords
 from raylake.errors import (
     InvalidArgumentError,
     NullConstraintError,
     SchemaError,
     TableAlreadyExistsError,
     TableNotFoundError,
-    UnsupportedOperationError,
 )
-from raylake.format.schema import SYSTEM_PREFIX, TableSchema, build_table_schema
+from raylake.format.schema import SYSTEM_PREFIX, TableSchema
 from raylake.format.schema_files import forget_schemas, schema_path
+from raylake.format.table_spec import TableSpec
 from raylake.io import FileIO
 from raylake.io.credentials import OptionsLike
 from raylake.table.args import uri_arg
@@ -50,26 +50,17 @@ def create_table(
     unless ``allow_other_files=True``; ``remove_orphan_files`` never deletes those files.
     """
     uri = uri_arg(uri)
-    ts = _new_table_schema(schema, partition_by, primary_key, buckets, options)
+    spec = TableSpec.of(
+        partition_by=partition_by, primary_key=primary_key, buckets=buckets, options=options
+    )
+    ts = new_table_schema(schema, spec)
     allow = check_flag("allow_other_files", allow_other_files)
     return _create(uri, ts, storage_options, check_flag("exist_ok", exist_ok), allow)
 
 
-def _new_table_schema(
-    schema: pa.Schema,
-    partition_by: Sequence[str],
-    primary_key: Sequence[str],
-    buckets: int | None,
-    options: Mapping[str, Any] | None,
-) -> TableSchema:
+def new_table_schema(schema: pa.Schema, spec: TableSpec) -> TableSchema:
     """The schema of a new table, checked by the rules of its kind (nothing written)."""
-    ts = build_table_schema(
-        schema,
-        partition_by=partition_by,
-        primary_key=primary_key,
-        buckets=buckets,
-        options=options,
-    )
+    ts = spec.table_schema(schema)
     kind_of(ts).validate_schema()
     return ts
 
@@ -126,10 +117,7 @@ def open_or_create_table(
     schema: pa.Schema | None,
     *,
     create_if_missing: bool = True,
-    partition_by: Sequence[str] = (),
-    primary_key: Sequence[str] = (),
-    buckets: int | None = None,
-    options: Mapping[str, Any] | None = None,
+    spec: TableSpec | None = None,
     storage_options: Mapping[str, Any] | None = None,
     schema_hint: str = "",
 ) -> tuple[Table, bool]:
@@ -150,17 +138,8 @@ def open_or_create_table(
         raise TableNotFoundError(uri)
     if schema is None:
         raise SchemaError(f"cannot create the table at {uri!r}: no schema is known. {schema_hint}")
-    tbl = create_table(
-        uri,
-        table_columns(schema),
-        partition_by=partition_by,
-        primary_key=primary_key,
-        buckets=buckets,
-        options=options,
-        storage_options=storage_options,
-        exist_ok=True,
-    )
-    return tbl, True
+    ts = new_table_schema(table_columns(schema), spec or TableSpec())
+    return _create(uri_arg(uri), ts, storage_options, exist_ok=True), True
 
 
 def table_columns(schema: pa.Schema) -> pa.Schema:
@@ -205,10 +184,11 @@ def from_pandas(
     row numbering and is not stored. Inferred types are the same with pandas 2 and 3:
     strings are ``string``, times ``timestamp[ns]`` (docs/pandas.md).
     """
-    if mode not in ("error", "append", "overwrite"):
-        raise UnsupportedOperationError(
-            f"from_pandas mode {mode!r} is unknown; use 'error', 'append' or 'overwrite'"
-        )
+    check_choice("mode", mode, ("error", "append", "overwrite"))
+    spec = TableSpec.of(
+        partition_by=partition_by, primary_key=primary_key, buckets=buckets, options=options
+    )
+    allow = check_flag("allow_other_files", allow_other_files)
     pa_table = _arrow_from_pandas(df, schema)
     exists = table_exists(uri, storage_options=storage_options)
     if exists and mode == "error":
@@ -216,12 +196,11 @@ def from_pandas(
     if exists:
         tbl = open_table(uri, storage_options=storage_options)
     else:
-        _check_no_null_keys(pa_table, primary_key)
-        ts = _new_table_schema(pa_table.schema, partition_by, primary_key, buckets, options)
+        _check_no_null_keys(pa_table, spec.primary_key)
+        ts = new_table_schema(pa_table.schema, spec)
         # Rows the new table would refuse (nulls in a key) fail before it is created;
         # the write then finds them conformed.
         pa_table = conform(pa_table, ts.arrow_schema)
-        allow = check_flag("allow_other_files", allow_other_files)
         tbl = _create(uri_arg(uri), ts, storage_options, exist_ok=False, allow_other_files=allow)
     write_mode: Literal["overwrite"] | None = "overwrite" if mode == "overwrite" else None
     tbl.write(pa_table, mode=write_mode)
@@ -231,8 +210,6 @@ def from_pandas(
 def _check_no_null_keys(pa_table: pa.Table, primary_key: Sequence[str]) -> None:
     """A null in a key column is the problem to name, before the type it gave the column
     (pandas stores an integer column with a missing value as float64)."""
-    if isinstance(primary_key, str):
-        return  # refused by the schema checks, naming primary_key
     for name in primary_key:
         if name in pa_table.column_names and pa_table.column(name).null_count:
             raise NullConstraintError(name, pa_table.column(name).null_count, key=True)

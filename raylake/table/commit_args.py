@@ -3,13 +3,14 @@ committed (a wrong one commits nothing and leaves the written files for a correc
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from raylake.errors import InvalidArgumentError, UnsupportedOperationError
-from raylake.expr import Expr
+from raylake.expr import AlwaysTrue, Expr, as_expr
 from raylake.format.schema import TableSchema
 from raylake.table.args import is_int
+from raylake.table.commit import CommitRequest, check_partition_filter
 from raylake.table.writer import CommitMessage
 
 
@@ -58,3 +59,41 @@ def check_commit_args(
         raise InvalidArgumentError("commit_user", commit_user, "a string")
     if commit_identifier is not None and not is_int(commit_identifier):
         raise InvalidArgumentError("commit_identifier", commit_identifier, "an int or None")
+
+
+def overwrite_arg(mode: str, overwrite_filter: str | Expr | None, ts: TableSchema) -> Expr | None:
+    """What ``mode`` and ``overwrite_filter`` replace: None for no overwrite, AlwaysTrue for
+    the whole table, else a filter on partition columns only (checked here, before any
+    data file is written)."""
+    if mode != "overwrite":
+        if overwrite_filter is not None:
+            raise UnsupportedOperationError("overwrite_filter applies only to mode='overwrite'")
+        return None
+    overwrite = AlwaysTrue() if overwrite_filter is None else as_expr(overwrite_filter)
+    check_partition_filter(overwrite, ts)
+    return overwrite
+
+
+def commit_request(
+    messages: list[CommitMessage],
+    overwrite: Expr | None,
+    *,
+    allow_empty: bool,
+    base_snapshot_id: int | None,
+    commit_user: str = "",
+    commit_identifier: int | None = None,
+    properties: Mapping[str, str] | None = None,
+) -> CommitRequest | None:
+    """The request that commits checked arguments; None where there is nothing to commit
+    (messages that add and remove nothing, no overwrite, no ``allow_empty``)."""
+    if overwrite is None and not allow_empty and all(m.is_empty for m in messages):
+        return None
+    return CommitRequest(
+        messages=messages,
+        kind="OVERWRITE" if overwrite is not None else "APPEND",
+        overwrite=overwrite,
+        base_snapshot_id=base_snapshot_id,
+        commit_user=commit_user,
+        commit_identifier=commit_identifier,
+        properties=properties,
+    )

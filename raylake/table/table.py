@@ -8,12 +8,11 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import pyarrow as pa
 
-from raylake.arguments import check_flag, check_keywords, refuse_unknown_keywords
+from raylake.arguments import check_flag, refuse_unknown_keywords
 from raylake.errors import (
     InvalidArgumentError,
-    UnsupportedOperationError,
 )
-from raylake.expr import AlwaysTrue, Expr, as_expr
+from raylake.expr import Expr
 from raylake.format.consumer import (
     STREAM_MODE,
     ConsumerManager,
@@ -27,11 +26,17 @@ from raylake.format.schema_files import schema_ids as schema_ids  # their home b
 from raylake.format.schema_files import schema_path as schema_path
 from raylake.format.snapshot import Snapshot
 from raylake.io import FileIO
-from raylake.table.aborted import abort_messages, check_not_aborted, raise_if_full
+from raylake.table.aborted import check_not_aborted, raise_if_full
 from raylake.table.args import file_prefix_arg, properties_arg, snapshot_id_arg
 from raylake.table.changes_scan import ChangesScan, changes_scan
-from raylake.table.commit import CommitRequest, check_partition_filter, commit_or_abort
-from raylake.table.commit_args import check_commit_args, check_rows_inside, messages_arg
+from raylake.table.commit import commit_or_abort
+from raylake.table.commit_args import (
+    check_commit_args,
+    check_rows_inside,
+    commit_request,
+    messages_arg,
+    overwrite_arg,
+)
 from raylake.table.evolve import UpdateSchema, merged_input, schema_mode_arg
 from raylake.table.kind import TableKind, kind_of
 from raylake.table.maintenance import (
@@ -47,7 +52,7 @@ from raylake.table.table_reads import TableReads
 from raylake.table.writer import CommitMessage, TableWriter, writing
 
 if TYPE_CHECKING:
-    from raylake.streaming.reader import StreamReader
+    from raylake.streaming.reader import StreamOptions, StreamReader
     from raylake.table.merge import TableMerger
 
 WriteMode = Literal["append", "overwrite", "upsert"]
@@ -175,24 +180,19 @@ class Table(TableReads):
         check_commit_args(mode, base_snapshot_id, commit_user, commit_identifier)
         properties = properties_arg(properties)
         allow_empty = check_flag("allow_empty", allow_empty)
-        overwrite: Expr | None = None
-        if mode == "overwrite":
-            overwrite = AlwaysTrue() if overwrite_filter is None else as_expr(overwrite_filter)
-            check_partition_filter(overwrite, self.table_schema)
-        elif overwrite_filter is not None:
-            raise UnsupportedOperationError("overwrite_filter applies only to mode='overwrite'")
-        check_not_aborted(messages)
-        if mode != "overwrite" and not allow_empty and all(m.is_empty for m in messages):
-            return self.latest_snapshot()
-        request = CommitRequest(
-            messages=messages,
-            kind="OVERWRITE" if overwrite is not None else "APPEND",
-            overwrite=overwrite,
+        overwrite = overwrite_arg(mode, overwrite_filter, self.table_schema)
+        check_not_aborted(self.file_io, messages)
+        request = commit_request(
+            messages,
+            overwrite,
+            allow_empty=allow_empty,
             base_snapshot_id=base_snapshot_id,
             commit_user=commit_user,
             commit_identifier=commit_identifier,
             properties=properties,
         )
+        if request is None:
+            return self.latest_snapshot()
         return commit_or_abort(self.file_io, self.table_schema, request)
 
     @writes("write()")
@@ -226,36 +226,33 @@ class Table(TableReads):
         if mode is None:
             mode = cast(WriteMode, self.kind.default_write_mode)
         self.kind.check_write_mode(mode)
-        # Checked before any data file is written (commit checks them again, cheaply).
+        # Every argument is checked before any data file is written, so that from here on
+        # a failure can only be the commit's, which deletes what was written.
         properties = properties_arg(properties)
         check_flag("allow_empty", allow_empty)
-        if mode == "overwrite" and overwrite_filter is not None:
-            # Fail before writing any data, and with the committer's message for the case.
-            check_partition_filter(as_expr(overwrite_filter), self.table_schema)
+        overwrite = overwrite_arg(mode, overwrite_filter, self.table_schema)
         if schema_mode_arg(schema_mode) == "merge":
             data = merged_input(self, data)
         base = self.source.latest_id()
         try:
             with writing(self.new_writer()) as writer:
                 writer.write(data)
-                if overwrite_filter is not None and mode == "overwrite":
-                    check_rows_inside(writer, self.table_schema, as_expr(overwrite_filter))
+                if overwrite_filter is not None and overwrite is not None:
+                    check_rows_inside(writer, self.table_schema, overwrite)
                 messages = writer.prepare_commit()
         except OSError as exc:  # the writer deleted what it wrote
             raise_if_full(self.file_io.uri, exc)
             raise
-        try:
-            return self.commit(
-                messages,
-                mode=mode,
-                overwrite_filter=overwrite_filter,
-                base_snapshot_id=base,
-                properties=properties,
-                allow_empty=allow_empty,
-            )
-        except BaseException as exc:  # the messages are ours alone: nobody can commit them again
-            abort_messages(self.file_io, messages, exc)
-            raise
+        request = commit_request(
+            messages,
+            overwrite,
+            allow_empty=allow_empty,
+            base_snapshot_id=base,
+            properties=properties,
+        )
+        if request is None:
+            return self.latest_snapshot()
+        return commit_or_abort(self.file_io, self.table_schema, request)
 
     @writes("merge()")
     @refuse_unknown_keywords
@@ -354,24 +351,27 @@ class Table(TableReads):
 
     # -- streaming (docs/streaming.md) --------------------------------------------------
 
-    def stream(self, *, consumer_id: str | None = None, **options: Any) -> StreamReader:
+    def stream(
+        self,
+        *,
+        consumer_id: str | None = None,
+        options: StreamOptions | None = None,
+        **keywords: Any,
+    ) -> StreamReader:
         """A reader of the table's new snapshots: ``for plan in reader`` or ``async for``.
 
-        ``start`` (``"latest"``, ``"earliest"``, ``"latest-new"``, a snapshot id or a
-        datetime), ``poll_interval``, ``shard=(i, n)`` / ``buckets`` / ``bucket_filter``,
+        ``options`` is a :class:`raylake.streaming.StreamOptions`; its fields may be
+        given as keywords instead (they replace those of ``options``): ``start``
+        (``"latest"``, ``"earliest"``, ``"latest-new"``, a snapshot id or a datetime),
+        ``poll_interval``, ``shard=(i, n)`` / ``buckets`` / ``bucket_filter``,
         ``include_row_kind``, ``on_overwrite`` (``"refresh"``, ``"skip"``, ``"fail"``),
-        ``columns``, ``filter`` and ``catch_up_after``: see
-        :class:`raylake.streaming.StreamReader`. With ``consumer_id`` the reader resumes
-        where ``checkpoint()`` left off, and expiration keeps what it still needs.
+        ``columns``, ``filter``, ``catch_up_after`` and ``prefetch``. The defaults are
+        the same for every format. With ``consumer_id`` the reader resumes where
+        ``checkpoint()`` left off, and expiration keeps what it still needs.
         """
-        import inspect
-
         from raylake.streaming.reader import StreamReader
 
-        check_keywords(
-            "stream", options, set(inspect.signature(StreamReader).parameters) - {"table"}
-        )
-        return StreamReader(self, consumer_id=consumer_id, **options)
+        return StreamReader(self, consumer_id=consumer_id, options=options, **keywords)
 
     # -- maintenance and consumers (docs/maintenance.md) --------------------------------
 

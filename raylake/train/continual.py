@@ -32,9 +32,8 @@ import numpy as np
 import pyarrow as pa
 
 from raylake.errors import RaylakeError, ResumeStateError
-from raylake.expr import Expr
+from raylake.streaming.options import StreamOptions, StreamPosition
 from raylake.streaming.plan import StreamPlan
-from raylake.streaming.reader import StreamPosition
 from raylake.table import Split, Table
 from raylake.table.changes import InsertSplit
 from raylake.table.counting import exact_counts
@@ -53,14 +52,13 @@ class ContinualConfig:
     """What every consumer of one continual dataset shares (picklable)."""
 
     uri: str
-    columns: tuple[str, ...]
-    filter: str | Expr | None
-    start: Any
+    # The columns, filter and start of every consumer's reader; catch-up and prefetch
+    # off (every consumer must cut the history into the same plans; no threads).
+    stream: StreamOptions
     batch_size: int
     shuffle: bool
     seed: int
     drop_last: bool
-    poll_interval: float
     until_snapshot: int | None
     idle_timeout: float | None
 
@@ -82,19 +80,12 @@ class ContinualReader:
         self.convert = convert
         self.consumer = consumer
         self.consumers = consumers
-        start = config.start
+        options = config.stream
         self._skip = 0
         if resume is not None:
-            start = StreamPosition.from_dict(resume["position"])
+            options = options.replace(start=StreamPosition.from_dict(resume["position"]))
             self._skip = int(resume["batches_done"])
-        self.reader = table.stream(  # StreamReader, or a Paimon table's own reader
-            start=start,
-            poll_interval=config.poll_interval,
-            columns=config.columns,
-            filter=config.filter,
-            catch_up_after=None,  # off: every consumer cuts the same plans
-            prefetch=False,
-        )
+        self.reader = table.stream(options=options)
         self.position = self.reader.position  # of the plan being read
         self.batches_done = self._skip
 

@@ -25,7 +25,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from raylake.errors import SchemaError, UnknownColumnError, UnsupportedTypeError
+from raylake.errors import (
+    SchemaArgumentError,
+    SchemaError,
+    UnknownColumnError,
+    UnsupportedTypeError,
+)
 
 # The key of stacked features in a converted block; "_rl_" names are never table columns.
 FEATURES = "_rl_features"
@@ -82,22 +87,30 @@ class Layout:
                 raise UnknownColumnError(c, names)
         if feature_columns is not None:
             if columns is not None:
-                raise SchemaError(
-                    "pass either columns= (a dict of tensors) or feature_columns= (a stacked "
-                    "feature tensor), not both"
+                raise SchemaArgumentError(
+                    "columns",
+                    columns,
+                    "None with feature_columns= (columns= gives a dict of tensors, "
+                    "feature_columns= one stacked feature tensor: pass one)",
                 )
             if not feature_columns:
-                raise SchemaError("feature_columns is empty; name at least one column")
+                raise SchemaArgumentError(
+                    "feature_columns", feature_columns, "a non-empty list of column names"
+                )
             features = tuple(feature_columns)
             if label_column in features:
-                raise SchemaError(f"label column {label_column!r} is also a feature column")
+                raise SchemaArgumentError(
+                    "label_column", label_column, "a column that is not a feature column"
+                )
             read = (*features, *([label_column] if label_column else []))
             return cls(read, features, label_column, ())
         chosen = list(names if columns is None else columns)
         named = tuple(c for c in chosen if c != label_column)
         read = (*named, *([label_column] if label_column else []))
         if not read:
-            raise SchemaError("no columns to read; name some in columns= or feature_columns=")
+            raise SchemaArgumentError(
+                "columns", columns, "at least one column to read (or name feature_columns=)"
+            )
         return cls(read, None, label_column, named)
 
 

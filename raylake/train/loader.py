@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from raylake.arguments import check_count, check_flag
-from raylake.errors import ResumeStateError
+from raylake.errors import InvalidArgumentError, ResumeStateError
 from raylake.train.convert import Converter
 from raylake.train.passes import Feed, NumpyFeed, Pass, Taken
 from raylake.train.prefetch import DEFAULT_BYTES, DEFAULT_PIECES, background
@@ -133,8 +133,7 @@ class ShardedLoader:
 
     def set_epoch(self, epoch: int) -> None:
         """Use epoch ``epoch``'s order; a loaded position of another epoch is dropped."""
-        if epoch < 0:
-            raise ValueError(f"epoch must be >= 0, got {epoch}")
+        check_count("epoch", epoch)
         if self._pending is not None and self._pending.epoch != epoch:
             self._pending = None
         self.epoch = epoch
@@ -163,7 +162,7 @@ class ShardedLoader:
         takes them (raylake/train/passes.py). A batch counts as read when the consumer
         takes it, not when it is read ahead."""
         if not 0 <= rank < world_size:
-            raise ValueError(f"rank {rank} is not in [0, {world_size})")
+            raise InvalidArgumentError("rank", rank, f"in [0, {world_size}) (world_size)")
         start = self._start()
         self._pending = None  # a loaded position resumes one pass only
         e = self.epochs

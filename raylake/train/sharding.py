@@ -35,6 +35,8 @@ from typing import overload
 
 import numpy as np
 
+from raylake.arguments import check_count
+
 Interval = tuple[int, int]
 Intervals = tuple[Interval, ...]
 Batch = Intervals  # the positions of one batch, in order
@@ -115,10 +117,9 @@ class EpochOrder:
     window: int = 1 << 16  # rows per shuffle window
 
     def __post_init__(self) -> None:
-        if self.window < 1:
-            raise ValueError(f"shuffle window must be >= 1 row, got {self.window}")
-        if self.seed < 0 or self.epoch < 0:
-            raise ValueError(f"seed and epoch must be >= 0, got {self.seed}, {self.epoch}")
+        check_count("shuffle_window", self.window, 1)
+        check_count("seed", self.seed)
+        check_count("epoch", self.epoch)
 
     @cached_property
     def piece_order(self) -> np.ndarray:
@@ -191,8 +192,7 @@ class Division:
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "world_size", "num_workers"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+            check_count(name, getattr(self, name), 1)
 
     # Full batches: the grid cells [g, g + batch_size) that lie wholly in ``remaining``.
     @cached_property

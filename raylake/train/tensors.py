@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from raylake.arguments import check_callable, check_count
-from raylake.errors import UnsupportedOperationError
+from raylake.errors import InvalidArgumentError, UnsupportedOperationError
 from raylake.train.binary import BinaryColumns
 from raylake.train.convert import FEATURES, FEATURES_T, FillNull, Layout
 from raylake.train.device import backend_for, pin_wanted
@@ -58,7 +58,9 @@ def numpy_dtype_for(dtype: torch.dtype | None) -> np.dtype | None:
     if dtype == torch.bfloat16:
         return np.dtype(np.float32)
     if dtype not in _NUMPY_OF:
-        raise ValueError(f"dtype {dtype} is not a tensor dtype raylake converts to")
+        raise InvalidArgumentError(
+            "dtype", dtype, f"a torch dtype raylake converts to: {sorted(map(str, _NUMPY_OF))}"
+        )
     return np.dtype(_NUMPY_OF[dtype])
 
 

@@ -92,7 +92,11 @@ def to_tf_dataset(
                 "input_context", input_context, "a tf.distribute.InputContext or None"
             )
         if rank is not None or world_size is not None:
-            raise ValueError("pass input_context or rank/world_size, not both")
+            raise InvalidArgumentError(
+                "input_context",
+                input_context,
+                "None where rank/world_size are given (one or the other)",
+            )
         rank, world_size = input_context.input_pipeline_id, input_context.num_input_pipelines
     else:
         check_rank(rank, world_size)

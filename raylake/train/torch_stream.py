@@ -13,6 +13,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 from raylake.arguments import check_count, check_flag, refuse_unknown_keywords
 from raylake.errors import ResumeStateError
 from raylake.expr import Expr
+from raylake.streaming.options import StreamOptions
 from raylake.table import Table
 from raylake.train.continual import ContinualConfig, ContinualReader, check_resume_state
 from raylake.train.convert import FillNull
@@ -75,11 +76,14 @@ class LakeStreamDataset(IterableDataset):
         # Resolved now, once: every DataLoader worker of this rank starts at the same
         # snapshot even if a commit lands while they start (under DDP, pass the same
         # snapshot id or saved position to every rank).
-        start = tbl.stream(start=start, prefetch=False).position
-        self._config = ContinualConfig(
-            tbl.uri, layout.columns, filter, start, batch_size, shuffle, seed, drop_last,
-            poll_interval, until_snapshot, idle_timeout,
+        stream = StreamOptions(
+            start=start, poll_interval=poll_interval, columns=layout.columns, filter=filter,
+            catch_up_after=None, prefetch=False,
         )  # fmt: skip
+        stream = stream.replace(start=tbl.stream(options=stream).position)
+        self._config = ContinualConfig(
+            tbl.uri, stream, batch_size, shuffle, seed, drop_last, until_snapshot, idle_timeout
+        )
         self._output = TensorBatches(layout, dtype, transform, None, False)
         self._rank = rank
         self._world_size = world_size

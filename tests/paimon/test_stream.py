@@ -143,7 +143,6 @@ def test_a_streaming_job_shard_writes_each_change_once(paimon_copy: Any, tmp_pat
         consumer_id="copy",
         num_shards=2,
         sink_uri=sink_uri,
-        start="earliest",
     )
     check_job(spec, output_schema=None, storage_options=None, sink_storage_options=None)
     for shard in range(2):

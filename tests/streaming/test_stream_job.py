@@ -108,11 +108,13 @@ def test_consumer_ids_are_refused_when_the_job_is_made(warehouse: Path) -> None:
     die in its constructor and be restarted without end (issue 15)."""
     pytest.importorskip("ray")
     source = raylake.create_table(str(warehouse / "src"), SCHEMA)
-    with pytest.raises(ConsumerError, match="invalid consumer id 'a/b'"):
+    with pytest.raises(ConsumerError, match=r"valid consumer id.*got str 'a/b'"):
         raylake.StreamingJob(source.uri, double, consumer_id="a/b")
     long = "c" * 120
     assert validate_consumer_id(long) == long  # a valid id alone, too long with a shard suffix
-    with pytest.raises(ConsumerError, match=r"invalid consumer id 'c+\.shard-1-of-2'"):
+    with pytest.raises(
+        ConsumerError, match=r"shard suffix '\.shard-1-of-2' \(at most 115 characters here\)"
+    ):
         raylake.StreamingJob(source.uri, double, consumer_id=long, num_shards=2)
     assert source.consumers() == []
 

@@ -144,7 +144,8 @@ def test_streaming_job_is_checked_before_any_actor_starts(
     refused(TableNotFoundError, "no-src", uri=str(warehouse / "no-src"), sink_uri=sink.uri)
     refused(UnknownColumnError, "'nope'", sink_uri=sink.uri, columns=["id", "nope"])
     refused(UnknownColumnError, "'nope'", sink_uri=sink.uri, filter="nope > 1")
-    refused(StreamError, "start", sink_uri=sink.uri, start="soon")
+    with pytest.raises(StreamError, match="start"):  # refused as early as the job is made
+        StreamingJob(source.uri, double, consumer_id="j", sink_uri=sink.uri, start="soon")  # type: ignore[arg-type]
     text_v = pa.schema([("id", pa.int64()), ("v", pa.string())])
     refused(SchemaMismatchError, "'v' has type string", sink_uri=sink.uri, output_schema=text_v)
     refused(SchemaMismatchError, r"missing column\(s\) \['v'\]", sink_uri=sink.uri,

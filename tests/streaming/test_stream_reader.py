@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -316,13 +317,15 @@ def test_catch_up_primary_key_table_across_compaction(warehouse: Path) -> None:
 def test_bad_arguments(warehouse: Path) -> None:
     tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
     tbl.write(rows([1]))
-    with pytest.raises(ConsumerError, match="invalid consumer id"):
+    with pytest.raises(ConsumerError, match="valid consumer id"):
         tbl.stream(consumer_id="../evil")
-    with pytest.raises(StreamError, match="out of range"):
+    with pytest.raises(StreamError, match=re.escape("0 <= index < count")):
         tbl.stream(shard=(3, 3))
     with pytest.raises(StreamError, match="pair"):
         tbl.stream(shard=(0,))  # type: ignore[arg-type]
-    with pytest.raises(StreamError, match="one of shard, buckets"):
+    with pytest.raises(
+        StreamError, match=re.escape("one of ['shard', 'buckets', 'bucket_filter']")
+    ):
         tbl.stream(shard=(0, 2), buckets=[1])
     with pytest.raises(SnapshotNotFoundError, match="snapshot 9 does not exist"):
         tbl.stream(start=9)

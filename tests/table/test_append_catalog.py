@@ -15,12 +15,12 @@ import pytest
 
 import raylake
 from raylake.errors import (
+    InvalidArgumentError,
     RaylakeError,
     SchemaError,
     SchemaMismatchError,
     TableAlreadyExistsError,
     TableNotFoundError,
-    UnsupportedOperationError,
 )
 from raylake.table import table_exists
 
@@ -197,7 +197,7 @@ def test_from_pandas_modes(tmp_path: Path) -> None:
     tbl = raylake.from_pandas(DF.head(1), uri, mode="overwrite")
     assert tbl.to_arrow().to_pydict() == {"a": [1], "b": ["x"]}
     assert [s.commit_kind for s in tbl.snapshots()] == ["APPEND", "APPEND", "OVERWRITE"]
-    with pytest.raises(UnsupportedOperationError, match="'ignore'"):
+    with pytest.raises(InvalidArgumentError, match=r"mode must be one of .* got str 'ignore'"):
         raylake.from_pandas(DF, uri, mode="ignore")  # type: ignore[arg-type]
     assert tbl.count() == 1
 
@@ -280,13 +280,15 @@ def test_an_index_named_as_a_column_is_refused(tmp_path: Path) -> None:
 def test_open_or_create_drops_system_columns_whatever_the_kind(
     tmp_path: Path, primary_key: tuple[str, ...]
 ) -> None:
+    from raylake.format.table_spec import TableSpec
     from raylake.table.catalog import open_or_create_table
 
     uri = str(tmp_path / "t")
     data = SCHEMA.append(pa.field("_rl_kind", pa.string())).with_metadata({b"pandas": b"{}"})
-    tbl, created = open_or_create_table(uri, data, primary_key=primary_key, buckets=2)
+    spec = TableSpec.of(primary_key=primary_key, buckets=2)
+    tbl, created = open_or_create_table(uri, data, spec=spec)
     assert created and tbl.schema.names == ["id", "dt", "x"] and not tbl.schema.metadata
-    again, created = open_or_create_table(uri, None, primary_key=primary_key)
+    again, created = open_or_create_table(uri, None, spec=TableSpec.of(primary_key=primary_key))
     assert not created and again.schema == tbl.schema
 
 

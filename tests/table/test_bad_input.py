@@ -127,7 +127,7 @@ CASES: list[tuple[str, bool, Call, type[Exception], str]] = [
     ("read-split-str", False, lambda t, _: list(t.read_split("x")),
      InvalidArgumentError, "split must be a Split"),
     ("stream-row-kind-str", False, lambda t, _: t.stream(include_row_kind="yes"),
-     InvalidArgumentError, "include_row_kind must be a bool"),
+     InvalidArgumentError, "include_row_kind must be True or False"),
     # Primary-key deletes.
     ("delete-dict-of-scalars", True, lambda t, _: t.delete({"id": 1}), InvalidArgumentError,
      "a dict of key columns (lists of values)"),
@@ -248,8 +248,8 @@ def test_cli_refuses_negative_counts(
 @pytest.mark.parametrize(
     ("content", "flags", "message"),
     [
-        ("id,v\n1,a\n", ["--partition-by", "v"], "--partition-by: only with --create"),
-        ("id,v\n1,a\n", ["--buckets", "0"], "--buckets: only with --create"),
+        ("id,v\n1,a\n", ["--partition-by", "v"], "--partition-by must be given only with --create"),
+        ("id,v\n1,a\n", ["--buckets", "0"], "--buckets must be given only with --create"),
         ("id,v\n1,a\nx,b\n", [], "cannot read"),
     ],
 )

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from raylake.arguments import refuse_unknown_keywords
-from raylake.errors import MergeError, SchemaMismatchError, UnknownColumnError
+from raylake.errors import MergeArgumentError, MergeError, SchemaMismatchError, UnknownColumnError
 from raylake.expr.values import (
     Lit,
     Op,
@@ -89,7 +89,7 @@ class TableMerger:
     ) -> TableMerger:
         """Update a target row no source row matched (expressions over ``t.`` only)."""
         if updates is None:
-            raise MergeError("when_not_matched_by_source_update needs the columns to set")
+            raise MergeArgumentError("updates", updates, "a mapping of the columns to set")
         return self._add(BY_SOURCE, "update", predicate, updates)
 
     @refuse_unknown_keywords
@@ -190,15 +190,13 @@ def join_on(on: Any, schema: pa.Schema, source: pa.Schema) -> JoinOn:
     if isinstance(on, Sequence) and not isinstance(on, str):
         names = list(on)
         if not names or not all(isinstance(n, str) for n in names):
-            raise MergeError(f"on must name at least one column, got {on!r}")
+            raise MergeArgumentError("on", on, "a non-empty list of column names")
         pairs = tuple((n, n) for n in names)
         residual = None
     elif isinstance(on, str):
         pairs, residual = _split_condition(parse_condition(on, "ts"), on)
     else:
-        raise MergeError(
-            f"on must be a column name, a list of them or a condition string, got {on!r}"
-        )
+        raise MergeArgumentError("on", on, "a column name, a list of them or a condition string")
     for t, s in pairs:
         if t not in schema.names:
             raise UnknownColumnError(t, list(schema.names))
@@ -252,7 +250,7 @@ def _split_condition(expr: ValueExpr, text: str) -> tuple[tuple[tuple[str, str],
 
 def _target_name(name: Any) -> str:
     if not isinstance(name, str):
-        raise MergeError(f"a merge assigns to column names (strings), got {name!r}")
+        raise MergeArgumentError("a column to set", name, "a column name (a string)")
     return name[2:] if name.startswith("t.") else name
 
 
@@ -261,7 +259,7 @@ def _value(expr: Any, sides: str) -> ValueExpr:
         return parse_value(expr, sides)
     if expr is None or isinstance(expr, bool | int | float):
         return Lit(expr)
-    raise MergeError(f"a merge value must be an expression string or a literal, got {expr!r}")
+    raise MergeArgumentError("a merge value", expr, "an expression string or a literal")
 
 
 def _complete(clause: Clause, schema: pa.Schema, source: pa.Schema, ts: Any) -> Clause:

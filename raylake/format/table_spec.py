@@ -1,0 +1,84 @@
+"""How a new table is laid out, as one frozen value checked once: :class:`TableSpec`.
+
+``create_table``, ``from_pandas``, ``write_lake`` / ``LakeDatasink``, the Spark write and
+the CLI's ``write --create`` all take the same four keywords (``partition_by``,
+``primary_key``, ``buckets``, ``options``). Each makes a TableSpec of them at the call,
+before anything is read or written, and hands that down: the keywords are checked in
+one place, by one set of rules, whichever entry point a table is created from. The
+rules of a table's kind (a primary key's columns, a merge engine's options) are the
+kind's, checked when the schema is known (raylake/table/kind.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from raylake.arguments import check_names, check_optional_count
+from raylake.errors import InvalidOptionError, SchemaArgumentError
+from raylake.format.schema import TableSchema
+from raylake.format.types import normalize_type
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """The layout of a new table: partition columns, primary key, bucket count (None:
+    one, or the kind's default) and table options (docs/format.md, section 2)."""
+
+    partition_by: tuple[str, ...] = ()
+    primary_key: tuple[str, ...] = ()
+    buckets: int | None = None
+    # A copy of the caller's options; values are stored as strings.
+    options: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        error = SchemaArgumentError
+        object.__setattr__(
+            self, "partition_by", check_names("partition_by", self.partition_by, error)
+        )
+        object.__setattr__(self, "primary_key", check_names("primary_key", self.primary_key, error))
+        check_optional_count("buckets", self.buckets, 1, error)
+        object.__setattr__(self, "options", _options(self.options))
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        partition_by: Sequence[str] = (),
+        primary_key: Sequence[str] = (),
+        buckets: int | None = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> TableSpec:
+        """The spec of the keywords of a creating call (``options=None``: none)."""
+        return cls(partition_by, primary_key, buckets, {} if options is None else options)  # type: ignore[arg-type]
+
+    def table_schema(self, schema: pa.Schema) -> TableSchema:
+        """The schema a new table of ``schema``'s columns is created with (the schema's
+        own checks: key columns exist, no reserved names, valid options)."""
+        if not isinstance(schema, pa.Schema):
+            raise SchemaArgumentError("schema", schema, "a pyarrow.Schema")
+        fields = [
+            pa.field(f.name, normalize_type(f.type), f.nullable and f.name not in self.primary_key)
+            for f in schema
+        ]
+        return TableSchema(
+            arrow_schema=pa.schema(fields),
+            partition_keys=self.partition_by,
+            primary_key=self.primary_key,
+            buckets=1 if self.buckets is None else self.buckets,
+            options=dict(self.options),
+        )
+
+
+def _options(options: object) -> dict[str, str]:
+    if not isinstance(options, Mapping) or not all(isinstance(k, str) for k in options):
+        raise SchemaArgumentError("options", options, "a mapping of option names to values")
+    for key, value in options.items():
+        if value is None:  # it would be stored as 'None' ('none' is a compression)
+            raise InvalidOptionError(
+                key, value, "expected a value; leave the key out for the default"
+            )
+    return {k: str(v) for k, v in options.items()}

@@ -1,0 +1,165 @@
+"""How a stream reads, as one frozen value checked once: :class:`StreamOptions`.
+
+Every layer that opens a stream (``Table.stream``, ``StreamReader``, ``read_lake_stream``,
+a ``StreamingJob``'s shards, the continual-training loaders) takes the same options and
+hands this value down, rather than ``**options`` dicts that each layer checked, or did
+not. The defaults are the same for every table format (raylake's, Paimon's): the reader
+is the same. A ``StreamingJob`` starts from :data:`JOB_DEFAULTS` (docs/streaming.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from raylake.arguments import (
+    check_callable,
+    check_choice,
+    check_exclusive,
+    check_flag,
+    check_keywords,
+    check_names,
+    check_optional_count,
+    check_seconds,
+    is_int,
+)
+from raylake.errors import StreamArgumentError
+from raylake.expr import Expr
+
+OnOverwrite = Literal["refresh", "skip", "fail"]
+ON_OVERWRITE: tuple[str, ...] = ("refresh", "skip", "fail")
+START_NAMES = ("latest", "earliest", "latest-new")
+DEFAULT_CATCH_UP_AFTER = 32
+
+
+@dataclass(frozen=True)
+class StreamPosition:
+    """Where a reader stands: the snapshot it reads next, and whether it reads that one
+    whole (a start) or as a change. ``reader.position``; ``start=`` takes it back, so a
+    trainer's checkpoint can hold a stream position without a consumer file."""
+
+    next_snapshot_id: int
+    full: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"next_snapshot_id": self.next_snapshot_id, "full": self.full}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> StreamPosition:
+        try:
+            position = cls(int(data["next_snapshot_id"]), bool(data["full"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise StreamArgumentError("position", data, f"a stream position ({exc!r})") from None
+        if position.next_snapshot_id < 1:
+            raise StreamArgumentError(
+                "position", data, "a stream position (snapshot ids start at 1)"
+            )
+        return position
+
+
+StartPosition = Literal["latest", "earliest", "latest-new"] | int | datetime | StreamPosition
+
+
+@dataclass(frozen=True)
+class StreamOptions:
+    """The options of a stream but its consumer id, checked when made (a wrong one raises
+    :class:`~raylake.errors.StreamArgumentError`, an InvalidArgumentError).
+
+    ``start``: ``"latest"`` (the current state, then its changes), ``"earliest"``,
+    ``"latest-new"`` (changes after now only), a snapshot id, a datetime or a
+    :class:`StreamPosition`. ``poll_interval``: seconds between looks for a new
+    snapshot. ``shard=(i, n)``, ``buckets`` or ``bucket_filter``: which part of the
+    table (one of them). ``include_row_kind``: a ``_rl_kind`` column. ``on_overwrite``:
+    what an OVERWRITE snapshot gives (``"refresh"``: its whole state, ``"skip"``,
+    ``"fail"``). ``columns``, ``filter``: what is read. ``catch_up_after``: a reader this
+    many snapshots behind reads them as one plan (None: never). ``prefetch``: read the
+    next snapshot file while the caller handles a plan (a thread).
+    """
+
+    start: StartPosition = "latest"
+    poll_interval: float = 1.0
+    shard: tuple[int, int] | None = None
+    buckets: frozenset[int] | None = None
+    bucket_filter: Callable[[int], bool] | None = None
+    include_row_kind: bool = False
+    on_overwrite: OnOverwrite = "refresh"
+    columns: tuple[str, ...] | None = None
+    filter: str | Expr | None = None
+    catch_up_after: int | None = DEFAULT_CATCH_UP_AFTER
+    prefetch: bool = True
+
+    def __post_init__(self) -> None:
+        error = StreamArgumentError
+        _check_start(self.start)
+        seconds = check_seconds("poll_interval", self.poll_interval, error, optional=False)
+        object.__setattr__(self, "poll_interval", float(seconds))  # type: ignore[arg-type]
+        check_exclusive(
+            {"shard": self.shard, "buckets": self.buckets, "bucket_filter": self.bucket_filter},
+            error,
+        )
+        if self.shard is not None:
+            object.__setattr__(self, "shard", _check_shard(self.shard))
+        if self.buckets is not None:
+            object.__setattr__(self, "buckets", _check_buckets(self.buckets))
+        check_callable("bucket_filter", self.bucket_filter, error)
+        check_flag("include_row_kind", self.include_row_kind, error)
+        check_choice("on_overwrite", self.on_overwrite, ON_OVERWRITE, error)
+        if self.columns is not None:
+            object.__setattr__(self, "columns", check_names("columns", self.columns, error))
+        if self.filter is not None and not isinstance(self.filter, str | Expr):
+            raise error("filter", self.filter, "a filter string, a raylake expression or None")
+        check_optional_count("catch_up_after", self.catch_up_after, 1, error, "None (never)")
+        check_flag("prefetch", self.prefetch, error)
+
+    @classmethod
+    def of(cls, options: StreamOptions | None = None, **keywords: Any) -> StreamOptions:
+        """``options`` (default: the defaults) with ``keywords`` replaced; an unknown
+        keyword is refused with the closest option name."""
+        if options is not None and not isinstance(options, StreamOptions):
+            raise StreamArgumentError("options", options, "a StreamOptions or None")
+        check_keywords("stream", keywords, NAMES)
+        return dataclasses.replace(options or cls(), **keywords)
+
+    def replace(self, **keywords: Any) -> StreamOptions:
+        """A copy with ``keywords`` replaced (checked again)."""
+        return StreamOptions.of(self, **keywords)
+
+
+NAMES = frozenset(f.name for f in dataclasses.fields(StreamOptions))
+
+
+def _check_start(start: object) -> None:
+    if isinstance(start, StreamPosition | datetime):
+        return
+    expected = f"one of {list(START_NAMES)}, a snapshot id (an int >= 1) or a datetime"
+    if isinstance(start, str):
+        if start not in START_NAMES:
+            raise StreamArgumentError("start", start, expected)
+        return
+    if not is_int(start) or start < 1:  # type: ignore[operator]
+        raise StreamArgumentError("start", start, expected)
+
+
+def _check_shard(shard: object) -> tuple[int, int]:
+    expected = "a pair (index, count) of ints with 0 <= index < count"
+    if not isinstance(shard, tuple | list) or len(shard) != 2:
+        raise StreamArgumentError("shard", shard, expected)
+    first, second = shard
+    if not (is_int(first) and is_int(second)) or not 0 <= first < second:
+        raise StreamArgumentError("shard", shard, expected)
+    return int(first), int(second)
+
+
+def _check_buckets(buckets: Iterable[int]) -> frozenset[int]:
+    chosen = list(buckets) if isinstance(buckets, Iterable) else None
+    if not chosen or not all(is_int(b) and b >= 0 for b in chosen):
+        raise StreamArgumentError("buckets", buckets, "a non-empty list of ints >= 0")
+    return frozenset(chosen)
+
+
+# A StreamingJob reads everything once, into a sink: it starts at the earliest snapshot,
+# looks often, and stops at an OVERWRITE rather than let one shard of several refresh.
+JOB_DEFAULTS = StreamOptions(start="earliest", poll_interval=0.2, on_overwrite="fail")

@@ -1,0 +1,101 @@
+"""The table-creation keywords are one frozen value, TableSpec (raylake/format/table_spec.py),
+made and checked once per call by every entry point that can create a table; the public
+keywords keep working."""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+import raylake
+from raylake.cli import main
+from raylake.errors import InvalidArgumentError, InvalidOptionError, SchemaError
+from raylake.format.schema import build_table_schema
+from raylake.format.table_spec import TableSpec
+from raylake.table.catalog import open_or_create_table
+
+SCHEMA = pa.schema([("id", pa.int64()), ("dt", pa.string()), ("x", pa.float64())])
+LAYOUT: dict[str, Any] = {
+    "partition_by": ["dt"],
+    "primary_key": ["id", "dt"],
+    "buckets": 2,
+    "options": {"merge-engine": "deduplicate", "write.target-file-size": 1 << 20},
+}
+
+
+def test_a_spec_is_checked_normalized_and_frozen() -> None:
+    spec = TableSpec.of(**LAYOUT)
+    assert spec.partition_by == ("dt",) and spec.primary_key == ("id", "dt")
+    assert spec.options == {"merge-engine": "deduplicate", "write.target-file-size": str(1 << 20)}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.buckets = 3  # type: ignore[misc]
+    assert pickle.loads(pickle.dumps(spec)) == spec
+    assert TableSpec.of() == TableSpec() and TableSpec().buckets is None
+
+
+@pytest.mark.parametrize(
+    ("keywords", "message"),
+    [
+        ({"partition_by": "dt"}, "partition_by must be a list of column names (for one column"),
+        ({"primary_key": [1]}, "primary_key must be a list of column names (strings)"),
+        ({"buckets": 0}, "buckets must be an int >= 1 or None, got int 0"),
+        ({"buckets": "2"}, "buckets must be an int >= 1 or None, got str '2'"),
+        ({"options": ["a"]}, "options must be a mapping of option names to values"),
+        ({"options": {"bucket": None}}, "invalid option bucket=None"),
+    ],
+)
+def test_a_bad_keyword_is_refused_by_the_spec(keywords: dict[str, Any], message: str) -> None:
+    with pytest.raises(InvalidArgumentError) as info:
+        TableSpec.of(**keywords)
+    assert message in str(info.value)
+    assert isinstance(info.value, SchemaError | InvalidOptionError)  # the classes of before
+
+
+def _layout(tbl: raylake.Table) -> tuple[Any, ...]:
+    ts = tbl.table_schema
+    return ts.partition_keys, ts.primary_key, ts.buckets, dict(ts.options), tbl.schema
+
+
+def test_every_entry_point_creates_the_same_table_from_the_same_keywords(tmp_path: Path) -> None:
+    rows = pa.table({"id": [1], "dt": ["d"], "x": [0.5]}, schema=SCHEMA)
+    by_create = raylake.create_table(str(tmp_path / "a"), SCHEMA, **LAYOUT)
+    by_pandas = raylake.from_pandas(rows.to_pandas(), str(tmp_path / "b"), SCHEMA, **LAYOUT)
+    by_sink, created = open_or_create_table(
+        str(tmp_path / "c"), SCHEMA, spec=TableSpec.of(**LAYOUT)
+    )
+    assert created
+    assert _layout(by_create) == _layout(by_pandas) == _layout(by_sink)
+    direct = build_table_schema(SCHEMA, **LAYOUT)  # the format's entry, the same spec
+    assert (direct.partition_keys, direct.primary_key, direct.buckets) == (("dt",), ("id", "dt"), 2)
+
+
+def test_a_sink_makes_its_spec_when_it_is_made(tmp_path: Path) -> None:
+    pytest.importorskip("ray")
+    from raylake.datasource import LakeDatasink
+
+    sink = LakeDatasink(str(tmp_path / "t"), **LAYOUT)
+    assert sink._create.layout == TableSpec.of(**LAYOUT)
+    with pytest.raises(SchemaError, match="buckets must be"):
+        LakeDatasink(str(tmp_path / "t"), buckets=-1)
+
+
+def test_the_cli_creates_with_the_same_spec(tmp_path: Path) -> None:
+    csv = tmp_path / "rows.csv"
+    csv.write_text("id,dt,x\n1,d,0.5\n")
+    uri = str(tmp_path / "t")
+    flags = ["--create", "--partition-by", "dt", "--primary-key", "id,dt", "--buckets", "2"]
+    assert main(["write", uri, str(csv), *flags]) == 0
+    ts = raylake.open_table(uri).table_schema
+    assert (ts.partition_keys, ts.primary_key, ts.buckets) == (("dt",), ("id", "dt"), 2)
+
+
+def test_from_pandas_checks_the_spec_before_reading_the_frame(tmp_path: Path) -> None:
+    with pytest.raises(SchemaError, match="primary_key must be a list"):
+        raylake.from_pandas(pd.DataFrame({"id": [None]}), str(tmp_path / "t"), primary_key="id")
+    assert not (tmp_path / "t").exists()
