@@ -18,9 +18,10 @@ import pyarrow.compute as pc
 
 from raylake.errors import UnsupportedPaimonError
 from raylake.paimon.meta import PaimonFileSlice, PaimonTableSchema
-from raylake.paimon.read import PaimonReadPlan, prepare_merge, read_file
+from raylake.paimon.read import prepare_merge, read_file, read_plan
 from raylake.table.changes import with_row_kind
 from raylake.table.pk.engines import merge
+from raylake.table.pk.read import ReadPlan
 from raylake.table.pk.schema import KIND, KIND_NAMES, SEQ
 
 _UPSERTS = pa.array([0, 2], pa.int8())
@@ -36,15 +37,15 @@ def read_change_files(
     """The change rows of changelog files (``merge_delta``: delta files, a primary-key
     bucket's merged into each key's last version), bucket by bucket."""
     ts: PaimonTableSchema = ctx.table_schema
-    plan = PaimonReadPlan.of(ts, ctx.columns, ctx.filter)
+    plan = read_plan(ts, ctx.columns, ctx.filter)
     schema = with_row_kind(ctx.output_schema, include_row_kind)
     parts = []
     for slices in _by_bucket(files).values():
         if not ts.primary_key:
-            rows = pa.concat_tables([read_file(ctx, s, plan.read_columns) for s in slices])
+            rows = pa.concat_tables([read_file(ctx, s, plan.table_columns) for s in slices])
             rows = rows.append_column(KIND, pa.array(np.zeros(rows.num_rows, np.int8)))
         else:
-            wanted = plan.merge_columns
+            wanted = plan.table_columns
             rows = pa.concat_tables([read_file(ctx, s, wanted, system=True) for s in slices])
             rows = rows.sort_by(SEQ)
             if merge_delta:
@@ -54,7 +55,7 @@ def read_change_files(
 
 
 def change_rows(
-    rows: pa.Table, plan: PaimonReadPlan, schema: pa.Schema, include_row_kind: bool
+    rows: pa.Table, plan: ReadPlan, schema: pa.Schema, include_row_kind: bool
 ) -> pa.Table:
     """Rows with an int8 row kind -> filtered, projected to ``schema``, the kind named
     in ``_rl_kind`` if asked, else upserts (+I, +U) only."""
@@ -69,7 +70,7 @@ def change_rows(
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def _merge_delta(rows: pa.Table, ts: PaimonTableSchema, plan: PaimonReadPlan, uri: str) -> pa.Table:
+def _merge_delta(rows: pa.Table, ts: PaimonTableSchema, plan: ReadPlan, uri: str) -> pa.Table:
     if ts.info.options.merge_engine != "deduplicate":
         raise UnsupportedPaimonError(
             uri,
@@ -77,7 +78,6 @@ def _merge_delta(rows: pa.Table, ts: PaimonTableSchema, plan: PaimonReadPlan, ur
             "('changelog-producer' = 'input', 'lookup' or 'full-compaction'): its delta "
             "files hold partial rows",
         )
-    assert plan.spec is not None
     return merge(prepare_merge(rows, plan, ts.info, uri), plan.spec, keep_deletes=True)
 
 
