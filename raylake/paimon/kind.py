@@ -14,7 +14,8 @@ changes into the change splits every table kind uses (raylake/table/changes.py):
 - a catch-up over many snapshots: the live files at both ends compared (append:
   ``InsertSplit`` / ``RemovedSplit``; primary key: a ``DiffSplit`` per bucket).
 
-The source (raylake/paimon/source.py) refuses writes before any kind is asked.
+The source (raylake/paimon/source.py) is not writable: every write is refused before
+any kind is asked, so the kinds have no writer and no write mode.
 """
 
 from __future__ import annotations
@@ -33,10 +34,8 @@ from raylake.paimon.fallback import conformed, fallback_context, is_fallback, sp
 from raylake.paimon.meta import PaimonFileSlice, PaimonTableSchema
 from raylake.paimon.read import read_splits
 from raylake.paimon.scan import append_splits, column_fraction, pk_splits, section_splits, sized
-from raylake.paimon.source import read_only
 from raylake.table.kind import TableKind, kind_of
 from raylake.table.split import Split, partition_sort_key
-from raylake.table.writer import TableWriter
 
 if TYPE_CHECKING:
     from raylake.format.schema import TableSchema
@@ -47,21 +46,6 @@ if TYPE_CHECKING:
 
 class _PaimonKind(TableKind):
     write_modes = ()
-
-    @property
-    def default_write_mode(self) -> str:
-        raise read_only(self._uri, "writing")
-
-    @property
-    def _uri(self) -> str:
-        paimon = getattr(self.ts, "paimon", None)
-        return paimon.uri if paimon is not None else "the table"
-
-    def check_write_mode(self, mode: str, where: str = "") -> None:
-        raise read_only(where or self._uri, f"writing (mode {mode!r})")
-
-    def new_writer(self, file_io: FileIO, *, file_prefix: str = "data") -> TableWriter:
-        raise read_only(file_io.uri, "writing")
 
     def read_batches(self, ctx: ReadContext, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
         if self._fallback() is None:  # a main branch without one, or the fallback itself

@@ -26,11 +26,12 @@ from raylake.paimon.manifest import ADD, EntryDecoder, delta_manifests, live_fil
 from raylake.paimon.manifest import snapshot_manifests as _snapshot_manifests
 from raylake.paimon.meta import PaimonFileSlice, PaimonTableSchema
 from raylake.paimon.schema import schema_ids
-from raylake.paimon.snapshot import PaimonSnapshots, read_snapshot
+from raylake.paimon.snapshot import PaimonSnapshots
 from raylake.table.source import TableSource
 
 if TYPE_CHECKING:
     from raylake.paimon.table import PaimonTable
+    from raylake.table.kind import TableKind
 
 CONSUMER_DIR = "consumer"
 _CONSUMER_PREFIX = "consumer-"
@@ -54,8 +55,7 @@ class PaimonSource(TableSource):
     plain_files = False
 
     def __init__(self, file_io: FileIO) -> None:
-        super().__init__(file_io)
-        self.snapshots = PaimonSnapshots(file_io)
+        super().__init__(file_io, PaimonSnapshots(file_io))
 
     def exists(self) -> bool:
         return bool(schema_ids(self.file_io))
@@ -65,28 +65,14 @@ class PaimonSource(TableSource):
 
         return open_paimon_table(self.file_io, self)
 
+    @classmethod
+    def kind(cls, ts: TableSchema) -> TableKind:
+        from raylake.paimon.kind import PaimonAppendKind, PaimonPrimaryKeyKind
+
+        return PaimonPrimaryKeyKind(ts) if ts.primary_key else PaimonAppendKind(ts)
+
     def refuse_writes(self, what: str) -> UnsupportedOperationError:
         return read_only(self.file_io.uri, what)
-
-    # -- snapshots ---------------------------------------------------------------------
-
-    def snapshot_ids(self) -> list[int]:
-        return self.snapshots.ids()
-
-    def read_if_present(self, snapshot_id: int) -> Snapshot | None:
-        return read_snapshot(self.file_io, snapshot_id)
-
-    def get(self, snapshot_id: int) -> Snapshot:
-        return self.snapshots.get(snapshot_id)
-
-    def latest(self) -> Snapshot | None:
-        return self.snapshots.latest()
-
-    def as_of(self, time_millis: int) -> Snapshot:
-        return self.snapshots.as_of(time_millis)
-
-    def read_hint(self) -> int | None:
-        return self.snapshots.read_hint()
 
     # -- files -------------------------------------------------------------------------
 
