@@ -32,10 +32,10 @@ from raylake.errors import UnsupportedPaimonError
 from raylake.expr import filter_on_columns
 from raylake.format.snapshot import Snapshot
 from raylake.paimon.changes import change_rows
-from raylake.paimon.manifest import EntryDecoder, delta_manifests
+from raylake.paimon.manifest import delta_manifests
 from raylake.paimon.meta import PaimonFileSlice, PaimonTableSchema
 from raylake.paimon.read import read_file, read_plan
-from raylake.paimon.scan import PaimonScan, partition_path
+from raylake.paimon.scan import PaimonScan, decoder
 from raylake.table.changes import DiffSplit, with_row_kind
 from raylake.table.pk.changelog import diff_merged
 from raylake.table.pk.read import ReadPlan
@@ -71,8 +71,7 @@ def bucket_counts(ts: PaimonTableSchema, snaps: Iterable[Snapshot]) -> set[str]:
 def overwritten(ctx: Any, snap: Snapshot, group: Callable[..., Group]) -> set[Group]:
     """The groups whose files the OVERWRITE ``snap`` removed or wrote."""
     info = ctx.table_schema.info
-    decoder = EntryDecoder(ctx.file_io, info.schemas, info.current, partition_path(info))
-    entries = decoder.entries(delta_manifests(ctx.file_io, snap))
+    entries = decoder(ctx.file_io, info).entries(delta_manifests(ctx.file_io, snap))
     return {group(f.partition, f.bucket) for _, f in entries}
 
 

@@ -47,6 +47,12 @@ if TYPE_CHECKING:
 class _PaimonKind(TableKind):
     write_modes = ()
 
+    @property
+    def pts(self) -> PaimonTableSchema:
+        """The kind's schema: a Paimon one (PaimonSource names these kinds)."""
+        assert isinstance(self.ts, PaimonTableSchema)
+        return self.ts
+
     def read_batches(self, ctx: ReadContext, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
         if self._fallback() is None:  # a main branch without one, or the fallback itself
             yield from self._read_main(ctx, splits)
@@ -69,8 +75,7 @@ class _PaimonKind(TableKind):
         column_indices: Sequence[int] | None,
         target_size: int,
     ) -> list[Split]:
-        ts = self.ts
-        assert isinstance(ts, PaimonTableSchema)
+        ts = self.pts
         fraction = column_fraction(ts, column_indices)
         pieces = [sized(f, fraction) for f in files]
         if ts.primary_key:
@@ -82,8 +87,7 @@ class _PaimonKind(TableKind):
     def check_changes(self, what: str) -> None:
         """Changes read a snapshot's new files on their own: a data-evolution file holds
         some columns of rows other files hold, so they would return partial rows."""
-        ts = self.ts
-        assert isinstance(ts, PaimonTableSchema)
+        ts = self.pts
         if ts.info.options.data_evolution:
             raise UnsupportedPaimonError(
                 ts.info.uri, f"{what} of a data-evolution table (rows joined across files)"
@@ -93,8 +97,7 @@ class _PaimonKind(TableKind):
     def changelog_at_compaction(self) -> bool:
         from raylake.paimon.changes import changelog_producer
 
-        ts = self.ts
-        assert isinstance(ts, PaimonTableSchema)
+        ts = self.pts
         return changelog_producer(ts) in ("lookup", "full-compaction")
 
     def exact_row_count(self, split: Split) -> int | None:
@@ -104,7 +107,7 @@ class _PaimonKind(TableKind):
         return self._exact_row_count(split)
 
     def _fallback(self) -> TableSchema | None:
-        info = getattr(self.ts, "paimon", None)
+        info = self.pts.paimon
         return None if info is None else info.fallback
 
     def _exact_row_count(self, split: Split) -> int | None:
@@ -144,8 +147,7 @@ class _PaimonKind(TableKind):
         from raylake.paimon.changes import changelog_producer
         from raylake.paimon.snapshot import CHANGELOG_LIST
 
-        ts = self.ts
-        assert isinstance(ts, PaimonTableSchema)
+        ts = self.pts
         if snap.properties.get(CHANGELOG_LIST):
             return "changelog", rng.changelog_files([snap])
         if snap.commit_kind == "APPEND" and not (
@@ -162,8 +164,7 @@ class _PaimonKind(TableKind):
         from raylake.table.changes import ChangelogSplit, InsertSplit
         from raylake.table.scan import ReadContext
 
-        ts = self.ts
-        assert isinstance(ts, PaimonTableSchema)
+        ts = self.pts
         end = rng.after
         first = snapshots[0].id - 1 if snapshots else end.id
         ctx = ReadContext(rng.file_io, ts, None, rng.pruning)
@@ -206,35 +207,11 @@ class _PaimonKind(TableKind):
     def _compare(self, rng: ChangeRange) -> list[ChangeSplit]:
         """The change between the live files of two snapshots (a stream's catch-up)."""
         from raylake.paimon.changes_diff import group_of
-        from raylake.table.changes import DiffSplit, InsertSplit, RemovedSplit, bucket_order
 
-        before, after = rng.live_before(), rng.live_after()
-        first = 0 if rng.before is None else rng.before.id
-        if not self.ts.primary_key:
-            old, new = {_identity(f) for f in before}, {_identity(f) for f in after}
-            added = [f for f in after if _identity(f) not in old]
-            removed = [f for f in before if _identity(f) not in new]
-            found: list[ChangeSplit] = [InsertSplit(s) for s in rng.splits(rng.after.id, added)]
-            return found + [RemovedSplit(s) for s in rng.splits(first, removed)]
-        ts = self.ts
-        assert isinstance(ts, PaimonTableSchema)
-        group = group_of(ts, rescaled=False)
-        old_groups = _grouped(before, group)
-        new_groups = _grouped(after, group)
-        splits: list[ChangeSplit] = []
-        for key in sorted(old_groups.keys() | new_groups.keys(), key=bucket_order):
-            old_files, new_files = old_groups.get(key, []), new_groups.get(key, [])
-            if {_identity(f) for f in old_files} == {_identity(f) for f in new_files}:
-                continue
-            splits.append(
-                DiffSplit(
-                    key[0],
-                    key[1],
-                    tuple(rng.splits(first, old_files, whole=True)),
-                    tuple(rng.splits(rng.after.id, new_files, whole=True)),
-                )
-            )
-        return splits
+        ts = self.pts
+        if not ts.primary_key:
+            return rng.file_changes(_identity)
+        return rng.diffs(group_of(ts, rescaled=False), _identity)
 
     def read_changes(self, ctx: ChangeReadContext, split: ChangeSplit) -> Iterator[pa.RecordBatch]:
         from raylake.paimon.changes import read_change_files
@@ -260,8 +237,7 @@ class PaimonAppendKind(_PaimonKind):
     def shards_by_file(self) -> bool:
         """An unbucketed (``bucket`` = -1) table's rows have no key to keep together:
         stream shards split it by data file, as a raylake table of one bucket."""
-        ts = self.ts
-        assert isinstance(ts, PaimonTableSchema)
+        ts = self.pts
         return ts.info.options.bucket == -1
 
     def _read_main(self, ctx: ReadContext, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
@@ -290,7 +266,7 @@ class PaimonAppendKind(_PaimonKind):
 
     def _joins_rows(self) -> bool:
         """Data evolution: a row's columns may lie in several files (sections)."""
-        info = getattr(self.ts, "paimon", None)
+        info = self.pts.paimon
         return info is not None and info.options.data_evolution
 
     def _exact_row_count(self, split: Split) -> int | None:
@@ -334,13 +310,6 @@ class PaimonPrimaryKeyKind(_PaimonKind):
 def _identity(f: Any) -> tuple[str, Any]:
     """A live file as a snapshot sees it: its path and its deletion vector."""
     return (f.path, getattr(f, "deletion", None))
-
-
-def _grouped(files: Sequence[Any], group: Any) -> dict[tuple[Any, int], list[Any]]:
-    found: dict[tuple[Any, int], list[Any]] = {}
-    for f in files:
-        found.setdefault(group(f.partition, f.bucket), []).append(f)
-    return found
 
 
 def _one_split(files: Sequence[PaimonFileSlice]) -> Split:

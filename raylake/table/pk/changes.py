@@ -64,18 +64,7 @@ def plan_changes(rng: ChangeRange) -> list[ChangeSplit]:
             snaps = rng.snapshots()
             if snaps is not None and all(s.commit_kind != "OVERWRITE" for s in snaps):
                 return _changelog_splits(rng, snaps, net=len(snaps) > 1)
-    before = rng.by_bucket(rng.live_before())
-    after = rng.by_bucket(rng.live_after())
-    before_id = 0 if rng.before is None else rng.before.id
-    splits: list[ChangeSplit] = []
-    for key in sorted(before.keys() | after.keys(), key=bucket_order):
-        old, new = before.get(key, []), after.get(key, [])
-        if {f.path for f in old} == {f.path for f in new}:
-            continue
-        old_splits = tuple(rng.splits(before_id, old, whole=True))
-        new_splits = tuple(rng.splits(rng.after.id, new, whole=True))
-        splits.append(DiffSplit(key[0], key[1], old_splits, new_splits))
-    return splits
+    return rng.diffs()
 
 
 def _changelog_splits(rng: ChangeRange, snaps: Sequence[Snapshot], net: bool) -> list[ChangeSplit]:
