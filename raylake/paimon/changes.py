@@ -14,15 +14,13 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from raylake.errors import UnsupportedPaimonError
 from raylake.paimon.meta import PaimonFileSlice, PaimonTableSchema
 from raylake.paimon.read import prepare_merge, read_file, read_plan
-from raylake.table.changes import with_row_kind
 from raylake.table.pk.engines import merge
 from raylake.table.pk.read import ReadPlan
-from raylake.table.pk.schema import KIND, KIND_NAMES, SEQ
+from raylake.table.pk.schema import KIND, SEQ
 
 _UPSERTS = pa.array([0, 2], pa.int8())
 
@@ -32,13 +30,13 @@ def changelog_producer(ts: PaimonTableSchema) -> str:
 
 
 def read_change_files(
-    ctx: Any, files: Sequence[PaimonFileSlice], merge_delta: bool, include_row_kind: bool
-) -> pa.Table:
-    """The change rows of changelog files (``merge_delta``: delta files, a primary-key
-    bucket's merged into each key's last version), bucket by bucket."""
+    ctx: Any, files: Sequence[PaimonFileSlice], merge_delta: bool
+) -> list[pa.Table]:
+    """The change rows (with an int8 ``_rl_kind``) of changelog files (``merge_delta``:
+    delta files, a primary-key bucket's merged into each key's last version), bucket by
+    bucket."""
     ts: PaimonTableSchema = ctx.table_schema
     plan = read_plan(ts, ctx.columns, ctx.filter)
-    schema = with_row_kind(ctx.output_schema, include_row_kind)
     parts = []
     for slices in _by_bucket(files).values():
         if not ts.primary_key:
@@ -50,24 +48,8 @@ def read_change_files(
             rows = rows.sort_by(SEQ)
             if merge_delta:
                 rows = _merge_delta(rows, ts, plan, ctx.file_io.uri)
-        parts.append(change_rows(rows, plan, schema, include_row_kind))
-    return pa.concat_tables(parts) if parts else schema.empty_table()
-
-
-def change_rows(
-    rows: pa.Table, plan: ReadPlan, schema: pa.Schema, include_row_kind: bool
-) -> pa.Table:
-    """Rows with an int8 row kind -> filtered, projected to ``schema``, the kind named
-    in ``_rl_kind`` if asked, else upserts (+I, +U) only."""
-    if plan.full_filter is not None:
-        rows = rows.filter(plan.full_filter)
-    if not include_row_kind:
-        rows = rows.filter(pc.is_in(rows.column(KIND), value_set=_UPSERTS))
-    arrays = [rows.column(c) for c in plan.output]
-    if include_row_kind:
-        names = pa.array(list(KIND_NAMES), pa.string())
-        arrays.append(names.take(pc.cast(rows.column(KIND), pa.int32())))
-    return pa.Table.from_arrays(arrays, schema=schema)
+        parts.append(rows)
+    return parts
 
 
 def _merge_delta(rows: pa.Table, ts: PaimonTableSchema, plan: ReadPlan, uri: str) -> pa.Table:

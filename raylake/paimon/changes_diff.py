@@ -31,12 +31,11 @@ import pyarrow as pa
 from raylake.errors import UnsupportedPaimonError
 from raylake.expr import filter_on_columns
 from raylake.format.snapshot import Snapshot
-from raylake.paimon.changes import change_rows
 from raylake.paimon.manifest import delta_manifests
 from raylake.paimon.meta import PaimonFileSlice, PaimonTableSchema
 from raylake.paimon.read import read_file, read_plan
 from raylake.paimon.scan import PaimonScan, decoder
-from raylake.table.changes import DiffSplit, with_row_kind
+from raylake.table.changes import DiffSplit
 from raylake.table.pk.changelog import diff_merged
 from raylake.table.pk.read import ReadPlan
 from raylake.table.pk.schema import DELETE, INSERT, KIND
@@ -117,13 +116,12 @@ def _identities(splits: Sequence[Split]) -> set[tuple[str, Any]]:
 # -- reading ---------------------------------------------------------------------------
 
 
-def read_diff(ctx: Any, split: DiffSplit, include_row_kind: bool) -> pa.Table:
-    """The change rows of one group: the projected columns, and ``_rl_kind`` if asked."""
+def read_diff(ctx: Any, split: DiffSplit) -> pa.Table:
+    """The change rows of one group, with an int8 ``_rl_kind``."""
     ts: PaimonTableSchema = ctx.table_schema
-    plan = read_plan(ts, ctx.columns, ctx.filter)
-    schema = with_row_kind(ctx.output_schema, include_row_kind)
-    rows = _key_diff(ctx, split) if ts.primary_key else _file_diff(ctx, split, plan)
-    return change_rows(rows, plan, schema, include_row_kind)
+    if ts.primary_key:
+        return _key_diff(ctx, split)
+    return _file_diff(ctx, split, read_plan(ts, ctx.columns, ctx.filter))
 
 
 def _key_diff(ctx: Any, split: DiffSplit) -> pa.Table:

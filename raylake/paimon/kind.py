@@ -217,16 +217,17 @@ class _PaimonKind(TableKind):
         from raylake.paimon.changes import read_change_files
         from raylake.paimon.changes_diff import read_diff
         from raylake.table.changes import ChangelogSplit, DiffSplit
+        from raylake.table.pk.changes import change_batches
 
         read = ctx.read_context()
         if isinstance(split, ChangelogSplit):
             files = [f for f in split.files if isinstance(f, PaimonFileSlice)]
-            rows = read_change_files(read, files, split.net, ctx.include_row_kind)
+            rows = read_change_files(read, files, split.net)
         elif isinstance(split, DiffSplit):
-            rows = read_diff(read, split, ctx.include_row_kind)  # type: ignore[arg-type]
+            rows = [read_diff(read, split)]
         else:
             raise UnsupportedOperationError(f"{self.described} has no {type(split).__name__}")
-        yield from rows.to_batches(max_chunksize=ctx.batch_size)
+        yield from change_batches(ctx, rows)
 
 
 class PaimonAppendKind(_PaimonKind):
