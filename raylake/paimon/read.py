@@ -6,13 +6,16 @@ read as nulls; widened types are cast). Rows a deletion vector marks are dropped
 
 Append files are independent. Primary-key files carry ``_SEQUENCE_NUMBER`` and
 ``_VALUE_KIND`` (+I 0, -U 1, +U 2, -D 3, the same codes as raylake's row kinds) and
-are merged per section (files of a bucket whose key ranges overlap) by raylake's
-columnar merge kernel (raylake/table/pk/engines.py); engines that pick whole rows
-take each key's winner in file order, the decision kept per process (winners.py), and
-a deduplicate section of ordered files is decided newest file first, each file reduced
-to its winners before its columns are mapped (no sort, no ``_SEQUENCE_NUMBER``).
-Only key and partition predicates filter rows before the merge; the whole filter runs
-on merged rows, so an older version of a row never reappears.
+are merged per section (files of a bucket whose key ranges overlap) under raylake's
+read plan (raylake/table/pk/read.py ``ReadPlan``, from the table's merge spec).
+Engines that pick whole rows go through the merge-on-read kernel both formats use
+(raylake/table/pk/kernel.py): each file's key, sequence and kind columns in (the
+retracts as the merge engine treats them), a mask of winners per file out, decided
+newest file first where it can (no ``_SEQUENCE_NUMBER`` read), kept per process;
+each file is reduced to its winners before its columns are mapped. Partial-update and
+aggregation merge every version (raylake/table/pk/engines.py). Only key and partition
+predicates filter rows before a merge of every version; the whole filter runs on
+merged rows, so an older version of a row never reappears.
 """
 
 from __future__ import annotations

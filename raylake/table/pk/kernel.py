@@ -223,10 +223,11 @@ def _decide_by_sort(spec: MergeSpec, found: Sequence[tuple[pa.Table, int]]) -> D
         versions = np.flatnonzero(kinds != UPDATE_BEFORE)  # -U rows are no version
         if len(versions) < len(kinds):
             every = every.take(pa.array(versions))
-        chosen = merge_positions(every, spec)
-        assert chosen is not None
-        picked = chosen.astype(np.int64, copy=False)  # pyarrow's sort indices are uint64
-        keep[picked if len(versions) == len(kinds) else versions[picked]] = True
+        if every.num_rows:
+            chosen = merge_positions(every, spec)
+            assert chosen is not None
+            picked = chosen.astype(np.int64, copy=False)  # pyarrow's sort indices are uint64
+            keep[picked if len(versions) == len(kinds) else versions[picked]] = True
     offsets = np.cumsum([0, *rows])
     masks = [np.packbits(keep[offsets[i] : offsets[i + 1]]) for i in range(len(rows))]
     winners = [int(np.count_nonzero(keep[offsets[i] : offsets[i + 1]])) for i in range(len(rows))]
