@@ -14,6 +14,7 @@ after/before ratio of the medians, and each round's own ratio.
     git archive <commit> raylake | tar -x -C /tmp/before
     python bench/ab.py --before /tmp/before --after . TABLE_URI [TABLE_URI ...]
     python bench/ab.py --loader --before /tmp/before --after . TABLE_URI
+    python bench/ab.py --cold --before /tmp/before --after . TABLE_URI  (no kept decisions)
 """
 
 from __future__ import annotations
@@ -31,9 +32,12 @@ from pathlib import Path
 from typing import Any
 
 
-def child(uris: list[str], repeat: int) -> None:
-    """In a child process: time each table's full read, print one JSON line."""
+def child(uris: list[str], repeat: int, cold: bool = False) -> None:
+    """In a child process: time each table's full read, print one JSON line (``cold``:
+    each timed read after the process's caches are cleared: no kept merge decisions,
+    footers or manifests, as a first read in a fresh process; the page cache stays)."""
     import raylake
+    from raylake.caching import clear_process_caches
 
     out: dict[str, Any] = {"raylake": raylake.__file__}
     for uri in uris:
@@ -41,6 +45,8 @@ def child(uris: list[str], repeat: int) -> None:
         rows = tbl.to_arrow().num_rows  # warm-up: page cache, footers, kept decisions
         wall, cpu = float("inf"), float("inf")
         for _ in range(repeat):
+            if cold:
+                clear_process_caches()
             w, c = time.perf_counter(), time.process_time()
             tbl.to_arrow()
             wall = min(wall, time.perf_counter() - w)
@@ -158,6 +164,7 @@ def main() -> None:
     parser.add_argument(
         "--modes", default="plain,shuffled,pyarrow", help="of plain, shuffled, pyarrow, tf"
     )
+    parser.add_argument("--cold", action="store_true", help="clear caches before each read")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--mode", choices=LOADER_MODES, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -165,7 +172,7 @@ def main() -> None:
         loader_child(args.uris[0], args.mode, args.repeat, args.batch_size)
         return
     if args.child:
-        child(args.uris, args.repeat)
+        child(args.uris, args.repeat, args.cold)
         return
     if not args.before:
         parser.error("--before is required")
@@ -175,7 +182,8 @@ def main() -> None:
     results: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
     for r in range(args.rounds):
         for side in ("before", "after"):
-            results[side].append(run(getattr(args, side), args.uris, args.repeat))
+            extra = ["--cold"] if args.cold else []
+            results[side].append(run(getattr(args, side), args.uris, args.repeat, extra))
         line = "  ".join(
             f"{Path(u).name} {results['after'][r][u]['wall'] / results['before'][r][u]['wall']:.2f}x"
             for u in args.uris

@@ -41,6 +41,7 @@ from raylake.table.evolve import (
     merged_columns,
     schema_mode_arg,
 )
+from raylake.table.source import check_writable
 from raylake.table.table import create_writer
 from raylake.table.writer import DATA_DIR, writing
 
@@ -188,6 +189,7 @@ class LakeDatasink(Datasink[TaskCommit]):
         return tbl
 
     def _resolve_mode(self, tbl: Table) -> None:
+        check_writable(tbl, "writing")  # a Paimon table: refused, naming its format
         if self.mode is None:
             self.mode = cast(SinkMode, tbl.kind.default_write_mode)
         tbl.kind.check_write_mode(self.mode, where=self.file_io.uri)

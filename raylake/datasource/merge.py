@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 from raylake.arguments import refuse_unknown_keywords
 from raylake.errors import CommitConflictError, InvalidArgumentError, UnsupportedOperationError
 from raylake.table.merge.builder import MergeResult, TableMerger
+from raylake.table.source import check_writable
 
 if TYPE_CHECKING:
     from ray.data import Dataset
@@ -68,8 +69,7 @@ def merge_lake(
     if schema is None:
         raise InvalidArgumentError("ds", ds, "a dataset with a known schema")
     tbl = raylake.open_table(uri, storage_options=storage_options)
-    if not tbl.source.writable:  # a Paimon table: refused, naming its format
-        raise tbl.source.refuse_writes("merge()")
+    check_writable(tbl, "merge()")  # a Paimon table: refused, naming its format
     return LakeMerger(tbl, ds, schema, on, schema_mode=schema_mode)
 
 

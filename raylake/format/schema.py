@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import pyarrow as pa
 
@@ -46,6 +46,8 @@ class TableSchema:
     field_ids: tuple[int, ...] = ()
     # The largest field id ever given in this table: new columns get larger ones.
     highest_field_id: int = -1
+    # The table format whose source (raylake/table/source.py) names the schema's kind.
+    table_format: ClassVar[str] = "raylake"
 
     def __post_init__(self) -> None:
         names = self.arrow_schema.names

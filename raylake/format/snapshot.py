@@ -117,7 +117,12 @@ class Snapshot:
 
 
 class SnapshotManager:
-    """Finds and reads the snapshots of one table."""
+    """Finds and reads the snapshots of one table.
+
+    The file layout is three methods (:meth:`snapshot_ids`, :meth:`read_if_present`,
+    :meth:`read_hint`); everything else is built on them, so that another format's
+    snapshots (raylake/paimon/snapshot.py) are those three methods over its files.
+    """
 
     def __init__(self, file_io: FileIO) -> None:
         self.file_io = file_io
@@ -131,17 +136,16 @@ class SnapshotManager:
         return sorted(ids)
 
     def get(self, snapshot_id: int) -> Snapshot:
-        rel = snapshot_path(snapshot_id)
-        try:
-            raw = self.file_io.read_bytes(rel)
-        except FileNotFoundError:
+        """Snapshot ``snapshot_id``; SnapshotNotFoundError names the snapshots that exist."""
+        snap = self.read_if_present(snapshot_id)
+        if snap is None:
             ids = self.snapshot_ids()
             have = f"snapshots {ids[0]}..{ids[-1]}" if ids else "no snapshots"
             raise SnapshotNotFoundError(
                 f"snapshot {snapshot_id} does not exist in {self.file_io.uri} (it has {have})",
                 snapshot_id=snapshot_id,
-            ) from None
-        return self._parse(snapshot_id, raw)
+            )
+        return snap
 
     def _parse(self, snapshot_id: int, raw: bytes) -> Snapshot:
         path = self.file_io.full_path(snapshot_path(snapshot_id))
@@ -191,7 +195,8 @@ class SnapshotManager:
         return ids[0] if ids else None
 
     def all(self) -> list[Snapshot]:
-        return [self.get(i) for i in self.snapshot_ids()]
+        found = (self.read_if_present(i) for i in self.snapshot_ids())
+        return [s for s in found if s is not None]  # None: expired while listing
 
     def as_of(self, time_millis: int) -> Snapshot:
         """The newest snapshot committed at or before a time."""

@@ -14,14 +14,13 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from raylake.errors import UnsupportedPaimonError
 from raylake.paimon.meta import PaimonFileSlice, PaimonTableSchema
-from raylake.paimon.read import PaimonReadPlan, prepare_merge, read_file
-from raylake.table.changes import with_row_kind
+from raylake.paimon.read import prepare_merge, read_file, read_plan
 from raylake.table.pk.engines import merge
-from raylake.table.pk.schema import KIND, KIND_NAMES, SEQ
+from raylake.table.pk.read import ReadPlan
+from raylake.table.pk.schema import KIND, SEQ
 
 _UPSERTS = pa.array([0, 2], pa.int8())
 
@@ -31,45 +30,29 @@ def changelog_producer(ts: PaimonTableSchema) -> str:
 
 
 def read_change_files(
-    ctx: Any, files: Sequence[PaimonFileSlice], merge_delta: bool, include_row_kind: bool
-) -> pa.Table:
-    """The change rows of changelog files (``merge_delta``: delta files, a primary-key
-    bucket's merged into each key's last version), bucket by bucket."""
+    ctx: Any, files: Sequence[PaimonFileSlice], merge_delta: bool
+) -> list[pa.Table]:
+    """The change rows (with an int8 ``_rl_kind``) of changelog files (``merge_delta``:
+    delta files, a primary-key bucket's merged into each key's last version), bucket by
+    bucket."""
     ts: PaimonTableSchema = ctx.table_schema
-    plan = PaimonReadPlan.of(ts, ctx.columns, ctx.filter)
-    schema = with_row_kind(ctx.output_schema, include_row_kind)
+    plan = read_plan(ts, ctx.columns, ctx.filter)
     parts = []
     for slices in _by_bucket(files).values():
         if not ts.primary_key:
-            rows = pa.concat_tables([read_file(ctx, s, plan.read_columns) for s in slices])
+            rows = pa.concat_tables([read_file(ctx, s, plan.table_columns) for s in slices])
             rows = rows.append_column(KIND, pa.array(np.zeros(rows.num_rows, np.int8)))
         else:
-            wanted = plan.merge_columns
+            wanted = plan.table_columns
             rows = pa.concat_tables([read_file(ctx, s, wanted, system=True) for s in slices])
             rows = rows.sort_by(SEQ)
             if merge_delta:
                 rows = _merge_delta(rows, ts, plan, ctx.file_io.uri)
-        parts.append(change_rows(rows, plan, schema, include_row_kind))
-    return pa.concat_tables(parts) if parts else schema.empty_table()
+        parts.append(rows)
+    return parts
 
 
-def change_rows(
-    rows: pa.Table, plan: PaimonReadPlan, schema: pa.Schema, include_row_kind: bool
-) -> pa.Table:
-    """Rows with an int8 row kind -> filtered, projected to ``schema``, the kind named
-    in ``_rl_kind`` if asked, else upserts (+I, +U) only."""
-    if plan.full_filter is not None:
-        rows = rows.filter(plan.full_filter)
-    if not include_row_kind:
-        rows = rows.filter(pc.is_in(rows.column(KIND), value_set=_UPSERTS))
-    arrays = [rows.column(c) for c in plan.output]
-    if include_row_kind:
-        names = pa.array(list(KIND_NAMES), pa.string())
-        arrays.append(names.take(pc.cast(rows.column(KIND), pa.int32())))
-    return pa.Table.from_arrays(arrays, schema=schema)
-
-
-def _merge_delta(rows: pa.Table, ts: PaimonTableSchema, plan: PaimonReadPlan, uri: str) -> pa.Table:
+def _merge_delta(rows: pa.Table, ts: PaimonTableSchema, plan: ReadPlan, uri: str) -> pa.Table:
     if ts.info.options.merge_engine != "deduplicate":
         raise UnsupportedPaimonError(
             uri,
@@ -77,7 +60,6 @@ def _merge_delta(rows: pa.Table, ts: PaimonTableSchema, plan: PaimonReadPlan, ur
             "('changelog-producer' = 'input', 'lookup' or 'full-compaction'): its delta "
             "files hold partial rows",
         )
-    assert plan.spec is not None
     return merge(prepare_merge(rows, plan, ts.info, uri), plan.spec, keep_deletes=True)
 
 

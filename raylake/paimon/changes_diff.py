@@ -31,13 +31,13 @@ import pyarrow as pa
 from raylake.errors import UnsupportedPaimonError
 from raylake.expr import filter_on_columns
 from raylake.format.snapshot import Snapshot
-from raylake.paimon.changes import change_rows
-from raylake.paimon.manifest import EntryDecoder, delta_manifests
+from raylake.paimon.manifest import delta_manifests
 from raylake.paimon.meta import PaimonFileSlice, PaimonTableSchema
-from raylake.paimon.read import PaimonReadPlan, read_file
-from raylake.paimon.scan import PaimonScan, partition_path
-from raylake.table.changes import DiffSplit, with_row_kind
+from raylake.paimon.read import read_file, read_plan
+from raylake.paimon.scan import PaimonScan, decoder
+from raylake.table.changes import DiffSplit
 from raylake.table.pk.changelog import diff_merged
+from raylake.table.pk.read import ReadPlan
 from raylake.table.pk.schema import DELETE, INSERT, KIND
 from raylake.table.scan import ReadContext
 from raylake.table.split import Split, partition_sort_key
@@ -70,8 +70,7 @@ def bucket_counts(ts: PaimonTableSchema, snaps: Iterable[Snapshot]) -> set[str]:
 def overwritten(ctx: Any, snap: Snapshot, group: Callable[..., Group]) -> set[Group]:
     """The groups whose files the OVERWRITE ``snap`` removed or wrote."""
     info = ctx.table_schema.info
-    decoder = EntryDecoder(ctx.file_io, info.schemas, info.current, partition_path(info))
-    entries = decoder.entries(delta_manifests(ctx.file_io, snap))
+    entries = decoder(ctx.file_io, info).entries(delta_manifests(ctx.file_io, snap))
     return {group(f.partition, f.bucket) for _, f in entries}
 
 
@@ -117,13 +116,12 @@ def _identities(splits: Sequence[Split]) -> set[tuple[str, Any]]:
 # -- reading ---------------------------------------------------------------------------
 
 
-def read_diff(ctx: Any, split: DiffSplit, include_row_kind: bool) -> pa.Table:
-    """The change rows of one group: the projected columns, and ``_rl_kind`` if asked."""
+def read_diff(ctx: Any, split: DiffSplit) -> pa.Table:
+    """The change rows of one group, with an int8 ``_rl_kind``."""
     ts: PaimonTableSchema = ctx.table_schema
-    plan = PaimonReadPlan.of(ts, ctx.columns, ctx.filter)
-    schema = with_row_kind(ctx.output_schema, include_row_kind)
-    rows = _key_diff(ctx, split) if ts.primary_key else _file_diff(ctx, split, plan)
-    return change_rows(rows, plan, schema, include_row_kind)
+    if ts.primary_key:
+        return _key_diff(ctx, split)
+    return _file_diff(ctx, split, read_plan(ts, ctx.columns, ctx.filter))
 
 
 def _key_diff(ctx: Any, split: DiffSplit) -> pa.Table:
@@ -135,11 +133,11 @@ def _key_diff(ctx: Any, split: DiffSplit) -> pa.Table:
     return diff_merged(state.read_table(split.before), state.read_table(split.after), ts)
 
 
-def _file_diff(ctx: Any, split: DiffSplit, plan: PaimonReadPlan) -> pa.Table:
+def _file_diff(ctx: Any, split: DiffSplit, plan: ReadPlan) -> pa.Table:
     """Append files are independent: gone files' rows are deletes, new files' inserts.
     An overwrite removes every file of the partitions it replaces, so no file of a
     compared bucket lives at both ends with other deleted rows."""
-    columns = plan.read_columns
+    columns = plan.table_columns
     old = {f.path: f for s in split.before for f in _slices(s)}
     new = {f.path: f for s in split.after for f in _slices(s)}
     for path in old.keys() & new.keys():

@@ -68,7 +68,7 @@ def fallback_snapshot(file_io: FileIO, branch: str, main: Snapshot | None) -> Sn
         if snap.time_millis <= main.time_millis:
             chosen = snap
     if chosen is None:
-        ids = snaps.ids()
+        ids = snaps.snapshot_ids()
         return snaps.get(ids[0]) if ids else None
     return chosen
 

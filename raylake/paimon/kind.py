@@ -14,7 +14,8 @@ changes into the change splits every table kind uses (raylake/table/changes.py):
 - a catch-up over many snapshots: the live files at both ends compared (append:
   ``InsertSplit`` / ``RemovedSplit``; primary key: a ``DiffSplit`` per bucket).
 
-The source (raylake/paimon/source.py) refuses writes before any kind is asked.
+The source (raylake/paimon/source.py) is not writable: every write is refused before
+any kind is asked, so the kinds have no writer and no write mode.
 """
 
 from __future__ import annotations
@@ -33,10 +34,8 @@ from raylake.paimon.fallback import conformed, fallback_context, is_fallback, sp
 from raylake.paimon.meta import PaimonFileSlice, PaimonTableSchema
 from raylake.paimon.read import read_splits
 from raylake.paimon.scan import append_splits, column_fraction, pk_splits, section_splits, sized
-from raylake.paimon.source import read_only
 from raylake.table.kind import TableKind, kind_of
 from raylake.table.split import Split, partition_sort_key
-from raylake.table.writer import TableWriter
 
 if TYPE_CHECKING:
     from raylake.format.schema import TableSchema
@@ -49,19 +48,10 @@ class _PaimonKind(TableKind):
     write_modes = ()
 
     @property
-    def default_write_mode(self) -> str:
-        raise read_only(self._uri, "writing")
-
-    @property
-    def _uri(self) -> str:
-        paimon = getattr(self.ts, "paimon", None)
-        return paimon.uri if paimon is not None else "the table"
-
-    def check_write_mode(self, mode: str, where: str = "") -> None:
-        raise read_only(where or self._uri, f"writing (mode {mode!r})")
-
-    def new_writer(self, file_io: FileIO, *, file_prefix: str = "data") -> TableWriter:
-        raise read_only(file_io.uri, "writing")
+    def pts(self) -> PaimonTableSchema:
+        """The kind's schema: a Paimon one (PaimonSource names these kinds)."""
+        assert isinstance(self.ts, PaimonTableSchema)
+        return self.ts
 
     def read_batches(self, ctx: ReadContext, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
         if self._fallback() is None:  # a main branch without one, or the fallback itself
@@ -85,8 +75,7 @@ class _PaimonKind(TableKind):
         column_indices: Sequence[int] | None,
         target_size: int,
     ) -> list[Split]:
-        ts = self.ts
-        assert isinstance(ts, PaimonTableSchema)
+        ts = self.pts
         fraction = column_fraction(ts, column_indices)
         pieces = [sized(f, fraction) for f in files]
         if ts.primary_key:
@@ -98,8 +87,7 @@ class _PaimonKind(TableKind):
     def check_changes(self, what: str) -> None:
         """Changes read a snapshot's new files on their own: a data-evolution file holds
         some columns of rows other files hold, so they would return partial rows."""
-        ts = self.ts
-        assert isinstance(ts, PaimonTableSchema)
+        ts = self.pts
         if ts.info.options.data_evolution:
             raise UnsupportedPaimonError(
                 ts.info.uri, f"{what} of a data-evolution table (rows joined across files)"
@@ -109,8 +97,7 @@ class _PaimonKind(TableKind):
     def changelog_at_compaction(self) -> bool:
         from raylake.paimon.changes import changelog_producer
 
-        ts = self.ts
-        assert isinstance(ts, PaimonTableSchema)
+        ts = self.pts
         return changelog_producer(ts) in ("lookup", "full-compaction")
 
     def exact_row_count(self, split: Split) -> int | None:
@@ -120,7 +107,7 @@ class _PaimonKind(TableKind):
         return self._exact_row_count(split)
 
     def _fallback(self) -> TableSchema | None:
-        info = getattr(self.ts, "paimon", None)
+        info = self.pts.paimon
         return None if info is None else info.fallback
 
     def _exact_row_count(self, split: Split) -> int | None:
@@ -160,8 +147,7 @@ class _PaimonKind(TableKind):
         from raylake.paimon.changes import changelog_producer
         from raylake.paimon.snapshot import CHANGELOG_LIST
 
-        ts = self.ts
-        assert isinstance(ts, PaimonTableSchema)
+        ts = self.pts
         if snap.properties.get(CHANGELOG_LIST):
             return "changelog", rng.changelog_files([snap])
         if snap.commit_kind == "APPEND" and not (
@@ -178,8 +164,7 @@ class _PaimonKind(TableKind):
         from raylake.table.changes import ChangelogSplit, InsertSplit
         from raylake.table.scan import ReadContext
 
-        ts = self.ts
-        assert isinstance(ts, PaimonTableSchema)
+        ts = self.pts
         end = rng.after
         first = snapshots[0].id - 1 if snapshots else end.id
         ctx = ReadContext(rng.file_io, ts, None, rng.pruning)
@@ -222,50 +207,27 @@ class _PaimonKind(TableKind):
     def _compare(self, rng: ChangeRange) -> list[ChangeSplit]:
         """The change between the live files of two snapshots (a stream's catch-up)."""
         from raylake.paimon.changes_diff import group_of
-        from raylake.table.changes import DiffSplit, InsertSplit, RemovedSplit, bucket_order
 
-        before, after = rng.live_before(), rng.live_after()
-        first = 0 if rng.before is None else rng.before.id
-        if not self.ts.primary_key:
-            old, new = {_identity(f) for f in before}, {_identity(f) for f in after}
-            added = [f for f in after if _identity(f) not in old]
-            removed = [f for f in before if _identity(f) not in new]
-            found: list[ChangeSplit] = [InsertSplit(s) for s in rng.splits(rng.after.id, added)]
-            return found + [RemovedSplit(s) for s in rng.splits(first, removed)]
-        ts = self.ts
-        assert isinstance(ts, PaimonTableSchema)
-        group = group_of(ts, rescaled=False)
-        old_groups = _grouped(before, group)
-        new_groups = _grouped(after, group)
-        splits: list[ChangeSplit] = []
-        for key in sorted(old_groups.keys() | new_groups.keys(), key=bucket_order):
-            old_files, new_files = old_groups.get(key, []), new_groups.get(key, [])
-            if {_identity(f) for f in old_files} == {_identity(f) for f in new_files}:
-                continue
-            splits.append(
-                DiffSplit(
-                    key[0],
-                    key[1],
-                    tuple(rng.splits(first, old_files, whole=True)),
-                    tuple(rng.splits(rng.after.id, new_files, whole=True)),
-                )
-            )
-        return splits
+        ts = self.pts
+        if not ts.primary_key:
+            return rng.file_changes(_identity)
+        return rng.diffs(group_of(ts, rescaled=False), _identity)
 
     def read_changes(self, ctx: ChangeReadContext, split: ChangeSplit) -> Iterator[pa.RecordBatch]:
         from raylake.paimon.changes import read_change_files
         from raylake.paimon.changes_diff import read_diff
         from raylake.table.changes import ChangelogSplit, DiffSplit
+        from raylake.table.pk.changes import change_batches
 
         read = ctx.read_context()
         if isinstance(split, ChangelogSplit):
             files = [f for f in split.files if isinstance(f, PaimonFileSlice)]
-            rows = read_change_files(read, files, split.net, ctx.include_row_kind)
+            rows = read_change_files(read, files, split.net)
         elif isinstance(split, DiffSplit):
-            rows = read_diff(read, split, ctx.include_row_kind)  # type: ignore[arg-type]
+            rows = [read_diff(read, split)]
         else:
             raise UnsupportedOperationError(f"{self.described} has no {type(split).__name__}")
-        yield from rows.to_batches(max_chunksize=ctx.batch_size)
+        yield from change_batches(ctx, rows)
 
 
 class PaimonAppendKind(_PaimonKind):
@@ -276,8 +238,7 @@ class PaimonAppendKind(_PaimonKind):
     def shards_by_file(self) -> bool:
         """An unbucketed (``bucket`` = -1) table's rows have no key to keep together:
         stream shards split it by data file, as a raylake table of one bucket."""
-        ts = self.ts
-        assert isinstance(ts, PaimonTableSchema)
+        ts = self.pts
         return ts.info.options.bucket == -1
 
     def _read_main(self, ctx: ReadContext, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
@@ -306,7 +267,7 @@ class PaimonAppendKind(_PaimonKind):
 
     def _joins_rows(self) -> bool:
         """Data evolution: a row's columns may lie in several files (sections)."""
-        info = getattr(self.ts, "paimon", None)
+        info = self.pts.paimon
         return info is not None and info.options.data_evolution
 
     def _exact_row_count(self, split: Split) -> int | None:
@@ -350,13 +311,6 @@ class PaimonPrimaryKeyKind(_PaimonKind):
 def _identity(f: Any) -> tuple[str, Any]:
     """A live file as a snapshot sees it: its path and its deletion vector."""
     return (f.path, getattr(f, "deletion", None))
-
-
-def _grouped(files: Sequence[Any], group: Any) -> dict[tuple[Any, int], list[Any]]:
-    found: dict[tuple[Any, int], list[Any]] = {}
-    for f in files:
-        found.setdefault(group(f.partition, f.bucket), []).append(f)
-    return found
 
 
 def _one_split(files: Sequence[PaimonFileSlice]) -> Split:

@@ -2,7 +2,8 @@
 
 :class:`PaimonTableSchema` is a raylake :class:`~raylake.format.schema.TableSchema`
 (the current Paimon schema as Arrow columns, keys and partitions) that also carries
-every Paimon schema by id and the parsed options, and names its own table kind. It
+every Paimon schema by id and the parsed options; its format's source
+(raylake/paimon/source.py) names its table kind. It
 pickles with the splits' read context, so workers need nothing else.
 :class:`PaimonFileSlice` is a split's file with what reading it needs: the schema it
 was written with and its deletion vector.
@@ -12,16 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar
 
 from raylake.format.schema import TableSchema
 from raylake.paimon.deletion import DeletionFile
 from raylake.paimon.options import PaimonOptions
 from raylake.paimon.schema import PaimonSchema
 from raylake.table.split import FileSlice
-
-if TYPE_CHECKING:
-    from raylake.table.kind import TableKind
 
 
 @dataclass(frozen=True)
@@ -36,20 +34,13 @@ class PaimonInfo:
 
 @dataclass(frozen=True, eq=False)
 class PaimonTableSchema(TableSchema):
+    table_format: ClassVar[str] = "paimon"  # its source names its kind (PaimonSource)
     paimon: PaimonInfo | None = None
 
     @property
     def info(self) -> PaimonInfo:
         assert self.paimon is not None
         return self.paimon
-
-    def own_kind(self) -> TableKind:
-        """The table kind of a Paimon table (raylake/table/kind.py asks for it)."""
-        from raylake.paimon.kind import PaimonAppendKind, PaimonPrimaryKeyKind
-
-        if self.primary_key:
-            return PaimonPrimaryKeyKind(self)
-        return PaimonAppendKind(self)
 
 
 @dataclass(frozen=True)

@@ -6,19 +6,22 @@ read as nulls; widened types are cast). Rows a deletion vector marks are dropped
 
 Append files are independent. Primary-key files carry ``_SEQUENCE_NUMBER`` and
 ``_VALUE_KIND`` (+I 0, -U 1, +U 2, -D 3, the same codes as raylake's row kinds) and
-are merged per section (files of a bucket whose key ranges overlap) by raylake's
-columnar merge kernel (raylake/table/pk/engines.py); engines that pick whole rows
-take each key's winner in file order, the decision kept per process (winners.py), and
-a deduplicate section of ordered files is decided newest file first, each file reduced
-to its winners before its columns are mapped (no sort, no ``_SEQUENCE_NUMBER``).
-Only key and partition predicates filter rows before the merge; the whole filter runs
-on merged rows, so an older version of a row never reappears.
+are merged per section (files of a bucket whose key ranges overlap) under raylake's
+read plan (raylake/table/pk/read.py ``ReadPlan``, from the table's merge spec).
+Engines that pick whole rows go through the merge-on-read kernel both formats use
+(raylake/table/pk/kernel.py): each file's key, sequence and kind columns in (the
+retracts as the merge engine treats them), a mask of winners per file out, decided
+newest file first where it can (no ``_SEQUENCE_NUMBER`` read), kept per process;
+each file is reduced to its winners before its columns are mapped. Partial-update and
+aggregation merge every version (raylake/table/pk/engines.py). Only key and partition
+predicates filter rows before a merge of every version; the whole filter runs on
+merged rows, so an older version of a row never reappears.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -27,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from raylake.errors import UnsupportedPaimonError
-from raylake.expr import AlwaysTrue, Expr, filter_on_columns, referenced_columns, to_arrow
+from raylake.expr import Expr
 from raylake.paimon.avro_data import read_avro
 from raylake.paimon.blob import read_blob
 from raylake.paimon.casts import column_caster
@@ -36,12 +39,12 @@ from raylake.paimon.meta import PaimonFileSlice, PaimonInfo, PaimonTableSchema
 from raylake.paimon.orc_time import java_timestamps
 from raylake.paimon.sequence import ORDER, order_column, with_order
 from raylake.paimon.types import PaimonType
-from raylake.paimon.winners import newest_first_masks, picks_rows, section_key, take_winners
-from raylake.table.pk.bucket import integer_values
+from raylake.table.pk import kernel
 from raylake.table.pk.dedupe import newest_wins_by_file
 from raylake.table.pk.engines import merge
+from raylake.table.pk.kernel import picks_rows
 from raylake.table.pk.late import dictionary_columns
-from raylake.table.pk.read import MERGE_THREADS
+from raylake.table.pk.read import MERGE_THREADS, ReadPlan
 from raylake.table.pk.schema import DELETE, KIND, SEQ, UPDATE_BEFORE, MergeSpec
 from raylake.table.projection import FileProjection, identity_projection, projection_between
 from raylake.table.readahead import read_ahead
@@ -148,52 +151,32 @@ def _read_raw(ctx: Any, f: PaimonFileSlice, columns: list[str], dictionary: bool
         return parquet.read(columns=columns, use_threads=True)
 
 
-@dataclass(frozen=True)
-class PaimonReadPlan:
-    """What a split read fetches, filters before the merge, and returns."""
+def merge_spec(ts: PaimonTableSchema) -> MergeSpec:
+    """How the versions of a key merge: the table's merge engine, the column its
+    ``sequence.field`` orders by (sequence.py) and its aggregates (no key: an append
+    table, whose rows never merge)."""
 
-    output: tuple[str, ...]
-    merge_columns: tuple[str, ...]
-    key_filter: pc.Expression | None
-    full_filter: pc.Expression | None
-    spec: MergeSpec | None
-
-    @classmethod
-    def of(
-        cls, ts: PaimonTableSchema, columns: Sequence[str] | None, filter: Expr
-    ) -> PaimonReadPlan:
-        output = tuple(ts.column_names if columns is None else columns)
-        needed = {*ts.primary_key, *output, *referenced_columns(filter)}
+    def build() -> MergeSpec:
         opts = ts.info.options
-        needed.update(opts.sequence_fields)
-        keyish = {*ts.primary_key, *ts.partition_keys}
-        pushed = filter_on_columns(filter, keyish)
-        spec = None
-        if ts.primary_key:
-            spec = MergeSpec(
-                key=tuple(ts.primary_key),
-                engine=opts.merge_engine,
-                sequence_field=order_column(
-                    opts.sequence_fields, opts.sequence_ascending, ts.arrow_schema
-                ),
-                aggregates={
-                    c: opts.aggregates.get(c, opts.default_aggregate)
-                    for c in ts.column_names
-                    if c not in ts.primary_key
-                },
-            )
-        return cls(
-            output=output,
-            merge_columns=tuple(c for c in ts.column_names if c in needed),
-            key_filter=None if isinstance(pushed, AlwaysTrue) else to_arrow(pushed),
-            full_filter=None if isinstance(filter, AlwaysTrue) else to_arrow(filter),
-            spec=spec,
+        return MergeSpec(
+            key=tuple(ts.primary_key),
+            engine=opts.merge_engine,
+            sequence_field=order_column(
+                opts.sequence_fields, opts.sequence_ascending, ts.arrow_schema
+            ),
+            aggregates={
+                c: opts.aggregates.get(c, opts.default_aggregate)
+                for c in ts.column_names
+                if c not in ts.primary_key
+            },
         )
 
-    @property
-    def read_columns(self) -> tuple[str, ...]:
-        """Columns of an unmerged read: the output and the filter's."""
-        return self.merge_columns
+    return ts.derived("paimon.merge_spec", build)
+
+
+def read_plan(ts: PaimonTableSchema, columns: Sequence[str] | None, filter: Expr) -> ReadPlan:
+    """The primary-key read plan of raylake's tables, under the table's merge spec."""
+    return ReadPlan.of(ts, columns, filter, merge_spec(ts), ts.info.options.sequence_fields)
 
 
 # Below this many bytes on disk a read's sections are read on the calling thread.
@@ -202,7 +185,7 @@ SMALL_READ_BYTES = 1 << 20
 
 def read_splits(ctx: Any, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
     ts: PaimonTableSchema = ctx.table_schema
-    plan = PaimonReadPlan.of(ts, ctx.columns, ctx.filter)
+    plan = read_plan(ts, ctx.columns, ctx.filter)
     out_schema = ctx.output_schema
     sections = [
         section
@@ -222,84 +205,106 @@ def read_splits(ctx: Any, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
         yield from rows.to_batches(max_chunksize=ctx.batch_size)
 
 
-def _read_section(ctx: Any, plan: PaimonReadPlan, files: Sequence[PaimonFileSlice]) -> pa.Table:
+def _read_section(ctx: Any, plan: ReadPlan, files: Sequence[PaimonFileSlice]) -> pa.Table:
     ts: PaimonTableSchema = ctx.table_schema
-    if plan.spec is None:
+    if not ts.primary_key:
         if len(files) > 1 or files[0].write_cols is not None:  # data evolution
             from raylake.paimon.evolution import read_row_range
 
-            rows = read_row_range(ctx, files, plan.read_columns)
-            return rows if plan.full_filter is None else rows.filter(plan.full_filter)
-        (f,) = files
-        rows = read_file(ctx, f, plan.read_columns)
-        return rows if plan.full_filter is None else rows.filter(plan.full_filter)
-    info = ts.info
-    if len(files) == 1 and (files[0].level > 0 or info.options.deletion_vectors):
+            rows = read_row_range(ctx, files, plan.table_columns)
+        else:
+            rows = read_file(ctx, files[0], plan.table_columns)
+    elif len(files) == 1 and (files[0].level > 0 or ts.info.options.deletion_vectors):
         # A compacted file (or any file of a deletion-vector table) holds each key once:
         # its retracts go, nothing is merged, _SEQUENCE_NUMBER is not decoded.
         raw, projection = _read_conformable(
-            ctx, files[0], plan.merge_columns, kinds=True, dictionary=True
+            ctx, files[0], plan.table_columns, kinds=True, dictionary=True
         )
         retracts = _retracts(raw)
         if retracts is not None:
             raw = raw.filter(pa.array(~retracts))
-        rows = projection.conform(raw, plan.merge_columns)
-        return rows if plan.full_filter is None else rows.filter(plan.full_filter)
-    if picks_rows(plan.spec) and newest_wins_by_file(plan.spec, files, ts):
-        newest = _read_newest_first(ctx, plan, files)
-        if newest is not None:
-            return newest if plan.full_filter is None else newest.filter(plan.full_filter)
-    found = []
-    for f in files:
-        part = read_file(ctx, f, plan.merge_columns, system=True)
-        if plan.key_filter is not None:
-            part = part.filter(plan.key_filter)
-        found.append(part)
-    rows = prepare_merge(pa.concat_tables(found), plan, info, ctx.file_io.uri)
-    if picks_rows(plan.spec):
-        cache_key = None
-        if plan.key_filter is None:
-            cache_key = section_key(ctx.file_io.uri, info.current.id, plan.spec, files)
-        merged = take_winners(rows, plan.spec, cache_key)
+        rows = projection.conform(raw, plan.table_columns)
+    elif picks_rows(plan.spec):
+        rows = _read_picked(ctx, plan, files)
     else:
-        merged = merge(rows, plan.spec)
-    return merged if plan.full_filter is None else merged.filter(plan.full_filter)
+        found = []
+        for f in files:
+            part = read_file(ctx, f, plan.table_columns, system=True)
+            found.append(part if plan.key_filter is None else part.filter(plan.key_filter))
+        rows = merge(
+            prepare_merge(pa.concat_tables(found), plan, ts.info, ctx.file_io.uri), plan.spec
+        )
+    return rows if plan.full_filter is None else rows.filter(plan.full_filter)
 
 
-def _read_newest_first(
-    ctx: Any, plan: PaimonReadPlan, files: Sequence[PaimonFileSlice]
-) -> pa.Table | None:
-    """A deduplicate section decided newest file first (winners.py): each file read
-    once, without ``_SEQUENCE_NUMBER``, and reduced to its winners before its columns
-    are mapped onto the current schema. None when the files need a sort to decide."""
+def _read_picked(ctx: Any, plan: ReadPlan, files: Sequence[PaimonFileSlice]) -> pa.Table:
+    """A deduplicate or first-row section, decided by the merge-on-read kernel
+    (raylake/table/pk/kernel.py): each file read once, without ``_SEQUENCE_NUMBER``
+    where the kernel decides newest file first, and reduced to its winners before its
+    columns are mapped onto the current schema."""
     ts: PaimonTableSchema = ctx.table_schema
-    assert plan.spec is not None
-    key = plan.spec.key[0]
-    raws, keys, retracts = [], [], []
-    for f in files:
-        # Kinds always: pypaimon 2.1 records a delete row count of 0 for files that hold
-        # -D rows, so the manifest cannot say a file has none (an RLE column: cheap).
-        raw, projection = _read_conformable(ctx, f, plan.merge_columns, kinds=True, dictionary=True)
-        values = integer_values(raw.column(projection.file_columns([key])[0]))
-        if values is None:  # an older schema's key type (the current one is integer-like)
-            return None
-        raws.append((raw, projection))
-        keys.append(values)
-        retracts.append(_retracts(raw))
-    cache_key = None
-    if plan.key_filter is None and len(files) > 1:  # one file: nothing worth keeping
-        cache_key = section_key(ctx.file_io.uri, ts.info.current.id, plan.spec, files)
-    masks = newest_first_masks(
-        keys, retracts, files, ignore_delete=ts.info.options.ignore_delete, cache_key=cache_key
-    )
-    if masks is None:
-        return None
+    spec = plan.spec
+    seq = not newest_wins_by_file(spec, files, ts)
+    # Kinds always: pypaimon 2.1 records a delete row count of 0 for files that hold -D
+    # rows, so the manifest cannot say a file has none (an RLE column: cheap).
+    raws = [
+        _read_conformable(ctx, f, plan.table_columns, seq=seq, kinds=True, dictionary=True)
+        for f in files
+    ]
+
+    def versions(columns: Sequence[str]) -> list[tuple[pa.Table, int]]:
+        if SEQ in columns and PAIMON_SEQ not in raws[0][0].column_names:  # a sort after all
+            raws[:] = [
+                _read_conformable(ctx, f, plan.table_columns, seq=True, kinds=True) for f in files
+            ]
+        return [(rows, 0) for rows in _versions(ts, raws, columns)]
+
+    key = None
+    if len(files) > 1:  # one file: nothing worth keeping
+        paths = tuple((f.path, f.deletion) for f in files)
+        key = (ctx.file_io.uri, ts.info.current.id, spec.engine, spec.sequence_field, paths)
+    decision = kernel.decide(key, spec, files, ts, versions)
     parts = []
-    for (raw, projection), keep in zip(raws, masks):
+    for i in decision.order:
+        raw, projection = raws[i]
+        keep = decision.mask(i)
         if not keep.all():
             raw = raw.filter(pa.array(keep))
-        parts.append(projection.conform(raw, plan.merge_columns))
+        parts.append(projection.conform(raw, plan.table_columns))
     return pa.concat_tables(parts)
+
+
+def _versions(
+    ts: PaimonTableSchema, raws: Sequence[tuple[pa.Table, FileProjection]], columns: Sequence[str]
+) -> list[pa.Table]:
+    """Each file's versions as the kernel takes them: ``columns`` under current names,
+    ``_rl_kind`` always, retracts as the merge engine treats them (-U: no version,
+    -D: removes the key), and :data:`ORDER` ranked over all the files together."""
+    opts = ts.info.options
+    order = ORDER in columns
+    names = [c for c in ts.column_names if c in columns or (order and c in opts.sequence_fields)]
+    ignored = opts.ignore_delete or opts.merge_engine == "first-row"
+    found = []
+    for raw, projection in raws:
+        rows = projection.conform(raw.select(projection.file_columns(names)), names)
+        kinds = np.asarray(raw.column(PAIMON_KIND).cast(pa.int8()).to_numpy(zero_copy_only=False))
+        retract = (kinds & 1).view(bool)
+        if retract.any():
+            kinds = np.where(retract, np.int8(UPDATE_BEFORE if ignored else DELETE), kinds)
+        rows = rows.append_column(KIND, pa.array(kinds, pa.int8()))
+        if SEQ in columns:
+            rows = rows.append_column(SEQ, raw.column(PAIMON_SEQ).cast(pa.int64()))
+        found.append(rows)
+    if order:
+        fields = opts.sequence_fields
+        ranks = with_order(
+            pa.concat_tables([r.select(fields) for r in found]), fields, opts.sequence_ascending
+        ).column(ORDER)
+        offsets = np.cumsum([0, *(r.num_rows for r in found)])
+        found = [
+            r.append_column(ORDER, ranks.slice(offsets[i], r.num_rows)) for i, r in enumerate(found)
+        ]
+    return found
 
 
 def _retracts(raw: pa.Table) -> np.ndarray | None:
@@ -310,7 +315,7 @@ def _retracts(raw: pa.Table) -> np.ndarray | None:
     return found if found.any() else None
 
 
-def prepare_merge(rows: pa.Table, plan: PaimonReadPlan, info: PaimonInfo, uri: str) -> pa.Table:
+def prepare_merge(rows: pa.Table, plan: ReadPlan, info: PaimonInfo, uri: str) -> pa.Table:
     """A section's rows as the merge kernel takes them: retracts treated per engine,
     and the rank of the sequence fields where the kernel cannot order by them as they
     are (raylake/paimon/sequence.py)."""

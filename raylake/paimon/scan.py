@@ -23,6 +23,7 @@ from raylake.errors import UnknownColumnError, UnsupportedPaimonError
 from raylake.expr import AlwaysTrue, Expr, filter_on_columns, might_match, referenced_columns
 from raylake.format.snapshot import Snapshot
 from raylake.format.types import has_min_max
+from raylake.io import FileIO
 from raylake.paimon.deletion import DeletionFile, deletion_files
 from raylake.paimon.fallback import fallback_snapshot
 from raylake.paimon.manifest import EntryDecoder, PaimonFile, live_files, snapshot_manifests
@@ -78,15 +79,7 @@ class PaimonScan(TableScan):
         target = self.split_target_size or DEFAULT_TARGET
         splits = kind.plan_splits(snap.id, files, self._column_indices(), target)
         if info.fallback is not None:
-            decoder = EntryDecoder(
-                self.file_io,
-                info.schemas,
-                info.current,
-                partition_path(info),
-                data_evolution=info.options.data_evolution,
-            )
-            every = live_files(decoder, snapshot_manifests(self.file_io, snap))
-            splits += self._fallback_splits(snap, ts, every)
+            splits += self._fallback_splits(snap, ts, snapshot_files(self.file_io, info, snap))
         elif self._latest_fallback() is not None:
             # Paimon reads an older snapshot with the table's fallback branch too, under
             # that snapshot's schema; raylake checks the branch against the latest only.
@@ -104,25 +97,6 @@ class PaimonScan(TableScan):
         latest = self.schemas_by_id[max(self.schemas_by_id)]
         return latest.info.options.fallback_branch if latest.info.fallback else None
 
-    def _splits(
-        self, snap: Snapshot, ts: PaimonTableSchema, files: list[PaimonFile], branch: str | None
-    ) -> list[Split]:
-        """The splits of another branch's files, planned by that branch's kind."""
-        info = ts.info
-        if skips_level0(info):
-            files = [f for f in files if f.level > 0]
-        kind = kind_of(ts)
-        pruning = kind.pruning_filter(self.filter)
-        if info.options.data_evolution:
-            pruning = filter_on_columns(pruning, set(ts.partition_keys))
-        files = prune_files(files, ts, pruning)
-        dvs = deletion_files(self.file_io, snap, info.options.index_in_data_dir)
-        pieces: list[Any] = [file_slice(f, dvs, 1.0, info) for f in files]
-        if branch is not None:
-            pieces = [replace(s, branch=branch) for s in pieces]
-        target = self.split_target_size or DEFAULT_TARGET
-        return kind.plan_splits(snap.id, pieces, self._column_indices(), target)
-
     def _fallback_splits(
         self, snap: Snapshot | None, ts: PaimonTableSchema, files: list[PaimonFile]
     ) -> list[Split]:
@@ -137,17 +111,48 @@ class PaimonScan(TableScan):
         their_snap = fallback_snapshot(self.file_io, branch, snap)
         if their_snap is None:
             return []
-        their = other.info
-        decoder = EntryDecoder(
-            self.file_io,
-            their.schemas,
-            their.current,
-            partition_path(their),
-            data_evolution=their.options.data_evolution,
-        )
-        found = live_files(decoder, snapshot_manifests(self.file_io, their_snap))
+        found = snapshot_files(self.file_io, other.info, their_snap)
         missing = [f for f in found if f.partition not in complete]
-        return self._splits(their_snap, other, missing, branch)
+        # Planned by the branch's kind, under its schema.
+        kind = kind_of(other)
+        pruning = kind.pruning_filter(self.filter)
+        pieces = batch_slices(self.file_io, other, their_snap, missing, pruning)
+        branched: list[Any] = [replace(s, branch=branch) for s in pieces]
+        target = self.split_target_size or DEFAULT_TARGET
+        return kind.plan_splits(their_snap.id, branched, self._column_indices(), target)
+
+
+def decoder(file_io: FileIO, info: PaimonInfo) -> EntryDecoder:
+    """The decoder of the table's manifest entries (its schemas, partition directories)."""
+    return EntryDecoder(
+        file_io,
+        info.schemas,
+        info.current,
+        partition_path(info),
+        data_evolution=info.options.data_evolution,
+    )
+
+
+def snapshot_files(file_io: FileIO, info: PaimonInfo, snap: Snapshot) -> list[PaimonFile]:
+    """The files live at ``snap`` (its base and delta manifests)."""
+    return live_files(decoder(file_io, info), snapshot_manifests(file_io, snap))
+
+
+def batch_slices(
+    file_io: FileIO, ts: PaimonTableSchema, snap: Snapshot, files: list[PaimonFile], pruning: Expr
+) -> list[PaimonFileSlice]:
+    """``files`` (live at ``snap``) as a batch read sees them: level 0 left out where
+    Paimon's batch read leaves it out, pruned, with their deletion vectors."""
+    info = ts.info
+    if skips_level0(info):
+        files = [f for f in files if f.level > 0]
+    if info.options.data_evolution:
+        # A file's statistics cover only the columns it holds, and may be of values a
+        # newer file replaced: pruning one file of a row range would leave its rows
+        # without those columns. Only partitions prune.
+        pruning = filter_on_columns(pruning, set(ts.partition_keys))
+    dvs = deletion_files(file_io, snap, info.options.index_in_data_dir)
+    return [file_slice(f, dvs, 1.0, info) for f in prune_files(files, ts, pruning)]
 
 
 def skips_level0(info: PaimonInfo) -> bool:

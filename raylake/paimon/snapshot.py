@@ -14,9 +14,8 @@ import json
 import re
 from typing import Any, cast
 
-from raylake.errors import CorruptMetadataError, SnapshotNotFoundError
-from raylake.format.snapshot import CommitKind, Snapshot
-from raylake.io import FileIO
+from raylake.errors import CorruptMetadataError
+from raylake.format.snapshot import CommitKind, Snapshot, SnapshotManager
 
 SNAPSHOT_DIR = "snapshot"
 _SNAPSHOT_NAME = re.compile(r"^snapshot-(\d+)$")
@@ -26,21 +25,6 @@ CHANGELOG_LIST = "paimon.changelogManifestList"
 INDEX_MANIFEST = "paimon.indexManifest"
 PAIMON_COMMIT_KIND = "paimon.commitKind"
 _KINDS = {"APPEND": "APPEND", "OVERWRITE": "OVERWRITE", "COMPACT": "COMPACT", "ANALYZE": "COMPACT"}
-
-
-def snapshot_ids(file_io: FileIO) -> list[int]:
-    matches = (_SNAPSHOT_NAME.match(n) for n in file_io.list_names(SNAPSHOT_DIR))
-    return sorted(int(m.group(1)) for m in matches if m)
-
-
-def read_snapshot(file_io: FileIO, snapshot_id: int) -> Snapshot | None:
-    """The snapshot, or None if its file does not exist (never written, or expired)."""
-    rel = f"{SNAPSHOT_DIR}/snapshot-{snapshot_id}"
-    try:
-        raw = file_io.read_bytes(rel)
-    except FileNotFoundError:
-        return None
-    return parse_snapshot(raw, file_io.full_path(rel))
 
 
 def parse_snapshot(raw: bytes, path: str) -> Snapshot:
@@ -78,64 +62,25 @@ def parse_snapshot(raw: bytes, path: str) -> Snapshot:
         raise CorruptMetadataError(path, f"not a valid Paimon snapshot: {exc!r}") from exc
 
 
-class PaimonSnapshots:
-    """Snapshot lookup by id, latest and time; the snapshot files are the truth."""
+class PaimonSnapshots(SnapshotManager):
+    """Paimon's snapshot files and ``LATEST`` hint under raylake's snapshot lookup (by
+    id, latest, time); the snapshot files are the truth, the hint only a start."""
 
-    def __init__(self, file_io: FileIO) -> None:
-        self.file_io = file_io
+    def snapshot_ids(self) -> list[int]:
+        matches = (_SNAPSHOT_NAME.match(n) for n in self.file_io.list_names(SNAPSHOT_DIR))
+        return sorted(int(m.group(1)) for m in matches if m)
 
-    def ids(self) -> list[int]:
-        return snapshot_ids(self.file_io)
-
-    def get(self, snapshot_id: int) -> Snapshot:
-        snap = read_snapshot(self.file_io, snapshot_id)
-        if snap is None:
-            ids = self.ids()
-            have = f"snapshots {ids[0]}..{ids[-1]}" if ids else "no snapshots"
-            raise SnapshotNotFoundError(
-                f"snapshot {snapshot_id} of the Paimon table {self.file_io.uri} does not exist "
-                f"(it has {have})",
-                snapshot_id=snapshot_id,
-            )
-        return snap
-
-    def latest(self) -> Snapshot | None:
-        """The newest snapshot: the LATEST hint's, when no later snapshot file exists
-        (two reads instead of a listing); otherwise found by listing."""
-        hint = self._hint("LATEST")
-        if hint is not None and read_snapshot(self.file_io, hint + 1) is None:
-            snap = read_snapshot(self.file_io, hint)
-            if snap is not None:
-                return snap
-        ids = self.ids()
-        return self.get(ids[-1]) if ids else None
-
-    def latest_id(self) -> int | None:
-        snap = self.latest()
-        return None if snap is None else snap.id
+    def read_if_present(self, snapshot_id: int) -> Snapshot | None:
+        """The snapshot, or None if its file does not exist (never written, or expired)."""
+        rel = f"{SNAPSHOT_DIR}/snapshot-{snapshot_id}"
+        try:
+            raw = self.file_io.read_bytes(rel)
+        except FileNotFoundError:
+            return None
+        return parse_snapshot(raw, self.file_io.full_path(rel))
 
     def read_hint(self) -> int | None:
-        """The id the ``LATEST`` hint names (it may lag behind), or None."""
-        return self._hint("LATEST")
-
-    def _hint(self, name: str) -> int | None:
         try:
-            return int(self.file_io.read_bytes(f"{SNAPSHOT_DIR}/{name}").decode().strip())
+            return int(self.file_io.read_bytes(f"{SNAPSHOT_DIR}/LATEST").decode().strip())
         except (FileNotFoundError, ValueError, UnicodeDecodeError):
             return None
-
-    def all(self) -> list[Snapshot]:
-        found = (read_snapshot(self.file_io, i) for i in self.ids())
-        return [s for s in found if s is not None]
-
-    def as_of(self, time_millis: int) -> Snapshot:
-        """The newest snapshot committed at or before ``time_millis``."""
-        chosen = None
-        for snap in self.all():
-            if snap.time_millis <= time_millis:
-                chosen = snap
-        if chosen is None:
-            raise SnapshotNotFoundError(
-                f"the Paimon table {self.file_io.uri} has no snapshot at or before {time_millis} ms"
-            )
-        return chosen

@@ -16,21 +16,20 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from raylake.errors import ConsumerError, UnsupportedOperationError
-from raylake.expr import Expr, filter_on_columns
+from raylake.expr import Expr
 from raylake.format.consumer import STREAM_MODE, ConsumerProgress
 from raylake.format.schema import TableSchema
 from raylake.format.snapshot import Snapshot
 from raylake.io import FileIO
-from raylake.paimon.deletion import deletion_files
-from raylake.paimon.manifest import ADD, EntryDecoder, delta_manifests, live_files
-from raylake.paimon.manifest import snapshot_manifests as _snapshot_manifests
+from raylake.paimon.manifest import ADD, delta_manifests
 from raylake.paimon.meta import PaimonFileSlice, PaimonTableSchema
 from raylake.paimon.schema import schema_ids
-from raylake.paimon.snapshot import PaimonSnapshots, read_snapshot
+from raylake.paimon.snapshot import PaimonSnapshots
 from raylake.table.source import TableSource
 
 if TYPE_CHECKING:
     from raylake.paimon.table import PaimonTable
+    from raylake.table.kind import TableKind
 
 CONSUMER_DIR = "consumer"
 _CONSUMER_PREFIX = "consumer-"
@@ -54,8 +53,7 @@ class PaimonSource(TableSource):
     plain_files = False
 
     def __init__(self, file_io: FileIO) -> None:
-        super().__init__(file_io)
-        self.snapshots = PaimonSnapshots(file_io)
+        super().__init__(file_io, PaimonSnapshots(file_io))
 
     def exists(self) -> bool:
         return bool(schema_ids(self.file_io))
@@ -65,47 +63,25 @@ class PaimonSource(TableSource):
 
         return open_paimon_table(self.file_io, self)
 
+    @classmethod
+    def kind(cls, ts: TableSchema) -> TableKind:
+        from raylake.paimon.kind import PaimonAppendKind, PaimonPrimaryKeyKind
+
+        return PaimonPrimaryKeyKind(ts) if ts.primary_key else PaimonAppendKind(ts)
+
     def refuse_writes(self, what: str) -> UnsupportedOperationError:
         return read_only(self.file_io.uri, what)
-
-    # -- snapshots ---------------------------------------------------------------------
-
-    def snapshot_ids(self) -> list[int]:
-        return self.snapshots.ids()
-
-    def read_if_present(self, snapshot_id: int) -> Snapshot | None:
-        return read_snapshot(self.file_io, snapshot_id)
-
-    def get(self, snapshot_id: int) -> Snapshot:
-        return self.snapshots.get(snapshot_id)
-
-    def latest(self) -> Snapshot | None:
-        return self.snapshots.latest()
-
-    def as_of(self, time_millis: int) -> Snapshot:
-        return self.snapshots.as_of(time_millis)
-
-    def read_hint(self) -> int | None:
-        return self.snapshots.read_hint()
 
     # -- files -------------------------------------------------------------------------
 
     def live_files(self, ts: TableSchema, snap: Snapshot, pruning: Expr) -> list[PaimonFileSlice]:
         """The live files as slices with their deletion vectors (a batch read's view:
         level 0 left out where Paimon's batch read leaves it out)."""
-        from raylake.paimon.scan import file_slice, prune_files, skips_level0
+        from raylake.paimon.scan import batch_slices, snapshot_files
 
         pts = _paimon(ts)
-        files = live_files(_decoder(self.file_io, pts), _snapshot_manifests(self.file_io, snap))
-        if skips_level0(pts.info):
-            files = [f for f in files if f.level > 0]
-        if pts.info.options.data_evolution:
-            # A file's statistics cover only the columns it holds, and may be of values
-            # a newer file replaced: pruning one file of a row range would leave its
-            # rows without those columns. Only partitions prune.
-            pruning = filter_on_columns(pruning, set(pts.partition_keys))
-        dvs = deletion_files(self.file_io, snap, pts.info.options.index_in_data_dir)
-        return [file_slice(f, dvs, 1.0, pts.info) for f in prune_files(files, pts, pruning)]
+        files = snapshot_files(self.file_io, pts.info, snap)
+        return batch_slices(self.file_io, pts, snap, files, pruning)
 
     def added_files(self, ts: TableSchema, snap: Snapshot, pruning: Expr) -> list[PaimonFileSlice]:
         return self._added(ts, delta_manifests(self.file_io, snap), pruning)
@@ -116,10 +92,10 @@ class PaimonSource(TableSource):
         return self._added(ts, delta_manifests(self.file_io, snap, changelog=True), pruning)
 
     def _added(self, ts: TableSchema, manifests: list[str], pruning: Expr) -> list[PaimonFileSlice]:
-        from raylake.paimon.scan import file_slice, prune_files
+        from raylake.paimon.scan import decoder, file_slice, prune_files
 
         pts = _paimon(ts)
-        added = [f for kind, f in _decoder(self.file_io, pts).entries(manifests) if kind == ADD]
+        added = [f for kind, f in decoder(self.file_io, pts.info).entries(manifests) if kind == ADD]
         return [file_slice(f, {}, 1.0, pts.info) for f in prune_files(added, pts, pruning)]
 
     def schema(self, schema_id: int) -> TableSchema:
@@ -172,19 +148,6 @@ class PaimonSource(TableSource):
 def _paimon(ts: TableSchema) -> PaimonTableSchema:
     assert isinstance(ts, PaimonTableSchema), "a Paimon source reads Paimon table schemas"
     return ts
-
-
-def _decoder(file_io: FileIO, ts: PaimonTableSchema) -> EntryDecoder:
-    from raylake.paimon.scan import partition_path
-
-    info = ts.info
-    return EntryDecoder(
-        file_io,
-        info.schemas,
-        info.current,
-        partition_path(info),
-        data_evolution=info.options.data_evolution,
-    )
 
 
 def consumer_path(consumer_id: str) -> str:

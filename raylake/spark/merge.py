@@ -42,6 +42,7 @@ from raylake.spark.session import check_dataframe
 from raylake.spark.types import arrow_schema_of
 from raylake.table.merge.builder import MergeResult, TableMerger
 from raylake.table.merge.plan import Clause, JoinOn
+from raylake.table.source import check_writable
 from raylake.table.writer import DATA_DIR
 
 BUCKET_COLUMN = "_rl_spark_merge_bucket"
@@ -69,8 +70,7 @@ def merge(
     check_dataframe(df)
     schema = arrow_schema_of(df.schema)
     tbl = raylake.open_table(uri, storage_options=storage_options)
-    if not tbl.source.writable:  # a Paimon table: refused, naming its format
-        raise tbl.source.refuse_writes("merge()")
+    check_writable(tbl, "merge()")  # a Paimon table: refused, naming its format
     return SparkMerger(tbl, df, schema, on, schema_mode=schema_mode)
 
 

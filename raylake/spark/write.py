@@ -49,6 +49,7 @@ from raylake.table.evolve import (
     schema_mode_arg,
 )
 from raylake.table.kind import kind_of
+from raylake.table.source import check_writable
 from raylake.table.table import create_writer
 from raylake.table.writer import DATA_DIR, writing
 
@@ -113,6 +114,7 @@ def write(
         storage_options=storage_options,
     )
     try:
+        check_writable(tbl, "writing")  # a Paimon table: refused, naming its format
         mode = mode or tbl.kind.default_write_mode  # type: ignore[assignment]
         assert mode is not None
         tbl.kind.check_write_mode(mode, where=uri)

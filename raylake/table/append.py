@@ -17,7 +17,7 @@ import pyarrow.dataset as ds
 from raylake.expr import AlwaysTrue, Expr, nan_sensitive, referenced_columns, to_arrow
 from raylake.format.manifest import DataFile
 from raylake.io import FileIO
-from raylake.table.changes import InsertSplit, RemovedSplit
+from raylake.table.changes import InsertSplit
 from raylake.table.fragments import fragments_dataset, parquet_fragment, scan_arguments
 from raylake.table.kind import TableKind
 from raylake.table.projection import FileProjection, projection_of
@@ -106,15 +106,7 @@ class AppendKind(TableKind):
         deletes: files are independent, so that is the whole change."""
         if rng.step:
             return [InsertSplit(s) for s in rng.splits(rng.after.id, rng.added())]
-        before, after = rng.live_before(), rng.live_after()
-        old, new = {f.path for f in before}, {f.path for f in after}
-        added = [f for f in after if f.path not in old]
-        removed = [f for f in before if f.path not in new]
-        before_id = 0 if rng.before is None else rng.before.id
-        return [
-            *(InsertSplit(s) for s in rng.splits(rng.after.id, added)),
-            *(RemovedSplit(s) for s in rng.splits(before_id, removed)),
-        ]
+        return rng.file_changes()
 
     @property
     def shards_by_file(self) -> bool:

@@ -43,6 +43,10 @@ DELETE = "-D"
 BucketKey = tuple[tuple[Any, ...], int]
 
 
+def _path(f: Any) -> str:
+    return str(f.path)
+
+
 @dataclass(frozen=True)
 class _WholeSplitChange:
     """The rows of a table split, all of one row kind (the subclass says which)."""
@@ -249,11 +253,52 @@ class ChangeRange:
             for f in self._mine(self.source.changelog_files(self.ts, s, self.pruning))
         ]
 
-    def by_bucket(self, files: Sequence[DataFile]) -> dict[BucketKey, list[DataFile]]:
+    @property
+    def before_id(self) -> int:
+        return 0 if self.before is None else self.before.id
+
+    def by_bucket(
+        self, files: Sequence[DataFile], group: Callable[[Any, int], BucketKey] | None = None
+    ) -> dict[BucketKey, list[DataFile]]:
+        """Files by bucket (or by ``group`` of their partition and bucket), in order."""
         groups: dict[BucketKey, list[DataFile]] = {}
         for f in files:
-            groups.setdefault((f.partition, f.bucket), []).append(f)
+            key = (f.partition, f.bucket) if group is None else group(f.partition, f.bucket)
+            groups.setdefault(key, []).append(f)
         return groups
+
+    def file_changes(self, identity: Callable[[Any], Any] = _path) -> list[ChangeSplit]:
+        """The files live only at the end as inserts, only at the start as removals: the
+        whole change where files are independent (append tables). ``identity``: what
+        makes a live file the same at both ends (its path; a Paimon file's deletion vector
+        too)."""
+        before, after = self.live_before(), self.live_after()
+        old, new = {identity(f) for f in before}, {identity(f) for f in after}
+        added = [f for f in after if identity(f) not in old]
+        removed = [f for f in before if identity(f) not in new]
+        return [
+            *(InsertSplit(s) for s in self.splits(self.after.id, added)),
+            *(RemovedSplit(s) for s in self.splits(self.before_id, removed)),
+        ]
+
+    def diffs(
+        self,
+        group: Callable[[Any, int], BucketKey] | None = None,
+        identity: Callable[[Any], Any] = _path,
+    ) -> list[ChangeSplit]:
+        """A :class:`DiffSplit` per bucket (or ``group``) whose live files differ at the
+        two ends: both ends merged and compared (primary-key tables)."""
+        before = self.by_bucket(self.live_before(), group)
+        after = self.by_bucket(self.live_after(), group)
+        splits: list[ChangeSplit] = []
+        for key in sorted(before.keys() | after.keys(), key=bucket_order):
+            old, new = before.get(key, []), after.get(key, [])
+            if {identity(f) for f in old} == {identity(f) for f in new}:
+                continue
+            old_splits = tuple(self.splits(self.before_id, old, whole=True))
+            new_splits = tuple(self.splits(self.after.id, new, whole=True))
+            splits.append(DiffSplit(key[0], key[1], old_splits, new_splits))
+        return splits
 
     def splits(self, snapshot_id: int, files: list[DataFile], whole: bool = False) -> list[Split]:
         """The kind's splits of files (``whole``: every column, one split per bucket)."""

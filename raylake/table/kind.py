@@ -6,9 +6,9 @@ a filter may prune files, split planning, split reading, exact row counts, and
 the hooks around a commit (a lookup changelog, auto-compaction). Generic code
 (scans, the committer, Ray Data) asks the kind and never which kind it holds.
 
-This module is where ``raylake.table`` meets ``raylake.table.pk``: the concrete
-kinds are imported when first asked for, since the primary-key kind builds on
-the committer that itself consults kinds.
+A schema's kind is named by its format's source (``TableSource.kind``,
+raylake/table/source.py): raylake's imports the concrete kinds when first asked for,
+since the primary-key kind builds on the committer that itself consults kinds.
 """
 
 from __future__ import annotations
@@ -66,9 +66,10 @@ class TableKind(ABC):
                 f"use one of {list(self.write_modes)}"
             )
 
-    @abstractmethod
     def new_writer(self, file_io: FileIO, *, file_prefix: str = "data") -> TableWriter:
-        """A writer of this kind's data files."""
+        """A writer of this kind's data files (none for a format raylake only reads,
+        whose source refuses every write first: raylake/table/source.py)."""
+        raise UnsupportedOperationError(f"{self.described} has no writer")
 
     def input_schema(self, schema: pa.Schema) -> pa.Schema:
         """The table columns of an input schema (without system columns it may carry)."""
@@ -185,13 +186,6 @@ def kind_of(ts: TableSchema) -> TableKind:
 
 
 def _make_kind(ts: TableSchema) -> TableKind:
-    own_kind = getattr(ts, "own_kind", None)
-    if own_kind is not None:  # a table of another format names its kind (raylake/paimon)
-        return own_kind()  # type: ignore[no-any-return]
-    if ts.primary_key:
-        from raylake.table.pk.kind import PrimaryKeyKind
+    from raylake.table.source import source_class
 
-        return PrimaryKeyKind(ts)
-    from raylake.table.append import AppendKind
-
-    return AppendKind(ts)
+    return source_class(ts).kind(ts)

@@ -42,6 +42,7 @@ from raylake.io import FileIO
 from raylake.table.location import at_table_location
 
 if TYPE_CHECKING:
+    from raylake.table.kind import TableKind
     from raylake.table.table import Table
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -54,13 +55,20 @@ def writes(what: str) -> Callable[[F], F]:
     def mark(method: F) -> F:
         @functools.wraps(method)
         def checked(self: Table, *args: Any, **kwargs: Any) -> Any:
-            if not self.source.writable:
-                raise self.source.refuse_writes(what)
+            check_writable(self, what)
             return method(self, *args, **kwargs)
 
         return cast(F, checked)
 
     return mark
+
+
+def check_writable(tbl: Table, what: str) -> None:
+    """Refuse ``what`` on a table whose format raylake does not write (read-only is the
+    source's one capability, checked here before any write begins: the Table's writing
+    methods, the Ray and Spark sinks and merges)."""
+    if not tbl.source.writable:
+        raise tbl.source.refuse_writes(what)
 
 
 class TableSource(ABC):
@@ -84,8 +92,10 @@ class TableSource(ABC):
     # moved by hand, maintenance); checked once, by ``Table``, before any such work.
     writable: ClassVar[bool]
 
-    def __init__(self, file_io: FileIO) -> None:
+    def __init__(self, file_io: FileIO, snapshots: SnapshotManager) -> None:
         self.file_io = file_io
+        # The format's snapshot files, behind raylake's lookups (format/snapshot.py).
+        self.snapshots = snapshots
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.file_io.uri!r})"
@@ -100,47 +110,50 @@ class TableSource(ABC):
     def open(self) -> Table:
         """The table at the location (TableNotFoundError if there is none)."""
 
+    @classmethod
+    @abstractmethod
+    def kind(cls, ts: TableSchema) -> TableKind:
+        """The table kind of ``ts``, a schema of this format (``kind_of`` asks, once
+        per schema object)."""
+
     def refuse_writes(self, what: str) -> UnsupportedOperationError:
         """The error of an operation that would write a table of a read-only format."""
         return UnsupportedOperationError(f"{what} is not supported for {self.file_io.uri}")
 
     # -- snapshots ---------------------------------------------------------------------
 
-    @abstractmethod
     def snapshot_ids(self) -> list[int]:
         """The ids of the snapshots that exist, oldest first (a listing)."""
+        return self.snapshots.snapshot_ids()
 
-    @abstractmethod
     def read_if_present(self, snapshot_id: int) -> Snapshot | None:
         """Snapshot ``snapshot_id``, or None if it does not exist (yet, or any more)."""
+        return self.snapshots.read_if_present(snapshot_id)
 
-    @abstractmethod
     def get(self, snapshot_id: int) -> Snapshot:
         """Snapshot ``snapshot_id``; SnapshotNotFoundError names the snapshots that exist."""
+        return self.snapshots.get(snapshot_id)
 
-    @abstractmethod
     def latest(self) -> Snapshot | None:
         """The newest snapshot (None: the table has none)."""
+        return self.snapshots.latest()
 
-    @abstractmethod
     def as_of(self, time_millis: int) -> Snapshot:
         """The newest snapshot committed at or before ``time_millis``."""
+        return self.snapshots.as_of(time_millis)
 
-    @abstractmethod
     def read_hint(self) -> int | None:
         """The id the ``LATEST`` hint names (it may lag behind), or None."""
+        return self.snapshots.read_hint()
 
     def latest_id(self) -> int | None:
-        latest = self.latest()
-        return None if latest is None else latest.id
+        return self.snapshots.latest_id()
 
     def earliest_id(self) -> int | None:
-        ids = self.snapshot_ids()
-        return ids[0] if ids else None
+        return self.snapshots.earliest_id()
 
     def all(self) -> list[Snapshot]:
-        found = (self.read_if_present(i) for i in self.snapshot_ids())
-        return [s for s in found if s is not None]  # None: expired while listing
+        return self.snapshots.all()
 
     # -- a snapshot's files ------------------------------------------------------------
 
@@ -200,8 +213,7 @@ class RaylakeSource(TableSource):
     writable = True
 
     def __init__(self, file_io: FileIO) -> None:
-        super().__init__(file_io)
-        self.snapshots = SnapshotManager(file_io)
+        super().__init__(file_io, SnapshotManager(file_io))
         self.consumer_files = ConsumerManager(file_io)
         self._listed: list[int] | None = None
 
@@ -218,28 +230,17 @@ class RaylakeSource(TableSource):
         ids, self._listed = self._listed, None
         return Table(self.file_io, load_schema(self.file_io, ids), source=self)
 
-    # -- snapshots ---------------------------------------------------------------------
+    @classmethod
+    def kind(cls, ts: TableSchema) -> TableKind:
+        # Imported when first asked for: the primary-key kind builds on the committer,
+        # which itself consults kinds.
+        if ts.primary_key:
+            from raylake.table.pk.kind import PrimaryKeyKind
 
-    def snapshot_ids(self) -> list[int]:
-        return self.snapshots.snapshot_ids()
+            return PrimaryKeyKind(ts)
+        from raylake.table.append import AppendKind
 
-    def read_if_present(self, snapshot_id: int) -> Snapshot | None:
-        return self.snapshots.read_if_present(snapshot_id)
-
-    def get(self, snapshot_id: int) -> Snapshot:
-        return self.snapshots.get(snapshot_id)
-
-    def latest(self) -> Snapshot | None:
-        return self.snapshots.latest()
-
-    def as_of(self, time_millis: int) -> Snapshot:
-        return self.snapshots.as_of(time_millis)
-
-    def read_hint(self) -> int | None:
-        return self.snapshots.read_hint()
-
-    def all(self) -> list[Snapshot]:
-        return self.snapshots.all()
+        return AppendKind(ts)
 
     # -- files -------------------------------------------------------------------------
 
@@ -299,6 +300,15 @@ def source_for(file_io: FileIO) -> TableSource:
 
     paimon = PaimonSource(file_io)
     return paimon if paimon.exists() else raylake
+
+
+def source_class(ts: TableSchema) -> type[TableSource]:
+    """The source of a table schema's format, which names the schema's kind."""
+    if ts.table_format == RaylakeSource.format:
+        return RaylakeSource
+    from raylake.paimon.source import PaimonSource
+
+    return PaimonSource
 
 
 def _schema_ids(file_io: FileIO) -> list[int]:

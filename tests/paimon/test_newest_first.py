@@ -1,4 +1,4 @@
-"""Deduplicate sections decided newest file first (raylake/paimon/winners.py), and the
+"""Deduplicate sections decided newest file first (the merge-on-read kernel, raylake/table/pk/kernel.py), and the
 sections that still need a sort by sequence: a key twice in one file, files whose
 sequence ranges interleave."""
 
@@ -16,31 +16,43 @@ from paimon_spec import commit, data_file, live_entries
 from paimon_util import FIXTURES, expected, rows_by_key
 
 import raylake
-from raylake.paimon import winners
-from raylake.paimon.meta import PaimonFileSlice
+from raylake.format.schema import TableSchema
+from raylake.table.pk import kernel
 from raylake.table.pk.late import dictionary_columns
+from raylake.table.pk.schema import DELETE, KIND, SEQ, UPDATE_BEFORE, MergeSpec
+from raylake.table.split import FileSlice
 
 PK = str(FIXTURES / "pk_deduplicate" / "table")
 
 
-def _slice(max_sequence: int) -> PaimonFileSlice:
-    return PaimonFileSlice(
+def _slice(max_sequence: int) -> FileSlice:
+    return FileSlice(
         path=f"f{max_sequence}", row_groups=None, row_count=0, size_bytes=0, file_size=0,
-        max_sequence=max_sequence,
+        min_sequence=max_sequence - 5, max_sequence=max_sequence,
     )  # fmt: skip
 
 
-def _masks(
-    keys: list[list[int]], retracts: list[list[bool] | None], *, ignore_delete: bool = False
-) -> list[list[bool]] | None:
-    found = winners.newest_first_masks(
-        [np.array(k, np.int64) for k in keys],
-        [None if r is None else np.array(r) for r in retracts],
-        [_slice(10), _slice(30), _slice(20)],  # the second file is the newest
-        ignore_delete=ignore_delete,
-        cache_key=None,
+def _masks(keys: list[list[int]], kinds: list[list[int] | None]) -> list[list[bool]]:
+    """The kernel's decision over three files (the second is the newest) whose rows
+    are ``keys`` of ``kinds`` (None: all +I), in the kernel's row kinds; the reader
+    gives the kinds unasked, as Paimon's does (its manifests count no deletes)."""
+    tables = [
+        pa.table({"id": pa.array(k, pa.int64()), KIND: pa.array(r or [0] * len(k), pa.int8())})
+        for k, r in zip(keys, kinds)
+    ]
+    seqs = [pa.array(np.arange(len(k)) + 100 * i, pa.int64()) for i, k in enumerate(keys)]
+    ts = TableSchema(pa.schema([("id", pa.int64())]), primary_key=("id",))
+    decision = kernel.decide(
+        None,
+        MergeSpec(key=("id",)),
+        [_slice(10), _slice(30), _slice(20)],
+        ts,
+        lambda columns: [
+            (t.append_column(SEQ, s).select([*dict.fromkeys([*columns, KIND])]), 0)
+            for t, s in zip(tables, seqs)
+        ],
     )
-    return None if found is None else [m.tolist() for m in found]
+    return [decision.mask(i).tolist() for i in range(len(keys))]
 
 
 def test_a_row_wins_unless_a_newer_file_holds_its_key() -> None:
@@ -52,29 +64,42 @@ def test_a_row_wins_unless_a_newer_file_holds_its_key() -> None:
     ]
 
 
-def test_a_retract_is_the_newest_version_and_removes_its_key() -> None:
+def test_a_delete_is_the_newest_version_and_a_before_image_no_version() -> None:
     keys = [[1, 2, 3], [2], [3]]
-    retracts = [None, [True], [False]]
-    assert _masks(keys, retracts) == [[True, False, False], [False], [True]]
-    # With ignore-delete a retract is no version: the older version of key 2 wins.
-    assert _masks(keys, retracts, ignore_delete=True) == [[True, True, False], [False], [True]]
+    # Paimon's retracts: -D under deduplicate, -U (no version) with ignore-delete.
+    assert _masks(keys, [None, [DELETE], None]) == [[True, False, False], [False], [True]]
+    assert _masks(keys, [None, [UPDATE_BEFORE], None]) == [
+        [True, True, False],
+        [False],
+        [True],
+    ]
 
 
 def test_a_key_twice_in_one_file_needs_a_sort() -> None:
-    assert _masks([[1, 2, 2], [2], [3]], [None, None, None]) is None
-    assert _masks([[1, 3, 2], [2], [3]], [None, None, None]) is None  # not in key order
+    # Sorted by key and sequence: file 0's second version of key 2 (sequence 2) is
+    # older than file 1's (sequence 100), which wins.
+    assert _masks([[1, 2, 2], [2], [3]], [None, None, None]) == [
+        [True, False, False],
+        [True],
+        [True],
+    ]
 
 
 def test_deduplicate_sections_are_decided_newest_first() -> None:
-    winners.clear_cache()
+    kernel.clear_decisions()
     tbl = raylake.open_table(PK)
     got = tbl.to_arrow()
     merged = sum(len(s) > 1 for split in tbl.scan().plan() for s in split.merge_sections())
-    assert winners.cached_sections("newest") >= merged > 1
-    assert winners.cached_sections("sorted") == 0
+    assert _decided(newest_first=True) >= merged > 1
+    assert _decided(newest_first=False) == 0
     assert rows_by_key(got, ["id"]) == rows_by_key(expected("pk_deduplicate", 5), ["id"])
     assert got.schema == tbl.schema  # strings read as dictionaries come back as strings
     assert tbl.to_arrow().equals(got)  # the kept decision: the same rows in the same order
+
+
+def _decided(*, newest_first: bool) -> int:
+    info = kernel.decision_cache_info()
+    return info["newest_first"] if newest_first else info["entries"] - info["newest_first"]
 
 
 def _file(
@@ -120,11 +145,11 @@ def test_sections_newest_first_cannot_decide_are_sorted(paimon_copy: Any, case: 
             _file(table, template, [a], [1001], ["new"]),
         ]
     commit(table, kind="APPEND", added=added)
-    winners.clear_cache()
+    kernel.clear_decisions()
     got = {r["id"]: r["name"] for r in raylake.open_table(str(table)).to_arrow().to_pylist()}
     assert (got[a], got[b]) == ("new", "b")
-    assert winners.cached_sections("sorted") == 1  # bucket 0's section
-    assert winners.cached_sections("newest") >= 1  # the other buckets'
+    assert _decided(newest_first=False) == 1  # bucket 0's section
+    assert _decided(newest_first=True) >= 1  # the other buckets'
 
 
 def test_ignore_delete_keeps_the_version_before_a_retract(paimon_copy: Any) -> None:
@@ -141,10 +166,10 @@ def test_ignore_delete_keeps_the_version_before_a_retract(paimon_copy: Any) -> N
         if r["_VALUE_KIND"] not in (1, 3):
             model[r["id"]] = r["name"]
     assert len(model) > len(expected("pk_deduplicate", 5))  # deleted keys come back
-    winners.clear_cache()
+    kernel.clear_decisions()
     got = raylake.open_table(str(table)).to_arrow()
     assert {r["id"]: r["name"] for r in got.to_pylist()} == model
-    assert winners.cached_sections("newest") > 1 and winners.cached_sections("sorted") == 0
+    assert _decided(newest_first=True) > 1 and _decided(newest_first=False) == 0
 
 
 def test_only_wholly_dictionary_encoded_strings_are_read_as_dictionaries(tmp_path: Path) -> None:

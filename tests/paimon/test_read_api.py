@@ -148,12 +148,13 @@ def test_writes_name_the_format(call: Any, what: str) -> None:
 
 def test_a_sink_refuses_a_paimon_table(paimon_copy: Any) -> None:
     from raylake.table.catalog import open_or_create_table
+    from raylake.table.source import check_writable
 
     path = paimon_copy("append_unaware")
     tbl, created = open_or_create_table(str(path), None)
     assert not created and tbl.format == "paimon"
     with pytest.raises(UnsupportedOperationError, match="paimon"):
-        tbl.kind.check_write_mode("append", str(path))
+        check_writable(tbl, "writing")
     assert not any(n.endswith(".json") for n in (p.name for p in (path / "schema").iterdir()))
 
 

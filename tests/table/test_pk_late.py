@@ -18,7 +18,8 @@ import pytest
 
 import raylake
 from raylake.table.pk.dedupe import unseen_in_newer
-from raylake.table.pk.late import clear_decision_cache, decision_cache_info
+from raylake.table.pk.kernel import decision_cache_info
+from raylake.table.pk.late import clear_decision_cache
 from raylake.train.source import LakeSource
 
 SCHEMA = pa.schema(

@@ -64,18 +64,7 @@ def plan_changes(rng: ChangeRange) -> list[ChangeSplit]:
             snaps = rng.snapshots()
             if snaps is not None and all(s.commit_kind != "OVERWRITE" for s in snaps):
                 return _changelog_splits(rng, snaps, net=len(snaps) > 1)
-    before = rng.by_bucket(rng.live_before())
-    after = rng.by_bucket(rng.live_after())
-    before_id = 0 if rng.before is None else rng.before.id
-    splits: list[ChangeSplit] = []
-    for key in sorted(before.keys() | after.keys(), key=bucket_order):
-        old, new = before.get(key, []), after.get(key, [])
-        if {f.path for f in old} == {f.path for f in new}:
-            continue
-        old_splits = tuple(rng.splits(before_id, old, whole=True))
-        new_splits = tuple(rng.splits(rng.after.id, new, whole=True))
-        splits.append(DiffSplit(key[0], key[1], old_splits, new_splits))
-    return splits
+    return rng.diffs()
 
 
 def _changelog_splits(rng: ChangeRange, snaps: Sequence[Snapshot], net: bool) -> list[ChangeSplit]:
@@ -89,9 +78,9 @@ def _changelog_splits(rng: ChangeRange, snaps: Sequence[Snapshot], net: bool) ->
 
 def read_changes(ctx: ChangeReadContext, split: ChangeSplit) -> Iterator[pa.RecordBatch]:
     if isinstance(split, ChangelogSplit):
-        return _format(ctx, _changelog_rows(ctx, split))
+        return change_batches(ctx, _changelog_rows(ctx, split))
     if isinstance(split, DiffSplit):
-        return _format(ctx, iter([_diff_rows(ctx, split)]))
+        return change_batches(ctx, [_diff_rows(ctx, split)])
     raise UnsupportedOperationError(f"a primary-key table reads no {type(split).__name__}")
 
 
@@ -150,8 +139,9 @@ def _state(ctx: ChangeReadContext, splits: Sequence[Split]) -> pa.Table:
     return ReadContext(ctx.file_io, ctx.table_schema).read_table(splits)
 
 
-def _format(ctx: ChangeReadContext, tables: Iterable[pa.Table]) -> Iterator[pa.RecordBatch]:
-    """Rows with an int8 row kind -> filtered, projected, with the kind as asked."""
+def change_batches(ctx: ChangeReadContext, tables: Iterable[pa.Table]) -> Iterator[pa.RecordBatch]:
+    """Change rows with an int8 ``_rl_kind`` (of either format) -> filtered, projected,
+    the kind named if asked, else upserts (+I, +U) only."""
     row_filter = None if isinstance(ctx.filter, AlwaysTrue) else to_arrow(ctx.filter)
     out = ctx.output_schema
     names = np.asarray(KIND_NAMES, dtype=object)

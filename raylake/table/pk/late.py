@@ -1,19 +1,16 @@
 """Late materialization: decide a section's winners from keys, then decode only their rows.
 
-A merge of a deduplicate or first-row section picks whole rows, so which rows
-survive depends only on the key, the sequence field, ``_rl_seq`` and ``_rl_kind``.
-The *decision* reads those columns of every file of the section and records, per
-file, a bitmask of the rows that win. The *materialization* then reads the other
-columns file by file and row group by row group, skips the row groups where no
-row won, and takes the winners out of the rest (issue 20): value columns of a
-superseded version are never gathered, copied or converted, and row groups that
-lost entirely are never decoded. Partial-update and aggregation compute values
-from every version, so their sections are merged whole (read.py).
-
-Decisions do not depend on the read's projection or filter (key filters select
-whole keys; the rest applies to the merged rows), and data files never change,
-so a decision is cached per process under its files' paths: the loader's
-counting read and its training read merge a section once.
+A merge of a deduplicate or first-row section picks whole rows. The *decision* is
+the merge-on-read kernel's (kernel.py, shared with Paimon tables): it reads the key,
+the sequence field, ``_rl_seq`` and ``_rl_kind`` of every file of the section (here:
+:func:`section_rows`, a key-range part's rows where the section is cut) and records,
+per file, a bitmask of the rows that win, kept per process under the files' paths.
+The *materialization* then reads the other columns file by file and row group by row
+group, skips the row groups where no row won, and takes the winners out of the rest
+(issue 20): value columns of a superseded version are never gathered, copied or
+converted, and row groups that lost entirely are never decoded. Partial-update and
+aggregation compute values from every version, so their sections are merged whole
+(read.py).
 
 Output order: file by file (newest first for the sort-free path, section order
 otherwise), each file's winners in key order. It is a function of the files, so
@@ -30,17 +27,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from raylake.caching import process_cache
 from raylake.format.schema import TableSchema
 from raylake.io import FileIO
 from raylake.table.fragments import parquet_fragment
-from raylake.table.pk.bucket import integer_values
-from raylake.table.pk.decision import DECISION_CACHE_BYTES, Decision, DecisionCache
-from raylake.table.pk.dedupe import newest_wins_by_file, unseen_in_newer
-from raylake.table.pk.engines import merge_positions
+from raylake.table.pk import kernel
 from raylake.table.pk.files import read_file, table_fields
+from raylake.table.pk.kernel import Decision, clear_decisions
 from raylake.table.pk.ranges import bounds, read_range
-from raylake.table.pk.schema import DELETE, KIND, SEQ, MergeSpec, file_schema
+from raylake.table.pk.schema import MergeSpec, file_schema
 from raylake.table.pk.shared import SHARED_GROUP_BYTES, SharedGroups
 from raylake.table.projection import FileProjection, projection_of
 from raylake.table.split import FileSlice, KeyRange
@@ -49,31 +43,18 @@ if TYPE_CHECKING:
     from raylake.table.pk.read import ReadPlan
 
 
-def picks_rows(spec: MergeSpec) -> bool:
-    """Whether the engine picks whole rows (so a section can be decided from its keys)."""
-    return spec.engine in ("deduplicate", "first-row")
-
-
-_decisions = process_cache(DecisionCache(DECISION_CACHE_BYTES))
-
-
 _groups = SharedGroups(SHARED_GROUP_BYTES)
 
 
 def clear_decision_cache() -> None:
     """Forget cached decisions and shared row groups (benchmarks of cold reads, tests)."""
-    _decisions.clear()
+    clear_decisions()
     _groups.clear()
 
 
 def shared_group_info() -> dict[str, int]:
     """Row groups decoded once for several parts, and the takes they served."""
     return _groups.info()
-
-
-def decision_cache_info() -> dict[str, int]:
-    """Hits, misses, entries and mask bytes of this process's decision cache."""
-    return _decisions.info()
 
 
 def decide(
@@ -83,17 +64,15 @@ def decide(
     section: Sequence[FileSlice],
     part: KeyRange | None = None,
 ) -> Decision:
-    """The winners of a deduplicate or first-row section or part (cached per process)."""
-    key = _decision_key(file_io, section, part)
-    found = _decisions.get(key)
-    if found is not None:
-        return found
-    if newest_wins_by_file(spec, section, ts):
-        decision = _decide_newest_first(file_io, ts, spec, section, part)
-    else:
-        decision = _decide_by_merge(file_io, ts, spec, section, part)
-    _decisions.put(key, decision)
-    return decision
+    """The winners of a deduplicate or first-row section or part (the kernel's decision,
+    kept per process)."""
+    return kernel.decide(
+        _decision_key(file_io, section, part),
+        spec,
+        section,
+        ts,
+        lambda columns: section_rows(file_io, ts, section, columns, part),
+    )
 
 
 def _decision_key(
@@ -127,75 +106,6 @@ def section_rows(
                 rows = table_fields(rows, file_schema(ts))
         found.append((empty, 0) if rows is None else (rows, first))
     return found
-
-
-def _decide_newest_first(
-    file_io: FileIO,
-    ts: TableSchema,
-    spec: MergeSpec,
-    section: Sequence[FileSlice],
-    part: KeyRange | None,
-) -> Decision:
-    """Files newest first: a row wins unless a newer file holds its key (no sort)."""
-    order = sorted(range(len(section)), key=lambda i: section[i].max_sequence, reverse=True)
-    deletes = any(f.delete_row_count for f in section)
-    columns = [spec.key[0], KIND] if deletes else [spec.key[0]]
-    found = section_rows(file_io, ts, section, columns, part)
-    masks: list[np.ndarray] = [np.zeros(0, np.uint8)] * len(section)
-    winners = [0] * len(section)
-    keys = []
-    for i in order:
-        values = integer_values(found[i][0].column(spec.key[0]))
-        assert values is not None  # newest_wins_by_file checked the key's type
-        keys.append(values)
-    for i, keep in zip(order, unseen_in_newer(keys)):
-        if deletes:
-            keep &= np.asarray(found[i][0].column(KIND).to_numpy()) != DELETE
-        masks[i] = np.packbits(keep)
-        winners[i] = int(np.count_nonzero(keep))
-    return Decision(
-        tuple(order),
-        tuple(first for _, first in found),
-        tuple(masks),
-        tuple(rows.num_rows for rows, _ in found),
-        tuple(winners),
-    )
-
-
-def _decide_by_merge(
-    file_io: FileIO,
-    ts: TableSchema,
-    spec: MergeSpec,
-    section: Sequence[FileSlice],
-    part: KeyRange | None,
-) -> Decision:
-    """Sort the decision columns of every file once and pick rows (engines.merge_positions)."""
-    found = section_rows(file_io, ts, section, decision_columns(spec), part)
-    rows = [t.num_rows for t, _ in found]
-    picked = np.zeros(0, dtype=np.int64)
-    if sum(rows):
-        chosen = merge_positions(pa.concat_tables([t for t, _ in found]), spec)
-        assert chosen is not None
-        picked = chosen.astype(np.int64, copy=False)  # pyarrow's sort indices are uint64
-    offsets = np.cumsum([0, *rows])
-    masks, winners = [], []
-    for i, n in enumerate(rows):
-        mine = picked[(picked >= offsets[i]) & (picked < offsets[i + 1])] - offsets[i]
-        keep = np.zeros(n, dtype=bool)
-        keep[mine] = True
-        masks.append(np.packbits(keep))
-        winners.append(len(mine))
-    return Decision(
-        tuple(range(len(section))),
-        tuple(first for _, first in found),
-        tuple(masks),
-        tuple(rows),
-        tuple(winners),
-    )
-
-
-def decision_columns(spec: MergeSpec) -> list[str]:
-    return [*spec.key, *([spec.sequence_field] if spec.sequence_field else []), SEQ, KIND]
 
 
 # -- materialization ----------------------------------------------------------------------
@@ -250,7 +160,7 @@ def _sharing_parts(
     for step in (-1, 1):
         p = part.index + step
         while 0 <= p < part.count:
-            other = _decisions.peek(_decision_key(file_io, section, KeyRange(p, part.count)))
+            other = kernel.decisions.peek(_decision_key(file_io, section, KeyRange(p, part.count)))
             if other is None:
                 break
             offset, n = other.offsets[i], other.rows[i]

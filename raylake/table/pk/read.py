@@ -50,7 +50,8 @@ from raylake.io import FileIO
 from raylake.table.fragments import fragments_dataset, parquet_fragment
 from raylake.table.pk.engines import merge
 from raylake.table.pk.files import read_file
-from raylake.table.pk.late import decide, materialize, picks_rows, section_rows
+from raylake.table.pk.kernel import picks_rows
+from raylake.table.pk.late import decide, materialize, section_rows
 from raylake.table.pk.schema import DELETE, KIND, SEQ, MergeSpec, file_schema
 from raylake.table.projection import FileProjection, projection_of
 from raylake.table.rowfilter import filter_rows, widen
@@ -240,13 +241,22 @@ class ReadPlan:
     output_schema: pa.Schema = field(default_factory=lambda: pa.schema([]))  # of ``output``
 
     @classmethod
-    def of(cls, ts: TableSchema, columns: Sequence[str] | None, filter: Expr) -> ReadPlan:
-        spec = MergeSpec.of(ts)
+    def of(
+        cls,
+        ts: TableSchema,
+        columns: Sequence[str] | None,
+        filter: Expr,
+        spec: MergeSpec | None = None,
+        order_columns: Sequence[str] = (),
+    ) -> ReadPlan:
+        """The plan of a read of ``columns`` under ``filter``: by the table's merge spec,
+        or by ``spec``, whose versions ``order_columns`` order (another format's)."""
+        spec = MergeSpec.of(ts) if spec is None else spec
         output = tuple(ts.column_names if columns is None else columns)
         keyish = {*ts.primary_key, *ts.partition_keys}
         filter_columns = referenced_columns(filter)
         pushed = filter_on_columns(filter, keyish)
-        needed = [*ts.primary_key, *output, *sorted(filter_columns)]
+        needed = [*ts.primary_key, *output, *sorted(filter_columns), *order_columns]
         if spec.sequence_field:
             needed.append(spec.sequence_field)
         ordered = [c for c in ts.column_names if c in set(needed)]
@@ -262,6 +272,11 @@ class ReadPlan:
             filter_columns=tuple(c for c in ts.column_names if c in filter_columns),
             output_schema=pa.schema([ts.arrow_schema.field(c) for c in output]),
         )
+
+    @property
+    def table_columns(self) -> tuple[str, ...]:
+        """The table's columns a read fetches (the merge's, without the system columns)."""
+        return self.merge_columns[:-2]
 
 
 Part = tuple[Sequence[FileSlice], KeyRange | None]
