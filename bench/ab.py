@@ -5,9 +5,11 @@ and each process times ``to_arrow()`` of every table (best of ``--repeat``, afte
 warm-up read; wall and CPU time). With ``--loader`` each process instead times epochs
 of ``LakeIterableDataset`` in-process (batches of ``--batch-size`` of bench/_synthetic.py's
 16 features stacked and the label; ``plain`` and ``shuffled``, one process each, so
-that each reports its own peak RSS), and a third process per round times the
-pyarrow -> torch loop over the same files (bench/gpu.py's baseline); ``--modes tf``
-times epochs of ``to_tf_dataset`` instead. Alternating whole processes keeps both trees under
+that each reports its own peak RSS), and further processes per round time two
+baselines over the same files: the pyarrow -> torch loop (bench/gpu.py's) and a
+single-threaded prototype of the window design (``prototype``: 128K-row record
+batches decoded, features stacked once each, batches as views); ``--modes tf`` times
+epochs of ``to_tf_dataset`` instead. Alternating whole processes keeps both trees under
 the same machine state; the summary gives each table's median over the rounds and the
 after/before ratio of the medians, and each round's own ratio.
 
@@ -55,7 +57,7 @@ def child(uris: list[str], repeat: int, cold: bool = False) -> None:
     print(json.dumps(out))
 
 
-LOADER_MODES = ("plain", "shuffled", "pyarrow", "tf")
+LOADER_MODES = ("plain", "shuffled", "pyarrow", "prototype", "tf")
 
 
 def loader_child(uri: str, mode: str, repeat: int, batch_size: int) -> None:
@@ -63,6 +65,7 @@ def loader_child(uri: str, mode: str, repeat: int, batch_size: int) -> None:
     epoch's wall and CPU seconds, and the process's peak RSS)."""
     import numpy as np
     import pyarrow.dataset as pads
+    import pyarrow.parquet as pq
     import torch
     from _synthetic import FEATURES, data_files
 
@@ -80,6 +83,25 @@ def loader_child(uri: str, mode: str, repeat: int, batch_size: int) -> None:
                 x = torch.from_numpy(np.column_stack([b.column(c).to_numpy() for c in FEATURES]))
                 y = torch.from_numpy(b.column("label").to_numpy(zero_copy_only=False).copy())
                 n += len(y) + 0 * len(x)
+            return n
+    elif mode == "prototype":
+        files = data_files(tbl)
+        columns = [*FEATURES, "label"]
+
+        def epoch() -> int:
+            # The design in 10 lines, single-threaded, nothing else promised (no order
+            # across files, shuffle, positions or sharding): decode 128K-row record
+            # batches, stack the features once per record batch, hand out views.
+            n = 0
+            for path in files:
+                batches = pq.ParquetFile(path, memory_map=True).iter_batches(
+                    batch_size=1 << 17, columns=columns, use_threads=False
+                )
+                for b in batches:
+                    x = torch.from_numpy(np.stack([b.column(c).to_numpy() for c in FEATURES], 1))
+                    y = torch.from_numpy(b.column("label").to_numpy(zero_copy_only=False).copy())
+                    for i in range(0, len(y), batch_size):
+                        n += len(y[i : i + batch_size]) + 0 * len(x[i : i + batch_size])
             return n
     elif mode == "tf":
         from raylake.train.tf import to_tf_dataset
@@ -112,6 +134,9 @@ def loader_child(uri: str, mode: str, repeat: int, batch_size: int) -> None:
                       "rss": rss}))  # fmt: skip
 
 
+BASELINES = ("pyarrow", "prototype")  # run once per round (they do not use raylake)
+
+
 def loader_main(args: argparse.Namespace) -> None:
     """Rounds of (before, after) per mode, and the pyarrow -> torch baseline."""
     uri = args.uris[0]
@@ -119,7 +144,7 @@ def loader_main(args: argparse.Namespace) -> None:
     modes = args.modes.split(",")
     for r in range(args.rounds):
         for mode in modes:
-            sides = ("after",) if mode == "pyarrow" else ("before", "after")
+            sides = ("after",) if mode in BASELINES else ("before", "after")
             for side in sides:
                 extra = ["--loader", "--mode", mode, "--batch-size", str(args.batch_size)]
                 got.setdefault((side, mode), []).append(
@@ -134,15 +159,35 @@ def loader_main(args: argparse.Namespace) -> None:
             for mode in LOADER_MODES[:2]
         )
         shuf = got["after", "plain"][r]["wall"] / got["after", "shuffled"][r]["wall"]
-        print(f"round {r + 1}: {line}  shuffled/plain {shuf:.2f}x", flush=True)
+        if "prototype" in modes:
+            proto = got["after", "prototype"][r]["wall"] / got["after", "plain"][r]["wall"]
+            line += f"  plain {proto:.2f}x prototype"
+        print(f"round {r + 1}: {line}  shuffled/plain {shuf:.2f}x  load {os.getloadavg()[0]:.1f}",
+              flush=True)  # fmt: skip
     rows = next(iter(got.values()))[0]["rows"]
-    print(f"\n{'':<22}{'rows/s (range)':>24}{'CPU s/epoch':>16}{'peak RSS MB':>14}")
+    print(f"\n{'':<20}{'rows/s median (range)':>30}{'CPU s/epoch median (range)':>30}"
+          f"{'peak RSS MB':>13}")  # fmt: skip
     for (side, mode), runs in sorted(got.items()):
         rates = sorted(rows / x["wall"] / 1e6 for x in runs)
         cpu = sorted(x["cpu"] for x in runs)
         rss = max(x["rss"] for x in runs) / 1e6
-        print(f"{side + ' ' + mode:<22}{rates[0]:>10.2f}M-{rates[-1]:.2f}M"
-              f"{cpu[0]:>9.3f}-{cpu[-1]:.3f}{rss:>12.0f}")  # fmt: skip
+        print(f"{side + ' ' + mode:<20}{statistics.median(rates):>12.2f}M ({rates[0]:.2f}-"
+              f"{rates[-1]:.2f}M){statistics.median(cpu):>12.3f} ({cpu[0]:.3f}-{cpu[-1]:.3f})"
+              f"{rss:>11.0f}")  # fmt: skip
+    if {"plain", "shuffled", "pyarrow"} <= set(modes):
+        print("\nmedians of the rounds' own ratios (wall):")
+        pairs = [
+            ("plain / plain before", ("before", "plain"), ("after", "plain")),
+            ("plain / pyarrow -> torch", ("after", "pyarrow"), ("after", "plain")),
+            ("shuffled / plain", ("after", "plain"), ("after", "shuffled")),
+            ("shuffled / shuffled before", ("before", "shuffled"), ("after", "shuffled")),
+        ]
+        if "prototype" in modes:
+            pairs.append(("plain / prototype", ("after", "prototype"), ("after", "plain")))
+        for name, base, side in pairs:
+            ratios = [b["wall"] / a["wall"] for b, a in zip(got[base], got[side])]
+            print(f"  {name:<28}{statistics.median(ratios):6.2f}x  (rounds: "
+                  + ", ".join(f"{x:.2f}" for x in ratios) + ")")  # fmt: skip
 
 
 def run(src: str, uris: list[str], repeat: int, extra: Sequence[str] = ()) -> dict[str, Any]:
@@ -162,7 +207,9 @@ def main() -> None:
     parser.add_argument("--loader", action="store_true", help="time LakeIterableDataset epochs")
     parser.add_argument("--batch-size", type=int, default=1024)
     parser.add_argument(
-        "--modes", default="plain,shuffled,pyarrow", help="of plain, shuffled, pyarrow, tf"
+        "--modes",
+        default="plain,shuffled,pyarrow,prototype",
+        help="of plain, shuffled, pyarrow, prototype, tf",
     )
     parser.add_argument("--cold", action="store_true", help="clear caches before each read")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)

@@ -21,7 +21,8 @@ for every backend):
 :class:`CudaBackend` is the real one. :class:`SimulatedDevice` follows the same
 steps on the CPU (copies are clones, markers are tokens it checks), so tests on a
 machine without a GPU drive every branch that a CUDA device takes: the pinned ring,
-its reuse, the waits, the memory bounds and the threads' shutdown.
+its reuse, the waits, the memory bounds and the threads' shutdown. ``simulated_pin``
+does the same for the windows that ``pin_memory=True`` pins without a device.
 """
 
 from __future__ import annotations
@@ -60,9 +61,19 @@ def tensors_of(batch: Any) -> Iterator[torch.Tensor]:
             yield from tensors_of(v)
 
 
+# Tests replace this (monkeypatch) to take the pinning path on the CPU: a CUDA host pins
+# the windows of ``pin_memory=True`` without a device, a CPU-only one skips that.
+simulated_pin: Callable[[torch.Tensor], torch.Tensor] | None = None
+
+
 def can_pin() -> bool:
     """Whether pinned host memory is available (it needs an accelerator)."""
-    return bool(torch.cuda.is_available())
+    return simulated_pin is not None or bool(torch.cuda.is_available())
+
+
+def pin(tensor: torch.Tensor) -> torch.Tensor:
+    """A copy of ``tensor`` in page-locked host memory."""
+    return tensor.pin_memory() if simulated_pin is None else simulated_pin(tensor)
 
 
 class Backend:

@@ -10,6 +10,7 @@ straddles two chunks is the only other copy). Nothing here is per row in Python.
 
 from __future__ import annotations
 
+import os
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
@@ -28,6 +29,11 @@ from raylake.train.sharding import Batch, EpochOrder, Interval, RankBatches, siz
 from raylake.train.source import LakeSource
 
 Block = dict[str, np.ndarray]
+# Local piece reads at once without a cap: one per two cores (one read decodes a piece's
+# columns side by side on pyarrow's pool). On 2 cores one at a time: the pieces are
+# ready one after the other and fewer are decoded in memory at once; 8 (read_ahead's
+# default) from 16 cores, as before.
+LOCAL_READS = max(1, (os.cpu_count() or 1) // 2)
 
 
 class WindowReader:
@@ -153,19 +159,23 @@ class WindowReader:
         """
         parts = [(a, b) for lo, hi in segments for _, a, b in self.order.split_by_window(lo, hi)]
         source = self.source
-        # Locally a read is CPU work: as many threads as the cap. On an object store a
-        # read mostly waits for round trips, which take no core: the window keeps all its
-        # reads in flight, each decoding on its own thread once its bytes are in. Locally
-        # the first piece is read alone (``ramp``): reads side by side share the cores, and
-        # the first window waited for all of them (first batch after 300-430 ms against
-        # 70-90 ms here, the epoch no slower).
+        # Locally a read is CPU work: as many threads as the cap, and without a cap
+        # LOCAL_READS: one read already decodes its columns on pyarrow's pool, and reads
+        # side by side share the cores and finish late together while the converter
+        # waits for the first (docs/benchmarks.md, "Third pass on the CPU epoch"). On an
+        # object store a read mostly waits for round trips, which take no core: the
+        # window keeps all its reads in flight, each decoding on its own thread once its
+        # bytes are in. Locally the first piece is read alone (``ramp``): the first
+        # window waited for all of them (first batch after 300-430 ms against 70-90 ms
+        # here, the epoch no slower).
+        local = self.loader_threads or LOCAL_READS
         reads = PieceWindow(
             self._read_piece,
             self._plan(parts),
             pieces=self.read_ahead,
             max_bytes=self.read_ahead_bytes,
             cost=lambda p: source.pieces[p].size_bytes,
-            threads=self.loader_threads if self.loader_threads and not self._remote else None,
+            threads=None if self._remote else local,
             ramp=not self._remote,
             observe=self.observe,
         )

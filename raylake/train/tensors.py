@@ -13,7 +13,7 @@ from raylake.arguments import check_callable, check_count
 from raylake.errors import InvalidArgumentError, UnsupportedOperationError
 from raylake.train.binary import BinaryColumns
 from raylake.train.convert import FEATURES, FEATURES_T, FillNull, Layout
-from raylake.train.device import backend_for, pin_wanted
+from raylake.train.device import backend_for, pin, pin_wanted
 from raylake.train.loader import Transform
 from raylake.train.setup import BatchSpec, structure, structures
 from raylake.train.stats import FeedRecorder
@@ -168,7 +168,7 @@ class TensorBatches:
     def __call__(self, block: Block) -> Any:
         batch = self.tensors(block)
         if self.pin_memory:
-            batch = tree_map(lambda x: x.pin_memory(), batch)
+            batch = tree_map(pin, batch)
         if self.device is not None and self.device.type != "cpu":
             batch = tree_map(lambda x: x.to(self.device, non_blocking=self.pin_memory), batch)
         return batch if self.transform is None else self.transform(batch)

@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 from raylake.train.convert import FEATURES, FEATURES_T, ORDER
-from raylake.train.device import Backend
+from raylake.train.device import Backend, pin
 from raylake.train.prefetch import background
 from raylake.train.stats import FeedRecorder
 
@@ -137,7 +137,7 @@ class Stager:
             tensors = on_host(tensors)
             if self.pin:  # pinned host batches, asked for without a device: fresh memory,
                 # since a batch (a view) may outlive any reuse of it
-                tensors = {k: t.pin_memory() for k, t in tensors.items()}
+                tensors = {k: pin(t) for k, t in tensors.items()}
             yield Window(tensors, n, _row_bytes(tensors))
             return
         row_bytes = _row_bytes(tensors)

@@ -7,14 +7,18 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import pyarrow as pa
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import raylake
 from raylake.errors import SchemaError, UnknownColumnError, UnsupportedTypeError
+from raylake.train import convert as convert_module
 from raylake.train.torch import LakeIterableDataset, LakeMapDataset, to_tensor
 
 TYPES = pa.schema(
@@ -328,3 +332,44 @@ def test_windows_larger_than_the_cap_are_not_kept(monkeypatch: pytest.MonkeyPatc
     assert converter(small)[FEATURES].shape == (100, 2)  # 800 bytes: kept
     assert converter(large)[FEATURES].shape == (200, 2)  # 1600 bytes: not kept
     assert [a.nbytes for a in converter._local.kept] == [800]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    sizes=st.lists(st.integers(0, 1500), min_size=1, max_size=5),
+    start=st.integers(0, 400),
+    nulls=st.booleans(),
+)
+def test_stacking_equals_a_column_stack_whatever_the_chunks(
+    sizes: list[int], start: int, nulls: bool
+) -> None:
+    """Windows are slices of several pieces' chunks, stacked in blocks of 1024 rows or
+    more: whatever the chunk boundaries, blocks and offset, the stacked features equal a
+    plain column stack of the whole columns (the model), row-major and columns first."""
+    from raylake.train.convert import FEATURES, FEATURES_T, Converter, Layout
+
+    schema = pa.schema(
+        [("a", pa.float32()), ("n", pa.int64()), ("emb", pa.list_(pa.float32(), 2)),
+         ("y", pa.int32())]
+    )  # fmt: skip
+    parts, row = [], 0
+    for k in sizes:
+        ids = np.arange(row, row + k)
+        a = pa.array(ids * 0.5, pa.float32(), mask=(ids % 7 == 3) if nulls else None)
+        emb = pa.FixedSizeListArray.from_arrays(pa.array(np.repeat(ids, 2) * 2.0, pa.float32()), 2)
+        y = pa.array(ids % 5, pa.int32())
+        parts.append(pa.table([a, pa.array(-ids), emb, y], schema=schema))
+        row += k
+    table = pa.concat_tables(parts)
+    table = table.slice(min(start, table.num_rows))
+    layout = Layout.of(schema, columns=None, feature_columns=["a", "n", "emb"], label_column="y")
+    convert = Converter(schema, layout, target="torch tensors", fill_null=-9.0)
+    whole = table.combine_chunks()
+    a = whole.column("a").fill_null(-9.0).to_numpy()
+    emb = whole.column("emb").combine_chunks().values.to_numpy().reshape(-1, 2)
+    model = np.column_stack([a, whole.column("n").to_numpy(), emb]).astype(np.float64)
+    with mock.patch.object(convert_module, "_STACK_BYTES", 1):  # blocks of 1024 rows
+        got = convert(table)
+    np.testing.assert_array_equal(got[FEATURES], model.reshape(table.num_rows, 4))
+    np.testing.assert_array_equal(got["y"], whole.column("y").to_numpy())
+    np.testing.assert_array_equal(convert.columns_first(table)[FEATURES_T].T, got[FEATURES])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import shutil
 import threading
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from test_torch_iterable import ids_of, make
 
 import raylake
 from raylake.errors import EnvironmentSetupError, InvalidArgumentError
+from raylake.train import device as device_module
 
 # prefetch (batches on a thread), read_ahead (piece reads in flight); (0, 0) reads as before.
 SETTINGS = [(0, 0), (1, 1), (3, 8), (0, 2)]
@@ -137,6 +139,35 @@ def test_pin_memory_without_cuda_is_skipped_with_a_warning(append_table: raylake
     with pytest.warns(UserWarning, match="pin_memory=True, but there is no accelerator"):
         pinned = [ids_of(b) for b in make(append_table, pin_memory=True)]
     assert pinned == plain
+
+
+@pytest.mark.parametrize("prefetch", [0, 2])
+def test_pinned_windows_without_a_device_through_the_pinning_seam(
+    append_table: raylake.Table, monkeypatch: pytest.MonkeyPatch, prefetch: int
+) -> None:
+    """The path a CUDA host takes for ``pin_memory=True`` without a device (each window
+    pinned once, then cut), driven on the CPU by replacing the pinning itself: the same
+    batches, one pin per window and column group, and no thread left after a close."""
+    pinned: list[torch.Tensor] = []
+
+    def pin(t: torch.Tensor) -> torch.Tensor:
+        pinned.append(t.clone())
+        return pinned[-1]
+
+    monkeypatch.setattr(device_module, "simulated_pin", pin)
+    plain = [ids_of(b) for b in make(append_table, prefetch=0)]
+    ds = make(append_table, pin_memory=True, prefetch=prefetch, transform=lambda b: b)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # pinning is available: no warning
+        got = [ids_of(b) for b in ds]
+    assert got == plain
+    assert len(pinned) == 2 * ds.stats().windows > 0  # the features and the label
+    it = iter(ds)
+    first, _ = next(it)
+    assert any(first.data_ptr() == p.data_ptr() for p in pinned)  # a view of a pinned window
+    next(it)
+    it.close()  # type: ignore[attr-defined]
+    assert not raylake_threads()
 
 
 @no_cuda
