@@ -130,13 +130,16 @@ def test_a_wrong_column_type_is_refused_before_any_spark_job(
     assert df.count() == 2 and spark_jobs() != []  # the control: jobs are seen
 
 
-def test_raydp_hand_off_on_local_spark_names_the_fix() -> None:
-    """RayDP's own error on a local session is a bare ValueError about an actor name."""
+def test_raydp_hand_off_on_local_spark_names_the_fix(ray_cluster: Any) -> None:
+    """RayDP's own error on a local session is a bare ValueError about an actor name.
+    The child joins the session's Ray cluster as a second driver (as the soak does)
+    rather than starting a cluster of its own."""
+    address = ray_cluster.get_runtime_context().gcs_address
     script = (
         "import ray\n"
         "import raylake.spark as rs\n"
         "from raylake.errors import EnvironmentSetupError\n"
-        "ray.init(address='local', num_cpus=1, include_dashboard=False, log_to_driver=False)\n"
+        f"ray.init(address={address!r}, log_to_driver=False)\n"
         "spark = rs.session('local-app', on_ray=False, master='local[1]')\n"
         "ds = ray.data.range(3)\n"
         "calls = {'from_ray': lambda: rs.from_ray(ds, spark),\n"

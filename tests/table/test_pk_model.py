@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, seed, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -371,11 +371,22 @@ class SequenceFieldMachine(PrimaryKeyMachine):
 
 
 def run_machine(
-    engine: str, root: Path, examples: int = 25, base: type[PrimaryKeyMachine] = PrimaryKeyMachine
+    engine: str,
+    root: Path,
+    examples: int = 25,
+    base: type[PrimaryKeyMachine] = PrimaryKeyMachine,
+    draw_seed: int | None = None,
 ) -> None:
+    """Without ``draw_seed`` the draws come from the derandomized seed, which is the same
+    for every call here (it is the digest of the factory's source): each engine's short
+    run draws the same 25 examples."""
     machine = type(f"{engine}Machine", (base,), {"engine": engine})
+
+    def factory() -> PrimaryKeyMachine:
+        return machine(root)
+
     run_state_machine_as_test(
-        lambda: machine(root),
+        factory if draw_seed is None else seed(draw_seed)(factory),
         settings=settings(
             max_examples=examples,
             stateful_step_count=12,
@@ -405,10 +416,15 @@ def test_sequence_field_matches_model(tmp_path: Path) -> None:
     run_machine("deduplicate", tmp_path, base=SequenceFieldMachine)
 
 
+# The long runs draw from seeds of their own: on the shared derandomized seed they
+# repeated the short runs' first draws, and all four engines drew the same sequences.
+LONG_SEEDS = {"deduplicate": 1, "first-row": 2, "partial-update": 3, "aggregation": 4}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("engine", ["deduplicate", "first-row", "partial-update", "aggregation"])
+@pytest.mark.parametrize("engine", list(LONG_SEEDS))
 def test_engines_match_model_long(tmp_path: Path, engine: str) -> None:
-    run_machine(engine, tmp_path, examples=150)
+    run_machine(engine, tmp_path, examples=100, draw_seed=LONG_SEEDS[engine])
 
 
 # Every key gets versions in several files, each setting other columns: the winner of a

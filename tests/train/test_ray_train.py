@@ -83,11 +83,14 @@ def test_zero_copy_ray_batches(ray_cluster: Any, append_table: Any) -> None:
 
 
 def tiny_trainer(storage: Path) -> Any:
-    """A one-worker TorchTrainer that trains nothing: a Ray Train run at its cheapest."""
+    """A one-worker trainer that trains nothing: a Ray Train run at its cheapest. The
+    base class of TorchTrainer and TensorflowTrainer, whose fit() makes the controller;
+    without a framework backend its worker neither imports torch nor makes a process
+    group."""
     import ray.train
-    from ray.train.torch import TorchTrainer
+    from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
 
-    return TorchTrainer(
+    return DataParallelTrainer(
         lambda: None,
         scaling_config=ray.train.ScalingConfig(num_workers=1, resources_per_worker={"CPU": 0.5}),
         run_config=ray.train.RunConfig(storage_path=str(storage), name="tiny"),
