@@ -7,9 +7,9 @@ an open handle or a table object, so it pickles to a few hundred bytes.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from raylake.format.manifest import DataFile
 
@@ -86,6 +86,17 @@ class Split:
         """Each merge section with its key range (None: the whole section)."""
         ranges = self.ranges or (None,) * len(self.sections)
         return list(zip(self.merge_sections(), ranges))
+
+
+class _InBucket(Protocol):
+    @property
+    def partition(self) -> tuple[Any, ...]: ...
+
+    @property
+    def bucket(self) -> int: ...
+
+
+F = TypeVar("F", bound=_InBucket)
 
 
 def partition_sort_key(values: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -180,3 +191,58 @@ def pack_slices(
         weight += cost
     flush()
     return splits
+
+
+class ReadUnit(NamedTuple):
+    """Files read together (a merge section, or a key range of one), their packing
+    weight and their rows before merging."""
+
+    files: Sequence[FileSlice]
+    weight: int
+    rows: int
+    range: KeyRange | None = None
+
+
+def pack_sections(
+    snapshot_id: int,
+    files: Iterable[F],
+    units: Callable[[list[F]], Iterable[ReadUnit]],
+    target_size: int,
+) -> list[Split]:
+    """Each bucket's files cut into read ``units``, packed whole in order into splits of
+    one bucket of about ``target_size``; buckets in partition and bucket order."""
+    buckets: dict[tuple[tuple[Any, ...], int], list[F]] = {}
+    for f in files:
+        buckets.setdefault((f.partition, f.bucket), []).append(f)
+    splits: list[Split] = []
+    for (partition, bucket), members in sorted(
+        buckets.items(), key=lambda kv: (partition_sort_key(kv[0][0]), kv[0][1])
+    ):
+        current: list[ReadUnit] = []
+        size = 0
+        for unit in units(members):
+            if current and size + unit.weight > target_size:
+                splits.append(_section_split(snapshot_id, partition, bucket, current))
+                current, size = [], 0
+            current.append(unit)
+            size += unit.weight
+        if current:
+            splits.append(_section_split(snapshot_id, partition, bucket, current))
+    return splits
+
+
+def _section_split(
+    snapshot_id: int, partition: tuple[Any, ...], bucket: int, units: list[ReadUnit]
+) -> Split:
+    files = tuple(f for unit in units for f in unit.files)
+    ranges = tuple(unit.range for unit in units)
+    return Split(
+        snapshot_id=snapshot_id,
+        partition=partition,
+        bucket=bucket,
+        files=files,
+        row_count=sum(unit.rows for unit in units),
+        size_bytes=sum(f.size_bytes for f in files),
+        sections=tuple(len(unit.files) for unit in units),
+        ranges=ranges if any(r is not None for r in ranges) else (),
+    )
