@@ -97,11 +97,30 @@ class _InBucket(Protocol):
 
 
 F = TypeVar("F", bound=_InBucket)
+BucketKey = tuple[tuple[Any, ...], int]  # (partition values, bucket)
 
 
 def partition_sort_key(values: tuple[Any, ...]) -> tuple[Any, ...]:
     """A total order over partition values of any types (None last), for stable plans."""
     return tuple((v is None, "" if v is None else str(v)) for v in values)
+
+
+def bucket_order(key: BucketKey) -> tuple[Any, ...]:
+    """Buckets in partition, then bucket order."""
+    partition, bucket = key
+    return (partition_sort_key(partition), bucket)
+
+
+def by_bucket(
+    files: Iterable[F], group: Callable[[Any, int], BucketKey] | None = None
+) -> dict[BucketKey, list[F]]:
+    """Files by bucket (or by ``group`` of their partition and bucket), each group in
+    the order the files come."""
+    groups: dict[BucketKey, list[F]] = {}
+    for f in files:
+        key = (f.partition, f.bucket) if group is None else group(f.partition, f.bucket)
+        groups.setdefault(key, []).append(f)
+    return groups
 
 
 def projected_size(f: DataFile, column_indices: Sequence[int] | None) -> int:
@@ -211,12 +230,9 @@ def pack_sections(
 ) -> list[Split]:
     """Each bucket's files cut into read ``units``, packed whole in order into splits of
     one bucket of about ``target_size``; buckets in partition and bucket order."""
-    buckets: dict[tuple[tuple[Any, ...], int], list[F]] = {}
-    for f in files:
-        buckets.setdefault((f.partition, f.bucket), []).append(f)
     splits: list[Split] = []
     for (partition, bucket), members in sorted(
-        buckets.items(), key=lambda kv: (partition_sort_key(kv[0][0]), kv[0][1])
+        by_bucket(files).items(), key=lambda kv: bucket_order(kv[0])
     ):
         current: list[ReadUnit] = []
         size = 0
