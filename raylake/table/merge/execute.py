@@ -17,9 +17,9 @@ again on the new state, up to ``MAX_ATTEMPTS`` times, then raises
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -63,14 +63,20 @@ def run_merge(tbl: Table, source: pa.Table, on: JoinOn, clauses: tuple[Clause, .
             "the old ones instead of replacing them"
         )
     merge_once = _merge_primary_key if ts.is_primary_key_table else _merge_append
-    for attempt in range(1, MAX_ATTEMPTS + 1):
+    return with_attempts(lambda: merge_once(tbl, source, on, clauses))
+
+
+def with_attempts(attempt: Callable[[], MergeResult]) -> MergeResult:
+    """``attempt`` again after each concurrent commit that changed what it read, up to
+    ``MAX_ATTEMPTS`` times (every engine's merge); the result counts the attempts."""
+    for n in range(1, MAX_ATTEMPTS + 1):
         try:
-            result = merge_once(tbl, source, on, clauses)
+            result = attempt()
         except CommitConflictError:
-            if attempt == MAX_ATTEMPTS:
+            if n == MAX_ATTEMPTS:
                 raise
             continue
-        return MergeResult(**{**result.__dict__, "attempts": attempt})
+        return replace(result, attempts=n)
     raise AssertionError("unreachable")
 
 
