@@ -164,15 +164,8 @@ def commit_append_parts(
     def check(latest: Snapshot) -> None:
         _check_files_kept(tbl, snap, latest, read_paths)
 
-    snapshot = commit_merge(tbl, messages, snap, "OVERWRITE" if rewritten else "APPEND", check)
-    return MergeResult(
-        inserted=sum(p.inserted for p in parts),
-        updated=sum(p.updated for p in parts),
-        deleted=sum(p.deleted for p in parts),
-        snapshot_id=snapshot.id,
-        files_rewritten=len(rewritten),
-        files_added=sum(len(m.new_files) for m in messages),
-    )
+    kind = "OVERWRITE" if rewritten else "APPEND"
+    return commit_merge(tbl, messages, snap, kind, check, parts, len(rewritten))
 
 
 def _merge_append(
