@@ -235,33 +235,29 @@ def append_splits(snapshot_id: int, pieces: Sequence[PaimonFileSlice], target: i
     return pack_slices(snapshot_id, slices, target, OPEN_FILE_COST)
 
 
-def pk_splits(snapshot_id: int, pieces: Sequence[PaimonFileSlice], target: int) -> list[Split]:
-    """A bucket's files in sections of overlapping keys, packed into splits of one bucket."""
-    return section_splits(snapshot_id, pieces, target, overlap_sections)
+def _summed_rows(section: list[PaimonFileSlice]) -> int:
+    return sum(f.row_count for f in section)
 
 
 def section_splits(
     snapshot_id: int,
     pieces: Sequence[PaimonFileSlice],
     target: int,
-    sections: Callable[[list[PaimonFileSlice]], Iterable[list[PaimonFileSlice]]],
-    section_rows: Callable[[list[PaimonFileSlice]], int] | None = None,
+    sections: Callable[[list[PaimonFileSlice]], Iterable[list[PaimonFileSlice]]] = (
+        overlap_sections
+    ),
+    section_rows: Callable[[list[PaimonFileSlice]], int] = _summed_rows,
 ) -> list[Split]:
-    """Each bucket's files cut into ``sections`` (files read together), packed whole into
-    splits of one bucket of about ``target`` bytes. A section holds ``section_rows`` rows
-    before merging: the sum of its files' (keys), or of one file's (row ranges, whose files
-    hold columns of the same rows)."""
-    rows = section_rows or _summed_rows
+    """Each bucket's files cut into ``sections`` (files read together; by default of
+    overlapping keys), packed whole into splits of one bucket of about ``target`` bytes.
+    A section holds ``section_rows`` rows before merging: the sum of its files' (keys),
+    or of one file's (row ranges, whose files hold columns of the same rows)."""
 
     def units(members: list[PaimonFileSlice]) -> Iterator[ReadUnit]:
         for section in sections(members):
-            yield ReadUnit(section, sum(s.size_bytes for s in section), rows(section))
+            yield ReadUnit(section, sum(s.size_bytes for s in section), section_rows(section))
 
     return pack_sections(snapshot_id, pieces, units, target)
-
-
-def _summed_rows(section: list[PaimonFileSlice]) -> int:
-    return sum(f.row_count for f in section)
 
 
 # -- pruning ---------------------------------------------------------------------------
