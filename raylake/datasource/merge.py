@@ -80,7 +80,7 @@ class LakeMerger(TableMerger):
 
     def execute(self) -> MergeResult:
         from raylake.format.snapshot import SnapshotManager
-        from raylake.table.merge.execute import MAX_ATTEMPTS, split_by
+        from raylake.table.merge.execute import split_by, with_attempts
 
         tbl, _, on, clauses = self.checked()
         split = split_by(tbl.table_schema, on, clauses)
@@ -90,23 +90,21 @@ class LakeMerger(TableMerger):
                 "when_not_matched_by_source clauses; for other merges pass the dataset's "
                 "rows to Table.merge (ds.to_arrow_refs())"
             )
-        for attempt in range(1, MAX_ATTEMPTS + 1):
+
+        def attempt() -> MergeResult:
             snap = SnapshotManager(tbl.file_io).latest()
             prefix = f"{_PREFIX}-{uuid.uuid4().hex[:16]}"
             try:
                 if split == "bucket":
-                    result = self._merge_primary_key(tbl, snap, on, clauses, prefix)
-                else:
-                    result = self._merge_append(tbl, snap, on, clauses, prefix)
+                    return self._merge_primary_key(tbl, snap, on, clauses, prefix)
+                return self._merge_append(tbl, snap, on, clauses, prefix)
             except CommitConflictError:
-                if attempt == MAX_ATTEMPTS:
-                    raise
-                continue
+                raise  # tried again
             except BaseException:
                 _delete_prefixed(tbl, prefix)  # what tasks that finished wrote
                 raise
-            return MergeResult(**{**result.__dict__, "attempts": attempt})
-        raise AssertionError("unreachable")
+
+        return with_attempts(attempt)
 
     def _merge_primary_key(
         self, tbl: Any, snap: Any, on: JoinOn, clauses: tuple[Clause, ...], prefix: str

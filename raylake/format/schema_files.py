@@ -25,8 +25,7 @@ def schema_path(schema_id: int) -> str:
 
 def schema_ids(file_io: FileIO) -> list[int]:
     """Ids of the schema files; leftovers of an interrupted create (``*.tmp``) are not schemas."""
-    matches = (_SCHEMA_NAME.match(n) for n in file_io.list_names(SCHEMA_DIR))
-    return sorted(int(m.group(1)) for m in matches if m)
+    return file_io.numbered(SCHEMA_DIR, _SCHEMA_NAME)
 
 
 def load_schema(file_io: FileIO, ids: list[int] | None = None) -> TableSchema:

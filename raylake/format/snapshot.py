@@ -128,12 +128,7 @@ class SnapshotManager:
         self.file_io = file_io
 
     def snapshot_ids(self) -> list[int]:
-        ids = []
-        for name in self.file_io.list_names(SNAPSHOT_DIR):
-            match = _SNAPSHOT_NAME.match(name)
-            if match:
-                ids.append(int(match.group(1)))
-        return sorted(ids)
+        return self.file_io.numbered(SNAPSHOT_DIR, _SNAPSHOT_NAME)
 
     def get(self, snapshot_id: int) -> Snapshot:
         """Snapshot ``snapshot_id``; SnapshotNotFoundError names the snapshots that exist."""

@@ -285,6 +285,12 @@ class FileIO:
             return []
         return sorted(posixpath.basename(str(e).rstrip("/")) for e in entries)
 
+    def numbered(self, rel_dir: str, pattern: re.Pattern[str]) -> list[int]:
+        """The numbers of the files directly under a directory whose names match
+        ``pattern`` (its first group: the digits), in order; other names are not counted."""
+        matches = (pattern.match(n) for n in self.list_names(rel_dir))
+        return sorted(int(m.group(1)) for m in matches if m)
+
     def list_files(self, rel_dir: str) -> list[tuple[str, float | None]]:
         """Every file below a directory, recursively: (relative path, mtime in seconds or None)."""
         base = self.full_path(rel_dir)

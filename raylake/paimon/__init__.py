@@ -7,7 +7,17 @@ statistics) stay inside this package.
 """
 
 from raylake.errors import UnsupportedPaimonError
-from raylake.paimon.table import FORMAT, PaimonTable, is_paimon_table, open_paimon_table
+from raylake.io import FileIO
+from raylake.paimon.source import PaimonSource
+from raylake.paimon.table import PaimonTable, open_paimon_table
+
+FORMAT = PaimonSource.format
+
+
+def is_paimon_table(file_io: FileIO) -> bool:
+    """Whether ``file_io``'s root holds a Paimon table (``schema/schema-<n>`` files)."""
+    return PaimonSource(file_io).exists()
+
 
 __all__ = [
     "FORMAT",

@@ -21,6 +21,7 @@ from raylake.paimon.read import prepare_merge, read_file, read_plan
 from raylake.table.pk.engines import merge
 from raylake.table.pk.read import ReadPlan
 from raylake.table.pk.schema import KIND, SEQ
+from raylake.table.split import by_bucket
 
 _UPSERTS = pa.array([0, 2], pa.int8())
 
@@ -38,7 +39,7 @@ def read_change_files(
     ts: PaimonTableSchema = ctx.table_schema
     plan = read_plan(ts, ctx.columns, ctx.filter)
     parts = []
-    for slices in _by_bucket(files).values():
+    for slices in by_bucket(files).values():
         if not ts.primary_key:
             rows = pa.concat_tables([read_file(ctx, s, plan.table_columns) for s in slices])
             rows = rows.append_column(KIND, pa.array(np.zeros(rows.num_rows, np.int8)))
@@ -61,12 +62,3 @@ def _merge_delta(rows: pa.Table, ts: PaimonTableSchema, plan: ReadPlan, uri: str
             "files hold partial rows",
         )
     return merge(prepare_merge(rows, plan, ts.info, uri), plan.spec, keep_deletes=True)
-
-
-def _by_bucket(
-    files: Sequence[PaimonFileSlice],
-) -> dict[tuple[Any, ...], list[PaimonFileSlice]]:
-    groups: dict[tuple[Any, ...], list[PaimonFileSlice]] = {}
-    for f in files:
-        groups.setdefault((f.partition, f.bucket), []).append(f)
-    return groups

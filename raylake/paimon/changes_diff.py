@@ -40,7 +40,7 @@ from raylake.table.pk.changelog import diff_merged
 from raylake.table.pk.read import ReadPlan
 from raylake.table.pk.schema import DELETE, INSERT, KIND
 from raylake.table.scan import ReadContext
-from raylake.table.split import Split, partition_sort_key
+from raylake.table.split import Split, bucket_order, by_bucket
 
 # (partition, bucket) of the compared group; bucket -1: every bucket of the partition,
 # partition (): every partition.
@@ -87,7 +87,7 @@ def diff_splits(
     before = _by_group(replace(scan, snapshot_id=start).plan() if start else [], groups, group)
     after = _by_group(replace(scan, snapshot_id=end).plan(), groups, group)
     splits = []
-    for key in sorted(before.keys() | after.keys(), key=_group_order):
+    for key in sorted(before.keys() | after.keys(), key=bucket_order):
         old, new = tuple(before.get(key, ())), tuple(after.get(key, ()))
         if _identities(old) != _identities(new):
             splits.append(DiffSplit(key[0], key[1], old, new))
@@ -97,16 +97,7 @@ def diff_splits(
 def _by_group(
     splits: Sequence[Split], groups: set[Group], group: Callable[..., Group]
 ) -> dict[Group, list[Split]]:
-    found: dict[Group, list[Split]] = {}
-    for s in splits:
-        key = group(s.partition, s.bucket)
-        if key in groups:
-            found.setdefault(key, []).append(s)
-    return found
-
-
-def _group_order(key: Group) -> tuple[Any, ...]:
-    return (partition_sort_key(key[0]), key[1])
+    return {k: v for k, v in by_bucket(splits, group).items() if k in groups}
 
 
 def _identities(splits: Sequence[Split]) -> set[tuple[str, Any]]:

@@ -33,9 +33,9 @@ from raylake.paimon.evolution import group_rows, row_range_groups
 from raylake.paimon.fallback import conformed, fallback_context, is_fallback, split_by_branch
 from raylake.paimon.meta import PaimonFileSlice, PaimonTableSchema
 from raylake.paimon.read import read_splits
-from raylake.paimon.scan import append_splits, column_fraction, pk_splits, section_splits, sized
+from raylake.paimon.scan import append_splits, column_fraction, section_splits, sized
 from raylake.table.kind import TableKind, kind_of
-from raylake.table.split import Split, partition_sort_key
+from raylake.table.split import Split, bucket_order
 
 if TYPE_CHECKING:
     from raylake.format.schema import TableSchema
@@ -79,7 +79,7 @@ class _PaimonKind(TableKind):
         fraction = column_fraction(ts, column_indices)
         pieces = [sized(f, fraction) for f in files]
         if ts.primary_key:
-            return pk_splits(snapshot_id, pieces, target_size)
+            return section_splits(snapshot_id, pieces, target_size)
         if ts.info.options.data_evolution:
             return section_splits(snapshot_id, pieces, target_size, row_range_groups, group_rows)
         return append_splits(snapshot_id, pieces, target_size)
@@ -202,7 +202,7 @@ class _PaimonKind(TableKind):
                 net = source == "delta"
                 splits.append(ChangelogSplit(end.id, partition, bucket, tuple(fs), net))
         splits += diff_splits(ctx, first, end.id, compared, group)
-        return sorted(splits, key=lambda s: (partition_sort_key(s.partition), s.bucket))
+        return sorted(splits, key=lambda s: bucket_order((s.partition, s.bucket)))
 
     def _compare(self, rng: ChangeRange) -> list[ChangeSplit]:
         """The change between the live files of two snapshots (a stream's catch-up)."""

@@ -11,7 +11,7 @@ older one reappear.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import date, datetime
 from typing import Any
@@ -31,7 +31,7 @@ from raylake.paimon.meta import PaimonFileSlice, PaimonInfo, PaimonTableSchema
 from raylake.table.kind import kind_of
 from raylake.table.pk.read import overlap_sections
 from raylake.table.scan import ManifestStats, TableScan
-from raylake.table.split import Split, pack_slices, partition_sort_key
+from raylake.table.split import ReadUnit, Split, pack_sections, pack_slices, partition_sort_key
 
 DEFAULT_TARGET = 128 << 20
 OPEN_FILE_COST = 4 << 20
@@ -235,65 +235,29 @@ def append_splits(snapshot_id: int, pieces: Sequence[PaimonFileSlice], target: i
     return pack_slices(snapshot_id, slices, target, OPEN_FILE_COST)
 
 
-def pk_splits(snapshot_id: int, pieces: Sequence[PaimonFileSlice], target: int) -> list[Split]:
-    """A bucket's files in sections of overlapping keys, packed into splits of one bucket."""
-    return section_splits(snapshot_id, pieces, target, overlap_sections)
+def _summed_rows(section: list[PaimonFileSlice]) -> int:
+    return sum(f.row_count for f in section)
 
 
 def section_splits(
     snapshot_id: int,
     pieces: Sequence[PaimonFileSlice],
     target: int,
-    sections: Callable[[list[PaimonFileSlice]], Iterable[list[PaimonFileSlice]]],
-    section_rows: Callable[[list[PaimonFileSlice]], int] | None = None,
+    sections: Callable[[list[PaimonFileSlice]], Iterable[list[PaimonFileSlice]]] = (
+        overlap_sections
+    ),
+    section_rows: Callable[[list[PaimonFileSlice]], int] = _summed_rows,
 ) -> list[Split]:
-    """Each bucket's files cut into ``sections`` (files read together), packed whole into
-    splits of one bucket of about ``target`` bytes. A section holds ``section_rows`` rows
-    before merging: the sum of its files' (keys), or of one file's (row ranges, whose files
-    hold columns of the same rows)."""
-    rows = section_rows or _summed_rows
-    buckets: dict[tuple[tuple[Any, ...], int], list[PaimonFileSlice]] = {}
-    for s in pieces:
-        buckets.setdefault((s.partition, s.bucket), []).append(s)
-    splits: list[Split] = []
-    for (partition, bucket), members in sorted(
-        buckets.items(), key=lambda kv: (partition_sort_key(kv[0][0]), kv[0][1])
-    ):
-        current: list[list[PaimonFileSlice]] = []
-        size = 0
+    """Each bucket's files cut into ``sections`` (files read together; by default of
+    overlapping keys), packed whole into splits of one bucket of about ``target`` bytes.
+    A section holds ``section_rows`` rows before merging: the sum of its files' (keys),
+    or of one file's (row ranges, whose files hold columns of the same rows)."""
+
+    def units(members: list[PaimonFileSlice]) -> Iterator[ReadUnit]:
         for section in sections(members):
-            section_size = sum(s.size_bytes for s in section)
-            if current and size + section_size > target:
-                splits.append(_section_split(snapshot_id, partition, bucket, current, rows))
-                current, size = [], 0
-            current.append(section)
-            size += section_size
-        if current:
-            splits.append(_section_split(snapshot_id, partition, bucket, current, rows))
-    return splits
+            yield ReadUnit(section, sum(s.size_bytes for s in section), section_rows(section))
 
-
-def _summed_rows(section: list[PaimonFileSlice]) -> int:
-    return sum(f.row_count for f in section)
-
-
-def _section_split(
-    snapshot_id: int,
-    partition: tuple[Any, ...],
-    bucket: int,
-    sections: list[list[PaimonFileSlice]],
-    section_rows: Callable[[list[PaimonFileSlice]], int],
-) -> Split:
-    files = tuple(s for section in sections for s in section)
-    return Split(
-        snapshot_id=snapshot_id,
-        partition=partition,
-        bucket=bucket,
-        files=files,
-        row_count=sum(section_rows(section) for section in sections),
-        size_bytes=sum(f.size_bytes for f in files),
-        sections=tuple(len(section) for section in sections),
-    )
+    return pack_sections(snapshot_id, pieces, units, target)
 
 
 # -- pruning ---------------------------------------------------------------------------

@@ -87,8 +87,7 @@ class PaimonSchema:
 
 
 def schema_ids(file_io: FileIO) -> list[int]:
-    matches = (_SCHEMA_NAME.match(n) for n in file_io.list_names(SCHEMA_DIR))
-    return sorted(int(m.group(1)) for m in matches if m)
+    return file_io.numbered(SCHEMA_DIR, _SCHEMA_NAME)
 
 
 def read_schema(file_io: FileIO, schema_id: int) -> PaimonSchema:

@@ -67,8 +67,7 @@ class PaimonSnapshots(SnapshotManager):
     id, latest, time); the snapshot files are the truth, the hint only a start."""
 
     def snapshot_ids(self) -> list[int]:
-        matches = (_SNAPSHOT_NAME.match(n) for n in self.file_io.list_names(SNAPSHOT_DIR))
-        return sorted(int(m.group(1)) for m in matches if m)
+        return self.file_io.numbered(SNAPSHOT_DIR, _SNAPSHOT_NAME)
 
     def read_if_present(self, snapshot_id: int) -> Snapshot | None:
         """The snapshot, or None if its file does not exist (never written, or expired)."""

@@ -18,18 +18,12 @@ from raylake.paimon.fallback import load_fallback
 from raylake.paimon.meta import PaimonInfo, PaimonTableSchema
 from raylake.paimon.options import parse_options
 from raylake.paimon.scan import PaimonScan
-from raylake.paimon.schema import PaimonSchema, load_schemas, schema_ids
+from raylake.paimon.schema import PaimonSchema, load_schemas
 from raylake.paimon.source import PaimonSource
 from raylake.table.scan import TableScan
 from raylake.table.table import Table
 
-FORMAT = "paimon"
 _BRANCH = re.compile(r"/branch/branch-([^/]+)$")
-
-
-def is_paimon_table(file_io: FileIO) -> bool:
-    """Whether ``file_io``'s root holds a Paimon table (``schema/schema-<n>`` files)."""
-    return bool(schema_ids(file_io))
 
 
 def table_schemas(file_io: FileIO, *, fallback: bool = True) -> dict[int, PaimonTableSchema]:

@@ -92,7 +92,7 @@ class SparkMerger(TableMerger):
 
     def execute(self) -> MergeResult:
         from raylake.format.snapshot import SnapshotManager
-        from raylake.table.merge.execute import MAX_ATTEMPTS, split_by
+        from raylake.table.merge.execute import split_by, with_attempts
 
         tbl, empty, on, clauses = self.checked()
         split = split_by(tbl.table_schema, on, clauses)
@@ -106,7 +106,8 @@ class SparkMerger(TableMerger):
         # once, before any attempt, and broadcast to the tasks.
         source = _collect_source(self._df, empty) if split == "file" else None
         sc = self._df.sparkSession.sparkContext
-        for attempt in range(1, MAX_ATTEMPTS + 1):
+
+        def attempt() -> MergeResult:
             snap = SnapshotManager(tbl.file_io).latest()
             job = _MergeJob(
                 tbl.file_io,
@@ -120,20 +121,17 @@ class SparkMerger(TableMerger):
             try:
                 try:
                     if source is None:
-                        result = _merge_primary_key(self._df, tbl, snap, job)
-                    else:
-                        result = _merge_append(self._df, tbl, snap, job, source)
+                        return _merge_primary_key(self._df, tbl, snap, job)
+                    return _merge_append(self._df, tbl, snap, job, source)
                 finally:
                     destroy(job.credentials)
             except CommitConflictError:
-                if attempt == MAX_ATTEMPTS:
-                    raise
-                continue
+                raise  # tried again
             except BaseException:
                 _delete_job_files(job, keep=set())
                 raise
-            return MergeResult(**{**result.__dict__, "attempts": attempt})
-        raise AssertionError("unreachable")
+
+        return with_attempts(attempt)
 
 
 def _merge_primary_key(df: DataFrame, tbl: Any, snap: Any, job: _MergeJob) -> MergeResult:

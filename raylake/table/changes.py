@@ -33,14 +33,12 @@ from raylake.io.read_errors import named_batches
 from raylake.table.kind import kind_of
 from raylake.table.scan import ReadContext
 from raylake.table.source import TableSource
-from raylake.table.split import Split, partition_sort_key
+from raylake.table.split import BucketKey, Split, bucket_order, by_bucket
 
 ROW_KIND = "_rl_kind"  # the column Table.changelog uses, which a primary-key writer accepts
 ROW_KIND_FIELD = pa.field(ROW_KIND, pa.string(), nullable=False)
 INSERT = "+I"
 DELETE = "-D"
-
-BucketKey = tuple[tuple[Any, ...], int]
 
 
 def _path(f: Any) -> str:
@@ -257,16 +255,6 @@ class ChangeRange:
     def before_id(self) -> int:
         return 0 if self.before is None else self.before.id
 
-    def by_bucket(
-        self, files: Sequence[DataFile], group: Callable[[Any, int], BucketKey] | None = None
-    ) -> dict[BucketKey, list[DataFile]]:
-        """Files by bucket (or by ``group`` of their partition and bucket), in order."""
-        groups: dict[BucketKey, list[DataFile]] = {}
-        for f in files:
-            key = (f.partition, f.bucket) if group is None else group(f.partition, f.bucket)
-            groups.setdefault(key, []).append(f)
-        return groups
-
     def file_changes(self, identity: Callable[[Any], Any] = _path) -> list[ChangeSplit]:
         """The files live only at the end as inserts, only at the start as removals: the
         whole change where files are independent (append tables). ``identity``: what
@@ -288,8 +276,8 @@ class ChangeRange:
     ) -> list[ChangeSplit]:
         """A :class:`DiffSplit` per bucket (or ``group``) whose live files differ at the
         two ends: both ends merged and compared (primary-key tables)."""
-        before = self.by_bucket(self.live_before(), group)
-        after = self.by_bucket(self.live_after(), group)
+        before = by_bucket(self.live_before(), group)
+        after = by_bucket(self.live_after(), group)
         splits: list[ChangeSplit] = []
         for key in sorted(before.keys() | after.keys(), key=bucket_order):
             old, new = before.get(key, []), after.get(key, [])
@@ -318,8 +306,3 @@ class ChangeRange:
 
     def _mine(self, files: list[DataFile]) -> list[DataFile]:
         return files if self.take is None else [f for f in files if self.take(f)]
-
-
-def bucket_order(key: BucketKey) -> tuple[Any, ...]:
-    partition, bucket = key
-    return (partition_sort_key(partition), bucket)

@@ -7,9 +7,9 @@ an open handle or a table object, so it pickles to a few hundred bytes.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from raylake.format.manifest import DataFile
 
@@ -88,9 +88,39 @@ class Split:
         return list(zip(self.merge_sections(), ranges))
 
 
+class _InBucket(Protocol):
+    @property
+    def partition(self) -> tuple[Any, ...]: ...
+
+    @property
+    def bucket(self) -> int: ...
+
+
+F = TypeVar("F", bound=_InBucket)
+BucketKey = tuple[tuple[Any, ...], int]  # (partition values, bucket)
+
+
 def partition_sort_key(values: tuple[Any, ...]) -> tuple[Any, ...]:
     """A total order over partition values of any types (None last), for stable plans."""
     return tuple((v is None, "" if v is None else str(v)) for v in values)
+
+
+def bucket_order(key: BucketKey) -> tuple[Any, ...]:
+    """Buckets in partition, then bucket order."""
+    partition, bucket = key
+    return (partition_sort_key(partition), bucket)
+
+
+def by_bucket(
+    files: Iterable[F], group: Callable[[Any, int], BucketKey] | None = None
+) -> dict[BucketKey, list[F]]:
+    """Files by bucket (or by ``group`` of their partition and bucket), each group in
+    the order the files come."""
+    groups: dict[BucketKey, list[F]] = {}
+    for f in files:
+        key = (f.partition, f.bucket) if group is None else group(f.partition, f.bucket)
+        groups.setdefault(key, []).append(f)
+    return groups
 
 
 def projected_size(f: DataFile, column_indices: Sequence[int] | None) -> int:
@@ -180,3 +210,55 @@ def pack_slices(
         weight += cost
     flush()
     return splits
+
+
+class ReadUnit(NamedTuple):
+    """Files read together (a merge section, or a key range of one), their packing
+    weight and their rows before merging."""
+
+    files: Sequence[FileSlice]
+    weight: int
+    rows: int
+    range: KeyRange | None = None
+
+
+def pack_sections(
+    snapshot_id: int,
+    files: Iterable[F],
+    units: Callable[[list[F]], Iterable[ReadUnit]],
+    target_size: int,
+) -> list[Split]:
+    """Each bucket's files cut into read ``units``, packed whole in order into splits of
+    one bucket of about ``target_size``; buckets in partition and bucket order."""
+    splits: list[Split] = []
+    for (partition, bucket), members in sorted(
+        by_bucket(files).items(), key=lambda kv: bucket_order(kv[0])
+    ):
+        current: list[ReadUnit] = []
+        size = 0
+        for unit in units(members):
+            if current and size + unit.weight > target_size:
+                splits.append(_section_split(snapshot_id, partition, bucket, current))
+                current, size = [], 0
+            current.append(unit)
+            size += unit.weight
+        if current:
+            splits.append(_section_split(snapshot_id, partition, bucket, current))
+    return splits
+
+
+def _section_split(
+    snapshot_id: int, partition: tuple[Any, ...], bucket: int, units: list[ReadUnit]
+) -> Split:
+    files = tuple(f for unit in units for f in unit.files)
+    ranges = tuple(unit.range for unit in units)
+    return Split(
+        snapshot_id=snapshot_id,
+        partition=partition,
+        bucket=bucket,
+        files=files,
+        row_count=sum(unit.rows for unit in units),
+        size_bytes=sum(f.size_bytes for f in files),
+        sections=tuple(len(unit.files) for unit in units),
+        ranges=ranges if any(r is not None for r in ranges) else (),
+    )

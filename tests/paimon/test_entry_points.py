@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from paimon_util import FIXTURES, expected, rows_by_key
 
@@ -122,3 +123,12 @@ def test_cli_lists_paimon_consumers(capsys: pytest.CaptureFixture[str], paimon_c
     reader.checkpoint()
     assert main(["consumers", str(table)]) == 0
     assert any(line.split()[:2] == ["etl", "3"] for line in capsys.readouterr().out.splitlines())
+
+
+def test_the_package_names_the_format_as_its_source_does(tmp_path: Any) -> None:
+    from raylake.paimon import FORMAT, is_paimon_table
+
+    paimon = raylake.open_table(PK)
+    own = raylake.create_table(str(tmp_path / "own"), pa.schema([("id", pa.int64())]))
+    assert FORMAT == paimon.format == "paimon"
+    assert is_paimon_table(paimon.file_io) and not is_paimon_table(own.file_io)

@@ -3,8 +3,8 @@ its files deleted (docs/merge.md)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from raylake.format.snapshot import Snapshot
 from raylake.table.commit import CommitRequest, commit_or_abort
@@ -25,11 +25,23 @@ def commit_merge(
     base: Snapshot | None,
     kind: str,
     check: Callable[[Snapshot], None],
-) -> Snapshot:
+    parts: Sequence[Any],
+    files_rewritten: int = 0,
+) -> MergeResult:
+    """One snapshot of ``messages`` on ``base`` under ``check``; the result sums what
+    the merge's ``parts`` (of any engine) inserted, updated and deleted."""
     request = CommitRequest(
         messages=messages,
         kind=kind,  # type: ignore[arg-type]
         base_snapshot_id=base.id if base else 0,
         conflict_check=check,
     )
-    return commit_or_abort(tbl.file_io, tbl.table_schema, request)
+    snapshot = commit_or_abort(tbl.file_io, tbl.table_schema, request)
+    return MergeResult(
+        inserted=sum(p.inserted for p in parts),
+        updated=sum(p.updated for p in parts),
+        deleted=sum(p.deleted for p in parts),
+        snapshot_id=snapshot.id,
+        files_rewritten=files_rewritten,
+        files_added=sum(len(m.new_files) for m in messages),
+    )

@@ -17,9 +17,9 @@ again on the new state, up to ``MAX_ATTEMPTS`` times, then raises
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -63,14 +63,20 @@ def run_merge(tbl: Table, source: pa.Table, on: JoinOn, clauses: tuple[Clause, .
             "the old ones instead of replacing them"
         )
     merge_once = _merge_primary_key if ts.is_primary_key_table else _merge_append
-    for attempt in range(1, MAX_ATTEMPTS + 1):
+    return with_attempts(lambda: merge_once(tbl, source, on, clauses))
+
+
+def with_attempts(attempt: Callable[[], MergeResult]) -> MergeResult:
+    """``attempt`` again after each concurrent commit that changed what it read, up to
+    ``MAX_ATTEMPTS`` times (every engine's merge); the result counts the attempts."""
+    for n in range(1, MAX_ATTEMPTS + 1):
         try:
-            result = merge_once(tbl, source, on, clauses)
+            result = attempt()
         except CommitConflictError:
-            if attempt == MAX_ATTEMPTS:
+            if n == MAX_ATTEMPTS:
                 raise
             continue
-        return MergeResult(**{**result.__dict__, "attempts": attempt})
+        return replace(result, attempts=n)
     raise AssertionError("unreachable")
 
 
@@ -158,15 +164,8 @@ def commit_append_parts(
     def check(latest: Snapshot) -> None:
         _check_files_kept(tbl, snap, latest, read_paths)
 
-    snapshot = commit_merge(tbl, messages, snap, "OVERWRITE" if rewritten else "APPEND", check)
-    return MergeResult(
-        inserted=sum(p.inserted for p in parts),
-        updated=sum(p.updated for p in parts),
-        deleted=sum(p.deleted for p in parts),
-        snapshot_id=snapshot.id,
-        files_rewritten=len(rewritten),
-        files_added=sum(len(m.new_files) for m in messages),
-    )
+    kind = "OVERWRITE" if rewritten else "APPEND"
+    return commit_merge(tbl, messages, snap, kind, check, parts, len(rewritten))
 
 
 def _merge_append(

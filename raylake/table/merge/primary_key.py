@@ -125,14 +125,7 @@ def commit_primary_key_parts(
     def check(latest: Snapshot) -> None:
         _check_buckets_unchanged(tbl, snap, latest, buckets)
 
-    snapshot = commit_merge(tbl, messages, snap, "APPEND", check)
-    return MergeResult(
-        inserted=sum(p.inserted for p in parts),
-        updated=sum(p.updated for p in parts),
-        deleted=sum(p.deleted for p in parts),
-        snapshot_id=snapshot.id,
-        files_added=sum(len(m.new_files) for m in messages),
-    )
+    return commit_merge(tbl, messages, snap, "APPEND", check, parts)
 
 
 def _merge_primary_key(

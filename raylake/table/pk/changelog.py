@@ -18,7 +18,6 @@ which a primary-key writer accepts as input, so a changelog replays as is.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -47,7 +46,7 @@ from raylake.table.pk.schema import (
     MergeSpec,
     file_schema,
 )
-from raylake.table.split import FileSlice
+from raylake.table.split import FileSlice, by_bucket
 from raylake.table.writer import RollingFileWriter, writing
 
 _TAG = "__raylake_after__"
@@ -97,13 +96,10 @@ def lookup_changelog(
     if ts.table_options.changelog_producer != "lookup" or not added:
         return []
     spec = MergeSpec.of(ts)
-    by_bucket: dict[tuple[tuple[Any, ...], int], list[DataFile]] = {}
-    for f in added:
-        by_bucket.setdefault((f.partition, f.bucket), []).append(f)
     old = {} if parent is None else live_files_by_bucket(file_io, parent.base_manifests, ts)
     written: list[DataFile] = []
     try:
-        for (partition, bucket), new in by_bucket.items():
+        for (partition, bucket), new in by_bucket(added).items():
             changes = bucket_changes(file_io, ts, spec, old.get((partition, bucket), []), new)
             if changes.num_rows:
                 writer = RollingFileWriter(

@@ -33,7 +33,6 @@ from raylake.table.changes import (
     ChangeReadContext,
     ChangeSplit,
     DiffSplit,
-    bucket_order,
 )
 from raylake.table.pk.changelog import bucket_changes, diff_merged, diff_states
 from raylake.table.pk.engines import run_starts
@@ -50,7 +49,7 @@ from raylake.table.pk.schema import (
     file_schema,
 )
 from raylake.table.scan import ReadContext
-from raylake.table.split import Split
+from raylake.table.split import Split, bucket_order, by_bucket
 
 _ORDER = "__raylake_order__"
 
@@ -69,7 +68,7 @@ def plan_changes(rng: ChangeRange) -> list[ChangeSplit]:
 
 def _changelog_splits(rng: ChangeRange, snaps: Sequence[Snapshot], net: bool) -> list[ChangeSplit]:
     rng.from_changelog = True
-    groups = rng.by_bucket(rng.changelog_files(snaps))  # commit order within each bucket
+    groups = by_bucket(rng.changelog_files(snaps))  # commit order within each bucket
     return [
         ChangelogSplit(rng.after.id, partition, bucket, tuple(files), net)
         for (partition, bucket), files in sorted(groups.items(), key=lambda g: bucket_order(g[0]))

@@ -20,7 +20,6 @@ import logging
 from collections.abc import Collection, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
 
 import pyarrow as pa
 
@@ -36,11 +35,11 @@ from raylake.table.pk.engines import merge
 from raylake.table.pk.read import overlap_sections, read_file
 from raylake.table.pk.schema import KIND, LEVEL_TOP, SEQ, MergeSpec
 from raylake.table.pk.write import KeyedFileWriter
+from raylake.table.split import BucketKey
 from raylake.table.writer import CommitMessage, writing
 
 logger = logging.getLogger(__name__)
 
-BucketKey = tuple[tuple[Any, ...], int]
 # Buckets compacted at once (each holds one section of merged rows in memory).
 COMPACT_THREADS = 2
 

@@ -58,8 +58,9 @@ from raylake.table.rowfilter import filter_rows, widen
 from raylake.table.split import (
     FileSlice,
     KeyRange,
+    ReadUnit,
     Split,
-    partition_sort_key,
+    pack_sections,
     projected_size,
     slice_file,
 )
@@ -133,32 +134,18 @@ def plan_primary_key_splits(
 
     The sections are computed here, once, and carried in the splits.
     """
-    buckets: dict[tuple[tuple[Any, ...], int], list[DataFile]] = {}
-    for f in files:
-        buckets.setdefault((f.partition, f.bucket), []).append(f)
-    splits: list[Split] = []
-    for (partition, bucket), members in sorted(buckets.items(), key=_bucket_order):
-        pieces: list[FileSlice] = []
-        sections: list[int] = []
-        ranges: list[KeyRange | None] = []
-        size = 0
-        for unit, part, part_size in _units(overlap_sections(members), column_indices, target_size):
-            if pieces and size + part_size > target_size:
-                splits.append(_split(snapshot_id, partition, bucket, pieces, sections, ranges))
-                pieces, sections, ranges, size = [], [], [], 0
-            pieces += unit
-            sections.append(len(unit))
-            ranges.append(part)
-            size += part_size
-        if pieces:
-            splits.append(_split(snapshot_id, partition, bucket, pieces, sections, ranges))
-    return splits
+    return pack_sections(
+        snapshot_id,
+        files,
+        lambda members: _units(overlap_sections(members), column_indices, target_size),
+        target_size,
+    )
 
 
 def _units(
     sections: list[list[DataFile]], column_indices: Sequence[int] | None, target_size: int
-) -> Iterator[tuple[list[FileSlice], KeyRange | None, int]]:
-    """The read units of a bucket's sections: (files, key range, projected size).
+) -> Iterator[ReadUnit]:
+    """The read units of a bucket's sections (rows: the files' before merging).
 
     A single file larger than the target is cut by row groups (its keys are unique).
     A larger merged section is cut into key ranges, at most one per row group of its
@@ -167,7 +154,7 @@ def _units(
     for section in sections:
         if len(section) == 1:
             for piece in slice_file(section[0], target_size, column_indices):
-                yield [piece], None, piece.size_bytes
+                yield ReadUnit([piece], piece.size_bytes, piece.row_count)
             continue
         size = sum(projected_size(f, column_indices) for f in section)
         # Whole files: a merge needs every row of every version (of the part's keys).
@@ -181,36 +168,12 @@ def _units(
         large = [n for n, f in zip(counts, section) if f.row_count * 10 >= rows]
         groups = min(large) if large else max(counts)
         count = min(-(-size // max(target_size, 1)), groups)
+        file_rows = sum(f.row_count for f in files)
         if count <= 1:
-            yield files, None, size
+            yield ReadUnit(files, size, file_rows)
             continue
         for index in range(count):
-            yield files, KeyRange(index, count), size // count
-
-
-def _bucket_order(item: tuple[tuple[tuple[Any, ...], int], Any]) -> tuple[Any, ...]:
-    (partition, bucket), _ = item
-    return (partition_sort_key(partition), bucket)
-
-
-def _split(
-    snapshot_id: int,
-    partition: tuple[Any, ...],
-    bucket: int,
-    pieces: list[FileSlice],
-    sections: list[int],
-    ranges: list[KeyRange | None],
-) -> Split:
-    return Split(
-        snapshot_id=snapshot_id,
-        partition=partition,
-        bucket=bucket,
-        files=tuple(pieces),
-        row_count=sum(p.row_count for p in pieces),
-        size_bytes=sum(p.size_bytes for p in pieces),
-        sections=tuple(sections),
-        ranges=tuple(ranges) if any(r is not None for r in ranges) else (),
-    )
+            yield ReadUnit(files, size // count, file_rows, KeyRange(index, count))
 
 
 def exact_row_count(split: Split) -> int | None:

@@ -47,12 +47,12 @@ from raylake.table.pk.schema import (
     MergeSpec,
     file_schema,
 )
+from raylake.table.split import BucketKey
 from raylake.table.writer import CommitMessage, RollingFileWriter, group_positions, writing
 
 # Files written at once by one writer, each while the next bucket is merged.
 WRITE_THREADS = 2
 BUCKET_COLUMN = "__raylake_bucket__"
-BucketKey = tuple[tuple[Any, ...], int]
 
 
 # Row groups of primary-key files when the table does not set write.row-group-rows: a
