@@ -48,7 +48,7 @@ def test_table_hand_off_is_pinned(spark: Any, warehouse: Path) -> None:
 
 
 def test_table_hand_off_needs_a_uri(spark: Any) -> None:
-    with pytest.raises(RaylakeError, match="uri="):
+    with pytest.raises(RaylakeError, match="uri must be where to write the table"):
         rs.to_ray(spark.range(3), via="table")
 
 
