@@ -28,6 +28,7 @@ import pyarrow as pa
 from raylake.errors import (
     CommitConflictError,
     CommitFailedError,
+    CommitLineageUnknownError,
     CommitStateUnknownError,
     FilterError,
     UnsafeCommitError,
@@ -47,7 +48,7 @@ from raylake.format.manifest import (
     write_manifest,
 )
 from raylake.format.schema import TableSchema
-from raylake.format.snapshot import CommitKind, Snapshot, SnapshotManager
+from raylake.format.snapshot import CommitKind, Snapshot, SnapshotManager, snapshot_path
 from raylake.io import FileIO
 from raylake.table.aborted import abort_messages, raise_if_full
 from raylake.table.kind import kind_of
@@ -106,6 +107,7 @@ class Committer:
             try:
                 snap = replace(self._prepare(request, user, latest, written), commit_id=commit_id)
                 if self.snapshots.try_create(snap):
+                    self._check_parent_kept(snap)
                     logger.info("committed snapshot %d (%s)", snap.id, snap.commit_kind)
                     return snap
             except CommitStateUnknownError:
@@ -119,6 +121,21 @@ class Committer:
             f"could not commit to {self.file_io.uri} after {self.max_retries} attempts "
             "(too many concurrent commits); nothing was committed"
         )
+
+    def _check_parent_kept(self, snap: Snapshot) -> None:
+        """Raise CommitLineageUnknownError where ``snap``'s parent is gone after its create.
+
+        A writer slow between reading the latest snapshot (N-1) and creating N can find
+        N free because another writer made N and later ones, and expiration then deleted
+        N: the create succeeds, yet the snapshot is not in the table's history and its
+        rows are lost. Expiration deletes the oldest snapshot first, so a parent that
+        still exists after the create proves that N was never taken before it. One read
+        a commit; where the parent is gone (expired then, or just after), the outcome is
+        reported unknown rather than acknowledged."""
+        if snap.parent_id is None or self.snapshots.read_if_present(snap.parent_id) is not None:
+            return
+        path = self.file_io.full_path(snapshot_path(snap.id))
+        raise CommitLineageUnknownError(path, snap.parent_id)
 
     def _already_committed(
         self, request: CommitRequest, user: str, latest: Snapshot | None
