@@ -112,8 +112,9 @@ def _to_datetime(raw: Any) -> datetime.datetime:
 
 
 _UNIT_NANOS = {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}
-# The fraction of a second of an ISO timestamp string, when finer than microseconds.
-_FINE_FRACTION = re.compile(r"(?<=:\d\d)\.(\d{7,})")
+# The fraction of a second of an ISO timestamp string: written back as six digits, since
+# Python 3.10's fromisoformat takes only three or six, and digits past six are kept apart.
+_FRACTION = re.compile(r"(?<=:\d\d)\.(\d+)")
 
 
 def _timestamp_scalar(value: Any, typ: pa.TimestampType) -> pa.Scalar:
@@ -125,12 +126,14 @@ def _timestamp_scalar(value: Any, typ: pa.TimestampType) -> pa.Scalar:
         nanos = value.cast(pa.int64()).as_py() * _UNIT_NANOS[value.type.unit]
     else:
         extra = 0
-        if isinstance(value, str) and (fine := _FINE_FRACTION.search(value)):
-            digits = fine.group(1)
+        if isinstance(value, str) and (fraction := _FRACTION.search(value)):
+            digits = fraction.group(1)
             if digits[9:].strip("0"):
                 raise _Mismatch("a timestamp has at most nine fractional digits")
             extra = int(digits[6:9].ljust(3, "0"))
-            value = value[: fine.start()] + "." + digits[:6] + value[fine.end() :]
+            value = (
+                value[: fraction.start()] + "." + digits[:6].ljust(6, "0") + value[fraction.end() :]
+            )
         micros = pa.scalar(_to_datetime(value), type=pa.timestamp("us", typ.tz))
         nanos = micros.cast(pa.int64()).as_py() * 1000 + extra
     step = _UNIT_NANOS[typ.unit]
