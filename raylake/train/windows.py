@@ -196,10 +196,11 @@ class Stager:
             index = self._next
             slot = self._slot(end)
         packed = 0
+        host = slot.numpy()
         for _, offset, t in places:
             if offset == 0 and t.data_ptr() == slot.data_ptr():
                 continue  # written in place by the converter
-            _view(slot, offset, t).copy_(t)
+            _pack(host, offset, t)
             packed += t.nbytes
         self.recorder.packed(packed)
 
@@ -223,6 +224,17 @@ class Stager:
         for slot, _ in self._slots:
             self.recorder.hold_pinned(-slot.numel())
         self._slots = []
+
+
+def _pack(slot: np.ndarray, offset: int, t: torch.Tensor) -> None:
+    """``t``'s bytes into the pinned slot at ``offset``, copied by numpy: torch's
+    ``copy_`` of a CPU tensor this size runs on torch's intra-op thread pool, and
+    waking that pool from the converting thread took 1-2 ms a window on a 16-core GPU
+    host (for a 256 KB label column; docs/benchmarks.md, "Feeding a GPU")."""
+    if not t.numel():
+        return
+    src = t.contiguous().reshape(-1).view(torch.uint8).numpy()
+    np.copyto(slot[offset : offset + src.size], src)
 
 
 def _view(buffer: torch.Tensor, offset: int, like: torch.Tensor) -> torch.Tensor:
