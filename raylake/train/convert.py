@@ -31,6 +31,7 @@ from raylake.errors import (
     UnknownColumnError,
     UnsupportedTypeError,
 )
+from raylake.train.fill import Copiers, Source, each, fill, fill_columns, split_rows
 
 # The key of stacked features in a converted block; "_rl_" names are never table columns.
 FEATURES = "_rl_features"
@@ -316,11 +317,15 @@ class Converter:
             return np.arange(table.num_rows, dtype=np.int64)
         return to_numpy(name, table.column(name), self._fill_for(name))
 
-    def __call__(self, table: pa.Table, features: bool = True) -> dict[str, np.ndarray]:
+    def __call__(
+        self, table: pa.Table, features: bool = True, copiers: Copiers | None = None
+    ) -> dict[str, np.ndarray]:
+        """The columns as numpy arrays, the features stacked (``copiers``: threads that
+        share the copies, raylake/train/fill.py)."""
         out: dict[str, np.ndarray] = {}
         layout = self.layout
         if layout.features is not None and features:
-            out[FEATURES] = self._stack(table, layout.features)
+            out[FEATURES] = self._stack(table, layout.features, copiers)
         for name in layout.named:
             arr = self.column(table, name)
             if self.dtype is not None and arr.dtype.kind == "f":
@@ -337,7 +342,9 @@ class Converter:
             out[ARROW + name] = held
         return out
 
-    def _stack(self, table: pa.Table, features: Sequence[str]) -> np.ndarray:
+    def _stack(
+        self, table: pa.Table, features: Sequence[str], copiers: Copiers | None = None
+    ) -> np.ndarray:
         n = table.num_rows
         if len(features) == 1:
             arr = self.column(table, features[0]).reshape(n, self.features_width)
@@ -356,11 +363,13 @@ class Converter:
         out = self._stacked(n)
         row_bytes = self.features_width * self.features_dtype.itemsize
         block = max(1024, min(_STACK_ROWS, _STACK_BYTES // max(row_bytes, 1)))
-        scratch = self._scratch(min(n, block))
-        for r0 in range(0, n, block):
-            m = min(block, n - r0)
-            _fill(sources, scratch[:, :m], r0)
-            out[r0 : r0 + m] = scratch[:, :m].T
+
+        def stack(lo: int, hi: int) -> None:  # on any copier: each has its own scratch
+            scratch = self._scratch(min(n, block))[:, : hi - lo]
+            fill(sources, scratch, lo)
+            out[lo:hi] = scratch.T
+
+        each(stack, n, block, copiers)
         return out
 
     def _feature_sources(self, table: pa.Table, features: Sequence[str]) -> list[Source]:
@@ -379,7 +388,9 @@ class Converter:
             sources.append((width, views))
         return sources
 
-    def gather(self, block: dict[str, np.ndarray], picked: np.ndarray) -> dict[str, np.ndarray]:
+    def gather(
+        self, block: dict[str, np.ndarray], picked: np.ndarray, copiers: Copiers | None = None
+    ) -> dict[str, np.ndarray]:
         """The rows ``picked`` of a converted window, in that order (a shuffled window's
         part). Stacked features are gathered into memory of an earlier window that
         nothing refers to any more (``_stacked``), as stacking does."""
@@ -389,14 +400,22 @@ class Converter:
                 out[name] = values
             elif name == FEATURES and values.ndim == 2 and values.dtype == self.features_dtype:
                 dest = self._stacked(len(picked))
-                # "clip": the positions are a permutation's (valid); "raise" buffers a copy
-                out[name] = np.take(values, picked, axis=0, out=dest, mode="clip")
+
+                def take(
+                    lo: int, hi: int, values: np.ndarray = values, dest: np.ndarray = dest
+                ) -> None:
+                    # "clip": the positions are a permutation's (valid); "raise" copies
+                    np.take(values, picked[lo:hi], axis=0, out=dest[lo:hi], mode="clip")
+
+                step = split_rows(len(picked), copiers, values.shape[1] * values.itemsize)
+                each(take, len(picked), step, copiers)
+                out[name] = dest
             else:  # np.take gathers rows about 3x faster than values[picked]
                 out[name] = np.take(values, picked, axis=1 if name == FEATURES_T else 0)
         return out
 
     def columns_first(
-        self, table: pa.Table, out: FeaturesOut | None = None
+        self, table: pa.Table, out: FeaturesOut | None = None, copiers: Copiers | None = None
     ) -> dict[str, np.ndarray]:
         """As a call, but several stacked features come as one (width, rows) array under
         ``FEATURES_T``: contiguous copies only, for a device to transpose (a GPU does it
@@ -405,7 +424,7 @@ class Converter:
         to the device as it is, raylake/train/windows.py), or None."""
         features = self.layout.features
         if features is None or len(features) == 1:
-            return self(table)
+            return self(table, copiers=copiers)
         for name in features:
             if table.column(name).null_count and self._fill_for(name) is None:
                 to_numpy(name, table.column(name))  # raises, naming the column and its nulls
@@ -414,28 +433,8 @@ class Converter:
         columns = None if out is None else out(shape, self.features_dtype)
         if columns is None:
             columns = np.empty(shape, dtype=self.features_dtype)
-        _fill(self._feature_sources(table, features), columns, 0)
+        fill_columns(self._feature_sources(table, features), columns, 0, copiers)
         return {FEATURES_T: columns, **rest}
-
-
-Source = tuple[int, list[tuple[int, np.ndarray]]]  # width, (first row, (width, rows) view)
-
-
-def _fill(sources: Sequence[Source], dest: np.ndarray, r0: int) -> None:
-    """Feature rows ``r0 ..`` into ``dest``, a (width, rows) array: a contiguous copy per
-    column (per chunk where a block straddles chunks)."""
-    j, m = 0, dest.shape[1]
-    end = r0 + m
-    for width, views in sources:
-        rows = dest[j : j + width]
-        if len(views) == 1:
-            rows[:] = views[0][1][:, r0:end]
-        else:  # a window of several pieces is not combined into one column first
-            for start, values in views:
-                lo, hi = max(r0, start), min(end, start + values.shape[1])
-                if lo < hi:
-                    rows[:, lo - r0 : hi - r0] = values[:, lo - start : hi - start]
-        j += width
 
 
 def to_numpy(name: str, column: pa.ChunkedArray | pa.Array, fill: Any = None) -> np.ndarray:

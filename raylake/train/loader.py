@@ -29,7 +29,13 @@ from raylake.train.prefetch import DEFAULT_BYTES, DEFAULT_PIECES, background
 from raylake.train.sharding import Division, EpochOrder, Intervals, normalize, size
 from raylake.train.source import LakeSource
 from raylake.train.stats import FeedRecorder, FeedStats
-from raylake.train.stream import WindowReader, segments_and_sizes
+from raylake.train.stream import (
+    Carry,
+    WindowReader,
+    planned_pieces,
+    segments_and_sizes,
+    window_parts,
+)
 
 Transform = Callable[[Any], Any]  # applied to each batch
 STATE_KEY = "raylake_train_state"
@@ -119,6 +125,11 @@ class ShardedLoader:
         self._live: Position | None = None  # the pass in progress in this process
         self._taken = Taken()  # batches the pass in progress has yielded
         self.recorder = FeedRecorder()  # the pass in progress, or the last one
+        self._carry: Carry | None = None  # the last pass's, with the piece it read ahead
+
+    def __getstate__(self) -> dict[str, Any]:
+        # DataLoader workers get the loader without the piece carried between passes.
+        return {**self.__dict__, "_carry": None}
 
     # -- epochs and orders -------------------------------------------------------------
 
@@ -183,6 +194,8 @@ class ShardedLoader:
             first = 0
         own = here.division(start.remaining).worker_batches(rank, worker, skip=first)
         self._live = Position(start.epoch, start.remaining, replace(here, batches=first))
+        carried = {} if self._carry is None else self._carry.left
+        self._carry = Carry(carried, self._first_piece(here, start.epoch + 1))
         feed = NumpyFeed() if feed is None else feed
         self.recorder = feed.recorder
         convert = self.converter.columns_first if feed.device_layout else self.converter
@@ -203,6 +216,7 @@ class ShardedLoader:
             gather_late=feed.device_layout,
             convert_once=convert_once,
             gather=self.converter.gather,
+            carried=self._carry,
         )
         segments, sizes = segments_and_sizes(own)
         chunks = reader.chunks(segments)
@@ -212,6 +226,21 @@ class ShardedLoader:
         one = Pass(feed.batches(ahead, sizes), [ahead, windows, chunks], feed.recorder)
         self._taken = one.taken
         return one
+
+    def _first_piece(self, consumer: Progress, epoch: int) -> int | None:
+        """The piece that ``consumer``'s pass of ``epoch``, from its start, reads first:
+        what a pass of the epoch before reads last, for it (raylake/train/stream.py,
+        ``Carry``). None without read-ahead."""
+        if not self.read_ahead:
+            return None
+        everything = normalize([(0, self.source.total)])
+        own = consumer.division(everything).worker_batches(consumer.rank, consumer.worker)
+        segments, _ = segments_and_sizes(own)
+        first = next(segments, None)
+        if first is None:
+            return None
+        order = self.order(epoch)
+        return next(planned_pieces(order, window_parts(order, [first])[:1]), None)
 
     def stats(self) -> FeedStats:
         """How the pass in progress (or the last one) in this process fed its consumer."""

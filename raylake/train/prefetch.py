@@ -156,6 +156,17 @@ class PieceWindow(Generic[T]):
             self._ahead[index] = self._pool.submit(self._read, index)
             self._bytes += cost
 
+    def harvest(self, index: int) -> T | None:
+        """Piece ``index`` if its read was started ahead and never taken (waited for):
+        None if it was not started, or if it failed (whoever reads it next will see why)."""
+        future = self._ahead.pop(index, None)
+        if future is None or future.cancel():
+            return None
+        try:
+            return future.result()
+        except Exception:  # the next pass reads it again and raises there
+            return None
+
     def _peek(self) -> int | None:
         if self._peeked is None:
             self._peeked = next(self._plan, None)
