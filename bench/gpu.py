@@ -23,7 +23,7 @@ features stacked into one tensor and the int32 label (bench/_synthetic.py):
   - the loader's ``stats()`` and the device memory it held.
 
     python bench/gpu.py [--rows 2000000] [--device cuda|cpu] [--quick] [--out DIR]
-                        [--repeat 3] [--skip-ray]
+                        [--repeat 3] [--skip-ray] [--sections feed,pk,workers,ray,overlap,h2d]
 
 On a machine without a GPU it runs the CPU rows. The last line is one JSON object
 with every figure.
@@ -56,6 +56,7 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 BATCH = 1024
 COLUMNS = [*FEATURES, "label"]
 FIGURES: dict[str, Any] = {}
+SECTIONS = ("feed", "pk", "workers", "ray", "overlap", "h2d")  # in the order they run
 
 
 def versus(ours: Callable[[], int], theirs: Callable[[], int], repeat: int) -> Any:
@@ -373,7 +374,17 @@ def main() -> None:
     )
     parser.add_argument("--repeat", type=int, default=None)
     parser.add_argument("--skip-ray", action="store_true")
+    parser.add_argument(
+        "--sections",
+        default=None,
+        help=f"comma-separated subset of {','.join(SECTIONS)} (default: all)",
+    )
     args = parser.parse_args()
+    wanted = set(SECTIONS if args.sections is None else args.sections.split(","))
+    if wanted - set(SECTIONS):
+        parser.error(f"--sections: unknown {sorted(wanted - set(SECTIONS))}; known: {SECTIONS}")
+    if args.skip_ray:
+        wanted.discard("ray")
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if device.startswith("cuda") and not torch.cuda.is_available():
         parser.error("--device cuda, but torch finds no CUDA device")
@@ -389,16 +400,19 @@ def main() -> None:
         tbl = build_table(root / "append", rows)
         files = data_files(tbl)
         print(f"\n{'rows/s, ours vs baseline':<58} {'ours':>9} {'base':>9} {'ratio':>8}")
-        section("feed", lambda: feed_section(tbl, files, device, repeat))
-        section("pk", lambda: pk_rows(tbl, root, rows, device, repeat))
         workers = 2 if args.quick or cores < 8 else 4
-        section("workers", lambda: worker_rows(tbl, device, repeat, workers))
-        if not args.skip_ray:
-            ray_repeat = 1 if args.quick else repeat
-            section("ray", lambda: ray_rows(tbl.uri, files, device, ray_repeat, min(cores, 8)))
-        section("overlap", lambda: overlap_section(tbl, device, repeat))
-        if device.startswith("cuda"):
-            section("h2d", lambda: copy_rows(device))
+        ray_repeat = 1 if args.quick else repeat
+        runs: dict[str, Callable[[], object]] = {
+            "feed": lambda: feed_section(tbl, files, device, repeat),
+            "pk": lambda: pk_rows(tbl, root, rows, device, repeat),
+            "workers": lambda: worker_rows(tbl, device, repeat, workers),
+            "ray": lambda: ray_rows(tbl.uri, files, device, ray_repeat, min(cores, 8)),
+            "overlap": lambda: overlap_section(tbl, device, repeat),
+            "h2d": lambda: copy_rows(device) if device.startswith("cuda") else None,
+        }
+        for name in SECTIONS:
+            if name in wanted:
+                section(name, runs[name])
         FIGURES["seconds"] = round(time.perf_counter() - started, 1)
     print(json.dumps(FIGURES))
 

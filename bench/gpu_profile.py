@@ -8,7 +8,12 @@ cProfile (on Python 3.12 and later it sees every thread, so the window thread's
 packing, pinning and copying show beside the trainer's waits) and with
 ``torch.profiler`` (the tensor operations and, on a GPU, the copies and kernels).
 
-    python bench/gpu_profile.py [--rows 2000000] [--device cuda|cpu] [--top 25]
+    python bench/gpu_profile.py [--rows 2000000] [--device cuda|cpu] [--top 25] [--overlap]
+
+``--overlap`` instead times bench/gpu.py's overlap case (a step per batch that the host
+waits for) under a few settings, with the window thread's wall and CPU time per window
+beside each: where its wall time exceeds its CPU time while the trainer steps, the
+window thread waits (for the interpreter's lock, or for a device copy).
 """
 
 from __future__ import annotations
@@ -17,15 +22,21 @@ import argparse
 import cProfile
 import io
 import pstats
+import sys
 import tempfile
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
 from _synthetic import build_table
-from gpu import lake
+from feed import calibrate, make_step, steps_alone
+from gpu import lake, sync
+
+import raylake.train.fill as fill
+import raylake.train.windows as windows
 
 MiB = 1 << 20
 
@@ -60,7 +71,9 @@ def profile_epoch(tbl: Any, device: str, top: int) -> None:
     run()
     profiler.disable()
     out = io.StringIO()
-    pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(top)
+    stats = pstats.Stats(profiler, stream=out)
+    stats.sort_stats("tottime").print_stats(top)
+    stats.sort_stats("cumulative").print_stats("raylake", top)  # the loader's own parts
     print(f"--- cProfile of one epoch, {device} (every thread on Python >= 3.12) ---")
     print(out.getvalue())
     activities = [torch.profiler.ProfilerActivity.CPU]
@@ -72,15 +85,150 @@ def profile_epoch(tbl: Any, device: str, top: int) -> None:
     print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=top))
 
 
+class WindowClock:
+    """The window thread's time per window (wall and CPU), split into making the numpy
+    window (reading included) and staging it (pack, copy): stage_all, wrapped."""
+
+    def __init__(self) -> None:
+        self.original = windows.stage_all
+        self.make = [0.0, 0.0]
+        self.stage = [0.0, 0.0]
+        self.windows = 0
+
+    def __enter__(self) -> WindowClock:
+        clock = self
+
+        def stage_all(blocks: Iterator[Any], to_tensors: Any, stager: Any) -> Iterator[Any]:
+            blocks = iter(blocks)
+            try:
+                while True:
+                    w, c = time.perf_counter(), time.thread_time()
+                    block = next(blocks, None)
+                    clock.make[0] += time.perf_counter() - w
+                    clock.make[1] += time.thread_time() - c
+                    if block is None:
+                        return
+                    staged = stager(to_tensors(block))
+                    while True:
+                        w, c = time.perf_counter(), time.thread_time()
+                        window = next(staged, None)
+                        clock.stage[0] += time.perf_counter() - w
+                        clock.stage[1] += time.thread_time() - c
+                        if window is None:
+                            break
+                        clock.windows += 1
+                        yield window
+            finally:
+                stager.close()
+                close = getattr(blocks, "close", None)
+                if close is not None:
+                    close()
+
+        windows.stage_all = stage_all  # type: ignore[assignment]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        windows.stage_all = self.original
+
+    def __str__(self) -> str:
+        n = max(self.windows, 1)
+        return (
+            f"window thread per window: make {self.make[0] / n * 1e3:.2f} ms wall "
+            f"/ {self.make[1] / n * 1e3:.2f} ms CPU, stage {self.stage[0] / n * 1e3:.2f} "
+            f"/ {self.stage[1] / n * 1e3:.2f} ({self.windows} windows)"
+        )
+
+
+def overlap_probe(tbl: Any, device: str, repeat: int) -> None:
+    """bench/gpu.py's overlap case under a few settings (module docstring)."""
+    for shuffle in (False, True):
+        _, epoch = lake(tbl, device, shuffle=shuffle)
+        epoch()
+        with WindowClock() as clock:
+            took = min(best_seconds(epoch, 1) for _ in range(repeat))
+        print(f"epoch alone, shuffle={shuffle}: {took:.3f}s; {clock}")
+    ds, load = lake(tbl, device)
+    t_load = min(best_seconds(load, 1) for _ in range(repeat))
+    for number in range(3):  # the next epoch's first piece was read by the pass before
+        ds.set_epoch(100 + number)
+        t0 = time.perf_counter()
+        it = iter(ds)
+        t1 = time.perf_counter()
+        next(it)
+        t2 = time.perf_counter()
+        for _ in it:
+            pass
+        print(f"start of an epoch: iter() {(t1 - t0) * 1e3:.1f} ms, first batch after "
+              f"{(t2 - t0) * 1e3:.1f} ms")  # fmt: skip
+    sample = next(iter(ds))
+    steps = len(ds)
+    n = calibrate(t_load, sample, steps, device)
+    waits = make_step(n, device)
+    default = sys.getswitchinterval()
+    # name: (step, switch interval, the loader's keywords, fill threads)
+    cases: dict[str, tuple[Callable[[Any], None], float, dict[str, Any], int | None]] = {
+        "host waits each step": (waits, default, {}, None),
+        "the same, switch interval 0.1 ms": (waits, 1e-4, {}, None),
+        "the same, loader_threads=4": (waits, default, {"loader_threads": 4}, None),
+        "the same, loader_threads=8": (waits, default, {"loader_threads": 8}, None),
+        "the same, loader_threads=12": (waits, default, {"loader_threads": 12}, None),
+        "the same, no fill threads": (waits, default, {}, 0),
+        "host waits each step, again": (waits, default, {}, None),
+    }
+    if device != "cpu":
+        mm = torch.rand(n, n, device=device)
+        out = torch.empty(n, n, device=device)
+
+        def queued(batch: Any) -> None:  # no wait per step: the launch queue throttles
+            torch.mm(mm, mm, out=out)
+            out[0, 0] += batch[0][0, 0]
+
+        cases["no wait per step"] = (queued, default, {}, None)
+    threads = fill.FILL_THREADS
+    for name, (step, switch, kwargs, fill_threads) in cases.items():
+        ds, load = lake(tbl, device, **kwargs)
+        sys.setswitchinterval(switch)
+        fill.FILL_THREADS = threads if fill_threads is None else fill_threads
+        try:
+            t_step = min(steps_alone(step, sample, steps) for _ in range(repeat)) + 0.0
+            sync(device)
+
+            def both(step: Callable[[Any], None] = step, ds: Any = ds) -> int:
+                for b in ds:
+                    step(b)
+                sync(device)
+                return 0
+
+            with WindowClock() as alone:
+                t_alone = min(best_seconds(load, 1) for _ in range(repeat))
+            with WindowClock() as clock:
+                t_both = min(best_seconds(both, 1) for _ in range(repeat))
+            stats = ds.stats()
+        finally:
+            sys.setswitchinterval(default)
+            fill.FILL_THREADS = threads
+        print(
+            f"{name:<36} load {t_alone:.3f}s step {t_step:.3f}s both {t_both:.3f}s = "
+            f"{t_both / max(t_alone, t_step):.2f}x; waited {stats.wait_fraction:.0%} "
+            f"(steps took {stats.elapsed_s - stats.wait_s:.3f}s), first "
+            f"{stats.first_wait_s * 1e3:.0f} ms\n    alone: {alone}\n    both:  {clock}"
+        )
+    print(f"(threads: {threading.active_count()} alive)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--overlap", action="store_true", help="the overlap probe only")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         tbl = build_table(Path(tmp) / "append", args.rows)
+        if args.overlap:
+            overlap_probe(tbl, args.device, args.repeat)
+            return
         for name, device, kwargs in settings(args.device):
             ds, run = lake(tbl, device, **kwargs)
             seconds = best_seconds(run, args.repeat)
