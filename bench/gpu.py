@@ -254,14 +254,15 @@ def ray_rows(uri: str, files: list[str], device: str, repeat: int, cpus: int) ->
 
 
 def overlap_rows(tbl: raylake.Table, device: str, batch: int, repeat: int) -> None:
-    """An epoch with a step per batch against the longer of loading and stepping alone."""
+    """An epoch with a step per batch against the longer of loading and stepping alone,
+    the three alternated in each round (a GPU's clocks drift over a run): the median of
+    the rounds' ratios."""
     ds, load = lake(tbl, device, batch_size=batch)
     t_load = min(timed(load) for _ in range(repeat))
     sample = next(iter(ds))
     steps = len(ds)
     n = calibrate(t_load, sample, steps, device)
     step = make_step(n, device)
-    t_step = min(steps_alone(step, sample, steps) for _ in range(repeat))
 
     def both() -> int:
         for b in ds:
@@ -269,14 +270,19 @@ def overlap_rows(tbl: raylake.Table, device: str, batch: int, repeat: int) -> No
         sync(device)
         return 0
 
-    t_both = min(timed(both) for _ in range(repeat))
-    ratio = t_both / max(t_load, t_step)
+    rounds = []
+    for _ in range(max(repeat, 5)):
+        loads, alone, together = timed(load), steps_alone(step, sample, steps), timed(both)
+        rounds.append((together / max(loads, alone), loads, alone, together))
+    ratio, t_load, t_step, t_both = sorted(rounds)[len(rounds) // 2]
     FIGURES[f"overlap_{batch}"] = round(ratio, 3)
+    FIGURES[f"overlap_{batch}_rounds"] = [round(r[0], 3) for r in rounds]
     FIGURES[f"overlap_{batch}_wait_fraction"] = round(ds.stats().wait_fraction, 3)
     FIGURES[f"overlap_{batch}_first_wait_s"] = round(ds.stats().first_wait_s, 4)
     print(f"overlap, batch {batch}: load {t_load:.3f}s, step {t_step:.3f}s (matmul {n}), "
-          f"both {t_both:.3f}s = {ratio:.2f}x the longer (<= 1.1x on a GPU); the trainer "
-          f"waited {ds.stats().wait_fraction:.0%} of the epoch, "
+          f"both {t_both:.3f}s = {ratio:.2f}x the longer (<= 1.1x on a GPU; median of "
+          f"{', '.join(f'{r[0]:.2f}' for r in rounds)}); the trainer waited "
+          f"{ds.stats().wait_fraction:.0%} of the last epoch, "
           f"{ds.stats().first_wait_s * 1e3:.0f} ms of it for the first batch")  # fmt: skip
 
 

@@ -135,6 +135,8 @@ class PieceWindow(Generic[T]):
             self.fill()
             return result
         self._ramp = False
+        if future is None and self._peek() == index:
+            self._peeked = None  # read here, now: not again ahead
         self.fill()
         return self._read(index) if future is None else future.result()
 

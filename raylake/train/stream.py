@@ -219,8 +219,13 @@ class WindowReader:
         with fill_pool(wanted) as copiers:
             self._copiers = copiers
             try:
-                reads.fill()
-                for part in parts:
+                if not first_carried:
+                    reads.fill()
+                for i, part in enumerate(parts):
+                    if first_carried and i == 1:
+                        # The first window came from the carried piece: the reads start
+                        # once it is out, so their decoding does not slow it down.
+                        reads.fill()
                     yield self.read(*part)
                 finished = True
             finally:
