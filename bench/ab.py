@@ -22,6 +22,7 @@ after/before ratio of the medians, and each round's own ratio.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import resource
@@ -29,9 +30,29 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def best_of(
+    fn: Callable[[], T], repeat: int, before_each: Callable[[], object] | None = None
+) -> tuple[T, float, float]:
+    """In a child process: ``fn()`` once to warm up (page cache, lazy imports, caches),
+    then ``repeat`` timed runs; the warm-up's result and the best wall and CPU seconds.
+    ``before_each`` runs, untimed, before each timed run. bench/stack_ab.py uses it too."""
+    result = fn()
+    wall, cpu = float("inf"), float("inf")
+    for _ in range(repeat):
+        if before_each is not None:
+            before_each()
+        w, c = time.perf_counter(), time.process_time()
+        fn()
+        wall = min(wall, time.perf_counter() - w)
+        cpu = min(cpu, time.process_time() - c)
+    return result, wall, cpu
 
 
 def child(uris: list[str], repeat: int, cold: bool = False) -> None:
@@ -43,18 +64,14 @@ def child(uris: list[str], repeat: int, cold: bool = False) -> None:
 
     out: dict[str, Any] = {"raylake": raylake.__file__}
     for uri in uris:
-        tbl = raylake.open_table(uri)
-        rows = tbl.to_arrow().num_rows  # warm-up: page cache, footers, kept decisions
-        wall, cpu = float("inf"), float("inf")
-        for _ in range(repeat):
-            if cold:
-                clear_process_caches()
-            w, c = time.perf_counter(), time.process_time()
-            tbl.to_arrow()
-            wall = min(wall, time.perf_counter() - w)
-            cpu = min(cpu, time.process_time() - c)
+        read = functools.partial(_read_rows, raylake.open_table(uri))
+        rows, wall, cpu = best_of(read, repeat, clear_process_caches if cold else None)
         out[uri] = {"rows": rows, "wall": wall, "cpu": cpu}
     print(json.dumps(out))
+
+
+def _read_rows(tbl: Any) -> int:
+    return int(tbl.to_arrow().num_rows)
 
 
 LOADER_MODES = ("plain", "shuffled", "pyarrow", "prototype", "tf")
@@ -122,13 +139,7 @@ def loader_child(uri: str, mode: str, repeat: int, batch_size: int) -> None:
             count[0] += 1
             return sum(len(y) for _, y in ds)
 
-    rows = epoch()  # warm-up: page cache, lazy imports, the loader's scratch
-    wall, cpu = float("inf"), float("inf")
-    for _ in range(repeat):
-        w, c = time.perf_counter(), time.process_time()
-        epoch()
-        wall = min(wall, time.perf_counter() - w)
-        cpu = min(cpu, time.process_time() - c)
+    rows, wall, cpu = best_of(epoch, repeat)  # the warm-up also fills the loader's scratch
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     print(json.dumps({"raylake": raylake.__file__, "rows": rows, "wall": wall, "cpu": cpu,
                       "rss": rss}))  # fmt: skip
@@ -191,9 +202,15 @@ def loader_main(args: argparse.Namespace) -> None:
 
 
 def run(src: str, uris: list[str], repeat: int, extra: Sequence[str] = ()) -> dict[str, Any]:
+    return run_child(__file__, src, ["--repeat", str(repeat), *extra, *uris])
+
+
+def run_child(script: str, src: str, args: Sequence[str]) -> dict[str, Any]:
+    """``script --child *args`` in a process importing raylake from the tree ``src``; the
+    JSON line it printed last (bench/stack_ab.py uses it too)."""
     env = dict(os.environ, PYTHONPATH=str(Path(src).resolve()))
-    args = [sys.executable, __file__, "--child", "--repeat", str(repeat), *extra, *uris]
-    done = subprocess.run(args, env=env, check=True, capture_output=True, text=True)
+    cmd = [sys.executable, script, "--child", *args]
+    done = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True)
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 

@@ -22,15 +22,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
-import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from ab import best_of, run_child
 
 HERE = Path(__file__).resolve().parent
 FIXTURES = HERE.parent / "tests" / "paimon" / "fixtures"
@@ -91,22 +89,13 @@ def child(root: Path, repeat: int) -> None:
 
     out: dict[str, Any] = {"raylake": raylake.__file__}
     for name, run in cases(root).items():
-        rows = run()  # warm-up
-        wall, cpu = float("inf"), float("inf")
-        for _ in range(repeat):
-            w, c = time.perf_counter(), time.process_time()
-            run()
-            wall = min(wall, time.perf_counter() - w)
-            cpu = min(cpu, time.process_time() - c)
+        rows, wall, cpu = best_of(run, repeat)
         out[name] = {"rows": rows, "wall": wall, "cpu": cpu}
     print(json.dumps(out))
 
 
 def run_tree(tree: str, root: Path, repeat: int) -> dict[str, Any]:
-    env = {**os.environ, "PYTHONPATH": tree}
-    cmd = [sys.executable, __file__, "--child", str(root), "--repeat", str(repeat)]
-    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
-    return dict(json.loads(out.strip().splitlines()[-1]))
+    return run_child(__file__, tree, [str(root), "--repeat", str(repeat)])
 
 
 def main() -> None:

@@ -3,29 +3,20 @@
 Every error names the offending value (column, type, path, snapshot id) and,
 where there is one, the fix. Subclasses carry the facts as attributes so that
 callers can react without parsing messages.
+
+Import every error from here (or from :mod:`raylake`). The root and the plain argument
+errors are defined in raylake/error_root.py and raylake/argument_errors.py, modules below
+this one, and re-exported: defined here they would make this module too long to read.
 """
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Collection
 from typing import Any
 
-
-class RaylakeError(Exception):
-    """Base class of every error raylake raises on purpose."""
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        # Errors cross process boundaries (Ray tasks, Spark executors). The default pickling
-        # calls ``cls(*args)``, which breaks subclasses whose __init__ takes other arguments.
-        return (_rebuild_error, (type(self), self.args, self.__dict__))
-
-
-def _rebuild_error(cls: type[RaylakeError], args: tuple[Any, ...], state: dict[str, Any]) -> Any:
-    error = cls.__new__(cls)
-    error.args = args
-    error.__dict__.update(state)
-    return error
+from raylake.argument_errors import InvalidArgumentError as InvalidArgumentError
+from raylake.argument_errors import InvalidOptionError as InvalidOptionError
+from raylake.argument_errors import UnknownKeywordError as UnknownKeywordError
+from raylake.error_root import RaylakeError as RaylakeError
 
 
 class TableNotFoundError(RaylakeError, FileNotFoundError):
@@ -140,47 +131,6 @@ class ProtectedColumnError(SchemaEvolutionError):
             column=column,
         )
         self.role = role
-
-
-class InvalidArgumentError(RaylakeError, TypeError, ValueError):
-    """A public argument has the wrong type or value; the message names the argument and
-    what it expects. Both a TypeError and a ValueError, as either would be idiomatic."""
-
-    def __init__(self, name: str, value: Any, expected: str) -> None:
-        shown = repr(value)
-        if len(shown) > 80:
-            shown = shown[:77] + "..."
-        super().__init__(f"{name} must be {expected}, got {type(value).__name__} {shown}")
-        self.name = name
-        self.value = value
-
-
-class InvalidOptionError(InvalidArgumentError):
-    """An unknown table option, or an option with an invalid value (an argument mistake:
-    the options of ``create_table`` and the sinks, a store's retry settings)."""
-
-    def __init__(self, key: str, value: Any, reason: str) -> None:
-        Exception.__init__(self, f"invalid option {key}={value!r}: {reason}")
-        self.key = key
-        self.name = key
-        self.value = value
-
-
-class UnknownKeywordError(InvalidArgumentError):
-    """A call got a keyword it does not take (a typo, ``colums=``): refused rather than
-    ignored or passed on, with the closest keyword it does take."""
-
-    def __init__(self, where: str, keyword: str, valid: Collection[str]) -> None:
-        close = difflib.get_close_matches(keyword, list(valid), n=1, cutoff=0.5)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        Exception.__init__(
-            self,
-            f"{where}() got an unknown keyword {keyword!r}{hint} "
-            f"(it takes {', '.join(sorted(valid))})",
-        )
-        self.name = keyword
-        self.value = keyword
-        self.closest = close[0] if close else None
 
 
 class UnknownColumnError(RaylakeError, KeyError):

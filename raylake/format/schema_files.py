@@ -11,7 +11,7 @@ import re
 
 from raylake.caching import LruCache, process_cache
 from raylake.errors import CorruptMetadataError, TableNotFoundError
-from raylake.format.metadata_json import json_object
+from raylake.format.metadata_json import read_json_object
 from raylake.format.schema import SCHEMA_DIR, TableSchema
 from raylake.io import FileIO
 
@@ -61,13 +61,8 @@ def forget_schemas() -> None:
 
 
 def _read(file_io: FileIO, schema_id: int) -> TableSchema:
-    rel = schema_path(schema_id)
-    path = file_io.full_path(rel)
-    try:
-        raw = file_io.read_bytes(rel)
-    except FileNotFoundError as exc:
-        raise CorruptMetadataError(path, "schema file is missing") from exc
-    ts = TableSchema.from_json(json_object(raw, path), path)
+    data, path = read_json_object(file_io, schema_path(schema_id), "schema file")
+    ts = TableSchema.from_json(data, path)
     if ts.schema_id != schema_id:
         raise CorruptMetadataError(path, f"file holds schema id {ts.schema_id}")
     return ts

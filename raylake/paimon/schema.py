@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 
 from raylake.errors import CorruptMetadataError, TableNotFoundError
-from raylake.format.metadata_json import json_object
+from raylake.format.metadata_json import read_json_object
 from raylake.io import FileIO
 from raylake.paimon.types import PaimonType, parse_type
 
@@ -91,13 +91,8 @@ def schema_ids(file_io: FileIO) -> list[int]:
 
 
 def read_schema(file_io: FileIO, schema_id: int) -> PaimonSchema:
-    rel = f"{SCHEMA_DIR}/schema-{schema_id}"
-    path = file_io.full_path(rel)
-    try:
-        raw = file_io.read_bytes(rel)
-    except FileNotFoundError as exc:
-        raise CorruptMetadataError(path, "the schema file is missing") from exc
-    return PaimonSchema.from_json(json_object(raw, path), path)
+    data, path = read_json_object(file_io, f"{SCHEMA_DIR}/schema-{schema_id}", "the schema file")
+    return PaimonSchema.from_json(data, path)
 
 
 def load_schemas(file_io: FileIO) -> dict[int, PaimonSchema]:

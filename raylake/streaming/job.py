@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -44,9 +44,10 @@ from raylake.io.credentials import StorageOptions
 from raylake.streaming.job_check import check_job, check_on_overwrite
 from raylake.streaming.options import (
     JOB_DEFAULTS,
+    BatchFn,
+    JobSpec,
     OnOverwrite,
     StartPosition,
-    StreamOptions,
 )
 from raylake.streaming.plan import StreamPlan
 from raylake.streaming.reader import StreamReader
@@ -56,38 +57,10 @@ from raylake.table.writer import writing
 
 logger = logging.getLogger(__name__)
 
-BatchFn = Callable[[pa.Table], Any]
 SINK_SNAPSHOT = "stream.sink-snapshot"
 # While shard actors are not up, wait_ready() logs a warning this often (seconds).
 READY_WARN_EVERY_S = 30.0
 _RESOURCE_NAMES = {"num_cpus": "CPU", "num_gpus": "GPU", "memory": "memory"}
-
-
-@dataclass(frozen=True)
-class JobSpec:
-    """What every shard needs; picklable (the function is pickled by Ray)."""
-
-    uri: str
-    fn: BatchFn
-    consumer_id: str
-    num_shards: int
-    sink_uri: str | None = None
-    # How the shards read the source (their shard and prefetch are set per shard).
-    stream: StreamOptions = JOB_DEFAULTS
-    storage_options: StorageOptions | None = field(default=None, repr=False)
-    sink_storage_options: StorageOptions | None = field(default=None, repr=False)
-    max_plans_per_step: int = 8
-    # "merge": columns of fn's output that the sink lacks are added to it first.
-    schema_mode: str = "strict"
-
-    def shard_consumer(self, shard: int) -> str:
-        return f"{self.consumer_id}.shard-{shard}-of-{self.num_shards}"
-
-    def reader_options(self, shard: int) -> StreamOptions:
-        """The stream options of a shard's reader: the same for the actor's reader and
-        for the driver's check of it (job_check.py)."""
-        # A step reads what is there; the actor holds no threads.
-        return self.stream.replace(shard=(shard, self.num_shards), prefetch=False)
 
 
 @dataclass(frozen=True)
@@ -275,11 +248,11 @@ class StreamingJob:
         storage_options: Mapping[str, Any] | None = None,
         sink_storage_options: Mapping[str, Any] | None = None,
         catch_up_after: int | None = JOB_DEFAULTS.catch_up_after,
-        max_plans_per_step: int = 8,
+        max_plans_per_step: int = JobSpec.max_plans_per_step,
         max_restarts: int = -1,
         actor_options: Mapping[str, Any] | None = None,
         output_schema: pa.Schema | None = None,
-        schema_mode: str = "strict",
+        schema_mode: str = JobSpec.schema_mode,
         ready_timeout: float | None = None,
     ) -> None:
         check_callable("fn", fn, StreamArgumentError, optional=False)

@@ -10,19 +10,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 
 from raylake.arguments import check_choice
 from raylake.errors import ConsumerError, StreamArgumentError, StreamPositionExpiredError
 from raylake.format.consumer import STREAM_MODE
-from raylake.streaming.options import ON_OVERWRITE, StreamPosition
+from raylake.streaming.options import ON_OVERWRITE, JobSpec, StreamPosition
 from raylake.table import Table, open_table
 from raylake.table.conform import check_schema
-
-if TYPE_CHECKING:
-    from raylake.streaming.job import JobSpec
 
 
 def check_job(

@@ -4,16 +4,19 @@ Every layer that opens a stream (``Table.stream``, ``StreamReader``, ``read_lake
 a ``StreamingJob``'s shards, the continual-training loaders) takes the same options and
 hands this value down, rather than ``**options`` dicts that each layer checked, or did
 not. The defaults are the same for every table format (raylake's, Paimon's): the reader
-is the same. A ``StreamingJob`` starts from :data:`JOB_DEFAULTS` (docs/streaming.md).
+is the same. A ``StreamingJob`` starts from :data:`JOB_DEFAULTS` (docs/streaming.md), and
+hands its shards a :class:`JobSpec`, whose defaults are the job's.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
+
+import pyarrow as pa
 
 from raylake.arguments import (
     check_callable,
@@ -28,6 +31,7 @@ from raylake.arguments import (
 )
 from raylake.errors import StreamArgumentError
 from raylake.expr import Expr
+from raylake.io.credentials import StorageOptions
 
 OnOverwrite = Literal["refresh", "skip", "fail"]
 ON_OVERWRITE: tuple[str, ...] = ("refresh", "skip", "fail")
@@ -163,3 +167,34 @@ def _check_buckets(buckets: Iterable[int]) -> frozenset[int]:
 # A StreamingJob reads everything once, into a sink: it starts at the earliest snapshot,
 # looks often, and stops at an OVERWRITE rather than let one shard of several refresh.
 JOB_DEFAULTS = StreamOptions(start="earliest", poll_interval=0.2, on_overwrite="fail")
+
+# The function a StreamingJob applies to each batch of a plan (as a pyarrow Table).
+BatchFn = Callable[[pa.Table], Any]
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """What every shard of a ``StreamingJob`` needs; picklable (the function is pickled by
+    Ray). Its defaults are the job's (``StreamingJob`` takes them from here)."""
+
+    uri: str
+    fn: BatchFn
+    consumer_id: str
+    num_shards: int
+    sink_uri: str | None = None
+    # How the shards read the source (their shard and prefetch are set per shard).
+    stream: StreamOptions = JOB_DEFAULTS
+    storage_options: StorageOptions | None = field(default=None, repr=False)
+    sink_storage_options: StorageOptions | None = field(default=None, repr=False)
+    max_plans_per_step: int = 8
+    # "merge": columns of fn's output that the sink lacks are added to it first.
+    schema_mode: str = "strict"
+
+    def shard_consumer(self, shard: int) -> str:
+        return f"{self.consumer_id}.shard-{shard}-of-{self.num_shards}"
+
+    def reader_options(self, shard: int) -> StreamOptions:
+        """The stream options of a shard's reader: the same for the actor's reader and
+        for the driver's check of it (job_check.py)."""
+        # A step reads what is there; the actor holds no threads.
+        return self.stream.replace(shard=(shard, self.num_shards), prefetch=False)
