@@ -10,6 +10,11 @@ packing, pinning and copying show beside the trainer's waits) and with
 
     python bench/gpu_profile.py [--rows 2000000] [--device cuda|cpu] [--top 25] [--overlap]
 
+``--contention`` times the trainer's steps alone and beside other work: the loader on a
+thread of this process (on the device, and on the CPU), the loader in another process,
+a thread of large numpy copies (which do not hold the interpreter's lock) and a thread
+of pure Python (which does): what slows a step, the lock or the machine.
+
 ``--overlap`` instead times bench/gpu.py's overlap case (a step per batch that the host
 waits for) under a few settings, with the window thread's wall and CPU time per window
 beside each: where its wall time exceeds its CPU time while the trainer steps, the
@@ -21,6 +26,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
+import multiprocessing
 import pstats
 import sys
 import tempfile
@@ -30,8 +36,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
-from _synthetic import build_table
+from _synthetic import FEATURES, build_table
 from feed import calibrate, make_step, steps_alone
 from gpu import lake, sync
 
@@ -216,6 +223,81 @@ def overlap_probe(tbl: Any, device: str, repeat: int) -> None:
     print(f"(threads: {threading.active_count()} alive)")
 
 
+def _load_forever(uri: str, stop: Any) -> None:
+    """Loader epochs on the CPU until ``stop`` is set (in another process)."""
+    from raylake.train import LakeIterableDataset
+
+    ds = LakeIterableDataset(uri, feature_columns=FEATURES, label_column="label", shuffle=False)
+    while not stop.is_set():
+        for _ in ds:
+            pass
+
+
+def contention_probe(tbl: Any, device: str, repeat: int) -> None:
+    """The trainer's steps alone and beside other work (module docstring)."""
+    ds, load = lake(tbl, device)
+    _, load_cpu = lake(tbl, "cpu")
+    # Batches of a whole window: the loop that takes them runs almost no Python, so what
+    # the steps feel is the loader's own threads, not a Python loop beside them.
+    _, load_windows = lake(tbl, device, batch_size=1 << 16)
+    t_load = best_seconds(load, repeat)
+    sample = next(iter(ds))
+    steps = len(ds)
+    step = make_step(calibrate(t_load, sample, steps, device), device)
+    big = np.ones(1 << 22, dtype=np.float32)
+    into = np.empty_like(big)
+
+    def forever(work: Callable[[], object]) -> Callable[[threading.Event], None]:
+        def run(stop: threading.Event) -> None:
+            while not stop.is_set():
+                work()
+
+        return run
+
+    def beside(run: Callable[[threading.Event], None] | None, share: int = 1) -> float:
+        """The steps' time (``1 / share`` of them, scaled) while ``run`` works."""
+        count = max(1, steps // share)
+        if run is None:
+            return min(steps_alone(step, sample, count) for _ in range(repeat)) * share
+        stop = threading.Event()
+        thread = threading.Thread(target=run, args=(stop,))
+        thread.start()
+        time.sleep(0.05)
+        try:
+            return min(steps_alone(step, sample, count) for _ in range(repeat)) * share
+        finally:
+            stop.set()
+            thread.join()
+
+    def other_process() -> float:
+        spawn = multiprocessing.get_context("spawn")
+        stop = spawn.Event()
+        child = spawn.Process(target=_load_forever, args=(tbl.uri, stop))
+        child.start()
+        time.sleep(3.0)  # its imports and first epoch
+        try:
+            return beside(None)
+        finally:
+            stop.set()
+            child.join()
+
+    alone = beside(None)
+    cases = {
+        f"loader ({device}) on a thread here": lambda: beside(forever(load)),
+        "loader (cpu) on a thread here": lambda: beside(forever(load_cpu)),
+        f"loader ({device}), 65,536-row batches": lambda: beside(forever(load_windows)),
+        "loader (cpu) in another process": other_process,
+        "numpy copies of 16 MB on a thread": lambda: beside(forever(lambda: np.copyto(into, big))),
+        "nothing (again)": lambda: beside(None),
+        # last, on a twentieth of the steps: each waits for the lock (about 5 ms)
+        "pure Python on a thread": lambda: beside(forever(lambda: sum(range(2000))), 20),
+    }
+    print(f"{steps} steps alone: {alone:.3f}s")
+    for name, run in cases.items():
+        took = run()
+        print(f"  beside {name:<40} {took:.3f}s = {took / alone:.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=2_000_000)
@@ -223,9 +305,13 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--overlap", action="store_true", help="the overlap probe only")
+    parser.add_argument("--contention", action="store_true", help="the steps beside other work")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         tbl = build_table(Path(tmp) / "append", args.rows)
+        if args.contention:
+            contention_probe(tbl, args.device, args.repeat)
+            return
         if args.overlap:
             overlap_probe(tbl, args.device, args.repeat)
             return
