@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 
 from raylake.expr import Expr
 from raylake.table import Table
-from raylake.train.convert import FEATURES, Converter, FillNull, inner_shape, numpy_dtype
+from raylake.train.arrow_numpy import inner_shape, numpy_dtype
+from raylake.train.convert import FEATURES, Converter, FillNull
 from raylake.train.loader import Epochs, ShardedLoader
 from raylake.train.passes import NumpyRunFeed
 from raylake.train.setup import (

@@ -1,0 +1,154 @@
+"""Arrow types and columns as numpy: which types a loader takes, the dtype and shape
+each becomes, and one column's conversion (a view of the Arrow buffer when it can be).
+
+Types (docs/training.md): integers, floats and bools keep their type; timestamps
+become int64 milliseconds since the epoch (UTC); dates, times and durations their
+integer storage (date32: days, date64: ms); fixed-size lists become 2-D (or N-D)
+arrays; strings and binaries become object arrays (TensorFlow), or reach a torch
+transform (raylake/train/binary.py). Anything else is refused when the loader is made,
+naming the column (``check_type``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from raylake.errors import SchemaError, UnsupportedTypeError
+
+_TS_TO_MS = {"s": (1000, 1), "ms": (1, 1), "us": (1, 1000), "ns": (1, 1_000_000)}
+
+
+def is_bytes(dtype: pa.DataType) -> bool:
+    """A string or binary type (what only a transform can turn into tensors)."""
+    return bool(
+        pa.types.is_string(dtype)
+        or pa.types.is_large_string(dtype)
+        or pa.types.is_binary(dtype)
+        or pa.types.is_large_binary(dtype)
+    )
+
+
+def check_type(
+    column: str, dtype: pa.DataType, target: str, strings: bool, feature: bool = False
+) -> None:
+    """Refuse, naming the column, a type that cannot become an array of ``target``."""
+    if pa.types.is_fixed_size_list(dtype):
+        value = dtype.value_type
+        if not _is_numeric(value) and not pa.types.is_fixed_size_list(value):
+            raise UnsupportedTypeError(
+                column, dtype, target, "fixed-size lists must hold numbers or booleans"
+            )
+        check_type(column, value, target, strings=False)
+        return
+    if _is_numeric(dtype) or _is_temporal(dtype):
+        return
+    if strings and is_bytes(dtype):
+        return
+    hints = {
+        "decimal": "cast it to float64 when writing, or leave it out of the columns",
+        "list": "variable-length lists have no tensor shape; use a fixed-size list",
+        "string": (
+            "name it in columns= (not feature_columns=) of a LakeIterableDataset with a "
+            "transform=, which gets it as a list of bytes or str per batch to decode "
+            '(docs/training.md, "Binary and string columns"); or tokenize or encode it '
+            "into numbers first, or leave it out"
+            if feature
+            else "decode it in a transform=: a LakeIterableDataset with one hands the "
+            'column to it as a list of bytes or str per batch (docs/training.md, "Binary '
+            'and string columns"); or tokenize or encode it first, or leave it out of the '
+            "columns"
+        ),
+    }
+    kind = (
+        "decimal"
+        if pa.types.is_decimal(dtype)
+        else "list"
+        if pa.types.is_list(dtype) or pa.types.is_large_list(dtype)
+        else "string"
+        if is_bytes(dtype)
+        else ""
+    )
+    raise UnsupportedTypeError(column, dtype, target, hints.get(kind, ""))
+
+
+def _is_numeric(dtype: pa.DataType) -> bool:
+    return bool(
+        pa.types.is_integer(dtype) or pa.types.is_floating(dtype) or pa.types.is_boolean(dtype)
+    )
+
+
+def _is_temporal(dtype: pa.DataType) -> bool:
+    return bool(
+        pa.types.is_timestamp(dtype)
+        or pa.types.is_date(dtype)
+        or pa.types.is_time(dtype)
+        or pa.types.is_duration(dtype)
+    )
+
+
+def numpy_dtype(dtype: pa.DataType) -> np.dtype:
+    """The numpy dtype a column of ``dtype`` becomes (object for strings)."""
+    if pa.types.is_fixed_size_list(dtype):
+        return numpy_dtype(dtype.value_type)
+    if pa.types.is_timestamp(dtype) or pa.types.is_duration(dtype):
+        return np.dtype(np.int64)
+    if pa.types.is_date32(dtype) or pa.types.is_time32(dtype):
+        return np.dtype(np.int32)
+    if pa.types.is_date64(dtype) or pa.types.is_time64(dtype):
+        return np.dtype(np.int64)
+    if _is_numeric(dtype):
+        return np.dtype(dtype.to_pandas_dtype())
+    return np.dtype(object)
+
+
+def inner_shape(dtype: pa.DataType) -> tuple[int, ...]:
+    """The shape of one row's value: () for scalars, (n,) or (n, m, ...) for fixed-size lists."""
+    shape: list[int] = []
+    while pa.types.is_fixed_size_list(dtype):
+        shape.append(dtype.list_size)
+        dtype = dtype.value_type
+    return tuple(shape)
+
+
+def to_numpy(name: str, column: pa.ChunkedArray | pa.Array, fill: Any = None) -> np.ndarray:
+    """One column as a numpy array (a view of the Arrow buffer when it can be)."""
+    if isinstance(column, pa.ChunkedArray):  # one chunk: no copy (combining copies)
+        arr = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+    else:
+        arr = column
+    if arr.null_count:
+        if fill is None:
+            raise SchemaError(
+                f"column {name!r} has {arr.null_count} null value(s), which a tensor cannot "
+                f"hold; pass fill_null={{{name!r}: <value>}} (or a value for every column), "
+                "or filter them out"
+            )
+        if not pa.types.is_fixed_size_list(arr.type):
+            arr = pc.fill_null(arr, pa.scalar(fill).cast(arr.type))
+    dtype = arr.type
+    if pa.types.is_fixed_size_list(dtype):
+        return _fixed_size_list(name, arr, fill)
+    if pa.types.is_timestamp(dtype):
+        mul, div = _TS_TO_MS[dtype.unit]
+        ints = arr.view(pa.int64()).to_numpy(zero_copy_only=False)
+        return ints * mul if mul != 1 else (ints // div if div != 1 else ints)
+    if pa.types.is_date(dtype) or pa.types.is_time(dtype) or pa.types.is_duration(dtype):
+        storage = pa.int32() if dtype.bit_width == 32 else pa.int64()
+        return arr.view(storage).to_numpy(zero_copy_only=False)
+    return arr.to_numpy(zero_copy_only=False)
+
+
+def _fixed_size_list(name: str, arr: pa.FixedSizeListArray, fill: Any) -> np.ndarray:
+    n, width = len(arr), arr.type.list_size
+    values = arr.values.slice(arr.offset * width, n * width)
+    flat = to_numpy(name, values, fill)
+    out = flat.reshape((n, width, *flat.shape[1:]))
+    if arr.null_count:  # whole lists that are null: every element takes the fill value
+        mask = arr.is_null().to_numpy(zero_copy_only=False)
+        out = out.copy()
+        out[mask] = fill
+    return out
