@@ -22,15 +22,28 @@ For each latency, the two sides of each comparison alternate, median of 3:
 Ratios are baseline time / raylake time: > 1 means raylake is faster.
 
     python bench/object_store.py [--small] [--latencies 0 20 50] [--repeat 3] [--skip-ray]
+
+``--commits`` times ``Table.commit`` of writer messages adding 1 and 64 data files
+instead (the files are copied into place before each timed commit), one process per arm
+and round, the arms alternating: this tree as it is, this tree without the existence
+checks of the messages' files (raylake/table/aborted.py), without the read of the parent
+snapshot after the create (docs/format.md 6.6), without both (the baseline of the
+ratios), and ``--before DIR`` (another source tree, e.g. ``git worktree add``) as it is.
+Ratios are the baseline's median / the arm's: below 1 is what the reads cost.
+
+    python bench/object_store.py --commits [--before DIR] [--latencies 20 50] [--repeat 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import multiprocessing
 import os
 import statistics
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -270,6 +283,71 @@ def writes(server: S3ServerProcess, bucket: str, data: pa.Table, fs: pafs.FileSy
     return lake, pyarrow_write
 
 
+COMMIT_FILES = (1, 64)
+# Arm name -> the reads switched off in it (bench/_commit_child.py).
+COMMIT_ARMS = {
+    "both reads": (),
+    "no existence check": ("exists",),
+    "no parent read": ("parent",),
+    "neither (baseline)": ("exists", "parent"),
+}
+
+
+def commit_arm(
+    server: S3ServerProcess, bucket: str, tree: str, off: tuple[str, ...], n: int
+) -> dict:
+    """One child process on ``tree`` timing ``n`` commits of each size (bench/_commit_child.py)."""
+    spec = {
+        "endpoint": server.endpoint_url,
+        "key": server.access_key,
+        "secret": server.secret_key,
+        "bucket": bucket,
+        "files": COMMIT_FILES,
+        "commits": n,
+        "off": off,
+    }
+    env = {**os.environ, "PYTHONPATH": tree}
+    child = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_commit_child.py")
+    out = subprocess.run(
+        [sys.executable, child, json.dumps(spec)], env=env, capture_output=True, text=True
+    )
+    if out.returncode:
+        raise RuntimeError(f"commit child on {tree} failed:\n{out.stderr[-4000:]}")
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def commits(args: argparse.Namespace) -> None:
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    arms: dict[str, tuple[str, tuple[str, ...]]] = {
+        name: (here, off) for name, off in COMMIT_ARMS.items()
+    }
+    if args.before:
+        arms["before tree, both reads"] = (os.path.abspath(args.before), ())
+    print(f"load average {os.getloadavg()[0]:.2f}, CPUs {os.cpu_count()}")
+    with S3ServerProcess() as server:
+        bucket = server.create_bucket()
+        for ms in args.latencies:
+            server.latency_s = ms / 1000
+            got: dict[str, dict[str, list[float]]] = {a: {} for a in arms}
+            for _ in range(args.repeat):
+                for name, (tree, off) in arms.items():
+                    result = commit_arm(server, bucket, tree, off, args.per_arm)
+                    for key, values in result.items():
+                        got[name].setdefault(key, []).extend(values)
+            print(f"latency {ms:g} ms per request (load average {os.getloadavg()[0]:.2f})")
+            base = "neither (baseline)"
+            for files in COMMIT_FILES:
+                ref = statistics.median(got[base][f"wall-{files}"])
+                print(
+                    f"  commit of {files} file(s){'':<22} {'median':>8} {'ratio':>7} {'requests':>9}"
+                )
+                for name in arms:
+                    wall = statistics.median(got[name][f"wall-{files}"])
+                    requests = statistics.median(got[name][f"requests-{files}"])
+                    print(f"    {name:<36} {wall:7.3f}s {ref / wall:6.2f}x {requests:9.0f}")
+    print(f"load average {os.getloadavg()[0]:.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=2_000_000)
@@ -279,7 +357,12 @@ def main() -> None:
     parser.add_argument("--skip-ray", action="store_true")
     parser.add_argument("--skip-write", action="store_true", help="reads only")
     parser.add_argument("--obstore", action="store_true", help="also time obstore against to_arrow")
+    parser.add_argument("--commits", action="store_true", help="time commits (see above)")
+    parser.add_argument("--before", help="--commits: another source tree to compare")
+    parser.add_argument("--commits-per-arm", dest="per_arm", type=int, default=5)
     args = parser.parse_args()
+    if args.commits:
+        return commits(args)
     rows = 200_000 if args.small else args.rows
 
     with S3ServerProcess() as server:

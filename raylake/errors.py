@@ -330,15 +330,17 @@ class CommitStateUnknownError(RaylakeError):
 
 class CommitLineageUnknownError(CommitStateUnknownError):
     """A commit created its snapshot, but the snapshot it was based on was expired by
-    then: another writer may have made the same snapshot id meanwhile, and snapshot
-    expiration deleted it, so that this create took a free name below the table's latest
-    snapshot. Whether the commit is part of the table's history cannot be told; nothing
-    it wrote was deleted."""
+    then (or ``replaced``: its id holds another commit, re-created after expiration):
+    another writer may have made the same snapshot id meanwhile, and snapshot expiration
+    deleted it, so that this create took a free name below the table's latest snapshot.
+    Whether the commit is part of the table's history cannot be told; nothing it wrote
+    was deleted."""
 
-    def __init__(self, path: str, parent_id: int) -> None:
+    def __init__(self, path: str, parent_id: int, *, replaced: bool = False) -> None:
+        fate = "holds another commit" if replaced else "was expired by then"
         RaylakeError.__init__(
             self,
-            f"created {path!r}, but its parent, snapshot {parent_id}, was expired by then: "
+            f"created {path!r}, but its parent, snapshot {parent_id}, {fate}: "
             "another commit may have taken this snapshot id before expiration deleted it, "
             "so the commit may not be part of the table's history. Nothing it wrote was "
             "deleted; read the table's latest snapshot before committing again",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -57,6 +57,9 @@ class Snapshot:
     # Unique per commit call: a committer that cannot tell whether its create of this
     # file happened reads the file back and knows it by this id (docs/reliability.md).
     commit_id: str = ""
+    # The commit id of the parent this commit was made on: after its create, the
+    # committer checks that the parent file still holds that commit (docs/format.md 6.6).
+    parent_commit_id: str = ""
 
     @property
     def time(self) -> datetime:
@@ -81,6 +84,7 @@ class Snapshot:
             "next_sequence": self.next_sequence,
             "properties": dict(self.properties),
             "commit_id": self.commit_id,
+            "parent_commit_id": self.parent_commit_id,
         }
 
     def to_bytes(self) -> bytes:
@@ -111,6 +115,7 @@ class Snapshot:
                 next_sequence=int(data.get("next_sequence", 0)),
                 properties=dict(data.get("properties", {})),
                 commit_id=str(data.get("commit_id", "")),
+                parent_commit_id=str(data.get("parent_commit_id", "")),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise CorruptMetadataError(path, f"not a valid snapshot: {exc!r}") from exc
@@ -206,14 +211,20 @@ class SnapshotManager:
             raise SnapshotNotFoundError(f"{self.file_io.uri} has no snapshot at or before {when}")
         return found
 
-    def try_create(self, snap: Snapshot) -> bool:
+    def try_create(self, snap: Snapshot, *, then: Callable[[], None] | None = None) -> bool:
         """The commit point: create ``snapshot-<id>.json`` unless another writer did.
 
         True where the file holds this snapshot (its commit id) afterwards, even when the
         store's answer to the create was lost; raises CommitStateUnknownError where that
-        cannot be told (raylake/io/fileio.py, ``create_if_absent``)."""
+        cannot be told (raylake/io/fileio.py, ``create_if_absent``). Once created,
+        ``then`` runs (the committer's check of the parent), and the LATEST hint is
+        written only if it returns: a hint naming a snapshot created below the table's
+        latest (``then`` raises) would make readers and writers take it for the latest
+        where the snapshot after it was expired too."""
         created = self.file_io.create_if_absent(snapshot_path(snap.id), snap.to_bytes())
         if created:
+            if then is not None:
+                then()
             self._write_hint(snap.id)
         return created
 

@@ -10,7 +10,12 @@ and no cache of this process can forget it. It used to be a per-process LRU of 6
 deleted paths, which another process, or the same one after enough failures, did not
 see. The check also refuses messages whose files ``writer.abort()`` or
 ``remove_orphan_files`` deleted. It costs one existence check per added file (16 at a
-time on a remote store), beside the write of the file itself.
+time on a remote store), beside the write of the file itself; :class:`FilesCheck` runs
+them while the committer reads the latest snapshot and writes its manifests, and the
+commit waits for them only before its create, so that on an object store they add
+round trips only where they outlast that work (docs/benchmarks.md). Commits of files
+written in the same call (``Table.write``, ``delete``, merges, compaction) skip it: no
+failure or abort can have come between the write and the commit.
 
 Not covered: a commit that races the failing commit's own cleanup (two processes
 committing the same messages at the same moment), which no check before the snapshot
@@ -47,23 +52,47 @@ def abort_messages(
     file_io.delete_quietly([f.path for f in _written(messages)])
 
 
-def check_not_aborted(file_io: FileIO, messages: Iterable[CommitMessage]) -> None:
-    """Refuse messages whose files are gone, deleted when an earlier commit of them
-    failed (in any process) or by an abort (before anything is written)."""
-    paths = [f.path for f in _written(messages)]
-    if file_io.is_remote and len(paths) > 1:
-        with ThreadPoolExecutor(min(_CHECKS_IN_FLIGHT, len(paths))) as pool:
-            present = list(pool.map(file_io.exists, paths))
-    else:
-        present = [file_io.exists(p) for p in paths]
-    gone = [p for p, here in zip(paths, present) if not here]
-    if gone:
-        raise CommitFailedError(
+class FilesCheck:
+    """Refuses messages whose files are gone, deleted when an earlier commit of them
+    failed (in any process) or by an abort (before anything is written): the existence
+    checks start at once, in threads of their own, and :meth:`wait` raises the refusal
+    (``CommitFailedError``). The files of refused messages are left alone: the caller
+    may commit the messages among them that are whole."""
+
+    def __init__(self, file_io: FileIO, messages: Iterable[CommitMessage]) -> None:
+        self._paths = [f.path for f in _written(messages)]
+        threads = min(_CHECKS_IN_FLIGHT if file_io.is_remote else 1, len(self._paths))
+        self._pool = ThreadPoolExecutor(max(threads, 1), thread_name_prefix="raylake-exists")
+        self._present = [self._pool.submit(file_io.exists, p) for p in self._paths]
+        self._pool.shutdown(wait=False)  # the threads end once the checks are done
+        self._done = False
+        self._error: BaseException | None = None
+
+    def error(self) -> BaseException | None:
+        """Once every check is done: the refusal, or the error a check raised (the store
+        could not be asked); None where every file exists. The same object each call."""
+        if not self._done:
+            self._error, self._done = self._outcome(), True
+        return self._error
+
+    def _outcome(self) -> BaseException | None:
+        try:
+            gone = [p for p, here in zip(self._paths, self._present) if not here.result()]
+        except Exception as exc:
+            return exc
+        if not gone:
+            return None
+        return CommitFailedError(
             f"{len(gone)} data file(s) of these commit messages, e.g. {gone[0]!r}, do not "
             "exist: they were deleted when an earlier commit of them failed (or by the "
             "writer's abort(), or by remove_orphan_files); write the data again and commit "
             "the new messages"
         )
+
+    def wait(self) -> None:
+        error = self.error()
+        if error is not None:
+            raise error
 
 
 def outcome_unknown(error: BaseException | None) -> bool:

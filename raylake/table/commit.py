@@ -21,6 +21,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 
 import numpy as np
 import pyarrow as pa
@@ -50,7 +51,7 @@ from raylake.format.manifest import (
 from raylake.format.schema import TableSchema
 from raylake.format.snapshot import CommitKind, Snapshot, SnapshotManager, snapshot_path
 from raylake.io import FileIO
-from raylake.table.aborted import abort_messages, raise_if_full
+from raylake.table.aborted import FilesCheck, abort_messages, raise_if_full
 from raylake.table.kind import kind_of
 from raylake.table.writer import CommitMessage
 
@@ -77,6 +78,9 @@ class CommitRequest:
     # commits landed after the base: a merge checks that none changed what it read. It
     # raises CommitConflictError; running it per attempt keeps it atomic with the commit.
     conflict_check: Callable[[Snapshot], None] | None = None
+    # Waited for before each create and before an idempotent retry returns: raises to
+    # refuse the commit. It runs meanwhile (commit_or_abort's existence checks).
+    before_create: Callable[[], None] | None = None
 
 
 class Committer:
@@ -96,6 +100,7 @@ class Committer:
             latest = self.snapshots.latest()
             done = self._already_committed(request, user, latest)
             if done is not None:
+                _ready(request)
                 self._drop_unused_files(request, done)
                 return done
             if request.base_snapshot_id is None:
@@ -106,8 +111,8 @@ class Committer:
             written: list[str] = []  # filled as files are written, so a failure cleans them up
             try:
                 snap = replace(self._prepare(request, user, latest, written), commit_id=commit_id)
-                if self.snapshots.try_create(snap):
-                    self._check_parent_kept(snap)
+                _ready(request)
+                if self.snapshots.try_create(snap, then=partial(self._check_parent_kept, snap)):
                     logger.info("committed snapshot %d (%s)", snap.id, snap.commit_kind)
                     return snap
             except CommitStateUnknownError:
@@ -123,19 +128,25 @@ class Committer:
         )
 
     def _check_parent_kept(self, snap: Snapshot) -> None:
-        """Raise CommitLineageUnknownError where ``snap``'s parent is gone after its create.
+        """Raise CommitLineageUnknownError where ``snap``'s parent is not the snapshot it
+        was made on after its create.
 
         A writer slow between reading the latest snapshot (N-1) and creating N can find
         N free because another writer made N and later ones, and expiration then deleted
         N: the create succeeds, yet the snapshot is not in the table's history and its
         rows are lost. Expiration deletes the oldest snapshot first, so a parent that
-        still exists after the create proves that N was never taken before it. One read
-        a commit; where the parent is gone (expired then, or just after), the outcome is
-        reported unknown rather than acknowledged."""
-        if snap.parent_id is None or self.snapshots.read_if_present(snap.parent_id) is not None:
+        still exists after the create proves that N was never taken before it, if it is
+        the parent this commit read: another slow writer may have re-created N-1 in the
+        same way, and that stranger is told apart by its commit id (a parent written
+        without one is checked for existence only). One read a commit; where the parent
+        is gone or a stranger, the outcome is reported unknown rather than acknowledged."""
+        if snap.parent_id is None:
+            return
+        parent = self.snapshots.read_if_present(snap.parent_id)
+        if parent is not None and parent.commit_id == snap.parent_commit_id:
             return
         path = self.file_io.full_path(snapshot_path(snap.id))
-        raise CommitLineageUnknownError(path, snap.parent_id)
+        raise CommitLineageUnknownError(path, snap.parent_id, replaced=parent is not None)
 
     def _already_committed(
         self, request: CommitRequest, user: str, latest: Snapshot | None
@@ -260,6 +271,7 @@ class Committer:
             if latest is None
             else max(self.ts.schema_id, latest.schema_id),
             parent_id=None if latest is None else latest.id,
+            parent_commit_id="" if latest is None else latest.commit_id,
             commit_kind=request.kind,
             commit_user=user,
             commit_identifier=(
@@ -322,12 +334,31 @@ def _select_partitions(entries: pa.Table, expr: Expr, ts: TableSchema) -> pa.Tab
     return entries.take(keep)
 
 
-def commit_or_abort(file_io: FileIO, ts: TableSchema, request: CommitRequest) -> Snapshot:
+def _ready(request: CommitRequest) -> None:
+    if request.before_create is not None:
+        request.before_create()
+
+
+def commit_or_abort(
+    file_io: FileIO, ts: TableSchema, request: CommitRequest, *, check_files: bool = False
+) -> Snapshot:
     """Commit ``request`` as one snapshot; if it fails, the files its messages name are
-    deleted (unless the outcome is unknown) and the messages refused from then on."""
+    deleted (unless the outcome is unknown) and the messages refused from then on.
+
+    ``check_files``: messages from elsewhere (another process, an earlier call) are
+    refused where their files are gone (raylake/table/aborted.py); the checks run while
+    the commit prepares, and a refusal deletes nothing of the messages."""
+    check = FilesCheck(file_io, request.messages) if check_files else None
+    if check is not None:
+        request = replace(request, before_create=check.wait)
     try:
         snapshot = Committer(file_io, ts).commit(request)
     except BaseException as exc:
+        refusal = None if check is None else check.error()
+        if refusal is exc:
+            raise
+        if refusal is not None:  # refused before anything else failed, as if checked first
+            raise refusal from exc
         abort_messages(file_io, list(request.messages), exc)
         raise_if_full(file_io.uri, exc)
         raise

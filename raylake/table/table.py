@@ -26,7 +26,7 @@ from raylake.format.schema_files import schema_ids as schema_ids  # their home b
 from raylake.format.schema_files import schema_path as schema_path
 from raylake.format.snapshot import Snapshot
 from raylake.io import FileIO
-from raylake.table.aborted import check_not_aborted, raise_if_full
+from raylake.table.aborted import raise_if_full
 from raylake.table.args import file_prefix_arg, properties_arg, snapshot_id_arg
 from raylake.table.changes_scan import ChangesScan, changes_scan
 from raylake.table.commit import commit_or_abort
@@ -181,7 +181,6 @@ class Table(TableReads):
         properties = properties_arg(properties)
         allow_empty = check_flag("allow_empty", allow_empty)
         overwrite = overwrite_arg(mode, overwrite_filter, self.table_schema)
-        check_not_aborted(self.file_io, messages)
         request = commit_request(
             messages,
             overwrite,
@@ -193,7 +192,7 @@ class Table(TableReads):
         )
         if request is None:
             return self.latest_snapshot()
-        return commit_or_abort(self.file_io, self.table_schema, request)
+        return commit_or_abort(self.file_io, self.table_schema, request, check_files=True)
 
     @writes("write()")
     @refuse_unknown_keywords

@@ -104,3 +104,24 @@ def test_messages_whose_files_exist_commit_after_a_refused_call(tmp_path: Path) 
         tbl.commit(messages, mode="sideways")  # type: ignore[arg-type]
     snap = tbl.commit(messages)
     assert snap is not None and sorted(tbl.to_arrow()["id"].to_pylist()) == [1, 2]
+
+
+def test_a_refusal_deletes_nothing_of_the_messages_and_no_manifest_stays(
+    tmp_path: Path,
+) -> None:
+    """The existence checks run while the commit writes its manifest: a refusal deletes
+    that manifest, and leaves the files of the whole messages, which commit alone."""
+    tbl = raylake.create_table(str(tmp_path / "t"), SCHEMA)
+    aborted = tbl.new_writer()
+    aborted.write(_ids(1, 2))
+    gone = aborted.prepare_commit()
+    aborted.abort()
+    writer = tbl.new_writer()
+    writer.write(_ids(3, 4))
+    whole = writer.prepare_commit()
+    with pytest.raises(CommitFailedError, match="1 data file"):
+        tbl.commit([*gone, *whole])
+    assert list((tmp_path / "t" / "manifest").glob("*")) == []
+    snap = tbl.commit(whole)
+    assert snap is not None and snap.id == 1
+    assert sorted(tbl.to_arrow()["id"].to_pylist()) == [3, 4]

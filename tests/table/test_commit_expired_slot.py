@@ -4,10 +4,13 @@ acknowledged: the slow writer's rows would be in no snapshot of the table's hist
 The interleaving is forced, not timed: a commit's conflict check runs between its read
 of the latest snapshot and its create, and there another writer commits four times and
 expiration keeps only the last three (the soak found this with a slow writer under
-storage faults)."""
+storage faults). Two slow writers are ordered by events, never by sleeps."""
 
 from __future__ import annotations
 
+import json
+import shutil
+import threading
 from pathlib import Path
 
 import pyarrow as pa
@@ -17,8 +20,10 @@ import raylake
 from raylake.errors import CommitLineageUnknownError, CommitStateUnknownError
 from raylake.format.snapshot import Snapshot
 from raylake.table.commit import CommitRequest, Committer
+from raylake.table.writer import CommitMessage
 
 SCHEMA = pa.schema([("id", pa.int64())])
+FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def _rows(start: int) -> pa.Table:
@@ -59,3 +64,101 @@ def test_a_commit_whose_parent_is_kept_is_acknowledged(tmp_path: Path) -> None:
     snap = tbl.write(_rows(100))
     assert snap.id == 6 and snap.parent_id == 5
     assert tbl.count() == 60
+
+
+def test_the_hint_never_names_a_snapshot_created_below_the_latest(tmp_path: Path) -> None:
+    """Expiration kept only the latest snapshot: after the slow writer's create of 2 the
+    snapshot after it is gone too, so a LATEST hint naming 2 made readers (and the next
+    writer, which committed on top of it) take the slow writer's snapshot for the latest."""
+    tbl = raylake.create_table(str(tmp_path / "t"), SCHEMA)
+    tbl.write(_rows(0))  # snapshot 1
+    other = raylake.open_table(str(tmp_path / "t"))
+
+    def meanwhile(latest: Snapshot) -> None:
+        for i in range(4):
+            other.write(_rows(200 + 10 * i))  # snapshots 2..5
+        other.expire_snapshots(retain_last=1)  # deletes snapshots 1..4
+
+    request = CommitRequest(_messages(tbl, 100), base_snapshot_id=0, conflict_check=meanwhile)
+    with pytest.raises(CommitLineageUnknownError, match="snapshot 1, was expired"):
+        Committer(tbl.file_io, tbl.table_schema).commit(request)
+    assert (tmp_path / "t" / "snapshot" / "snapshot-2.json").exists()  # the slow writer's
+    assert (tmp_path / "t" / "snapshot" / "LATEST").read_text() == "5"
+    reopened = raylake.open_table(str(tmp_path / "t"))
+    assert reopened.latest_snapshot().id == 5 and reopened.count() == 50
+    assert reopened.write(_rows(300)).id == 6
+
+
+def _messages(tbl: raylake.Table, start: int) -> list[CommitMessage]:
+    writer = tbl.new_writer()
+    writer.write(_rows(start))
+    return writer.prepare_commit()
+
+
+def test_a_parent_made_again_by_another_slow_writer_is_told_apart(tmp_path: Path) -> None:
+    """Writer B reads snapshot 1, writer A reads snapshot 2; others commit 3..6 and
+    expiration keeps 4..6; then B creates 2 (a stranger's snapshot 2: B is told its
+    outcome is unknown) and A creates 3. A's parent exists, but it is not the snapshot 2
+    A read: without the parent's commit id in A's snapshot, A was acknowledged and its
+    rows were in no snapshot of the table's history."""
+    tbl = raylake.create_table(str(tmp_path / "t"), SCHEMA)
+    tbl.write(_rows(0))  # snapshot 1
+    other = raylake.open_table(str(tmp_path / "t"))
+    read_b, go_b = threading.Event(), threading.Event()
+
+    def stop_b(latest: Snapshot) -> None:  # B has read snapshot 1
+        read_b.set()
+        assert go_b.wait(60), "the test never let writer B go on"
+
+    request_b = CommitRequest(_messages(tbl, 100), base_snapshot_id=0, conflict_check=stop_b)
+    errors: list[BaseException] = []
+
+    def commit_b() -> None:
+        try:
+            Committer(tbl.file_io, tbl.table_schema).commit(request_b)
+        except BaseException as exc:
+            errors.append(exc)
+
+    b = threading.Thread(target=commit_b)
+    b.start()
+    assert read_b.wait(60)
+    other.write(_rows(200))  # snapshot 2, which A reads
+
+    def meanwhile(latest: Snapshot) -> None:
+        assert latest.id == 2
+        for i in range(4):
+            other.write(_rows(400 + 10 * i))  # snapshots 3..6
+        other.expire_snapshots(retain_last=3)  # deletes snapshots 1, 2 and 3
+        go_b.set()
+        b.join(60)  # B creates snapshot 2 again, on its gone parent 1
+        assert not b.is_alive()
+
+    request_a = CommitRequest(_messages(tbl, 300), base_snapshot_id=0, conflict_check=meanwhile)
+    try:
+        with pytest.raises(CommitLineageUnknownError, match="snapshot 2, holds another commit"):
+            Committer(tbl.file_io, tbl.table_schema).commit(request_a)
+    finally:
+        go_b.set()
+        b.join(60)
+    assert [type(e) for e in errors] == [CommitLineageUnknownError]
+    assert "snapshot 1, was expired" in str(errors[0])
+    latest = raylake.open_table(str(tmp_path / "t"))
+    assert latest.latest_snapshot().id == 6
+    assert latest.count() == 60  # neither slow writer's rows
+
+
+def test_snapshots_name_their_parents_commit(tmp_path: Path) -> None:
+    """``parent_commit_id`` is absent from snapshots written before it (it reads as ""),
+    and a commit on such a parent is checked by the parent's existence only."""
+    root = tmp_path / "t"
+    shutil.copytree(FIXTURES / "v1_append", root)
+    old = json.loads((root / "snapshot" / "snapshot-2.json").read_text())
+    assert "parent_commit_id" not in old and "commit_id" not in old
+    tbl = raylake.open_table(str(root))
+    assert tbl.snapshot(2).parent_commit_id == ""
+    row = pa.table({"id": [5], "dt": ["c"], "x": [50], "label": [4.5]}, schema=tbl.schema)
+    first, second = tbl.write(row), tbl.write(row)
+    assert first is not None and second is not None
+    assert (first.parent_id, first.parent_commit_id) == (2, "")
+    assert (second.parent_id, second.parent_commit_id) == (first.id, first.commit_id)
+    assert first.commit_id and tbl.snapshot(second.id).parent_commit_id == first.commit_id

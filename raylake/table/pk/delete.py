@@ -16,6 +16,8 @@ import pyarrow as pa
 from raylake.errors import FilterError, InvalidArgumentError, SchemaMismatchError
 from raylake.expr import Expr
 from raylake.format.schema import TableSchema
+from raylake.table.commit import commit_or_abort
+from raylake.table.commit_args import commit_request
 from raylake.table.conform import conform, iter_input
 from raylake.table.pk.bucket import bucket_ids
 from raylake.table.pk.schema import DELETE
@@ -45,7 +47,13 @@ def delete_rows(tbl: Table, keys_or_filter: Any) -> Snapshot | None:
         if base is not None:
             write_deletes(writer, [_current_rows(tbl, keys_or_filter, base.id)])
         messages = writer.prepare_commit()
-    return tbl.commit(messages, mode="upsert", base_snapshot_id=None if base is None else base.id)
+    request = commit_request(
+        messages, None, allow_empty=False, base_snapshot_id=None if base is None else base.id
+    )
+    if request is None:
+        return tbl.latest_snapshot()
+    # The files were written just now, in this call: no existence checks (aborted.py).
+    return commit_or_abort(tbl.file_io, tbl.table_schema, request)
 
 
 def _current_rows(tbl: Table, keys_or_filter: Any, snapshot_id: int) -> pa.Table:
