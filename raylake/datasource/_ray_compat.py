@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 
 import ray.data
+from ray._private.auto_init_hook import auto_init_ray
 from ray.data._internal.arrow_block import (
     _BATCH_SIZE_PRESERVING_STUB_COL_NAME as BATCH_SIZE_STUB_COLUMN,
 )
@@ -17,9 +18,16 @@ from ray.data._internal.execution.interfaces import TaskContext
 from ray.data._internal.planner.plan_expression.expression_visitors import (
     _ColumnReferenceCollector,
 )
+from ray.data._internal.util import _autodetect_parallelism
 from ray.data.expressions import Expr as RayExpr
 
-__all__ = ["BATCH_SIZE_STUB_COLUMN", "READ_TASK_PARAMETERS", "TaskContext", "column_references"]
+__all__ = [
+    "BATCH_SIZE_STUB_COLUMN",
+    "READ_TASK_PARAMETERS",
+    "TaskContext",
+    "column_references",
+    "detected_read_parallelism",
+]
 
 # Ray options that ``read_datasource`` takes as named parameters in this Ray version
 # (2.60 deprecates passing them in ``ray_remote_args``).
@@ -44,3 +52,14 @@ def column_references(expr: RayExpr) -> set[str]:
     collector = _ColumnReferenceCollector()
     collector.visit(expr)
     return set(collector.get_column_refs() or [])
+
+
+def detected_read_parallelism(source: ray.data.Datasource) -> int:
+    """The read parallelism Ray picks for ``source`` when none is given (its default of
+    200 bounded by block sizes and the cluster's CPUs), as its SetReadParallelism rule
+    computes it (it counts the cluster's CPUs, so Ray starts here as ``read_datasource``
+    would start it)."""
+    auto_init_ray()
+    ctx = ray.data.DataContext.get_current()
+    parallelism, _, _ = _autodetect_parallelism(-1, ctx.target_max_block_size, ctx, source)
+    return int(parallelism)

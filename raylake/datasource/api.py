@@ -15,7 +15,7 @@ from raylake.arguments import (
     check_optional_count,
     refuse_unknown_keywords,
 )
-from raylake.datasource._ray_compat import READ_TASK_PARAMETERS
+from raylake.datasource._ray_compat import READ_TASK_PARAMETERS, detected_read_parallelism
 from raylake.datasource.datasink import LakeDatasink, SinkMode
 from raylake.datasource.datasource import FilterLike, LakeDatasource
 from raylake.errors import InvalidArgumentError
@@ -53,7 +53,9 @@ def read_lake(
     """A Ray Dataset over a raylake table (one pinned snapshot); see :class:`LakeDatasource`.
 
     ``override_num_blocks`` caps the number of read tasks (each reads whole splits);
-    other keyword arguments go to ``ray.data.read_datasource`` if it names them (``num_cpus``,
+    without it, a table with fewer splits than Ray's default parallelism gets one task
+    per split whose output blocks Ray does not cut further (``whole_task_blocks``).
+    Other keyword arguments go to ``ray.data.read_datasource`` if it names them (``num_cpus``,
     ``concurrency``, ...). Any other keyword (``colums=``) is refused, naming the closest.
     """
     check_keywords("read_lake", read_args, _read_lake_keywords())
@@ -66,12 +68,30 @@ def read_lake(
         as_of=as_of,
         storage_options=storage_options,
     )
+    if override_num_blocks is None:
+        override_num_blocks = whole_task_blocks(source)
     return ray.data.read_datasource(
         source,
         override_num_blocks=override_num_blocks,
         **read_task_options(ray_remote_args),
         **read_args,
     )
+
+
+def whole_task_blocks(source: LakeDatasource) -> int | None:
+    """The number of read tasks Ray's default parallelism gives ``source`` when that is
+    fewer than the parallelism itself, else None (Ray's default applies as is).
+
+    With fewer tasks than its parallelism Ray cuts each task's output into that many
+    pieces (``SplitBlocks``): a table of 4 splits became 64 blocks of ~1 MB, each one
+    more object-store put, fetch and split-coordinator call per epoch, and the cut also
+    keeps a following ``map_batches`` from fusing into the read. Asking for exactly the
+    tasks Ray would make keeps the same tasks (``pack_splits`` packs ``min(parallelism,
+    splits)`` groups either way) and their blocks whole.
+    """
+    parallelism = detected_read_parallelism(source)
+    tasks = len(source.get_read_tasks(parallelism))
+    return tasks if tasks < parallelism else None
 
 
 @refuse_unknown_keywords

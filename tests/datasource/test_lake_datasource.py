@@ -20,7 +20,8 @@ from ray.data.expressions import col as rcol  # noqa: E402
 
 import raylake  # noqa: E402
 from raylake import LakeDatasource, read_lake  # noqa: E402
-from raylake.datasource.api import read_task_options  # noqa: E402
+from raylake.datasource._ray_compat import detected_read_parallelism  # noqa: E402
+from raylake.datasource.api import read_task_options, whole_task_blocks  # noqa: E402
 from raylake.errors import FilterError, UnknownColumnError  # noqa: E402
 
 pytestmark = pytest.mark.ray
@@ -212,6 +213,42 @@ def test_large_split_yields_several_blocks(ray_cluster: Any, events: raylake.Tab
     assert len(block_sizes) > 4
     assert max(block_sizes) <= 2 * 16 * 1024
     assert ds.count() == 6_000
+
+
+def test_default_read_keeps_each_task_output_whole(ray_cluster: Any, tmp_path: Path) -> None:
+    """A table with fewer splits than Ray's default parallelism: read_lake makes one task
+    per split and delivers each task's output as one block; Ray's own default over the
+    same tasks cuts every output into pieces (SplitBlocks)."""
+    # Splits of at most one file each: three files, three splits.
+    options = {"read.split.target-size": 1, "read.split.open-file-cost": 1}
+    tbl = raylake.create_table(
+        str(tmp_path / "t"), pa.schema([("id", pa.int64())]), options=options
+    )
+    for start in (0, 100, 200):
+        tbl.write(pa.table({"id": pa.array(range(start, start + 100), pa.int64())}))
+    source = LakeDatasource(tbl.uri)
+    parallelism = detected_read_parallelism(source)
+    groups = [t.metadata.input_files for t in source.get_read_tasks(parallelism)]
+    assert len(groups) == 3 < parallelism
+    assert whole_task_blocks(source) == 3
+    # The same tasks as under Ray's parallelism: pack_splits makes min(parallelism, splits).
+    assert [t.metadata.input_files for t in source.get_read_tasks(3)] == groups
+
+    ds = read_lake(tbl.uri).materialize()
+    assert ds.num_blocks() == 3
+    assert rows(ds_to_arrow(ds)) == [{"id": i} for i in range(300)]
+    assert ray.data.read_datasource(LakeDatasource(tbl.uri)).materialize().num_blocks() > 3
+    assert read_lake(tbl.uri, override_num_blocks=1).materialize().num_blocks() == 1
+
+
+def test_default_read_of_many_splits_is_rays_default(
+    ray_cluster: Any, events: raylake.Table
+) -> None:
+    """At least as many splits as Ray's parallelism: Ray's default applies unchanged."""
+    source = LakeDatasource(events.uri)
+    parallelism = detected_read_parallelism(source)
+    assert len(source._splits()) >= parallelism  # small splits (SMALL in lake_ray_util)
+    assert whole_task_blocks(source) is None
 
 
 # -- pruning ------------------------------------------------------------------------------
