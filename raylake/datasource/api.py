@@ -91,7 +91,8 @@ def whole_task_blocks(source: LakeDatasource) -> int | None:
     """
     parallelism = detected_read_parallelism(source)
     tasks = len(source.get_read_tasks(parallelism))
-    return tasks if tasks < parallelism else None
+    # Nothing to read (every split pruned): nothing to cut, Ray's default as it was.
+    return tasks if 0 < tasks < parallelism else None
 
 
 @refuse_unknown_keywords
