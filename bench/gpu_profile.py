@@ -92,6 +92,15 @@ def profile_epoch(tbl: Any, device: str, top: int) -> None:
     print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=top))
 
 
+def _timed_next(it: Iterator[Any], spent: list[float]) -> Any:
+    """``next(it, None)``, its wall and CPU time added to ``spent``."""
+    wall, cpu = time.perf_counter(), time.thread_time()
+    item = next(it, None)
+    spent[0] += time.perf_counter() - wall
+    spent[1] += time.thread_time() - cpu
+    return item
+
+
 class WindowClock:
     """The window thread's time per window (wall and CPU), split into making the numpy
     window (reading included) and staging it (pack, copy): stage_all, wrapped."""
@@ -108,21 +117,9 @@ class WindowClock:
         def stage_all(blocks: Iterator[Any], to_tensors: Any, stager: Any) -> Iterator[Any]:
             blocks = iter(blocks)
             try:
-                while True:
-                    w, c = time.perf_counter(), time.thread_time()
-                    block = next(blocks, None)
-                    clock.make[0] += time.perf_counter() - w
-                    clock.make[1] += time.thread_time() - c
-                    if block is None:
-                        return
+                while (block := _timed_next(blocks, clock.make)) is not None:
                     staged = stager(to_tensors(block))
-                    while True:
-                        w, c = time.perf_counter(), time.thread_time()
-                        window = next(staged, None)
-                        clock.stage[0] += time.perf_counter() - w
-                        clock.stage[1] += time.thread_time() - c
-                        if window is None:
-                            break
+                    while (window := _timed_next(staged, clock.stage)) is not None:
                         clock.windows += 1
                         yield window
             finally:

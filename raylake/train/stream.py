@@ -109,9 +109,6 @@ class WindowReader:
         with self._slots:
             return self.source.read_piece(index, use_threads=False)
 
-    def _source_range(self, lo: int, hi: int) -> tuple[int, int]:
-        return source_range(self.order, lo, hi)
-
     def _source_rows(self, lo: int, hi: int) -> pa.Table:
         parts = [self._piece(p).slice(b, e - b) for p, b, e in self.order.source_slices(lo, hi)]
         if not parts:
@@ -133,7 +130,7 @@ class WindowReader:
         if self._window is None or self._window[0] != k:
             self._window = None  # let the previous window go before reading the next
             perm = self._permutation(k)
-            rows = self._source_rows(*self._source_range(lo, hi))
+            rows = self._source_rows(*source_range(self.order, lo, hi))
             if self.gather_late and hi - lo == len(perm):
                 # A whole window, gathered later: its rows are used once, and no other
                 # part of this consumer's reading lies in this window.
@@ -190,14 +187,17 @@ class WindowReader:
         plan = list(planned_pieces(self.order, parts))
         carry = self.carried
         ahead = None if carry is None else carry.next_first
+        # The next pass's first piece is read last, while this pass's last windows are
+        # taken, unless it is among the last pieces this pass takes (then still cached).
+        read_ahead_next = (
+            ahead is not None and self.read_ahead and ahead not in plan[-self._cached :]
+        )
         # The first piece carried over from the pass before is not read again, and the
         # reads behind it need not wait for it (no ramp).
         first_carried = bool(plan) and carry is not None and carry.holds(plan[0])
         if first_carried:
             plan = plan[1:]
-        # The next pass's first piece is read last, while this pass's last windows are
-        # taken, unless it is among the last pieces this pass takes (then still cached).
-        if ahead is not None and self.read_ahead and ahead not in plan[-self._cached :]:
+        if read_ahead_next and ahead is not None:
             plan.append(ahead)
         reads = PieceWindow(
             self._read_piece,

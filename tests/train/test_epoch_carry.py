@@ -8,6 +8,8 @@ from __future__ import annotations
 import pickle
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
 import pytest
 from read_threads import raylake_threads
 from test_torch_iterable import ids_of, make
@@ -106,3 +108,15 @@ def test_a_pickled_dataset_does_not_take_the_carried_piece_along(
     assert len(pickle.dumps(ds)) < before + 1024  # DataLoader workers get no piece
     copy = pickle.loads(pickle.dumps(ds))
     assert epoch(copy, 1) == fresh(append_table, 1, shuffle=False)[0]
+
+
+def test_a_one_piece_table_is_read_once_for_every_epoch(tmp_path: Any) -> None:
+    schema = pa.schema([("x", pa.float32()), ("label", pa.int32())])
+    tbl = raylake.create_table(str(tmp_path / "one"), schema)
+    tbl.write(pa.table({"x": np.arange(50, dtype=np.float32), "label": np.zeros(50, np.int32)}))
+    ds = LakeIterableDataset(tbl, feature_columns=["x"], label_column="label", batch_size=8)
+    reads = Reads(ds)
+    for number in range(3):
+        ds.set_epoch(number)
+        assert sum(len(y) for _, y in ds) == 50
+    assert reads.pieces == [0]  # the piece stays in the pass's cache, carried on, not re-read
