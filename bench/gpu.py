@@ -178,6 +178,13 @@ def feed_rows(tbl: raylake.Table, files: list[str], device: str, repeat: int) ->
             ">= 1.0x")  # fmt: skip
         t_cpu, _, t_base_cpu, _ = versus(cpu, pyarrow_torch(files, "cpu"), repeat)
         row("cpu", "LakeIterableDataset(cpu) vs pyarrow->torch", rows, t_cpu, t_base_cpu)
+    process, made_there = lake(tbl, device, window_process=True)
+    try:
+        t_there, _, t_here, _ = versus(made_there, ours, repeat)
+    finally:
+        process.close()
+    row("window_process", "  windows made in another process vs in-process", rows, t_there,
+        t_here)  # fmt: skip
     return ds
 
 
@@ -253,11 +260,21 @@ def ray_rows(uri: str, files: list[str], device: str, repeat: int, cpus: int) ->
         ray.shutdown()
 
 
-def overlap_rows(tbl: raylake.Table, device: str, batch: int, repeat: int) -> None:
+def overlap_rows(
+    tbl: raylake.Table, device: str, batch: int, repeat: int, window_process: bool = False
+) -> None:
     """An epoch with a step per batch against the longer of loading and stepping alone,
     the three alternated in each round (a GPU's clocks drift over a run): the median of
     the rounds' ratios."""
-    ds, load = lake(tbl, device, batch_size=batch)
+    ds, load = lake(tbl, device, batch_size=batch, window_process=window_process)
+    try:
+        _overlap(ds, load, device, batch, repeat, "_process" if window_process else "")
+    finally:
+        ds.close()
+
+
+def _overlap(ds: Any, load: Callable[[], int], device: str, batch: int, repeat: int,
+             suffix: str) -> None:  # fmt: skip
     t_load = min(timed(load) for _ in range(repeat))
     sample = next(iter(ds))
     steps = len(ds)
@@ -275,15 +292,21 @@ def overlap_rows(tbl: raylake.Table, device: str, batch: int, repeat: int) -> No
         loads, alone, together = timed(load), steps_alone(step, sample, steps), timed(both)
         rounds.append((together / max(loads, alone), loads, alone, together))
     ratio, t_load, t_step, t_both = sorted(rounds)[len(rounds) // 2]
-    FIGURES[f"overlap_{batch}"] = round(ratio, 3)
-    FIGURES[f"overlap_{batch}_rounds"] = [round(r[0], 3) for r in rounds]
-    FIGURES[f"overlap_{batch}_wait_fraction"] = round(ds.stats().wait_fraction, 3)
-    FIGURES[f"overlap_{batch}_first_wait_s"] = round(ds.stats().first_wait_s, 4)
-    print(f"overlap, batch {batch}: load {t_load:.3f}s, step {t_step:.3f}s (matmul {n}), "
+    key = f"overlap_{batch}{suffix}"
+    FIGURES[key] = round(ratio, 3)
+    FIGURES[f"{key}_rounds"] = [round(r[0], 3) for r in rounds]
+    FIGURES[f"{key}_wait_fraction"] = round(ds.stats().wait_fraction, 3)
+    FIGURES[f"{key}_first_wait_s"] = round(ds.stats().first_wait_s, 4)
+    where = ", windows made in another process" if suffix else ""
+    print(f"overlap, batch {batch}{where}: load {t_load:.3f}s, step {t_step:.3f}s (matmul {n}), "
           f"both {t_both:.3f}s = {ratio:.2f}x the longer (<= 1.1x on a GPU; median of "
           f"{', '.join(f'{r[0]:.2f}' for r in rounds)}); the trainer waited "
           f"{ds.stats().wait_fraction:.0%} of the last epoch, "
           f"{ds.stats().first_wait_s * 1e3:.0f} ms of it for the first batch")  # fmt: skip
+    if suffix:
+        took, held, _ = ds._maker.last_pass
+        FIGURES[f"{key}_child"] = [round(took, 4), round(held, 4)]
+        print(f"  the child's last pass: {took:.3f}s, of which {held:.3f}s waiting for a slot")
 
 
 def timed(run: Callable[[], object]) -> float:
@@ -365,7 +388,8 @@ def overlap_section(tbl: raylake.Table, device: str, repeat: int) -> None:
         torch.set_num_threads(1)  # the step on one core, as bench/feed.py runs it
     try:
         for batch in (BATCH, 8 * BATCH):
-            overlap_rows(tbl, device, batch, repeat)
+            for window_process in (False, True):
+                overlap_rows(tbl, device, batch, repeat, window_process)
     finally:
         torch.set_num_threads(threads)
 

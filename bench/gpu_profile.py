@@ -237,6 +237,7 @@ def contention_probe(tbl: Any, device: str, repeat: int) -> None:
     # Batches of a whole window: the loop that takes them runs almost no Python, so what
     # the steps feel is the loader's own threads, not a Python loop beside them.
     _, load_windows = lake(tbl, device, batch_size=1 << 16)
+    elsewhere, load_elsewhere = lake(tbl, device, batch_size=1 << 16, window_process=True)
     t_load = best_seconds(load, repeat)
     sample = next(iter(ds))
     steps = len(ds)
@@ -283,6 +284,7 @@ def contention_probe(tbl: Any, device: str, repeat: int) -> None:
         f"loader ({device}) on a thread here": lambda: beside(forever(load)),
         "loader (cpu) on a thread here": lambda: beside(forever(load_cpu)),
         f"loader ({device}), 65,536-row batches": lambda: beside(forever(load_windows)),
+        f"loader ({device}), 65,536, window_process": lambda: beside(forever(load_elsewhere)),
         "loader (cpu) in another process": other_process,
         "numpy copies of 16 MB on a thread": lambda: beside(forever(lambda: np.copyto(into, big))),
         "nothing (again)": lambda: beside(None),
@@ -293,6 +295,7 @@ def contention_probe(tbl: Any, device: str, repeat: int) -> None:
     for name, run in cases.items():
         took = run()
         print(f"  beside {name:<40} {took:.3f}s = {took / alone:.2f}x")
+    elsewhere.close()
 
 
 def main() -> None:

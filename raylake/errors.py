@@ -409,6 +409,10 @@ class EnvironmentSetupError(RaylakeError, RuntimeError):
     """Something outside raylake is missing or not running (Java, a Ray cluster)."""
 
 
+class LoaderProcessError(RaylakeError, RuntimeError):
+    """The process that makes a loader's windows (``window_process=True``) failed or ended."""
+
+
 class ResumeStateError(RaylakeError, ValueError):
     """A training loader's saved position does not fit the loader it is loaded into
     (another table, snapshot, filter or order), or is not a position at all."""

@@ -93,6 +93,14 @@ class Backend:
     def take(self, tensors: Tensors, marker: Any) -> None:
         raise NotImplementedError
 
+    def finished(self, marker: Any) -> bool:
+        """Whether the copy that ``marker`` ends is done (the host does not block)."""
+        return True
+
+    def release(self, slot: torch.Tensor) -> None:
+        """The loader lets a pinned slot go (its copies are done)."""
+        return None
+
 
 class CudaBackend(Backend):
     def __init__(self, device: torch.device) -> None:
@@ -103,18 +111,26 @@ class CudaBackend(Backend):
         return torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
 
     def copy(self, host: torch.Tensor, finish: Finish) -> tuple[Tensors, Any]:
+        # Two ends: the host may write the slot again once the copy is done, before the
+        # kernels of ``finish`` (which wait for SMs behind the trainer's own kernels).
         with torch.cuda.device(self.device), torch.cuda.stream(self.stream):
-            tensors = finish(host.to(self.device, non_blocking=True))
-            event = torch.cuda.Event()
-            event.record(self.stream)
-        return tensors, event
+            buffer = host.to(self.device, non_blocking=True)
+            copied = torch.cuda.Event()
+            copied.record(self.stream)
+            tensors = finish(buffer)
+            done = torch.cuda.Event()
+            done.record(self.stream)
+        return tensors, (copied, done)
 
     def wait_host(self, marker: Any) -> None:
-        marker.synchronize()
+        marker[0].synchronize()
+
+    def finished(self, marker: Any) -> bool:
+        return bool(marker[0].query())
 
     def take(self, tensors: Tensors, marker: Any) -> None:
         current = torch.cuda.current_stream(self.device)
-        current.wait_event(marker)
+        current.wait_event(marker[1])
         for t in tensors.values():
             t.record_stream(current)
 

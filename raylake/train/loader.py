@@ -17,7 +17,7 @@ resumes that same worker, and the loader's whole state dict resumes anything.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -192,12 +192,38 @@ class ShardedLoader:
             )
         else:
             first = 0
-        own = here.division(start.remaining).worker_batches(rank, worker, skip=first)
-        self._live = Position(start.epoch, start.remaining, replace(here, batches=first))
-        carried = {} if self._carry is None else self._carry.left
-        self._carry = Carry(carried, self._first_piece(here, start.epoch + 1))
+        here = replace(here, batches=first)
+        self._live = Position(start.epoch, start.remaining, here)
         feed = NumpyFeed() if feed is None else feed
         self.recorder = feed.recorder
+        segments, sizes = segments_and_sizes(self._own(start, here))
+        maker = getattr(feed, "maker", None)
+        if maker is not None:  # windows made in another process (raylake/train/window_process.py)
+            rows = sum(hi - lo for lo, hi in segments)
+            made = maker.windows(start, here, feed, rows)
+            one = Pass(feed.batches(made, sizes), [made], feed.recorder)
+        else:
+            chunks, windows = self.made_windows(start, here, feed)
+            # The next window read, converted (and copied) while this one's batches are taken.
+            ahead = background(windows, self.convert_ahead, "raylake-convert")
+            one = Pass(feed.batches(ahead, sizes), [ahead, windows, chunks], feed.recorder)
+        self._taken = one.taken
+        return one
+
+    @staticmethod
+    def _own(start: Position, here: Progress) -> Sequence[Any]:
+        """The batches of consumer ``here`` from ``start``, after the ones it has read."""
+        division = here.division(start.remaining)
+        return division.worker_batches(here.rank, here.worker, skip=here.batches)
+
+    def made_windows(
+        self, start: Position, here: Progress, feed: Feed
+    ) -> tuple[Iterator[Any], Iterator[Any]]:
+        """The pass's chunks read and converted, and ``feed``'s windows of them (closing
+        the windows closes the chunks): what the converting thread runs, or the process
+        that makes windows for this one."""
+        carried = {} if self._carry is None else self._carry.left
+        self._carry = Carry(carried, self._first_piece(here, start.epoch + 1))
         convert = self.converter.columns_first if feed.device_layout else self.converter
         out = getattr(feed, "features_out", None)
         convert_once = (
@@ -218,14 +244,9 @@ class ShardedLoader:
             gather=self.converter.gather,
             carried=self._carry,
         )
-        segments, sizes = segments_and_sizes(own)
+        segments, _ = segments_and_sizes(self._own(start, here))
         chunks = reader.chunks(segments)
-        windows = feed.windows(chunks)
-        # The next window read, converted (and copied) while this one's batches are taken.
-        ahead = background(windows, self.convert_ahead, "raylake-convert")
-        one = Pass(feed.batches(ahead, sizes), [ahead, windows, chunks], feed.recorder)
-        self._taken = one.taken
-        return one
+        return chunks, feed.windows(chunks)
 
     def _first_piece(self, consumer: Progress, epoch: int) -> int | None:
         """The piece that ``consumer``'s pass of ``epoch``, from its start, reads first:

@@ -3,6 +3,7 @@ device asked for: what the torch datasets and ``iter_torch_batches`` share."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -143,9 +144,17 @@ class TensorBatches:
     def tensors(self, block: Block) -> Any:
         return structure(self.layout, self.tensor_dict(block))
 
-    def feed(self, recorder: FeedRecorder | None = None) -> TorchFeed:
+    def maker_args(self) -> TensorBatches:
+        """What the process that makes windows needs of this (raylake/train/window_child.py):
+        the conversion to tensors, without the transform, device or pinning."""
+        made = copy.copy(self)
+        made.transform, made.device, made.pin_memory, made.prefetch = None, None, None, 0
+        return made
+
+    def feed(self, recorder: FeedRecorder | None = None, maker: Any = None) -> TorchFeed:
         """One pass's batches: windows converted and copied to the device once each,
-        batches cut as views of them (raylake/train/windows.py)."""
+        batches cut as views of them (raylake/train/windows.py); with ``maker``, the
+        windows are made in another process (raylake/train/window_process.py)."""
         backend = backend_for(self.device)
         layout = self.layout
         to_tensors: Callable[[Block], Tensors] = self.tensor_dict
@@ -163,6 +172,7 @@ class TensorBatches:
             self.feed_bytes,
             self.prefetch,
             recorder,
+            maker,
         )
 
     def __call__(self, block: Block) -> Any:

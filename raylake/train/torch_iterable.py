@@ -17,6 +17,7 @@ import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 from raylake.arguments import check_count, check_flag, refuse_unknown_keywords
+from raylake.errors import UnsupportedOperationError
 from raylake.expr import Expr
 from raylake.table import Table
 from raylake.train.convert import FillNull
@@ -25,6 +26,7 @@ from raylake.train.prefetch import DEFAULT_BATCHES, DEFAULT_PIECES, check_loader
 from raylake.train.setup import DEFAULT_SHUFFLE_WINDOW, TableRows, check_rank, open_source
 from raylake.train.stats import FeedStats
 from raylake.train.tensors import TensorBatches, distributed, torch_spec
+from raylake.train.window_process import WindowProcess
 from raylake.train.windows import DEFAULT_FEED_BYTES
 from raylake.train.workers import WorkerPasses, share_by_file_name
 
@@ -60,6 +62,11 @@ class LakeIterableDataset(IterableDataset):
     default (None or 0) there is no cap and pieces decode on pyarrow's own pool. In
     DataLoader workers batches go to the main process by shared-memory file name, not
     by file descriptor (``worker_file_sharing``; docs/training.md, "On a GPU host").
+    ``window_process=True`` makes the windows in a process of its own, spawned at the
+    first pass and kept until ``close()`` or the dataset's end: the trainer's process
+    then only copies each window and cuts batches, so the loader's Python does not
+    hold the interpreter's lock between the trainer's steps (docs/training.md,
+    "Windows made in another process").
     """
 
     @refuse_unknown_keywords
@@ -89,6 +96,7 @@ class LakeIterableDataset(IterableDataset):
         loader_threads: int | None = None,
         feed_bytes: int = DEFAULT_FEED_BYTES,
         worker_file_sharing: bool = True,
+        window_process: bool = False,
         storage_options: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
@@ -127,6 +135,16 @@ class LakeIterableDataset(IterableDataset):
             feed_bytes,
             binary=converter.binary,
         )
+        check_flag("window_process", window_process)
+        if window_process and converter.binary:
+            raise UnsupportedOperationError(
+                f"window_process=True hands windows over in shared memory, which holds no "
+                f"binary or string columns ({', '.join(map(repr, converter.binary))}); "
+                "leave window_process out for this dataset"
+            )
+        # Windows made in a child process (raylake/train/window_process.py), started at
+        # the first pass and kept for the dataset's life.
+        self._maker = WindowProcess(self._loader, self._output) if window_process else None
         self._rank = rank
         self._world_size = world_size
         self._workers = WorkerPasses()
@@ -174,6 +192,11 @@ class LakeIterableDataset(IterableDataset):
         if info is None:
             return self.iter_shard(0, 1)
         self._output.check_in_worker()
+        if self._maker is not None:
+            raise UnsupportedOperationError(
+                "window_process=True makes windows in a process of its own for a dataset "
+                "iterated in the main process; with DataLoader workers leave it out"
+            )
         if self._file_sharing:
             share_by_file_name()
         return self.iter_shard(info.id, info.num_workers)
@@ -182,7 +205,14 @@ class LakeIterableDataset(IterableDataset):
         """The batches of one worker of this rank (what ``__iter__`` does in a DataLoader
         worker), for launchers that are not DataLoader."""
         rank, world_size = self.rank_and_world_size()
-        return self._loader.batches(rank, world_size, worker, num_workers, self._output.feed())
+        feed = self._output.feed(maker=self._maker)
+        return self._loader.batches(rank, world_size, worker, num_workers, feed)
+
+    def close(self) -> None:
+        """Stop the process that makes windows (``window_process=True``); a later pass
+        starts a new one. Without it, there is nothing to stop."""
+        if self._maker is not None:
+            self._maker.shutdown()
 
     def stats(self) -> FeedStats:
         """How the pass in progress in this process (or its last one) fed the trainer:

@@ -30,6 +30,7 @@ long as any of its batches does.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -98,10 +99,12 @@ class Stager:
         pin: bool,
         feed_bytes: int,
         recorder: FeedRecorder,
+        ring: int = RING,
     ) -> None:
         self.backend = backend
         self.pin = pin
-        self.slot_bytes = max(1, feed_bytes // 4)
+        self.ring = ring
+        self.slot_bytes = max(1, feed_bytes // (ring + 1))
         self.recorder = recorder
         self._slots: list[tuple[torch.Tensor, Any]] = []
         self._next = 0
@@ -159,7 +162,7 @@ class Stager:
         """The next slot of the ring, at least ``nbytes``, once its last copy is done."""
         assert self.backend is not None
         i = self._next
-        self._next = (i + 1) % RING
+        self._next = (i + 1) % self.ring
         if i < len(self._slots):
             slot, marker = self._slots[i]
             if marker is not None:
@@ -167,6 +170,7 @@ class Stager:
             if slot.numel() >= nbytes:
                 return slot
             self.recorder.hold_pinned(-slot.numel())
+            self.backend.release(slot)
         # a little more than this window, so that slightly larger ones reuse the slot
         slot = self.backend.pinned(max(nbytes, min(self.slot_bytes, nbytes * 5 // 4)))
         self.recorder.hold_pinned(slot.numel())
@@ -204,10 +208,9 @@ class Stager:
             packed += t.nbytes
         self.recorder.packed(packed)
 
-        def finish(buffer: torch.Tensor) -> Tensors:
-            views = {key: _view(buffer, offset, t) for key, offset, t in places}
-            return on_host(views) if transform else views  # on the device's stream
-
+        finish = Unpack(
+            tuple((key, offset, t.dtype, tuple(t.shape)) for key, offset, t in places), transform
+        )
         out, marker = self.backend.copy(slot[:end], finish)
         self._slots[index] = (slot, marker)
         held = end + (n * row_bytes if transform else 0)
@@ -223,6 +226,8 @@ class Stager:
                     self.backend.wait_host(marker)
         for slot, _ in self._slots:
             self.recorder.hold_pinned(-slot.numel())
+            if self.backend is not None:
+                self.backend.release(slot)
         self._slots = []
 
 
@@ -237,10 +242,22 @@ def _pack(slot: np.ndarray, offset: int, t: torch.Tensor) -> None:
     np.copyto(slot[offset : offset + src.size], src)
 
 
-def _view(buffer: torch.Tensor, offset: int, like: torch.Tensor) -> torch.Tensor:
-    """The bytes of ``buffer`` at ``offset`` seen as a tensor of ``like``'s dtype and shape."""
-    flat = buffer[offset : offset + like.nbytes]
-    return flat.view(like.dtype).view(like.shape)
+@dataclass(frozen=True)
+class Unpack:
+    """A packed window's bytes back to its column groups: views at each group's offset,
+    then (``transform``) the features' transposition and a shuffled window's gather, on
+    the device's stream. Plain data, so that a window packed in another process is
+    unpacked here (raylake/train/window_process.py)."""
+
+    places: tuple[tuple[str, int, torch.dtype, tuple[int, ...]], ...]  # key, offset, dtype, shape
+    transform: bool
+
+    def __call__(self, buffer: torch.Tensor) -> Tensors:
+        views = {}
+        for key, offset, dtype, shape in self.places:
+            nbytes = math.prod(shape) * dtype.itemsize
+            views[key] = buffer[offset : offset + nbytes].view(dtype).view(shape)
+        return on_host(views) if self.transform else views
 
 
 Run = tuple[dict[str, Sequence[torch.Tensor]], list[int]]  # column groups' batches, rows
@@ -355,15 +372,18 @@ class TorchFeed:
         feed_bytes: int,
         prefetch: int,
         recorder: FeedRecorder | None = None,
+        maker: Any = None,
+        ring: int = RING,
     ) -> None:
         self.recorder = FeedRecorder() if recorder is None else recorder
+        self.maker = maker  # a WindowProcess: the windows are made there
         self.backend = backend
         self.device_layout = backend is not None
         self.to_tensors = to_tensors
         self.make = make
         self.transform = transform
         self.prefetch = prefetch
-        self.stager = Stager(backend, pin, feed_bytes, self.recorder)
+        self.stager = Stager(backend, pin, feed_bytes, self.recorder, ring)
 
     def features_out(self, shape: tuple[int, int], dtype: np.dtype) -> np.ndarray | None:
         """Where a window used once writes its stacked features (Stager.features_out)."""

@@ -1,0 +1,195 @@
+"""``window_process=True``: windows made in a child process and handed over in shared
+memory (raylake/train/window_process.py). The batches and positions are the loader's
+in-process ones, exactly; the trainer's process runs no loader thread; a pass stopped
+early, a failure in the child and a child killed mid-pass each end cleanly, and no
+shared-memory file is left behind. The device path runs on the simulated device."""
+
+from __future__ import annotations
+
+import gc
+import glob
+import os
+import pickle
+import shutil
+import signal
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+import torch
+from read_threads import raylake_threads
+from test_torch_iterable import make
+
+import raylake
+from raylake.errors import LoaderProcessError, UnsupportedOperationError
+from raylake.train import LakeIterableDataset
+from raylake.train import device as device_module
+from raylake.train.device import SimulatedDevice
+from raylake.train.window_child import PROCESS_RING
+
+
+def batches(ds: LakeIterableDataset, epoch: int) -> list[tuple[list[torch.Tensor], Any]]:
+    """An epoch's batches (copied) and the position after each."""
+    ds.set_epoch(epoch)
+    return [([t.clone() for t in b], ds.state_dict()) for b in ds]
+
+
+def same(a: list[tuple[list[torch.Tensor], Any]], b: list[tuple[list[torch.Tensor], Any]]) -> bool:
+    return len(a) == len(b) and all(
+        sa == sb and all(torch.equal(x, y) for x, y in zip(ta, tb))
+        for (ta, sa), (tb, sb) in zip(a, b)
+    )
+
+
+def child_of(ds: LakeIterableDataset) -> Any:
+    assert ds._maker is not None
+    return ds._maker._process
+
+
+def leftovers(ds: LakeIterableDataset) -> list[str]:
+    return glob.glob(f"/dev/shm/raylake-window-{child_of(ds).pid}-*")
+
+
+@pytest.mark.parametrize("device", [None, "simulated"])
+def test_batches_and_positions_are_the_in_process_ones(
+    table: raylake.Table, monkeypatch: pytest.MonkeyPatch, device: str | None
+) -> None:
+    if device == "simulated":
+        monkeypatch.setattr(device_module, "simulated", SimulatedDevice)
+    kwargs: dict[str, Any] = {"batch_size": 24, "device": "cuda" if device else None}
+    here = make(table, **kwargs)
+    there = make(table, window_process=True, **kwargs)
+    try:
+        for epoch in range(2):  # the second pass takes the piece the first carried
+            want = batches(here, epoch)
+            there.set_epoch(epoch)
+            it = iter(there)
+            first = next(it)
+            assert not raylake_threads()  # the loader's threads are the child's
+            got = [([t.clone() for t in first], there.state_dict())]
+            got += [([t.clone() for t in b], there.state_dict()) for b in it]
+            assert same(want, got) and len(want) > 10
+        assert there.stats().windows > 1 and there.stats().rows == table.count()
+        assert not leftovers(there)
+    finally:
+        there.close()
+
+
+def made_ahead(ds: LakeIterableDataset) -> bool:
+    assert ds._maker is not None
+    return ds._maker.last_pass[2]
+
+
+def test_the_next_epoch_is_made_ahead_and_a_wrong_guess_dropped(
+    append_table: raylake.Table,
+) -> None:
+    """After a pass that ran to its end the child makes the next epoch's pass from its
+    start; asked for it, it hands over those windows; asked for another, it drops them."""
+    ds = make(append_table, window_process=True, shuffle=True)
+    try:
+        want = {e: batches(make(append_table, shuffle=True), e) for e in (0, 1, 2, 5)}
+        assert same(batches(ds, 0), want[0]) and not made_ahead(ds)
+        assert same(batches(ds, 1), want[1]) and made_ahead(ds)
+        assert same(batches(ds, 5), want[5]) and not made_ahead(ds)  # not epoch 2
+        ds.set_epoch(6)
+        for _ in ds:  # stopped early: nothing is made ahead of that
+            break
+        assert same(batches(ds, 2), want[2]) and not made_ahead(ds)
+        assert not leftovers(ds)
+    finally:
+        ds.close()
+
+
+def test_a_resumed_position_and_a_pass_stopped_early(append_table: raylake.Table) -> None:
+    ds = make(append_table, window_process=True, shuffle=True)
+    try:
+        it = iter(ds)
+        for _ in range(5):
+            next(it)
+        saved = ds.state_dict()
+        del it  # stopped early: the child's pass ends, the next one starts clean
+        resumed = make(append_table, shuffle=True)
+        resumed.load_state_dict(saved)
+        ds.load_state_dict(saved)
+        assert same(batches(resumed, 0), batches(ds, 0))
+        for _ in ds:  # a break on the first batch
+            break
+        assert same(batches(make(append_table, shuffle=True), 1), batches(ds, 1))
+        assert not leftovers(ds) and not raylake_threads()
+    finally:
+        ds.close()
+    assert ds._maker is not None and ds._maker._process is None  # close() stopped it
+
+
+def test_a_failure_in_the_child_is_raised_here(append_table: raylake.Table, tmp_path: Path) -> None:
+    copy = tmp_path / "copy"
+    shutil.copytree(append_table.uri, copy)
+    ds = make(raylake.open_table(str(copy)), window_process=True, shuffle=False)
+    here = make(raylake.open_table(str(copy)), shuffle=False)
+    for data in sorted(copy.rglob("*.parquet"))[1:]:
+        data.unlink()  # the pass reads the first file, then finds the others gone
+    with pytest.raises(Exception) as in_process:
+        list(here)
+    try:
+        with pytest.raises(type(in_process.value)):
+            list(ds)
+        assert not leftovers(ds)
+    finally:
+        ds.close()
+
+
+def test_a_child_killed_mid_pass_is_an_error_naming_it(append_table: raylake.Table) -> None:
+    ds = make(append_table, window_process=True, shuffle=False, batch_size=4)
+    try:
+        it = iter(ds)
+        next(it)
+        os.kill(child_of(ds).pid, signal.SIGKILL)
+        with pytest.raises(LoaderProcessError, match="exit code -9"):
+            for _ in it:
+                pass
+        assert same(batches(make(append_table, shuffle=False, batch_size=4), 0), batches(ds, 0))
+        # More windows than the child's slots: it could not have finished the pass
+        # before it was killed (it waits for slots that only the next windows free).
+        assert ds.stats().windows > PROCESS_RING
+    finally:
+        ds.close()
+
+
+def test_what_window_process_refuses(append_table: raylake.Table, tmp_path: Path) -> None:
+    schema = pa.schema([("x", pa.float32()), ("name", pa.string())])
+    binary = raylake.create_table(str(tmp_path / "b"), schema)
+    binary.write(pa.table({"x": [1.0], "name": ["a"]}, schema=schema))
+    with pytest.raises(UnsupportedOperationError, match="window_process"):
+        LakeIterableDataset(binary, columns=["x", "name"], transform=lambda b: b,
+                            window_process=True)  # fmt: skip
+    ds = make(append_table, window_process=True)
+    loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=1)
+    with pytest.raises(Exception, match="window_process=True makes windows"):
+        list(loader)
+    copy = pickle.loads(pickle.dumps(ds))  # a handle of its own, not started
+    assert copy._maker is not None and copy._maker._process is None
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_into_cuda_through_pinned_shared_slots(append_table: raylake.Table) -> None:
+    """On a GPU host: the slots are registered as pinned memory and copied from."""
+    for shuffle in (False, True):
+        here = make(append_table, shuffle=shuffle, device="cuda")
+        there = make(append_table, shuffle=shuffle, device="cuda", window_process=True)
+        try:
+            got = batches(there, 1)
+            assert got[0][0][0].device.type == "cuda"
+            assert same(batches(here, 1), got)
+            assert there.stats().device_copies >= there.stats().windows > 1
+        finally:
+            there.close()
+
+
+def test_the_child_ends_with_its_dataset(append_table: raylake.Table) -> None:
+    ds = make(append_table, window_process=True)
+    sum(1 for _ in ds)
+    child = child_of(ds)
+    del ds
+    gc.collect()  # the dataset's finalizer tells the child to exit and waits for it
+    assert child.exitcode == 0
