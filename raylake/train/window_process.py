@@ -120,8 +120,9 @@ class WindowProcess:
     def windows(self, start: Position, here: Progress, feed: Any, rows: int) -> Iterator[Window]:
         """The pass's windows (``rows`` in all), copied to ``feed``'s device here (or to
         the host)."""
-        if self._active is not None:
-            self._active.close()  # one pass at a time: an older iterator ends here
+        if self._active is not None:  # one pass at a time: an older iterator ends here
+            self._active.superseded = True
+            self._active.close()
         conn = self._connection()
         conn.send(("pass", start, here))
         made = WindowsFromProcess(self, conn, feed.backend, feed.recorder, rows)
@@ -197,6 +198,7 @@ class WindowsFromProcess(Iterator[Window]):
     ) -> None:
         self._owner = owner
         self._rows_left = rows  # a pass whose rows all came here ended by itself
+        self.superseded = False  # ended by a newer pass of the same dataset
         self._conn = conn
         self._backend = backend
         self._register = backend is not None and backend.device.type == "cuda"
@@ -211,6 +213,12 @@ class WindowsFromProcess(Iterator[Window]):
             window = self._ready.popleft()
         else:
             while not self._ready:
+                if self.superseded:
+                    raise LoaderProcessError(
+                        "this iterator's pass was ended by a newer iterator of the same "
+                        "dataset: with window_process=True a dataset makes one pass at a "
+                        "time (finish or close one iterator before starting the next)"
+                    )
                 if self._ended:
                     raise StopIteration
                 self._handle(self._receive(block=True))

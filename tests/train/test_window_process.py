@@ -122,6 +122,20 @@ def test_a_resumed_position_and_a_pass_stopped_early(append_table: raylake.Table
     assert ds._maker is not None and ds._maker._process is None  # close() stopped it
 
 
+def test_one_pass_at_a_time(append_table: raylake.Table) -> None:
+    """A second iterator ends the first one's pass: the first then says so."""
+    ds = make(append_table, window_process=True, shuffle=False)
+    try:
+        first = iter(ds)
+        next(first)
+        assert same(batches(ds, 0), batches(make(append_table, shuffle=False), 0))
+        with pytest.raises(LoaderProcessError, match="one pass at a time"):
+            for _ in first:
+                pass
+    finally:
+        ds.close()
+
+
 def test_a_failure_in_the_child_is_raised_here(append_table: raylake.Table, tmp_path: Path) -> None:
     copy = tmp_path / "copy"
     shutil.copytree(append_table.uri, copy)
