@@ -76,6 +76,24 @@ def test_batches_and_positions_are_the_in_process_ones(
         there.close()
 
 
+def test_a_rank_a_dtype_and_a_transform(pk_table: raylake.Table) -> None:
+    """The child converts (dtype included) for the rank asked; the transform runs here."""
+
+    def plus_one(batch: Any) -> Any:
+        features, label = batch
+        return features + 1, label
+
+    kwargs: dict[str, Any] = {"dtype": torch.float16, "transform": plus_one, "batch_size": 8}
+    here = make(pk_table, rank=1, world=2, **kwargs)
+    there = make(pk_table, rank=1, world=2, window_process=True, **kwargs)
+    try:
+        got = batches(there, 3)
+        assert got[0][0][0].dtype == torch.float16
+        assert same(batches(here, 3), got)
+    finally:
+        there.close()
+
+
 def made_ahead(ds: LakeIterableDataset) -> bool:
     assert ds._maker is not None
     return ds._maker.last_pass[2]
