@@ -95,24 +95,32 @@ def build(uri: str, rows: int, storage_options: dict[str, Any] | None = None) ->
     return tbl
 
 
-def make_step(n: int, device: str = "cpu") -> Callable[[Any], None]:
+def make_step(n: int, device: str = "cpu", wait: str = "device") -> Callable[[Any], None]:
     """A training step: one n x n matmul (it releases the GIL once, for its whole time).
 
-    On a GPU the host enqueues the matmul and then waits for it, as a loop that reads
-    its loss each step does: the host is idle while the device works, which is the time
-    read-ahead has to load the next batches in."""
+    On a GPU the host enqueues the matmul and then waits for it: the host is idle while
+    the device works, which is the time read-ahead has to load the next batches in.
+    ``wait="device"`` waits with ``torch.cuda.synchronize()``, for every stream (the
+    loader's copies on its side stream included); ``wait="stream"`` reads a value back
+    (``.item()``), as a loop that reads its loss each step does, which waits for the
+    trainer's own stream only."""
     import torch
 
     m = torch.rand(n, n, device=device)
     out = torch.empty(n, n, device=device)
     cuda = torch.device(device).type == "cuda"
+    if wait not in ("device", "stream"):
+        raise ValueError(f"wait must be 'device' or 'stream', got {wait!r}")
 
     def step(batch: Any) -> None:
         features, _ = batch
         torch.mm(m, m, out=out)
         out[0, 0] += features[0, 0].to(out.device)
         if cuda:
-            torch.cuda.synchronize()
+            if wait == "device":
+                torch.cuda.synchronize()
+            else:
+                out[0, 0].item()
 
     return step
 
@@ -134,11 +142,13 @@ def steps_alone(step: Callable[[Any], None], sample: Any, steps: int) -> float:
     return time.perf_counter() - t0
 
 
-def calibrate(target: float, sample: Any, steps: int, device: str = "cpu") -> int:
+def calibrate(
+    target: float, sample: Any, steps: int, device: str = "cpu", wait: str = "device"
+) -> int:
     """The matmul size of a step such that ``steps`` of them take about ``target`` s."""
     n = 256
     for _ in range(6 if device != "cpu" else 4):
-        step = make_step(n, device)
+        step = make_step(n, device, wait)
         took = min(steps_alone(step, sample, min(steps, 200)) for _ in range(3))
         took *= steps / min(steps, 200)
         n = min(16_384, max(16, round(n * (target / took) ** (1 / 3))))

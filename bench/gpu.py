@@ -24,6 +24,7 @@ features stacked into one tensor and the int32 label (bench/_synthetic.py):
 
     python bench/gpu.py [--rows 2000000] [--device cuda|cpu] [--quick] [--out DIR]
                         [--repeat 3] [--skip-ray] [--sections feed,pk,workers,ray,overlap,h2d]
+                        [--overlap-wait device|stream]
 
 On a machine without a GPU it runs the CPU rows. The last line is one JSON object
 with every figure.
@@ -57,6 +58,7 @@ BATCH = 1024
 COLUMNS = [*FEATURES, "label"]
 FIGURES: dict[str, Any] = {}
 SECTIONS = ("feed", "pk", "workers", "ray", "overlap", "h2d")  # in the order they run
+OVERLAP_WAIT = ["device"]  # how the overlap rows' step waits for the GPU (--overlap-wait)
 
 
 def versus(ours: Callable[[], int], theirs: Callable[[], int], repeat: int) -> Any:
@@ -278,8 +280,8 @@ def _overlap(ds: Any, load: Callable[[], int], device: str, batch: int, repeat: 
     t_load = min(timed(load) for _ in range(repeat))
     sample = next(iter(ds))
     steps = len(ds)
-    n = calibrate(t_load, sample, steps, device)
-    step = make_step(n, device)
+    n = calibrate(t_load, sample, steps, device, OVERLAP_WAIT[0])
+    step = make_step(n, device, OVERLAP_WAIT[0])
 
     def both() -> int:
         for b in ds:
@@ -405,6 +407,13 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=None)
     parser.add_argument("--skip-ray", action="store_true")
     parser.add_argument(
+        "--overlap-wait",
+        choices=("device", "stream"),
+        default="device",
+        help="the overlap step waits with torch.cuda.synchronize() (every stream) or "
+        "with .item() (the trainer's stream, as a loop reading its loss)",
+    )
+    parser.add_argument(
         "--sections",
         default=None,
         help=f"comma-separated subset of {','.join(SECTIONS)} (default: all)",
@@ -418,6 +427,8 @@ def main() -> None:
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if device.startswith("cuda") and not torch.cuda.is_available():
         parser.error("--device cuda, but torch finds no CUDA device")
+    OVERLAP_WAIT[0] = args.overlap_wait
+    FIGURES["overlap_wait"] = args.overlap_wait
     rows = args.rows or (500_000 if args.quick else 2_000_000)
     repeat = args.repeat or (2 if args.quick else 3)
     cores = os.cpu_count() or 1

@@ -9,6 +9,7 @@ import mmap
 import os
 import signal
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -54,7 +55,7 @@ class SharedSlots(Backend):
         fits = [slot for slot in self._pool if slot.numel() >= nbytes]
         if fits:
             slot = min(fits, key=lambda t: t.numel())
-            self._pool.remove(slot)
+            self._unpool(slot)
             return slot
         if self._pool:  # too small for what this pass asks: make room for a larger one
             self._discard(min(self._pool, key=lambda t: t.numel()))
@@ -62,9 +63,10 @@ class SharedSlots(Backend):
         path = os.path.join(shared_dir(), f"raylake-window-{os.getpid()}-{self._serial}")
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
         try:
-            # Reserve the memory now: a full /dev/shm is an error here, not a bus error
-            # when the slot is first written.
-            os.posix_fallocate(fd, 0, nbytes)
+            os.ftruncate(fd, nbytes)
+            if hasattr(os, "posix_fallocate"):  # Linux: reserve the memory now, so that a
+                # full /dev/shm is an error here, not a bus error when the slot is written
+                os.posix_fallocate(fd, 0, nbytes)
             mapped = mmap.mmap(fd, nbytes)
         except BaseException:
             os.unlink(path)
@@ -100,8 +102,12 @@ class SharedSlots(Backend):
         """Kept for the next pass (its copies are done); see ``pinned``."""
         self._pool.append(slot)
 
+    def _unpool(self, slot: torch.Tensor) -> None:
+        # By identity: ``list.remove`` compares tensors with ``==``, element by element.
+        self._pool = [t for t in self._pool if t is not slot]
+
     def _discard(self, slot: torch.Tensor) -> None:
-        self._pool.remove(slot)
+        self._unpool(slot)
         slot_id, mapped, path = self._maps.pop(slot.data_ptr())
         self.conn.send(("free", slot_id))
         del slot
@@ -251,8 +257,8 @@ class Passes:
         except PassStopped:
             pass
         except Exception as error:
-            if self.guess is None:  # handed to the trainer's process
-                conn.send(("error", picklable(error)))
+            if self.guess is None:  # handed to the trainer's process, with where it rose
+                conn.send(("error", picklable(error), traceback.format_exc()))
                 return False
             # a guess that failed: the pass asked for will fail there, and say so
         if self.guess is not None:  # made ahead and never asked for

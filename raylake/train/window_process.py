@@ -21,8 +21,8 @@ The protocol, over one pipe (messages are small tuples; the bytes go through the
   a pass early, ``("exit",)``;
 - child -> here: ``("slot", id, path, nbytes)`` (a new slot: here maps the file, then
   removes its name, so nothing is left behind), ``("free", id)``, ``("window", id, end,
-  unpack, rows, row_bytes, held, token, counters)``, then ``("done", counters)`` or
-  ``("error", exception)``.
+  unpack, rows, row_bytes, held, token, counters)``, then ``("done", counters, (seconds,
+  seconds waiting for a slot, made ahead))`` or ``("error", exception, its traceback)``.
 
 Before it blocks waiting for a message, this process waits for its copies still in
 flight and acknowledges them, so the child, which may be waiting for a slot, is never
@@ -265,7 +265,8 @@ class WindowsFromProcess(Iterator[Window]):
             self._finish()
         elif kind == "error":
             self._finish()
-            raise message[1]
+            where = LoaderProcessError(f"raised in the window process:\n{message[2]}")
+            raise message[1] from where
 
     def _window(
         self, slot_id: int, end: int, unpack: Unpack, rows: int, row_bytes: int, held: int,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import glob
+import multiprocessing
 import os
 import pickle
 import shutil
@@ -26,7 +27,7 @@ from raylake.errors import LoaderProcessError, UnsupportedOperationError
 from raylake.train import LakeIterableDataset
 from raylake.train import device as device_module
 from raylake.train.device import SimulatedDevice
-from raylake.train.window_child import PROCESS_RING
+from raylake.train.window_child import PROCESS_RING, SharedSlots
 
 
 def batches(ds: LakeIterableDataset, epoch: int) -> list[tuple[list[torch.Tensor], Any]]:
@@ -164,8 +165,9 @@ def test_a_failure_in_the_child_is_raised_here(append_table: raylake.Table, tmp_
     with pytest.raises(Exception) as in_process:
         list(here)
     try:
-        with pytest.raises(type(in_process.value)):
+        with pytest.raises(type(in_process.value)) as there:
             list(ds)
+        assert "raised in the window process" in str(there.value.__cause__)
         assert not leftovers(ds)
     finally:
         ds.close()
@@ -225,3 +227,21 @@ def test_the_child_ends_with_its_dataset(append_table: raylake.Table) -> None:
     del ds
     gc.collect()  # the dataset's finalizer tells the child to exit and waits for it
     assert child.exitcode == 0
+
+
+def test_slots_are_kept_for_the_next_pass_and_replaced_when_too_small() -> None:
+    """The child's pool of shared slots (raylake/train/window_child.py): the smallest that
+    fits is reused; a request larger than all of them replaces the smallest."""
+    ours, theirs = multiprocessing.Pipe()
+    slots = SharedSlots(ours, lambda: None)
+    made = [slots.pinned(n) for n in (100, 300, 200)]
+    assert [theirs.recv()[3] for _ in made] == [100, 300, 200]
+    for slot in made:
+        slot[:] = 7
+        slots.release(slot)
+    assert slots.pinned(150) is made[2] and slots.pinned(250) is made[1]
+    bigger = slots.pinned(500)  # larger than the pooled 100: that one goes
+    assert theirs.recv()[0] == "free" and theirs.recv()[3] == 500
+    assert bigger.numel() == 500 and slots.pinned(100).numel() >= 100
+    slots.close()
+    assert not glob.glob(f"/dev/shm/raylake-window-{os.getpid()}-*")
