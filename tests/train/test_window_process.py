@@ -77,20 +77,23 @@ def test_batches_and_positions_are_the_in_process_ones(
         there.close()
 
 
-def test_a_rank_a_dtype_and_a_transform(pk_table: raylake.Table) -> None:
+def test_a_rank_a_dtype_a_transform_and_a_small_budget(pk_table: raylake.Table) -> None:
     """The child converts (dtype included) for the rank asked; the transform runs here."""
 
     def plus_one(batch: Any) -> Any:
         features, label = batch
         return features + 1, label
 
-    kwargs: dict[str, Any] = {"dtype": torch.float16, "transform": plus_one, "batch_size": 8}
+    kwargs: dict[str, Any] = {"dtype": torch.float16, "transform": plus_one, "batch_size": 8,
+                              "feed_bytes": 4096}  # fmt: skip
     here = make(pk_table, rank=1, world=2, **kwargs)
     there = make(pk_table, rank=1, world=2, window_process=True, **kwargs)
     try:
         got = batches(there, 3)
         assert got[0][0][0].dtype == torch.float16
         assert same(batches(here, 3), got)
+        # A small budget: windows go in parts, and the slots stay within it.
+        assert 0 < there.stats().pinned_bytes_peak <= 4096
     finally:
         there.close()
 
