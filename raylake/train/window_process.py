@@ -124,7 +124,12 @@ class WindowProcess:
             self._active.superseded = True
             self._active.close()
         conn = self._connection()
-        conn.send(("pass", start, here))
+        try:
+            conn.send(("pass", start, here))
+        except OSError:  # the child ended between passes: a new one
+            self.shutdown()
+            conn = self._connection()
+            conn.send(("pass", start, here))
         made = WindowsFromProcess(self, conn, feed.backend, feed.recorder, rows)
         self._active = made
         return made
@@ -206,6 +211,7 @@ class WindowsFromProcess(Iterator[Window]):
         self._copies: deque[tuple[int, Any]] = deque()  # (token, marker) not yet acked
         self._ready: deque[Window] = deque()
         self._ended = False
+        self._dead = False  # the child is gone: nothing more is sent to it
 
     def __next__(self) -> Window:
         self._ack(wait=False)  # the slots of copies done: the child may run ahead into them
@@ -232,13 +238,22 @@ class WindowsFromProcess(Iterator[Window]):
         try:
             return self._conn.recv()
         except (EOFError, OSError):
-            self._ended = True
-            raise self._owner.died() from None
+            raise self._died() from None
+
+    def _send(self, message: tuple[Any, ...]) -> None:
+        try:
+            self._conn.send(message)
+        except OSError:  # the child is gone (a broken pipe)
+            raise self._died() from None
+
+    def _died(self) -> LoaderProcessError:
+        self._ended = self._dead = True
+        return self._owner.died()
 
     def _ack(self, wait: bool) -> None:
         """Tell the child which slots it may write again."""
         backend = self._backend
-        while self._copies:
+        while self._copies and not self._dead:
             token, marker = self._copies[0]
             if backend is not None and marker is not None:
                 if wait:
@@ -246,7 +261,7 @@ class WindowsFromProcess(Iterator[Window]):
                 elif not backend.finished(marker):
                     return
             self._copies.popleft()
-            self._conn.send(("ack", token))
+            self._send(("ack", token))
 
     def _handle(self, message: tuple[Any, ...]) -> None:
         kind = message[0]
@@ -297,7 +312,7 @@ class WindowsFromProcess(Iterator[Window]):
             return
         try:
             if self._rows_left > 0:  # stopped early; otherwise only its "done" is to come
-                self._conn.send(("stop",))
+                self._send(("stop",))
             while not self._ended:
                 message = self._receive(block=True)
                 if message[0] == "window":  # made before the stop: not copied

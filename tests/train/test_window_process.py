@@ -176,8 +176,15 @@ def test_a_failure_in_the_child_is_raised_here(append_table: raylake.Table, tmp_
         ds.close()
 
 
-def test_a_child_killed_mid_pass_is_an_error_naming_it(append_table: raylake.Table) -> None:
-    ds = make(append_table, window_process=True, shuffle=False, batch_size=4)
+@pytest.mark.parametrize("device", [None, "simulated"])
+def test_a_child_killed_mid_pass_is_an_error_naming_it(
+    append_table: raylake.Table, monkeypatch: pytest.MonkeyPatch, device: str | None
+) -> None:
+    """On the host and on the (simulated) device, the error names the child's end."""
+    if device == "simulated":
+        monkeypatch.setattr(device_module, "simulated", SimulatedDevice)
+    kwargs: dict[str, Any] = {"device": "cuda" if device else None}
+    ds = make(append_table, window_process=True, shuffle=False, batch_size=4, **kwargs)
     try:
         it = iter(ds)
         next(it)
@@ -185,7 +192,8 @@ def test_a_child_killed_mid_pass_is_an_error_naming_it(append_table: raylake.Tab
         with pytest.raises(LoaderProcessError, match="exit code -9"):
             for _ in it:
                 pass
-        assert same(batches(make(append_table, shuffle=False, batch_size=4), 0), batches(ds, 0))
+        plain = make(append_table, shuffle=False, batch_size=4, **kwargs)
+        assert same(batches(plain, 0), batches(ds, 0))
         # More windows than the child's slots: it could not have finished the pass
         # before it was killed (it waits for slots that only the next windows free).
         assert ds.stats().windows > PROCESS_RING
