@@ -148,7 +148,9 @@ class WindowProcess:
             process.start()
             theirs.close()
             self._conn, self._process = ours, process
-            self._finalizer = weakref.finalize(self, _stop_child, ours, process, self.slots)
+            self._finalizer = weakref.finalize(
+                self, _stop_child, ours, process, self.slots, os.getpid()
+            )
         return self._conn
 
     def shutdown(self) -> None:
@@ -174,7 +176,9 @@ class WindowProcess:
         )
 
 
-def _stop_child(conn: Any, process: Any, slots: dict[int, MappedSlot]) -> None:
+def _stop_child(conn: Any, process: Any, slots: dict[int, MappedSlot], parent: int) -> None:
+    if os.getpid() != parent:  # a forked copy of the parent (a DataLoader worker, say)
+        return  # whose copy of the dataset ends: the child is not its to stop
     with contextlib.suppress(OSError, ValueError):
         conn.send(("exit",))
     process.join(timeout=10)

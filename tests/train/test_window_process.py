@@ -256,3 +256,25 @@ def test_slots_are_kept_for_the_next_pass_and_replaced_when_too_small() -> None:
     assert bigger.numel() == 500 and slots.pinned(100).numel() >= 100
     slots.close()
     assert not glob.glob(f"/dev/shm/raylake-window-{os.getpid()}-*")
+
+
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_a_forked_copy_leaves_the_child_alone(append_table: raylake.Table) -> None:
+    """A process forked from this one (a DataLoader worker of another dataset, say) holds
+    a copy of the dataset; that copy ending does not stop this dataset's child."""
+    ds = make(append_table, window_process=True, shuffle=False)
+    try:
+        sum(1 for _ in ds)
+        assert ds._maker is not None and ds._maker._finalizer is not None
+        pid = os.fork()
+        if pid == 0:  # the copy's end, as collecting it would run it
+            try:
+                ds._maker._finalizer()
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+        child = child_of(ds)
+        assert same(batches(ds, 1), batches(make(append_table, shuffle=False), 1))
+        assert child_of(ds) is child and child.is_alive()
+    finally:
+        ds.close()
