@@ -26,7 +26,7 @@ from raylake.errors import InvalidArgumentError, ResumeStateError
 from raylake.train.convert import Converter
 from raylake.train.passes import Feed, NumpyFeed, Pass, Taken
 from raylake.train.prefetch import DEFAULT_BYTES, DEFAULT_PIECES, background
-from raylake.train.sharding import Division, EpochOrder, Intervals, normalize, size
+from raylake.train.sharding import Division, EpochOrder, Interval, Intervals, normalize, size
 from raylake.train.source import LakeSource
 from raylake.train.stats import FeedRecorder, FeedStats
 from raylake.train.stream import (
@@ -203,7 +203,7 @@ class ShardedLoader:
             made = maker.windows(start, here, feed, rows)
             one = Pass(feed.batches(made, sizes), [made], feed.recorder)
         else:
-            chunks, windows = self.made_windows(start, here, feed)
+            chunks, windows = self.made_windows(start, here, feed, segments)
             # The next window read, converted (and copied) while this one's batches are taken.
             ahead = background(windows, self.convert_ahead, "raylake-convert")
             one = Pass(feed.batches(ahead, sizes), [ahead, windows, chunks], feed.recorder)
@@ -217,11 +217,16 @@ class ShardedLoader:
         return division.worker_batches(here.rank, here.worker, skip=here.batches)
 
     def made_windows(
-        self, start: Position, here: Progress, feed: Feed
+        self,
+        start: Position,
+        here: Progress,
+        feed: Feed,
+        segments: Iterator[Interval] | None = None,
     ) -> tuple[Iterator[Any], Iterator[Any]]:
         """The pass's chunks read and converted, and ``feed``'s windows of them (closing
         the windows closes the chunks): what the converting thread runs, or the process
-        that makes windows for this one."""
+        that makes windows for this one. ``segments``: the consumer's positions, where
+        the caller has them already."""
         carried = {} if self._carry is None else self._carry.left
         self._carry = Carry(carried, self._first_piece(here, start.epoch + 1))
         convert = self.converter.columns_first if feed.device_layout else self.converter
@@ -244,7 +249,8 @@ class ShardedLoader:
             gather=self.converter.gather,
             carried=self._carry,
         )
-        segments, _ = segments_and_sizes(self._own(start, here))
+        if segments is None:
+            segments, _ = segments_and_sizes(self._own(start, here))
         chunks = reader.chunks(segments)
         return chunks, feed.windows(chunks)
 

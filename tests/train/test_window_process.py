@@ -52,13 +52,20 @@ def leftovers(ds: LakeIterableDataset) -> list[str]:
     return glob.glob(f"/dev/shm/raylake-window-{child_of(ds).pid}-*")
 
 
-@pytest.mark.parametrize("device", [None, "simulated"])
+@pytest.fixture(params=[None, "simulated"])
+def on_device(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """The loader's ``device`` keyword: none (host batches), or "cuda" on the simulated
+    device (raylake/train/device.py)."""
+    if request.param is None:
+        return {"device": None}
+    monkeypatch.setattr(device_module, "simulated", SimulatedDevice)
+    return {"device": "cuda"}
+
+
 def test_batches_and_positions_are_the_in_process_ones(
-    table: raylake.Table, monkeypatch: pytest.MonkeyPatch, device: str | None
+    table: raylake.Table, on_device: dict[str, Any]
 ) -> None:
-    if device == "simulated":
-        monkeypatch.setattr(device_module, "simulated", SimulatedDevice)
-    kwargs: dict[str, Any] = {"batch_size": 24, "device": "cuda" if device else None}
+    kwargs: dict[str, Any] = {"batch_size": 24, **on_device}
     here = make(table, **kwargs)
     there = make(table, window_process=True, **kwargs)
     try:
@@ -176,14 +183,11 @@ def test_a_failure_in_the_child_is_raised_here(append_table: raylake.Table, tmp_
         ds.close()
 
 
-@pytest.mark.parametrize("device", [None, "simulated"])
 def test_a_child_killed_mid_pass_is_an_error_naming_it(
-    append_table: raylake.Table, monkeypatch: pytest.MonkeyPatch, device: str | None
+    append_table: raylake.Table, on_device: dict[str, Any]
 ) -> None:
     """On the host and on the (simulated) device, the error names the child's end."""
-    if device == "simulated":
-        monkeypatch.setattr(device_module, "simulated", SimulatedDevice)
-    kwargs: dict[str, Any] = {"device": "cuda" if device else None}
+    kwargs = on_device
     ds = make(append_table, window_process=True, shuffle=False, batch_size=4, **kwargs)
     try:
         it = iter(ds)
