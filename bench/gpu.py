@@ -41,7 +41,7 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow.dataset as pads
@@ -58,6 +58,14 @@ BATCH = 1024
 COLUMNS = [*FEATURES, "label"]
 FIGURES: dict[str, Any] = {}
 SECTIONS = ("feed", "pk", "workers", "ray", "overlap", "h2d")  # in the order they run
+
+
+class Epoch(Protocol):
+    """An epoch of a loader (rows in all), with a step per batch when one is given."""
+
+    def __call__(self, step: Callable[[Any], None] | None = None) -> int: ...
+
+
 OVERLAP_WAIT = ["device"]  # how the overlap rows' step waits for the GPU (--overlap-wait)
 
 
@@ -108,8 +116,9 @@ def pyarrow_torch(files: list[str], device: str) -> Callable[[], int]:
     return run
 
 
-def lake(tbl: raylake.Table, device: str, **kwargs: Any) -> tuple[Any, Callable[[], int]]:
-    """An epoch of LakeIterableDataset in-process (a new epoch's order each run)."""
+def lake(tbl: raylake.Table, device: str, **kwargs: Any) -> tuple[Any, Epoch]:
+    """An epoch of LakeIterableDataset in-process: each run the next epoch (``set_epoch``,
+    as a training loop calls it), with ``step`` on each batch when one is given."""
     kwargs.setdefault("batch_size", BATCH)
     kwargs.setdefault("shuffle", False)
     ds = LakeIterableDataset(
@@ -121,12 +130,14 @@ def lake(tbl: raylake.Table, device: str, **kwargs: Any) -> tuple[Any, Callable[
     )
     epoch = [0]
 
-    def run() -> int:
+    def run(step: Callable[[Any], None] | None = None) -> int:
         ds.set_epoch(epoch[0])
         epoch[0] += 1
         n = 0
-        for _, y in ds:
-            n += len(y)
+        for batch in ds:
+            n += len(batch[1])
+            if step is not None:
+                step(batch)
         sync(device)
         return n
 
@@ -275,7 +286,7 @@ def overlap_rows(
         ds.close()
 
 
-def _overlap(ds: Any, load: Callable[[], int], device: str, batch: int, repeat: int,
+def _overlap(ds: Any, load: Epoch, device: str, batch: int, repeat: int,
              suffix: str) -> None:  # fmt: skip
     t_load = min(timed(load) for _ in range(repeat))
     sample = next(iter(ds))
@@ -283,15 +294,13 @@ def _overlap(ds: Any, load: Callable[[], int], device: str, batch: int, repeat: 
     n = calibrate(t_load, sample, steps, device, OVERLAP_WAIT[0])
     step = make_step(n, device, OVERLAP_WAIT[0])
 
-    def both() -> int:
-        for b in ds:
-            step(b)
-        sync(device)
-        return 0
-
     rounds = []
     for _ in range(max(repeat, 5)):
-        loads, alone, together = timed(load), steps_alone(step, sample, steps), timed(both)
+        loads, alone, together = (
+            timed(load),
+            steps_alone(step, sample, steps),
+            timed(lambda: load(step)),
+        )
         rounds.append((together / max(loads, alone), loads, alone, together))
     ratio, t_load, t_step, t_both = sorted(rounds)[len(rounds) // 2]
     key = f"overlap_{batch}{suffix}"

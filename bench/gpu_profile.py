@@ -8,12 +8,16 @@ cProfile (on Python 3.12 and later it sees every thread, so the window thread's
 packing, pinning and copying show beside the trainer's waits) and with
 ``torch.profiler`` (the tensor operations and, on a GPU, the copies and kernels).
 
-    python bench/gpu_profile.py [--rows 2000000] [--device cuda|cpu] [--top 25] [--overlap]
+    python bench/gpu_profile.py [--rows 2000000] [--device cuda|cpu] [--top 25]
+                                [--overlap | --contention | --process]
 
 ``--contention`` times the trainer's steps alone and beside other work: the loader on a
 thread of this process (on the device, and on the CPU), the loader in another process,
 a thread of large numpy copies (which do not hold the interpreter's lock) and a thread
 of pure Python (which does): what slows a step, the lock or the machine.
+
+``--process`` times the overlap case with ``window_process=True``, the trainer's
+thread's time in the window iterator split into its parts, after a gap and back to back.
 
 ``--overlap`` instead times bench/gpu.py's overlap case (a step per batch that the host
 waits for) under a few settings, with the window thread's wall and CPU time per window
@@ -43,6 +47,7 @@ from feed import calibrate, make_step, steps_alone
 from gpu import lake, sync
 
 import raylake.train.fill as fill
+import raylake.train.window_process as window_process
 import raylake.train.windows as windows
 
 MiB = 1 << 20
@@ -298,6 +303,88 @@ def contention_probe(tbl: Any, device: str, repeat: int) -> None:
     elsewhere.close()
 
 
+class TrainerClock:
+    """With ``window_process=True``: the trainer's thread's wall time in the window
+    iterator's parts (raylake/train/window_process.py ``WindowsFromProcess``, wrapped):
+    its whole ``next()``, waiting for a message, and queueing a window's copy."""
+
+    PARTS = {"__next__": "next", "_receive": "receive", "_window": "copy"}
+
+    def __init__(self) -> None:
+        self.spent = dict.fromkeys(self.PARTS.values(), 0.0)
+        self.calls = dict.fromkeys(self.PARTS.values(), 0)
+        self.blocked = 0.0  # of "receive": a blocking one (no window was ready)
+
+    def __enter__(self) -> TrainerClock:
+        cls = window_process.WindowsFromProcess
+        self.originals = {name: cls.__dict__[name] for name in self.PARTS}
+        for name, part in self.PARTS.items():
+            setattr(cls, name, self._timed(self.originals[name], part))
+        return self
+
+    def _timed(self, method: Callable[..., Any], part: str) -> Callable[..., Any]:
+        clock = self
+
+        def timed(this: Any, *args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return method(this, *args, **kwargs)
+            finally:
+                took = time.perf_counter() - start
+                clock.spent[part] += took
+                clock.calls[part] += 1
+                if part == "receive" and kwargs.get("block", args[:1] == (True,)):
+                    clock.blocked += took
+
+        return timed
+
+    def __exit__(self, *exc: object) -> None:
+        for name, method in self.originals.items():
+            setattr(window_process.WindowsFromProcess, name, method)
+
+    def __str__(self) -> str:
+        parts = ", ".join(
+            f"{part} {self.spent[part] * 1e3:.1f} ms / {self.calls[part]}" for part in self.spent
+        )
+        return f"trainer's thread in the window iterator: {parts} (blocked {self.blocked * 1e3:.1f} ms)"
+
+
+def process_probe(tbl: Any, device: str, repeat: int) -> None:
+    """bench/gpu.py's overlap case with ``window_process=True``, the trainer's thread
+    timed per part, after a gap (the child made the pass ahead) and back to back."""
+    ds, load = lake(tbl, device, window_process=True)
+    load()
+    t_load = min(best_seconds(load, 1) for _ in range(repeat))
+    slots = list(ds._maker.slots.values())
+    print(f"{len(slots)} slots, pinned: {[s.tensor.is_pinned() for s in slots]}; "
+          f"load alone {t_load:.3f}s, {ds.stats()}")  # fmt: skip
+    sample = next(iter(ds))
+    steps = len(ds)
+    for wait in ("device", "stream"):
+        step = make_step(calibrate(t_load, sample, steps, device, wait), device, wait)
+        for number in range(repeat):
+            t_alone = min(steps_alone(step, sample, steps) for _ in range(2))
+            for when in ("after the steps alone", "back to back"):
+                with TrainerClock() as clock:
+                    start = time.perf_counter()
+                    load(step)
+                    t_both = time.perf_counter() - start
+                took, held, ahead = ds._maker.last_pass
+                print(f"wait={wait} #{number} {when}: both {t_both:.3f}s = "
+                      f"{t_both / max(t_load, t_alone):.2f}x (steps alone {t_alone:.3f}s); "
+                      f"{clock}; child's pass {took:.3f}s, {held:.3f}s waiting for a slot, "
+                      f"made ahead {ahead}\n    {ds.stats()}")  # fmt: skip
+    profiler = cProfile.Profile()
+    profiler.enable()
+    load(step)
+    profiler.disable()
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(20)
+    print("--- cProfile of one epoch with steps (wait=stream), the trainer's process ---")
+    print(out.getvalue())
+    ds.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=2_000_000)
@@ -306,11 +393,15 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--overlap", action="store_true", help="the overlap probe only")
     parser.add_argument("--contention", action="store_true", help="the steps beside other work")
+    parser.add_argument("--process", action="store_true", help="window_process's overlap, timed")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         tbl = build_table(Path(tmp) / "append", args.rows)
         if args.contention:
             contention_probe(tbl, args.device, args.repeat)
+            return
+        if args.process:
+            process_probe(tbl, args.device, args.repeat)
             return
         if args.overlap:
             overlap_probe(tbl, args.device, args.repeat)

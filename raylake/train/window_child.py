@@ -160,6 +160,11 @@ class Passes:
         self.issued: list[int] = []  # the tokens of this pass's windows
         self.stopping = False  # the pass is ending early
         self.closing = False  # its stages are closing (waiting for acknowledgements)
+        # The epoch the guess is of: the last pass's plus the step between the last two
+        # asked for (a loop that calls ``set_epoch`` each epoch steps by one; one that
+        # never does asks for the same epoch again).
+        self.epoch_step = 1
+        self.last_epoch: int | None = None
 
     def serve(self) -> None:
         finished: Request | None = None  # the last pass asked for, if it ran to its end
@@ -171,7 +176,7 @@ class Passes:
             elif finished is not None:  # guess the next: the following epoch, from its start
                 start, here = finished
                 total = self.loader.source.total
-                guess = (Position(start.epoch + 1, normalize([(0, total)])),
+                guess = (Position(start.epoch + self.epoch_step, normalize([(0, total)])),
                          replace(here, batches=0))  # fmt: skip
                 self.guess = guess
                 finished = guess if self.one_pass(*guess) else None  # asked for, and ran
@@ -193,9 +198,10 @@ class Passes:
             self.slots.acked(message[1])
         elif kind == "pass":
             asked = (message[1], message[2])
+            self.follow(asked[0].epoch)
             if self.guess is None:
                 self.request = asked
-            elif asked == self.guess:  # the guess was right: its windows go out now
+            elif self.same_windows(asked, self.guess):  # right: its windows go out now
                 self.guess, held, self.held = None, self.held, []
                 for made in held:
                     self.conn.send(made)
@@ -209,6 +215,22 @@ class Passes:
         elif kind == "exit":  # at once: no pass of this process is waited for any more
             self.slots.close()  # a slot never mapped there still has a name: removed
             os._exit(0)
+
+    def follow(self, epoch: int) -> None:
+        """Learn the loop's step between epochs from the passes it asks for."""
+        if self.last_epoch is not None:
+            step = epoch - self.last_epoch
+            self.epoch_step = step if step in (0, 1) else 1
+        self.last_epoch = epoch
+
+    def same_windows(self, asked: Request, guess: Request) -> bool:
+        """Whether the pass asked for makes the guess's windows: the same request, or,
+        unshuffled (every epoch has the same order), the same but for the epoch."""
+        if asked == guess:
+            return True
+        if self.loader.epochs.shuffle:
+            return False
+        return replace(asked[0], epoch=guess[0].epoch) == guess[0] and asked[1] == guess[1]
 
     def _stop(self) -> None:
         """End the pass: at once, or (while its stages close) once they have closed."""

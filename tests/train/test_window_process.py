@@ -130,6 +130,29 @@ def test_the_next_epoch_is_made_ahead_and_a_wrong_guess_dropped(
         ds.close()
 
 
+def test_the_guess_follows_a_loop_that_never_calls_set_epoch(
+    append_table: raylake.Table,
+) -> None:
+    """A loop that never calls ``set_epoch`` asks for the same epoch each time: the first
+    guess (the next epoch) is dropped, the ones after it are right. Unshuffled, the
+    windows of every epoch are the same, so the guess of any epoch serves."""
+    ds = make(append_table, window_process=True, shuffle=True)
+    try:
+        want = batches(make(append_table, shuffle=True), 3)
+        ahead = [same(batches(ds, 3), want) and made_ahead(ds) for _ in range(3)]
+        assert ahead == [False, False, True]
+    finally:
+        ds.close()
+    ds = make(append_table, window_process=True, shuffle=False)
+    try:
+        here = make(append_table, shuffle=False)
+        want = {e: batches(here, e) for e in (0, 7, 2)}
+        ahead = [same(batches(ds, e), want[e]) and made_ahead(ds) for e in (0, 7, 7, 2)]
+        assert ahead == [False, True, True, True]
+    finally:
+        ds.close()
+
+
 def test_a_resumed_position_and_a_pass_stopped_early(append_table: raylake.Table) -> None:
     ds = make(append_table, window_process=True, shuffle=True)
     try:
