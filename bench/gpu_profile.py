@@ -31,6 +31,7 @@ import argparse
 import cProfile
 import io
 import multiprocessing
+import os
 import pstats
 import sys
 import tempfile
@@ -349,10 +350,13 @@ class TrainerClock:
         return f"trainer's thread in the window iterator: {parts} (blocked {self.blocked * 1e3:.1f} ms)"
 
 
-def process_probe(tbl: Any, device: str, repeat: int) -> None:
+def process_probe(tbl: Any, device: str, repeat: int, window_rows: int | None) -> None:
     """bench/gpu.py's overlap case with ``window_process=True``, the trainer's thread
-    timed per part, after a gap (the child made the pass ahead) and back to back."""
-    ds, load = lake(tbl, device, window_process=True)
+    timed per part, after a gap (the child made the pass ahead) and back to back.
+    ``window_rows``: the rows of a window (unshuffled, ``shuffle_window`` only bounds
+    them), for the share of the per-window calls."""
+    kwargs = {} if window_rows is None else {"shuffle_window": window_rows}
+    ds, load = lake(tbl, device, window_process=True, **kwargs)
     load()
     t_load = min(best_seconds(load, 1) for _ in range(repeat))
     slots = list(ds._maker.slots.values())
@@ -385,6 +389,50 @@ def process_probe(tbl: Any, device: str, repeat: int) -> None:
     ds.close()
 
 
+def copy_probe(device: str) -> None:
+    """The host's time to queue one window's host-to-device copy (``non_blocking``),
+    from pinned memory of torch's own, from shared memory registered with CUDA (what
+    ``window_process=True`` maps) and from pageable memory: a queued copy returns at
+    once, a synchronous one takes the transfer's time."""
+
+    from raylake.train.window_process import MappedSlot, shared_dir
+
+    for nbytes in (4 << 20, 16 << 20, 64 << 20):
+        path = f"{shared_dir()}/raylake-probe-{os.getpid()}"
+        with open(path, "wb") as f:
+            f.truncate(nbytes)
+        slot = MappedSlot(path, nbytes, register=True)
+        sources = {
+            "torch pinned": torch.empty(nbytes, dtype=torch.uint8, pin_memory=True),
+            "registered shm": slot.tensor,
+            "pageable": torch.empty(nbytes, dtype=torch.uint8),
+        }
+        stream = torch.cuda.Stream()
+        line = []
+        for name, host in sources.items():
+            host.fill_(1)
+            for _ in range(3):
+                host.to(device, non_blocking=True)
+            torch.cuda.synchronize()
+            queued = []
+            for _ in range(10):
+                start = time.perf_counter()
+                with torch.cuda.stream(stream):
+                    host.to(device, non_blocking=True)
+                queued.append(time.perf_counter() - start)
+                torch.cuda.synchronize()
+            start = time.perf_counter()
+            with torch.cuda.stream(stream):
+                host.to(device, non_blocking=True)
+            torch.cuda.synchronize()
+            whole = time.perf_counter() - start
+            line.append(f"{name} (pinned: {host.is_pinned()}) queued in "
+                        f"{sorted(queued)[5] * 1e6:.0f} us, done in {whole * 1e6:.0f} us")  # fmt: skip
+        del sources
+        slot.close()
+        print(f"{nbytes >> 20} MiB: " + "; ".join(line))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=2_000_000)
@@ -394,14 +442,19 @@ def main() -> None:
     parser.add_argument("--overlap", action="store_true", help="the overlap probe only")
     parser.add_argument("--contention", action="store_true", help="the steps beside other work")
     parser.add_argument("--process", action="store_true", help="window_process's overlap, timed")
+    parser.add_argument("--window-rows", type=int, default=None, help="with --process")
+    parser.add_argument("--copies", action="store_true", help="queueing a window's copy, timed")
     args = parser.parse_args()
+    if args.copies:
+        copy_probe(args.device)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         tbl = build_table(Path(tmp) / "append", args.rows)
         if args.contention:
             contention_probe(tbl, args.device, args.repeat)
             return
         if args.process:
-            process_probe(tbl, args.device, args.repeat)
+            process_probe(tbl, args.device, args.repeat, args.window_rows)
             return
         if args.overlap:
             overlap_probe(tbl, args.device, args.repeat)
