@@ -5,6 +5,7 @@ trainer's process copies from."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import mmap
 import os
 import signal
@@ -16,6 +17,7 @@ from typing import Any
 
 import torch
 
+from raylake.errors import LoaderProcessError
 from raylake.train.device import Backend, Finish, Tensors
 from raylake.train.loader import Position, Progress, ShardedLoader
 from raylake.train.passes import close
@@ -68,6 +70,11 @@ class SharedSlots(Backend):
                 # full /dev/shm is an error here, not a bus error when the slot is written
                 os.posix_fallocate(fd, 0, nbytes)
             mapped = mmap.mmap(fd, nbytes)
+        except OSError as error:
+            os.unlink(path)
+            if error.errno not in (errno.ENOSPC, errno.ENOMEM):
+                raise
+            raise LoaderProcessError(no_room(nbytes, self.held_bytes(), error)) from error
         except BaseException:
             os.unlink(path)
             raise
@@ -77,6 +84,10 @@ class SharedSlots(Backend):
         self._maps[slot.data_ptr()] = (self._serial, mapped, path)
         self.conn.send(("slot", self._serial, path, nbytes))
         return slot
+
+    def held_bytes(self) -> int:
+        """Bytes of the slots this process has made and not dropped."""
+        return sum(mapped.size() for _, mapped, _ in self._maps.values())
 
     def copy(self, host: torch.Tensor, finish: Finish) -> tuple[Tensors, Any]:
         self._tokens += 1
@@ -118,6 +129,18 @@ class SharedSlots(Backend):
         for _, mapped, path in self._maps.values():
             _drop(mapped, path)
         self._maps.clear()
+
+
+def no_room(nbytes: int, held: int, error: OSError) -> str:
+    """What to do when shared memory has no room for the next slot."""
+    where = shared_dir()
+    return (
+        f"window_process=True: {where} has no room for a window slot of {nbytes:,} bytes "
+        f"(the slots already made hold {held:,}; {error.strerror}). The slots are up to "
+        f"{PROCESS_RING} windows, each at most a seventh of feed_bytes: pass a smaller "
+        "feed_bytes, free space there, or, in a container, give it more shared memory "
+        "(docker run --shm-size); or leave window_process off"
+    )
 
 
 def _drop(mapped: mmap.mmap, path: str) -> None:

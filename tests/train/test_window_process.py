@@ -6,6 +6,7 @@ shared-memory file is left behind. The device path runs on the simulated device.
 
 from __future__ import annotations
 
+import errno
 import gc
 import glob
 import multiprocessing
@@ -281,6 +282,25 @@ def test_slots_are_kept_for_the_next_pass_and_replaced_when_too_small() -> None:
     bigger = slots.pinned(500)  # larger than the pooled 100: that one goes
     assert theirs.recv()[0] == "free" and theirs.recv()[3] == 500
     assert bigger.numel() == 500 and slots.pinned(100).numel() >= 100
+    slots.close()
+    assert not glob.glob(f"/dev/shm/raylake-window-{os.getpid()}-*")
+
+
+def test_shared_memory_without_room_is_a_specific_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full /dev/shm (a container's 64 MB, say) is named, with what to change, and the
+    slot's file is not left behind."""
+    ours, _ = multiprocessing.Pipe()
+    slots = SharedSlots(ours, lambda: None)
+    slots.pinned(100)
+
+    def full(fd: int, offset: int, length: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "posix_fallocate", full)
+    with pytest.raises(LoaderProcessError, match=r"no room for a window slot of 4,096 bytes"):
+        slots.pinned(4096)
+    with pytest.raises(LoaderProcessError, match=r"already made hold 100.*--shm-size"):
+        slots.pinned(4096)
     slots.close()
     assert not glob.glob(f"/dev/shm/raylake-window-{os.getpid()}-*")
 
