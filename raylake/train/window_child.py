@@ -167,10 +167,11 @@ Request = tuple[Position, Progress]
 
 class Passes:
     """The child's passes, one at a time. After a pass that ran to its end, the child
-    makes the next epoch's pass from its start (what a training loop asks for next) and
-    holds its windows' messages: when that pass is asked for, its first windows are
-    already in their slots; when another is, the guess is dropped (docs/training.md,
-    "Windows made in another process")."""
+    makes the pass a training loop asks for next (an epoch from its start: the next one,
+    or the same again for a loop that never calls ``set_epoch``) and holds its windows'
+    messages: when that pass is asked for, its first windows are already in their
+    slots; when another is, the guess is dropped (docs/training.md, "Windows made in
+    another process")."""
 
     def __init__(self, conn: Any, loader: ShardedLoader, output: TensorBatches) -> None:
         self.conn = conn
