@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import functools
 import io
 import multiprocessing
 import os
@@ -45,7 +46,7 @@ import numpy as np
 import torch
 from _synthetic import FEATURES, build_table
 from feed import calibrate, make_step, steps_alone
-from gpu import lake, sync
+from gpu import lake, sync, timed
 
 import raylake.train.fill as fill
 import raylake.train.window_process as window_process
@@ -370,9 +371,7 @@ def process_probe(tbl: Any, device: str, repeat: int, window_rows: int | None) -
             t_alone = min(steps_alone(step, sample, steps) for _ in range(2))
             for when in ("after the steps alone", "back to back"):
                 with TrainerClock() as clock:
-                    start = time.perf_counter()
-                    load(step)
-                    t_both = time.perf_counter() - start
+                    t_both = timed(functools.partial(load, step))
                 took, held, ahead = ds._maker.last_pass
                 print(f"wait={wait} #{number} {when}: both {t_both:.3f}s = "
                       f"{t_both / max(t_load, t_alone):.2f}x (steps alone {t_alone:.3f}s); "
