@@ -70,3 +70,20 @@ def _no_ray_leftovers(request: pytest.FixtureRequest) -> Iterator[None]:
         left = leftovers(before)
         if left is not None:
             pytest.fail(left, pytrace=False)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A test on the session's Ray cluster carries a mark saying so: `make test` runs the
+    marked tests in a session of their own (tests/run_suite.py), and an unmarked one would
+    start a second cluster in the other session, and run in `make test-fast`."""
+    unmarked = [
+        item.nodeid
+        for item in items
+        if "ray_cluster" in getattr(item, "fixturenames", ())
+        and not any(item.get_closest_marker(m) for m in ("ray", "spark", "multinode"))
+    ]
+    if unmarked:
+        raise pytest.UsageError(
+            "these tests use the ray_cluster fixture but are not marked ray, spark or "
+            f"multinode: {', '.join(unmarked)}"
+        )

@@ -1,0 +1,36 @@
+"""tests/run_suite.py, which `make test` runs: two pytest sessions that between them run
+every test once, and a run that is only as green as both."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import run_suite
+
+HERE = Path(__file__).resolve().parent
+# One test of each kind: the marks split them between the two sessions.
+ON_RAY = "test_a_session_of_the_same_name_starts_right_after_stop"
+LOCAL = "test_blocks_are_read_with_their_comments"
+PATHS = [str(HERE / "spark" / "test_z_stop_spark.py"), str(HERE / "test_docs.py")]
+
+
+def test_each_session_collects_its_own_tests(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    status = run_suite.main(["--collect-only", "-q", "-k", f"{ON_RAY} or {LOCAL}"], PATHS)
+    out = capfd.readouterr().out
+    assert status == 0
+    log = (tmp_path / run_suite.LOG).read_text()
+    assert ON_RAY in log and LOCAL not in log  # the cluster session
+    assert LOCAL in out.split("=== the tests that need Ray or Spark")[0]  # the other one
+
+
+def test_a_session_that_collects_nothing_fails_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    status = run_suite.main(["--collect-only", "-q", "-k", LOCAL], PATHS)
+    assert status == 1
+    assert "pytest ran no tests (Ray and Spark)" in capfd.readouterr().err
