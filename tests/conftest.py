@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from hypothesis import settings
 from ray_leftovers import leftovers, ray_running, snapshot
+from run_suite import unmarked_on_cluster
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
@@ -76,12 +77,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """A test on the session's Ray cluster carries a mark saying so: `make test` runs the
     marked tests in a session of their own (tests/run_suite.py), and an unmarked one would
     start a second cluster in the other session, and run in `make test-fast`."""
-    unmarked = [
-        item.nodeid
-        for item in items
-        if "ray_cluster" in getattr(item, "fixturenames", ())
-        and not any(item.get_closest_marker(m) for m in ("ray", "spark", "multinode"))
-    ]
+    unmarked = unmarked_on_cluster(items)
     if unmarked:
         raise pytest.UsageError(
             "these tests use the ray_cluster fixture but are not marked ray, spark or "

@@ -20,11 +20,26 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
-CLUSTER = "ray or spark or multinode"
+CLUSTER_MARKS = ("ray", "spark", "multinode")
+CLUSTER = " or ".join(CLUSTER_MARKS)
 LOG = Path(".pytest-cluster.log")
 NO_TESTS = 5  # pytest's exit status when it collected nothing
+
+
+def unmarked_on_cluster(items: Iterable[Any]) -> list[str]:
+    """The tests that use the session's Ray cluster (the ``ray_cluster`` fixture) without
+    a mark that puts them in the cluster session: in the other session they would start
+    a second cluster (tests/conftest.py refuses them at collection)."""
+    return [
+        item.nodeid
+        for item in items
+        if "ray_cluster" in getattr(item, "fixturenames", ())
+        and not any(item.get_closest_marker(mark) for mark in CLUSTER_MARKS)
+    ]
 
 
 def _pytest(marks: str, args: list[str], paths: list[str]) -> list[str]:

@@ -3,6 +3,7 @@ every test once, and a run that is only as green as both."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -34,3 +35,23 @@ def test_a_session_that_collects_nothing_fails_the_run(
     status = run_suite.main(["--collect-only", "-q", "-k", LOCAL], PATHS)
     assert status == 1
     assert "pytest ran no tests (Ray and Spark)" in capfd.readouterr().err
+
+
+@dataclass
+class _Item:
+    nodeid: str
+    fixturenames: tuple[str, ...]
+    marks: tuple[str, ...] = ()
+
+    def get_closest_marker(self, name: str) -> str | None:
+        return name if name in self.marks else None
+
+
+def test_a_test_on_the_cluster_without_a_mark_is_named() -> None:
+    items = [
+        _Item("a", ("ray_cluster", "tmp_path")),  # would start a second cluster
+        _Item("b", ("ray_cluster",), ("spark",)),
+        _Item("c", ("tmp_path",)),
+        _Item("d", ("ray_cluster",), ("multinode", "slow")),
+    ]
+    assert run_suite.unmarked_on_cluster(items) == ["a"]
