@@ -146,4 +146,4 @@ $(DELTALAKE_VENV)/.installed:
 deltalake-env: $(DELTALAKE_VENV)/.installed
 
 clean:
-	rm -rf $(VENV) $(PAIMON_VENV) $(DELTALAKE_VENV) $(LOWEST_VENV) $(NEWEST_VENV) $(WAREHOUSE) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(PAIMON_VENV) $(DELTALAKE_VENV) $(LOWEST_VENV) $(NEWEST_VENV) $(WAREHOUSE) .pytest_cache .pytest-cluster.log .mypy_cache .ruff_cache
