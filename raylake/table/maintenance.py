@@ -15,7 +15,7 @@ import re
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -40,6 +40,10 @@ _REFERENCED_DIRS = (DATA_DIR, MANIFEST_DIR)
 _TMP_ONLY_DIRS = (SNAPSHOT_DIR, CONSUMER_DIR, SCHEMA_DIR)
 _TMP_SUFFIX = ".tmp"
 DEFAULT_ORPHAN_AGE = timedelta(days=1)
+# An int older_than is a time in epoch milliseconds. One before 2000 cannot be a
+# snapshot's or a file's: it is most likely an age meant in days or hours (7), which
+# would silently match nothing, so it is refused.
+_EARLIEST_MILLIS = 946_684_800_000  # 2000-01-01T00:00:00Z
 
 # When to expire or collect: an absolute time (datetime, or epoch milliseconds) or an age.
 OlderThan = datetime | timedelta | int
@@ -50,8 +54,17 @@ def cutoff_millis(older_than: OlderThan, now_millis: int) -> int:
     if isinstance(older_than, bool):
         raise InvalidOptionError("older_than", older_than, "expected a datetime, timedelta or int")
     if isinstance(older_than, int):
-        if older_than < 0:
-            raise InvalidOptionError("older_than", older_than, "epoch milliseconds are >= 0")
+        if older_than < _EARLIEST_MILLIS:
+            when = (
+                datetime.fromtimestamp(older_than / 1000, timezone.utc) if older_than >= 0 else None
+            )
+            raise InvalidOptionError(
+                "older_than",
+                older_than,
+                "an int is a time in epoch milliseconds"
+                + (f" ({when.isoformat()}, before anything a table holds)" if when else "")
+                + "; for an age pass a timedelta, e.g. timedelta(days=7)",
+            )
         return older_than
     if isinstance(older_than, timedelta):
         if older_than < timedelta(0):

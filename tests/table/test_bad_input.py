@@ -82,7 +82,9 @@ CASES: list[tuple[str, bool, Call, type[Exception], str]] = [
     ("orphans-dry-run-str", False, lambda t, _: t.remove_orphan_files(dry_run="no"),
      InvalidArgumentError, "dry_run must be True or False"),
     ("expire-negative-millis", False, lambda t, _: t.expire_snapshots(older_than=-1),
-     InvalidOptionError, "epoch milliseconds are >= 0"),
+     InvalidOptionError, "an int is a time in epoch milliseconds"),
+    ("expire-age-as-int", False, lambda t, _: t.expire_snapshots(older_than=7),
+     InvalidOptionError, "1970-01-01T00:00:00.007000+00:00, before anything a table holds"),
     # Creating tables.
     ("create-exist-ok-str", False,
      lambda _, u: raylake.create_table(u, SCHEMA, exist_ok="no"),

@@ -290,7 +290,9 @@ def test_bad_retain_last(tmp_path: Path, bad: Any) -> None:
     assert ids_of(tbl) == [1, 2]
 
 
-@pytest.mark.parametrize("bad", ["7d", 1.5, True, timedelta(days=-1)])
+# 7 and 0 would be epoch milliseconds in 1970, which nothing is older than: refused, not
+# a silent no-op (an age is a timedelta).
+@pytest.mark.parametrize("bad", ["7d", 1.5, True, timedelta(days=-1), 7, 0])
 def test_bad_older_than(tmp_path: Path, bad: Any) -> None:
     tbl = make_table(tmp_path / "t")
     commit_n(tbl, 2)

@@ -164,7 +164,7 @@ def test_a_corrupt_manifest_is_an_error(tmp_path: Path) -> None:
         tbl.remove_orphan_files(older_than=NOW)
 
 
-@pytest.mark.parametrize("bad", ["1d", 2.5, None, timedelta(hours=-1)])
+@pytest.mark.parametrize("bad", ["1d", 2.5, None, timedelta(hours=-1), 1, 0])
 def test_bad_older_than(tmp_path: Path, bad: Any) -> None:
     tbl = make_table(tmp_path / "t")
     with pytest.raises(InvalidOptionError, match="older_than"):
