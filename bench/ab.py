@@ -17,6 +17,14 @@ after/before ratio of the medians, and each round's own ratio.
     python bench/ab.py --before /tmp/before --after . TABLE_URI [TABLE_URI ...]
     python bench/ab.py --loader --before /tmp/before --after . TABLE_URI
     python bench/ab.py --cold --before /tmp/before --after . TABLE_URI  (no kept decisions)
+
+``--before-tables`` gives the before side tables of its own (one per ``TABLE_URI``): a
+change of the writer is measured with one tree on both sides, reading a table that the
+tree before the change wrote against the same rows written by the change.
+
+    PYTHONPATH=/tmp/before python -c 'import sys; sys.path.insert(0, "bench");
+        from _synthetic import build_table; build_table("/tmp/old", 2_000_000)'
+    python bench/ab.py --loader --before . --after . TABLE_URI --before-tables /tmp/old
 """
 
 from __future__ import annotations
@@ -148,9 +156,15 @@ def loader_child(uri: str, mode: str, repeat: int, batch_size: int) -> None:
 BASELINES = ("pyarrow", "prototype")  # run once per round (they do not use raylake)
 
 
+def tables_of(args: argparse.Namespace, side: str) -> list[str]:
+    """The tables a side reads: its own with ``--before-tables``, else the same."""
+    if side == "before" and args.before_tables:
+        return list(args.before_tables)
+    return list(args.uris)
+
+
 def loader_main(args: argparse.Namespace) -> None:
     """Rounds of (before, after) per mode, and the pyarrow -> torch baseline."""
-    uri = args.uris[0]
     got: dict[tuple[str, str], list[dict[str, Any]]] = {}
     modes = args.modes.split(",")
     for r in range(args.rounds):
@@ -159,7 +173,7 @@ def loader_main(args: argparse.Namespace) -> None:
             for side in sides:
                 extra = ["--loader", "--mode", mode, "--batch-size", str(args.batch_size)]
                 got.setdefault((side, mode), []).append(
-                    run(getattr(args, side), [uri], args.repeat, extra)
+                    run(getattr(args, side), tables_of(args, side)[:1], args.repeat, extra)
                 )
         if not {"plain", "shuffled", "pyarrow"} <= set(modes):
             continue
@@ -229,6 +243,9 @@ def main() -> None:
         help="of plain, shuffled, pyarrow, prototype, tf",
     )
     parser.add_argument("--cold", action="store_true", help="clear caches before each read")
+    parser.add_argument(
+        "--before-tables", nargs="+", help="the before side's own tables, one per TABLE_URI"
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--mode", choices=LOADER_MODES, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -240,6 +257,8 @@ def main() -> None:
         return
     if not args.before:
         parser.error("--before is required")
+    if args.before_tables and len(args.before_tables) != len(args.uris):
+        parser.error("--before-tables needs one table per TABLE_URI")
     if args.loader:
         loader_main(args)
         return
@@ -247,7 +266,11 @@ def main() -> None:
     for r in range(args.rounds):
         for side in ("before", "after"):
             extra = ["--cold"] if args.cold else []
-            results[side].append(run(getattr(args, side), args.uris, args.repeat, extra))
+            tables = tables_of(args, side)
+            got = run(getattr(args, side), tables, args.repeat, extra)
+            results[side].append({"raylake": got["raylake"]} | {
+                u: got[t] for u, t in zip(args.uris, tables)
+            })  # fmt: skip
         line = "  ".join(
             f"{Path(u).name} {results['after'][r][u]['wall'] / results['before'][r][u]['wall']:.2f}x"
             for u in args.uris

@@ -116,30 +116,8 @@ class KeyedFileWriter(RollingFileWriter):
         keys = tuple(name for name in self.key if _delta_encodable(self.schema.field(name).type))
         return (*keys, SEQ)
 
-    def file_schema_of(self, first: pa.Table) -> pa.Schema:
-        """The table's columns, those without a null in ``first`` marked non-null.
-
-        A merged read decodes every stored version of its value columns, and a column
-        stored non-null has no definition levels to decode: about half the decoding
-        CPU of a nullable float column without nulls (docs/primary-keys.md). Readers
-        give back the table's own fields (files.py: ``table_fields``).
-        """
-        fields = [
-            f.with_nullable(False)
-            if f.nullable and not pa.types.is_nested(f.type) and not first.column(f.name).null_count
-            else f
-            for f in self.schema
-        ]
-        return pa.schema(fields, metadata=self.schema.metadata)
-
     def _write_row_group(self, chunk: pa.Table) -> None:
-        if self._writer is not None and any(
-            chunk.column(f.name).null_count
-            for f in self._file_schema
-            if not f.nullable and self.schema.field(f.name).nullable
-        ):
-            # A null in a column this file stores non-null: it goes to the next file.
-            self._close_file()
+        self._close_before_nulls(chunk)  # before this file's key and sequence ranges
         seq_bounds = pc.min_max(chunk.column(SEQ)).as_py()
         if self._writer is None:  # this chunk opens a new file
             self._first_key = _key_at(chunk, self.key, 0)
