@@ -17,7 +17,9 @@ a thread of large numpy copies (which do not hold the interpreter's lock) and a 
 of pure Python (which does): what slows a step, the lock or the machine.
 
 ``--process`` times the overlap case with ``window_process=True``, the trainer's
-thread's time in the window iterator split into its parts, after a gap and back to back.
+thread's time in the window iterator split into its parts, after a gap and back to back,
+and each wait for a window by the window's index in the epoch (the first window's wait
+apart from waits inside the pass).
 
 ``--overlap`` instead times bench/gpu.py's overlap case (a step per batch that the host
 waits for) under a few settings, with the window thread's wall and CPU time per window
@@ -316,6 +318,9 @@ class TrainerClock:
         self.spent = dict.fromkeys(self.PARTS.values(), 0.0)
         self.calls = dict.fromkeys(self.PARTS.values(), 0)
         self.blocked = 0.0  # of "receive": a blocking one (no window was ready)
+        # Each blocking wait of more than 0.2 ms: (windows handed to the trainer before
+        # it in the epoch, ms), to tell a pass's first window from waits inside it.
+        self.waits: list[tuple[int, float]] = []
 
     def __enter__(self) -> TrainerClock:
         cls = window_process.WindowsFromProcess
@@ -337,6 +342,8 @@ class TrainerClock:
                 clock.calls[part] += 1
                 if part == "receive" and kwargs.get("block", args[:1] == (True,)):
                     clock.blocked += took
+                    if took > 2e-4:
+                        clock.waits.append((clock.calls["copy"], took * 1e3))
 
         return timed
 
@@ -348,7 +355,12 @@ class TrainerClock:
         parts = ", ".join(
             f"{part} {self.spent[part] * 1e3:.1f} ms / {self.calls[part]}" for part in self.spent
         )
-        return f"trainer's thread in the window iterator: {parts} (blocked {self.blocked * 1e3:.1f} ms)"
+        waits = ", ".join(f"#{i} {ms:.1f}" for i, ms in self.waits[:12])
+        more = f" and {len(self.waits) - 12} more" if len(self.waits) > 12 else ""
+        return (
+            f"trainer's thread in the window iterator: {parts} (blocked "
+            f"{self.blocked * 1e3:.1f} ms; waits over 0.2 ms by window, ms: {waits or 'none'}{more})"
+        )
 
 
 def process_probe(tbl: Any, device: str, repeat: int, window_rows: int | None) -> None:
