@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from stored_reads import split_and_piece_reads
 
 import raylake
-from raylake.train.source import LakeSource
 
 SCHEMA = pa.schema(
     [
@@ -94,14 +94,8 @@ def test_files_that_mark_other_columns_non_null_read_as_written(tmp_path: Path) 
     assert whole.schema == SCHEMA
     assert bag(whole) == expected
     assert bag(pa.Table.from_batches(list(tbl.to_batches()), schema=SCHEMA)) == expected
-    parts = tbl.scan().with_split_size(1).plan()
-    assert len(parts) > 1
-    read = pa.Table.from_batches([b for s in parts for b in tbl.read_split(s)], schema=SCHEMA)
-    assert bag(read) == expected
-    source = LakeSource.open(tbl, columns=None)
-    pieces = [source.read_piece(i) for i in range(len(source.pieces))]
-    assert all(p.schema == SCHEMA for p in pieces)
-    assert bag(pa.concat_tables(pieces)) == expected
+    for read in split_and_piece_reads(tbl, SCHEMA):
+        assert bag(read) == expected
 
     everything = pa.concat_tables(writes).to_pylist()
     assert bag(tbl.to_arrow(filter="x > 0.25")) == bag(

@@ -17,9 +17,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from stored_reads import split_and_piece_reads
 
 import raylake
-from raylake.train.source import LakeSource
 
 SCHEMA = pa.schema(
     [
@@ -114,14 +114,8 @@ def test_files_that_mark_other_columns_non_null_merge_as_the_model(
     whole = tbl.to_arrow()
     assert whole.schema == SCHEMA
     assert by_id(whole) == expected
-    parts = tbl.scan().with_split_size(1).plan()
-    assert len(parts) > 1
-    read = pa.Table.from_batches([b for s in parts for b in tbl.read_split(s)], schema=SCHEMA)
-    assert by_id(read) == expected
-    source = LakeSource.open(tbl, columns=None)
-    pieces = [source.read_piece(i) for i in range(len(source.pieces))]
-    assert all(p.schema == SCHEMA for p in pieces)
-    assert by_id(pa.concat_tables(pieces)) == expected
+    for read in split_and_piece_reads(tbl, SCHEMA):
+        assert by_id(read) == expected
     assert by_id(tbl.to_arrow(filter="x > 0.25")) == {
         k: v for k, v in expected.items() if v[0] is not None and v[0] > 0.25
     }
