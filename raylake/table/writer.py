@@ -131,6 +131,9 @@ class RollingFileWriter:
         self._row_group_rows: list[int] = []
         self._row_group_sizes: list[int] = []
         self._file_schema: pa.Schema = self.schema
+        # Columns that held a null in an earlier row group: stored nullable from then on,
+        # so that nulls now in one column, now in another, close at most one file each.
+        self._had_nulls: set[str] = set()
 
     @property
     def open_paths(self) -> list[str]:
@@ -210,9 +213,10 @@ class RollingFileWriter:
         own fields: an append scan reads with the table's schema, a primary-key read
         through ``table_fields`` (pk/files.py).
         """
+        self._had_nulls.update(f.name for f in self.schema if first.column(f.name).null_count)
         fields = [
             f.with_nullable(False)
-            if f.nullable and not pa.types.is_nested(f.type) and not first.column(f.name).null_count
+            if f.nullable and not pa.types.is_nested(f.type) and f.name not in self._had_nulls
             else f
             for f in self.schema
         ]
@@ -220,12 +224,19 @@ class RollingFileWriter:
 
     def _close_before_nulls(self, chunk: pa.Table) -> None:
         """A null in a column the open file stores non-null: the chunk goes to the next
-        file, whose schema again follows its first row group."""
-        if self._writer is not None and any(
-            chunk.column(f.name).null_count
+        file, which stores that column nullable (and every column that had a null in
+        this writer before)."""
+        if self._writer is None:
+            return
+        nulls = [
+            f.name
             for f in self._file_schema
-            if not f.nullable and self.schema.field(f.name).nullable
-        ):
+            if not f.nullable
+            and self.schema.field(f.name).nullable
+            and chunk.column(f.name).null_count
+        ]
+        if nulls:
+            self._had_nulls.update(nulls)
             self._close_file()
 
     def delta_columns(self) -> tuple[str, ...]:

@@ -131,3 +131,20 @@ def test_a_column_added_later_reads_as_null_in_files_stored_non_null(tmp_path: P
     assert out.schema == tbl.schema == SCHEMA.append(pa.field("y", pa.float64()))
     assert out.sort_by("id").column("y").null_count == 10
     assert stored_nullable(tbl)[1]["y"] is False
+
+
+def test_nulls_moving_between_columns_close_a_file_once_per_column(tmp_path: Path) -> None:
+    """Row groups of one write with a null now in x, now in n: each column's first null
+    closes a file, and the next files store it nullable, so the write makes 3 files,
+    not one per row group."""
+    options = {"write.row-group-rows": "10"}
+    tbl = raylake.create_table(str(tmp_path / uuid.uuid4().hex), SCHEMA, options=options)
+    groups = 8
+    x = [None if i % 10 == 0 and (i // 10) % 2 == 1 else 1.0 for i in range(10 * groups)]
+    n = [None if i % 10 == 0 and (i // 10) % 2 == 0 and i else i for i in range(10 * groups)]
+    written = rows(0, 10 * groups, pa.array(x, pa.float32()), pa.array(n, pa.int64()), ["a"] * 80)
+    tbl.write(written)
+    nullable = stored_nullable(tbl)
+    assert [(f["x"], f["n"]) for f in nullable] == [(False, False), (True, False), (True, True)]
+    assert tbl.to_arrow().schema == SCHEMA
+    assert bag(tbl.to_arrow()) == bag(written)
