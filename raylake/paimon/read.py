@@ -267,9 +267,9 @@ def _read_picked(ctx: Any, plan: ReadPlan, files: Sequence[PaimonFileSlice]) -> 
     parts = []
     for i in decision.order:
         raw, projection = raws[i]
-        keep = decision.mask(i)
-        if not keep.all():
-            raw = raw.filter(pa.array(keep))
+        keep = decision.selection(i)
+        if keep.true_count < len(keep):
+            raw = raw.filter(keep)
         parts.append(projection.conform(raw, plan.table_columns))
     return pa.concat_tables(parts)
 

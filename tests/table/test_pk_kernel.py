@@ -132,3 +132,29 @@ def test_a_file_holding_a_key_twice_is_decided_by_sort() -> None:
     assert not decision.newest_first
     assert [decision.mask(i).tolist() for i in range(2)] == [[True, False], [False, True]]
     assert np.array_equal(decision.positions(1), [1])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    keep=st.lists(st.booleans(), max_size=70),
+    offset=st.integers(0, 20),
+    bounds=st.tuples(st.integers(0, 100), st.integers(0, 100)),
+)
+def test_selection_is_the_mask_over_any_rows_of_the_file(
+    keep: list[bool], offset: int, bounds: tuple[int, int]
+) -> None:
+    """A filter's mask over file rows [start, stop): the decision's own bits where it
+    read them all (no copy), False for rows it did not read; the same as the unpacked
+    mask, and the same bits a filter sees."""
+    start, stop = min(bounds), max(bounds)
+    packed = np.packbits(np.array(keep, dtype=bool), bitorder="little")
+    decision = kernel.Decision((0,), (offset,), (packed,), (len(keep),), (sum(keep),))
+    assert decision.mask(0).tolist() == keep
+    expected = [offset <= r < offset + len(keep) and keep[r - offset] for r in range(start, stop)]
+    got = decision.selection(0, start, stop)
+    assert got.to_pylist() == expected and got.true_count == sum(expected)
+    rows = pa.table({"r": list(range(start, stop))})
+    assert rows.filter(got).column("r").to_pylist() == [
+        r for r, won in zip(range(start, stop), expected) if won
+    ]
+    assert decision.selection(0).to_pylist() == keep

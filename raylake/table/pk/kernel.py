@@ -5,7 +5,7 @@ of a bucket whose keys overlap, or a key-range part of one) win depends only on 
 key, the sequence field, ``_rl_seq`` and ``_rl_kind``. :func:`decide` takes a
 section's files and a reader of their *versions* (those columns, in raylake's row
 kinds, one table per file) and returns a :class:`Decision`: per file, a packed bitmask
-of the rows that win. Each format reads its own files: raylake's tables through
+of the rows that win (in Arrow's bit order, so a filter reads the bits in place). Each format reads its own files: raylake's tables through
 late.py (which then decodes only the winners' values), Paimon's through
 raylake/paimon/read.py (which maps ``_SEQUENCE_NUMBER``/``_VALUE_KIND`` and its merge
 engine's treatment of retracts onto these columns). Engines that compute rows
@@ -63,7 +63,7 @@ class Decision:
 
     order: tuple[int, ...]  # section file indices, in output order
     offsets: tuple[int, ...]  # position in its file of each mask's first row
-    masks: tuple[np.ndarray, ...]  # packed bits, one per row read from the file
+    masks: tuple[np.ndarray, ...]  # packed bits (Arrow's order), one per row read from the file
     rows: tuple[int, ...]  # rows read from each file
     winners: tuple[int, ...]  # winning rows of each file
     newest_first: bool = False  # decided without a sort
@@ -78,7 +78,30 @@ class Decision:
 
     def mask(self, i: int) -> np.ndarray:
         """Which rows read from file ``i`` (section order) win."""
-        return np.unpackbits(self.masks[i], count=self.rows[i]).view(bool)
+        return np.unpackbits(self.masks[i], count=self.rows[i], bitorder="little").view(bool)
+
+    def selection(
+        self, i: int, start: int | None = None, stop: int | None = None
+    ) -> pa.BooleanArray:
+        """Which rows ``[start, stop)`` of file ``i`` (positions in the file; default:
+        the rows read) win, as a filter's mask; rows the decision did not read are False.
+
+        Where the decision read all of those rows the mask is its own bits, not a copy:
+        a row group's filter then costs no unpacking of bits and no packing them again.
+        """
+        offset, n = self.offsets[i], self.rows[i]
+        lo = 0 if start is None else start - offset
+        hi = n if stop is None else stop - offset
+        if lo >= 0 and hi <= n:
+            bits = pa.py_buffer(self.masks[i])
+            return pa.Array.from_buffers(pa.bool_(), hi - lo, [None, bits], 0, lo)
+        mask = np.zeros(hi - lo, dtype=bool)
+        a, b = max(lo, 0), min(hi, n)
+        if a < b:  # unpack only the bytes that hold bits a .. b
+            first = a // 8
+            bits = np.unpackbits(self.masks[i][first : -(-b // 8)], bitorder="little")
+            mask[a - lo : b - lo] = bits[a - first * 8 : b - first * 8].view(bool)
+        return pa.array(mask)
 
     def positions(self, i: int) -> np.ndarray:
         """The winning row positions of file ``i`` (section order) in its file, ascending."""
@@ -201,7 +224,7 @@ def _decide_newest_first(
             keep[ignored[i]] = unseen
         if kinds[i] is not None:
             keep &= kinds[i] != DELETE
-        masks[i] = np.packbits(keep)
+        masks[i] = np.packbits(keep, bitorder="little")
         winners[i] = int(np.count_nonzero(keep))
     return Decision(
         tuple(order),
@@ -229,7 +252,9 @@ def _decide_by_sort(spec: MergeSpec, found: Sequence[tuple[pa.Table, int]]) -> D
             picked = chosen.astype(np.int64, copy=False)  # pyarrow's sort indices are uint64
             keep[picked if len(versions) == len(kinds) else versions[picked]] = True
     offsets = np.cumsum([0, *rows])
-    masks = [np.packbits(keep[offsets[i] : offsets[i + 1]]) for i in range(len(rows))]
+    masks = [
+        np.packbits(keep[offsets[i] : offsets[i + 1]], bitorder="little") for i in range(len(rows))
+    ]
     winners = [int(np.count_nonzero(keep[offsets[i] : offsets[i + 1]])) for i in range(len(rows))]
     return Decision(
         tuple(range(len(found))),

@@ -27,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from raylake.caching import LruCache, process_cache
 from raylake.format.schema import TableSchema
 from raylake.io import FileIO
 from raylake.table.fragments import parquet_fragment
@@ -44,12 +45,16 @@ if TYPE_CHECKING:
 
 
 _groups = SharedGroups(SHARED_GROUP_BYTES)
+_layouts: LruCache[tuple[str, str, tuple[str, ...]], tuple[list[int], list[str]]] = process_cache(
+    LruCache(4096)
+)
 
 
 def clear_decision_cache() -> None:
     """Forget cached decisions and shared row groups (benchmarks of cold reads, tests)."""
     clear_decisions()
     _groups.clear()
+    _layouts.clear()
 
 
 def shared_group_info() -> dict[str, int]:
@@ -130,21 +135,6 @@ def materialize(
             yield from _file_winners(file_io, ts, plan, section, part, decision, i)
 
 
-def group_mask(decision: Decision, i: int, start: int, stop: int) -> np.ndarray:
-    """Which rows ``[start, stop)`` of file ``i`` (file positions) win in ``decision``
-    (False for the rows it did not read)."""
-    offset, n = decision.offsets[i], decision.rows[i]
-    lo, hi = max(start - offset, 0), min(stop - offset, n)
-    mask = np.zeros(stop - start, dtype=bool)
-    if lo < hi:
-        # Unpack only the bytes that hold bits lo .. hi.
-        first = lo // 8
-        bits = np.unpackbits(decision.masks[i][first : -(-hi // 8)]).view(bool)
-        at = offset + lo - start
-        mask[at : at + hi - lo] = bits[lo - first * 8 : hi - first * 8]
-    return mask
-
-
 def _sharing_parts(
     file_io: FileIO,
     section: Sequence[FileSlice],
@@ -152,11 +142,11 @@ def _sharing_parts(
     i: int,
     start: int,
     stop: int,
-) -> dict[int, np.ndarray]:
+) -> dict[int, pa.BooleanArray]:
     """The winners' masks, by part, of the parts with winners in rows ``[start, stop)`` of
     file ``i``: this part's neighbours, as far as their decisions are cached and reach
     into those rows (the loaders' counting read decides every part first)."""
-    found: dict[int, np.ndarray] = {}
+    found: dict[int, pa.BooleanArray] = {}
     for step in (-1, 1):
         p = part.index + step
         while 0 <= p < part.count:
@@ -166,8 +156,8 @@ def _sharing_parts(
             offset, n = other.offsets[i], other.rows[i]
             if n and (offset >= stop or offset + n <= start):
                 break  # its rows of the file lie past the group: so do the next parts'
-            mask = group_mask(other, i, start, stop)
-            if mask.any():
+            mask = other.selection(i, start, stop)
+            if mask.true_count:
                 found[p] = mask
             p += step
     return found
@@ -190,8 +180,6 @@ def _file_winners(
     """
     f = section[i]
     metadata = parquet_fragment(file_io, f.path, file_size=f.file_size).metadata
-    sizes = [metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)]
-    starts = np.cumsum([0, *sizes])
     offset, n = decision.offsets[i], decision.rows[i]  # this part's rows of the file
     # Only what the output and the filter need: the decision already used the key,
     # the sequence field and the system columns.
@@ -200,24 +188,24 @@ def _file_winners(
     # A file of another schema version: its own names, mapped by field id after decoding.
     projection = projection_of(file_io, ts, f.schema_id)
     stored = wanted if projection is None else projection.file_columns(wanted)
-    dictionary = dictionary_columns(metadata, stored)
+    starts, dictionary = _layout(file_io, f.path, metadata, stored)
     with _open(file_io, f.path) as source:
         reader = pq.ParquetFile(
             source, metadata=metadata, read_dictionary=dictionary, pre_buffer=not file_io.is_local
         )
 
-        def winners(g: int, masks: Mapping[int, np.ndarray]) -> dict[int, pa.Table]:
+        def winners(g: int, masks: Mapping[int, pa.BooleanArray]) -> dict[int, pa.Table]:
             rows = reader.read_row_group(g, columns=stored, use_threads=True)
-            return {p: rows if m.all() else rows.filter(pa.array(m)) for p, m in masks.items()}
+            return {p: rows if m.true_count == len(m) else rows.filter(m) for p, m in masks.items()}
 
-        for g in range(len(sizes)):
-            start, stop = int(starts[g]), int(starts[g + 1])
+        for g in range(len(starts) - 1):
+            start, stop = starts[g], starts[g + 1]
             if stop <= offset or start >= offset + n:
                 continue  # none of this part's rows
-            mask = group_mask(decision, i, start, stop)
-            if not mask.any():
+            mask = decision.selection(i, start, stop)
+            if not mask.true_count:
                 continue  # a group where every row lost is never decoded
-            others: dict[int, np.ndarray] = {}
+            others: dict[int, pa.BooleanArray] = {}
             if part is not None and (start < offset or stop > offset + n):
                 # The group holds rows of other parts: decode it once for those that win there.
                 others = _sharing_parts(file_io, section, part, i, start, stop)
@@ -229,6 +217,21 @@ def _file_winners(
             else:
                 rows = winners(g, {0: mask})[0]
             yield from _finish(plan, rows, dictionary, projection, wanted)
+
+
+def _layout(
+    file_io: FileIO, path: str, metadata: pq.FileMetaData, stored: Sequence[str]
+) -> tuple[list[int], list[str]]:
+    """The first row of each row group of a data file (and its end), and which of
+    ``stored`` are read as dictionaries: worked out from the footer once per process
+    (files never change), not at every read of a training epoch."""
+    key = (file_io.uri, path, tuple(stored))
+    found = _layouts.get(key)
+    if found is None:
+        sizes = [metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)]
+        found = ([int(x) for x in np.cumsum([0, *sizes])], dictionary_columns(metadata, stored))
+        _layouts.put(key, found)
+    return found
 
 
 def _open(file_io: FileIO, path: str) -> pa.NativeFile:
