@@ -97,6 +97,13 @@ class LruCache(Generic[K, V]):
                 _, (_, dropped) = self._items.popitem(last=False)
                 self._weight -= dropped
 
+    def discard(self, key: K) -> None:
+        """Forget ``key`` if cached."""
+        with self._lock:
+            old = self._items.pop(key, None)
+            if old is not None:
+                self._weight -= old[1]
+
     def get_or_compute(self, key: K, compute: Callable[[], V]) -> V:
         """The cached value, or ``compute()`` stored. Computing happens outside the lock,
         so two threads may both compute a missing value; both results are equal."""

@@ -85,6 +85,9 @@ def test_weight_and_keys_follow_the_entries() -> None:
     cache.get("a")
     cache.put("c", b"zzzz")  # over 10: the least recently used, "b", goes
     assert cache.cached_keys() == ["a", "c"] and cache.weight == 8
+    cache.discard("a")
+    cache.discard("never put")
+    assert cache.cached_keys() == ["c"] and cache.weight == 4
     cache.clear()
     assert cache.weight == 0 and cache.cached_keys() == []
 
@@ -107,7 +110,7 @@ def _unregistered_caches() -> list[str]:
             if (
                 isinstance(value, ast.Call)
                 and isinstance(value.func, ast.Name)
-                and value.func.id in ("LruCache", "DecisionCache")
+                and value.func.id in ("LruCache", "DecisionCache", "MappedFiles")
             ):
                 found.append(f"{path.relative_to(package)}:{node.lineno}")
     return sorted(found)

@@ -35,6 +35,7 @@ from fsspec.implementations.local import LocalFileSystem
 from raylake.io import retry
 from raylake.io.create import UNREADABLE, create_checked, link_create, replace_write
 from raylake.io.credentials import StorageOptions
+from raylake.io.mapped import MappedLocalFiles, mapped_files
 from raylake.io.native import S3_PROTOCOLS, native_filesystem
 from raylake.io.read_errors import RetriedReads
 from raylake.io.retry import RetryPolicy, call_with_retries
@@ -236,11 +237,10 @@ class FileIO:
         pyarrow's native client where it has one (local files, S3), else fsspec wrapped."""
         if self._arrow_fs is None:
             if self.is_local:
-                # Data files are memory-mapped: a read is then no copy out of the page
-                # cache into fresh memory (the kernel zeroes every fresh page first), about
-                # a sixth of the CPU of decoding a table of PLAIN float columns
-                # (docs/benchmarks.md, issue 28). Data files are immutable once written.
-                arrow_fs: pafs.FileSystem = pafs.LocalFileSystem(use_mmap=True)
+                # Data files are read from memory maps, kept from one read to the next
+                # (raylake/io/mapped.py): a read is then no copy out of the page cache
+                # into fresh memory, and no page-table work either once a file is mapped.
+                arrow_fs: pafs.FileSystem = pafs.PyFileSystem(MappedLocalFiles())
             else:
                 native = native_filesystem(self.protocol, self.client_options(), self.root)
                 arrow_fs = native or pafs.PyFileSystem(RetriedReads(self.fs, *self._tries()))
@@ -377,8 +377,11 @@ class FileIO:
 
     def delete(self, rel: str) -> None:
         """Delete a file; a missing file is not an error (deletes are retried idempotently)."""
+        path = self.full_path(rel)
+        if self.is_local:  # its disk space is freed once no map holds it
+            mapped_files.forget(path)
         with contextlib.suppress(FileNotFoundError):
-            self._call("delete", rel, lambda: self.fs.rm_file(self.full_path(rel)))
+            self._call("delete", rel, lambda: self.fs.rm_file(path))
 
     def delete_quietly(self, rels: list[str]) -> None:
         """Best-effort cleanup of files a failed operation wrote."""

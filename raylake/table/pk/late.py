@@ -235,16 +235,14 @@ def _layout(
 
 
 def _open(file_io: FileIO, path: str) -> pa.NativeFile:
-    """A data file to decode row groups from: mapped into memory when it is local.
+    """A data file to decode row groups from: over its memory map when it is local.
 
     A merged read decodes every version of its rows (bench/merge.py: 7M row versions
     for 4M rows), so copying the file's bytes into read buffers costs it more than a
-    plain read; a mapped file is decoded from the page cache in place (about 12% less
-    CPU for bench/merge.py's merged read, in system time). Elsewhere pyarrow's
-    filesystem reads it, with pre-buffering.
+    plain read; a mapped file is decoded from the page cache in place, and the map is
+    kept for the next read (raylake/io/mapped.py). Elsewhere pyarrow's filesystem reads
+    it, with pre-buffering.
     """
-    if file_io.is_local:
-        return pa.memory_map(file_io.full_path(path))
     return file_io.arrow_filesystem().open_input_file(file_io.full_path(path))
 
 
