@@ -5,7 +5,8 @@ and each process times ``to_arrow()`` of every table (best of ``--repeat``, afte
 warm-up read; wall and CPU time). With ``--loader`` each process instead times epochs
 of ``LakeIterableDataset`` in-process (batches of ``--batch-size`` of bench/_synthetic.py's
 16 features stacked and the label; ``plain`` and ``shuffled``, one process each, so
-that each reports its own peak RSS), and further processes per round time two
+that each reports its own peak RSS and, of it, the table's data files it keeps mapped:
+page cache, no memory of the process's own), and further processes per round time two
 baselines over the same files: the pyarrow -> torch loop (bench/gpu.py's) and a
 single-threaded prototype of the window design (``prototype``: 128K-row record
 batches decoded, features stacked once each, batches as views); ``--modes tf`` times
@@ -150,7 +151,25 @@ def loader_child(uri: str, mode: str, repeat: int, batch_size: int) -> None:
     rows, wall, cpu = best_of(epoch, repeat)  # the warm-up also fills the loader's scratch
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     print(json.dumps({"raylake": raylake.__file__, "rows": rows, "wall": wall, "cpu": cpu,
-                      "rss": rss}))  # fmt: skip
+                      "rss": rss, "mapped": mapped_bytes_under(uri)}))  # fmt: skip
+
+
+def mapped_bytes_under(root: str) -> int:
+    """Resident bytes of this process's maps of files under ``root`` (the table's data
+    files, kept mapped between reads): page cache counted in the RSS, not memory of the
+    process's own. 0 where Linux's /proc/self/smaps is missing."""
+    path = Path("/proc/self/smaps")
+    if not path.exists():
+        return 0
+    total, inside = 0, False
+    for line in path.read_text().splitlines():
+        fields = line.split()
+        if fields and "-" in fields[0] and len(fields) >= 5:  # a map's header line
+            name = line.split(None, 5)[5] if len(fields) >= 6 else ""
+            inside = name.removesuffix(" (deleted)").startswith(os.path.abspath(root) + "/")
+        elif inside and fields[:1] == ["Rss:"]:
+            total += int(fields[1]) * 1024
+    return total
 
 
 BASELINES = ("pyarrow", "prototype")  # run once per round (they do not use raylake)
@@ -191,14 +210,15 @@ def loader_main(args: argparse.Namespace) -> None:
               flush=True)  # fmt: skip
     rows = next(iter(got.values()))[0]["rows"]
     print(f"\n{'':<20}{'rows/s median (range)':>30}{'CPU s/epoch median (range)':>30}"
-          f"{'peak RSS MB':>13}")  # fmt: skip
+          f"{'peak RSS MB':>13}{'  of it mapped data files':>26}")  # fmt: skip
     for (side, mode), runs in sorted(got.items()):
         rates = sorted(rows / x["wall"] / 1e6 for x in runs)
         cpu = sorted(x["cpu"] for x in runs)
         rss = max(x["rss"] for x in runs) / 1e6
+        mapped = max(x.get("mapped", 0) for x in runs) / 1e6
         print(f"{side + ' ' + mode:<20}{statistics.median(rates):>12.2f}M ({rates[0]:.2f}-"
               f"{rates[-1]:.2f}M){statistics.median(cpu):>12.3f} ({cpu[0]:.3f}-{cpu[-1]:.3f})"
-              f"{rss:>11.0f}")  # fmt: skip
+              f"{rss:>11.0f}{mapped:>21.0f}")  # fmt: skip
     if {"plain", "shuffled", "pyarrow"} <= set(modes):
         print("\nmedians of the rounds' own ratios (wall):")
         pairs = [
