@@ -205,13 +205,17 @@ def pk_rows(tbl: raylake.Table, root: Path, rows: int, device: str, repeat: int)
     t0 = time.perf_counter()
     pk = build_pk(root / "pk", rows)
     print(f"(wrote the primary-key table in {time.perf_counter() - t0:.1f}s)")
-    _, ours = lake(pk, device)
-    _, append = lake(tbl, device)
+    pk_ds, ours = lake(pk, device)
+    append_ds, append = lake(tbl, device)
     t_pk, n_pk, t_append, n_append = versus(ours, append, repeat)
     FIGURES["pk_ratio"] = round((n_pk / t_pk) / (n_append / t_append), 3)
     FIGURES["pk_rows_per_s"] = round(n_pk / t_pk)
     print(f"{'primary-key table vs append table (rows/s)':<58} {n_pk / t_pk / 1e6:8.2f}M "
           f"{n_append / t_append / 1e6:8.2f}M {FIGURES['pk_ratio']:7.2f}x  >= 0.85x")  # fmt: skip
+    # Whether the merged pieces' reads hold the epoch: how often a piece was ready when
+    # the converter asked for it, and how long the trainer waited (each last epoch).
+    for name, ds in (("primary key", pk_ds), ("append", append_ds)):
+        print(f"  stats() of the last {name} epoch: {ds.stats()}")
 
 
 def worker_rows(tbl: raylake.Table, device: str, repeat: int, workers: int) -> None:
