@@ -44,7 +44,7 @@ FeaturesOut = Callable[[tuple[int, int], np.dtype], "np.ndarray | None"]
 
 _STACK_ROWS = 1 << 16  # rows stacked through the scratch array at a time, at most
 _STACK_BYTES = 512 << 10  # the scratch block's size: it stays in a core's cache
-_KEPT_WINDOWS = 4  # stacked windows' memory kept for reuse, per converting thread
+_KEPT_WINDOWS = 4  # stacked windows' memory kept for reuse, per converter
 _KEPT_BYTES = 32 << 20  # larger windows are not kept (their page faults are a smaller share)
 
 
@@ -158,6 +158,8 @@ class Converter:
                     ) from e
         self.dtype = None if dtype is None else np.dtype(dtype)
         self._local = threading.local()
+        self._kept: list[np.ndarray] = []  # stacked windows' memory, for reuse (_stacked)
+        self._kept_lock = threading.Lock()
         if layout.features is not None:
             types = [numpy_dtype(self.schema.field(c).type) for c in layout.features]
             self.features_dtype = self.dtype or np.result_type(*types)
@@ -184,34 +186,35 @@ class Converter:
         reference to the array), so an array that only this pool refers to is not seen
         by anyone: reusing it saves the page faults of fresh memory (the kernel zeroes
         every fresh page; docs/benchmarks.md, "Second pass on the CPU epoch"). The pool
-        is the converting thread's (a pass's), at most ``_KEPT_WINDOWS`` arrays of at
-        most ``_KEPT_BYTES`` each.
+        is the converter's, kept from one pass to the next (each pass converts on a
+        thread of its own, and a pool per thread began every epoch with fresh
+        windows), at most ``_KEPT_WINDOWS`` arrays of at most ``_KEPT_BYTES`` each.
         """
-        kept: list[np.ndarray] | None = getattr(self._local, "kept", None)
-        if kept is None:
-            kept = self._local.kept = []
-        for i in range(len(kept)):
-            # 2: the list's reference and getrefcount's argument; nothing else holds it
-            if sys.getrefcount(kept[i]) == 2 and len(kept[i]) >= n:
-                return kept[i][:n]
-        fresh = np.empty((n, self.features_width), dtype=self.features_dtype)
-        if fresh.nbytes > _KEPT_BYTES:
+        with self._kept_lock:
+            kept = self._kept
+            for i in range(len(kept)):
+                # 2: the list's reference and getrefcount's argument; nothing else holds it
+                if sys.getrefcount(kept[i]) == 2 and len(kept[i]) >= n:
+                    return kept[i][:n]
+            fresh = np.empty((n, self.features_width), dtype=self.features_dtype)
+            if fresh.nbytes > _KEPT_BYTES:
+                return fresh
+            if len(kept) >= _KEPT_WINDOWS:
+                kept.pop(0)  # the oldest goes (it lives on while batches refer to it)
+            kept.append(fresh)
             return fresh
-        if len(kept) < _KEPT_WINDOWS:
-            kept.append(fresh)
-        else:  # the oldest goes (it lives on while batches refer to it)
-            kept.pop(0)
-            kept.append(fresh)
-        return fresh
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        del state["_local"]  # a copy (a DataLoader worker, a Ray task) makes its own scratch
+        # A copy (a DataLoader worker, a Ray task) makes its own scratch and pool.
+        del state["_local"], state["_kept"], state["_kept_lock"]
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._local = threading.local()
+        self._kept = []
+        self._kept_lock = threading.Lock()
 
     def _fill_for(self, column: str) -> Any:
         return self.fill.get(column) if isinstance(self.fill, dict) else self.fill

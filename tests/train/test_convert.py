@@ -296,6 +296,37 @@ def test_stacked_windows_reuse_memory_only_when_no_batch_refers_to_it() -> None:
     assert kept.data_ptr() not in pointers and bool((kept == 1.0).all())
 
 
+def test_the_next_pass_on_a_thread_of_its_own_reuses_the_windows_memory() -> None:
+    """Each pass converts on a thread of its own: the pool is the converter's, so the
+    next epoch writes its windows into the memory of the last one's (a pool per thread
+    went with its thread, and every epoch began with fresh pages)."""
+    import threading
+    import weakref
+
+    from raylake.train.convert import FEATURES, Converter, Layout
+
+    schema = pa.schema([("a", pa.float32()), ("b", pa.float32())])
+    layout = Layout.of(schema, columns=None, feature_columns=["a", "b"], label_column=None)
+    converter = Converter(schema, layout, target="torch tensors")
+    made: dict[str, np.ndarray] = {}
+
+    def a_pass(name: str, value: float) -> None:
+        col = pa.array(np.full(100, value, dtype=np.float32))
+        made[name] = converter(pa.table({"a": col, "b": col}))[FEATURES]
+
+    first = threading.Thread(target=a_pass, args=("first", 1.0))
+    first.start()
+    first.join()
+    window = made.pop("first")
+    memory = weakref.ref(window if window.base is None else window.base)
+    del window
+    assert memory() is not None  # kept by the converter, not by the finished thread
+    second = threading.Thread(target=a_pass, args=("second", 2.0))
+    second.start()
+    second.join()
+    assert np.shares_memory(made["second"], memory()) and bool((made["second"] == 2.0).all())
+
+
 def test_gathered_windows_reuse_memory_like_stacked_ones() -> None:
     """A shuffled window's part is gathered into pooled memory; the rows are the ones
     asked for, in that order, and a batch kept alive keeps its values."""
@@ -331,7 +362,7 @@ def test_windows_larger_than_the_cap_are_not_kept(monkeypatch: pytest.MonkeyPatc
                     for n in (100, 200))  # fmt: skip
     assert converter(small)[FEATURES].shape == (100, 2)  # 800 bytes: kept
     assert converter(large)[FEATURES].shape == (200, 2)  # 1600 bytes: not kept
-    assert [a.nbytes for a in converter._local.kept] == [800]
+    assert [a.nbytes for a in converter._kept] == [800]
 
 
 @settings(max_examples=40, deadline=None)
