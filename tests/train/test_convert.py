@@ -327,6 +327,34 @@ def test_the_next_pass_on_a_thread_of_its_own_reuses_the_windows_memory() -> Non
     assert np.shares_memory(made["second"], memory()) and bool((made["second"] == 2.0).all())
 
 
+def _convert_in_child(converter: object, queue: object) -> None:
+    col = pa.array(np.full(10, 3.0, dtype=np.float32))
+    out = converter(pa.table({"a": col, "b": col}))  # type: ignore[operator]
+    queue.put(float(out["_rl_features"].sum()))  # type: ignore[attr-defined]
+
+
+def test_a_forked_child_converts_while_the_parent_holds_the_pool() -> None:
+    """A child forked while another thread of the parent was inside the pool (its lock
+    held) makes a pool of its own instead of waiting for a lock nobody will release."""
+    import multiprocessing
+
+    from raylake.train.convert import FEATURES, Converter, Layout
+
+    assert FEATURES == "_rl_features"
+    schema = pa.schema([("a", pa.float32()), ("b", pa.float32())])
+    layout = Layout.of(schema, columns=None, feature_columns=["a", "b"], label_column=None)
+    converter = Converter(schema, layout, target="torch tensors")
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    with converter._kept_lock:  # as if a converting thread were taking a window
+        child = context.Process(target=_convert_in_child, args=(converter, queue))
+        child.start()
+    child.join(timeout=120)
+    if child.is_alive():
+        child.kill()
+    assert child.exitcode == 0 and queue.get(timeout=5) == 60.0
+
+
 def test_gathered_windows_reuse_memory_like_stacked_ones() -> None:
     """A shuffled window's part is gathered into pooled memory; the rows are the ones
     asked for, in that order, and a batch kept alive keeps its values."""
