@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -40,6 +41,21 @@ def clear_process_caches() -> None:
         cache.clear()
 
 
+# Every cache's lock is made anew in a forked child: a thread of the parent may have
+# held it at the fork (a read's file opens take the mapped files' cache from pyarrow's
+# threads), and no thread of the child would ever release it.
+_caches: weakref.WeakSet[LruCache[Any, Any]] = weakref.WeakSet()
+
+
+def _new_locks_in_child() -> None:
+    for cache in list(_caches):
+        cache._lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_locks_in_child)
+
+
 class LruCache(Generic[K, V]):
     """A bounded least-recently-used map, safe to share between threads.
 
@@ -57,6 +73,7 @@ class LruCache(Generic[K, V]):
         self._items: OrderedDict[K, tuple[V, int]] = OrderedDict()
         self._weight = 0
         self._lock = threading.Lock()
+        _caches.add(self)
 
     def __len__(self) -> int:
         return len(self._items)

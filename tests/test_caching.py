@@ -173,3 +173,27 @@ def test_a_forked_child_gets_its_own_pools(tmp_path: object) -> None:
     if child.is_alive():
         child.kill()
     assert child.exitcode == 0 and queue.get(timeout=1) == 40
+
+
+def _use_cache_in_child(cache: LruCache[str, int], queue: object) -> None:
+    cache.put("b", 2)
+    queue.put((cache.get("a"), cache.get("b")))  # type: ignore[attr-defined]
+
+
+def test_a_forked_child_can_use_a_cache_whose_lock_was_held_at_the_fork() -> None:
+    """A thread of the parent may hold a cache's lock at the fork (pyarrow's threads open
+    files through the mapped files' cache); the child makes the lock anew instead of
+    waiting for a thread that does not exist there."""
+    import multiprocessing
+
+    cache: LruCache[str, int] = LruCache(4)
+    cache.put("a", 1)
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    with cache._lock:  # as if another thread were inside the cache
+        child = ctx.Process(target=_use_cache_in_child, args=(cache, queue))
+        child.start()
+    child.join(120)
+    if child.is_alive():
+        child.kill()
+    assert child.exitcode == 0 and queue.get(timeout=5) == (1, 2)
