@@ -136,6 +136,24 @@ class LruCache(Generic[K, V]):
             self._weight = 0
 
 
+class ProcessLock:
+    """A module's lock that a forked child makes anew: a thread of the parent may have
+    held it at the fork (a DataLoader worker is forked while reads run), and no thread
+    of the child would ever release it."""
+
+    def __init__(self) -> None:
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> None:
+        if self._pid != os.getpid():
+            self._pid, self._lock = os.getpid(), threading.Lock()
+        self._lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+
 class ProcessThreads:
     """A thread pool shared by the whole process, made on first use and made again in a
     forked child: the child's copy of the parent's pool counts the parent's threads,

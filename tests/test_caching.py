@@ -197,3 +197,33 @@ def test_a_forked_child_can_use_a_cache_whose_lock_was_held_at_the_fork() -> Non
     if child.is_alive():
         child.kill()
     assert child.exitcode == 0 and queue.get(timeout=5) == (1, 2)
+
+
+def _take_lock_in_child(lock: object, queue: object) -> None:
+    with lock:  # type: ignore[attr-defined]
+        queue.put("taken")  # type: ignore[attr-defined]
+
+
+def test_a_module_lock_held_at_a_fork_is_made_anew_in_the_child() -> None:
+    """The modules' locks (the merge pool's, create-if-absent's, the credentials') are
+    ProcessLocks: a child forked while a parent's thread held one takes its own."""
+    import multiprocessing
+
+    from raylake.caching import ProcessLock
+    from raylake.io import credentials, fileio
+    from raylake.table.pk import read
+
+    for lock in (read._pool_lock, fileio._CREATE_LOCK, credentials._lock):
+        assert isinstance(lock, ProcessLock)
+    lock = ProcessLock()
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    with lock:  # as if another thread were inside it
+        child = ctx.Process(target=_take_lock_in_child, args=(lock, queue))
+        child.start()
+    child.join(120)
+    if child.is_alive():
+        child.kill()
+    assert child.exitcode == 0 and queue.get(timeout=5) == "taken"
+    with lock:  # the parent's own lock was released as usual
+        pass

@@ -26,13 +26,13 @@ import json
 import logging
 import os
 import re
-import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from multiprocessing import context as mp_context
 from typing import Any, TypeAlias
 
 from raylake.arguments import check_mapping
+from raylake.caching import ProcessLock
 from raylake.errors import MissingCredentialsError
 
 logger = logging.getLogger(__name__)
@@ -65,7 +65,7 @@ class _Known:
 
 
 _registry: dict[str, _Known] = {}
-_lock = threading.Lock()
+_lock = ProcessLock()
 _chain_found = False
 
 

@@ -24,7 +24,6 @@ import logging
 import os
 import posixpath
 import re
-import threading
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
@@ -32,6 +31,7 @@ import fsspec
 import pyarrow.fs as pafs
 from fsspec.implementations.local import LocalFileSystem
 
+from raylake.caching import ProcessLock
 from raylake.io import retry
 from raylake.io.create import UNREADABLE, create_checked, link_create, replace_write
 from raylake.io.credentials import StorageOptions
@@ -49,7 +49,7 @@ REMOTE_FILES_IN_FLIGHT = 16
 OBJECT_STORES = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss"})
 # Serializes create-if-absent on non-local filesystems within a process: fsspec's "xb" is
 # often check-then-write in Python (memory:// is), so two threads could both "create" a file.
-_CREATE_LOCK = threading.Lock()
+_CREATE_LOCK = ProcessLock()
 
 
 # Filesystems whose create-if-absent is atomic, by class and protocol (a subclass under

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import threading
 from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -36,6 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from raylake.caching import ProcessLock
 from raylake.expr import (
     AlwaysTrue,
     Expr,
@@ -69,7 +69,7 @@ from raylake.table.split import (
 MERGE_THREADS = min(4, os.cpu_count() or 1)
 
 _pool: tuple[int, ThreadPoolExecutor] | None = None
-_pool_lock = threading.Lock()
+_pool_lock = ProcessLock()
 
 
 def merge_pool() -> ThreadPoolExecutor:
