@@ -5,7 +5,8 @@ of a bucket whose keys overlap, or a key-range part of one) win depends only on 
 key, the sequence field, ``_rl_seq`` and ``_rl_kind``. :func:`decide` takes a
 section's files and a reader of their *versions* (those columns, in raylake's row
 kinds, one table per file) and returns a :class:`Decision`: per file, a packed bitmask
-of the rows that win (in Arrow's bit order, so a filter reads the bits in place). Each format reads its own files: raylake's tables through
+of the rows that win (in Arrow's bit order, so a filter reads the bits in place).
+Each format reads its own files: raylake's tables through
 late.py (which then decodes only the winners' values), Paimon's through
 raylake/paimon/read.py (which maps ``_SEQUENCE_NUMBER``/``_VALUE_KIND`` and its merge
 engine's treatment of retracts onto these columns). Engines that compute rows
