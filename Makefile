@@ -52,6 +52,12 @@ test-fast: install
 # pytest -m for the legs that run only the fast tests (no Ray, no Spark, nothing slow).
 FAST := not ray and not spark and not slow and not multinode
 
+# CI runs the lowest and newest legs side by side: each keeps its tmp_path directories
+# under a root of its own, as tests/run_suite.py gives each of its sessions one. pytest
+# removes old numbered directories as a session ends; two sessions sharing a root can
+# remove the same one at once, and the later one fails.
+PYTEST_TMP := $(or $(PYTEST_DEBUG_TEMPROOT),$(TMPDIR),/tmp)/raylake-pytest
+
 # The oldest Python raylake supports with the lower ends of the ranges (docs/dependencies.md):
 # the core and the s3, duckdb, polars and paimon extras at the lowest versions pyproject.toml
 # allows, in an environment of their own; torch at its pin. Ray, Spark and TensorFlow are not
@@ -70,7 +76,8 @@ $(LOWEST_VENV)/.installed: pyproject.toml constraints-lowest.txt
 	touch $@
 
 test-lowest: $(LOWEST_VENV)/.installed
-	$(LOWEST_PY) -m pytest tests -m "$(FAST)"
+	mkdir -p $(PYTEST_TMP)/lowest
+	PYTEST_DEBUG_TEMPROOT=$(PYTEST_TMP)/lowest $(LOWEST_PY) -m pytest tests -m "$(FAST)"
 
 # The newest Python raylake supports with the newest release of every dependency (pandas 3
 # included), pinned in constraints-newest.txt; `make constraints-newest` refreshes the pins
@@ -91,7 +98,8 @@ $(NEWEST_VENV)/.installed: pyproject.toml constraints-newest.txt
 	touch $@
 
 test-newest: $(NEWEST_VENV)/.installed
-	$(NEWEST_PY) -m pytest tests -m "$(FAST)"
+	mkdir -p $(PYTEST_TMP)/newest
+	PYTEST_DEBUG_TEMPROOT=$(PYTEST_TMP)/newest $(NEWEST_PY) -m pytest tests -m "$(FAST)"
 
 constraints-newest:
 	rm -rf $(NEWEST_VENV).refresh

@@ -9,7 +9,10 @@ Both wait on subprocesses, files and the local S3 server much of the time, so on
 session running everything; docs/decisions.md says why not pytest-xdist).
 
 The second session prints as it goes; the cluster session writes to a log that is
-printed when both have ended. Arguments are passed to both sessions. The exit status is
+printed when both have ended. Each session keeps its ``tmp_path`` directories under a
+temporary root of its own (``temp_root``): pytest removes old numbered directories as a
+session ends, and two sessions that share a root can remove the same one at once, which
+fails the later one (a warning that the suite makes an error). Arguments are passed to both sessions. The exit status is
 1 when either session collected nothing (pytest's 5: an empty run is not a green run),
 else the first non-zero status of the two.
 
@@ -18,8 +21,10 @@ else the first non-zero status of the two.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -42,6 +47,20 @@ def unmarked_on_cluster(items: Iterable[Any]) -> list[str]:
     ]
 
 
+def temp_root(session: str) -> Path:
+    """The directory under which the pytest session named ``session`` keeps its
+    ``tmp_path`` directories, made if absent (pytest's ``PYTEST_DEBUG_TEMPROOT``; under
+    the caller's own root when it has one, so that a nested run shares nothing either)."""
+    parent = os.environ.get("PYTEST_DEBUG_TEMPROOT") or tempfile.gettempdir()
+    root = Path(parent) / "raylake-pytest" / session
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def _pytest_env(session: str) -> dict[str, str]:
+    return {**os.environ, "PYTEST_DEBUG_TEMPROOT": str(temp_root(session))}
+
+
 def _pytest(marks: str, args: list[str], paths: list[str]) -> list[str]:
     return [sys.executable, "-m", "pytest", *paths, "-m", marks, *args]
 
@@ -51,10 +70,15 @@ def main(args: list[str], paths: list[str] | None = None) -> int:
     paths = paths or [str(Path(__file__).resolve().parent)]
     with LOG.open("w") as log:
         cluster = subprocess.Popen(
-            _pytest(CLUSTER, args, paths), stdout=log, stderr=subprocess.STDOUT
+            _pytest(CLUSTER, args, paths),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=_pytest_env("cluster"),
         )
         try:
-            rest = subprocess.call(_pytest(f"not ({CLUSTER})", args, paths))
+            rest = subprocess.call(
+                _pytest(f"not ({CLUSTER})", args, paths), env=_pytest_env("rest")
+            )
             cluster_status = cluster.wait()
         finally:  # Ctrl-C, say: the background session does not outlive this one
             if cluster.poll() is None:

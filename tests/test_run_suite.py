@@ -39,6 +39,41 @@ def test_a_session_that_collects_nothing_fails_the_run(
     assert "pytest ran no tests (Ray and Spark)" in capfd.readouterr().err
 
 
+PROBE = """
+import os
+from pathlib import Path
+
+import pytest
+
+
+@pytest.mark.ray
+def test_on_the_cluster(tmp_path):
+    Path(os.environ["PROBE_OUT"], "cluster").write_text(str(tmp_path))
+
+
+def test_elsewhere(tmp_path):
+    Path(os.environ["PROBE_OUT"], "rest").write_text(str(tmp_path))
+"""
+
+
+def test_each_session_keeps_its_temporary_directories_apart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two sessions under one temporary root both remove its old numbered directories
+    # as they end, and the one that comes second to a directory fails the run.
+    (tmp_path / "test_probe.py").write_text(PROBE)
+    out = tmp_path / "out"
+    out.mkdir()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PROBE_OUT", str(out))
+    status = run_suite.main(["-q", "-p", "no:cacheprovider"], [str(tmp_path / "test_probe.py")])
+    assert status == 0
+    for session in ("cluster", "rest"):
+        used = Path((out / session).read_text()).resolve()
+        assert run_suite.temp_root(session).resolve() in used.parents
+    assert run_suite.temp_root("cluster") != run_suite.temp_root("rest")
+
+
 @dataclass
 class _Item:
     nodeid: str
