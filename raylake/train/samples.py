@@ -12,7 +12,7 @@ built per sample.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from torch.utils.data import default_collate
@@ -22,10 +22,13 @@ class Samples(list):  # type: ignore[type-arg]
     """The samples of a gathered batch, made on first use as a list.
 
     A ``list`` (what ``__getitems__`` returns by contract), filled from the batch the
-    first time it is read through Python (``len``, indexing, iteration, comparison):
-    the default collate reads ``batch[0]`` before anything else, so it sees a full
-    list. ``batch`` is the gathered batch in the structure ``ds[list]`` returns, or
-    None when a per-sample transform makes the collated batch differ from it.
+    first time it is used through Python: ``len`` aside, every list operation, reading
+    or changing, fills it first (the default collate reads ``batch[0]`` before anything
+    else, so it sees a full list). Code in C that reads a list's items without going
+    through Python first sees it empty: ``torch.stack(samples)`` as a collate's first
+    use raises "stack expects a non-empty TensorList"; index or iterate the list first,
+    or use :func:`collate`. ``batch`` is the gathered batch in the structure ``ds[list]``
+    returns, or None when a per-sample transform makes the collated batch differ from it.
     """
 
     def __init__(self, batch: Any, n: int, make: Callable[[], list[Any]]) -> None:
@@ -40,37 +43,46 @@ class Samples(list):  # type: ignore[type-arg]
             super().extend(make())
 
     def __len__(self) -> int:
-        return self._n
-
-    def __getitem__(self, index: Any) -> Any:
-        self._filled()
-        return super().__getitem__(index)
-
-    def __iter__(self) -> Iterator[Any]:
-        self._filled()
-        return super().__iter__()
-
-    def __reversed__(self) -> Iterator[Any]:
-        self._filled()
-        return super().__reversed__()
-
-    def __contains__(self, value: object) -> bool:
-        self._filled()
-        return super().__contains__(value)
-
-    def __eq__(self, other: object) -> bool:
-        self._filled()
-        return super().__eq__(other)
+        return self._n if self._make is not None else super().__len__()
 
     __hash__ = None  # type: ignore[assignment]
 
-    def __repr__(self) -> str:
+    def __radd__(self, other: Any) -> Any:
+        # ``[...] + samples``: list's own concatenation would read the items in C.
+        if not isinstance(other, list):
+            return NotImplemented
         self._filled()
-        return super().__repr__()
+        return list.__add__(other, self)
 
     def __reduce__(self) -> tuple[type[list[Any]], tuple[list[Any]]]:
         self._filled()
         return list, (list(super().__iter__()),)
+
+
+def _filling(name: str) -> Callable[..., Any]:
+    """``list``'s method ``name``, called on the samples made first."""
+    method = getattr(list, name)
+
+    def call(self: Samples, *args: Any, **kwargs: Any) -> Any:
+        self._filled()
+        return method(self, *args, **kwargs)
+
+    call.__name__, call.__qualname__ = name, f"Samples.{name}"
+    call.__doc__ = method.__doc__
+    return call
+
+
+# Every list method that reads or changes the items (``len`` is known without them): on
+# a list not made yet, list's own methods would see it empty.
+_LIST_METHODS = (
+    "__getitem__", "__iter__", "__reversed__", "__contains__", "__repr__",
+    "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__",
+    "__add__", "__mul__", "__rmul__", "__iadd__", "__imul__", "__setitem__", "__delitem__",
+    "append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse",
+    "copy", "count", "index",
+)  # fmt: skip
+for _name in _LIST_METHODS:
+    setattr(Samples, _name, _filling(_name))
 
 
 def collate(samples: Any) -> Any:
