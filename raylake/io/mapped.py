@@ -15,13 +15,18 @@ page-table entries, and the kernel may still reclaim clean pages under pressure 
 count in the process's resident set as file pages, ``RssFile``). A file deleted while
 mapped keeps its disk space until its map goes, so files this process deletes are
 unmapped first (:meth:`MappedFiles.forget`), and ``raylake.table.clear_caches()``
-unmaps every file. A file is known by its path, size and modification time, so a
-path that names another file later is mapped again.
+unmaps every file. Files that another process deletes (a maintenance job expiring
+snapshots beside a training job) are unmapped by a sweep: at the first read after
+:data:`SWEEP_SECONDS`, every kept map whose file is gone or changed goes. A file is
+known by its path, size and modification time, so a path that names another file later
+is mapped again.
 """
 
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
@@ -32,21 +37,34 @@ from raylake.caching import LruCache, process_cache
 # Mapped bytes kept per process: an eighth of the host's memory, at most 8 GiB.
 _PHYSICAL = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") if os.name == "posix" else 0
 MAPPED_BYTES = min(8 << 30, _PHYSICAL // 8) if _PHYSICAL > 0 else 1 << 30
+# Seconds between sweeps for files deleted by other processes: a sweep stats every kept
+# file (about a microsecond each), and a deleted file's disk space waits for it.
+SWEEP_SECONDS = 10.0
 
 
 class MappedFiles:
     """Whole-file memory maps of local files, by path, bounded by their bytes."""
 
-    def __init__(self, budget: int) -> None:
+    def __init__(self, budget: int, clock: Callable[[], float] = time.monotonic) -> None:
         # path -> (size, modification time in ns, the map)
         self._maps: LruCache[str, tuple[int, int, pa.Buffer]] = LruCache(
             budget, weigh=lambda kept: kept[2].size
         )
+        self._clock = clock
+        self._swept = clock()
 
     def buffer(self, path: str) -> pa.Buffer | None:
         """File ``path`` as a buffer over its map (None for an empty file, which
         cannot be mapped)."""
-        st = os.stat(path)
+        now = self._clock()
+        if now - self._swept >= SWEEP_SECONDS:
+            self._swept = now
+            self.sweep()
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            self._maps.discard(path)  # deleted by another process: its space goes now
+            raise
         if not st.st_size:
             return None
         kept = self._maps.get(path)
@@ -61,6 +79,23 @@ class MappedFiles:
         """Unmap ``path`` (about to be deleted or written); a reader holding its buffer
         keeps the map until it lets go."""
         self._maps.discard(path)
+
+    def sweep(self) -> list[str]:
+        """Unmaps the files deleted or changed since they were mapped (by another
+        process: this one unmaps what it deletes or writes itself); returns their
+        paths. A reader holding a buffer keeps its map until it lets go."""
+        gone = []
+        for path in self._maps.cached_keys():
+            kept = self._maps.peek(path)
+            try:
+                st = os.stat(path)
+                same = kept is not None and kept[:2] == (st.st_size, st.st_mtime_ns)
+            except OSError:
+                same = False
+            if not same:
+                self._maps.discard(path)
+                gone.append(path)
+        return gone
 
     def __len__(self) -> int:
         return len(self._maps)

@@ -14,7 +14,7 @@ import pytest
 
 import raylake
 from raylake.io import FileIO
-from raylake.io.mapped import MappedFiles, MappedLocalFiles, mapped_files
+from raylake.io.mapped import SWEEP_SECONDS, MappedFiles, MappedLocalFiles, mapped_files
 from raylake.table import clear_caches
 
 
@@ -71,6 +71,52 @@ def test_files_deleted_by_maintenance_are_unmapped(tmp_path: Path) -> None:
     assert not any(Path(p).exists() for p in old)
     assert not any(_mapped_here(p) for p in old)
     assert t.to_arrow().num_rows == 10
+
+
+@needs_proc_maps
+def test_files_another_process_deletes_are_unmapped_by_the_sweep(tmp_path: Path) -> None:
+    """Another process (a maintenance job beside a training job) deletes files this one
+    keeps mapped: their disk space waits for the maps, which the sweep lets go."""
+    clear_caches()
+    t = raylake.create_table(str(tmp_path / "t"), pa.schema([("x", pa.int64())]))
+    t.write(pa.table({"x": list(range(100))}))
+    t.write(pa.table({"x": list(range(100, 120))}))
+    assert t.to_arrow().num_rows == 120
+    files = _data_files(tmp_path / "t")
+    assert len(files) == 2 and all(_mapped_here(p) for p in files)
+    os.remove(files[0])  # not through raylake: nothing here hears of it
+    assert _mapped_here(files[0])
+    assert mapped_files.sweep() == [files[0]]
+    assert not _mapped_here(files[0]) and _mapped_here(files[1])
+
+
+def test_a_read_sweeps_once_the_interval_has_passed(tmp_path: Path) -> None:
+    now = [0.0]
+    maps = MappedFiles(budget=1 << 20, clock=lambda: now[0])
+    kept, deleted, rewritten = (str(tmp_path / name) for name in ("kept", "deleted", "rewritten"))
+    for path in (kept, deleted, rewritten):
+        Path(path).write_bytes(bytes(100))
+        assert maps.buffer(path) is not None
+    os.remove(deleted)
+    Path(rewritten).write_bytes(bytes(200))
+    now[0] = SWEEP_SECONDS - 0.5
+    maps.buffer(kept)
+    assert len(maps) == 3  # not yet
+    now[0] = SWEEP_SECONDS
+    maps.buffer(kept)
+    assert maps.paths() == [kept]
+    assert maps.buffer(rewritten) is not None and maps.mapped_bytes == 300
+
+
+def test_reading_a_deleted_file_unmaps_it(tmp_path: Path) -> None:
+    maps = MappedFiles(budget=1 << 20)
+    path = str(tmp_path / "f")
+    Path(path).write_bytes(bytes(100))
+    assert maps.buffer(path) is not None
+    os.remove(path)
+    with pytest.raises(FileNotFoundError):
+        maps.buffer(path)
+    assert len(maps) == 0
 
 
 @needs_proc_maps
