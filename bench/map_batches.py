@@ -3,8 +3,10 @@ the code before a change against the code after, alternately, in one run.
 
 Each round runs one process per (tree, collate): the tree before with the default
 collate (samples, then stacked again), the tree after with the default collate and
-with ``collate_fn=LakeMapDataset.collate`` (the gathered batch as it is), and for
-reference ``ds[list]`` under ``BatchSampler`` with ``batch_size=None``. Each process
+with ``collate_fn=LakeMapDataset.collate`` (the gathered batch as it is), the same
+collate with ``batch_sampler=RandomBatchSampler(ds, ...)`` (the same batches, each made
+in one step, against torch's RandomSampler and BatchSampler), and for reference
+``ds[list]`` under ``BatchSampler`` with ``batch_size=None``. Each process
 decodes every piece once (the cache holds the table, as random access wants), then
 times ``--batches`` batches of a seeded RandomSampler, best of ``--repeat`` passes,
 wall and CPU seconds. The summary gives ranges over the rounds and each round's
@@ -30,6 +32,7 @@ SIDES = (
     ("after", "default"),
     ("after", "collate"),
     ("after", "batched"),  # ds[list] under a BatchSampler, batch_size=None: for reference
+    ("after", "sampler"),  # raylake's RandomBatchSampler and the collate
 )
 
 
@@ -52,6 +55,11 @@ def child(uri: str, collate: str, batches: int, batch_size: int, repeat: int) ->
         if collate == "batched":
             batches_of = BatchSampler(sampler, batch_size, False)
             loader = DataLoader(ds, sampler=batches_of, batch_size=None)
+        elif collate == "sampler":
+            from raylake.train import RandomBatchSampler
+
+            fast = RandomBatchSampler(ds, batch_size, generator=torch.Generator().manual_seed(seed))
+            loader = DataLoader(ds, batch_sampler=fast, collate_fn=ds.collate)
         else:
             loader = DataLoader(ds, batch_size=batch_size, sampler=sampler, **extra)
         n = 0
@@ -92,9 +100,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--batches", type=int, default=200)
     parser.add_argument("--batch-size", type=int, default=1024)
-    parser.add_argument(
-        "--child", choices=("default", "collate", "batched"), help=argparse.SUPPRESS
-    )
+    parser.add_argument("--child", choices=[c for _, c in SIDES], help=argparse.SUPPRESS)
     parser.add_argument("--uri", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -115,7 +121,9 @@ def main() -> None:
             f"{base['cpu'] / got[side, collate][r]['cpu']:.2f}x cpu"
             for side, collate in SIDES[1:]
         )
-        print(f"round {r + 1} (speed-up over before): {line}", flush=True)
+        fast = got["after", "collate"][r]["wall"] / got["after", "sampler"][r]["wall"]
+        print(f"round {r + 1} (speed-up over before): {line}; sampler / collate {fast:.2f}x",
+              flush=True)  # fmt: skip
     rows = got["before", "default"][0]["rows"]
     print(f"\n{rows:,} rows a pass; ranges over {args.rounds} rounds (best of {args.repeat})")
     print(f"{'':<18}{'rows/s':>18}{'wall s':>16}{'CPU s':>16}")

@@ -1,7 +1,8 @@
 """Training loaders over raylake tables (docs/training.md).
 
 - ``raylake.train.torch``: ``LakeIterableDataset`` and ``LakeMapDataset``, and
-  ``LakeStreamDataset`` for continual training on new commits (needs
+  ``LakeStreamDataset`` for continual training on new commits, and
+  ``RandomBatchSampler`` and ``DistributedBatchSampler`` for map-style datasets (needs
   ``pip install 'raylake[torch]'``);
 - ``raylake.train.tf``: ``to_tf_dataset`` (needs ``pip install 'raylake[tf]'``);
 - ``raylake.train.ray``: ``iter_torch_batches`` over a Ray Data ``Dataset`` or
@@ -25,10 +26,12 @@ import importlib
 from typing import Any
 
 _LAZY = {
+    "DistributedBatchSampler": "raylake.train.torch",
     "FeedStats": "raylake.train.stats",
     "LakeIterableDataset": "raylake.train.torch",
     "LakeMapDataset": "raylake.train.torch",
     "LakeStreamDataset": "raylake.train.torch",
+    "RandomBatchSampler": "raylake.train.torch",
     "consumed_rows": "raylake.train.loader",
     "fit": "raylake.train.trainer",
     "iter_torch_batches": "raylake.train.ray",

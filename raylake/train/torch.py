@@ -8,6 +8,9 @@
   global row, for any sampler.
 - :class:`LakeStreamDataset` (raylake/train/torch_stream.py): continual training on
   new commits.
+- :class:`RandomBatchSampler` and :class:`DistributedBatchSampler`
+  (raylake/train/batch_samplers.py): torch's shuffled and distributed batches of
+  indices for a map-style dataset, each batch made in one step.
 
 Batches are ``(features, label)`` (features stacked into one 2-D tensor), or a dict
 of tensors (``columns=``), or ``(dict, label)`` (raylake/train/tensors.py). Fixed-width
@@ -24,6 +27,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised without torch only
     raise MissingDependencyError("torch", "torch") from exc
 
+from raylake.train.batch_samplers import DistributedBatchSampler, RandomBatchSampler
 from raylake.train.setup import DEFAULT_SHUFFLE_WINDOW
 from raylake.train.tensors import TensorBatches, numpy_dtype_for, to_tensor, torch_spec
 from raylake.train.torch_iterable import LakeIterableDataset
@@ -32,9 +36,11 @@ from raylake.train.torch_stream import LakeStreamDataset
 
 __all__ = [
     "DEFAULT_SHUFFLE_WINDOW",
+    "DistributedBatchSampler",
     "LakeIterableDataset",
     "LakeMapDataset",
     "LakeStreamDataset",
+    "RandomBatchSampler",
     "TensorBatches",
     "numpy_dtype_for",
     "to_tensor",
