@@ -29,14 +29,8 @@ from typing import Any
 import torch
 from torch.utils.data import Sampler
 
-from raylake.arguments import check_count
+from raylake.arguments import check_count, check_flag
 from raylake.errors import InvalidArgumentError
-
-
-def _check_flag(name: str, value: object) -> bool:
-    if not isinstance(value, bool):
-        raise InvalidArgumentError(name, value, "True or False")
-    return value
 
 
 class _Batches(Iterator[list[int]]):
@@ -79,7 +73,7 @@ class RandomBatchSampler(Sampler[list[int]]):
     ) -> None:
         self.data_source = data_source
         self.batch_size = check_count("batch_size", batch_size, 1)
-        self.drop_last = _check_flag("drop_last", drop_last)
+        self.drop_last = check_flag("drop_last", drop_last)
         if generator is None:
             generator = torch.Generator()
             generator.manual_seed(int(torch.empty((), dtype=torch.int64).random_().item()))
@@ -154,10 +148,10 @@ class DistributedBatchSampler(Sampler[list[int]]):
             raise InvalidArgumentError("rank", rank, f"in [0, {self.num_replicas - 1}]")
         self.dataset = dataset
         self.batch_size = check_count("batch_size", batch_size, 1)
-        self.shuffle = _check_flag("shuffle", shuffle)
+        self.shuffle = check_flag("shuffle", shuffle)
         self.seed = check_count("seed", seed)
-        self.drop_last = _check_flag("drop_last", drop_last)
-        self.batch_drop_last = _check_flag("batch_drop_last", batch_drop_last)
+        self.drop_last = check_flag("drop_last", drop_last)
+        self.batch_drop_last = check_flag("batch_drop_last", batch_drop_last)
         self.epoch = 0
 
     def set_epoch(self, epoch: int) -> None:
