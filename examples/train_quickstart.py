@@ -19,7 +19,7 @@ import torch
 from torch.utils.data import DataLoader
 
 import raylake
-from raylake.train import LakeIterableDataset, LakeMapDataset, consumed_rows
+from raylake.train import LakeIterableDataset, LakeMapDataset, RandomBatchSampler, consumed_rows
 
 FEATURES = [f"f{i}" for i in range(16)]
 SCHEMA = pa.schema(
@@ -127,6 +127,11 @@ def main() -> None:
     print(
         f"{len(rows)} rows; ds[[0, 31000, 59999]] -> features {tuple(x.shape)}, labels {y.tolist()}"
     )
+    # Shuffled batches for a map-style DataLoader, each batch of indices made in one step.
+    sampler = RandomBatchSampler(rows, 4096, generator=torch.Generator().manual_seed(0))
+    loader = DataLoader(rows, batch_sampler=sampler, collate_fn=LakeMapDataset.collate)
+    labels = torch.cat([label for _, label in loader])
+    print(f"an epoch of RandomBatchSampler: {len(sampler)} batches, {len(labels)} rows")
     print(f"\ndone in {time.perf_counter() - t0:.1f}s")
 
 
