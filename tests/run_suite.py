@@ -12,9 +12,9 @@ The second session prints as it goes; the cluster session writes to a log that i
 printed when both have ended. Each session keeps its ``tmp_path`` directories under a
 temporary root of its own (``temp_root``): pytest removes old numbered directories as a
 session ends, and two sessions that share a root can remove the same one at once, which
-fails the later one (a warning that the suite makes an error). Arguments are passed to both sessions. The exit status is
-1 when either session collected nothing (pytest's 5: an empty run is not a green run),
-else the first non-zero status of the two.
+fails the later one (a warning that the suite makes an error). Arguments are passed to
+both sessions. The exit status is 1 when either session collected nothing (pytest's 5:
+an empty run is not a green run), else the first non-zero status of the two.
 
     python tests/run_suite.py [PYTEST_ARGS...]
 """
