@@ -10,7 +10,6 @@ Which Arrow types a loader takes and what each becomes: raylake/train/arrow_nump
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -21,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from raylake.caching import ProcessLock
 from raylake.errors import SchemaArgumentError, SchemaError, UnknownColumnError
 from raylake.train.arrow_numpy import (
     check_type,
@@ -160,8 +160,7 @@ class Converter:
         self.dtype = None if dtype is None else np.dtype(dtype)
         self._local = threading.local()
         self._kept: list[np.ndarray] = []  # stacked windows' memory, for reuse (_stacked)
-        self._kept_lock = threading.Lock()
-        self._kept_pid = os.getpid()
+        self._kept_lock = ProcessLock()  # made anew in a forked child: a parent's may be held
         if layout.features is not None:
             types = [numpy_dtype(self.schema.field(c).type) for c in layout.features]
             self.features_dtype = self.dtype or np.result_type(*types)
@@ -192,8 +191,6 @@ class Converter:
         thread of its own, and a pool per thread began every epoch with fresh
         windows), at most ``_KEPT_WINDOWS`` arrays of at most ``_KEPT_BYTES`` each.
         """
-        if self._kept_pid != os.getpid():  # a forked child: the parent's lock may be held
-            self._kept, self._kept_lock, self._kept_pid = [], threading.Lock(), os.getpid()
         with self._kept_lock:
             kept = self._kept
             for i in range(len(kept)):
@@ -211,15 +208,14 @@ class Converter:
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         # A copy (a DataLoader worker, a Ray task) makes its own scratch and pool.
-        del state["_local"], state["_kept"], state["_kept_lock"], state["_kept_pid"]
+        del state["_local"], state["_kept"], state["_kept_lock"]
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._local = threading.local()
         self._kept = []
-        self._kept_lock = threading.Lock()
-        self._kept_pid = os.getpid()
+        self._kept_lock = ProcessLock()
 
     def _fill_for(self, column: str) -> Any:
         return self.fill.get(column) if isinstance(self.fill, dict) else self.fill
