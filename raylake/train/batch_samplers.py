@@ -30,7 +30,11 @@ import torch
 from torch.utils.data import Sampler
 
 from raylake.arguments import check_count, check_flag
-from raylake.errors import InvalidArgumentError
+from raylake.errors import InvalidArgumentError, ResumeStateError
+
+
+def _batch_count(n: int, batch_size: int, drop_last: bool) -> int:
+    return n // batch_size if drop_last else -(-n // batch_size)
 
 
 class _Batches(Iterator[list[int]]):
@@ -40,11 +44,26 @@ class _Batches(Iterator[list[int]]):
     def __init__(self, order: torch.Tensor, batch_size: int, drop_last: bool) -> None:
         self._order = order
         self._batch_size = batch_size
-        self._count = len(order) // batch_size if drop_last else -(-len(order) // batch_size)
+        self._count = _batch_count(len(order), batch_size, drop_last)
         self.yielded = 0
 
     def __iter__(self) -> _Batches:
         return self
+
+    def _resume(self, state: object, keys: tuple[str, ...]) -> dict[str, Any]:
+        """``state`` checked to be this sampler's saved position (another sampler's
+        state, torchdata's say, would otherwise fail with a bare KeyError)."""
+        if not isinstance(state, dict) or not set(keys) <= state.keys():
+            raise ResumeStateError(
+                f"{type(self).__name__}: not a saved position of this sampler (a dict "
+                f"with {', '.join(keys)}): {state!r:.200}"
+            )
+        batches = state["batches"]
+        if not isinstance(batches, int) or not 0 <= batches <= self._count:
+            raise ResumeStateError(
+                f"{type(self).__name__}: {batches!r} batches taken, of {self._count} an epoch"
+            )
+        return state
 
     def __next__(self) -> list[int]:
         if self.yielded >= self._count:
@@ -85,8 +104,7 @@ class RandomBatchSampler(Sampler[list[int]]):
         return _RandomBatches(self)
 
     def __len__(self) -> int:
-        n = len(self.data_source)
-        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+        return _batch_count(len(self.data_source), self.batch_size, self.drop_last)
 
 
 class _RandomBatches(_Batches):
@@ -106,6 +124,7 @@ class _RandomBatches(_Batches):
         return {"generator": self._generator_state, "batches": self.yielded}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        state = self._resume(state, ("generator", "batches"))
         self._sampler.generator.set_state(state["generator"])
         self._order = self._draw()
         self.yielded = state["batches"]
@@ -183,8 +202,7 @@ class DistributedBatchSampler(Sampler[list[int]]):
         return _DistributedBatches(self)
 
     def __len__(self) -> int:
-        k, b = self.num_samples, self.batch_size
-        return k // b if self.batch_drop_last else -(-k // b)
+        return _batch_count(self.num_samples, self.batch_size, self.batch_drop_last)
 
 
 class _DistributedBatches(_Batches):
@@ -200,6 +218,7 @@ class _DistributedBatches(_Batches):
         return {"epoch": self._epoch, "batches": self.yielded}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        state = self._resume(state, ("epoch", "batches"))
         self._sampler.set_epoch(state["epoch"])
         self._epoch = self._sampler.epoch
         self._order = self._sampler.indices()

@@ -17,7 +17,7 @@ from torchdata.stateful_dataloader.sampler import BatchSampler as StatefulBatchS
 from torchdata.stateful_dataloader.sampler import RandomSampler as StatefulRandomSampler
 
 import raylake
-from raylake.errors import InvalidArgumentError
+from raylake.errors import InvalidArgumentError, ResumeStateError
 from raylake.train import DistributedBatchSampler, LakeMapDataset, RandomBatchSampler
 
 
@@ -167,3 +167,16 @@ def test_a_lake_map_dataset_takes_its_batches(tmp_path: Path) -> None:
 def test_bad_arguments_are_named(make: Callable[[], object], named: str) -> None:
     with pytest.raises(InvalidArgumentError, match=named):
         make()
+
+
+def test_a_state_of_another_sampler_is_refused_by_name() -> None:
+    theirs = iter(StatefulBatchSampler(StatefulRandomSampler(Rows(100)), 10, False))
+    next(theirs)
+    ours = iter(RandomBatchSampler(Rows(100), 10))
+    with pytest.raises(ResumeStateError, match="not a saved position of this sampler"):
+        ours.load_state_dict(theirs.state_dict())  # type: ignore[attr-defined]
+    with pytest.raises(ResumeStateError, match="11 batches taken, of 10"):
+        ours.load_state_dict({"generator": torch.Generator().get_state(), "batches": 11})  # type: ignore[attr-defined]
+    distributed = iter(DistributedBatchSampler(Rows(100), 10, 2, 0))
+    with pytest.raises(ResumeStateError, match="not a saved position"):
+        distributed.load_state_dict({"batches": 1})  # type: ignore[attr-defined]
