@@ -227,9 +227,17 @@ def _beside(dv: DeletionFile | None, data_path: str) -> DeletionFile | None:
 
 
 def append_splits(snapshot_id: int, pieces: Sequence[PaimonFileSlice], target: int) -> list[Split]:
-    """Files packed in partition, bucket and name order into splits of one bucket."""
+    """Files packed into splits of one bucket, in partition and bucket order and each
+    bucket's in the order they were written: by their first sequence number, then in
+    the order the manifests list them (Paimon's own append split generator sorts them
+    so, stably; writers that number no sequences leave only the manifests' order)."""
     ordered = sorted(
-        pieces, key=lambda p: (partition_sort_key(p.partition), p.bucket, p.path.rsplit("/", 1)[-1])
+        pieces,
+        key=lambda p: (
+            partition_sort_key(p.partition),
+            p.bucket,
+            p.min_sequence,
+        ),
     )
     slices = [(p.partition, p.bucket, p) for p in ordered]
     return pack_slices(snapshot_id, slices, target, OPEN_FILE_COST)

@@ -49,10 +49,14 @@ class AppendKind(TableKind):
         column_indices: Sequence[int] | None,
         target_size: int,
     ) -> list[Split]:
-        """Files in partition order, large ones cut into row-group ranges, packed."""
+        """Files in partition order, each partition's in the order they were written,
+        large ones cut into row-group ranges, packed."""
         # Partitions are few: compute each one's sort key once, not once per file.
         partition_keys = {f.partition: partition_sort_key(f.partition) for f in files}
-        files = sorted(files, key=lambda f: (partition_keys[f.partition], f.path))
+        # A commit numbers its new files in order (sequence_base), so within a partition
+        # this is the order rows were written: the same for two tables written alike,
+        # whatever their random file names (docs/format.md, "Row order").
+        files = sorted(files, key=lambda f: (partition_keys[f.partition], f.sequence_base, f.path))
         pieces = [
             (f.partition, f.bucket, piece)
             for f in files
