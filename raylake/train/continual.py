@@ -42,9 +42,10 @@ from raylake.train.stream import Block
 
 STATE_KIND = "raylake.continual"
 # How a plan's rows are shared out between consumers, saved with each position: 1 took
-# rows g, g + G, ... of every plan; 2 deals whole-row plans by splits (issue 17). A
-# position inside a plan only means something under the rule it was saved with.
-SHARDING_RULE = 2
+# rows g, g + G, ... of every plan; 2 deals whole-row plans by splits; 3 deals them with
+# each partition's files in the order they were written, not in name order. A position
+# inside a plan only means something under the rule it was saved with.
+SHARDING_RULE = 3
 
 
 @dataclass(frozen=True)

@@ -306,29 +306,17 @@ class ShardedLoader:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Resume from a position (or from a StatefulDataLoader's whole state dict)."""
-        position = self._check(_position_state(state))
+        state = _position_state(state)
+        source = self.source.for_saved(state, "position")
+        position = self._check(state, source)
+        if source is not self.source:
+            self.source, self._carry = source, None  # the carried piece is of the other order
         self.epoch = position.epoch
         self._pending = position.normalized()
         self._live = None
 
-    def _check(self, state: Mapping[str, Any]) -> Position:
-        src = self.source
-        if state.get("table") != src.uri:
-            raise ResumeStateError(
-                f"this position is of table {state.get('table')!r}; this loader reads {src.uri!r}"
-            )
-        if state.get("snapshot_id") != src.snapshot_id:
-            raise ResumeStateError(
-                f"this position is of snapshot {state.get('snapshot_id')} of {src.uri!r}, but "
-                f"this loader pinned snapshot {src.snapshot_id}; pass "
-                f"snapshot_id={state.get('snapshot_id')} to resume it"
-            )
-        if state.get("filter") != src.filter_text or state.get("plan") != src.digest:
-            raise ResumeStateError(
-                f"this position is of another selection of snapshot {src.snapshot_id} "
-                f"(filter {state.get('filter')!r}, this loader's {src.filter_text!r}): its "
-                "positions would name other rows"
-            )
+    def _check(self, state: Mapping[str, Any], src: LakeSource) -> Position:
+        """The position ``state`` names in ``src`` (its selection already checked)."""
         for name in ("seed", "shuffle", "shuffle_window"):
             mine = getattr(self.epochs, name)
             if state.get(name) != mine:

@@ -22,11 +22,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from raylake.errors import CorruptMetadataError
+from raylake.errors import CorruptMetadataError, ResumeStateError
 from raylake.expr import AlwaysTrue, Expr
 from raylake.table import Split, Table, open_table
 from raylake.table.counting import exact_counts
 from raylake.table.scan import ReadContext
+from raylake.table.split import partition_sort_key
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,51 @@ class LakeSource:
             h.update(f"{count};".encode())
         return h.hexdigest()[:32]
 
+    def for_saved(self, state: Mapping[str, Any], what: str) -> LakeSource:
+        """This source, checked against the table, snapshot, filter and plan a saved
+        ``state`` (a loader's ``what``) was made over, which its row numbers refer to:
+        ResumeStateError naming what differs. Where it was saved while plans put files
+        in name order, the same pieces in that order (:meth:`in_saved_order`)."""
+        if state.get("table") != self.uri:
+            raise ResumeStateError(
+                f"this {what} is of table {state.get('table')!r}; this loader reads {self.uri!r}"
+            )
+        if state.get("snapshot_id") != self.snapshot_id:
+            raise ResumeStateError(
+                f"this {what} is of snapshot {state.get('snapshot_id')} of {self.uri!r}, but "
+                f"this loader pinned snapshot {self.snapshot_id}; pass "
+                f"snapshot_id={state.get('snapshot_id')} to resume it"
+            )
+        saved = state.get("plan")
+        if state.get("filter") == self.filter_text:
+            if saved == self.digest:
+                return self
+            older = self.in_saved_order(saved) if isinstance(saved, str) else None
+            if older is not None:
+                return older
+        raise ResumeStateError(
+            f"this {what} is of another selection of snapshot {self.snapshot_id} "
+            f"(filter {state.get('filter')!r}, this loader's {self.filter_text!r}): its "
+            "row numbers would name other rows"
+        )
+
+    def in_saved_order(self, digest: str) -> LakeSource | None:
+        """These pieces in the order of a position saved under ``digest`` by an earlier
+        raylake, whose plans put each partition's (or Paimon bucket's) files in name
+        order rather than the order they were written (docs/decisions.md, "Reads follow
+        the order rows were written"): the same pieces and counts, so the position names
+        the rows it named then. None when neither older order has that digest."""
+        for older in (_name_order, _bucket_name_order):
+            order = sorted(range(len(self.pieces)), key=lambda i: older(self.pieces[i]))
+            source = replace(
+                self,
+                pieces=tuple(self.pieces[i] for i in order),
+                counts=tuple(self.counts[i] for i in order),
+            )
+            if source.digest == digest:
+                return source
+        return None
+
     @cached_property
     def _one_thread(self) -> ReadContext:
         return replace(self.context, use_threads=False)
@@ -97,6 +143,20 @@ class LakeSource:
                 f"but counting found {self.counts[index]}; files changed under a pinned snapshot",
             )
         return rows
+
+
+def _name_order(piece: Split) -> tuple[Any, ...]:
+    """Where an earlier raylake planned a piece of its own append tables."""
+    return (partition_sort_key(piece.partition), piece.files[0].path)
+
+
+def _bucket_name_order(piece: Split) -> tuple[Any, ...]:
+    """Where an earlier raylake planned a piece of a Paimon append table."""
+    return (
+        partition_sort_key(piece.partition),
+        piece.bucket,
+        piece.files[0].path.rsplit("/", 1)[-1],
+    )
 
 
 def table_of(table: str | Table, storage_options: Mapping[str, Any] | None) -> Table:

@@ -13,6 +13,7 @@ from torch.utils.data import Dataset
 
 from raylake.arguments import check_count, refuse_unknown_keywords
 from raylake.caching import LruCache
+from raylake.errors import ResumeStateError
 from raylake.expr import Expr
 from raylake.table import Table
 from raylake.train.convert import FillNull
@@ -94,6 +95,31 @@ class LakeMapDataset(Dataset):
     @property
     def snapshot_id(self) -> int | None:
         return self._source.snapshot_id
+
+    def state_dict(self) -> dict[str, Any]:
+        """What this dataset's indices mean: the table, the pinned snapshot, the filter
+        and a fingerprint of the plan. Not a position (the sampler's state is that):
+        StatefulDataLoader saves it beside the sampler's, so that a resume can check the
+        same indices still name the same rows."""
+        s = self._source
+        return {
+            "table": s.uri,
+            "snapshot_id": s.snapshot_id,
+            "filter": s.filter_text,
+            "plan": s.digest,
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Check a saved ``state_dict()`` against this dataset: ResumeStateError where its
+        indices would name other rows (another table, snapshot or filter); a state saved
+        while plans put files in name order makes this dataset index that order."""
+        if not isinstance(state, Mapping):
+            raise ResumeStateError(f"a LakeMapDataset state is a dict, got {type(state).__name__}")
+        source = self._source.for_saved(state, "state")
+        if source is not self._source:
+            self._source = source
+            self._offsets = np.concatenate([[0], np.cumsum(source.counts, dtype=np.int64)])
+            self._cache = _piece_cache(self._cache_bytes)  # cached by piece number
 
     def __len__(self) -> int:
         return int(self._offsets[-1])

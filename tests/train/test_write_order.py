@@ -1,0 +1,210 @@
+"""The loaders read rows in the order they were written, and resume positions saved when
+plans put files in name order (docs/decisions.md, "Reads follow the order rows were
+written").
+
+Data file names are random; here they are made to fall in the reverse of the write
+order (a counting ``uuid4``), so that name order and write order always differ.
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from conftest import SCHEMA, rows
+from test_torch_iterable import ids_of, make
+from torchdata.stateful_dataloader import StatefulDataLoader
+
+import raylake
+from raylake.errors import ResumeStateError
+from raylake.table.split import partition_sort_key
+from raylake.train import LakeMapDataset, RandomBatchSampler
+from raylake.train.source import LakeSource
+
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:This DataLoader will create"),
+    # torchdata 0.11 calls torch.set_vital, which torch 2.13 deprecates.
+    pytest.mark.filterwarnings("ignore:'set_vital' is deprecated"),
+]
+
+COMMITS, PER_COMMIT = 6, 40
+
+
+@pytest.fixture
+def names_against_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every new name sorts before the one made before it."""
+    count = itertools.count(10**9, -1)
+    monkeypatch.setattr(uuid, "uuid4", lambda: uuid.UUID(int=next(count)))
+
+
+@pytest.fixture
+def written(tmp_path: Path, names_against_order: None) -> raylake.Table:
+    """6 commits of 40 rows (ids in commit order), two partitions, row groups of 7 rows."""
+    tbl = raylake.create_table(
+        str(tmp_path / "t"), SCHEMA, partition_by=["dt"], options={"write.row-group-rows": "7"}
+    )
+    for c in range(COMMITS):
+        tbl.write(rows(np.arange(c * PER_COMMIT, (c + 1) * PER_COMMIT)))
+    return tbl
+
+
+def in_name_order(source: LakeSource) -> LakeSource:
+    """The pieces as raylake planned them before: each partition's files by name."""
+    order = sorted(
+        range(len(source.pieces)),
+        key=lambda i: (
+            partition_sort_key(source.pieces[i].partition),
+            source.pieces[i].files[0].path,
+        ),
+    )
+    return replace(
+        source,
+        pieces=tuple(source.pieces[i] for i in order),
+        counts=tuple(source.counts[i] for i in order),
+    )
+
+
+def ids(batches: Iterator[Any]) -> list[int]:
+    return [i for b in batches for i in ids_of(b)]
+
+
+def test_an_unshuffled_epoch_gives_each_partition_in_write_order(written: raylake.Table) -> None:
+    every = np.arange(COMMITS * PER_COMMIT)
+    expected = [*every[every % 2 == 0], *every[every % 2 == 1]]  # partition "a", then "b"
+    assert ids(iter(make(written, shuffle=False))) == expected
+    assert written.to_arrow(columns=["id"]).column("id").to_pylist() == expected
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_a_position_saved_in_name_order_resumes_the_rows_it_named(
+    written: raylake.Table, shuffle: bool
+) -> None:
+    older = make(written, shuffle=shuffle, seed=5)
+    older._loader.source = in_name_order(older._loader.source)
+    assert older._loader.source.digest != make(written)._loader.source.digest
+    older.set_epoch(1)
+    it = iter(older)
+    head = ids(itertools.islice(it, 4))
+    saved = older.state_dict()
+    rest = ids(it)
+
+    resumed = make(written, shuffle=shuffle, seed=5)
+    resumed.load_state_dict(saved)
+    assert ids(iter(resumed)) == rest
+    assert sorted(head + rest) == list(range(COMMITS * PER_COMMIT))
+    # Its own next epoch is the new order's, and its positions are of that order.
+    resumed.set_epoch(2)
+    assert resumed.state_dict()["plan"] == saved["plan"]
+
+
+def test_a_loaders_saved_state_in_name_order_resumes_with_workers(
+    written: raylake.Table,
+) -> None:
+    older = make(written, shuffle=True, seed=2)
+    older._loader.source = in_name_order(older._loader.source)
+    loader = StatefulDataLoader(older, batch_size=None, num_workers=0)
+    it = iter(loader)
+    head = ids(itertools.islice(it, 3))
+    saved = loader.state_dict()
+    rest = ids(it)
+
+    # As docs/training.md resumes under another worker count: the dataset first.
+    ds = make(written, shuffle=True, seed=2)
+    ds.load_state_dict(saved)
+    again = ids(iter(StatefulDataLoader(ds, batch_size=None, num_workers=2)))
+    assert sorted(again) == sorted(rest)
+    assert sorted(head + again) == list(range(COMMITS * PER_COMMIT))
+
+
+def test_a_position_of_other_pieces_is_still_refused(written: raylake.Table) -> None:
+    ds = make(written, shuffle=False)
+    it = iter(ds)
+    next(it)
+    saved = ds.state_dict()
+    with pytest.raises(ResumeStateError, match="another selection"):
+        make(written, shuffle=False).load_state_dict({**saved, "plan": "0" * 32})
+
+
+def test_a_window_process_resumes_the_older_order(written: raylake.Table) -> None:
+    """Its child was given the pieces at its start: it is started again in the older order."""
+    older = make(written, shuffle=True, seed=7)
+    older._loader.source = in_name_order(older._loader.source)
+    it = iter(older)
+    ids(itertools.islice(it, 5))
+    saved = older.state_dict()
+    rest = ids(it)
+
+    ds = make(written, shuffle=True, seed=7, window_process=True)
+    try:
+        assert sorted(ids(iter(ds))) == list(range(COMMITS * PER_COMMIT))  # the child starts
+        ds.load_state_dict(saved)
+        assert ids(iter(ds)) == rest
+    finally:
+        ds.close()
+
+
+def map_loader(ds: LakeMapDataset, workers: int) -> StatefulDataLoader:
+    g = torch.Generator()
+    g.manual_seed(11)
+    sampler = RandomBatchSampler(ds, 16, generator=g)
+    return StatefulDataLoader(
+        ds, batch_sampler=sampler, collate_fn=LakeMapDataset.collate, num_workers=workers
+    )
+
+
+def labels(batches: Iterator[Any]) -> list[int]:
+    return [i for _, label in batches for i in label.tolist()]
+
+
+def map_dataset(tbl: raylake.Table, **kwargs: Any) -> LakeMapDataset:
+    return LakeMapDataset(tbl, feature_columns=["x"], label_column="id", **kwargs)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_map_dataset_indices_saved_in_name_order_resume_the_rows_they_named(
+    written: raylake.Table, workers: int
+) -> None:
+    older = map_dataset(written)
+    older._source = in_name_order(older._source)
+    older._offsets = np.concatenate([[0], np.cumsum(older._source.counts)])
+    assert older[[0]][1].tolist() != map_dataset(written)[[0]][1].tolist()
+    loader = map_loader(older, workers)
+    it = iter(loader)
+    head = labels(itertools.islice(it, 3))
+    saved = loader.state_dict()
+    rest = labels(it)
+
+    resumed = map_loader(map_dataset(written), workers)
+    resumed.load_state_dict(saved)
+    assert labels(iter(resumed)) == rest
+    assert sorted(head + rest) == list(range(COMMITS * PER_COMMIT))
+
+
+@pytest.mark.parametrize(
+    ("other", "named"),
+    [
+        (lambda tbl: map_dataset(tbl), "pinned snapshot 7"),
+        (lambda tbl: map_dataset(tbl, snapshot_id=6, filter="x < 0.5"), "another selection"),
+    ],
+)
+def test_map_dataset_indices_of_other_rows_are_refused(
+    written: raylake.Table, other: Callable[[raylake.Table], LakeMapDataset], named: str
+) -> None:
+    """Without a pinned snapshot a new commit changes what the indices mean: the saved
+    sampler's rest would silently be other rows."""
+    loader = map_loader(map_dataset(written), 0)
+    it = iter(loader)
+    next(it)
+    saved = loader.state_dict()
+    written.write(rows(np.arange(1000, 1010)))
+    resumed = map_loader(other(written), 0)
+    resumed.load_state_dict(saved)  # kept until the loader's next iterator is made
+    with pytest.raises(ResumeStateError, match=named):
+        iter(resumed)
