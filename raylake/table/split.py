@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from raylake.format.manifest import DataFile
@@ -101,7 +102,23 @@ BucketKey = tuple[tuple[Any, ...], int]  # (partition values, bucket)
 
 
 def partition_sort_key(values: tuple[Any, ...]) -> tuple[Any, ...]:
-    """A total order over partition values of any types (None last), for stable plans."""
+    """A total order over partition values, for stable plans: numbers by value (hour 9
+    before hour 10), other values by their text (ISO dates, strings), NaN and None last.
+    One partition column holds values of one type, so only like values meet."""
+    return tuple(_partition_value_key(v) for v in values)
+
+
+def _partition_value_key(v: Any) -> tuple[int, Any]:
+    if v is None:
+        return (3, 0)
+    if isinstance(v, int | float | Decimal):  # bool is an int
+        return (2, 0) if v != v else (0, v)  # NaN is not ordered: after every number
+    return (1, str(v))
+
+
+def name_partition_key(values: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The order plans gave partitions before numbers were ordered by value (by their
+    text), which positions saved then refer to (raylake/train/source.py)."""
     return tuple((v is None, "" if v is None else str(v)) for v in values)
 
 

@@ -27,7 +27,7 @@ from raylake.expr import AlwaysTrue, Expr
 from raylake.table import Split, Table, open_table
 from raylake.table.counting import exact_counts
 from raylake.table.scan import ReadContext
-from raylake.table.split import partition_sort_key
+from raylake.table.split import name_partition_key
 
 
 @dataclass(frozen=True)
@@ -112,11 +112,12 @@ class LakeSource:
 
     def in_saved_order(self, digest: str) -> LakeSource | None:
         """These pieces in the order of a position saved under ``digest`` by an earlier
-        raylake, whose plans put each partition's (or Paimon bucket's) files in name
-        order rather than the order they were written (docs/decisions.md, "Reads follow
-        the order rows were written"): the same pieces and counts, so the position names
-        the rows it named then. None when neither older order has that digest."""
-        for older in (_name_order, _bucket_name_order):
+        raylake, whose plans ordered partitions by their values' text and each
+        partition's (or Paimon bucket's) files by name rather than in the order they
+        were written (docs/decisions.md, "Reads follow the order rows were written"):
+        the same pieces and counts, so the position names the rows it named then. None
+        when no older order has that digest."""
+        for older in (_partition_text_order, _name_order, _bucket_name_order):
             order = sorted(range(len(self.pieces)), key=lambda i: older(self.pieces[i]))
             source = replace(
                 self,
@@ -145,15 +146,21 @@ class LakeSource:
         return rows
 
 
+def _partition_text_order(piece: Split) -> tuple[Any, ...]:
+    """Where an earlier raylake planned a piece of a primary-key table: partitions by
+    their values' text, each partition's pieces as now (a stable sort keeps them)."""
+    return name_partition_key(piece.partition)
+
+
 def _name_order(piece: Split) -> tuple[Any, ...]:
     """Where an earlier raylake planned a piece of its own append tables."""
-    return (partition_sort_key(piece.partition), piece.files[0].path)
+    return (name_partition_key(piece.partition), piece.files[0].path)
 
 
 def _bucket_name_order(piece: Split) -> tuple[Any, ...]:
     """Where an earlier raylake planned a piece of a Paimon append table."""
     return (
-        partition_sort_key(piece.partition),
+        name_partition_key(piece.partition),
         piece.bucket,
         piece.files[0].path.rsplit("/", 1)[-1],
     )

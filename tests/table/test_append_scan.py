@@ -347,3 +347,11 @@ def test_nan_is_not_equal_to_a_number(tmp_path: Path) -> None:
     assert tbl.count(filter="x != 3") == 1
     assert tbl.count(filter="x not in (3.0, 4.0)") == 1
     assert tbl.count(filter="not (x = 3)") == 1
+
+
+def test_partitions_of_numbers_read_in_numeric_order(tmp_path: Path) -> None:
+    """Hour 9 before hour 10 (once, by their text, 10 came first), null last."""
+    schema = pa.schema([("h", pa.int32()), ("i", pa.int64())])
+    hours = raylake.create_table(str(tmp_path / "h"), schema, partition_by=["h"])
+    hours.write(pa.table({"h": [10, 9, None, -1, 2], "i": range(5)}, schema=schema))
+    assert hours.to_arrow().column("h").to_pylist() == [-1, 2, 9, 10, None]
