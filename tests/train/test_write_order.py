@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,7 @@ from torchdata.stateful_dataloader import StatefulDataLoader
 
 import raylake
 from raylake.errors import ResumeStateError
-from raylake.table.split import name_partition_key
+from raylake.table.split import Split, name_partition_key
 from raylake.train import LakeMapDataset, RandomBatchSampler
 from raylake.train.source import LakeSource
 
@@ -56,15 +56,9 @@ def written(tmp_path: Path, names_against_order: None) -> raylake.Table:
     return tbl
 
 
-def in_name_order(source: LakeSource) -> LakeSource:
-    """The pieces as raylake planned them before: each partition's files by name."""
-    order = sorted(
-        range(len(source.pieces)),
-        key=lambda i: (
-            name_partition_key(source.pieces[i].partition),
-            source.pieces[i].files[0].path,
-        ),
-    )
+def reordered(source: LakeSource, key: Callable[[Split], Any]) -> LakeSource:
+    """The same pieces and counts, stably sorted by ``key``."""
+    order = sorted(range(len(source.pieces)), key=lambda i: key(source.pieces[i]))
     return replace(
         source,
         pieces=tuple(source.pieces[i] for i in order),
@@ -72,8 +66,38 @@ def in_name_order(source: LakeSource) -> LakeSource:
     )
 
 
+def by_name(piece: Split) -> tuple[Any, ...]:
+    """Where raylake planned an append table's piece before: each partition's files by
+    name (and partitions by their values' text)."""
+    return (name_partition_key(piece.partition), piece.files[0].path)
+
+
+def by_partition_text(piece: Split) -> tuple[Any, ...]:
+    """Where raylake planned a primary-key table's piece before: partitions by text."""
+    return name_partition_key(piece.partition)
+
+
+def planned_before(ds: Any, key: Callable[[Split], Any] = by_name) -> Any:
+    """``ds`` as an earlier raylake made it: its pieces in the older order."""
+    ds._loader.source = reordered(ds._loader.source, key)
+    return ds
+
+
 def ids(batches: Iterator[Any]) -> list[int]:
     return [i for b in batches for i in ids_of(b)]
+
+
+def cut(
+    batches: Iterable[Any],
+    k: int,
+    state: Callable[[], Any],
+    of: Callable[[Iterator[Any]], list[int]] = ids,
+) -> tuple[list[int], Any, list[int]]:
+    """The first ``k`` batches' ids, the state saved after them, and the rest's ids."""
+    it = iter(batches)
+    head = of(itertools.islice(it, k))
+    saved = state()
+    return head, saved, of(it)
 
 
 def test_an_unshuffled_epoch_gives_each_partition_in_write_order(written: raylake.Table) -> None:
@@ -87,20 +111,16 @@ def test_an_unshuffled_epoch_gives_each_partition_in_write_order(written: raylak
 def test_a_position_saved_in_name_order_resumes_the_rows_it_named(
     written: raylake.Table, shuffle: bool
 ) -> None:
-    older = make(written, shuffle=shuffle, seed=5)
-    older._loader.source = in_name_order(older._loader.source)
+    older = planned_before(make(written, shuffle=shuffle, seed=5))
     assert older._loader.source.digest != make(written)._loader.source.digest
     older.set_epoch(1)
-    it = iter(older)
-    head = ids(itertools.islice(it, 4))
-    saved = older.state_dict()
-    rest = ids(it)
+    head, saved, rest = cut(older, 4, older.state_dict)
 
     resumed = make(written, shuffle=shuffle, seed=5)
     resumed.load_state_dict(saved)
     assert ids(iter(resumed)) == rest
     assert sorted(head + rest) == list(range(COMMITS * PER_COMMIT))
-    # Its own next epoch is the new order's, and its positions are of that order.
+    # It keeps the older order for the rest of the run: its later positions are of it.
     resumed.set_epoch(2)
     assert resumed.state_dict()["plan"] == saved["plan"]
 
@@ -108,13 +128,10 @@ def test_a_position_saved_in_name_order_resumes_the_rows_it_named(
 def test_a_loaders_saved_state_in_name_order_resumes_with_workers(
     written: raylake.Table,
 ) -> None:
-    older = make(written, shuffle=True, seed=2)
-    older._loader.source = in_name_order(older._loader.source)
-    loader = StatefulDataLoader(older, batch_size=None, num_workers=0)
-    it = iter(loader)
-    head = ids(itertools.islice(it, 3))
-    saved = loader.state_dict()
-    rest = ids(it)
+    loader = StatefulDataLoader(
+        planned_before(make(written, shuffle=True, seed=2)), batch_size=None, num_workers=0
+    )
+    head, saved, rest = cut(loader, 3, loader.state_dict)
 
     # As docs/training.md resumes under another worker count: the dataset first.
     ds = make(written, shuffle=True, seed=2)
@@ -135,12 +152,8 @@ def test_a_position_of_other_pieces_is_still_refused(written: raylake.Table) -> 
 
 def test_a_window_process_resumes_the_older_order(written: raylake.Table) -> None:
     """Its child was given the pieces at its start: it is started again in the older order."""
-    older = make(written, shuffle=True, seed=7)
-    older._loader.source = in_name_order(older._loader.source)
-    it = iter(older)
-    ids(itertools.islice(it, 5))
-    saved = older.state_dict()
-    rest = ids(it)
+    older = planned_before(make(written, shuffle=True, seed=7))
+    _, saved, rest = cut(older, 5, older.state_dict)
 
     ds = make(written, shuffle=True, seed=7, window_process=True)
     try:
@@ -173,14 +186,11 @@ def test_map_dataset_indices_saved_in_name_order_resume_the_rows_they_named(
     written: raylake.Table, workers: int
 ) -> None:
     older = map_dataset(written)
-    older._source = in_name_order(older._source)
+    older._source = reordered(older._source, by_name)
     older._offsets = np.concatenate([[0], np.cumsum(older._source.counts)])
     assert older[[0]][1].tolist() != map_dataset(written)[[0]][1].tolist()
     loader = map_loader(older, workers)
-    it = iter(loader)
-    head = labels(itertools.islice(it, 3))
-    saved = loader.state_dict()
-    rest = labels(it)
+    head, saved, rest = cut(loader, 3, loader.state_dict, labels)
 
     resumed = map_loader(map_dataset(written), workers)
     resumed.load_state_dict(saved)
@@ -228,21 +238,9 @@ def test_a_primary_key_position_saved_with_partitions_by_text_resumes(
     def dataset() -> Any:
         return make(tbl, shuffle=False, feature_columns=["id"], label_column="h", batch_size=7)
 
-    older = dataset()
-    source = older._loader.source
-    order = sorted(
-        range(len(source.pieces)), key=lambda i: name_partition_key(source.pieces[i].partition)
-    )
-    older._loader.source = replace(
-        source,
-        pieces=tuple(source.pieces[i] for i in order),
-        counts=tuple(source.counts[i] for i in order),
-    )
-    assert older._loader.source.digest != source.digest
-    it = iter(older)
-    ids(itertools.islice(it, 4))
-    saved = older.state_dict()
-    rest = ids(it)
+    older = planned_before(dataset(), by_partition_text)
+    assert older._loader.source.digest != dataset()._loader.source.digest
+    _, saved, rest = cut(older, 4, older.state_dict)
 
     resumed = dataset()
     resumed.load_state_dict(saved)
