@@ -355,3 +355,15 @@ def test_partitions_of_numbers_read_in_numeric_order(tmp_path: Path) -> None:
     hours = raylake.create_table(str(tmp_path / "h"), schema, partition_by=["h"])
     hours.write(pa.table({"h": [10, 9, None, -1, 2], "i": range(5)}, schema=schema))
     assert hours.to_arrow().column("h").to_pylist() == [-1, 2, 9, 10, None]
+
+
+def test_every_read_that_keeps_plan_order_gives_the_write_order(tmp_path: Path) -> None:
+    """40 commits of 3 rows: to_arrow, to_pandas and to_batches all give them in order."""
+    schema = pa.schema([("i", pa.int64())])
+    tbl = raylake.create_table(str(tmp_path / "t"), schema)
+    for k in range(40):
+        tbl.write(pa.table({"i": range(3 * k, 3 * k + 3)}, schema=schema))
+    written = list(range(120))
+    assert tbl.to_arrow().column("i").to_pylist() == written
+    assert tbl.to_pandas()["i"].tolist() == written
+    assert [i for b in tbl.to_batches() for i in b.column("i").to_pylist()] == written
