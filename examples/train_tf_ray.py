@@ -82,7 +82,9 @@ def train_loop(config: dict[str, Any]) -> None:
             var.assign_sub(0.05 * grad)
         return loss, x[:, 0]
 
-    @tf.function
+    # Traced as plain Python (its one loop is over a list): autograph would leave a
+    # converted copy of each function in /tmp in every worker process, never deleted.
+    @tf.function(autograph=False)
     def step(x: Any, y: Any) -> tuple[tf.Tensor, Any]:
         loss, ids = strategy.run(replica_step, args=(x, y))
         return strategy.reduce("MEAN", loss, axis=None), strategy.experimental_local_results(ids)
