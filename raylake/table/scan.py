@@ -194,7 +194,9 @@ class TableScan(ScanReads):
         return self.read_context().output_schema
 
     def plan(self) -> list[Split]:
-        """Splits of the chosen snapshot that may hold matching rows (manifests only)."""
+        """Splits of the chosen snapshot that may hold matching rows (manifests only), in
+        plan order: an append table's partitions in order, each one's rows in the order
+        they were written (docs/format.md, "Row order")."""
         snap = self.snapshot()
         if snap is None:
             return []
