@@ -38,6 +38,7 @@ from raylake.table import Split, Table
 from raylake.table.changes import InsertSplit
 from raylake.table.counting import exact_counts
 from raylake.table.scan import ReadContext
+from raylake.train.sharding import check_shuffle_stream, stream_fields
 from raylake.train.stream import Block
 
 STATE_KIND = "raylake.continual"
@@ -99,6 +100,7 @@ class ContinualReader:
             "position": self.position.to_dict(),
             "batches_done": self.batches_done,
             "sharding": SHARDING_RULE,
+            **stream_fields(),
         }
 
     def __iter__(self) -> Iterator[Block]:
@@ -237,4 +239,6 @@ def check_resume_state(
             "Set 'batches_done' to 0 to read that snapshot again in full, or resume "
             "from the next snapshot"
         )
+    if state.get("batches_done", 0):
+        check_shuffle_stream(state, "position")  # a plan's shares are dealt by numpy's draws
     return state

@@ -26,7 +26,16 @@ from raylake.errors import InvalidArgumentError, ResumeStateError
 from raylake.train.convert import Converter
 from raylake.train.passes import Feed, NumpyFeed, Pass, Taken
 from raylake.train.prefetch import DEFAULT_BYTES, DEFAULT_PIECES, background
-from raylake.train.sharding import Division, EpochOrder, Interval, Intervals, normalize, size
+from raylake.train.sharding import (
+    Division,
+    EpochOrder,
+    Interval,
+    Intervals,
+    check_shuffle_stream,
+    normalize,
+    size,
+    stream_fields,
+)
 from raylake.train.source import LakeSource
 from raylake.train.stats import FeedRecorder, FeedStats
 from raylake.train.stream import (
@@ -302,6 +311,7 @@ class ShardedLoader:
             "epoch": position.epoch,
             "remaining": [list(i) for i in position.remaining],
             "progress": None if p is None else p.__dict__.copy(),
+            **stream_fields(),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -333,6 +343,8 @@ class ShardedLoader:
             raise ResumeStateError(f"malformed position: {exc}") from exc
         if remaining and (remaining[0][0] < 0 or remaining[-1][1] > src.total):
             raise ResumeStateError(f"position names rows outside [0, {src.total})")
+        if self.epochs.shuffle and remaining != normalize([(0, src.total)]):
+            check_shuffle_stream(state, "position")  # part of a shuffled epoch is read
         return Position(epoch, remaining, progress)
 
 

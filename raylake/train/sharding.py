@@ -27,15 +27,18 @@ disjoint and non-adjacent (see :func:`normalize`).
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import itertools
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import overload
+from typing import Any, overload
 
 import numpy as np
 
 from raylake.arguments import check_count
+from raylake.errors import ResumeStateError
 
 Interval = tuple[int, int]
 Intervals = tuple[Interval, ...]
@@ -104,6 +107,39 @@ def cut(intervals: Intervals, offset: int, length: int) -> Intervals:
 
 def _rng(*key: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence([int(k) for k in key]))
+
+
+@functools.cache
+def shuffle_stream() -> str:
+    """A fingerprint of the permutations this process's numpy draws for a seed.
+
+    Shuffled positions are indices into orders numpy draws, and numpy may change what
+    its generators draw between versions (its policy, NEP 19, keeps only the legacy
+    RandomState fixed). A position saved where numpy drew other permutations would
+    name other rows here; positions carry this fingerprint so that is caught.
+    """
+    drawn = _rng(1, 2, 3).permutation(1000).astype(np.int64)
+    return hashlib.sha256(drawn.tobytes()).hexdigest()[:16]
+
+
+def check_shuffle_stream(state: Mapping[str, Any], what: str) -> None:
+    """ResumeStateError where the shuffled ``what`` in ``state`` was saved by a numpy
+    whose permutations differ from this one's (states without the fingerprint, saved
+    before it was recorded, cannot be checked)."""
+    saved = state.get("shuffle_stream")
+    if saved is None or saved == shuffle_stream():
+        return
+    raise ResumeStateError(
+        f"this {what} was saved where numpy {state.get('numpy', '(unknown)')} draws other "
+        f"permutations than numpy {np.__version__} here, and its shuffled order cannot be "
+        f"drawn again: its remaining rows would be other rows. Resume it with numpy "
+        f"{state.get('numpy', 'of that run')}, or start its epoch again"
+    )
+
+
+def stream_fields() -> dict[str, str]:
+    """What a saved state records of the permutations it was made with."""
+    return {"shuffle_stream": shuffle_stream(), "numpy": np.__version__}
 
 
 @dataclass(frozen=True)

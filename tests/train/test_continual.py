@@ -257,3 +257,20 @@ def test_stats_count_the_batches_of_the_stream(tbl: raylake.Table) -> None:
     stats = ds.stats()
     assert stats.batches == len(batches) and stats.rows == sum(len(b["id"]) for b in batches)
     assert stats.bytes == 8 * stats.rows and stats.wait_s <= stats.elapsed_s
+
+
+def test_a_mid_plan_position_of_other_numpy_draws_is_refused(tbl: raylake.Table) -> None:
+    """A plan's shares are dealt by numpy's permutations: a position saved where numpy
+    drew others cannot resume inside the plan; at a plan's start it can."""
+
+    def make() -> LakeStreamDataset:
+        return LakeStreamDataset(tbl, start="earliest", batch_size=10, until_snapshot=5, seed=3)
+
+    first = make()
+    it = iter(first)
+    for _ in range(5):
+        next(it)
+    other = {**first.state_dict(), "shuffle_stream": "0" * 16, "numpy": "0.0"}
+    with pytest.raises(ResumeStateError, match=r"numpy 0\.0 draws other permutations"):
+        make().load_state_dict(other)
+    make().load_state_dict({**other, "batches_done": 0})
