@@ -7,6 +7,7 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -91,14 +92,21 @@ def test_resume_from_the_trainers_checkpoint(tbl: raylake.Table) -> None:
     assert head + ids_of(list(resumed)) == whole
 
 
-@pytest.mark.parametrize("rule", [None, 2])
-def test_a_mid_plan_position_of_an_earlier_sharding_rule_is_refused(
-    tbl: raylake.Table, rule: int | None
+@pytest.mark.parametrize(
+    ("changed", "named"),
+    [
+        ({"sharding": None}, "batches_done' to 0"),  # rule 1 saved no rule
+        ({"sharding": 2}, "batches_done' to 0"),  # rule 2 dealt files in name order
+        ({"shuffle_stream": "0" * 16, "numpy": "0.0"}, r"numpy 0\.0 draws other permutations"),
+    ],
+)
+def test_a_mid_plan_position_saved_under_other_rules_is_refused(
+    tbl: raylake.Table, changed: dict[str, Any], named: str
 ) -> None:
     """A position saved inside a snapshot by a version that shared rows out by another
-    rule cannot resume there without repeating or skipping rows: refused, naming the way
-    out; at a snapshot's start it is the same under any rule, and resumes. (Rule 1 saved
-    no rule; rule 2 dealt a plan's files in name order.)"""
+    rule, or where numpy drew other permutations, cannot resume there without repeating
+    or skipping rows: refused, naming the way out; at a snapshot's start it is the same
+    under any rule, and resumes."""
 
     def make() -> LakeStreamDataset:
         return LakeStreamDataset(tbl, start="earliest", batch_size=10, until_snapshot=5, seed=3)
@@ -107,11 +115,9 @@ def test_a_mid_plan_position_of_an_earlier_sharding_rule_is_refused(
     it = iter(first)
     for _ in range(5):
         next(it)
-    old = {k: v for k, v in first.state_dict().items() if k != "sharding"}
-    if rule is not None:
-        old["sharding"] = rule
+    old = {k: v for k, v in {**first.state_dict(), **changed}.items() if v is not None}
     assert old["batches_done"] >= 1
-    with pytest.raises(ResumeStateError, match="batches_done' to 0"):
+    with pytest.raises(ResumeStateError, match=named):
         make().load_state_dict(old)
 
     at_start = make()
@@ -257,20 +263,3 @@ def test_stats_count_the_batches_of_the_stream(tbl: raylake.Table) -> None:
     stats = ds.stats()
     assert stats.batches == len(batches) and stats.rows == sum(len(b["id"]) for b in batches)
     assert stats.bytes == 8 * stats.rows and stats.wait_s <= stats.elapsed_s
-
-
-def test_a_mid_plan_position_of_other_numpy_draws_is_refused(tbl: raylake.Table) -> None:
-    """A plan's shares are dealt by numpy's permutations: a position saved where numpy
-    drew others cannot resume inside the plan; at a plan's start it can."""
-
-    def make() -> LakeStreamDataset:
-        return LakeStreamDataset(tbl, start="earliest", batch_size=10, until_snapshot=5, seed=3)
-
-    first = make()
-    it = iter(first)
-    for _ in range(5):
-        next(it)
-    other = {**first.state_dict(), "shuffle_stream": "0" * 16, "numpy": "0.0"}
-    with pytest.raises(ResumeStateError, match=r"numpy 0\.0 draws other permutations"):
-        make().load_state_dict(other)
-    make().load_state_dict({**other, "batches_done": 0})
