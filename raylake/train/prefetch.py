@@ -159,10 +159,12 @@ class PieceWindow(Generic[T]):
             self._bytes += cost
 
     def harvest(self, index: int) -> T | None:
-        """Piece ``index`` if its read was started ahead and never taken (waited for):
-        None if it was not started, or if it failed (whoever reads it next will see why)."""
+        """Piece ``index`` if its read was started ahead and never taken, waited for (a
+        read still queued for a thread runs too: what a pass leaves for the next one
+        does not depend on whether a thread picked it up in time). None if it was not
+        started, or if it failed (whoever reads it next will see why)."""
         future = self._ahead.pop(index, None)
-        if future is None or future.cancel():
+        if future is None:
             return None
         try:
             return future.result()

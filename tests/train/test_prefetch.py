@@ -187,3 +187,21 @@ def test_piece_window_read_errors_reach_the_taker() -> None:
             window.take(2)
         assert info.value is error
     assert not raylake_threads()
+
+
+def test_a_read_still_queued_is_harvested() -> None:
+    """What a pass leaves for the next one does not depend on thread timing: a read
+    queued behind a busy thread when the pass ends is waited for, not cancelled."""
+    release = threading.Event()
+
+    def read(i: int) -> int:
+        if i == 0:
+            release.wait()
+        return i * 10
+
+    with PieceWindow(read, [0, 1], pieces=2, threads=1) as window:
+        window.fill()  # 0 runs (blocked), 1 waits in the pool's queue
+        threading.Timer(0.2, release.set).start()
+        assert window.harvest(1) == 10
+        assert window.harvest(0) == 0
+        assert window.harvest(2) is None  # never started
