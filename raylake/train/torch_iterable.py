@@ -243,10 +243,7 @@ class LakeIterableDataset(IterableDataset):
         ``state_dict()`` (which also resumes with another world size or worker count). A
         position of another table, snapshot, filter or order raises ResumeStateError.
         """
-        source = self._loader.source
         self._loader.load_state_dict(state)
-        if self._maker is not None and self._loader.source is not source:
-            self._maker.shutdown()  # its child reads the pieces in the order it was given
         self._workers.position_set()
 
 

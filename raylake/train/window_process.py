@@ -107,6 +107,10 @@ class WindowProcess:
         self._process: Any = None
         self._active: WindowsFromProcess | None = None
         self._finalizer: Any = None
+        # The pieces the child was started with: it reads its own copy of the loader,
+        # so a loader that took other pieces since (a position saved in an older plan
+        # order) needs a new child.
+        self._source: Any = None
         self.slots: dict[int, MappedSlot] = {}  # the child's slots, mapped here
         # The child's last pass: its seconds, those it waited for a free slot, and
         # whether it was made ahead (the guess of the pass asked for next).
@@ -115,7 +119,7 @@ class WindowProcess:
     def __getstate__(self) -> dict[str, Any]:
         # A pickled dataset (DataLoader workers) gets a handle of its own, not started.
         return {**self.__dict__, "_conn": None, "_process": None, "_active": None,
-                "_finalizer": None, "slots": {}}  # fmt: skip
+                "_finalizer": None, "_source": None, "slots": {}}  # fmt: skip
 
     def windows(self, start: Position, here: Progress, feed: Any, rows: int) -> Iterator[Window]:
         """The pass's windows (``rows`` in all), copied to ``feed``'s device here (or to
@@ -135,7 +139,9 @@ class WindowProcess:
         return made
 
     def _connection(self) -> Any:
-        if self._process is not None and not self._process.is_alive():
+        if self._process is not None and (
+            not self._process.is_alive() or self._source is not self._loader.source
+        ):
             self.shutdown()
         if self._conn is None:
             spawn = multiprocessing.get_context("spawn")  # never fork a CUDA process
@@ -147,6 +153,7 @@ class WindowProcess:
             )  # fmt: skip
             process.start()
             theirs.close()
+            self._source = self._loader.source
             self._conn, self._process = ours, process
             self._finalizer = weakref.finalize(
                 self, _stop_child, ours, process, self.slots, os.getpid()
