@@ -297,10 +297,7 @@ class ShardedLoader:
         p = position.progress
         return {
             STATE_KEY: STATE_VERSION,
-            "table": self.source.uri,
-            "snapshot_id": self.source.snapshot_id,
-            "plan": self.source.digest,
-            "filter": self.source.filter_text,
+            **self.source.selection(),
             "seed": self.epochs.seed,
             "shuffle": self.epochs.shuffle,
             "shuffle_window": self.epochs.shuffle_window,

@@ -15,11 +15,12 @@ descriptions), and holds the counts, so DataLoader workers never recount.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from raylake.errors import CorruptMetadataError, ResumeStateError
@@ -82,6 +83,30 @@ class LakeSource:
             h.update(f"{count};".encode())
         return h.hexdigest()[:32]
 
+    @cached_property
+    def offsets(self) -> np.ndarray:
+        """The first row of each piece in plan order, and the total at the end."""
+        return np.concatenate([[0], np.cumsum(self.counts, dtype=np.int64)]).astype(np.int64)
+
+    def selection(self) -> dict[str, Any]:
+        """What a saved state's row numbers refer to: the table, the pinned snapshot, the
+        filter and the plan's fingerprint (checked back by :meth:`for_saved`)."""
+        return {
+            "table": self.uri,
+            "snapshot_id": self.snapshot_id,
+            "plan": self.digest,
+            "filter": self.filter_text,
+        }
+
+    def sorted_by(self, key: Callable[[Split], Any]) -> LakeSource:
+        """The same pieces and counts, stably sorted by ``key`` of each piece."""
+        order = sorted(range(len(self.pieces)), key=lambda i: key(self.pieces[i]))
+        return replace(
+            self,
+            pieces=tuple(self.pieces[i] for i in order),
+            counts=tuple(self.counts[i] for i in order),
+        )
+
     def for_saved(self, state: Mapping[str, Any], what: str) -> LakeSource:
         """This source, checked against the table, snapshot, filter and plan a saved
         ``state`` (a loader's ``what``) was made over, which its row numbers refer to:
@@ -118,12 +143,7 @@ class LakeSource:
         the same pieces and counts, so the position names the rows it named then. None
         when no older order has that digest."""
         for older in (_partition_text_order, _name_order, _bucket_name_order):
-            order = sorted(range(len(self.pieces)), key=lambda i: older(self.pieces[i]))
-            source = replace(
-                self,
-                pieces=tuple(self.pieces[i] for i in order),
-                counts=tuple(self.counts[i] for i in order),
-            )
+            source = self.sorted_by(older)
             if source.digest == digest:
                 return source
         return None

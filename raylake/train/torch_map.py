@@ -68,7 +68,6 @@ class LakeMapDataset(Dataset):
         rows = TableRows(table, filter, snapshot_id, storage_options)
         self._source, self._converter = open_source(rows, spec)
         self._output = TensorBatches(self._converter.layout, dtype, transform, None, False)
-        self._offsets = np.concatenate([[0], np.cumsum(self._source.counts, dtype=np.int64)])
         self._cache_bytes = check_count("cache_bytes", cache_bytes)
         self._cache = _piece_cache(cache_bytes)
         self._recorder = FeedRecorder()
@@ -101,13 +100,7 @@ class LakeMapDataset(Dataset):
         and a fingerprint of the plan. Not a position (the sampler's state is that):
         StatefulDataLoader saves it beside the sampler's, so that a resume can check the
         same indices still name the same rows."""
-        s = self._source
-        return {
-            "table": s.uri,
-            "snapshot_id": s.snapshot_id,
-            "filter": s.filter_text,
-            "plan": s.digest,
-        }
+        return self._source.selection()
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Check a saved ``state_dict()`` against this dataset: ResumeStateError where its
@@ -118,11 +111,10 @@ class LakeMapDataset(Dataset):
         source = self._source.for_saved(state, "state")
         if source is not self._source:
             self._source = source
-            self._offsets = np.concatenate([[0], np.cumsum(source.counts, dtype=np.int64)])
             self._cache = _piece_cache(self._cache_bytes)  # cached by piece number
 
     def __len__(self) -> int:
-        return int(self._offsets[-1])
+        return int(self._source.offsets[-1])
 
     def _piece(self, index: int) -> Block:
         block = self._cache.get(index)
@@ -140,7 +132,8 @@ class LakeMapDataset(Dataset):
         if idx.size and (idx.min() < 0 or idx.max() >= n):
             bad = int(idx[(idx < 0) | (idx >= n)][0])
             raise IndexError(f"row index {bad} is out of range for {n} rows")
-        pieces = np.searchsorted(self._offsets, idx, side="right") - 1
+        offsets = self._source.offsets
+        pieces = np.searchsorted(offsets, idx, side="right") - 1
         # Indices grouped by piece with one sort (a batch of random indices touches
         # many pieces); then one take per piece and column group, no per-row Python.
         order = np.argsort(pieces, kind="stable")
@@ -149,7 +142,7 @@ class LakeMapDataset(Dataset):
         for where in np.split(order, starts) if idx.size else ():
             p = int(pieces[where[0]])
             block = self._piece(p)
-            local = idx[where] - self._offsets[p]
+            local = idx[where] - offsets[p]
             for key, values in block.items():
                 if key not in out:
                     out[key] = np.empty((idx.size, *values.shape[1:]), dtype=values.dtype)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import itertools
 import uuid
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,6 @@ import raylake
 from raylake.errors import ResumeStateError
 from raylake.table.split import Split, name_partition_key
 from raylake.train import LakeMapDataset, RandomBatchSampler
-from raylake.train.source import LakeSource
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:This DataLoader will create"),
@@ -56,16 +54,6 @@ def written(tmp_path: Path, names_against_order: None) -> raylake.Table:
     return tbl
 
 
-def reordered(source: LakeSource, key: Callable[[Split], Any]) -> LakeSource:
-    """The same pieces and counts, stably sorted by ``key``."""
-    order = sorted(range(len(source.pieces)), key=lambda i: key(source.pieces[i]))
-    return replace(
-        source,
-        pieces=tuple(source.pieces[i] for i in order),
-        counts=tuple(source.counts[i] for i in order),
-    )
-
-
 def by_name(piece: Split) -> tuple[Any, ...]:
     """Where raylake planned an append table's piece before: each partition's files by
     name (and partitions by their values' text)."""
@@ -79,7 +67,7 @@ def by_partition_text(piece: Split) -> tuple[Any, ...]:
 
 def planned_before(ds: Any, key: Callable[[Split], Any] = by_name) -> Any:
     """``ds`` as an earlier raylake made it: its pieces in the older order."""
-    ds._loader.source = reordered(ds._loader.source, key)
+    ds._loader.source = ds._loader.source.sorted_by(key)
     return ds
 
 
@@ -186,8 +174,7 @@ def test_map_dataset_indices_saved_in_name_order_resume_the_rows_they_named(
     written: raylake.Table, workers: int
 ) -> None:
     older = map_dataset(written)
-    older._source = reordered(older._source, by_name)
-    older._offsets = np.concatenate([[0], np.cumsum(older._source.counts)])
+    older._source = older._source.sorted_by(by_name)
     assert older[[0]][1].tolist() != map_dataset(written)[[0]][1].tolist()
     loader = map_loader(older, workers)
     head, saved, rest = cut(loader, 3, loader.state_dict, labels)
