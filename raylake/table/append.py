@@ -199,14 +199,15 @@ def _table(ctx: ReadContext, dataset: ds.FileSystemDataset) -> pa.Table:
 def _datasets(
     ctx: ReadContext, splits: Sequence[Split]
 ) -> list[tuple[ds.FileSystemDataset, FileProjection | None]]:
-    """One dataset of the files that read as they are, one per other schema version.
+    """The splits' files as datasets, in plan order: one per run of files that read
+    alike (as they are, or through one older schema version's projection).
 
-    A table that never evolved has only the first.
+    A table that never evolved has one. Runs, not one dataset per schema version:
+    reads keep the plan's order, which is the order rows were written (a rename
+    between two writes would otherwise read the later write's rows first).
     """
-    # Keyed by schema id, None for the files that read as they are.
-    groups: dict[int | None, tuple[FileProjection | None, list[ds.ParquetFileFragment]]] = {
-        None: (None, [])
-    }
+    # (schema id, or None for the files that read as they are; projection; fragments)
+    runs: list[tuple[int | None, FileProjection | None, list[ds.ParquetFileFragment]]] = []
     schema = ctx.table_schema.arrow_schema
     for split in splits:
         # Telling pyarrow each file's partition values lets it drop predicates they
@@ -224,7 +225,11 @@ def _datasets(
                 file_size=piece.file_size,
             )
             key = None if projection is None else piece.schema_id
-            groups.setdefault(key, (projection, []))[1].append(fragment)
+            if not runs or runs[-1][0] != key:
+                runs.append((key, projection, []))
+            runs[-1][2].append(fragment)
+    if not runs:
+        runs.append((None, None, []))
     return [
         (
             fragments_dataset(
@@ -232,8 +237,7 @@ def _datasets(
             ),
             p,
         )
-        for key, (p, fragments) in groups.items()
-        if fragments or (key is None and len(groups) == 1)
+        for _, p, fragments in runs
     ]
 
 
