@@ -5,7 +5,8 @@ DataFrame, anything that exports an Arrow stream (``__arrow_c_stream__``: polars
 relations), or an iterable of any of those. Columns are matched by name (order
 does not matter). A column may be cast to the table's type only within the same
 kind of type (integer to wider integer, integer to float, between string,
-large_string and string_view, timestamp units) and only when the cast loses nothing; anything
+large_string and string_view, timestamp units) and only when the cast loses nothing (a
+narrower float rounds, as its type means, but a value beyond its range is refused); anything
 else is a :class:`SchemaMismatchError` naming the column.
 """
 
@@ -15,6 +16,7 @@ from collections.abc import Collection, Iterable, Iterator
 from typing import Any, TypeAlias
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from raylake.errors import NullConstraintError, SchemaMismatchError
 from raylake.table.pandas_types import is_text, strings_normalized, with_index_columns
@@ -142,7 +144,7 @@ def _conform_column(column: pa.ChunkedArray, field: pa.Field, key: bool) -> pa.C
                 actual=column.type,
             )
         try:
-            column = _cast(column, field.type)
+            cast = _cast(column, field.type)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
             raise SchemaMismatchError(
                 f"column {field.name!r} of type {column.type} does not fit {field.type} "
@@ -151,7 +153,32 @@ def _conform_column(column: pa.ChunkedArray, field: pa.Field, key: bool) -> pa.C
                 expected=field.type,
                 actual=column.type,
             ) from exc
+        overflowed = _overflowed(column, cast)
+        if overflowed:
+            raise SchemaMismatchError(
+                f"column {field.name!r} of type {column.type} does not fit {field.type}: "
+                f"{overflowed} value(s) beyond its range would become infinite",
+                column=field.name,
+                expected=field.type,
+                actual=column.type,
+            )
+        column = cast
     return column
+
+
+def _overflowed(before: pa.ChunkedArray, after: pa.ChunkedArray) -> int:
+    """How many finite floats a narrowing cast made infinite (pyarrow's safe cast checks
+    integers, not floats). Rounding to the narrower float is what the column's type
+    means, and a pandas float64 column written into a float32 table rounds."""
+    src, dst = before.type, after.type
+    if not (pa.types.is_floating(src) and pa.types.is_floating(dst)):
+        return 0
+    if dst.bit_width >= src.bit_width:
+        return 0
+    # float16 has no compute kernels: its infinities are float32's
+    widened = after.cast(pa.float64())
+    made = pc.and_(pc.is_inf(widened), pc.invert(pc.is_inf(before.cast(pa.float64()))))
+    return int(pc.sum(made).as_py() or 0)
 
 
 def _cast(column: pa.ChunkedArray, dtype: pa.DataType) -> pa.ChunkedArray:

@@ -127,6 +127,27 @@ def test_safe_casts_are_allowed(tbl: Table) -> None:
     assert tbl.to_arrow(filter="id >= 20").schema == SCHEMA
 
 
+def test_a_float_beyond_a_narrower_float_column_is_refused(tmp_path: Path) -> None:
+    """pandas' float64 into a float32 column rounds, as the column's type means, but a
+    finite value beyond float32's range would be stored as infinity: refused."""
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("x", pa.float32())])
+    t = raylake.create_table(str(tmp_path / "f32"), schema)
+    t.write(pd.DataFrame({"id": [0, 1, 2, 3], "x": [0.1, float("inf"), float("nan"), None]}))
+    got = t.to_arrow().column("x").to_pylist()
+    assert got[0] == pytest.approx(0.1) and got[1] == float("inf") and got[3] is None
+    data = pd.DataFrame({"id": [4, 5], "x": [1.0, 1e300]})
+    err = assert_nothing_committed(t, lambda: t.write(data), SchemaMismatchError)
+    assert "column 'x' of type double does not fit float" in str(err)
+    assert "1 value(s) beyond its range" in str(err)
+    half = pa.schema([pa.field("id", pa.int64(), nullable=False), ("x", pa.float16())])
+    h = raylake.create_table(str(tmp_path / "f16"), half)
+    h.write(pa.table({"id": [0], "x": pa.array([1.5], pa.float32())}))
+    err = assert_nothing_committed(
+        h, lambda: h.write(pa.table({"id": [1], "x": [70000.0]})), SchemaMismatchError
+    )
+    assert "does not fit halffloat" in str(err)
+
+
 def test_pandas_int64_into_int32(tbl: Table) -> None:
     fits = pd.DataFrame({"id": [30, 31], "dt": ["d", "d"], "n": [1, -(2**31)], "x": [0.5, 1.5]})
     assert fits["n"].dtype == "int64"
