@@ -14,9 +14,11 @@ so a filter with thousands of ``or`` terms does not hit Python's recursion limit
 from __future__ import annotations
 
 import dataclasses
+import datetime
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import numpy as np
 import pyarrow as pa
 
 from raylake.errors import FilterError
@@ -174,6 +176,7 @@ class Compare(Predicate):
         if op not in COMPARE_OPS:
             raise FilterError(f"unknown comparison operator {self.op!r}; use one of {COMPARE_OPS}")
         object.__setattr__(self, "op", op)
+        object.__setattr__(self, "value", plain_literal(self.value))
         if self.value is None or (isinstance(self.value, pa.Scalar) and not self.value.is_valid):
             raise FilterError(
                 f"comparing column {self.column!r} with null is never true; "
@@ -186,10 +189,39 @@ class Compare(Predicate):
         return visitor.visit_compare(self)
 
 
+_TIME_UNITS = ("s", "ms", "us", "ns")
+
+
+def plain_literal(value: Any) -> Any:
+    """A numpy or pandas scalar as the Python or Arrow value a filter holds.
+
+    These are what ``df.x.max()`` and ``df.x.unique()`` hand back: numpy's numbers
+    become Python's (so they print and bind as numbers), and times keep their
+    nanoseconds, which ``datetime`` (of which ``pandas.Timestamp`` is a subclass)
+    cannot hold: they become Arrow timestamps of their own unit.
+    """
+    if isinstance(value, np.datetime64):
+        unit = np.datetime_data(value.dtype)[0]
+        if np.isnat(value):
+            return None
+        if unit in _TIME_UNITS:
+            return pa.scalar(int(value.astype(np.int64)), pa.timestamp(unit))
+        return value.astype("datetime64[s]").item()  # days, hours, minutes: exact
+    if isinstance(value, np.timedelta64):
+        return pa.scalar(value)
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, datetime.datetime) and getattr(value, "nanosecond", None):
+        # pandas.Timestamp: ``value`` counts nanoseconds since the epoch, in UTC if aware
+        nanos = int(value.value)  # type: ignore[attr-defined]
+        return pa.scalar(nanos, pa.timestamp("ns", "UTC" if value.tzinfo else None))
+    return value
+
+
 def as_values(column: str, values: Iterable[Any]) -> tuple[Any, ...]:
     if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
         raise FilterError(f"'in' on column {column!r} needs a collection of values, got {values!r}")
-    result = tuple(values)
+    result = tuple(plain_literal(v) for v in values)
     if any(v is None or (isinstance(v, pa.Scalar) and not v.is_valid) for v in result):
         raise FilterError(f"'in' on column {column!r}: null never matches; use is_null()")
     return result

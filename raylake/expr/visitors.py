@@ -239,6 +239,23 @@ def arrow_value_set(values: tuple[Any, ...]) -> pa.Array:
         raise FilterError(f"cannot build a value list from {values!r}: {exc}") from None
 
 
+def _is_half(value: Any) -> bool:
+    return isinstance(value, pa.Scalar) and pa.types.is_float16(value.type)
+
+
+def _as_single(column: str) -> pc.Expression:
+    """A float16 column compared as float32: Arrow has no comparison or ``is_in``
+    kernels for half floats, and the widening is exact."""
+    return pc.field(column).cast(pa.float32())
+
+
+def _in(column: str, values: tuple[Any, ...]) -> pc.Expression:
+    value_set = arrow_value_set(values)
+    if pa.types.is_float16(value_set.type):
+        return _as_single(column).isin(value_set.cast(pa.float32()))
+    return pc.field(column).isin(value_set)
+
+
 class _ArrowFilter(ExprVisitor[pc.Expression]):
     def visit_true(self) -> pc.Expression:
         return pc.scalar(True)
@@ -256,19 +273,21 @@ class _ArrowFilter(ExprVisitor[pc.Expression]):
         return left | right
 
     def visit_compare(self, node: Compare) -> pc.Expression:
+        if _is_half(node.value):
+            return _OPS[node.op](_as_single(node.column), pc.scalar(node.value.cast(pa.float32())))
         return _OPS[node.op](pc.field(node.column), arrow_scalar(node.value))
 
     def visit_in(self, node: In) -> pc.Expression:
         if not node.values:
             return pc.scalar(False)
-        return pc.field(node.column).isin(arrow_value_set(node.values))
+        return _in(node.column, node.values)
 
     def visit_not_in(self, node: NotIn) -> pc.Expression:
         # is_in is false (not null) for a null input, so nulls must be excluded explicitly.
         field = pc.field(node.column)
         if not node.values:
             return field.is_valid()
-        return field.is_valid() & ~field.isin(arrow_value_set(node.values))
+        return field.is_valid() & ~_in(node.column, node.values)
 
     def visit_is_null(self, node: IsNull) -> pc.Expression:
         return pc.field(node.column).is_null()

@@ -244,3 +244,74 @@ def test_referenced_columns() -> None:
     expr = parse_filter("a = 1 and (b in (1) or not c is null) and a > 2 or true")
     assert referenced_columns(expr) == {"a", "b", "c"}
     assert referenced_columns(parse_filter("true")) == set()
+
+
+def test_numpy_scalars_are_numbers() -> None:
+    """What ``df.x.max()`` and ``df.x.unique()`` hand back: numbers that print as
+    numbers and bind to the column's type (an np.int64 was refused as "expected an
+    integer", and printed as a string)."""
+    np = pytest.importorskip("numpy")
+    expr = col("i") == np.int64(3)
+    assert str(expr) == "i = 3"
+    assert str(col("i").isin(np.array([1, 2]))) == "i in (1, 2)"
+    assert str(col("f") > np.float32(0.5)) == "f > 0.5"
+    table = pa.table({"i": [1, 2, 3], "s": ["a", "b", "c"], "b": [True, False, True]})
+    for expr, want in [
+        (col("i") == np.int64(3), [3]),
+        (col("i").isin(np.array([1, 2], dtype=np.int32)), [1, 2]),
+        (col("s") == np.str_("b"), [2]),
+        (col("b") == np.bool_(False), [2]),
+    ]:
+        got = table.filter(to_arrow(bind(expr, table.schema))).column("i").to_pylist()
+        assert got == want, str(expr)
+
+
+def test_pandas_and_numpy_times_keep_their_nanoseconds() -> None:
+    """``pandas.Timestamp`` is a ``datetime`` that also holds nanoseconds; binding it as
+    a datetime dropped them, so ``=`` selected nothing and ``>`` the instant itself."""
+    pd = pytest.importorskip("pandas")
+    np = pytest.importorskip("numpy")
+    base = 1704067200000000000
+    ns = pa.table({"t": pa.array([base + 1, base + 2], pa.timestamp("ns"))})
+    for literal in (pd.Timestamp(base + 1), np.datetime64(base + 1, "ns")):
+        for expr, want in [
+            (col("t") == literal, [base + 1]),
+            (col("t") > literal, [base + 2]),
+            (col("t") <= literal, [base + 1]),
+            (col("t").isin([literal]), [base + 1]),
+        ]:
+            got = ns.filter(to_arrow(bind(expr, ns.schema))).column("t").cast(pa.int64())
+            assert got.to_pylist() == want, (repr(literal), str(expr))
+    aware = pa.table({"t": pa.array([base + 1, base + 2], pa.timestamp("ns", "UTC"))})
+    paris = pd.Timestamp(base + 2, tz="UTC").tz_convert("Europe/Paris")
+    got = aware.filter(to_arrow(bind(col("t") == paris, aware.schema)))
+    assert got.column("t").cast(pa.int64()).to_pylist() == [base + 2]
+    micros = pa.schema([("t", pa.timestamp("us"))])
+    with pytest.raises(FilterError, match="finer than the column's unit"):
+        bind(col("t") == pd.Timestamp(base + 1), micros)
+    days = pa.table({"d": pa.array([datetime.date(2024, 1, 1), datetime.date(2024, 1, 2)])})
+    got = days.filter(to_arrow(bind(col("d") > np.datetime64("2024-01-01"), days.schema)))
+    assert got.column("d").to_pylist() == [datetime.date(2024, 1, 2)]
+    with pytest.raises(FilterError, match="null"):
+        _ = col("t") == np.datetime64("NaT")
+
+
+def test_half_float_columns_filter() -> None:
+    """Arrow has no comparison kernels for float16: the column is compared as float32."""
+    np = pytest.importorskip("numpy")
+    halves = pa.array(np.array([0.5, 2.0, np.nan], dtype=np.float16))
+    table = pa.table({"id": [1, 2, 3], "h": halves}).append_column(
+        "n", pa.array([None, 1.0, 1.0], pa.float16())
+    )
+    for text, want in [
+        ("h > 1", [2]),
+        ("h = 0.5", [1]),
+        ("h != 0.5", [2, 3]),
+        ("h in (0.5, 2)", [1, 2]),
+        ("h not in (0.5)", [2, 3]),
+        ("n not in (2)", [2, 3]),
+    ]:
+        expr = bind(parse_filter(text), table.schema)
+        got = table.filter(to_arrow(expr)).column("id").to_pylist()
+        oracle = [r["id"] for r in table.to_pylist() if evaluate_python(expr, r)]
+        assert got == oracle == want, text
