@@ -348,6 +348,7 @@ def commit_or_abort(
     ``check_files``: messages from elsewhere (another process, an earlier call) are
     refused where their files are gone (raylake/table/aborted.py); the checks run while
     the commit prepares, and a refusal deletes nothing of the messages."""
+    _refuse_committed(request)
     check = FilesCheck(file_io, request.messages) if check_files else None
     if check is not None:
         request = replace(request, before_create=check.wait)
@@ -363,4 +364,30 @@ def commit_or_abort(
         raise_if_full(file_io.uri, exc)
         raise
     kind_of(ts).after_commit(file_io, list(request.messages))
+    for message in request.messages:
+        if not message.is_empty:  # the message objects remember it (and copies made later)
+            object.__setattr__(message, _COMMITTED_AS, snapshot.id)
     return snapshot
+
+
+# The attribute a committed message carries: the snapshot that committed it.
+_COMMITTED_AS = "_raylake_committed_as"
+
+
+def _refuse_committed(request: CommitRequest) -> None:
+    """Messages this process committed already are refused: their files are live, and
+    a second snapshot naming them would read every row twice. A retry that names its
+    commit (``commit_user`` and ``commit_identifier``) returns the first snapshot
+    instead. Copies made before the commit, in other processes, are not seen: naming the
+    commit is what makes a retry safe there (docs/reliability.md)."""
+    if request.commit_identifier is not None:
+        return
+    done = [getattr(m, _COMMITTED_AS, None) for m in request.messages]
+    committed = sorted({d for d in done if d is not None})
+    if committed:
+        raise CommitFailedError(
+            f"{sum(d is not None for d in done)} of these commit messages were committed "
+            f"already, as snapshot {committed[0]}: committing them again would add their "
+            "files a second time; give commit_user and commit_identifier to make a "
+            "retry return the snapshot that committed them"
+        )

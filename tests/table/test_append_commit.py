@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 
 import pyarrow as pa
@@ -271,6 +272,20 @@ def test_idempotent_retry_returns_the_same_snapshot(tbl: Table) -> None:
     assert data_files_on_disk(tbl) == live_data_files(tbl)
     stored = tbl.snapshot(first.id)
     assert (stored.commit_user, stored.commit_identifier) == ("etl-job", 42)
+
+
+def test_messages_committed_already_are_refused(tbl: Table) -> None:
+    """A second commit of the same messages named their files again: every row twice."""
+    messages = prepare(tbl, rows(500, 5))
+    first = tbl.commit(messages)
+    snapshots = [s.id for s in tbl.snapshots()]
+    copies = pickle.loads(pickle.dumps(messages))  # e.g. handed to another task after
+    for again in (messages, copies, [*prepare(tbl, rows(700, 1)), *messages]):
+        with pytest.raises(CommitFailedError, match=f"committed already, as snapshot {first.id}"):
+            tbl.commit(again)
+        assert [s.id for s in tbl.snapshots()] == snapshots
+    assert tbl.count() == 35
+    assert tbl.to_arrow(filter="id >= 500").column("id").to_pylist() == list(range(500, 505))
 
 
 def test_a_retry_that_rewrote_its_data_deletes_the_new_files_at_once(tbl: Table) -> None:
