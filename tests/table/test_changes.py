@@ -307,6 +307,25 @@ def test_a_stream_catch_up_is_the_same_change_read(warehouse: Path) -> None:
     reader.close()
 
 
+@pytest.mark.parametrize("producer", ["none", "input", "lookup"])
+def test_changes_without_columns_count_their_rows(warehouse: Path, producer: str) -> None:
+    """``columns=[]`` asks for the rows only (a count), as ``to_arrow(columns=[])`` does:
+    a primary-key table's change rows were dropped with their columns."""
+    tbl = _pk_table(warehouse, **{"changelog-producer": producer})
+    tbl.write(pa.table({"id": [4, 300], "v": [2, 2]}, schema=SCHEMA))
+    for start in (1, 2):
+        every = tbl.changes(start).to_arrow().num_rows
+        assert every > 0
+        assert tbl.changes(start, columns=[]).to_arrow().num_rows == every
+        assert sum(b.num_rows for b in tbl.changes(start, columns=[]).to_batches()) == every
+    counts = []
+    for columns in (None, []):
+        stream = tbl.stream(start="earliest", columns=columns, prefetch=False)
+        counts.append(sum(plan.to_arrow().num_rows for plan in stream.plans(timeout=0)))
+        stream.close()
+    assert counts[0] == counts[1] == tbl.count(snapshot_id=1) + tbl.changes(1).to_arrow().num_rows
+
+
 # -- pruning, shared scans and Arrow streams ---------------------------------------------------
 
 

@@ -153,6 +153,10 @@ def change_batches(ctx: ChangeReadContext, tables: Iterable[pa.Table]) -> Iterat
         if not rows.num_rows:
             continue
         columns = [rows.column(f.name) for f in out if f.name != ROW_KIND]
+        if not columns and not ctx.include_row_kind:  # no column asked for (a count)
+            # from_arrays would make a table of no rows: the rows are what is asked
+            yield from rows.select([]).to_batches(max_chunksize=ctx.batch_size)
+            continue
         if ctx.include_row_kind:
             columns.append(pa.array(names[codes], pa.string()))
         yield from pa.Table.from_arrays(columns, schema=out).to_batches(
