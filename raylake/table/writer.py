@@ -8,6 +8,7 @@ snapshot. Memory stays bounded: each open file buffers at most one row group.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import uuid
 from collections.abc import Iterator
@@ -54,9 +55,29 @@ def partition_dir(ts: TableSchema, partition: tuple[Any, ...], bucket: int) -> s
     parts = [DATA_DIR]
     for key, value in zip(ts.partition_keys, partition):
         text = NULL_PARTITION if value is None else quote(str(value), safe="")
-        parts.append(f"{quote(key, safe='')}={text}")
+        parts.append(_directory_name(f"{quote(key, safe='')}={text}"))
     parts.append(f"bucket-{bucket}")
     return "/".join(parts)
+
+
+# File systems name a directory in at most 255 bytes (NAME_MAX); percent-encoding makes
+# a value three times longer (50 accented letters were too many).
+_NAME_MAX = 255
+_DIGEST_HEX = 32
+
+
+def _directory_name(name: str) -> str:
+    """``name`` (ASCII, percent-encoded), or where it is too long for a file system its
+    start and a digest of all of it: readers never parse these names (partition values
+    come from the manifests), so the digest only has to keep values apart."""
+    if len(name) <= _NAME_MAX:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:_DIGEST_HEX]
+    head = name[: _NAME_MAX - 1 - _DIGEST_HEX]
+    cut = head.rfind("%", len(head) - 2)
+    if cut >= 0:  # do not end in the middle of a %XX escape
+        head = head[:cut]
+    return f"{head}~{digest}"
 
 
 def group_positions(key_columns: pa.Table) -> list[tuple[tuple[Any, ...], np.ndarray]]:

@@ -203,6 +203,21 @@ def test_partition_values_that_need_escaping(tmp_path: Path) -> None:
     assert all(p.parent.parent.parent == data_dir for p in files)  # one directory level each
 
 
+def test_partition_values_longer_than_a_file_name(tmp_path: Path) -> None:
+    """A file system names a directory in at most 255 bytes, and percent-encoding
+    triples a non-ASCII value: long values are named by their start and a digest."""
+    tbl = raylake.create_table(str(tmp_path), SCHEMA, partition_by=["dt"])
+    long = ["x" * 300, "x" * 299 + "y", "é" * 50, "数据" * 50, "a/" * 200]
+    tbl.write(pa.table({"id": range(5), "dt": long, "x": [0.0] * 5}, schema=SCHEMA))
+    tbl.write(pa.table({"id": [5], "dt": [long[0]], "x": [1.0]}, schema=SCHEMA))
+    for i, value in enumerate(long):
+        got = tbl.to_arrow(filter=col("dt") == value).column("id").to_pylist()
+        assert sorted(got) == ([0, 5] if i == 0 else [i])
+    directories = {p.parent.parent for p in (Path(tbl.uri) / "data").rglob("*.parquet")}
+    assert len(directories) == 5  # apart, and the same value's files in one place
+    assert all(len(d.name.encode()) <= 255 for d in directories)
+
+
 # -- time travel ---------------------------------------------------------------------------
 
 
