@@ -262,6 +262,8 @@ def _with_schema(df: Any, schema: pa.Schema) -> pa.Table:
 def _converted(df: Any, schema: pa.Schema | None = None) -> pa.Table:
     try:
         return pandas_to_arrow(df, schema)
+    except SchemaError:
+        raise  # names the column already
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
         target = "Arrow" if schema is None else f"schema {schema}"
         raise SchemaError(f"DataFrame does not convert to {target}: {exc}") from exc

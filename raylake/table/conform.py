@@ -19,7 +19,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from raylake.errors import NullConstraintError, SchemaMismatchError
-from raylake.table.pandas_types import is_text, strings_normalized, with_index_columns
+from raylake.table.pandas_types import (
+    dataframe_to_arrow,
+    is_text,
+    strings_normalized,
+    with_index_columns,
+)
 
 ArrowData: TypeAlias = pa.Table | pa.RecordBatch
 
@@ -75,8 +80,7 @@ def _is_pandas(data: Any) -> bool:
 def pandas_to_arrow(df: Any) -> pa.Table:
     """A DataFrame to write: named index levels as columns, strings as ``string``
     (raylake/table/pandas_types.py)."""
-    pa_table = pa.Table.from_pandas(with_index_columns(df), preserve_index=False)
-    return strings_normalized(pa_table)
+    return strings_normalized(dataframe_to_arrow(with_index_columns(df)))
 
 
 def conform(data: ArrowData, schema: pa.Schema, keys: Collection[str] = ()) -> pa.Table:

@@ -41,7 +41,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from raylake.errors import SchemaError
+from raylake.errors import SchemaError, SchemaMismatchError
 
 TIME_UNIT = "ns"
 
@@ -49,10 +49,40 @@ TIME_UNIT = "ns"
 def pandas_to_arrow(df: Any, schema: pa.Schema | None = None) -> pa.Table:
     """``df`` as Arrow: in ``schema`` when given, else in the types of the table above."""
     df = with_index_columns(df)
-    pa_table = pa.Table.from_pandas(df, schema=schema, preserve_index=False)
+    pa_table = dataframe_to_arrow(df, schema)
     if schema is not None:
         return pa_table.replace_schema_metadata(None)
     return normalized(pa_table, explicit=_arrow_dtype_columns(df))
+
+
+def dataframe_to_arrow(df: Any, schema: pa.Schema | None = None) -> pa.Table:
+    """pyarrow's conversion of ``df`` (its index already made columns), a refusal named:
+    a :class:`SchemaMismatchError` naming the first column that does not convert (a
+    mixed ``object`` column, complex numbers) rather than pyarrow's own error."""
+    try:
+        return pa.Table.from_pandas(df, schema=schema, preserve_index=False)
+    except (pa.ArrowException, TypeError, ValueError) as exc:
+        raise _conversion_error(df, schema, exc) from exc
+
+
+def _conversion_error(df: Any, schema: pa.Schema | None, exc: Exception) -> Exception:
+    """The column whose conversion fails on its own (the error path only: one column
+    at a time); pyarrow's error where none does."""
+    for name in df.columns:
+        dtype = None
+        if schema is not None and str(name) in schema.names:
+            dtype = schema.field(str(name)).type
+        try:
+            pa.Array.from_pandas(df[name], type=dtype)
+        except (pa.ArrowException, TypeError, ValueError) as error:
+            target = "Arrow" if dtype is None else str(dtype)
+            return SchemaMismatchError(
+                f"DataFrame column {str(name)!r} of dtype {df[name].dtype} does not convert "
+                f"to {target}: {error}",
+                column=str(name),
+                expected=dtype,
+            )
+    return exc
 
 
 def with_index_columns(df: Any) -> Any:

@@ -23,6 +23,7 @@ from raylake.errors import (
     InvalidArgumentError,
     InvalidOptionError,
     SchemaError,
+    SchemaMismatchError,
 )
 from raylake.table import table_exists
 
@@ -106,8 +107,12 @@ CASES: list[tuple[str, bool, Call, type[Exception], str]] = [
      "df must be a pandas DataFrame (Table.write takes Arrow data)"),
     ("from-pandas-null-key", False, _pandas(NULL_KEY, primary_key=["id"]), SchemaError,
      "primary-key column 'id' cannot hold nulls"),
-    ("from-pandas-mixed-object", False, _pandas(pd.DataFrame({"id": [1, "x"]})), SchemaError,
-     "DataFrame does not convert to Arrow"),
+    ("from-pandas-mixed-object", False, _pandas(pd.DataFrame({"id": [1, "x"]})),
+     SchemaMismatchError, "DataFrame column 'id' of dtype object does not convert to Arrow"),
+    ("from-pandas-complex", False, _pandas(pd.DataFrame({"id": [1], "z": [1j]})),
+     SchemaMismatchError, "DataFrame column 'z' of dtype complex128 does not convert"),
+    ("write-pandas-mixed-object", False, lambda t, _: t.write(pd.DataFrame({"id": [1, "x"]})),
+     SchemaMismatchError, "DataFrame column 'id' of dtype object does not convert to Arrow"),
     # Schema changes.
     ("add-column-nullable-str", False,
      _schema_change(lambda u: u.add_column("z", pa.int64(), nullable="no")),
