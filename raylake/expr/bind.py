@@ -25,6 +25,7 @@ import decimal
 import re
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from raylake.errors import FilterError, UnknownColumnError
@@ -62,6 +63,13 @@ def _to_int(raw: Any) -> int:
     if isinstance(raw, decimal.Decimal) and raw == raw.to_integral_value():
         return int(raw)
     raise _Mismatch("expected an integer")
+
+
+def _check_range(value: int, typ: pa.DataType) -> None:
+    """pyarrow's own refusal speaks of "C integer types"."""
+    info = np.iinfo(typ.to_pandas_dtype())
+    if not info.min <= value <= info.max:
+        raise _Mismatch(f"{value} is outside {typ}'s range ({info.min} to {info.max})")
 
 
 def _to_float(raw: Any) -> float:
@@ -195,7 +203,10 @@ def bind_literal(column: str, value: Any, typ: pa.DataType) -> pa.Scalar:
     try:
         if pa.types.is_timestamp(target):
             return _timestamp_scalar(value, target)
-        return pa.scalar(_converter(target)(raw), type=target)
+        converted = _converter(target)(raw)
+        if pa.types.is_integer(target):
+            _check_range(converted, target)
+        return pa.scalar(converted, type=target)
     except (ValueError, TypeError, OverflowError, ArithmeticError, pa.ArrowException) as exc:
         raise FilterError(
             f"cannot compare column {column!r} of type {typ} with {value!r}: {exc}"

@@ -209,7 +209,7 @@ def test_unknown_column() -> None:
         ("i = 'abc'", "expected an integer"),
         ("i = 1.5", "expected an integer"),
         ("i = true", "not a boolean"),
-        ("i8 = 300", "int8"),
+        ("i8 = 300", "300 is outside int8's range (-128 to 127)"),
         ("f = 'x'", "expected a number"),
         ("s = 1", "expected a string"),
         ("b = 1", "true or false"),
