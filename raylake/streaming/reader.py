@@ -24,11 +24,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from raylake.arguments import check_count
+from raylake.arguments import check_count, check_optional_count, check_seconds
 from raylake.caching import LruCache
 from raylake.errors import (
     ConsumerArgumentError,
     ConsumerError,
+    StreamArgumentError,
     StreamError,
     StreamPositionExpiredError,
     TableNotFoundError,
@@ -258,6 +259,12 @@ class StreamReader:
     ) -> Iterator[StreamPlan]:
         """Plans as they come, sleeping ``poll_interval`` between empty polls; ends after
         ``max_plans`` plans, ``timeout`` seconds without a new plan, or ``close()``."""
+        # Checked here, not at the first next(): a generator's body runs only then.
+        check_optional_count("max_plans", max_plans, 0, StreamArgumentError)
+        check_seconds("timeout", timeout, StreamArgumentError)
+        return self._plans(max_plans, timeout)
+
+    def _plans(self, max_plans: int | None, timeout: float | None) -> Iterator[StreamPlan]:
         delivered = 0
         idle_since = time.monotonic()
         while not self._closed and (max_plans is None or delivered < max_plans):

@@ -337,6 +337,13 @@ def test_bad_arguments(warehouse: Path) -> None:
         tbl.stream(poll_interval=-1)
     with pytest.raises(ConsumerError, match="needs a consumer"):
         tbl.stream().checkpoint()
+    reader = tbl.stream()
+    # Refused by the call, not at the first next() (the plans are a generator)
+    with pytest.raises(StreamError, match="timeout must be a number of seconds >= 0"):
+        reader.plans(timeout=-1)
+    with pytest.raises(StreamError, match="max_plans must be an int >= 0 or None"):
+        reader.plans(max_plans="2")  # type: ignore[arg-type]
+    reader.close()
     assert tbl.consumers() == []  # nothing registered by the failed calls
 
 
