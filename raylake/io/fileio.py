@@ -411,10 +411,12 @@ def _mtime(info: Mapping[str, Any]) -> float | None:
 
 def absolute_uri(uri: str) -> str:
     """A relative local path as an absolute one, fixed where the table is opened: Ray
-    tasks, actors and Spark executors run in working directories of their own."""
-    if "://" in uri or os.path.isabs(uri):
+    tasks, actors and Spark executors run in working directories of their own. ``~``
+    is the home directory, as pandas and fsspec read it (a directory named ``~`` in the
+    working directory was made)."""
+    if "://" in uri:
         return uri
-    return os.path.abspath(uri)
+    return os.path.abspath(os.path.expanduser(uri))
 
 
 @functools.cache

@@ -12,10 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import fsspec
+import pyarrow as pa
 import pyarrow.fs as pafs
 import pytest
 from fsspec.implementations.memory import MemoryFileSystem
 
+import raylake
 from raylake.errors import InvalidOptionError, StorageRetriesExhaustedError
 from raylake.io import FileIO
 from raylake.io.fileio import release_at_least, version_release
@@ -172,6 +174,18 @@ def test_relative_path_is_fixed_where_it_is_given(
     assert file_io.uri == f"{tmp_path}/driver/warehouse/t"
     monkeypatch.chdir(tmp_path / "worker")
     assert pickle.loads(pickle.dumps(file_io)).read_bytes("k") == b"v"
+
+
+def test_a_path_from_home_is_in_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``~`` is the home directory, as pandas and fsspec read it (not a directory named
+    ``~`` in the working directory)."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    tbl = raylake.create_table("~/tables/t", pa.schema([("a", pa.int64())]))
+    tbl.write(pa.table({"a": [1]}))
+    assert tbl.uri == f"{tmp_path}/home/tables/t"
+    assert not (tmp_path / "~").exists()
+    assert raylake.open_table("~/tables/t").count() == 1
 
 
 def test_paths_and_arrow_filesystem(tmp_path: Path) -> None:
