@@ -261,15 +261,27 @@ class MergeArgumentError(InvalidArgumentError, MergeError):
 
 
 class MergeCardinalityError(MergeError):
-    """A target row of a merge matched more than one source row (SQL forbids it)."""
+    """A target row of a merge matched more than one source row (SQL forbids it), or
+    rows a merge would insert into a primary-key table share a key."""
 
-    def __init__(self, key: dict[str, Any], count: int) -> None:
-        super().__init__(
-            f"a target row with key {key} matched {count} source rows; a merge may match "
-            "each target row at most once (deduplicate the source); nothing was written"
-        )
+    def __init__(self, key: dict[str, Any], count: int, *, inserted: bool = False) -> None:
+        """``inserted``: ``count`` rows the merge would insert share primary key ``key``
+        (a primary-key table keeps one row per key, so all but one would be lost)."""
+        if inserted:
+            message = (
+                f"{count} source rows would insert primary key {key}; a primary-key table "
+                "holds one row per key (deduplicate the source); nothing was written"
+            )
+        else:
+            message = (
+                f"a target row with key {key} matched {count} source rows; a merge may "
+                "match each target row at most once (deduplicate the source); nothing was "
+                "written"
+            )
+        super().__init__(message)
         self.key = key
         self.count = count
+        self.inserted = inserted
 
 
 class UnsafeCommitError(RaylakeError):

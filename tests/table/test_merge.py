@@ -416,3 +416,82 @@ def test_streams_expiration_and_the_cli_see_a_merge_like_any_commit(
     from raylake.cli import main
 
     assert main(["snapshots", tbl.uri]) == 0
+
+
+def test_float_keys_match_as_sql_equality_does(tmp_path: Path) -> None:
+    """-0.0 = 0.0 (the hash join compares bits, so keys are normalised first); NaN
+    equals nothing, as in filters, so a NaN source row is inserted, never matched."""
+    schema = pa.schema([("k", pa.float64()), ("v", pa.int64())])
+    tbl = raylake.create_table(str(tmp_path / "t"), schema)
+    tbl.write(pa.table({"k": [0.0, 1.0, float("nan")], "v": [0, 0, 0]}, schema=schema))
+    assert tbl.count(filter="k = -0.0") == 1
+    source = pa.table({"k": [-0.0, float("nan")], "v": [99, 7]}, schema=schema)
+    result = (
+        tbl.merge(source, on="t.k = s.k")
+        .when_matched_update({"v": "s.v"})
+        .when_not_matched_insert()
+        .execute()
+    )
+    assert (result.updated, result.inserted) == (1, 1)
+    got = sorted((r["k"], r["v"]) for r in tbl.to_arrow().to_pylist() if r["k"] == r["k"])
+    assert got == [(0.0, 99), (1.0, 0)]
+    assert tbl.count(filter="k != 0.0 and k != 1.0") == 2  # both NaN rows
+
+
+@pytest.mark.parametrize(
+    ("on", "updated"),
+    [("t.id = s.id and t.id = s.n", [2]), ("t.id = s.id and t.n = s.id", [2, 3])],
+)
+def test_one_column_in_two_key_equalities(
+    tmp_path: Path, kind: str, on: str, updated: list[int]
+) -> None:
+    tbl = make(tmp_path, kind)
+    tbl.write(data([1, 2, 3], [1, 2, 3]))
+    source = pa.table({"id": [2, 3], "n": [2, 4]})
+    result = tbl.merge(source, on=on).when_matched_update({"dt": "'hit'"}).execute()
+    assert result.updated == len(updated)
+    assert [r["id"] for r in rows(tbl) if r["dt"] == "hit"] == updated
+
+
+def test_a_merge_update_that_lowers_the_sequence_field_is_written_but_not_read(
+    tmp_path: Path,
+) -> None:
+    """As docs/merge.md says: the sequence field decides which version of a key is read,
+    for a merge as for any write; the counts say what the merge wrote."""
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("ts", pa.int64())])
+    tbl = raylake.create_table(
+        str(tmp_path / "t"), schema, primary_key=["id"], options={"sequence.field": "ts"}
+    )
+    tbl.write(pa.table({"id": [1, 2], "ts": [10, 10]}, schema=schema))
+    source = pa.table({"id": [1, 2], "ts": [5, 20]})
+    result = tbl.merge(source, on="id").when_matched_update({"ts": "s.ts"}).execute()
+    assert result.updated == 2 and result.snapshot_id == 2
+    assert tbl.to_arrow().sort_by("id").to_pylist() == [{"id": 1, "ts": 10}, {"id": 2, "ts": 20}]
+
+
+def test_inserts_sharing_a_primary_key_are_refused(tmp_path: Path) -> None:
+    """A primary-key table keeps one row per key: inserting two would lose one."""
+    tbl = make(tmp_path, "pk")
+    tbl.write(data([1, 2], [0, 0]))
+    before = data_files(tbl)
+    source = pa.table({"id": [5, 5, 2], "n": [50, 60, 1]})
+    merge = tbl.merge(source, on="id").when_matched_update().when_not_matched_insert()
+    with pytest.raises(MergeCardinalityError, match=r"2 source rows would insert .*'id': 5"):
+        merge.execute()
+    assert data_files(tbl) == before and tbl.latest_snapshot().id == 1
+    # After the insert clauses' predicates: one of the two is inserted, nothing is lost.
+    merge = tbl.merge(source, on="id").when_not_matched_insert(predicate="s.n > 55")
+    assert merge.execute().inserted == 1
+    assert [(r["id"], r["n"]) for r in rows(tbl)][-1] == (5, 60)
+    # The inserted values decide, not the source's keys: two source keys, one new key.
+    merge = tbl.merge(pa.table({"id": [7, 8], "n": [1, 1]}), on="id")
+    with pytest.raises(MergeCardinalityError, match="'id': 1") as caught:
+        merge.when_not_matched_insert({"id": "s.n", "n": "s.id"}).execute()
+    assert (caught.value.key, caught.value.count, caught.value.inserted) == ({"id": 1}, 2, True)
+
+
+def test_an_append_table_inserts_every_unmatched_source_row(tmp_path: Path) -> None:
+    tbl = make(tmp_path, "append")
+    tbl.write(data([1], [0]))
+    result = tbl.merge(pa.table({"id": [5, 5]}), on="id").when_not_matched_insert().execute()
+    assert result.inserted == 2 and tbl.count(filter="id = 5") == 2

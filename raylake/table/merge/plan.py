@@ -14,6 +14,7 @@ Python runs per row.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +27,7 @@ from raylake.expr.values import Ref, ValueExpr, evaluate, evaluate_condition, re
 
 _T_ROW = "__raylake_t_row__"
 _S_ROW = "__raylake_s_row__"
+_KEY = "__raylake_key_"
 
 MATCHED, NOT_MATCHED, BY_SOURCE = "matched", "not_matched", "not_matched_by_source"
 
@@ -78,9 +80,15 @@ class Outcome:
 
 
 def decide(
-    target: pa.Table, source: pa.Table, on: JoinOn, clauses: tuple[Clause, ...], schema: pa.Schema
+    target: pa.Table,
+    source: pa.Table,
+    on: JoinOn,
+    clauses: tuple[Clause, ...],
+    schema: pa.Schema,
+    primary_key: Sequence[str] = (),
 ) -> Outcome:
-    """Apply ``clauses`` to ``target`` (rows read, ``schema``) and ``source`` (conformed)."""
+    """Apply ``clauses`` to ``target`` (rows read, ``schema``) and ``source`` (conformed);
+    ``primary_key``: the table's, which the inserted rows may not share."""
     t_rows, s_rows = _join(target, source, on)
     matched_clauses = [c for c in clauses if c.group == MATCHED]
     if matched_clauses:
@@ -111,6 +119,8 @@ def decide(
             parts = [p for p in parts if p.num_rows]
             if parts:
                 inserted = pa.concat_tables(parts)
+    if primary_key:
+        _check_inserted_keys(inserted, primary_key)
     return Outcome(
         updated=_positions(changes.updated),
         updated_rows=(
@@ -152,29 +162,45 @@ def _join(target: pa.Table, source: pa.Table, on: JoinOn) -> tuple[np.ndarray, n
     """Row positions of the matching (target, source) pairs; a null key matches nothing."""
     if not target.num_rows or not source.num_rows:
         return np.empty(0, np.int64), np.empty(0, np.int64)
-    left = _keys(target, on.target_keys, _T_ROW)
-    right = _keys(source, on.source_keys, _S_ROW)
-    right = right.rename_columns([*on.target_keys, _S_ROW])
-    joined = left.join(right, keys=on.target_keys, join_type="inner", use_threads=True)
+    # Keys are joined by position, not name: one column may appear in two equalities
+    # (t.id = s.id and t.id = s.n), and the target's and source's names differ.
+    names = [f"{_KEY}{i}" for i in range(len(on.pairs))]
+    left = _keys(target, on.target_keys, names, _T_ROW)
+    right = _keys(source, on.source_keys, names, _S_ROW)
+    joined = left.join(right, keys=names, join_type="inner", use_threads=True)
     t_rows = joined.column(_T_ROW).to_numpy()
     s_rows = joined.column(_S_ROW).to_numpy()
     if on.residual is not None and len(t_rows):
-        names = {str(r) for r in refs(on.residual)}
-        cols = _pair_columns(names, target, t_rows, source, s_rows)
+        refs_read = {str(r) for r in refs(on.residual)}
+        cols = _pair_columns(refs_read, target, t_rows, source, s_rows)
         keep = evaluate_condition(on.residual, cols, len(t_rows)).to_numpy(zero_copy_only=False)
         t_rows, s_rows = t_rows[keep], s_rows[keep]
     return t_rows, s_rows
 
 
-def _keys(rows: pa.Table, names: list[str], row_name: str) -> pa.Table:
-    keys = rows.select(names).append_column(row_name, pa.array(np.arange(rows.num_rows)))
+def _keys(rows: pa.Table, columns: list[str], names: list[str], row_name: str) -> pa.Table:
+    """The key ``columns`` of ``rows`` (named ``names``) and the row positions, without
+    the rows whose key cannot equal anything: a null, or a float NaN."""
+    arrays = [_join_key(rows.column(c)) for c in columns]
+    keys = pa.table([*arrays, pa.array(np.arange(rows.num_rows))], names=[*names, row_name])
     valid = None
-    for name in names:
-        v = pc.is_valid(keys.column(name))
+    for array in arrays:
+        v = pc.is_valid(array)
+        if pa.types.is_floating(array.type):
+            v = pc.and_(v, pc.invert(pc.is_nan(array)))
         valid = v if valid is None else pc.and_(valid, v)
-    if valid is not None and any(keys.column(n).null_count for n in names):
+    if valid is not None and not pc.all(valid).as_py():
         keys = keys.filter(valid)
     return keys
+
+
+def _join_key(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    """A key column as the hash join must see it to agree with SQL's ``=`` (and the
+    filters'): -0.0 equals 0.0, but their bits differ, so -0.0 becomes 0.0 (adding 0.0
+    does that and keeps every other value)."""
+    if pa.types.is_floating(column.type):
+        return pc.add(column, pa.scalar(0.0, column.type))
+    return column
 
 
 def _check_cardinality(target: pa.Table, on: JoinOn, t_rows: np.ndarray) -> None:
@@ -185,6 +211,19 @@ def _check_cardinality(target: pa.Table, on: JoinOn, t_rows: np.ndarray) -> None
     if counts[worst] > 1:
         key = {k: target.column(k)[worst].as_py() for k in on.target_keys}
         raise MergeCardinalityError(key, int(counts[worst]))
+
+
+def _check_inserted_keys(inserted: pa.Table, primary_key: Sequence[str]) -> None:
+    """Rows inserted into a primary-key table with one key: the table would keep only
+    one of them, so the merge would lose rows it counts as inserted."""
+    if inserted.num_rows < 2:
+        return
+    counts = inserted.group_by(list(primary_key)).aggregate([([], "count_all")])
+    column = counts.column("count_all")
+    worst = int(pc.index(column, pc.max(column)).as_py())
+    if column[worst].as_py() > 1:
+        key = {k: counts.column(k)[worst].as_py() for k in primary_key}
+        raise MergeCardinalityError(key, column[worst].as_py(), inserted=True)
 
 
 def _first_match(

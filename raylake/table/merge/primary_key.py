@@ -86,7 +86,7 @@ def primary_key_part(
         everything = any(c.group == BY_SOURCE for c in clauses)
         pruning = AlwaysTrue() if everything else key_pruning(on, source, ts)
         target = tbl.scan(filter=pruning).at(snap.id).to_arrow()
-    outcome = decide(target, source, on, clauses, schema)
+    outcome = decide(target, source, on, clauses, schema, ts.primary_key)
     if outcome.changes_nothing:
         return PrimaryKeyPart((), 0, 0, 0, buckets)
     with writing(PrimaryKeyTableWriter(tbl.file_io, ts, file_prefix=file_prefix)) as writer:
