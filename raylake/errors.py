@@ -136,10 +136,17 @@ class ProtectedColumnError(SchemaEvolutionError):
 class UnknownColumnError(RaylakeError, KeyError):
     """A projection or filter names a column the table does not have."""
 
-    def __init__(self, column: str, available: list[str]) -> None:
-        super().__init__(f"unknown column {column!r}; the table has columns {available}")
+    def __init__(
+        self, column: str, available: list[str], *, owner: str = "the table", where: str = ""
+    ) -> None:
+        """``owner`` has the ``available`` columns (a merge's source, say); ``where``
+        names the expression or clause that named ``column``."""
+        at = f" in {where}" if where else ""
+        super().__init__(f"unknown column {column!r}{at}; {owner} has columns {available}")
         self.column = column
         self.available = available
+        self.owner = owner
+        self.where = where
 
     def __str__(self) -> str:  # KeyError would quote the whole message
         return str(self.args[0])

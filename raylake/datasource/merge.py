@@ -104,7 +104,7 @@ class LakeMerger(TableMerger):
                 _delete_prefixed(tbl, prefix)  # what tasks that finished wrote
                 raise
 
-        return with_attempts(attempt)
+        return self.adopt_schema(with_attempts(attempt))
 
     def _merge_primary_key(
         self, tbl: Any, snap: Any, on: JoinOn, clauses: tuple[Clause, ...], prefix: str

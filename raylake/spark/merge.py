@@ -131,7 +131,7 @@ class SparkMerger(TableMerger):
                 _delete_job_files(job, keep=set())
                 raise
 
-        return with_attempts(attempt)
+        return self.adopt_schema(with_attempts(attempt))
 
 
 def _merge_primary_key(df: DataFrame, tbl: Any, snap: Any, job: _MergeJob) -> MergeResult:

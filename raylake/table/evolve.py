@@ -18,7 +18,7 @@ import pyarrow as pa
 from raylake.errors import CommitConflictError, InvalidArgumentError
 from raylake.format.evolution import SchemaUpdate
 from raylake.format.schema import TableSchema
-from raylake.format.schema_files import load_schema, write_schema
+from raylake.format.schema_files import load_schema, schema_by_id, write_schema
 from raylake.io import FileIO
 from raylake.table.conform import ArrowData, check_schema, iter_input
 
@@ -108,16 +108,39 @@ def merged_tables(tbl: Table, tables: list[pa.Table]) -> list[pa.Table]:
 
 
 def _merge_once(tbl: Table, data_schema: pa.Schema) -> TableSchema:
+    base, new = with_new_columns(tbl, data_schema)
+    tbl.table_schema = commit_schema(tbl.file_io, base, new)
+    return tbl.table_schema
+
+
+def with_new_columns(tbl: Table, data_schema: pa.Schema) -> tuple[TableSchema, TableSchema]:
+    """The table's latest schema and the next version, with the columns of
+    ``data_schema`` it lacks (the latest itself where it lacks none): checked, not
+    committed."""
     update = UpdateSchema(tbl)
     # A write refused for the columns the table has adds none: check them first.
     table_schema = update.base.arrow_schema
     known = pa.schema([f for f in data_schema if f.name in table_schema.names])
     check_schema(known, merged_columns(table_schema, known))
     update.union_by_name(data_schema)
-    if update.has_changes:
-        return update.commit()
-    tbl.table_schema = update.base
-    return update.base
+    return update.base, update.apply()
+
+
+def commit_planned_schema(file_io: FileIO, ts: TableSchema) -> None:
+    """Commit ``ts``, a schema a merge planned with its source's new columns, if the table
+    lacks it: the merge checked against it and wrote its files under it, and commits it
+    just before its data, once nothing can refuse the merge, so that a refused merge adds
+    no column. A schema already committed (an earlier attempt's, or not new) is left."""
+    latest = load_schema(file_io)
+    if latest.schema_id < ts.schema_id:
+        commit_schema(file_io, latest, ts)
+    elif schema_by_id(file_io, ts.schema_id).to_bytes() != ts.to_bytes():
+        raise CommitConflictError(
+            f"the schema of {file_io.uri} was changed by another writer while a merge "
+            f"added columns (schema {ts.schema_id} exists); nothing was committed",
+            expected=ts.schema_id - 1,
+            actual=latest.schema_id,
+        )
 
 
 def merged_input(tbl: Table, data: Any) -> Iterator[ArrowData]:

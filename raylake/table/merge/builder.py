@@ -15,7 +15,13 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from raylake.arguments import refuse_unknown_keywords
-from raylake.errors import MergeArgumentError, MergeError, SchemaMismatchError, UnknownColumnError
+from raylake.errors import (
+    MergeArgumentError,
+    MergeError,
+    SchemaMismatchError,
+    UnknownColumnError,
+    UnsupportedOperationError,
+)
 from raylake.expr.values import (
     Lit,
     Op,
@@ -111,20 +117,34 @@ class TableMerger:
             assignments = tuple(
                 (_target_name(name), _value(expr, sides)) for name, expr in values.items()
             )
-        self._clauses.append(Clause(group, action, parsed, assignments))
+        clause = Clause(group, action, parsed, assignments)
+        _check_assigned_once(clause, values or {})
+        self._clauses.append(clause)
         return self
 
     def execute(self) -> MergeResult:
         """Check everything, then apply the clauses as one commit (retried on the new
         state if a concurrent commit changed what the merge read)."""
-        from raylake.table.merge.execute import run_merge
+        from raylake.table.merge.execute import merge_once, with_attempts
 
-        tbl, source, on, clauses = self.checked()
-        return run_merge(tbl, source, on, clauses)
+        # Checked again each attempt: a retry plans the source's new columns on the
+        # schema as it is then (an earlier attempt may have committed them).
+        return self.adopt_schema(with_attempts(lambda: merge_once(*self.checked())))
+
+    def adopt_schema(self, result: MergeResult) -> MergeResult:
+        """``result``, once the table object this merger was built on has loaded the
+        columns the merge added (``schema_mode="merge"``)."""
+        if self._schema_mode == "merge":
+            self._tbl.refresh()
+        return result
 
     def checked(self) -> tuple[Table, pa.Table, JoinOn, tuple[Clause, ...]]:
-        """The table, the conformed source, the join and the clauses, all checked (and
-        the source's new columns added to the table under ``schema_mode="merge"``)."""
+        """The table, the conformed source, the join and the clauses, all checked.
+
+        Under ``schema_mode="merge"`` the table is a copy under the schema with the
+        source's new columns, planned but not committed: the merge's commit adds them
+        with its data (``commit_merge``), so a merge refused here or later, for its
+        data, adds no column."""
         if not self._clauses:
             raise MergeError(
                 "a merge needs at least one clause: when_matched_update(), "
@@ -132,11 +152,9 @@ class TableMerger:
                 "when_not_matched_by_source_update()/_delete()"
             )
         tbl, source = self._tbl, self._source
+        check_merge_engine(tbl)
         if self._schema_mode == "merge":
-            from raylake.table.evolve import merge_new_columns
-
-            merge_new_columns(tbl, source.schema)
-            tbl.refresh()
+            tbl = _with_new_columns(tbl, source.schema)
         schema = tbl.table_schema.arrow_schema
         source = conform_source(source, schema)
         on = join_on(self._on, schema, source.schema)
@@ -146,9 +164,29 @@ class TableMerger:
         for clause in clauses:
             check_clause(clause, schema, source.schema, tbl.table_schema)
         if on.residual is not None:
-            _check_refs(on.residual, schema, source.schema, "on")
+            _check_refs(on.residual, schema, source.schema, f"on={self._on!r}")
             evaluate_condition(on.residual, _empty_columns(schema, source.schema), 0)
         return tbl, source, on, clauses
+
+
+def check_merge_engine(tbl: Table) -> None:
+    """A primary-key table merges with the deduplicate engine only."""
+    ts = tbl.table_schema
+    if ts.is_primary_key_table and ts.table_options.merge_engine != "deduplicate":
+        raise UnsupportedOperationError(
+            f"merge needs the deduplicate merge engine; {tbl.uri} uses "
+            f"{ts.table_options.merge_engine!r}, which would combine the merged rows with "
+            "the old ones instead of replacing them"
+        )
+
+
+def _with_new_columns(tbl: Table, source: pa.Schema) -> Table:
+    """``tbl`` under its latest schema plus the source's new columns, not committed."""
+    from raylake.table.evolve import with_new_columns
+    from raylake.table.table import Table
+
+    _, planned = with_new_columns(tbl, source)
+    return Table(tbl.file_io, planned, tbl.source)
 
 
 def source_table(source: Any) -> pa.Table:
@@ -185,6 +223,7 @@ def conform_source(source: pa.Table, schema: pa.Schema) -> pa.Table:
 
 def join_on(on: Any, schema: pa.Schema, source: pa.Schema) -> JoinOn:
     """``on`` as key pairs: a column name, a list of them, or ``"t.a = s.a and ..."``."""
+    where = f"on={on!r}"
     if isinstance(on, str) and (_NAME_RE.fullmatch(on) or on in schema.names):
         on = [on]
     if isinstance(on, Sequence) and not isinstance(on, str):
@@ -199,9 +238,9 @@ def join_on(on: Any, schema: pa.Schema, source: pa.Schema) -> JoinOn:
         raise MergeArgumentError("on", on, "a column name, a list of them or a condition string")
     for t, s in pairs:
         if t not in schema.names:
-            raise UnknownColumnError(t, list(schema.names))
+            raise UnknownColumnError(t, list(schema.names), owner="the target", where=where)
         if s not in source.names:
-            raise UnknownColumnError(f"s.{s}", list(source.names))
+            raise UnknownColumnError(s, list(source.names), owner="the source", where=where)
         t_type, s_type = schema.field(t).type, source.field(s).type
         if t_type != s_type:
             raise SchemaMismatchError(
@@ -209,6 +248,12 @@ def join_on(on: Any, schema: pa.Schema, source: pa.Schema) -> JoinOn:
                 column=t,
                 expected=t_type,
                 actual=s_type,
+            )
+        if pa.types.is_nested(t_type):
+            # No hash join, order or statistics compare them; SQL engines refuse too.
+            raise MergeError(
+                f"{where}: column {t!r} has nested type {t_type}, and nested types (list, "
+                "struct, map) cannot be join keys; join on scalar columns"
             )
     return JoinOn(pairs, residual)
 
@@ -246,6 +291,19 @@ def _split_condition(expr: ValueExpr, text: str) -> tuple[tuple[tuple[str, str],
     for c in rest:
         residual = c if residual is None else Op("and", residual, c)
     return tuple(pairs), residual
+
+
+def _check_assigned_once(clause: Clause, values: Mapping[str, Any]) -> None:
+    """A column set twice in one clause (``n`` and ``t.n``): SQL refuses it, as no
+    order between the two says which value wins."""
+    first: dict[str, str] = {}
+    for (name, _), written in zip(clause.values or (), values):
+        if name in first:
+            raise MergeError(
+                f"{clause.describe()} sets column {name!r} twice (as {first[name]!r} and "
+                f"{written!r}); give each column one value"
+            )
+        first[name] = written
 
 
 def _target_name(name: Any) -> str:
@@ -287,7 +345,7 @@ def check_clause(clause: Clause, schema: pa.Schema, source: pa.Schema, ts: Any) 
         evaluate_condition(clause.predicate, empty, 0)
     for name, expr in clause.values or ():
         if name not in schema.names:
-            raise UnknownColumnError(name, list(schema.names))
+            raise UnknownColumnError(name, list(schema.names), owner="the target", where=where)
         if clause.action == "update":
             for role, keys in (("primary-key", ts.primary_key), ("partition", ts.partition_keys)):
                 if name in keys:
@@ -313,11 +371,8 @@ def _check_refs(expr: ValueExpr, schema: pa.Schema, source: pa.Schema, where: st
     for ref in sorted(refs(expr), key=str):
         names = schema.names if ref.side == "t" else source.names
         if ref.name not in names:
-            side = "target" if ref.side == "t" else "source"
-            raise UnknownColumnError(
-                f"{ref} (in {where}; the {side} has no such column)",
-                [f"{ref.side}.{n}" for n in names],
-            )
+            owner = "the target" if ref.side == "t" else "the source"
+            raise UnknownColumnError(str(ref), list(names), owner=owner, where=where)
 
 
 def _empty_columns(schema: pa.Schema, source: pa.Schema) -> dict[str, pa.Array]:

@@ -7,7 +7,9 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from raylake.format.snapshot import Snapshot
+from raylake.table.aborted import abort_messages
 from raylake.table.commit import CommitRequest, commit_or_abort
+from raylake.table.evolve import commit_planned_schema
 from raylake.table.merge.builder import MergeResult
 from raylake.table.writer import CommitMessage
 
@@ -28,8 +30,14 @@ def commit_merge(
     parts: Sequence[Any],
     files_rewritten: int = 0,
 ) -> MergeResult:
-    """One snapshot of ``messages`` on ``base`` under ``check``; the result sums what
-    the merge's ``parts`` (of any engine) inserted, updated and deleted."""
+    """One snapshot of ``messages`` on ``base`` under ``check``, after the schema the
+    merge planned with its source's new columns, if any; the result sums what the
+    merge's ``parts`` (of any engine) inserted, updated and deleted."""
+    try:
+        commit_planned_schema(tbl.file_io, tbl.table_schema)
+    except BaseException:
+        abort_messages(tbl.file_io, messages)
+        raise
     request = CommitRequest(
         messages=messages,
         kind=kind,  # type: ignore[arg-type]

@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from raylake.errors import CommitConflictError, UnsupportedOperationError
+from raylake.errors import CommitConflictError
 from raylake.expr import AlwaysTrue, Expr
 from raylake.format.manifest import ADD, DataFile, read_entries
 from raylake.format.snapshot import Snapshot, SnapshotManager
@@ -54,16 +54,13 @@ MAX_ATTEMPTS = 5
 BATCH_BYTES = 256 * 1024 * 1024
 
 
-def run_merge(tbl: Table, source: pa.Table, on: JoinOn, clauses: tuple[Clause, ...]) -> MergeResult:
-    ts = tbl.table_schema
-    if ts.is_primary_key_table and ts.table_options.merge_engine != "deduplicate":
-        raise UnsupportedOperationError(
-            f"merge needs the deduplicate merge engine; {tbl.uri} uses "
-            f"{ts.table_options.merge_engine!r}, which would combine the merged rows with "
-            "the old ones instead of replacing them"
-        )
-    merge_once = _merge_primary_key if ts.is_primary_key_table else _merge_append
-    return with_attempts(lambda: merge_once(tbl, source, on, clauses))
+def merge_once(
+    tbl: Table, source: pa.Table, on: JoinOn, clauses: tuple[Clause, ...]
+) -> MergeResult:
+    """One attempt of a checked merge: decide, write and commit, by the table's kind."""
+    if tbl.table_schema.is_primary_key_table:
+        return _merge_primary_key(tbl, source, on, clauses)
+    return _merge_append(tbl, source, on, clauses)
 
 
 def with_attempts(attempt: Callable[[], MergeResult]) -> MergeResult:

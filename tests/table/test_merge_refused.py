@@ -1,0 +1,258 @@
+"""Table.merge refusals: each names what is wrong (the column, the clause, the side it
+belongs to), comes before any data file is read where the input alone is at fault, and
+leaves the table as it was: no snapshot, no file, no column (schema_mode="merge")."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import raylake
+from raylake.errors import (
+    MergeCardinalityError,
+    MergeError,
+    SchemaMismatchError,
+    UnknownColumnError,
+    UnsupportedOperationError,
+)
+from raylake.table import Table
+from raylake.table.merge import execute
+
+SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("n", pa.int64())])
+Build = Callable[[Any], Any]
+
+
+def make(tmp_path: Path, kind: str, **kw: Any) -> Table:
+    pk = {"primary_key": ["id"], "buckets": 2} if kind == "pk" else {}
+    tbl = raylake.create_table(str(tmp_path / kind), SCHEMA, **pk, **kw)
+    tbl.write(pa.table({"id": [1, 2], "n": [0, 0]}, schema=SCHEMA))
+    return tbl
+
+
+def files_of(tbl: Table) -> list[str]:
+    """Every file of the table: snapshots, manifests, schemas and data."""
+    root = Path(tbl.uri.removeprefix("file://"))
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+
+
+@pytest.fixture(params=["append", "pk"])
+def kind(request: Any) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def no_reads(monkeypatch: Any) -> None:
+    """The merge must be refused before it reads (or writes) anything."""
+
+    def refuse(*args: Any) -> Any:
+        raise AssertionError("the merge started reading data")
+
+    monkeypatch.setattr(execute, "merge_once", refuse)
+
+
+def refused(tbl: Table, run: Callable[[], Any], error: type, match: str) -> None:
+    """``run`` raises ``error``; the table's files and schema are as they were."""
+    before, schema = files_of(tbl), tbl.schema
+    with pytest.raises(error, match=match):
+        run()
+    assert files_of(tbl) == before
+    assert raylake.open_table(tbl.uri).schema == schema == tbl.schema
+
+
+# -- schema_mode="merge": a refused merge adds no column ---------------------------------
+
+SOURCE = pa.table({"id": [2, 3], "n": [1, 2], "extra": ["x", "y"]})
+
+
+@pytest.mark.parametrize(
+    ("build", "error", "match"),
+    [
+        (lambda m: m.when_matched_update({"nope": "s.n"}), UnknownColumnError, "'nope'"),
+        (lambda m: m, MergeError, "at least one clause"),
+        (lambda m: m.when_matched_delete(predicate="s.extra"), Exception, "boolean"),
+    ],
+)
+def test_a_merge_refused_by_its_clauses_adds_no_column(
+    tmp_path: Path, kind: str, no_reads: None, build: Build, error: type, match: str
+) -> None:
+    tbl = make(tmp_path, kind)
+    merge = build(tbl.merge(SOURCE, on="id", schema_mode="merge"))
+    refused(tbl, merge.execute, error, match)
+
+
+def test_a_merge_refused_for_its_engine_adds_no_column(tmp_path: Path, no_reads: None) -> None:
+    tbl = make(tmp_path, "pk", options={"merge-engine": "partial-update"})
+    merge = tbl.merge(SOURCE, on="id", schema_mode="merge").when_matched_update()
+    refused(tbl, merge.execute, UnsupportedOperationError, "partial-update")
+
+
+def test_a_merge_refused_for_its_data_adds_no_column(tmp_path: Path, kind: str) -> None:
+    tbl = make(tmp_path, kind)
+    source = pa.table({"id": [2, 2], "n": [1, 2], "extra": ["x", "y"]})
+    merge = tbl.merge(source, on="id", schema_mode="merge").when_matched_update()
+    refused(tbl, merge.execute, MergeCardinalityError, r"\{'id': 2\} matched 2")
+    # A value that does not fit its column shows only once computed.
+    merge = tbl.merge(SOURCE, on="id", schema_mode="merge")
+    refused(tbl, merge.when_matched_update({"n": "s.extra"}).execute, SchemaMismatchError, "'n'")
+    # The same merge, once it can apply, adds the column with its data, in one go.
+    merge = tbl.merge(SOURCE, on="id", schema_mode="merge").when_matched_update()
+    result = merge.when_not_matched_insert().execute()
+    assert tbl.schema.names == ["id", "n", "extra"]
+    assert result.snapshot_id == 2
+    got = tbl.to_arrow().sort_by("id").to_pylist()
+    assert [(r["id"], r["n"], r["extra"]) for r in got] == [(1, 0, None), (2, 1, "x"), (3, 2, "y")]
+
+
+def test_a_merge_that_changes_nothing_adds_no_column(tmp_path: Path, kind: str) -> None:
+    tbl = make(tmp_path, kind)
+    before = files_of(tbl)
+    merge = tbl.merge(SOURCE, on="id", schema_mode="merge")
+    result = merge.when_matched_update(predicate="s.n > 5").execute()
+    assert (result.updated, result.snapshot_id) == (0, 1)
+    assert files_of(tbl) == before and tbl.schema.names == ["id", "n"]
+
+
+def test_a_retried_merge_adds_its_columns_once(tmp_path: Path, kind: str, monkeypatch: Any) -> None:
+    """The first attempt commits the new column, then loses the race for its snapshot;
+    the second finds the column there and commits only its data."""
+    from raylake.table.merge import commit, primary_key
+
+    tbl = make(tmp_path, kind)
+    real = commit.commit_planned_schema
+    calls: list[int] = []
+
+    def schema_then_other_writer(file_io: Any, ts: Any) -> None:
+        real(file_io, ts)
+        calls.append(1)
+        if len(calls) == 1:
+            other = raylake.open_table(tbl.uri)
+            other.write(pa.table({"id": [9], "n": [9]}), schema_mode="merge")
+
+    monkeypatch.setattr(commit, "commit_planned_schema", schema_then_other_writer)
+    if kind == "append":  # an append elsewhere conflicts with no append merge: remove one
+        monkeypatch.setattr(execute, "_check_files_kept", _always_conflict(1))
+    else:
+        monkeypatch.setattr(primary_key, "_check_buckets_unchanged", _always_conflict(1))
+    merge = tbl.merge(SOURCE, on="id", schema_mode="merge").when_matched_update()
+    result = merge.when_not_matched_insert().execute()
+    assert result.attempts == 2
+    assert raylake.open_table(tbl.uri).table_schema.schema_id == 1
+    got = tbl.to_arrow().sort_by("id").to_pylist()
+    assert [(r["id"], r["extra"]) for r in got] == [(1, None), (2, "x"), (3, "y"), (9, None)]
+
+
+def _always_conflict(times: int) -> Callable[..., None]:
+    from raylake.errors import CommitConflictError
+
+    calls: list[int] = []
+
+    def check(*args: Any) -> None:
+        calls.append(1)
+        if len(calls) <= times:
+            raise CommitConflictError("a concurrent commit", expected=0, actual=0)
+
+    return check
+
+
+# -- refusals by name, before any work ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("clause", "values"),
+    [
+        ("when_matched_update", {"n": "s.n", "t.n": "s.n + 100"}),
+        ("when_matched_update", {"n": 1, "t.n": 2}),
+        ("when_not_matched_insert", {"id": "s.id", "t.id": "s.n"}),
+        ("when_not_matched_by_source_update", {"t.n": 1, "n": 2}),
+    ],
+)
+def test_a_column_set_twice_in_one_clause_is_refused(
+    tmp_path: Path, clause: str, values: dict[str, Any]
+) -> None:
+    tbl = make(tmp_path, "append")
+    merge = tbl.merge(pa.table({"id": [1], "n": [5]}), on="id")
+    column = next(iter(values)).removeprefix("t.")
+    refused(
+        tbl,
+        lambda: getattr(merge, clause)(values),
+        MergeError,
+        rf"{clause} sets column '{column}' twice",
+    )
+
+
+@pytest.mark.parametrize(
+    ("source", "on", "build", "match"),
+    [
+        (
+            {"key": [1], "n": [5]},
+            "id",
+            lambda m: m.when_matched_update(),
+            r"unknown column 'id' in on='id'; the source has columns \['key', 'n'\]",
+        ),
+        (
+            {"id": [1]},
+            "id",
+            lambda m: m.when_matched_delete(predicate="s.n = 0"),
+            r"unknown column 's\.n' in when_matched_delete; the source has columns \['id'\]",
+        ),
+        (
+            {"id": [1]},
+            "t.id = s.id",
+            lambda m: m.when_matched_delete(predicate="t.x = 0"),
+            r"unknown column 't\.x' in when_matched_delete; the target has columns \['id', 'n'\]",
+        ),
+        (
+            {"id": [1]},
+            "t.id = s.id and s.x > 0",
+            lambda m: m.when_matched_delete(),
+            r"unknown column 's\.x' in on='t\.id = s\.id and s\.x > 0'; the source has",
+        ),
+        (
+            {"id": [1]},
+            "t.key = s.id",
+            lambda m: m.when_matched_delete(),
+            r"unknown column 'key' in on='t\.key = s\.id'; the target has columns",
+        ),
+        (
+            {"id": [1]},
+            "id",
+            lambda m: m.when_not_matched_insert({"x": "s.id"}),
+            r"unknown column 'x' in when_not_matched_insert; the target has columns",
+        ),
+        (
+            {},
+            "id",
+            lambda m: m.when_not_matched_by_source_delete(),
+            r"unknown column 'id' in on='id'; the source has columns \[\]",
+        ),
+    ],
+)
+def test_an_unknown_column_names_its_side_and_clause(
+    tmp_path: Path, no_reads: None, source: dict[str, Any], on: str, build: Build, match: str
+) -> None:
+    tbl = make(tmp_path, "append")
+    with pytest.raises(UnknownColumnError, match=match) as caught:
+        build(tbl.merge(pa.table(source), on=on)).execute()
+    assert caught.value.owner in ("the source", "the target") and caught.value.where
+
+
+@pytest.mark.parametrize(
+    ("column", "dtype", "value"),
+    [
+        ("l", pa.list_(pa.int64()), [1]),
+        ("st", pa.struct([("a", pa.int64())]), {"a": 1}),
+        ("m", pa.map_(pa.string(), pa.int64()), [("k", 1)]),
+    ],
+)
+def test_a_nested_join_key_is_refused_by_name(
+    tmp_path: Path, no_reads: None, column: str, dtype: pa.DataType, value: Any
+) -> None:
+    schema = pa.schema([("id", pa.int64()), (column, dtype)])
+    tbl = raylake.create_table(str(tmp_path / "t"), schema)
+    tbl.write(pa.table({"id": [1], column: [value]}, schema=schema))
+    merge = tbl.merge(tbl.to_arrow(), on=column).when_matched_update({"id": "s.id"})
+    refused(tbl, merge.execute, MergeError, rf"column '{column}' has nested type")
