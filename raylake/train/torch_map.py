@@ -13,7 +13,7 @@ from torch.utils.data import Dataset
 
 from raylake.arguments import check_count, refuse_unknown_keywords
 from raylake.caching import LruCache
-from raylake.errors import ResumeStateError
+from raylake.errors import InvalidArgumentError, ResumeStateError
 from raylake.expr import Expr
 from raylake.table import Table
 from raylake.train.convert import FillNull
@@ -23,6 +23,21 @@ from raylake.train.setup import TableRows, open_source
 from raylake.train.stats import FeedRecorder, FeedStats
 from raylake.train.stream import Block
 from raylake.train.tensors import TensorBatches, torch_spec, tree_map, unbind
+
+
+def row_numbers(index: Any) -> np.ndarray:
+    """``index`` (an int, a 0-d tensor or array, a sequence, tensor or array of ints) as
+    an int64 array of its shape. Anything else is refused, as a list refuses ``[2.7]``:
+    numpy would cast a float or a bool to a row number (``2.7`` read row 2, a mask of
+    bools rows 0 and 1)."""
+    array = np.asarray(index)
+    if array.dtype.kind not in "iu" and not (array.size == 0 and array.dtype.kind == "f"):
+        raise InvalidArgumentError(
+            "index",
+            index,
+            "an int, a 0-d integer tensor or array, a slice, or a sequence of ints",
+        )
+    return array.astype(np.int64, copy=False)
 
 
 def _piece_cache(limit: int) -> LruCache[int, Block]:
@@ -126,11 +141,11 @@ class LakeMapDataset(Dataset):
 
     def rows(self, indices: Sequence[int] | np.ndarray) -> Block:
         """The rows at global ``indices`` (negative ones count from the end), as numpy."""
-        idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+        given = row_numbers(indices).reshape(-1)
         n = len(self)
-        idx = np.where(idx < 0, idx + n, idx)
+        idx = np.where(given < 0, given + n, given)
         if idx.size and (idx.min() < 0 or idx.max() >= n):
-            bad = int(idx[(idx < 0) | (idx >= n)][0])
+            bad = int(given[(idx < 0) | (idx >= n)][0])  # as given, not as wrapped
             raise IndexError(f"row index {bad} is out of range for {n} rows")
         offsets = self._source.offsets
         pieces = np.searchsorted(offsets, idx, side="right") - 1
@@ -159,14 +174,13 @@ class LakeMapDataset(Dataset):
     def __getitem__(self, index: Any) -> Any:
         if isinstance(index, slice):
             index = range(*index.indices(len(self)))
-        if isinstance(index, torch.Tensor):
-            index = index.numpy()
-        if isinstance(index, (int, np.integer)):
-            one = self._output.tensors(self.rows([int(index)]))
+        rows = row_numbers(index)
+        if rows.ndim == 0:  # one row: a sample, as ds[3] (a 0-d tensor from torch.randperm)
+            one = self._output.tensors(self.rows(rows))
             sample = tree_map(lambda t: t[0], one)
             return sample if self._output.transform is None else self._output.transform(sample)
         start = time.perf_counter()
-        block = self.rows(index)
+        block = self.rows(rows)
         batch = self._output(block)
         self._fetched(start, block)
         return batch

@@ -11,6 +11,7 @@ from conftest import FILTER, expected_ids
 from torch.utils.data import BatchSampler, DataLoader, DistributedSampler, RandomSampler
 
 import raylake
+from raylake.errors import InvalidArgumentError
 from raylake.train.torch import LakeMapDataset
 
 pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create")
@@ -91,3 +92,34 @@ def test_dict_samples_and_transform(append_table: raylake.Table) -> None:
     batch = DataLoader(plain, batch_size=8)
     named, labels = next(iter(batch))
     assert named["emb"].shape == (8, 2) and labels.shape == (8,)
+
+
+def test_a_zero_dimensional_index_is_one_sample(append_table: raylake.Table) -> None:
+    """A 0-d tensor or array names one row, as an int does (torch's TensorDataset gives a
+    sample for both): iterating ``torch.randperm(n)`` as a sampler yields them."""
+    ds = make(append_table)
+    features, _ = ds[3]
+    for index in (np.int64(3), np.array(3), torch.tensor(3), torch.tensor(3, dtype=torch.int32)):
+        f, y = ds[index]
+        assert f.shape == features.shape and torch.equal(f, features) and y.shape == ()
+    loader = DataLoader(ds, sampler=torch.randperm(len(ds))[:5], batch_size=None)
+    assert {tuple(f.shape) for f, _ in loader} == {tuple(features.shape)}
+
+
+@pytest.mark.parametrize(
+    "index", [2.7, np.float64(2.0), torch.tensor(3.0), [1.5, 2], True, np.array([True, False])]
+)
+def test_an_index_that_is_not_an_int_is_refused(append_table: raylake.Table, index: object) -> None:
+    """As a list refuses ``[2.7]``; numpy would have read row 2 (a mask: rows 1 and 0)."""
+    with pytest.raises(TypeError, match=r"index must be an int, a 0-d integer tensor") as e:
+        make(append_table)[index]
+    assert isinstance(e.value, InvalidArgumentError) and e.value.value is index
+
+
+def test_an_index_out_of_range_is_reported_as_given(append_table: raylake.Table) -> None:
+    ds = make(append_table)
+    n = len(ds)
+    for index in (-n - 1, n, [0, -n - 5]):
+        bad = index[-1] if isinstance(index, list) else index
+        with pytest.raises(IndexError, match=f"row index {bad} is out of range for {n} rows"):
+            ds[index]
