@@ -76,6 +76,8 @@ class Layout:
         # One name for a list of names (a string would be read as a list of letters).
         columns = [columns] if isinstance(columns, str) else columns
         feature_columns = [feature_columns] if isinstance(feature_columns, str) else feature_columns
+        _check_distinct("columns", columns)
+        _check_distinct("feature_columns", feature_columns)
         for c in [
             *(columns or ()),
             *(feature_columns or ()),
@@ -110,6 +112,18 @@ class Layout:
                 "columns", columns, "at least one column to read (or name feature_columns=)"
             )
         return cls(read, None, label_column, named)
+
+
+def _check_distinct(name: str, names: Sequence[str] | None) -> None:
+    """Refuse a column named twice in ``names``: read once, it has no second place to go
+    (pyarrow said the column did not exist)."""
+    seen: set[str] = set()
+    for c in names or ():
+        if c in seen:
+            raise SchemaArgumentError(
+                name, names, f"a list of distinct column names ({c!r} is named twice)"
+            )
+        seen.add(c)
 
 
 class Converter:

@@ -27,6 +27,43 @@ def uri(tmp_path: Path) -> str:
     return raylake.from_pandas(ROWS.to_pandas(), str(tmp_path / "t")).uri
 
 
+LOADERS = ["iterable", "map", "stream", "tf"]
+
+
+def make_loader(kind: str, uri: str, **kwargs: Any) -> Any:
+    """The loader ``kind`` over ``uri``, made (each takes the batch keywords)."""
+    from raylake.train.torch import LakeIterableDataset, LakeStreamDataset
+
+    if kind == "tf":
+        pytest.importorskip("tensorflow")
+        from raylake.train.tf import to_tf_dataset
+
+        return to_tf_dataset(uri, **kwargs)
+    if kind == "stream":
+        return LakeStreamDataset(uri, start="earliest", until_snapshot=1, **kwargs)
+    return {"iterable": LakeIterableDataset, "map": LakeMapDataset}[kind](uri, **kwargs)
+
+
+@pytest.mark.parametrize("kind", LOADERS)
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"feature_columns": ["x", "x"]}, "feature_columns must be a list of distinct column "),
+        ({"feature_columns": ["x", "id", "x"], "label_column": "id"}, "('x' is named twice)"),
+        ({"columns": ["id", "x", "id"]}, "columns must be a list of distinct column names"),
+        ({"feature_columns": ["x", "id"], "label_column": "x"}, "label_column must be a column"),
+    ],
+)
+def test_a_column_named_twice_is_refused_when_the_loader_is_made(
+    uri: str, kind: str, kwargs: dict[str, Any], message: str
+) -> None:
+    """Read once, a repeated column has no second place to go (pyarrow said it did not
+    exist, in a bare KeyError)."""
+    with pytest.raises(InvalidArgumentError, match=re.escape(message)) as e:
+        make_loader(kind, uri, **kwargs)
+    assert e.value.name in kwargs
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
