@@ -11,13 +11,19 @@ naming the column (``check_type``).
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from raylake.errors import SchemaError, UnsupportedTypeError
+from raylake.errors import (
+    SchemaArgumentError,
+    SchemaError,
+    UnknownColumnError,
+    UnsupportedTypeError,
+)
 
 _TS_TO_MS = {"s": (1000, 1), "ms": (1, 1), "us": (1, 1000), "ns": (1, 1_000_000)}
 
@@ -114,6 +120,68 @@ def inner_shape(dtype: pa.DataType) -> tuple[int, ...]:
     return tuple(shape)
 
 
+def fill_scalar(dtype: pa.DataType, fill: Any) -> pa.Scalar:
+    """``fill`` as a value of ``dtype`` (of its innermost values, for a fixed-size list):
+    what the nulls of a column of ``dtype`` are filled with. Arrow's error (or an
+    OverflowError, for an int beyond 64 bits) where it cannot be one."""
+    while pa.types.is_fixed_size_list(dtype):
+        dtype = dtype.value_type
+    return pa.scalar(fill).cast(dtype)
+
+
+def check_fill_null(
+    fill_null: Any, table: pa.Schema, read: pa.Schema, unfilled: Collection[str] = ()
+) -> Any:
+    """``fill_null`` (one value for every column, or a dict of values by column; a dict
+    comes back as a copy), checked when the loader is made against the columns ``read``
+    of ``table``: a value that a column it may fill cannot hold is refused, naming the
+    column, rather than failing at the first nulls of an epoch, in a DataLoader worker
+    maybe (docs/training.md, "Batches"). One value is for every column that may hold
+    nulls, but the ``unfilled`` ones (binary columns for a transform keep None)."""
+    if fill_null is None:
+        return None
+    if not isinstance(fill_null, Mapping):
+        every = " (one value fills every column: give a dict to fill some of them)"
+        for field in read:
+            if field.name not in unfilled and _may_hold_nulls(field):
+                _check_fill(field, fill_null, every)
+        return fill_null
+    fills = dict(fill_null)
+    for name, value in fills.items():
+        if name not in read.names:
+            _refuse_unread(name, fills, table, read)
+        if value is not None:
+            _check_fill(read.field(name), value)
+    return fills
+
+
+def _may_hold_nulls(field: pa.Field) -> bool:
+    """Nulls are possible: a column not declared ``not null`` (a primary key is), or a
+    fixed-size list, whose values may be null all the same."""
+    return bool(field.nullable or pa.types.is_fixed_size_list(field.type))
+
+
+def _check_fill(field: pa.Field, value: Any, hint: str = "") -> None:
+    try:
+        fill_scalar(field.type, value)
+    except (pa.ArrowException, OverflowError, TypeError, ValueError) as e:
+        what = f"a value that column {field.name!r} ({field.type}) can hold{hint}"
+        raise SchemaArgumentError("fill_null", value, what) from e
+
+
+def _refuse_unread(name: str, fills: dict[str, Any], table: pa.Schema, read: pa.Schema) -> None:
+    """Refuse a dict's column that is not read: not the table's at all (a typo), or one
+    the loader was not asked to read (its fill would be ignored)."""
+    if name not in table.names:
+        raise UnknownColumnError(name, table.names)
+    raise SchemaArgumentError(
+        "fill_null",
+        fills,
+        f"a dict of columns the loader reads, {read.names} ({name!r} is a column of the "
+        "table, but not read: select it or leave it out)",
+    )
+
+
 def to_numpy(name: str, column: pa.ChunkedArray | pa.Array, fill: Any = None) -> np.ndarray:
     """One column as a numpy array (a view of the Arrow buffer when it can be)."""
     if isinstance(column, pa.ChunkedArray):  # one chunk: no copy (combining copies)
@@ -128,7 +196,7 @@ def to_numpy(name: str, column: pa.ChunkedArray | pa.Array, fill: Any = None) ->
                 "or filter them out"
             )
         if not pa.types.is_fixed_size_list(arr.type):
-            arr = pc.fill_null(arr, pa.scalar(fill).cast(arr.type))
+            arr = pc.fill_null(arr, fill_scalar(arr.type, fill))
     dtype = arr.type
     if pa.types.is_fixed_size_list(dtype):
         return _fixed_size_list(name, arr, fill)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,9 +21,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from raylake.caching import ProcessLock
-from raylake.errors import SchemaArgumentError, SchemaError, UnknownColumnError
+from raylake.errors import SchemaArgumentError, UnknownColumnError
 from raylake.train.arrow_numpy import (
+    check_fill_null,
     check_type,
+    fill_scalar,
     inner_shape,
     is_bytes,
     numpy_dtype,
@@ -153,24 +155,14 @@ class Converter:
             if binary and not strings
             else ()
         )
-        self.fill = dict(fill_null) if isinstance(fill_null, Mapping) else fill_null
-        if isinstance(self.fill, dict):
-            for c in self.fill:
-                if c not in self.schema.names:
-                    raise UnknownColumnError(c, list(self.schema.names))
-        # A binary column's nulls reach the transform as None, unless fill_null names
-        # the column (one value for every column is meant for numbers, not bytes).
-        self.binary_fill: dict[str, pa.Scalar] = {}
-        for name in self.binary:
-            if isinstance(self.fill, dict) and self.fill.get(name) is not None:
-                kind = self.schema.field(name).type
-                try:
-                    self.binary_fill[name] = pa.scalar(self.fill[name]).cast(kind)
-                except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
-                    raise SchemaError(
-                        f"fill_null for column {name!r} ({kind}) is {self.fill[name]!r}, "
-                        f"which is not a value of that type: {e}"
-                    ) from e
+        self.fill = check_fill_null(fill_null, schema, self.schema, self.binary)
+        # A binary column's nulls reach the transform as None, unless fill_null names the
+        # column (one value for every column is meant for numbers, not bytes).
+        self.binary_fill: dict[str, pa.Scalar] = {
+            name: fill_scalar(self.schema.field(name).type, self.fill[name])
+            for name in self.binary
+            if isinstance(self.fill, dict) and self.fill.get(name) is not None
+        }
         self.dtype = None if dtype is None else np.dtype(dtype)
         self._local = threading.local()
         self._kept: list[np.ndarray] = []  # stacked windows' memory, for reuse (_stacked)

@@ -187,7 +187,9 @@ def test_fill_null_named_for_the_column_fills_its_nulls(images: raylake.Table) -
     # One value for every column is for the numbers: the nulls stay None.
     ds = LakeIterableDataset(images, columns=["id", "image"], transform=transform, fill_null=0)
     assert sorted(i for b in ds for i in check(b)) == expected_ids(images)
-    with pytest.raises(SchemaError, match=r"fill_null for column 'image'"):
+    with pytest.raises(
+        SchemaError, match=r"fill_null must be a value that column 'image' \(binary\)"
+    ):
         LakeIterableDataset(
             images, columns=["id", "image"], transform=transform, fill_null={"image": 1.5}
         )

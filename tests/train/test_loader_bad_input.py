@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 import raylake
-from raylake.errors import InvalidArgumentError
+from raylake.errors import InvalidArgumentError, UnknownColumnError
 
 torch = pytest.importorskip("torch")
 from raylake.train.ray import iter_torch_batches  # noqa: E402
@@ -141,3 +141,54 @@ def test_rank_without_world_size_is_an_invalid_argument() -> None:
         check_rank(0, None)
     with pytest.raises(InvalidArgumentError, match="rank must be given together"):
         check_rank(None, 2)
+
+
+CANNOT_FILL_ID = "fill_null must be a value that column 'id' (int64) can hold"
+
+
+@pytest.mark.parametrize("kind", LOADERS)
+@pytest.mark.parametrize(
+    ("fill_null", "message"),
+    [
+        (float("nan"), CANNOT_FILL_ID + " (one value fills every column: give a dict"),
+        (0.5, CANNOT_FILL_ID),
+        ([0], CANNOT_FILL_ID),
+        ("n/a", CANNOT_FILL_ID),
+        (object(), CANNOT_FILL_ID),
+        (2**70, CANNOT_FILL_ID),
+        ({"id": 1.5}, CANNOT_FILL_ID + ", got float 1.5"),
+        ({"x": "n/a"}, "fill_null must be a value that column 'x' (double) can hold"),
+    ],
+)
+def test_a_fill_value_a_column_cannot_hold_is_refused_when_the_loader_is_made(
+    uri: str, kind: str, fill_null: Any, message: str
+) -> None:
+    """Checked against the columns' types, whether or not they hold nulls now: it used to
+    fail with a bare Arrow error at the first nulls of an epoch, in a worker maybe."""
+    with pytest.raises(InvalidArgumentError, match=re.escape(message)) as e:
+        make_loader(kind, uri, feature_columns=["id", "x"], fill_null=fill_null)
+    assert e.value.name == "fill_null"
+
+
+@pytest.mark.parametrize("kind", LOADERS)
+def test_a_fill_dict_names_columns_the_loader_reads(uri: str, kind: str) -> None:
+    not_read = "a dict of columns the loader reads, ['x'] ('id' is a column of the table, but"
+    with pytest.raises(InvalidArgumentError, match=re.escape(not_read)):
+        make_loader(kind, uri, feature_columns=["x"], fill_null={"id": 0})
+    with pytest.raises(UnknownColumnError, match=re.escape("the table has columns ['id', 'x']")):
+        make_loader(kind, uri, feature_columns=["x"], fill_null={"nope": 0})
+
+
+def test_one_fill_value_is_not_checked_against_a_column_without_nulls(tmp_path: Path) -> None:
+    """A primary key cannot hold nulls: NaN for every column fills the floats."""
+    from raylake.train.torch import LakeIterableDataset
+
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("x", pa.float64())])
+    tbl = raylake.create_table(str(tmp_path / "pk"), schema, primary_key=["id"])
+    tbl.write(pa.table({"id": [1, 2], "x": [None, 2.0]}, schema=schema))
+    ds = LakeIterableDataset(tbl, feature_columns=["id", "x"], fill_null=float("nan"))
+    (features,) = list(ds)
+    assert sorted(features[:, 1].isnan().tolist()) == [False, True]
+    # Named in a dict, it is checked all the same: the mistake is in the dict.
+    with pytest.raises(InvalidArgumentError, match=re.escape(CANNOT_FILL_ID)):
+        LakeIterableDataset(tbl, feature_columns=["id", "x"], fill_null={"id": float("nan")})
