@@ -10,8 +10,14 @@ from typing import Any
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
-from raylake.arguments import check_count, check_flag, refuse_unknown_keywords
-from raylake.errors import ResumeStateError
+from raylake.arguments import (
+    check_count,
+    check_flag,
+    check_optional_count,
+    check_seconds,
+    refuse_unknown_keywords,
+)
+from raylake.errors import ResumeStateError, StreamArgumentError
 from raylake.expr import Expr
 from raylake.streaming.options import StreamOptions
 from raylake.table import Table
@@ -68,6 +74,12 @@ class LakeStreamDataset(IterableDataset):
         check_flag("shuffle", shuffle)
         check_count("seed", seed)
         check_flag("drop_last", drop_last)
+        # Checked as poll_interval is (StreamOptions): 0 or a float would end the stream
+        # at once or at a snapshot no rank names, a string fail at the first poll.
+        check_optional_count(
+            "until_snapshot", until_snapshot, 1, StreamArgumentError, "None (no end)"
+        )
+        check_seconds("idle_timeout", idle_timeout, StreamArgumentError)
         spec = torch_spec(columns, feature_columns, label_column, dtype, fill_null)
         rows = TableRows(table, filter, storage_options=storage_options)
         tbl, self._converter = table_and_converter(rows, spec)

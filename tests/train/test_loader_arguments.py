@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from raylake.arguments import check_count, check_flag
-from raylake.errors import InvalidArgumentError
+from raylake.errors import InvalidArgumentError, StreamArgumentError
 from raylake.train.ray import iter_torch_batches
 from raylake.train.torch import LakeIterableDataset, LakeStreamDataset
 
@@ -35,6 +35,28 @@ def test_a_torch_dataset_names_a_bad_keyword_before_opening_the_table(
     """Here there is no table: opening it would raise another error."""
     with pytest.raises(InvalidArgumentError, match=re.escape(message)):
         loader(str(tmp_path / "no-table"), **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"until_snapshot": "3"}, "until_snapshot must be an int >= 1 or None (no end), got str"),
+        ({"until_snapshot": 0}, "until_snapshot must be an int >= 1 or None (no end), got int 0"),
+        ({"until_snapshot": -1}, "until_snapshot must be an int >= 1"),
+        ({"until_snapshot": 2.5}, "until_snapshot must be an int >= 1"),
+        ({"until_snapshot": True}, "until_snapshot must be an int >= 1"),
+        ({"idle_timeout": "5"}, "idle_timeout must be a number of seconds >= 0 or None, got str"),
+        ({"idle_timeout": -1}, "idle_timeout must be a number of seconds >= 0 or None"),
+        ({"idle_timeout": float("nan")}, "idle_timeout must be a number of seconds >= 0"),
+    ],
+)
+def test_the_stream_keywords_are_checked_before_opening_the_table(
+    tmp_path: Any, kwargs: dict[str, Any], message: str
+) -> None:
+    """As poll_interval was: ``until_snapshot=0`` read nothing, ``2.5`` two snapshots, and a
+    string failed at the first poll."""
+    with pytest.raises(StreamArgumentError, match=re.escape(message)):
+        LakeStreamDataset(str(tmp_path / "no-table"), **kwargs)
 
 
 @pytest.mark.parametrize(
