@@ -8,9 +8,10 @@ The sampler runs in the main process, so with workers it bounds the whole loader
 
 These samplers yield the same batches, each sliced from one permutation tensor:
 
-- :class:`RandomBatchSampler` is ``BatchSampler(RandomSampler(ds, generator=g), n,
-  drop_last)`` as torchdata's ``StatefulDataLoader(shuffle=True)`` makes it, batch
-  for batch, epoch after epoch;
+- :class:`RandomBatchSampler` is torchdata's ``BatchSampler(RandomSampler(ds,
+  generator=g), n, drop_last)``, batch for batch, epoch after epoch (and, in a loader
+  given the same ``g``, ``StatefulDataLoader(ds, batch_size=n, shuffle=True,
+  generator=g)``: see the class);
 - :class:`DistributedBatchSampler` is ``BatchSampler(DistributedSampler(ds, ...), n,
   drop_last)`` for one rank (``set_epoch`` as there).
 
@@ -81,7 +82,14 @@ class RandomBatchSampler(Sampler[list[int]]):
     step. Each epoch (each ``iter``) draws ``torch.randperm(n, generator=generator)``;
     without a generator, one is seeded from torch's global generator here, once, as
     torchdata's ``RandomSampler`` does. Use it as ``DataLoader(ds,
-    batch_sampler=RandomBatchSampler(ds, 1024))``."""
+    batch_sampler=RandomBatchSampler(ds, 1024))``.
+
+    ``StatefulDataLoader(ds, batch_size=n, shuffle=True, generator=g)`` matches it in
+    the first epoch without workers only: after each epoch's permutation the loader
+    draws its workers' base seed from ``g`` as well (and with workers starts the epoch's
+    sampler again after that). A loader given this sampler's generator
+    (``StatefulDataLoader(ds, batch_sampler=sampler, generator=g)``) draws from ``g``
+    in the same order, and then the two match epoch after epoch."""
 
     def __init__(
         self,

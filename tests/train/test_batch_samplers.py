@@ -60,6 +60,31 @@ def test_random_batches_are_torchdatas_epoch_after_epoch(
     assert list(RandomBatchSampler(Rows(n), batch_size, drop_last, _generator(seed))) == list(first)
 
 
+@pytest.mark.filterwarnings("ignore:This DataLoader will create")
+@pytest.mark.parametrize("workers", [0, 2])
+def test_random_batches_are_a_shuffling_stateful_dataloaders_given_its_generator(
+    workers: int,
+) -> None:
+    """StatefulDataLoader(shuffle=True, generator=g) draws its workers' base seed from g
+    after each epoch's permutation (with workers, it then starts the sampler again): a
+    loader given the sampler's generator draws the same, and the two match every epoch;
+    a loader of its own, the first epoch without workers only."""
+    ds, g = Rows(50), _generator(3)
+    shared = stateful.StatefulDataLoader(
+        ds, batch_sampler=RandomBatchSampler(ds, 8, generator=g), generator=g, num_workers=workers
+    )
+    own = stateful.StatefulDataLoader(
+        ds, batch_sampler=RandomBatchSampler(ds, 8, generator=_generator(3)), num_workers=workers
+    )
+    theirs = stateful.StatefulDataLoader(
+        ds, batch_size=8, shuffle=True, generator=_generator(3), num_workers=workers
+    )
+    for epoch in range(3):
+        expected = [b.tolist() for b in theirs]
+        assert [b.tolist() for b in shared] == expected
+        assert ([b.tolist() for b in own] == expected) == (epoch == 0 and not workers)
+
+
 def test_an_empty_dataset_has_no_batches() -> None:
     assert list(RandomBatchSampler(Rows(0), 4)) == [] and len(RandomBatchSampler(Rows(0), 4)) == 0
 
