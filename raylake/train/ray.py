@@ -22,7 +22,7 @@ from raylake.train.convert import FillNull
 from raylake.train.passes import Pass, close
 from raylake.train.prefetch import background
 from raylake.train.stats import FeedRecorder
-from raylake.train.torch import TensorBatches, torch_spec
+from raylake.train.tensors import TensorBatches, check_device, torch_spec
 from raylake.train.windows import DEFAULT_FEED_BYTES
 
 
@@ -51,6 +51,7 @@ def iter_torch_batches(
     check_count("batch_size", batch_size, 1)
     check_flag("drop_last", drop_last)
     check_count("prefetch_blocks", prefetch_blocks)
+    check_device(device)
     if not hasattr(data, "iter_batches"):
         raise InvalidArgumentError(
             "data", data, "a ray.data.Dataset or DataIterator (ray.train.get_dataset_shard)"

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from raylake.arguments import check_callable, check_count
+from raylake.arguments import check_callable, check_count, is_int
 from raylake.errors import InvalidArgumentError, UnsupportedOperationError
 from raylake.train.binary import BinaryColumns
 from raylake.train.convert import FEATURES, FEATURES_T, FillNull, Layout
@@ -50,6 +50,23 @@ def to_tensor(array: np.ndarray) -> torch.Tensor:
     if _READ_ONLY_DLPACK:
         return torch.from_dlpack(array)
     return torch.from_numpy(array.copy())
+
+
+def check_device(device: Any) -> Any:
+    """``device`` if torch can name it: a ``torch.device``, a device string (``"cpu"``,
+    ``"cuda:1"``; parsing one needs no GPU), an accelerator index, or None. An index is
+    taken as it is: which device it names only a host with an accelerator can tell."""
+    if device is None or isinstance(device, torch.device) or (is_int(device) and device >= 0):
+        return device
+    if isinstance(device, str):
+        try:
+            torch.device(device)
+            return device
+        except RuntimeError:
+            pass  # torch's own error names neither the keyword nor the loader
+    raise InvalidArgumentError(
+        "device", device, "a torch device ('cpu', 'cuda', 'cuda:1', a torch.device) or None"
+    )
 
 
 def numpy_dtype_for(dtype: torch.dtype | None) -> np.dtype | None:
@@ -104,6 +121,7 @@ class TensorBatches:
         self.layout = layout
         self.dtype = dtype
         self.transform = check_callable("transform", transform)
+        device = check_device(device)
         self.device = None if device is None else torch.device(device)
         self.pin_memory = pin_memory
         self.prefetch = check_count("prefetch", prefetch)

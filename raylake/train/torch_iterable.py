@@ -25,7 +25,7 @@ from raylake.train.loader import Epochs, ShardedLoader, Transform
 from raylake.train.prefetch import DEFAULT_BATCHES, DEFAULT_PIECES, check_loader_threads
 from raylake.train.setup import DEFAULT_SHUFFLE_WINDOW, TableRows, check_rank, open_source
 from raylake.train.stats import FeedStats
-from raylake.train.tensors import TensorBatches, distributed, torch_spec
+from raylake.train.tensors import TensorBatches, check_device, distributed, torch_spec
 from raylake.train.window_process import WindowProcess
 from raylake.train.windows import DEFAULT_FEED_BYTES
 from raylake.train.workers import WorkerPasses, share_by_file_name
@@ -101,6 +101,7 @@ class LakeIterableDataset(IterableDataset):
     ) -> None:
         super().__init__()
         check_rank(rank, world_size)
+        check_device(device)
         if prefetch is None:
             prefetch = default_prefetch(device)
         check_count("prefetch", prefetch)

@@ -88,6 +88,7 @@ def test_the_map_dataset_names_a_bad_keyword(
         (None, {"prefetch_blocks": 1.5}, "prefetch_blocks must be an int >= 0, got float"),
         (ROWS, {}, "data must be a ray.data.Dataset or DataIterator"),
         ([ROWS], {"columns": "id"}, ONE_COLUMN),
+        ([ROWS], {"device": "bogus"}, "device must be a torch device ('cpu', 'cuda'"),
     ],
 )
 def test_ray_batches_name_a_bad_keyword_before_asking_for_a_block(
