@@ -141,10 +141,12 @@ def check_fill_null(
     if fill_null is None:
         return None
     if not isinstance(fill_null, Mapping):
-        every = " (one value fills every column: give a dict to fill some of them)"
-        for field in read:
-            if field.name not in unfilled and _may_hold_nulls(field):
-                _check_fill(field, fill_null, every)
+        # One value for every column fills those it fits (nan fills the float features,
+        # not an int label that never holds nulls); a null met in a column it does not
+        # fit raises, naming both (``to_numpy``). A value that fits none is a mistake.
+        fillable = [f for f in read if f.name not in unfilled and _may_hold_nulls(f)]
+        if fillable and not any(_fits(f, fill_null) for f in fillable):
+            _check_fill(fillable[0], fill_null, " (it fits none of the columns read)")
         return fill_null
     fills = dict(fill_null)
     for name, value in fills.items():
@@ -161,12 +163,36 @@ def _may_hold_nulls(field: pa.Field) -> bool:
     return bool(field.nullable or pa.types.is_fixed_size_list(field.type))
 
 
+_CAST_ERRORS = (pa.ArrowException, OverflowError, TypeError, ValueError)
+
+
+def _fits(field: pa.Field, value: Any) -> bool:
+    try:
+        fill_scalar(field.type, value)
+    except _CAST_ERRORS:
+        return False
+    return True
+
+
 def _check_fill(field: pa.Field, value: Any, hint: str = "") -> None:
     try:
         fill_scalar(field.type, value)
-    except (pa.ArrowException, OverflowError, TypeError, ValueError) as e:
+    except _CAST_ERRORS as e:
         what = f"a value that column {field.name!r} ({field.type}) can hold{hint}"
         raise SchemaArgumentError("fill_null", value, what) from e
+
+
+def _column_fill(name: str, dtype: pa.DataType, fill: Any) -> pa.Scalar:
+    """The value a column's nulls take; where one value for every column does not fit
+    this one, the refusal names the column (a dict's values were checked up front)."""
+    try:
+        return fill_scalar(dtype, fill)
+    except _CAST_ERRORS as e:
+        raise SchemaError(
+            f"column {name!r} ({dtype}) has null values, and fill_null={fill!r} is not a "
+            f"value of its type ({e}); give fill_null a dict with a value for {name!r}, "
+            "or filter the nulls out"
+        ) from e
 
 
 def _refuse_unread(name: str, fills: dict[str, Any], table: pa.Schema, read: pa.Schema) -> None:
@@ -196,7 +222,7 @@ def to_numpy(name: str, column: pa.ChunkedArray | pa.Array, fill: Any = None) ->
                 "or filter them out"
             )
         if not pa.types.is_fixed_size_list(arr.type):
-            arr = pc.fill_null(arr, fill_scalar(arr.type, fill))
+            arr = pc.fill_null(arr, _column_fill(name, arr.type, fill))
     dtype = arr.type
     if pa.types.is_fixed_size_list(dtype):
         return _fixed_size_list(name, arr, fill)

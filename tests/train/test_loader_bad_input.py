@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 import raylake
-from raylake.errors import InvalidArgumentError, UnknownColumnError
+from raylake.errors import InvalidArgumentError, SchemaError, UnknownColumnError
 
 torch = pytest.importorskip("torch")
 from raylake.train.ray import iter_torch_batches  # noqa: E402
@@ -145,19 +145,19 @@ def test_rank_without_world_size_is_an_invalid_argument() -> None:
 
 
 CANNOT_FILL_ID = "fill_null must be a value that column 'id' (int64) can hold"
+FITS_NONE = CANNOT_FILL_ID + " (it fits none of the columns read)"
 
 
 @pytest.mark.parametrize("kind", LOADERS)
 @pytest.mark.parametrize(
     ("fill_null", "message"),
     [
-        (float("nan"), CANNOT_FILL_ID + " (one value fills every column: give a dict"),
-        (0.5, CANNOT_FILL_ID),
-        ([0], CANNOT_FILL_ID),
-        ("n/a", CANNOT_FILL_ID),
-        (object(), CANNOT_FILL_ID),
-        (2**70, CANNOT_FILL_ID),
+        ([0], FITS_NONE),
+        ("n/a", FITS_NONE),
+        (object(), FITS_NONE),
+        (2**70, FITS_NONE),
         ({"id": 1.5}, CANNOT_FILL_ID + ", got float 1.5"),
+        ({"id": float("nan")}, CANNOT_FILL_ID),
         ({"x": "n/a"}, "fill_null must be a value that column 'x' (double) can hold"),
     ],
 )
@@ -165,10 +165,32 @@ def test_a_fill_value_a_column_cannot_hold_is_refused_when_the_loader_is_made(
     uri: str, kind: str, fill_null: Any, message: str
 ) -> None:
     """Checked against the columns' types, whether or not they hold nulls now: it used to
-    fail with a bare Arrow error at the first nulls of an epoch, in a worker maybe."""
+    fail with a bare Arrow error at the first nulls of an epoch, in a worker maybe. A
+    dict's value must fit its column; one value for every column must fit one of them."""
     with pytest.raises(InvalidArgumentError, match=re.escape(message)) as e:
         make_loader(kind, uri, feature_columns=["id", "x"], fill_null=fill_null)
     assert e.value.name == "fill_null"
+
+
+def test_one_fill_value_fills_the_columns_it_fits(tmp_path: Path) -> None:
+    """NaN for every column fills the float features; an int column without nulls
+    needs none, and a null met in one raises naming the column and the value."""
+    from raylake.train.torch import LakeIterableDataset
+
+    schema = pa.schema([("label", pa.int64()), ("x", pa.float64())])
+    tbl = raylake.create_table(str(tmp_path / "t"), schema)
+    tbl.write(pa.table({"label": [1, 2], "x": [None, 2.0]}, schema=schema))
+    ds = LakeIterableDataset(
+        tbl, feature_columns=["x"], label_column="label", fill_null=float("nan"), shuffle=False
+    )
+    ((features, labels),) = list(ds)
+    assert features.isnan().tolist() == [[True], [False]] and labels.tolist() == [1, 2]
+    tbl.write(pa.table({"label": [None], "x": [3.0]}, schema=schema))
+    ds = LakeIterableDataset(
+        tbl, feature_columns=["x"], label_column="label", fill_null=float("nan")
+    )
+    with pytest.raises(SchemaError, match=re.escape("column 'label' (int64) has null values")):
+        list(ds)
 
 
 @pytest.mark.parametrize("kind", LOADERS)
