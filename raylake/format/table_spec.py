@@ -55,6 +55,26 @@ class TableSpec:
         """The spec of the keywords of a creating call (``options=None``: none)."""
         return cls(partition_by, primary_key, buckets, {} if options is None else options)  # type: ignore[arg-type]
 
+    def differences(self, ts: TableSchema, *, given_only: bool = False) -> list[str]:
+        """How the layout of an existing table ``ts`` differs from this spec's: what a
+        call that may find the table already there (``exist_ok=True``, an append) must
+        refuse, since writing as if the table were the one asked for would be wrong (an
+        upsert into an append table appends duplicates). Partition columns and the
+        primary key are compared always, or, with ``given_only``, where given; the
+        bucket count and options where given (a default is no request)."""
+        found = []
+        asked = (("partition_by", self.partition_by, tuple(ts.partition_keys)),
+                 ("primary_key", self.primary_key, tuple(ts.primary_key)))  # fmt: skip
+        for name, want, have in asked:
+            if want != have and (want or not given_only):
+                found.append(f"{name} {list(have)} (asked for {list(want)})")
+        if self.buckets is not None and self.buckets != ts.buckets:
+            found.append(f"buckets {ts.buckets} (asked for {self.buckets})")
+        for key, value in self.options.items():
+            if ts.options.get(key) != value:
+                found.append(f"option {key}={ts.options.get(key)!r} (asked for {value!r})")
+        return found
+
     def table_schema(self, schema: pa.Schema) -> TableSchema:
         """The schema a new table of ``schema``'s columns is created with (the schema's
         own checks: key columns exist, no reserved names, valid options)."""

@@ -45,7 +45,9 @@ def create_table(
 ) -> Table:
     """Create a table at ``uri`` (any fsspec URL or local path) and return it.
 
-    With ``exist_ok=True`` an existing table is opened instead, if its schema is the same.
+    With ``exist_ok=True`` an existing table is opened instead, if it is the table asked
+    for: the same schema, partition columns and primary key, and the bucket count and
+    options where given; otherwise a :class:`SchemaError` names the difference.
     A directory that holds anything but a table is refused (:class:`TableLocationError`)
     unless ``allow_other_files=True``; ``remove_orphan_files`` never deletes those files.
     """
@@ -55,7 +57,7 @@ def create_table(
     )
     ts = new_table_schema(schema, spec)
     allow = check_flag("allow_other_files", allow_other_files)
-    return _create(uri, ts, storage_options, check_flag("exist_ok", exist_ok), allow)
+    return _create(uri, ts, storage_options, check_flag("exist_ok", exist_ok), allow, spec)
 
 
 def new_table_schema(schema: pa.Schema, spec: TableSpec) -> TableSchema:
@@ -71,6 +73,7 @@ def _create(
     storage_options: OptionsLike | None,
     exist_ok: bool,
     allow_other_files: bool = False,
+    spec: TableSpec | None = None,
 ) -> Table:
     file_io = FileIO(uri, storage_options)
     check_commit_safety(file_io, ts)
@@ -91,6 +94,7 @@ def _create(
         if not exist_ok:
             raise TableAlreadyExistsError(file_io.uri)
         existing = open_table(uri, storage_options=storage_options)
+        _check_layout(existing, spec)
         if existing.schema != ts.arrow_schema:
             raise SchemaError(
                 f"a table with another schema exists at {uri!r}: {existing.schema} "
@@ -98,6 +102,17 @@ def _create(
             )
         return existing
     return Table(file_io, ts)
+
+
+def _check_layout(existing: Table, spec: TableSpec | None, given_only: bool = False) -> None:
+    """Refuse a table found in place of the one asked for, naming what differs."""
+    if spec is None or not existing.source.writable:
+        return
+    found = spec.differences(existing.table_schema, given_only=given_only)
+    if found:
+        raise SchemaError(
+            f"a table of another layout exists at {existing.uri!r}: it has {'; '.join(found)}"
+        )
 
 
 @refuse_unknown_keywords
@@ -133,13 +148,16 @@ def open_or_create_table(
     create it from (``schema_hint`` says how to give one).
     """
     if table_exists(uri, storage_options=storage_options):
-        return open_table(uri, storage_options=storage_options), False
+        existing = open_table(uri, storage_options=storage_options)
+        _check_layout(existing, spec, given_only=True)  # a layout asked for, if any
+        return existing, False
     if not create_if_missing:
         raise TableNotFoundError(uri)
     if schema is None:
         raise SchemaError(f"cannot create the table at {uri!r}: no schema is known. {schema_hint}")
-    ts = new_table_schema(table_columns(schema), spec or TableSpec())
-    return _create(uri_arg(uri), ts, storage_options, exist_ok=True), True
+    spec = spec or TableSpec()
+    ts = new_table_schema(table_columns(schema), spec)
+    return _create(uri_arg(uri), ts, storage_options, exist_ok=True, spec=spec), True
 
 
 def table_columns(schema: pa.Schema) -> pa.Schema:
@@ -195,6 +213,7 @@ def from_pandas(
         raise TableAlreadyExistsError(str(uri))
     if exists:
         tbl = open_table(uri, storage_options=storage_options)
+        _check_layout(tbl, spec, given_only=True)
     else:
         _check_no_null_keys(pa_table, spec.primary_key)
         ts = new_table_schema(pa_table.schema, spec)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -68,6 +69,28 @@ def test_create_twice_and_exist_ok(uri: str) -> None:
     other = pa.schema([("id", pa.int32())])
     with pytest.raises(SchemaError, match="another schema"):
         raylake.create_table(uri, other, exist_ok=True)
+
+
+def test_exist_ok_finds_the_table_asked_for_or_says_how_it_differs(uri: str) -> None:
+    """The table found must be the one described: an append table returned for a call
+    that asked for a primary key made every later upsert append a duplicate."""
+    raylake.create_table(uri, SCHEMA, partition_by=["dt"]).write(sample())
+    for kwargs, difference in [
+        ({"partition_by": ["dt"], "primary_key": ["id", "dt"]}, "primary_key [] (asked for"),
+        ({}, "partition_by ['dt'] (asked for [])"),
+        ({"partition_by": ["dt"], "buckets": 4}, "buckets 1 (asked for 4)"),
+        ({"partition_by": ["dt"], "options": {"write.compression": "zstd"}}, "write.compression"),
+    ]:
+        with pytest.raises(SchemaError, match=re.escape(difference)):
+            raylake.create_table(uri, SCHEMA, exist_ok=True, **kwargs)  # type: ignore[arg-type]
+    same = raylake.create_table(uri, SCHEMA, partition_by=["dt"], exist_ok=True)
+    assert same.count() == 6
+    # Appending needs no layout restated, but one given must be the table's.
+    frame = sample().to_pandas()
+    raylake.from_pandas(frame, uri, schema=SCHEMA, mode="append")
+    with pytest.raises(SchemaError, match=re.escape("primary_key [] (asked for ['id'])")):
+        raylake.from_pandas(frame, uri, schema=SCHEMA, mode="append", primary_key=["id"])
+    assert raylake.open_table(uri).count() == 12
 
 
 def test_open_without_a_table(uri: str) -> None:
