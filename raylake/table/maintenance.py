@@ -25,6 +25,7 @@ from raylake.errors import CorruptMetadataError, InvalidOptionError, SnapshotNot
 from raylake.format.consumer import CONSUMER_DIR, ConsumerManager
 from raylake.format.manifest import ADD, MANIFEST_DIR, live_files
 from raylake.format.schema import SCHEMA_DIR
+from raylake.format.schema_files import load_schema
 from raylake.format.snapshot import SNAPSHOT_DIR, Snapshot, SnapshotManager, snapshot_path
 from raylake.io import FileIO
 from raylake.progress import track
@@ -236,8 +237,9 @@ def remove_orphan_files(
     other files beside a table are not its orphans.
     """
     cutoff = cutoff_millis(older_than, _now_millis())
+    levels = len(load_schema(file_io).partition_keys)  # immutable: every file's depth
     # List files before reading snapshots: a file committed in between is then referenced.
-    listed = _old_files(file_io, cutoff)
+    listed = _old_files(file_io, cutoff, levels)
     if not listed:
         return OrphanResult((), dry_run)
     referenced = _referenced_paths(file_io)
@@ -249,7 +251,7 @@ def remove_orphan_files(
     return OrphanResult(tuple(orphans), dry_run)
 
 
-def _old_files(file_io: FileIO, cutoff: int) -> list[str]:
+def _old_files(file_io: FileIO, cutoff: int, partition_levels: int) -> list[str]:
     """Candidate paths modified before the cutoff; a file without an mtime is kept (unknown age)."""
     found: list[tuple[str, float | None]] = []
     for rel_dir in _REFERENCED_DIRS:
@@ -259,7 +261,7 @@ def _old_files(file_io: FileIO, cutoff: int) -> list[str]:
     return [
         p
         for p, mtime in found
-        if mtime is not None and mtime * 1000 < cutoff and is_raylake_file(p)
+        if mtime is not None and mtime * 1000 < cutoff and is_raylake_file(p, partition_levels)
     ]
 
 
@@ -272,14 +274,30 @@ _OWN_NAMES = {
     MANIFEST_DIR: re.compile(r"manifest-[0-9a-f]{32}\.parquet|.+\.[0-9a-f]{32}\.tmp"),
 }
 _TMP_NAME = re.compile(r".+\.[0-9a-f]{32}\.tmp")
+_BUCKET_DIR = re.compile(r"bucket-\d+")
 
 
-def is_raylake_file(rel: str) -> bool:
-    """Whether ``rel`` (a path in the table) is named as raylake names the files it writes there."""
+def is_raylake_file(rel: str, partition_levels: int | None = None) -> bool:
+    """Whether ``rel`` (a path in the table) is named as raylake names the files it writes
+    there, and, given the table's number of partition columns, lies where it writes
+    them: ``data/<k=v>.../bucket-<n>/`` (writer.py's ``partition_dir``) and directly in
+    manifest/. Another table kept inside this one's directory (``allow_other_files``,
+    a table named ``data``) names its files alike, one level deeper: never ours."""
     top, _, rest = rel.partition("/")
     name = rel.rsplit("/", 1)[-1]
     pattern = _OWN_NAMES.get(top, _TMP_NAME)
-    return bool(rest) and pattern.fullmatch(name) is not None
+    if not rest or pattern.fullmatch(name) is None:
+        return False
+    directories = rest.split("/")[:-1]
+    if top == MANIFEST_DIR:
+        return not directories
+    if top != DATA_DIR or partition_levels is None:
+        return True
+    return (
+        len(directories) == partition_levels + 1
+        and all("=" in d for d in directories[:-1])
+        and _BUCKET_DIR.fullmatch(directories[-1]) is not None
+    )
 
 
 def _referenced_paths(file_io: FileIO) -> pa.Array:

@@ -66,6 +66,31 @@ def test_orphan_cleanup_never_deletes_another_tools_files(tmp_path: Path) -> Non
     assert tbl.to_arrow().to_pydict() == {"id": [1]}
 
 
+@pytest.mark.parametrize("partition_by", [[], ["p"]])
+def test_orphan_cleanup_spares_a_table_kept_inside_the_table(
+    tmp_path: Path, partition_by: list[str]
+) -> None:
+    """Another table in a directory named data/ names its files as raylake does, one
+    level deeper than this table's: they were taken for this table's orphans."""
+    inner = raylake.create_table(str(tmp_path / "data"), SCHEMA)
+    inner.write(pa.table({"id": [1, 2, 3]}))
+    schema = pa.schema([("id", pa.int64()), ("p", pa.string())])
+    outer = raylake.create_table(
+        str(tmp_path), schema, partition_by=partition_by, allow_other_files=True
+    )
+    outer.write(pa.table({"id": [9], "p": ["x"]}))
+    writer = outer.new_writer()  # a writer that died before committing: its file is an orphan
+    writer.write(pa.table({"id": [8], "p": ["x"]}))
+    writer.prepare_commit()
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            _age(path)
+    removed = outer.remove_orphan_files(older_than=timedelta(days=1)).paths
+    assert len(removed) == 1 and removed[0].startswith("data/p=x/" if partition_by else "data/b")
+    assert raylake.open_table(str(tmp_path / "data")).count() == 3
+    assert outer.count() == 1
+
+
 def test_an_empty_directory_or_a_table_being_made_is_fine(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     raylake.create_table(str(tmp_path / "empty"), SCHEMA)

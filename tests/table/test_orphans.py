@@ -98,7 +98,7 @@ def test_unreferenced_manifests_and_changelog_files_are_orphans(tmp_path: Path) 
     entries = entries_table([(ADD, f) for m in messages for f in m.new_files], tbl.table_schema)
     stray_manifest = write_manifest(tbl.file_io, entries).path  # a committer that died
     # Changelog files live beside the data files of their bucket (docs/format.md).
-    stray_changelog = f"data/bucket-0/data-changelog-{uuid.uuid4().hex}.parquet"
+    stray_changelog = f"data/p=a/bucket-0/data-changelog-{uuid.uuid4().hex}.parquet"
     (root / stray_changelog).parent.mkdir(parents=True, exist_ok=True)
     (root / stray_changelog).write_bytes(b"PAR1")
     expected = {*files, *(f.path for m in messages for f in m.new_files), stray_manifest}
