@@ -22,6 +22,18 @@ def snapshot_id_arg(value: Any, name: str = "snapshot_id") -> int | None:
     return int(value)
 
 
+def datetime_millis(value: datetime) -> int:
+    """A time as epoch milliseconds; a naive time is local, as ``datetime.timestamp()``
+    takes it. A ``pandas.Timestamp`` (a datetime) is taken as the datetime it is: its
+    own ``astimezone()`` needs a zone and its ``timestamp()`` reads naive times as UTC."""
+    to_pydatetime = getattr(value, "to_pydatetime", None)
+    if to_pydatetime is not None:
+        value = to_pydatetime(warn=False)  # nanoseconds: below a millisecond anyway
+    if value.tzinfo is None:
+        value = value.astimezone()
+    return int(value.timestamp() * 1000)
+
+
 def as_of_arg(value: Any) -> datetime | int | None:
     if value is None or isinstance(value, datetime) or (is_int(value) and value >= 0):
         return value  # type: ignore[no-any-return]

@@ -29,6 +29,7 @@ from raylake.format.schema_files import load_schema
 from raylake.format.snapshot import SNAPSHOT_DIR, Snapshot, SnapshotManager, snapshot_path
 from raylake.io import FileIO
 from raylake.progress import track
+from raylake.table.args import datetime_millis
 from raylake.table.writer import DATA_DIR
 
 logger = logging.getLogger(__name__)
@@ -72,9 +73,7 @@ def cutoff_millis(older_than: OlderThan, now_millis: int) -> int:
             raise InvalidOptionError("older_than", older_than, "an age cannot be negative")
         return now_millis - int(older_than.total_seconds() * 1000)
     if isinstance(older_than, datetime):
-        if older_than.tzinfo is None:
-            older_than = older_than.astimezone()  # naive times are local, as in scan(as_of=)
-        return int(older_than.timestamp() * 1000)
+        return datetime_millis(older_than)  # naive times are local, as in scan(as_of=)
     raise InvalidOptionError(
         "older_than", older_than, "expected a datetime, a timedelta or epoch milliseconds (int)"
     )

@@ -24,7 +24,7 @@ from raylake.format.schema_files import schema_by_id
 from raylake.format.snapshot import Snapshot
 from raylake.io import FileIO
 from raylake.io.read_errors import named_batches, named_read_errors
-from raylake.table.args import as_of_arg, columns_arg, snapshot_id_arg
+from raylake.table.args import as_of_arg, columns_arg, datetime_millis, snapshot_id_arg
 from raylake.table.counting import count_rows
 from raylake.table.kind import kind_of
 from raylake.table.readahead import read_ahead
@@ -225,6 +225,4 @@ class TableScan(ScanReads):
 def _to_millis(value: datetime | int | None) -> int | None:
     if value is None or isinstance(value, int):
         return value
-    if value.tzinfo is None:
-        value = value.astimezone()  # naive times are local times, as in datetime.timestamp()
-    return int(value.timestamp() * 1000)
+    return datetime_millis(value)

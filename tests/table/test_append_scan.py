@@ -10,6 +10,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -249,6 +250,12 @@ def test_time_travel_by_timestamp(history: Table) -> None:
         assert history.scan(as_of=naive_local).count() == expected
         just_before_next = snap.time + timedelta(microseconds=999)
         assert history.scan(as_of=just_before_next).count() == expected
+        # pandas' Timestamp is a datetime: naive is local time here too (it crashed)
+        assert history.scan(as_of=pd.Timestamp(naive_local)).count() == expected
+        assert history.scan(as_of=pd.Timestamp(snap.time)).count() == expected
+    last = pd.Timestamp(snaps[-1].time.astimezone().replace(tzinfo=None))
+    expired = history.expire_snapshots(older_than=last, dry_run=True)
+    assert expired.expired_snapshot_ids == (1, 2)
     future = datetime.now(timezone.utc) + timedelta(days=1)
     assert history.to_arrow(as_of=future).num_rows == 30
 
