@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 from raylake.arguments import check_names, check_optional_count
-from raylake.errors import InvalidOptionError, SchemaArgumentError
+from raylake.errors import InvalidOptionError, SchemaArgumentError, SchemaError
 from raylake.format.schema import TableSchema
 from raylake.format.types import normalize_type
 
@@ -80,6 +80,13 @@ class TableSpec:
         own checks: key columns exist, no reserved names, valid options)."""
         if not isinstance(schema, pa.Schema):
             raise SchemaArgumentError("schema", schema, "a pyarrow.Schema")
+        for name in self.primary_key:
+            if name in schema.names and pa.types.is_null(schema.field(name).type):
+                raise SchemaError(
+                    f"primary-key column {name!r} has type null (a column without values, "
+                    "as CSV and JSON readers infer it), which holds no key: give the "
+                    "column a type"
+                )
         fields = [
             pa.field(f.name, normalize_type(f.type), f.nullable and f.name not in self.primary_key)
             for f in schema

@@ -98,6 +98,11 @@ CASES: list[tuple[str, bool, Call, type[Exception], str]] = [
      InvalidArgumentError, "storage_options must be a dict"),
     ("exists-uri-none", False, lambda _, u: table_exists(None), InvalidArgumentError,
      "uri must be a non-empty path"),
+    ("create-null-typed-key", False,
+     lambda _, u: raylake.create_table(
+         u, pa.schema([("id", pa.null()), ("v", pa.string())]), primary_key=["id"]
+     ),
+     SchemaError, "primary-key column 'id' has type null"),
     ("create-option-none", False,
      lambda _, u: raylake.create_table(u, SCHEMA, options={"write.compression": None}),
      InvalidOptionError, "leave the key out for the default"),
