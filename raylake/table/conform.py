@@ -141,33 +141,32 @@ def _conform_column(column: pa.ChunkedArray, field: pa.Field, key: bool) -> pa.C
     if column.type != field.type:
         # A column without a value (empty, or all null) loses nothing in any cast pyarrow has.
         if column.null_count < len(column) and not _castable(column.type, field.type):
-            raise SchemaMismatchError(
-                f"column {field.name!r} has type {column.type}, but the table stores {field.type}",
-                column=field.name,
-                expected=field.type,
-                actual=column.type,
+            raise _mismatch(
+                field, column, f"has type {column.type}, but the table stores {field.type}"
             )
         try:
             cast = _cast(column, field.type)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-            raise SchemaMismatchError(
-                f"column {field.name!r} of type {column.type} does not fit {field.type} "
-                f"without loss: {exc}",
-                column=field.name,
-                expected=field.type,
-                actual=column.type,
-            ) from exc
+            reason = f"of type {column.type} does not fit {field.type} without loss: {exc}"
+            raise _mismatch(field, column, reason) from exc
         overflowed = _overflowed(column, cast)
         if overflowed:
-            raise SchemaMismatchError(
-                f"column {field.name!r} of type {column.type} does not fit {field.type}: "
-                f"{overflowed} value(s) beyond its range would become infinite",
-                column=field.name,
-                expected=field.type,
-                actual=column.type,
+            reason = (
+                f"of type {column.type} does not fit {field.type}: {overflowed} value(s) "
+                "beyond its range would become infinite"
             )
+            raise _mismatch(field, column, reason)
         column = cast
     return column
+
+
+def _mismatch(field: pa.Field, column: pa.ChunkedArray, reason: str) -> SchemaMismatchError:
+    return SchemaMismatchError(
+        f"column {field.name!r} {reason}",
+        column=field.name,
+        expected=field.type,
+        actual=column.type,
+    )
 
 
 def _overflowed(before: pa.ChunkedArray, after: pa.ChunkedArray) -> int:
