@@ -13,9 +13,10 @@ from typing import Any
 import pyarrow as pa
 
 from raylake import __version__
-from raylake.errors import InvalidArgumentError, RaylakeError
+from raylake.cli_write import cmd_write
+from raylake.errors import RaylakeError
 from raylake.progress import progress_enabled
-from raylake.table import Snapshot, Table, create_table, open_table, table_exists
+from raylake.table import Snapshot, Table, open_table
 from raylake.table.kind import kind_of
 
 _DURATION_PART = re.compile(r"(\d+)(ms|s|m|h|d|w)")
@@ -231,47 +232,6 @@ def cmd_consumers(args: argparse.Namespace) -> int:
             f"{_utc(progress.updated_millis):<19}"
         )
     return 0
-
-
-def cmd_write(args: argparse.Namespace) -> int:
-    """Write Parquet, CSV or JSON-lines files into a table as one commit."""
-    from raylake.files import check_files, file_batches, file_dataset
-
-    check_files(args.files)  # before a table is created for them
-    if table_exists(args.uri) or not args.create:
-        given = [
-            f for f in ("partition_by", "primary_key", "buckets") if getattr(args, f) is not None
-        ]
-        if given:  # they would be ignored: the table exists, or none is created
-            flags = ", ".join("--" + f.replace("_", "-") for f in given)
-            raise InvalidArgumentError(
-                flags,
-                getattr(args, given[0]),
-                "given only with --create, for a table that does not exist",
-            )
-        tbl = _open(args)
-    else:
-        inferred = file_dataset(args.files[0], args.format).schema
-        tbl = create_table(
-            args.uri,
-            pa.schema([pa.field(f.name, f.type, f.nullable) for f in inferred]),
-            partition_by=_names(args.partition_by),
-            primary_key=_names(args.primary_key),
-            buckets=args.buckets,
-        )
-    before = tbl.latest_snapshot()
-    snap = tbl.write(file_batches(args.files, args.format, tbl.schema), mode=args.mode)
-    if snap is None or snap == before:
-        print("nothing to write")
-    else:
-        print(
-            f"wrote {snap.delta_record_count} row(s) from {len(args.files)} file(s): snapshot {snap.id}"
-        )
-    return 0
-
-
-def _names(text: str | None) -> list[str]:
-    return [c.strip() for c in text.split(",") if c.strip()] if text else []
 
 
 def cmd_tail(args: argparse.Namespace) -> int:

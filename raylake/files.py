@@ -59,6 +59,10 @@ def _dataset(path: str, fmt: str, schema: pa.Schema | None) -> ds.Dataset:
 
 
 def check_files(paths: Sequence[str]) -> None:
+    folders = [p for p in paths if os.path.isdir(p)]
+    if folders:  # the shell expands a pattern; a directory's files are not guessed at
+        pattern = os.path.join(folders[0], "*.parquet")
+        raise RaylakeError(f"{folders[0]!r} is a directory; give its files (e.g. {pattern})")
     missing = [p for p in paths if not os.path.isfile(p)]
     if missing:
         raise RaylakeError(f"no such file(s): {missing}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pyarrow as pa
@@ -11,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import raylake
+from raylake import cli_write
 from raylake.cli import main
 
 ROWS = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "name": ["a", "b", "c"]})
@@ -44,3 +46,63 @@ def test_write_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert main(["write", uri, str(tmp_path / "x.txt")]) == 2
     assert "cannot tell the format" in capsys.readouterr().err
     assert raylake.open_table(uri).snapshots() == []  # nothing committed
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_a_mode_the_new_table_refuses_fails_before_it_is_created(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    uri, day1 = str(tmp_path / "t"), files(tmp_path)[0]
+    monkeypatch.setattr(cli_write, "drop_new_table", lambda tbl: None)  # no cleanup to rely on
+    code, _, err = _run(capsys, "write", uri, day1, "--create", "--primary-key", "id",
+                        "--mode", "append")  # fmt: skip
+    assert code == 2 and "mode 'append' is not supported for a primary-key table" in err
+    assert not (tmp_path / "t").exists()
+    code, out, _ = _run(capsys, "write", uri, day1, "--create", "--primary-key", "id")
+    assert code == 0 and "wrote 1 row(s) from 1 file(s): snapshot 1" in out
+
+
+def test_a_failed_first_write_removes_the_table_it_created(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    uri, day1 = str(tmp_path / "t"), files(tmp_path)[0]
+    pcsv.write_csv(pa.table({"id": ["x"], "name": ["d"]}), tmp_path / "bad.csv")
+    bad = str(tmp_path / "bad.csv")
+    code, _, err = _run(capsys, "write", uri, day1, bad, "--create", "--primary-key", "id")
+    assert code == 2 and "cannot read" in err and "bad.csv" in err
+    assert not (tmp_path / "t").exists()
+    code, out, _ = _run(capsys, "write", uri, day1, "--create", "--primary-key", "id")
+    assert code == 0 and "snapshot 1" in out
+    code, _, err = _run(capsys, "write", uri, bad)  # a table it did not create stays
+    assert code == 2 and [s.id for s in raylake.open_table(uri).snapshots()] == [1]
+
+
+def test_write_reports_the_rows_written_and_those_an_overwrite_replaced(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    uri = str(tmp_path / "t")
+    pq.write_table(pa.table({"id": list(range(10))}), tmp_path / "big.parquet")
+    pq.write_table(pa.table({"id": [1, 2, 3]}), tmp_path / "small.parquet")
+    big, small = str(tmp_path / "big.parquet"), str(tmp_path / "small.parquet")
+    assert _run(capsys, "write", uri, big, "--create")[1] == (
+        "wrote 10 row(s) from 1 file(s): snapshot 1\n"
+    )
+    code, out, _ = _run(capsys, "write", uri, small, "--mode", "overwrite")
+    assert code == 0 and out == "wrote 3 row(s) from 1 file(s): snapshot 2 (replaced 10 row(s))\n"
+    code, out, _ = _run(capsys, "write", uri, small, small)
+    assert code == 0 and out == "wrote 6 row(s) from 2 file(s): snapshot 3\n"
+
+
+def test_a_directory_is_refused_with_how_to_give_its_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "adir").mkdir()
+    code, _, err = _run(capsys, "write", str(tmp_path / "t"), str(tmp_path / "adir"), "--create")
+    assert code == 2 and "is a directory; give its files (e.g. " in err
+    assert os.path.join(str(tmp_path / "adir"), "*.parquet") in err
+    assert not (tmp_path / "t").exists()

@@ -40,7 +40,7 @@ from raylake.spark.session import check_dataframe
 from raylake.spark.types import arrow_schema_of
 from raylake.table import CommitMessage, Table
 from raylake.table.aborted import abort_messages, outcome_unknown
-from raylake.table.catalog import open_or_create_table
+from raylake.table.catalog import drop_new_table, open_or_create_table
 from raylake.table.conform import check_schema
 from raylake.table.evolve import (
     fill_missing_columns,
@@ -247,8 +247,5 @@ def _delete_job_files(job: _WriteJob, keep: Any) -> None:
 
 def _drop_if_created(tbl: Table, created: bool) -> None:
     """A table this call created for a write that failed is removed again."""
-    if created and tbl.latest_snapshot() is None:
-        try:
-            tbl.file_io.fs.rm(tbl.file_io.root, recursive=True)
-        except OSError as exc:
-            logger.warning("could not remove the table created at %s: %s", tbl.uri, exc)
+    if created:
+        drop_new_table(tbl)

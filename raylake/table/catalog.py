@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, TypeAlias
 
@@ -28,6 +29,8 @@ from raylake.table.location import check_empty_location
 from raylake.table.pandas_types import pandas_to_arrow, with_index_columns
 from raylake.table.source import source_for
 from raylake.table.table import Table
+
+logger = logging.getLogger(__name__)
 
 
 @refuse_unknown_keywords
@@ -158,6 +161,21 @@ def open_or_create_table(
     spec = spec or TableSpec()
     ts = new_table_schema(table_columns(schema), spec)
     return _create(uri_arg(uri), ts, storage_options, exist_ok=True, spec=spec), True
+
+
+def drop_new_table(tbl: Table) -> None:
+    """Remove ``tbl``, which the caller created for a write that then failed, if no
+    snapshot has landed in it: left behind, the empty table would make the corrected
+    call fail ("already exists"). Its directory held nothing before (``create_table``
+    refuses other files), so everything under it is the table's. A failure to remove it
+    is logged, not raised: it must not hide the write's error.
+    """
+    if tbl.latest_snapshot() is not None:
+        return
+    try:
+        tbl.file_io.fs.rm(tbl.file_io.root, recursive=True)
+    except OSError as exc:
+        logger.warning("could not remove the table created at %s: %s", tbl.uri, exc)
 
 
 def table_columns(schema: pa.Schema) -> pa.Schema:

@@ -1,0 +1,102 @@
+"""``raylake write``: Parquet, CSV or JSON-lines files into a table as one commit."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterator
+
+import pyarrow as pa
+
+from raylake.errors import InvalidArgumentError
+from raylake.format.table_spec import TableSpec
+from raylake.table import Snapshot, Table, create_table, open_table, table_exists
+from raylake.table.aborted import outcome_unknown
+from raylake.table.catalog import drop_new_table, new_table_schema
+from raylake.table.kind import kind_of
+
+
+def cmd_write(args: argparse.Namespace) -> int:
+    """Write Parquet, CSV or JSON-lines files into a table as one commit."""
+    from raylake.files import check_files
+
+    check_files(args.files)  # before a table is created for them
+    if table_exists(args.uri) or not args.create:
+        _refuse_create_options(args)
+        return _write_files(args, open_table(args.uri))
+    tbl = _create_for_files(args)
+    try:
+        return _write_files(args, tbl)
+    except BaseException as exc:
+        # Left behind, the empty table would refuse the corrected command's --create.
+        if not outcome_unknown(exc):  # a commit that may have landed keeps its table
+            drop_new_table(tbl)
+        raise
+
+
+def _refuse_create_options(args: argparse.Namespace) -> None:
+    given = [f for f in ("partition_by", "primary_key", "buckets") if getattr(args, f) is not None]
+    if given:  # they would be ignored: the table exists, or none is created
+        flags = ", ".join("--" + f.replace("_", "-") for f in given)
+        raise InvalidArgumentError(
+            flags,
+            getattr(args, given[0]),
+            "given only with --create, for a table that does not exist",
+        )
+
+
+def _create_for_files(args: argparse.Namespace) -> Table:
+    """The table --create makes from the first file's columns, once the options and
+    --mode are known to fit it (a primary-key table refuses --mode append)."""
+    from raylake.files import file_dataset
+
+    inferred = file_dataset(args.files[0], args.format).schema
+    schema = pa.schema([pa.field(f.name, f.type, f.nullable) for f in inferred])
+    layout = {
+        "partition_by": _names(args.partition_by),
+        "primary_key": _names(args.primary_key),
+        "buckets": args.buckets,
+    }
+    if args.mode is not None:
+        kind_of(new_table_schema(schema, TableSpec.of(**layout))).check_write_mode(args.mode)
+    return create_table(args.uri, schema, **layout)
+
+
+def _write_files(args: argparse.Namespace, tbl: Table) -> int:
+    from raylake.files import file_batches
+
+    before = tbl.latest_snapshot()
+    rows = _RowCount()
+    batches = rows.of(file_batches(args.files, args.format, tbl.schema))
+    snap = tbl.write(batches, mode=args.mode)
+    if snap is None or snap == before:
+        print("nothing to write")
+        return 0
+    # The snapshot's delta is rows added minus rows removed: an overwrite's is no count
+    # of rows written, so the rows read from the files are counted instead.
+    line = f"wrote {rows.total} row(s) from {len(args.files)} file(s): snapshot {snap.id}"
+    print(line + _replaced(tbl, before, snap))
+    return 0
+
+
+class _RowCount:
+    """The rows of the batches passed through ``of``."""
+
+    def __init__(self) -> None:
+        self.total = 0
+
+    def of(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            self.total += batch.num_rows
+            yield batch
+
+
+def _replaced(tbl: Table, before: Snapshot | None, snap: Snapshot) -> str:
+    """What an overwrite of an append table replaced, from the manifests' counts. A
+    primary-key table's live rows need a merge of the keys, too much for a message."""
+    if snap.commit_kind != "OVERWRITE" or tbl.is_primary_key_table:
+        return ""
+    return f" (replaced {0 if before is None else before.total_record_count} row(s))"
+
+
+def _names(text: str | None) -> list[str]:
+    return [c.strip() for c in text.split(",") if c.strip()] if text else []
