@@ -360,9 +360,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with progress_enabled():  # bars for long work, on a terminal only
             return int(args.func(args))
-    except RaylakeError as exc:
-        print(f"raylake: error: {exc}", file=sys.stderr)
+    except (RaylakeError, OSError, pa.ArrowException) as exc:
+        # A file or store that fails (a data file missing or corrupt, access denied) is
+        # the user's to fix, as raylake's own errors are: one line, no traceback. Any
+        # other exception is a bug, and keeps its traceback.
+        print(f"raylake: error: {_one_line(exc)}", file=sys.stderr)
         return 2
+
+
+def _one_line(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror and exc.filename:  # no "[Errno 2]"
+        return f"{exc.strerror}: {exc.filename!r}"
+    return " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
 
 
 if __name__ == "__main__":

@@ -162,6 +162,32 @@ def test_scan_errors_are_clear(tbl: Table, capsys: pytest.CaptureFixture[str]) -
     assert code == 2 and "snapshot 42 does not exist" in err
 
 
+@pytest.mark.parametrize("damage", ["missing", "truncated"])
+def test_scan_of_a_damaged_data_file_is_exit_code_2_naming_it(
+    tbl: Table, capsys: pytest.CaptureFixture[str], damage: str
+) -> None:
+    path = Path(tbl.uri) / tbl.scan(filter="id = 25").plan()[0].paths[0]
+    if damage == "missing":
+        path.unlink()
+    else:
+        with open(path, "r+b") as f:
+            f.truncate(10)
+    code, out, err = run(capsys, "scan", tbl.uri, "--filter", "id = 25")
+    assert code == 2 and out == ""
+    assert err.startswith("raylake: error: ") and err.count("\n") == 1 and path.name in err
+
+
+def test_a_bug_keeps_its_traceback(
+    tbl: Table, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(self: Table) -> None:
+        raise AttributeError("a bug")
+
+    monkeypatch.setattr(Table, "latest_snapshot", broken)
+    with pytest.raises(AttributeError, match="a bug"):
+        main(["info", tbl.uri])
+
+
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as info:
         main(["--version"])
