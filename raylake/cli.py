@@ -14,8 +14,9 @@ import pyarrow as pa
 
 from raylake import __version__
 from raylake.cli_write import cmd_write
-from raylake.errors import RaylakeError
+from raylake.errors import InvalidArgumentError, RaylakeError
 from raylake.progress import progress_enabled
+from raylake.streaming.options import START_NAMES
 from raylake.table import Snapshot, Table, open_table
 from raylake.table.kind import kind_of
 
@@ -157,6 +158,23 @@ def count_arg(text: str) -> int:
     return value
 
 
+def start_arg(text: str) -> str | int | datetime:
+    """Where ``tail`` starts (argparse type): a name, a snapshot id, or an ISO time (the
+    snapshot current then, read whole; naive is local time, as in ``scan(as_of=)``)."""
+    value = text.strip()
+    if value in START_NAMES:
+        return value
+    if value.isdigit() and int(value) >= 1:
+        return int(value)
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is none of {', '.join(START_NAMES)}, a snapshot id (>= 1) "
+            "or an ISO time (e.g. 2024-05-01T12:00:00+00:00)"
+        ) from None
+
+
 def seconds_arg(text: str) -> float:
     """Seconds >= 0 (argparse type)."""
     try:
@@ -211,6 +229,8 @@ def cmd_orphans(args: argparse.Namespace) -> int:
 
 
 def cmd_consumers(args: argparse.Namespace) -> int:
+    if args.snapshot is not None and args.reset is None:  # it would be ignored
+        raise InvalidArgumentError("--snapshot", args.snapshot, "given only with --reset ID")
     tbl = _open(args)
     if args.delete is not None:
         if not tbl.delete_consumer(args.delete):
@@ -237,10 +257,7 @@ def cmd_consumers(args: argparse.Namespace) -> int:
 def cmd_tail(args: argparse.Namespace) -> int:
     """Print each new commit as it arrives (one line per stream plan)."""
     tbl = _open(args)
-    start: Any = args.start
-    if start.isdigit():
-        start = int(start)
-    reader = tbl.stream(consumer_id=args.consumer, start=start, poll_interval=args.poll)
+    reader = tbl.stream(consumer_id=args.consumer, start=args.start, poll_interval=args.poll)
     print(f"following {tbl.uri} from snapshot {reader.next_snapshot_id}", flush=True)
     try:
         for plan in reader.plans(max_plans=args.max_plans, timeout=args.timeout):
@@ -309,7 +326,10 @@ def build_parser() -> argparse.ArgumentParser:
     tail.add_argument("uri")
     tail.add_argument("--consumer", help="resume from and checkpoint this consumer id")
     tail.add_argument(
-        "--start", default="latest-new", help="latest-new (default), latest, earliest or an id"
+        "--start",
+        type=start_arg,
+        default="latest-new",
+        help="latest-new (default), latest, earliest, a snapshot id or an ISO time",
     )
     tail.add_argument("--poll", type=seconds_arg, default=1.0, help="seconds between polls")
     tail.add_argument("--max-plans", type=count_arg, help="stop after N commits")

@@ -8,7 +8,7 @@ import os
 import re
 import time
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pyarrow as pa
@@ -224,6 +224,28 @@ def test_tail_columns_stay_aligned_at_two_digit_snapshot_ids(
     assert len({len(line) for line in lines}) == 1
 
 
+def test_tail_starts_at_an_iso_time(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    t = raylake.create_table(str(tmp_path / "t"), SCHEMA)
+    rows = pa.table({"id": [1], "dt": ["d"], "label": [0]})
+    t.write(rows)
+    t.write(rows)
+    time.sleep(0.02)
+    between = datetime.now(timezone.utc)
+    time.sleep(0.02)
+    t.write(rows)
+    code, out, _ = run(capsys, "tail", t.uri, "--start", between.isoformat(), "--timeout", "0")
+    assert code == 0 and out.splitlines()[0].endswith("from snapshot 2")
+    assert [line.split()[1:4] for line in out.splitlines()[1:]] == [
+        ["2", "APPEND", "full"],
+        ["3", "APPEND", "delta"],
+    ]
+    with pytest.raises(SystemExit) as info:
+        main(["tail", t.uri, "--start", "yesterday"])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and "'yesterday' is none of latest, earliest, latest-new" in err
+    assert "a snapshot id (>= 1) or an ISO time" in err
+
+
 def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as info:
         main([])
@@ -338,6 +360,10 @@ def test_consumers_errors(tbl: Table, capsys: pytest.CaptureFixture[str]) -> Non
     assert code == 2 and "no consumer 'ghost'" in err
     code, _, err = run(capsys, "consumers", tbl.uri, "--reset", "job")
     assert code == 2 and "--reset needs --snapshot" in err
+    for other in ([], ["--delete", "job"]):  # --snapshot would be ignored
+        code, out, err = run(capsys, "consumers", tbl.uri, *other, "--snapshot", "2")
+        assert code == 2 and out == ""
+        assert "--snapshot must be given only with --reset ID, got int 2" in err
     code, _, err = run(capsys, "consumers", tbl.uri, "--reset", "job", "--snapshot", "9")
     assert code == 2 and "snapshot 9 does not exist" in err
     code, _, err = run(capsys, "consumers", tbl.uri, "--reset", "a/b", "--snapshot", "1")
