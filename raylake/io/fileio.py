@@ -39,6 +39,7 @@ from raylake.io.mapped import MappedLocalFiles, mapped_files
 from raylake.io.native import S3_PROTOCOLS, native_filesystem
 from raylake.io.read_errors import RetriedReads
 from raylake.io.retry import RetryPolicy, call_with_retries
+from raylake.io.s3options import s3_client_options
 
 logger = logging.getLogger(__name__)
 
@@ -173,8 +174,11 @@ class FileIO:
 
     def client_options(self) -> dict[str, Any]:
         """The options for the store's client: :meth:`resolved_options` without raylake's
-        own, with the retry bound handed to botocore where the caller set none."""
+        own, with the retry bound handed to botocore where the caller set none; for S3,
+        checked and in s3fs's spelling (raylake/io/s3options.py)."""
         options = self.resolved_options()
+        if self.protocol in S3_PROTOCOLS:
+            options = s3_client_options(options, self.uri)
         options.pop(retry.OPTION, None)
         if self.client_retries:
             config = dict(options.get("config_kwargs") or {})
