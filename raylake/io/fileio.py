@@ -175,10 +175,18 @@ class FileIO:
     def client_options(self) -> dict[str, Any]:
         """The options for the store's client: :meth:`resolved_options` without raylake's
         own, with the retry bound handed to botocore where the caller set none; for S3,
-        checked and in s3fs's spelling (raylake/io/s3options.py)."""
+        checked, in s3fs's spelling, with the endpoint AWS's configuration names
+        (raylake/io/s3options.py)."""
+        return self._client_options()[0]
+
+    def _client_options(self) -> tuple[dict[str, Any], bool]:
+        """:meth:`client_options`, and whether pyarrow's native client may be built from
+        them (False where the endpoint the store's own client will use is unknown)."""
         options = self.resolved_options()
         if self.protocol in S3_PROTOCOLS:
-            options = s3_client_options(options, self.uri)
+            options, endpoint_known = s3_client_options(options, self.uri)
+        else:
+            endpoint_known = True
         options.pop(retry.OPTION, None)
         if self.client_retries:
             config = dict(options.get("config_kwargs") or {})
@@ -187,7 +195,7 @@ class FileIO:
                 {"mode": "standard", "total_max_attempts": self.retry_policy.max_attempts},
             )
             options["config_kwargs"] = config
-        return options
+        return options, endpoint_known
 
     @property
     def fs(self) -> fsspec.AbstractFileSystem:
@@ -246,7 +254,10 @@ class FileIO:
                 # into fresh memory, and no page-table work either once a file is mapped.
                 arrow_fs: pafs.FileSystem = pafs.PyFileSystem(MappedLocalFiles())
             else:
-                native = native_filesystem(self.protocol, self.client_options(), self.root)
+                options, endpoint_known = self._client_options()
+                native = (
+                    native_filesystem(self.protocol, options, self.root) if endpoint_known else None
+                )
                 arrow_fs = native or pafs.PyFileSystem(RetriedReads(self.fs, *self._tries()))
             self._arrow_fs = arrow_fs
         return self._arrow_fs

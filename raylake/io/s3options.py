@@ -1,5 +1,5 @@
-"""S3 ``storage_options`` as both clients of a table take them: checked, and spelled
-for s3fs.
+"""S3 ``storage_options`` as both clients of a table take them: checked, spelled for
+s3fs, and completed with the endpoint that AWS's own configuration names.
 
 Two clients serve an S3 table (docs/object-stores.md, "Which client does what"): s3fs
 for metadata and commits, pyarrow's native client for data files. They must reach the
@@ -20,12 +20,15 @@ from __future__ import annotations
 import difflib
 import functools
 import inspect
+import logging
 from collections.abc import Mapping
 from typing import Any
 
 from raylake.errors import InvalidOptionError
 from raylake.io import retry
 from raylake.io.credentials import REDACTED, is_secret
+
+logger = logging.getLogger(__name__)
 
 # botocore's names that docs/object-stores.md lists as top-level options, and s3fs's own
 # name for each. Where both are given, s3fs's name wins, as in the native mapping.
@@ -42,12 +45,17 @@ RAYLAKE_OPTIONS = frozenset({retry.OPTION})
 _FSSPEC_OPTIONS = frozenset(
     {"skip_instance_cache", "use_listings_cache", "listings_expiry_time", "max_paths"}
 )
+# botocore signs requests to an endpoint it has no region for as us-east-1.
+_BOTOCORE_DEFAULT_REGION = "us-east-1"
 
 
-def s3_client_options(options: Mapping[str, Any], uri: str) -> dict[str, Any]:
-    """The options for both S3 clients of the table at ``uri``."""
+def s3_client_options(options: Mapping[str, Any], uri: str) -> tuple[dict[str, Any], bool]:
+    """The options for both S3 clients of the table at ``uri``, and whether the endpoint
+    they name is known for certain (False where botocore's configuration could not be
+    read: then only s3fs, which reads it itself, may serve the table)."""
     check_s3_keys(options, uri)
-    return s3fs_spelling(options)
+    spelled = s3fs_spelling(options)
+    return with_configured_endpoint(spelled)
 
 
 def check_s3_keys(options: Mapping[str, Any], uri: str) -> None:
@@ -101,3 +109,61 @@ def s3fs_spelling(options: Mapping[str, Any]) -> dict[str, Any]:
         client.setdefault("region_name", region)
         spelled["client_kwargs"] = client
     return spelled
+
+
+def with_configured_endpoint(options: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """The options with the endpoint and region botocore's configuration gives S3
+    clients, where the options name no endpoint; and whether the endpoint is known."""
+    client = dict(options.get("client_kwargs") or {})
+    if options.get("session") is not None:
+        # A session of the caller's own: its configuration, not the environment's, is
+        # s3fs's; pyarrow's client is not used with it (raylake/io/native.py).
+        return options, True
+    if options.get("endpoint_url") or client.get("endpoint_url"):
+        return _with_region(options, client), True
+    try:
+        endpoint = configured_endpoint(options)
+    except (ImportError, AttributeError, TypeError) as exc:
+        # botocore's lookup is not a public API: where it changed, s3fs (which uses it)
+        # still finds the endpoint, and pyarrow's client must not guess.
+        logger.debug("could not read botocore's endpoint configuration: %r", exc)
+        return options, False
+    if endpoint is None:
+        return options, True
+    client["endpoint_url"] = endpoint
+    return _with_region(options, client), True
+
+
+def configured_endpoint(options: Mapping[str, Any]) -> str | None:
+    """The endpoint botocore gives an S3 client made without one: its own lookup, in its
+    order (``AWS_ENDPOINT_URL_S3``, ``AWS_ENDPOINT_URL``, the profile's ``services``
+    section, its ``endpoint_url``), unless configured endpoints are ignored."""
+    import botocore.session
+    from botocore.configprovider import ConfiguredEndpointProvider
+
+    ignore = (options.get("config_kwargs") or {}).get("ignore_configured_endpoint_urls")
+    session = botocore.session.Session(profile=options.get("profile"))
+    if ignore is None:
+        ignore = session.get_config_variable("ignore_configured_endpoint_urls")
+    if ignore:
+        return None
+    provider = ConfiguredEndpointProvider(
+        full_config=session.full_config, scoped_config=session.get_scoped_config(), client_name="s3"
+    )
+    endpoint = provider.provide()
+    return str(endpoint) if endpoint else None
+
+
+def _with_region(options: dict[str, Any], client: dict[str, Any]) -> dict[str, Any]:
+    """The options with the region botocore signs with for an endpoint, where none is
+    given: pyarrow's client would read ``AWS_REGION``, which botocore does not, and sign
+    for another region than the metadata requests (a server that checks, MinIO with a
+    region set, refuses one of the two)."""
+    config = options.get("config_kwargs") or {}
+    if client.get("region_name") or config.get("region_name"):
+        return {**options, "client_kwargs": client}
+    import botocore.session
+
+    session = botocore.session.Session(profile=options.get("profile"))
+    region = session.get_config_variable("region") or _BOTOCORE_DEFAULT_REGION
+    return {**options, "client_kwargs": {**client, "region_name": region}}

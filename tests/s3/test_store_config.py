@@ -1,11 +1,12 @@
-"""Both S3 clients of a table (s3fs for metadata, pyarrow's for data files) take the same
-options: botocore's spellings of them, and unknown ones refused
-(raylake/io/s3options.py)."""
+"""Both S3 clients of a table (s3fs for metadata, pyarrow's for data files) reach the same
+store with the same options: an endpoint from AWS's own configuration, botocore's
+spellings of the options, and unknown options (raylake/io/s3options.py)."""
 
 from __future__ import annotations
 
 import inspect
 import os
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -15,8 +16,9 @@ import pytest
 import s3fs
 
 import raylake
+from raylake.cli import main
 from raylake.errors import InvalidOptionError
-from raylake.io import s3options
+from raylake.io import FileIO, s3options
 from raylake.table import clear_caches
 from raylake.testing.s3server import LocalS3Server
 
@@ -66,6 +68,107 @@ def _round_trip(uri: str, options: dict[str, Any] | None = None) -> raylake.Tabl
     reopened = raylake.open_table(uri, storage_options=options)
     assert sorted(reopened.to_arrow()["id"].to_pylist()) == [1, 2, 3, 4]
     return reopened
+
+
+# -- an endpoint from AWS's own configuration ------------------------------------------
+
+
+def test_endpoint_from_the_environment_serves_data_files_too(
+    s3_server: LocalS3Server,
+    s3_bucket: str,
+    aws_env: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """No storage_options, as the CLI runs: data files went to AWS, metadata to the
+    endpoint, so a table was created and then no write or scan worked."""
+    aws_env.setenv("AWS_ENDPOINT_URL", s3_server.endpoint_url)
+    uri = f"s3://{s3_bucket}/env-endpoint"
+    tbl = _round_trip(uri)
+    assert isinstance(tbl.file_io.arrow_filesystem(), pafs.S3FileSystem)
+    data_files = [f.path for s in tbl.scan().plan() for f in s.files]
+    stored = _stored_keys(s3_server, s3_bucket, "env-endpoint/")
+    assert len(data_files) == 2
+    assert all(f"env-endpoint/{path}" in stored for path in data_files)
+    capsys.readouterr()
+    assert main(["scan", uri]) == 0
+    assert "4" in capsys.readouterr().out
+
+
+def test_the_service_specific_variable_wins_as_in_botocore(
+    s3_server: LocalS3Server, s3_bucket: str, aws_env: pytest.MonkeyPatch
+) -> None:
+    aws_env.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:1")  # nothing listens there
+    aws_env.setenv("AWS_ENDPOINT_URL_S3", s3_server.endpoint_url)
+    _round_trip(f"s3://{s3_bucket}/service-endpoint")
+
+
+@pytest.mark.parametrize("section", ["profile", "services"])
+def test_endpoint_from_the_config_file(
+    s3_server: LocalS3Server,
+    s3_bucket: str,
+    aws_env: pytest.MonkeyPatch,
+    tmp_path: Path,
+    section: str,
+) -> None:
+    config = tmp_path / "config"
+    if section == "profile":
+        config.write_text(f"[default]\nendpoint_url = {s3_server.endpoint_url}\n")
+    else:
+        config.write_text(
+            "[default]\nservices = local\n\n"
+            f"[services local]\ns3 =\n  endpoint_url = {s3_server.endpoint_url}\n"
+        )
+    aws_env.setenv("AWS_CONFIG_FILE", str(config))
+    _round_trip(f"s3://{s3_bucket}/config-{section}")
+
+
+def test_configured_endpoints_can_be_ignored_as_in_botocore(
+    s3_server: LocalS3Server, s3_bucket: str, aws_env: pytest.MonkeyPatch
+) -> None:
+    aws_env.setenv("AWS_ENDPOINT_URL", s3_server.endpoint_url)
+    aws_env.setenv("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "true")
+    options = FileIO(f"s3://{s3_bucket}/t").client_options()
+    assert "endpoint_url" not in options.get("client_kwargs", {})
+
+
+def test_an_unreadable_botocore_configuration_leaves_data_files_to_s3fs(
+    s3_server: LocalS3Server, s3_bucket: str, aws_env: pytest.MonkeyPatch
+) -> None:
+    """Where botocore's lookup cannot be used, pyarrow's client does not guess the
+    endpoint: s3fs, which reads the configuration itself, serves every file."""
+
+    def changed_api(options: Any) -> str | None:
+        raise AttributeError("no such lookup in this botocore")
+
+    aws_env.setenv("AWS_ENDPOINT_URL", s3_server.endpoint_url)
+    aws_env.setattr(s3options, "configured_endpoint", changed_api)
+    tbl = _round_trip(f"s3://{s3_bucket}/fallback")
+    assert isinstance(tbl.file_io.arrow_filesystem(), pafs.PyFileSystem)
+
+
+@pytest.mark.parametrize(
+    ("variables", "region"),
+    [
+        ({"AWS_REGION": "eu-west-2"}, "us-east-1"),
+        ({"AWS_DEFAULT_REGION": "eu-west-1"}, "eu-west-1"),
+    ],
+)
+def test_data_files_are_signed_for_botocore_s_region(
+    s3_server: LocalS3Server,
+    s3_bucket: str,
+    aws_env: pytest.MonkeyPatch,
+    variables: dict[str, str],
+    region: str,
+) -> None:
+    """pyarrow's client reads AWS_REGION, botocore does not: with an endpoint and no
+    region given, both sign for the region botocore picks."""
+    for name, value in variables.items():
+        aws_env.setenv(name, value)
+    options = {"client_kwargs": {"endpoint_url": s3_server.endpoint_url}}
+    file_io = FileIO(f"s3://{s3_bucket}/region", options)
+    assert file_io.client_options()["client_kwargs"]["region_name"] == region
+    native = file_io.arrow_filesystem()
+    assert isinstance(native, pafs.S3FileSystem) and native.region == region
 
 
 # -- storage_options as the docs list them ---------------------------------------------
