@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import heapq
+import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -149,7 +150,8 @@ class LakeDatasource(Datasource):
         per_task_row_limit: int | None = None,
         data_context: DataContext | None = None,
     ) -> list[ReadTask]:
-        """At most ``parallelism`` tasks, balanced by bytes; each reads whole splits."""
+        """At most ``parallelism`` tasks, balanced by bytes; each reads whole splits (a
+        contiguous run of them when Ray preserves order)."""
         splits = self._splits()
         output_schema = self._scan.output_schema
         if not splits:
@@ -159,7 +161,7 @@ class LakeDatasource(Datasource):
             return [ReadTask(read_empty, metadata, schema=output_schema)]
         context, residual = self._read_context()
         tasks = []
-        for group in pack_splits(splits, parallelism):
+        for group in pack_splits(splits, parallelism, in_order=_preserve_order(data_context)):
             read_fn = functools.partial(
                 read_splits, context, tuple(group), residual, tuple(output_schema.names)
             )
@@ -200,18 +202,29 @@ def _split_bytes(split: Any) -> int:
 
 
 def pack_splits(
-    splits: Sequence[S], parallelism: int, weight: Callable[[S], int] = _split_bytes
+    splits: Sequence[S],
+    parallelism: int,
+    weight: Callable[[S], int] = _split_bytes,
+    *,
+    in_order: bool = False,
 ) -> list[list[S]]:
-    """Pack splits into at most ``parallelism`` groups of about equal ``weight`` (bytes).
+    """Pack splits into ``min(parallelism, len(splits))`` groups of about equal ``weight``
+    (bytes).
 
     Largest first onto the lightest group (LPT), then each group and the groups are
     put back in plan order, so a read is deterministic and a retried task yields
-    the same blocks in the same order.
+    the same blocks in the same order. A group may then hold splits that are not
+    adjacent, so reading the groups one after another is not plan order: with
+    ``in_order`` each group is a contiguous run of the plan instead
+    (:func:`contiguous_groups`), less balanced where sizes are skewed.
     """
     count = max(1, min(parallelism, len(splits)))
+    weights = [max(weight(s), 1) for s in splits]
+    if in_order and splits:
+        bounds = contiguous_groups(weights, count)
+        return [list(splits[a:b]) for a, b in itertools.pairwise(bounds)]
     heap = [(0, g) for g in range(count)]
     members: list[list[int]] = [[] for _ in range(count)]
-    weights = [max(weight(s), 1) for s in splits]
     order = sorted(range(len(splits)), key=lambda i: (-weights[i], i))
     for i in order:
         total, g = heapq.heappop(heap)
@@ -219,6 +232,48 @@ def pack_splits(
         heapq.heappush(heap, (total + weights[i], g))
     groups = sorted((sorted(m) for m in members if m), key=lambda m: m[0])
     return [[splits[i] for i in m] for m in groups]
+
+
+def contiguous_groups(weights: Sequence[int], count: int) -> list[int]:
+    """Cut ``weights`` (positive) into ``count`` non-empty runs, as few as there are
+    weights, whose largest total is the least possible; the runs' bounds, from 0 to
+    ``len(weights)``.
+
+    The least largest total is found by bisection over a greedy fill (fill a run up
+    to the bound, then start the next), O(n log total); the last runs are cut into
+    single weights where needed to make ``count`` runs, which never raises the largest.
+    """
+    count = min(count, len(weights))
+    low, high = max(weights, default=0), sum(weights)
+    while low < high:
+        bound = (low + high) // 2
+        if len(_fill(weights, bound, 0)) - 1 <= count:
+            high = bound
+        else:
+            low = bound + 1
+    return _fill(weights, low, count)
+
+
+def _fill(weights: Sequence[int], bound: int, count: int) -> list[int]:
+    """Greedy runs of at most ``bound`` in total, but no fewer than ``count``: once the
+    weights left are no more than the runs still to start, each starts one."""
+    bounds, total = [0], 0
+    for i, w in enumerate(weights):
+        runs = len(bounds)  # started so far, the one being filled included
+        if i > bounds[-1] and (total + w > bound or len(weights) - i <= count - runs):
+            bounds.append(i)
+            total = 0
+        total += w
+    bounds.append(len(weights))
+    return bounds
+
+
+def _preserve_order(data_context: DataContext | None) -> bool:
+    """Whether Ray keeps the order of blocks; read on the driver, where Ray plans."""
+    from ray.data.context import DataContext
+
+    context = data_context or DataContext.get_current()
+    return bool(context.execution_options.preserve_order)
 
 
 def read_splits(

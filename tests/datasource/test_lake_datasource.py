@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ import raylake  # noqa: E402
 from raylake import LakeDatasource, read_lake  # noqa: E402
 from raylake.datasource._ray_compat import detected_read_parallelism  # noqa: E402
 from raylake.datasource.api import read_task_options, whole_task_blocks  # noqa: E402
+from raylake.datasource.datasource import contiguous_groups, pack_splits  # noqa: E402
 from raylake.errors import FilterError, UnknownColumnError  # noqa: E402
 
 pytestmark = pytest.mark.ray
@@ -179,6 +181,55 @@ def test_never_more_tasks_than_parallelism(events: raylake.Table) -> None:
     assert splits > 3
     for parallelism in (1, 2, 3, splits + 5):
         assert len(source.get_read_tasks(parallelism)) == min(parallelism, splits)
+
+
+@pytest.fixture
+def preserve_order() -> Iterator[None]:
+    options = ray.data.DataContext.get_current().execution_options
+    old = options.preserve_order
+    options.preserve_order = True
+    yield
+    options.preserve_order = old
+
+
+@pytest.mark.parametrize("blocks", [None, 1, 2, 3, 4, 6])
+def test_preserve_order_reads_in_table_order(
+    ray_cluster: Any, tmp_path: Path, preserve_order: None, blocks: int | None
+) -> None:
+    """Under preserve_order each task reads a contiguous run of the plan: an append log
+    read in order, then upserted, keeps the last version of each key."""
+    schema = pa.schema([("id", pa.int64()), ("v", pa.int64())])
+    options = {"read.split.target-size": 1, "read.split.open-file-cost": 1}  # a split a file
+    tbl = raylake.create_table(str(tmp_path / "log"), schema, options=options)
+    for version in range(6):  # later commits get larger files, so LPT would interleave
+        n = 10 * (version + 1)
+        tbl.write(pa.table({"id": pa.array(range(n), pa.int64()), "v": [version] * n}))
+    got = ds_to_arrow(read_lake(tbl.uri, override_num_blocks=blocks))
+    assert got == tbl.to_arrow()
+    versions = got.column("v").to_pylist()
+    assert versions == sorted(versions)
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 4, 7])
+def test_contiguous_groups_are_the_most_balanced_runs(count: int) -> None:
+    weights = [5, 1, 1, 9, 2, 2, 2, 8, 1]
+    bounds = contiguous_groups(weights, count)
+    runs = list(itertools.pairwise(bounds))
+    assert bounds[0] == 0 and bounds[-1] == len(weights)
+    assert len(runs) == count and all(a < b for a, b in runs)
+    cuts = itertools.combinations(range(1, len(weights)), count - 1)
+    best = min(
+        max(sum(weights[a:b]) for a, b in itertools.pairwise([0, *c, len(weights)])) for c in cuts
+    )
+    assert max(sum(weights[a:b]) for a, b in runs) == best
+
+
+def test_without_preserve_order_tasks_are_balanced_across_the_plan() -> None:
+    """Ray's default order: largest first onto the lightest task, which balances skewed
+    splits better than any contiguous cut."""
+    weights = [10, 10, 1, 1]
+    assert pack_splits(weights, 2, weight=lambda w: w) == [[10, 1], [10, 1]]
+    assert pack_splits(weights, 2, weight=lambda w: w, in_order=True) == [[10], [10, 1, 1]]
 
 
 def test_read_task_pickles_small(events: raylake.Table) -> None:
