@@ -204,6 +204,10 @@ class LakeDatasink(Datasink[TaskCommit]):
         with writing(new_writer) as writer:
             for block in blocks:
                 rows = BlockAccessor.for_block(block).to_arrow()
+                if not rows.num_rows:
+                    # A block a filter emptied may have no columns at all: it holds
+                    # nothing to write, and its schema is not the dataset's.
+                    continue
                 if self.merge:
                     rows = fill_missing_columns(rows, self._table_schema)
                 writer.write(rows)

@@ -146,6 +146,24 @@ def test_empty_dataset(ray_cluster: Any, tmp_path: Path) -> None:
     assert snap is not None and tbl.count() == 0
 
 
+def test_blocks_a_filter_emptied_are_skipped(ray_cluster: Any, tmp_path: Path) -> None:
+    """A filter that keeps no row of a block leaves Ray a block without rows and without
+    columns; the write skips it rather than checking its (empty) schema."""
+    tbl = raylake.create_table(str(tmp_path / "t"), EVENTS_SCHEMA)
+    tbl.write(events_batch(0, 10, "d", seed=0))
+    source = from_batches([events_batch(100 + i * 50, 50, "d", seed=i) for i in range(3)])
+    snap = write_lake(source.filter(lambda r: r["id"] >= 240), tbl.uri)  # 2 blocks emptied
+    assert snap is not None and tbl.count() == 20
+
+    nothing = source.filter(lambda r: r["id"] < 0)
+    assert write_lake(nothing, tbl.uri) is None
+    mapped = nothing.map_batches(lambda b: b, batch_format="pyarrow")
+    assert write_lake(mapped, tbl.uri) is None
+    assert len(tbl.snapshots()) == 2 and tbl.count() == 20
+    snap = write_lake(mapped, tbl.uri, mode="overwrite")
+    assert snap is not None and snap.commit_kind == "OVERWRITE" and tbl.count() == 0
+
+
 # -- failures leave nothing behind ------------------------------------------------------
 
 
