@@ -27,13 +27,18 @@ from raylake.errors import (
     SchemaArgumentError,
     TableNotFoundError,
 )
-from raylake.format.schema import SCHEMA_DIR, TableSchema
+from raylake.format.schema import TableSchema
 from raylake.format.snapshot import SnapshotManager
 from raylake.format.table_spec import TableSpec
 from raylake.io import FileIO
 from raylake.table import CommitMessage, Snapshot, Table, open_table
 from raylake.table.aborted import outcome_unknown
-from raylake.table.catalog import open_or_create_table, table_columns, table_exists
+from raylake.table.catalog import (
+    drop_new_table,
+    open_or_create_table,
+    table_columns,
+    table_exists,
+)
 from raylake.table.conform import check_schema as check_table_schema
 from raylake.table.evolve import (
     fill_missing_columns,
@@ -110,7 +115,7 @@ class LakeDatasink(Datasink[TaskCommit]):
         self._table_schema: TableSchema | None = None
         self._base_snapshot_id: int | None = None
         self._job_id = ""
-        self._created = False
+        self._new_table: Table | None = None  # the table this job created, if it did
         self.snapshot: Snapshot | None = None
         if table_exists(uri, storage_options=storage_options):
             self._resolve_mode(open_table(uri, storage_options=storage_options))
@@ -148,7 +153,7 @@ class LakeDatasink(Datasink[TaskCommit]):
     def on_write_start(self, schema: pa.Schema | None = None) -> None:
         """Open or create the table, check the data's schema, pin the base snapshot."""
         self._job_id = uuid.uuid4().hex[:16]
-        self._created = False
+        self._new_table = None
         data_schema = _arrow_schema(schema)
         tbl = self._open_or_create(data_schema)
         if data_schema is not None and self.merge:  # the new columns first (issue 18)
@@ -178,7 +183,7 @@ class LakeDatasink(Datasink[TaskCommit]):
 
     def _open_or_create(self, data_schema: pa.Schema | None) -> Table:
         spec = self._create
-        tbl, self._created = open_or_create_table(
+        tbl, created = open_or_create_table(
             self.file_io.uri,
             spec.schema or data_schema,
             create_if_missing=spec.create_if_missing,
@@ -186,6 +191,7 @@ class LakeDatasink(Datasink[TaskCommit]):
             storage_options=self.file_io.storage_options,
             schema_hint="The dataset is empty: pass schema= to LakeDatasink/write_lake.",
         )
+        self._new_table = tbl if created else None
         return tbl
 
     def _resolve_mode(self, tbl: Table) -> None:
@@ -255,7 +261,8 @@ class LakeDatasink(Datasink[TaskCommit]):
         )
 
     def on_write_failed(self, error: Exception) -> None:
-        """Delete every data file this job wrote; drop a table this job created, if empty."""
+        """Delete every data file this job wrote; remove a table this job created, if no
+        snapshot landed in it (left behind, it would refuse the corrected job)."""
         if not self._job_id:
             return
         if outcome_unknown(error):  # the commit may be visible: its files must stay
@@ -275,9 +282,10 @@ class LakeDatasink(Datasink[TaskCommit]):
         ]
         self.file_io.delete_quietly(mine)
         logger.warning("write to %s failed; deleted %d file(s)", self.file_io.uri, len(mine))
-        if self._created and SnapshotManager(self.file_io).latest_id() is None:
-            names = self.file_io.list_names(SCHEMA_DIR)
-            self.file_io.delete_quietly([f"{SCHEMA_DIR}/{n}" for n in names])
+        if self._new_table is not None:
+            # Ray calls this again after on_write_start's own call: drop the table once.
+            tbl, self._new_table = self._new_table, None
+            drop_new_table(tbl)
 
 
 @dataclass(frozen=True)

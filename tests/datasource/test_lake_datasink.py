@@ -312,6 +312,36 @@ def test_created_table_is_removed_when_the_first_job_fails(
     with pytest.raises(UnsupportedOperationError, match="'upsert'"):
         write_lake(from_batches([bad]), uri, mode="upsert")
     assert not table_exists(uri)
+    assert not (tmp_path / "new").exists()
+
+
+def test_a_failed_job_that_created_the_table_can_be_run_again(
+    ray_cluster: Any, tmp_path: Path
+) -> None:
+    """Nothing is left of a table the failed job created, not even empty directories,
+    which would make the location refuse the corrected job as already holding data."""
+    uri = str(tmp_path / "new")
+    batches = [events_batch(i * 400, 400, "d", i) for i in range(4)]
+    failing = from_batches(batches).map_batches(
+        fail_on_block_with,
+        batch_format="pyarrow",
+        batch_size=200,
+        fn_kwargs={"data_dir": f"{uri}/data", "last_id": 4 * 400 - 1},
+    )
+    with pytest.raises(Exception, match="injected failure"):
+        write_lake(failing, uri, options=TINY_FILES)
+    assert not (tmp_path / "new").exists()
+    snap = write_lake(from_batches(batches), uri, options=TINY_FILES)
+    assert snap is not None and raylake.open_table(uri).count() == 1_600
+
+    # Values only the rows show do not fit the new table's type: checked in the tasks.
+    uri = str(tmp_path / "narrow")
+    narrow = pa.schema([("id", pa.int32())])
+    too_big = from_batches([pa.table({"id": pa.array([2**40], pa.int64())})])
+    with pytest.raises(SchemaMismatchError, match="'id'"):
+        write_lake(too_big, uri, schema=narrow)
+    assert not (tmp_path / "narrow").exists()
+    raylake.create_table(uri, narrow)
 
 
 def test_bad_modes(ray_cluster: Any, tmp_path: Path) -> None:
