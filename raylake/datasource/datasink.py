@@ -35,6 +35,7 @@ from raylake.table import CommitMessage, Snapshot, Table, open_table
 from raylake.table.aborted import outcome_unknown
 from raylake.table.catalog import (
     drop_new_table,
+    new_table_schema,
     open_or_create_table,
     table_columns,
     table_exists,
@@ -46,7 +47,7 @@ from raylake.table.evolve import (
     merged_columns,
     schema_mode_arg,
 )
-from raylake.table.source import check_writable
+from raylake.table.source import check_writable, raylake_kind_class
 from raylake.table.table import create_writer
 from raylake.table.writer import DATA_DIR, writing
 
@@ -119,6 +120,8 @@ class LakeDatasink(Datasink[TaskCommit]):
         self.snapshot: Snapshot | None = None
         if table_exists(uri, storage_options=storage_options):
             self._resolve_mode(open_table(uri, storage_options=storage_options))
+        elif create_if_missing:
+            self._check_new_mode()
 
     @property
     def min_bytes_per_write(self) -> int:
@@ -135,8 +138,10 @@ class LakeDatasink(Datasink[TaskCommit]):
         on the driver, before any task runs: :func:`write_lake` calls it with
         ``ds.schema(fetch_if_missing=False)``. Takes a ``pyarrow.Schema``, a
         ``ray.data.Schema`` or None (not known yet: ``on_write_start`` checks it).
-        Raises :class:`SchemaMismatchError` naming the column, or
-        :class:`TableNotFoundError` when the table is missing and may not be created.
+        Raises :class:`SchemaMismatchError` naming the column, :class:`SchemaError` when
+        a ``partition_by`` or ``primary_key`` column of a table it would create is not in
+        that schema, or :class:`TableNotFoundError` when the table is missing and may not
+        be created.
         """
         data_schema = _arrow_schema(schema)
         uri, storage_options = self.file_io.uri, self.file_io.storage_options
@@ -147,7 +152,26 @@ class LakeDatasink(Datasink[TaskCommit]):
                 self._check(tbl, data_schema)
         elif not self._create.create_if_missing:
             raise TableNotFoundError(uri)
-        elif data_schema is not None and self._create.schema is not None:
+        else:
+            self._check_new_table(data_schema)
+
+    def _check_new_mode(self) -> None:
+        """Refuse a mode the table this sink would create cannot take (``"upsert"``
+        without a primary key, ``"append"`` with one), known from the layout alone:
+        ``on_write_start`` would refuse it only once Ray runs the dataset."""
+        if self.mode is not None:
+            spec = self._create.layout
+            raylake_kind_class(spec.primary_key).check_write_mode(self.mode, where=self.file_io.uri)
+
+    def _check_new_table(self, data_schema: pa.Schema | None) -> None:
+        """The checks ``on_write_start`` makes when it creates the table, made from the
+        schema known before execution (``schema=``, else the dataset's): the layout's
+        columns exist, and the data fits ``schema=``."""
+        columns = self._create.schema or data_schema
+        if columns is None:
+            return
+        new_table_schema(table_columns(columns), self._create.layout)
+        if data_schema is not None and self._create.schema is not None:
             check_table_schema(table_columns(data_schema), table_columns(self._create.schema))
 
     def on_write_start(self, schema: pa.Schema | None = None) -> None:

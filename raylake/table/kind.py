@@ -58,12 +58,14 @@ class TableKind(ABC):
     def default_write_mode(self) -> str:
         return self.write_modes[0]
 
-    def check_write_mode(self, mode: str, where: str = "") -> None:
-        if mode not in self.write_modes:
+    @classmethod
+    def check_write_mode(cls, mode: str, where: str = "") -> None:
+        # A classmethod: a write checks its mode against the table it would create too.
+        if mode not in cls.write_modes:
             at = f" at {where!r}" if where else ""
             raise UnsupportedOperationError(
-                f"mode {mode!r} is not supported for {self.described}{at}; "
-                f"use one of {list(self.write_modes)}"
+                f"mode {mode!r} is not supported for {cls.described}{at}; "
+                f"use one of {list(cls.write_modes)}"
             )
 
     def new_writer(self, file_io: FileIO, *, file_prefix: str = "data") -> TableWriter:

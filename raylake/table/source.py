@@ -232,15 +232,7 @@ class RaylakeSource(TableSource):
 
     @classmethod
     def kind(cls, ts: TableSchema) -> TableKind:
-        # Imported when first asked for: the primary-key kind builds on the committer,
-        # which itself consults kinds.
-        if ts.primary_key:
-            from raylake.table.pk.kind import PrimaryKeyKind
-
-            return PrimaryKeyKind(ts)
-        from raylake.table.append import AppendKind
-
-        return AppendKind(ts)
+        return raylake_kind_class(ts.primary_key)(ts)
 
     # -- files -------------------------------------------------------------------------
 
@@ -309,6 +301,20 @@ def source_class(ts: TableSchema) -> type[TableSource]:
     from raylake.paimon.source import PaimonSource
 
     return PaimonSource
+
+
+def raylake_kind_class(primary_key: Sequence[str]) -> type[TableKind]:
+    """The kind of a raylake table with this primary key (none: an append table); known
+    from the layout alone, so a write can check its mode before the table exists."""
+    # Imported when first asked for: the primary-key kind builds on the committer,
+    # which itself consults kinds.
+    if primary_key:
+        from raylake.table.pk.kind import PrimaryKeyKind
+
+        return PrimaryKeyKind
+    from raylake.table.append import AppendKind
+
+    return AppendKind
 
 
 def _schema_ids(file_io: FileIO) -> list[int]:

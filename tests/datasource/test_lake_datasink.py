@@ -344,6 +344,32 @@ def test_a_failed_job_that_created_the_table_can_be_run_again(
     raylake.create_table(uri, narrow)
 
 
+@pytest.mark.parametrize(
+    ("arguments", "error", "match"),
+    [
+        ({"partition_by": ["nope"]}, SchemaError, r"partition column\(s\) \['nope'\]"),
+        ({"primary_key": ["nope"]}, SchemaError, r"primary key column\(s\) \['nope'\]"),
+        ({"mode": "upsert"}, UnsupportedOperationError, "'upsert' is not supported"),
+        ({"mode": "append", "primary_key": ["id"]}, UnsupportedOperationError, "'append'"),
+    ],
+)
+def test_bad_arguments_for_a_new_table_are_refused_before_execution(
+    ray_cluster: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    arguments: dict[str, Any],
+    error: type[Exception],
+    match: str,
+) -> None:
+    def executed(self: Any, schema: Any = None) -> None:
+        raise AssertionError("Ray started executing the dataset")
+
+    monkeypatch.setattr(LakeDatasink, "on_write_start", executed)
+    with pytest.raises(error, match=match):
+        write_lake(from_batches([events_batch(0, 5, "d", 0)]), str(tmp_path / "new"), **arguments)
+    assert not (tmp_path / "new").exists()
+
+
 def test_bad_modes(ray_cluster: Any, tmp_path: Path) -> None:
     tbl = make_events(tmp_path / "t", rows_per_day=5)
     with pytest.raises(InvalidOptionError, match="mode"):
