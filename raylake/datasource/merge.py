@@ -78,6 +78,18 @@ class LakeMerger(TableMerger):
         super().__init__(tbl, schema.empty_table(), on, **kw)
         self._ds = ds
 
+    def checked(self) -> tuple[Any, pa.Table, JoinOn, tuple[Clause, ...]]:
+        """The builder's checks, and the source's column types against the target's.
+
+        The builder checks types on the source's rows, and this source has none on the
+        driver (only the dataset's schema): without this a string column into an int
+        column would fail only in the tasks, after the source was read and shuffled."""
+        from raylake.table.conform import check_types
+
+        tbl, source, on, clauses = super().checked()
+        check_types(self._source.schema, tbl.table_schema.arrow_schema)
+        return tbl, source, on, clauses
+
     def execute(self) -> MergeResult:
         from raylake.format.snapshot import SnapshotManager
         from raylake.table.merge.execute import split_by, with_attempts

@@ -102,7 +102,16 @@ def check_schema(data: pa.Schema, schema: pa.Schema) -> None:
     it passes here and is checked on the rows.
     """
     _check_names(data.names, schema.names)
+    check_types(data, schema)
+
+
+def check_types(data: pa.Schema, schema: pa.Schema) -> None:
+    """Each column of ``data`` that ``schema`` also has is of the same kind of type (the
+    casts :func:`conform` allows); the other columns are not looked at. What a caller
+    knows before any row, where the names may differ (a merge's source)."""
     for field in schema:
+        if field.name not in data.names:
+            continue
         dtype = data.field(field.name).type
         if pa.types.is_dictionary(dtype):
             dtype = dtype.value_type

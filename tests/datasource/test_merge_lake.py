@@ -14,7 +14,12 @@ ray = pytest.importorskip("ray")
 from merge_case import SCHEMA, merge_clauses, source_table, target_rows  # noqa: E402
 
 import raylake  # noqa: E402
-from raylake.errors import MergeCardinalityError, UnsupportedOperationError  # noqa: E402
+from raylake.datasource.merge import LakeMerger  # noqa: E402
+from raylake.errors import (  # noqa: E402
+    MergeCardinalityError,
+    SchemaMismatchError,
+    UnsupportedOperationError,
+)
 
 pytestmark = pytest.mark.ray
 
@@ -98,3 +103,24 @@ def test_merge_lake_into_an_append_table_equals_the_local_merge(
     with pytest.raises(MergeCardinalityError):
         raylake.merge_lake(twice, tables[1].uri, on="k").when_matched_delete().execute()
     assert set((tmp_path / "ray" / "data").rglob("*")) == before
+
+
+@pytest.mark.parametrize("primary_key", [["k"], []])
+def test_a_source_type_that_does_not_fit_is_refused_before_any_task(
+    tmp_path: Path, ray_cluster: Any, monkeypatch: pytest.MonkeyPatch, primary_key: list[str]
+) -> None:
+    """The driver sees the source's schema only, no rows: its column types are checked
+    against the target's there, as Table.merge checks its rows before reading anything."""
+    tbl = raylake.create_table(str(tmp_path / "t"), SCHEMA, primary_key=primary_key)
+    tbl.write(pa.table({"k": [1, 2], "n": [1, 2], "s": ["a", "b"]}, schema=SCHEMA))
+
+    def ran(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the merge started its Ray tasks")
+
+    monkeypatch.setattr(LakeMerger, "_merge_primary_key", ran)
+    monkeypatch.setattr(LakeMerger, "_merge_append", ran)
+    strings = ray.data.from_arrow(pa.table({"k": [2], "n": ["x"], "s": ["y"]}))
+    with pytest.raises(SchemaMismatchError, match="'n' has type string") as excinfo:
+        raylake.merge_lake(strings, tbl.uri, on="k").when_matched_update().execute()
+    assert type(excinfo.value) is SchemaMismatchError  # not a RayTaskError of one
+    assert len(tbl.snapshots()) == 1
