@@ -237,6 +237,11 @@ class LocalS3Server:
         """Create a bucket (names of 3+ characters) and return its name."""
         return _create_bucket(self.endpoint_url, self.access_key, self.secret_key, name)
 
+    def client(self) -> Any:
+        """A boto3 S3 client of this server's own: what a test checks stored objects
+        with, apart from the clients raylake configures."""
+        return _client(self.endpoint_url, self.access_key, self.secret_key)
+
     def __enter__(self) -> LocalS3Server:
         return self.start()
 
@@ -312,16 +317,19 @@ def _get_faults(endpoint_url: str) -> dict[str, Any]:
         return dict(json.loads(answer.read()))
 
 
-def _create_bucket(endpoint_url: str, key: str, secret: str, name: str | None) -> str:
-    name = name or f"raylake-{uuid.uuid4().hex[:12]}"
-    client = boto3.client(
+def _client(endpoint_url: str, key: str, secret: str) -> Any:
+    return boto3.client(
         "s3",
         endpoint_url=endpoint_url,
         region_name="us-east-1",
         aws_access_key_id=key,
         aws_secret_access_key=secret,
     )
-    client.create_bucket(Bucket=name)
+
+
+def _create_bucket(endpoint_url: str, key: str, secret: str, name: str | None) -> str:
+    name = name or f"raylake-{uuid.uuid4().hex[:12]}"
+    _client(endpoint_url, key, secret).create_bucket(Bucket=name)
     return name
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -59,16 +58,6 @@ def live_data_files(tbl: raylake.Table) -> set[str]:
 def from_batches(tables: list[pa.Table]) -> Any:
     """A dataset with one block per table, in this order."""
     return ray.data.from_arrow(tables)
-
-
-@pytest.fixture
-def preserve_order() -> Iterator[None]:
-    """Dataset order decides which duplicate key wins an upsert, so keep it for those tests."""
-    options = ray.data.DataContext.get_current().execution_options
-    old = options.preserve_order
-    options.preserve_order = True
-    yield
-    options.preserve_order = old
 
 
 # -- appends and overwrites -------------------------------------------------------------

@@ -6,7 +6,7 @@ import itertools
 import os
 import subprocess
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -181,15 +181,6 @@ def test_never_more_tasks_than_parallelism(events: raylake.Table) -> None:
     assert splits > 3
     for parallelism in (1, 2, 3, splits + 5):
         assert len(source.get_read_tasks(parallelism)) == min(parallelism, splits)
-
-
-@pytest.fixture
-def preserve_order() -> Iterator[None]:
-    options = ray.data.DataContext.get_current().execution_options
-    old = options.preserve_order
-    options.preserve_order = True
-    yield
-    options.preserve_order = old
 
 
 @pytest.mark.parametrize("blocks", [None, 1, 2, 3, 4, 6])

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 from collections import defaultdict
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,16 +36,6 @@ def kv(keys: list[int], values: list[int]) -> pa.Table:
         {"k": keys, "v": values, "s": [f"s{v}" for v in values]},
         schema=SCHEMA,
     )
-
-
-@pytest.fixture
-def preserve_order() -> Iterator[None]:
-    """Dataset order decides which duplicate key wins an upsert."""
-    options = ray.data.DataContext.get_current().execution_options
-    old = options.preserve_order
-    options.preserve_order = True
-    yield
-    options.preserve_order = old
 
 
 @pytest.fixture(scope="module")

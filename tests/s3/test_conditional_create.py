@@ -27,7 +27,6 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import boto3
 import pyarrow as pa
 import pytest
 from botocore.exceptions import ClientError
@@ -98,13 +97,7 @@ def test_two_creates_of_one_key_at_once_exactly_one_succeeds(
     meeting: tuple[str, _StoresMeet], s3_server: LocalS3Server
 ) -> None:
     bucket, _ = meeting
-    client = boto3.client(
-        "s3",
-        endpoint_url=s3_server.endpoint_url,
-        region_name="us-east-1",
-        aws_access_key_id=s3_server.access_key,
-        aws_secret_access_key=s3_server.secret_key,
-    )
+    client = s3_server.client()
     key = "t/snapshot/snapshot-1.json"
 
     def create(body: bytes) -> str:

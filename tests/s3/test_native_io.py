@@ -6,7 +6,6 @@ import json
 import pickle
 from typing import Any
 
-import boto3
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pytest
@@ -134,13 +133,7 @@ def test_credentials_from_the_environment(
 
 def _make_public(server: LocalS3Server, bucket: str) -> None:
     """Let anonymous requests list the bucket and read every object in it."""
-    client = boto3.client(
-        "s3",
-        endpoint_url=server.endpoint_url,
-        region_name="us-east-1",
-        aws_access_key_id=server.access_key,
-        aws_secret_access_key=server.secret_key,
-    )
+    client = server.client()
     statement = {
         "Effect": "Allow",
         "Principal": "*",

@@ -9,7 +9,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pytest
@@ -48,13 +47,7 @@ def aws_env(s3_server: LocalS3Server, monkeypatch: pytest.MonkeyPatch) -> pytest
 
 def _stored_keys(server: LocalS3Server, bucket: str, prefix: str) -> list[str]:
     """The keys on the test server itself, read by a client of its own."""
-    client = boto3.client(
-        "s3",
-        endpoint_url=server.endpoint_url,
-        region_name="us-east-1",
-        aws_access_key_id=server.access_key,
-        aws_secret_access_key=server.secret_key,
-    )
+    client = server.client()
     listing = client.list_objects_v2(Bucket=bucket, Prefix=prefix)
     return sorted(item["Key"] for item in listing.get("Contents", []))
 
