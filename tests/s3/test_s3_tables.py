@@ -85,7 +85,8 @@ def test_maintenance_on_s3(s3_bucket: str, storage_options: dict[str, Any]) -> N
     # The consumer reads 4 next, as a change against 3: both stay.
     assert [s.id for s in tbl.snapshots()] == [3, 4]
     assert result.expired_snapshot_ids == (1, 2) and result.deleted_data_files
-    orphan = f"data/data-{uuid.uuid4().hex}.parquet"  # a crashed writer's file, named as raylake names it
+    # a crashed writer's file, named and placed as raylake writes them
+    orphan = f"data/bucket-0/data-{uuid.uuid4().hex}.parquet"
     tbl.file_io.write_bytes(orphan, b"not referenced")
     time.sleep(1.0)  # S3 keeps modification times in whole seconds
     removed = tbl.remove_orphan_files(older_than=timedelta(0))
