@@ -127,7 +127,9 @@ def stop() -> None:
     asynchronously, and until it exits its name is taken, so a new session of the same
     app name started at once failed with Ray's ``ActorAlreadyExistsError``.
     """
-    if "raydp" in sys.modules:
+    # Whether RayDP runs a session, not whether raydp is imported: a refused to_ray()
+    # imports it, and stop() then left the local session running.
+    if _raydp_app is not None or _raydp_runs_spark():
         import raydp
 
         master = _raydp_master_name()
@@ -138,6 +140,12 @@ def stop() -> None:
     active = SparkSession.getActiveSession()
     if active is not None:
         active.stop()
+
+
+def _raydp_runs_spark() -> bool:
+    """Whether RayDP runs a Spark session this module did not start (raydp.init_spark)."""
+    context = sys.modules.get("raydp.context")
+    return getattr(context, "_global_spark_context", None) is not None
 
 
 def _ray_running() -> bool:
