@@ -19,10 +19,11 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, DataFrameReader, SparkSession
 
 from raylake.expr import AlwaysTrue, Expr, referenced_columns, to_arrow
 from raylake.format.schema import TableSchema
+from raylake.spark.columns import columns, map_in_arrow
 from raylake.spark.credentials import broadcast_credentials, install_credentials
 from raylake.spark.session import check_session
 from raylake.spark.types import spark_arrow_schema, spark_schema_of
@@ -30,6 +31,8 @@ from raylake.table import Split, open_table
 from raylake.table.projection import projection_of
 from raylake.table.rowfilter import filter_rows, widen
 from raylake.table.scan import ReadContext
+
+ROWS_COLUMN = "_rl_rows"
 
 
 def read(
@@ -95,16 +98,36 @@ def _read_with_spark(spark: SparkSession, ctx: ReadContext, splits: Sequence[Spl
     ts = ctx.table_schema
     paths = list(dict.fromkeys(ctx.file_io.full_path(p) for s in splits for p in s.paths))
     output = list(ctx.output_schema.names)
-    df = spark.read.schema(spark_schema_of(ts.arrow_schema)).parquet(*paths)
+    df = _parquet_reader(spark).schema(spark_schema_of(ts.arrow_schema)).parquet(*paths)
     if isinstance(ctx.filter, AlwaysTrue):
-        return df.select(*output)
+        return df.select(*columns(output))
     needed = widen(output, referenced_columns(ctx.filter), ts.column_names) or output
     # The filter runs in pyarrow on Spark's Arrow batches, with raylake's semantics
     # (NaN, nulls), so the rows are exactly those of Table.to_arrow().
-    return df.select(*needed).mapInArrow(
-        partial(_filter_batches, to_arrow(ctx.filter), tuple(output), spark_arrow_schema(ctx.output_schema)),
-        spark_schema_of(ctx.output_schema),
+    carried = _carrying_rows(ctx.output_schema)
+    filtered = map_in_arrow(
+        df.select(*columns(needed)),
+        partial(_filter_batches, to_arrow(ctx.filter), tuple(output), spark_arrow_schema(carried)),
+        spark_schema_of(carried),
     )  # fmt: skip
+    return _without_rows_column(filtered, ctx.output_schema)
+
+
+def _parquet_reader(spark: SparkSession) -> DataFrameReader:
+    """Spark's Parquet reader, set to read the values pyarrow wrote.
+
+    pyarrow writes dates and timestamps in the proleptic Gregorian calendar; under the
+    session's default rebase mode Spark refuses a date before 1582-10-15 or a timestamp
+    before 1900 (SparkUpgradeException), and under LEGACY it shifts them (1000-01-01 read
+    as 0999-12-27). The reader options override the session's conf for this read only.
+    Planned paths are file names, never patterns: without ``__globPaths__`` a table under
+    a directory named ``runs[2024]`` or ``exp{a}`` is read as a glob that matches nothing.
+    """
+    return (
+        spark.read.option("datetimeRebaseMode", "CORRECTED")
+        .option("int96RebaseMode", "CORRECTED")
+        .option("__globPaths__", "false")
+    )
 
 
 def _filter_batches(
@@ -114,7 +137,7 @@ def _filter_batches(
     batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
     for batch in filter_rows(batches, row_filter, output):
-        yield batch.cast(schema)
+        yield batch.cast(schema) if batch.num_columns else _to_spark_batch(batch, schema)
 
 
 def _read_with_raylake(spark: SparkSession, ctx: ReadContext, splits: Sequence[Split]) -> DataFrame:
@@ -122,12 +145,27 @@ def _read_with_raylake(spark: SparkSession, ctx: ReadContext, splits: Sequence[S
     descriptors = spark.sparkContext.parallelize(
         [(i, pickle.dumps(s)) for i, s in enumerate(splits)], len(splits)
     ).toDF("index int, split binary")
-    target = spark_arrow_schema(ctx.output_schema)
+    carried = _carrying_rows(ctx.output_schema)
+    target = spark_arrow_schema(carried)
     # The DataFrame is lazy: the broadcast lives as long as Spark keeps the plan.
     credentials = broadcast_credentials(spark.sparkContext, ctx.file_io)
-    return descriptors.mapInArrow(
-        partial(_read_splits, ctx, target, credentials), spark_schema_of(ctx.output_schema)
+    rows = descriptors.mapInArrow(
+        partial(_read_splits, ctx, target, credentials), spark_schema_of(carried)
     )
+    return _without_rows_column(rows, ctx.output_schema)
+
+
+def _carrying_rows(schema: pa.Schema) -> pa.Schema:
+    """The schema of ``mapInArrow``'s batches for an output of ``schema``.
+
+    Spark counts the rows of a ``mapInArrow`` batch by its columns, so a batch of no
+    columns arrives as no rows (``read(columns=[])`` counted 0). A projection of no
+    columns travels as one placeholder column, dropped in Spark after."""
+    return schema if len(schema) else pa.schema([(ROWS_COLUMN, pa.bool_())])
+
+
+def _without_rows_column(df: DataFrame, schema: pa.Schema) -> DataFrame:
+    return df if len(schema) else df.select()
 
 
 def _read_splits(
@@ -145,6 +183,8 @@ def _to_spark_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
     """Cast to the exact Arrow types Spark expects for the DataFrame's schema."""
     if batch.schema.equals(target):
         return batch
+    if batch.num_columns == 0:  # the placeholder of _carrying_rows, one null per row
+        return pa.RecordBatch.from_arrays([pa.nulls(batch.num_rows, pa.bool_())], schema=target)
     arrays = [_cast(batch.column(i), target.field(i).type) for i in range(batch.num_columns)]
     return pa.RecordBatch.from_arrays(arrays, schema=target)
 
