@@ -26,7 +26,6 @@ from typing import Any, Literal
 import pyarrow as pa
 from pyspark import TaskContext
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from raylake.arguments import check_flag, check_mapping
@@ -35,6 +34,7 @@ from raylake.format.schema import TableSchema
 from raylake.format.snapshot import Snapshot
 from raylake.format.table_spec import TableSpec
 from raylake.io import FileIO
+from raylake.spark.columns import column, map_in_arrow
 from raylake.spark.credentials import broadcast_credentials, destroy, install_credentials
 from raylake.spark.session import check_dataframe
 from raylake.spark.types import arrow_schema_of
@@ -137,7 +137,7 @@ def write(
     messages: list[CommitMessage] = []
     try:
         try:
-            messages = _run_tasks(df.select(*columns), job)
+            messages = _run_tasks(df.select(*[column(n) for n in columns]), job)
         finally:
             destroy(job.credentials)
         if not any(not m.is_empty for m in messages) and mode != "overwrite":
@@ -184,14 +184,15 @@ def _run_tasks(df: DataFrame, job: _WriteJob) -> list[CommitMessage]:
     ts = job.table_schema
     buckets = kind_of(ts).write_buckets
     if buckets:
-        with_bucket = df.mapInArrow(
+        with_bucket = map_in_arrow(
+            df,
             partial(_add_buckets, job),
             T.StructType([*df.schema.fields, T.StructField(BUCKET_COLUMN, T.IntegerType(), False)]),
         )
         keys = [*ts.partition_keys, BUCKET_COLUMN]
         parts = max(1, min(buckets, df.sparkSession.sparkContext.defaultParallelism * 4))
-        df = with_bucket.repartition(parts, *[F.col(k) for k in keys]).drop(BUCKET_COLUMN)
-    rows = df.mapInArrow(partial(_write_task, job), _RESULT_SCHEMA).collect()
+        df = with_bucket.repartition(parts, *[column(k) for k in keys]).drop(BUCKET_COLUMN)
+    rows = map_in_arrow(df, partial(_write_task, job), _RESULT_SCHEMA).collect()
     latest: dict[int, tuple[int, bytes]] = {}
     for row in rows:  # one successful attempt per partition; keep the last if ever more
         if row.partition not in latest or row.attempt > latest[row.partition][0]:
