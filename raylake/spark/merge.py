@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import pickle
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -34,9 +34,10 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from raylake.arguments import refuse_unknown_keywords
-from raylake.errors import CommitConflictError, UnsupportedOperationError
+from raylake.errors import CommitConflictError, RaylakeError, UnsupportedOperationError
 from raylake.format.schema import TableSchema
 from raylake.io import FileIO
+from raylake.spark.columns import map_in_arrow
 from raylake.spark.credentials import broadcast_credentials, destroy, install_credentials
 from raylake.spark.session import check_dataframe
 from raylake.spark.types import arrow_schema_of
@@ -89,6 +90,18 @@ class SparkMerger(TableMerger):
     def __init__(self, tbl: Any, df: DataFrame, schema: pa.Schema, on: Any, **kw: Any) -> None:
         super().__init__(tbl, schema.empty_table(), on, **kw)
         self._df = df
+
+    def checked(self) -> tuple[Any, pa.Table, JoinOn, tuple[Clause, ...]]:
+        """The builder's checks, and the source's column types against the target's.
+
+        The builder checks types on the source's rows, and this source has none on the
+        driver (only the DataFrame's schema): without this a string column into a double
+        column failed only in the tasks, after Spark jobs had started."""
+        from raylake.table.conform import check_types
+
+        tbl, source, on, clauses = super().checked()
+        check_types(self._source.schema, tbl.table_schema.arrow_schema)
+        return tbl, source, on, clauses
 
     def execute(self) -> MergeResult:
         from raylake.format.snapshot import SnapshotManager
@@ -158,7 +171,7 @@ def _merge_append(
         groups = [files[i::tasks] for i in range(tasks)]
         shared = sc.broadcast((_to_ipc(source), groups))
         try:
-            task = partial(_merge_files_task, job, updates, shared)
+            task = partial(_raising_on_driver, partial(_merge_files_task, job, updates, shared))
             spark = df.sparkSession
             rows = spark.range(0, tasks, numPartitions=tasks).mapInArrow(task, _RESULT_SCHEMA)
             parts = _latest_attempts(rows.collect())
@@ -180,19 +193,44 @@ def _latest_attempts(rows: list[Any]) -> list[Any]:
     last: dict[int, int] = {}
     for row in rows:
         last[row.partition] = max(row.attempt, last.get(row.partition, row.attempt))
-    return [pickle.loads(row.part) for row in rows if row.attempt == last[row.partition]]
+    parts = [pickle.loads(row.part) for row in rows if row.attempt == last[row.partition]]
+    for part in parts:
+        if isinstance(part, RaylakeError):
+            raise part
+    return parts
+
+
+def _raising_on_driver(
+    task: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
+    batches: Iterator[pa.RecordBatch],
+) -> Iterator[pa.RecordBatch]:
+    """``task``, whose raylake errors (a target row matched twice) come back as a result
+    for the driver to raise as themselves. Raised in the task, Spark retried it and then
+    raised a PythonException holding a traceback string, not MergeCardinalityError."""
+    try:
+        yield from task(batches)
+    except RaylakeError as exc:
+        context = TaskContext.get()
+        partition = context.partitionId() if context else 0
+        attempt = context.attemptNumber() if context else 0
+        yield _result_batch(partition, attempt, [exc])
 
 
 def _run(df: DataFrame, job: _MergeJob) -> list[Any]:
     ts = job.table_schema
     source_of = dict(job.on.pairs)
-    with_bucket = df.mapInArrow(
+    with_bucket = map_in_arrow(
+        df,
         partial(_add_buckets, job, [source_of[k] for k in ts.primary_key]),
         T.StructType([*df.schema.fields, T.StructField(BUCKET_COLUMN, T.IntegerType(), False)]),
     )
     parts = max(1, min(ts.buckets, df.sparkSession.sparkContext.defaultParallelism * 4))
     spread = with_bucket.repartition(parts, F.col(BUCKET_COLUMN))
-    return _latest_attempts(spread.mapInArrow(partial(_merge_task, job), _RESULT_SCHEMA).collect())
+    return _latest_attempts(
+        map_in_arrow(
+            spread, partial(_raising_on_driver, partial(_merge_task, job)), _RESULT_SCHEMA
+        ).collect()
+    )
 
 
 def _add_buckets(
@@ -290,7 +328,7 @@ def _collect_source(df: DataFrame, empty: pa.Table) -> pa.Table:
     types like ``empty`` (Arrow IPC from the tasks, no per-row Python)."""
     from raylake.table.merge.builder import conform_source
 
-    blobs = df.mapInArrow(_batches_to_ipc, "ipc binary").collect()
+    blobs = map_in_arrow(df, _batches_to_ipc, "ipc binary").collect()
     tables = [pa.ipc.open_stream(row.ipc).read_all() for row in blobs]
     tables = [t for t in tables if t.num_rows]
     if not tables:

@@ -12,7 +12,7 @@ from merge_case import SCHEMA, merge_clauses, source_rows, source_table, target_
 
 import raylake
 import raylake.spark as rs
-from raylake.errors import UnsupportedOperationError
+from raylake.errors import MergeCardinalityError, SchemaMismatchError, UnsupportedOperationError
 
 pytestmark = pytest.mark.spark
 
@@ -44,7 +44,7 @@ def test_spark_merge_refusals_write_nothing(spark: Any, warehouse: Path) -> None
     tbl.write(pa.table({"k": [1, 2], "n": [1, 2], "s": ["a", "b"]}, schema=SCHEMA))
     before = set((warehouse / "t" / "data").rglob("*"))
     twice = spark.createDataFrame([(2, 1, "x"), (2, 1, "y")], "k long, n long, s string")
-    with pytest.raises(Exception, match=r"matched 2 source rows"):
+    with pytest.raises(MergeCardinalityError, match=r"matched 2 source rows"):
         rs.merge(twice, tbl.uri, on="k").when_matched_update().execute()
     with pytest.raises(UnsupportedOperationError, match="by_source"):
         rs.merge(twice, tbl.uri, on="k").when_not_matched_by_source_delete().execute()
@@ -109,7 +109,7 @@ def test_spark_append_merge_that_fails_in_a_task_leaves_no_files(
     # tasks of the other files rewrite theirs.
     rows = [(7, 1, "x"), (7, 2, "y"), (47, 1, "u"), (87, 1, "u"), (127, 1, "u")]
     df = spark.createDataFrame(rows, "k long, n long, s string")
-    with pytest.raises(Exception, match=r"matched 2 source rows"):
+    with pytest.raises(MergeCardinalityError, match=r"matched 2 source rows"):
         rs.merge(df, tbl.uri, on="k").when_matched_update().when_not_matched_insert().execute()
     assert len(tbl.snapshots()) == 6
     assert _files_on_disk(tbl) == before
@@ -121,3 +121,34 @@ def test_spark_merge_into_an_empty_append_table_inserts(spark: Any, warehouse: P
     result = rs.merge(df, tbl.uri, on="k").when_matched_update().when_not_matched_insert()
     assert result.execute().inserted == 2
     assert tbl.to_arrow().sort_by("k")["k"].to_pylist() == [1, 2]
+
+
+def test_spark_merge_raises_cardinality_errors_as_themselves(spark: Any, warehouse: Path) -> None:
+    """Found in the tasks, raised on the driver as MergeCardinalityError."""
+    append = raylake.create_table(str(warehouse / "append"), SCHEMA)
+    pk = raylake.create_table(str(warehouse / "pk"), SCHEMA, primary_key=["k"], buckets=2)
+    for tbl in (append, pk):
+        tbl.write(pa.table({"k": [1, 2], "n": [1, 2], "s": ["a", "b"]}, schema=SCHEMA))
+        twice = spark.createDataFrame([(2, 1, "x"), (2, 2, "y")], "k long, n long, s string")
+        with pytest.raises(MergeCardinalityError, match="matched 2 source rows") as info:
+            rs.merge(twice, tbl.uri, on="k").when_matched_update().execute()
+        assert info.value.count == 2
+    inserts = spark.createDataFrame([(5, 1, "x"), (5, 2, "y")], "k long, n long, s string")
+    with pytest.raises(MergeCardinalityError, match="would insert primary key"):
+        rs.merge(inserts, pk.uri, on="k").when_not_matched_insert().execute()
+    assert [len(t.snapshots()) for t in (append, pk)] == [1, 1]
+
+
+@pytest.mark.parametrize("primary_key", [[], ["k"]])
+def test_spark_merge_checks_types_and_literals_before_any_job(
+    spark: Any, warehouse: Path, spark_jobs: Any, primary_key: list[str]
+) -> None:
+    tbl = raylake.create_table(str(warehouse / "t"), SCHEMA, primary_key=primary_key)
+    tbl.write(pa.table({"k": [1, 2], "n": [1, 2], "s": ["a", "b"]}, schema=SCHEMA))
+    strings = spark.createDataFrame([(1, "oops", "x")], "k long, n string, s string")
+    with pytest.raises(SchemaMismatchError, match="'n'"):
+        rs.merge(strings, tbl.uri, on="k").when_matched_update().execute()
+    source = spark.createDataFrame([(1, 5, "x")], "k long, n long, s string")
+    with pytest.raises(SchemaMismatchError, match="'n'"):
+        rs.merge(source, tbl.uri, on="k").when_matched_update({"n": "'str'"}).execute()
+    assert spark_jobs() == [] and len(tbl.snapshots()) == 1

@@ -354,7 +354,10 @@ def check_clause(clause: Clause, schema: pa.Schema, source: pa.Schema, ts: Any) 
                         "insert it instead"
                     )
         field = schema.field(name)
-        value = evaluate(expr, empty, 0)
+        # A value of no column (a literal) is checked by its one value: cast on no rows,
+        # 'str' into a double column passed here and failed only on the data (in the
+        # tasks of a Spark or Ray merge, after their jobs started).
+        value = evaluate(expr, empty, 0 if refs(expr) else 1)
         if not pa.types.is_null(value.type):
             assigned(name, value, field.with_nullable(True))
     if clause.action == "insert" and clause.values is None:

@@ -1,0 +1,47 @@
+"""Columns named like Spark paths (``user.name``) or with a backtick are written, read and
+merged by their exact names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import raylake
+import raylake.spark as rs
+
+pytestmark = pytest.mark.spark
+
+SCHEMA = pa.schema(
+    [pa.field("id", pa.int64(), nullable=False), ("user.name", pa.string()), ("x`y", pa.int64())]
+)
+DDL = "id long, `user.name` string, `x``y` long"
+
+
+@pytest.mark.parametrize("primary_key", [[], ["id"]])
+def test_write_read_merge_columns_with_dots_and_backticks(
+    spark: Any, warehouse: Path, primary_key: list[str]
+) -> None:
+    uri = str(warehouse / "t")
+    if primary_key:  # else written into a new table
+        raylake.create_table(uri, SCHEMA, primary_key=primary_key, buckets=2)
+    rs.write(spark.createDataFrame([(1, "a", 10)], DDL), uri)
+    rs.write(spark.createDataFrame([(2, "b", 20)], DDL), uri)  # into the existing table
+    tbl = raylake.open_table(uri)
+    assert tbl.schema.names == SCHEMA.names
+    source = spark.createDataFrame([(2, "B", 21), (3, "c", 30)], DDL)
+    merge = rs.merge(source, uri, on="id").when_matched_update().when_not_matched_insert()
+    assert (merge.execute().inserted, tbl.to_arrow().num_rows) == (1, 3)
+    expected = [(1, "a", 10), (2, "B", 21), (3, "c", 30)]
+    assert [tuple(r.values()) for r in tbl.to_arrow().sort_by("id").to_pylist()] == expected
+    for filter in (None, "id > 1"):
+        rows = rs.read(spark, uri, filter=filter).orderBy("id").collect()
+        assert (
+            rows
+            == [r for r in spark.createDataFrame(expected, DDL).collect()][
+                (0 if filter is None else 1) :
+            ]
+        )
+        assert rs.read(spark, uri, columns=["x`y"], filter=filter).columns == ["x`y"]
