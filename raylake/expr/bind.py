@@ -41,6 +41,7 @@ from raylake.expr.tree import (
     NotNull,
     Or,
     Predicate,
+    half,
 )
 from raylake.expr.visitor import ExprRewriter, ExprVisitor, visit
 
@@ -206,6 +207,8 @@ def bind_literal(column: str, value: Any, typ: pa.DataType) -> pa.Scalar:
         converted = _converter(target)(raw)
         if pa.types.is_integer(target):
             _check_range(converted, target)
+        if pa.types.is_float16(target):
+            converted = half(converted)
         return pa.scalar(converted, type=target)
     except (ValueError, TypeError, OverflowError, ArithmeticError, pa.ArrowException) as exc:
         raise FilterError(

@@ -218,6 +218,13 @@ def plain_literal(value: Any) -> Any:
     return value
 
 
+def half(value: float) -> np.float16:
+    """A float as float16, beyond whose range it is infinite (as pyarrow casts floats):
+    pyarrow before 17 takes only numpy's float16 for its half floats."""
+    with np.errstate(over="ignore"):
+        return np.float16(value)
+
+
 def as_values(column: str, values: Iterable[Any]) -> tuple[Any, ...]:
     if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
         raise FilterError(f"'in' on column {column!r} needs a collection of values, got {values!r}")

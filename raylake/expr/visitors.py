@@ -32,6 +32,7 @@ from raylake.expr.tree import (
     Predicate,
     and_,
     check_expr,
+    half,
     or_,
 )
 from raylake.expr.visitor import ExprVisitor, visit
@@ -233,6 +234,8 @@ def arrow_value_set(values: tuple[Any, ...]) -> pa.Array:
     if any(isinstance(v, float) and v == 0.0 for v in plain):
         plain += [0.0, -0.0]
     typ = values[0].type if values and all(isinstance(v, pa.Scalar) for v in values) else None
+    if typ is not None and pa.types.is_float16(typ):
+        plain = [half(v) for v in plain]  # pyarrow before 17 takes only numpy's float16
     try:
         return pa.array(plain, type=typ)
     except (pa.ArrowException, TypeError, ValueError) as exc:

@@ -293,15 +293,16 @@ def test_pandas_and_numpy_times_keep_their_nanoseconds() -> None:
     got = days.filter(to_arrow(bind(col("d") > np.datetime64("2024-01-01"), days.schema)))
     assert got.column("d").to_pylist() == [datetime.date(2024, 1, 2)]
     with pytest.raises(FilterError, match="null"):
-        _ = col("t") == np.datetime64("NaT")
+        _ = col("t") == np.datetime64("NaT", "ns")
 
 
 def test_half_float_columns_filter() -> None:
     """Arrow has no comparison kernels for float16: the column is compared as float32."""
     np = pytest.importorskip("numpy")
     halves = pa.array(np.array([0.5, 2.0, np.nan], dtype=np.float16))
+    ones = np.array([0.0, 1.0, 1.0], dtype=np.float16)  # pyarrow 16 takes numpy's halves only
     table = pa.table({"id": [1, 2, 3], "h": halves}).append_column(
-        "n", pa.array([None, 1.0, 1.0], pa.float16())
+        "n", pa.array(ones, mask=np.array([True, False, False]))
     )
     for text, want in [
         ("h > 1", [2]),
