@@ -29,7 +29,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
 from raylake.arguments import check_flag, check_mapping
-from raylake.errors import SchemaMismatchError
+from raylake.errors import RaylakeError, SchemaMismatchError
 from raylake.format.schema import TableSchema
 from raylake.format.snapshot import Snapshot
 from raylake.format.table_spec import TableSpec
@@ -197,7 +197,11 @@ def _run_tasks(df: DataFrame, job: _WriteJob) -> list[CommitMessage]:
     for row in rows:  # one successful attempt per partition; keep the last if ever more
         if row.partition not in latest or row.attempt > latest[row.partition][0]:
             latest[row.partition] = (row.attempt, row.messages)
-    return [m for _, blob in latest.values() for m in pickle.loads(blob)]
+    results = [pickle.loads(blob) for _, blob in latest.values()]
+    for result in results:
+        if isinstance(result, RaylakeError):  # a task's refusal of its rows, as itself
+            raise result
+    return [m for result in results for m in result]
 
 
 def _add_buckets(job: _WriteJob, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -214,16 +218,24 @@ def _write_task(job: _WriteJob, batches: Iterator[pa.RecordBatch]) -> Iterator[p
     partition = context.partitionId() if context else 0
     attempt = context.attemptNumber() if context else 0
     prefix = f"{job.prefix}-p{partition}-a{attempt}"
-    with writing(create_writer(job.file_io, job.table_schema, file_prefix=prefix)) as writer:
-        for batch in batches:
-            if batch.num_rows:
-                rows = pa.Table.from_batches([batch])
-                if job.fill_missing:
-                    rows = fill_missing_columns(rows, job.table_schema)
-                writer.write(rows)
-        messages = writer.prepare_commit()
+    result: list[CommitMessage] | RaylakeError
+    try:
+        with writing(create_writer(job.file_io, job.table_schema, file_prefix=prefix)) as writer:
+            for batch in batches:
+                if batch.num_rows:
+                    rows = pa.Table.from_batches([batch])
+                    if job.fill_missing:
+                        rows = fill_missing_columns(rows, job.table_schema)
+                    writer.write(rows)
+            result = writer.prepare_commit()
+    except RaylakeError as exc:
+        # Returned for the driver to raise as itself (a null in a key column, a value
+        # that does not fit): raised here, Spark retried the task and then raised a
+        # PythonException holding a traceback string, as merges did. The writer has
+        # deleted this task's files.
+        result = exc
     yield pa.RecordBatch.from_pydict(
-        {"partition": [partition], "attempt": [attempt], "messages": [pickle.dumps(messages)]},
+        {"partition": [partition], "attempt": [attempt], "messages": [pickle.dumps(result)]},
         schema=pa.schema(
             [("partition", pa.int32()), ("attempt", pa.int32()), ("messages", pa.binary())]
         ),

@@ -15,7 +15,12 @@ import pytest
 
 import raylake
 import raylake.spark as rs
-from raylake.errors import EnvironmentSetupError, SchemaMismatchError, UnsupportedTypeError
+from raylake.errors import (
+    EnvironmentSetupError,
+    NullConstraintError,
+    SchemaMismatchError,
+    UnsupportedTypeError,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -111,6 +116,23 @@ def test_bad_input_is_refused_by_name_and_nothing_is_committed(spark: Any, wareh
     assert not raylake.table.table_exists(str(warehouse / "iv"))
     assert tbl.latest_snapshot() is None
     assert _files(tbl) == set()
+
+
+def test_a_tasks_refusal_of_its_rows_is_raised_as_itself(spark: Any, warehouse: Path) -> None:
+    """A null in a column that holds none is found by the task writing it: the driver
+    raises raylake's error (it was a PythonException holding a traceback string, after
+    Spark had retried the task), and nothing of the job stays."""
+    uri = str(warehouse / "not-null")
+    schema = pa.schema([("id", pa.int64()), pa.field("name", pa.string(), nullable=False)])
+    tbl = raylake.create_table(uri, schema, options=SMALL_FILES)
+    tbl.write(pa.table({"id": [1], "name": ["a"]}, schema=schema))
+    before, files = tbl.latest_snapshot(), _files(tbl)
+    rows = [(i, None if i == 150 else "x") for i in range(300)]
+    df = spark.createDataFrame(rows, "id long, name string").repartition(3)
+    with pytest.raises(NullConstraintError, match="'name'") as excinfo:
+        rs.write(df, uri)
+    assert excinfo.value.column == "name"
+    assert tbl.latest_snapshot() == before and _files(tbl) == files
 
 
 def test_a_wrong_column_type_is_refused_before_any_spark_job(
