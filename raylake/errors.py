@@ -4,9 +4,10 @@ Every error names the offending value (column, type, path, snapshot id) and,
 where there is one, the fix. Subclasses carry the facts as attributes so that
 callers can react without parsing messages.
 
-Import every error from here (or from :mod:`raylake`). The root and the plain argument
-errors are defined in raylake/error_root.py and raylake/argument_errors.py, modules below
-this one, and re-exported: defined here they would make this module too long to read.
+Import every error from here (or from :mod:`raylake`). The root, the plain argument
+errors and the errors of commits and stores are defined in raylake/error_root.py,
+raylake/argument_errors.py and raylake/commit_errors.py, modules below this one, and
+re-exported: defined here they would make this module too long to read.
 """
 
 from __future__ import annotations
@@ -16,6 +17,14 @@ from typing import Any
 from raylake.argument_errors import InvalidArgumentError as InvalidArgumentError
 from raylake.argument_errors import InvalidOptionError as InvalidOptionError
 from raylake.argument_errors import UnknownKeywordError as UnknownKeywordError
+from raylake.commit_errors import CommitConflictError as CommitConflictError
+from raylake.commit_errors import CommitFailedError as CommitFailedError
+from raylake.commit_errors import CommitLineageUnknownError as CommitLineageUnknownError
+from raylake.commit_errors import CommitStateUnknownError as CommitStateUnknownError
+from raylake.commit_errors import MissingCredentialsError as MissingCredentialsError
+from raylake.commit_errors import StorageFullError as StorageFullError
+from raylake.commit_errors import StorageRetriesExhaustedError as StorageRetriesExhaustedError
+from raylake.commit_errors import UnsafeCommitError as UnsafeCommitError
 from raylake.error_root import RaylakeError as RaylakeError
 
 
@@ -250,15 +259,6 @@ class SchemaArgumentError(InvalidArgumentError, SchemaError):
     ``buckets``, ``options``) or names columns to read has the wrong type or value."""
 
 
-class CommitConflictError(RaylakeError):
-    """A commit lost a race with a concurrent commit it conflicts with."""
-
-    def __init__(self, message: str, *, expected: int | None = None, actual: int | None = None):
-        super().__init__(message)
-        self.expected = expected
-        self.actual = actual
-
-
 class MergeError(RaylakeError, ValueError):
     """A merge (``Table.merge``) was given clauses or input it cannot apply."""
 
@@ -289,104 +289,6 @@ class MergeCardinalityError(MergeError):
         self.key = key
         self.count = count
         self.inserted = inserted
-
-
-class UnsafeCommitError(RaylakeError):
-    """The store cannot create a file atomically if absent, so concurrent commits could
-    overwrite each other; the table needs the single-writer option (or another store)."""
-
-    def __init__(self, uri: str, store: str, upgrade: str | None = None) -> None:
-        self.uri = uri
-        self.store = store
-        self.upgrade = upgrade
-        fix = f"Install {upgrade} (older releases overwrite instead), or, if" if upgrade else "If"
-        super().__init__(
-            f"{store} (at {uri!r}) cannot create a file atomically if it is absent, so two "
-            f"concurrent commits could both succeed and one would be lost. {fix} only one "
-            "process commits to this table at a time, create it with "
-            "options={'commit.single-writer': 'true'}; otherwise use a store with atomic "
-            "create-if-absent (local files, S3, memory://); see docs/object-stores.md"
-        )
-
-
-class MissingCredentialsError(RaylakeError, PermissionError):
-    """This process has no credentials for a store: the secrets the driver was given did
-    not reach it, and the store's own credential chain (environment, config files,
-    instance roles) has none either. The message names the fix."""
-
-    def __init__(self, uri: str, reason: str) -> None:
-        self.uri = uri
-        self.reason = reason
-        super().__init__(
-            f"this process has no credentials for {uri!r}: {reason}. Pass the credentials in "
-            "storage_options on the driver (with Ray initialized before the work is submitted, "
-            "so that Ray workers fetch them from the object store), or give every process the "
-            "store's own credentials (for S3: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
-            "AWS_PROFILE, or an instance role; storage_options={'anon': True} for a public "
-            "bucket); see docs/object-stores.md"
-        )
-
-
-class CommitFailedError(RaylakeError):
-    """A commit could not be completed (retries exhausted); nothing was committed."""
-
-
-class CommitStateUnknownError(RaylakeError):
-    """A commit point's create failed in a way that may have carried it out, and the store
-    could not be read to tell: the commit may or may not be visible. Nothing it wrote was
-    deleted (a visible snapshot may name it); look at the table before committing again."""
-
-    def __init__(self, path: str, attempts: int, cause: BaseException | None) -> None:
-        super().__init__(
-            f"the outcome of creating {path!r} is unknown after {attempts} tries ({cause!r}): "
-            "it may have been committed. Nothing it wrote was deleted; read the table's latest "
-            "snapshot before committing again (files of a commit that did not land are orphans "
-            "that remove_orphan_files deletes)"
-        )
-        self.path = path
-        self.attempts = attempts
-
-
-class CommitLineageUnknownError(CommitStateUnknownError):
-    """A commit created its snapshot, but the snapshot it was based on was expired by
-    then (or ``replaced``: its id holds another commit, re-created after expiration):
-    another writer may have made the same snapshot id meanwhile, and snapshot expiration
-    deleted it, so that this create took a free name below the table's latest snapshot.
-    Whether the commit is part of the table's history cannot be told; nothing it wrote
-    was deleted."""
-
-    def __init__(self, path: str, parent_id: int, *, replaced: bool = False) -> None:
-        fate = "holds another commit" if replaced else "was expired by then"
-        RaylakeError.__init__(
-            self,
-            f"created {path!r}, but its parent, snapshot {parent_id}, {fate}: "
-            "another commit may have taken this snapshot id before expiration deleted it, "
-            "so the commit may not be part of the table's history. Nothing it wrote was "
-            "deleted; read the table's latest snapshot before committing again",
-        )
-        self.path = path
-        self.attempts = 1
-
-
-class StorageRetriesExhaustedError(RaylakeError, OSError):
-    """A storage request kept failing with transient errors up to the retry bound."""
-
-    def __init__(self, operation: str, path: str, attempts: int, cause: BaseException) -> None:
-        super().__init__(f"{operation} of {path!r} failed after {attempts} tries: {cause}")
-        self.operation = operation
-        self.path = path
-        self.attempts = attempts
-
-
-class StorageFullError(RaylakeError, OSError):
-    """The store had no space left (ENOSPC) for a write; nothing was committed."""
-
-    def __init__(self, uri: str, cause: BaseException) -> None:
-        super().__init__(
-            f"no space left on the store of {uri!r} ({cause}); nothing was committed, the table "
-            "is as it was, and the files this write had written were removed"
-        )
-        self.uri = uri
 
 
 class UnsupportedOperationError(RaylakeError):

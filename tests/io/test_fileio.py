@@ -20,7 +20,7 @@ from fsspec.implementations.memory import MemoryFileSystem
 import raylake
 from raylake.errors import InvalidOptionError, StorageRetriesExhaustedError
 from raylake.io import FileIO
-from raylake.io.fileio import release_at_least, version_release
+from raylake.io.atomic_create import release_at_least, version_release
 from raylake.io.mapped import MappedLocalFiles
 
 

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pytest
 
 import raylake
-from raylake.io import FileIO, fileio
+from raylake.io import FileIO, atomic_create
 
 SCHEMA = pa.schema([("id", pa.int64()), ("worker", pa.int32())])
 
@@ -141,7 +141,9 @@ def test_an_s3fs_that_overwrites_on_exclusive_create_is_refused(
     as not atomic, and a commit is refused before any file is written, naming what to
     install. Simulated by a check that fails."""
     uri = f"s3://{s3_bucket}/older-s3fs"
-    monkeypatch.setitem(fileio.ATOMIC_CREATE_NEEDS, "S3FileSystem", (lambda: False, "s3fs>=9999"))
+    monkeypatch.setitem(
+        atomic_create.ATOMIC_CREATE_NEEDS, "S3FileSystem", (lambda: False, "s3fs>=9999")
+    )
     assert not FileIO(uri, storage_options=storage_options).atomic_create
     with pytest.raises(raylake.UnsafeCommitError, match=r"Install s3fs>=9999") as info:
         raylake.create_table(uri, SCHEMA, storage_options=storage_options)
