@@ -17,9 +17,8 @@ failed or discarded task attempts are deleted.
 
 from __future__ import annotations
 
-import pickle
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -27,19 +26,25 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark import TaskContext
 from pyspark.broadcast import Broadcast
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from raylake.arguments import refuse_unknown_keywords
-from raylake.errors import CommitConflictError, RaylakeError, UnsupportedOperationError
+from raylake.errors import CommitConflictError, UnsupportedOperationError
 from raylake.format.schema import TableSchema
 from raylake.io import FileIO
 from raylake.spark.columns import map_in_arrow
 from raylake.spark.credentials import broadcast_credentials, destroy, install_credentials
 from raylake.spark.session import check_dataframe
+from raylake.spark.task_results import (
+    RESULT_SCHEMA,
+    latest_results,
+    raising_on_driver,
+    result_batch,
+    task_attempt,
+)
 from raylake.spark.types import arrow_schema_of
 from raylake.table.merge.builder import MergeResult, TableMerger
 from raylake.table.merge.plan import Clause, JoinOn
@@ -47,7 +52,6 @@ from raylake.table.source import check_writable
 from raylake.table.writer import DATA_DIR
 
 BUCKET_COLUMN = "_rl_spark_merge_bucket"
-_RESULT_SCHEMA = "partition int, attempt int, part binary"
 
 
 @refuse_unknown_keywords
@@ -171,10 +175,10 @@ def _merge_append(
         groups = [files[i::tasks] for i in range(tasks)]
         shared = sc.broadcast((_to_ipc(source), groups))
         try:
-            task = partial(_raising_on_driver, partial(_merge_files_task, job, updates, shared))
+            task = partial(raising_on_driver, partial(_merge_files_task, job, updates, shared))
             spark = df.sparkSession
-            rows = spark.range(0, tasks, numPartitions=tasks).mapInArrow(task, _RESULT_SCHEMA)
-            parts = _latest_attempts(rows.collect())
+            rows = spark.range(0, tasks, numPartitions=tasks).mapInArrow(task, RESULT_SCHEMA)
+            parts = latest_results(rows.collect())
         finally:
             destroy(shared)
     _delete_job_files(job, _kept(parts))  # discarded task attempts
@@ -187,35 +191,6 @@ def _kept(parts: list[Any]) -> set[str]:
     return {f.path for p in parts for m in p.messages for f in m.new_files}
 
 
-def _latest_attempts(rows: list[Any]) -> list[Any]:
-    """The parts of each partition's last attempt (Spark returns one successful attempt
-    per partition; an earlier one's files are deleted as stale)."""
-    last: dict[int, int] = {}
-    for row in rows:
-        last[row.partition] = max(row.attempt, last.get(row.partition, row.attempt))
-    parts = [pickle.loads(row.part) for row in rows if row.attempt == last[row.partition]]
-    for part in parts:
-        if isinstance(part, RaylakeError):
-            raise part
-    return parts
-
-
-def _raising_on_driver(
-    task: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
-    batches: Iterator[pa.RecordBatch],
-) -> Iterator[pa.RecordBatch]:
-    """``task``, whose raylake errors (a target row matched twice) come back as a result
-    for the driver to raise as themselves. Raised in the task, Spark retried it and then
-    raised a PythonException holding a traceback string, not MergeCardinalityError."""
-    try:
-        yield from task(batches)
-    except RaylakeError as exc:
-        context = TaskContext.get()
-        partition = context.partitionId() if context else 0
-        attempt = context.attemptNumber() if context else 0
-        yield _result_batch(partition, attempt, [exc])
-
-
 def _run(df: DataFrame, job: _MergeJob) -> list[Any]:
     ts = job.table_schema
     source_of = dict(job.on.pairs)
@@ -226,9 +201,9 @@ def _run(df: DataFrame, job: _MergeJob) -> list[Any]:
     )
     parts = max(1, min(ts.buckets, df.sparkSession.sparkContext.defaultParallelism * 4))
     spread = with_bucket.repartition(parts, F.col(BUCKET_COLUMN))
-    return _latest_attempts(
+    return latest_results(
         map_in_arrow(
-            spread, partial(_raising_on_driver, partial(_merge_task, job)), _RESULT_SCHEMA
+            spread, partial(raising_on_driver, partial(_merge_task, job)), RESULT_SCHEMA
         ).collect()
     )
 
@@ -259,9 +234,7 @@ def _merge_task(job: _MergeJob, batches: Iterator[pa.RecordBatch]) -> Iterator[p
     from raylake.table.table import Table
 
     install_credentials(job.credentials)
-    context = TaskContext.get()
-    partition = context.partitionId() if context else 0
-    attempt = context.attemptNumber() if context else 0
+    partition, attempt = task_attempt()
     received = list(batches)
     if not received:  # a partition no bucket hashed to
         return
@@ -274,23 +247,7 @@ def _merge_task(job: _MergeJob, batches: Iterator[pa.RecordBatch]) -> Iterator[p
         prefix = f"{job.prefix}-p{partition}-a{attempt}"
         part = primary_key_part(tbl, snap, source, job.on, job.clauses, file_prefix=prefix)
     if part is not None:
-        yield _result_batch(partition, attempt, [part])
-
-
-_RESULT_ARROW = pa.schema(
-    [("partition", pa.int32()), ("attempt", pa.int32()), ("part", pa.binary())]
-)
-
-
-def _result_batch(partition: int, attempt: int, parts: list[Any]) -> pa.RecordBatch:
-    return pa.RecordBatch.from_pydict(
-        {
-            "partition": [partition] * len(parts),
-            "attempt": [attempt] * len(parts),
-            "part": [pickle.dumps(p) for p in parts],
-        },
-        schema=_RESULT_ARROW,
-    )
+        yield result_batch([part])
 
 
 def _merge_files_task(
@@ -306,9 +263,7 @@ def _merge_files_task(
     from raylake.table.table import Table
 
     install_credentials(job.credentials)
-    context = TaskContext.get()
-    partition = context.partitionId() if context else 0
-    attempt = context.attemptNumber() if context else 0
+    partition, attempt = task_attempt()
     ipc, groups = shared.value
     source = pa.ipc.open_stream(ipc).read_all()
     tbl = Table(job.file_io, job.table_schema)
@@ -320,7 +275,7 @@ def _merge_files_task(
                 append_part(tbl, snap, files, source, job.on, clauses, file_prefix=prefix)
                 for files in batches_of(groups[index], BATCH_BYTES)
             ]
-            yield _result_batch(partition, attempt, parts)
+            yield result_batch(parts)
 
 
 def _collect_source(df: DataFrame, empty: pa.Table) -> pa.Table:

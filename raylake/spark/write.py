@@ -16,7 +16,6 @@ that fails commits nothing and deletes every file it wrote.
 from __future__ import annotations
 
 import logging
-import pickle
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -24,12 +23,11 @@ from functools import partial
 from typing import Any, Literal
 
 import pyarrow as pa
-from pyspark import TaskContext
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
 from raylake.arguments import check_flag, check_mapping
-from raylake.errors import RaylakeError, SchemaMismatchError
+from raylake.errors import SchemaMismatchError
 from raylake.format.schema import TableSchema
 from raylake.format.snapshot import Snapshot
 from raylake.format.table_spec import TableSpec
@@ -37,6 +35,13 @@ from raylake.io import FileIO
 from raylake.spark.columns import column, map_in_arrow
 from raylake.spark.credentials import broadcast_credentials, destroy, install_credentials
 from raylake.spark.session import check_dataframe
+from raylake.spark.task_results import (
+    RESULT_SCHEMA,
+    latest_results,
+    raising_on_driver,
+    result_batch,
+    task_attempt,
+)
 from raylake.spark.types import arrow_schema_of
 from raylake.table import CommitMessage, Table
 from raylake.table.aborted import abort_messages, outcome_unknown
@@ -57,7 +62,6 @@ logger = logging.getLogger(__name__)
 
 SparkWriteMode = Literal["append", "overwrite", "upsert"]
 BUCKET_COLUMN = "_rl_spark_bucket"
-_RESULT_SCHEMA = "partition int, attempt int, messages binary"
 
 
 @dataclass(frozen=True)
@@ -192,15 +196,8 @@ def _run_tasks(df: DataFrame, job: _WriteJob) -> list[CommitMessage]:
         keys = [*ts.partition_keys, BUCKET_COLUMN]
         parts = max(1, min(buckets, df.sparkSession.sparkContext.defaultParallelism * 4))
         df = with_bucket.repartition(parts, *[column(k) for k in keys]).drop(BUCKET_COLUMN)
-    rows = map_in_arrow(df, partial(_write_task, job), _RESULT_SCHEMA).collect()
-    latest: dict[int, tuple[int, bytes]] = {}
-    for row in rows:  # one successful attempt per partition; keep the last if ever more
-        if row.partition not in latest or row.attempt > latest[row.partition][0]:
-            latest[row.partition] = (row.attempt, row.messages)
-    results = [pickle.loads(blob) for _, blob in latest.values()]
-    for result in results:
-        if isinstance(result, RaylakeError):  # a task's refusal of its rows, as itself
-            raise result
+    task = partial(raising_on_driver, partial(_write_task, job))
+    results = latest_results(map_in_arrow(df, task, RESULT_SCHEMA).collect())
     return [m for result in results for m in result]
 
 
@@ -214,32 +211,18 @@ def _add_buckets(job: _WriteJob, batches: Iterator[pa.RecordBatch]) -> Iterator[
 def _write_task(job: _WriteJob, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """One Spark task: write its rows into data files, return its commit messages."""
     install_credentials(job.credentials)
-    context = TaskContext.get()
-    partition = context.partitionId() if context else 0
-    attempt = context.attemptNumber() if context else 0
+    partition, attempt = task_attempt()
     prefix = f"{job.prefix}-p{partition}-a{attempt}"
-    result: list[CommitMessage] | RaylakeError
-    try:
-        with writing(create_writer(job.file_io, job.table_schema, file_prefix=prefix)) as writer:
-            for batch in batches:
-                if batch.num_rows:
-                    rows = pa.Table.from_batches([batch])
-                    if job.fill_missing:
-                        rows = fill_missing_columns(rows, job.table_schema)
-                    writer.write(rows)
-            result = writer.prepare_commit()
-    except RaylakeError as exc:
-        # Returned for the driver to raise as itself (a null in a key column, a value
-        # that does not fit): raised here, Spark retried the task and then raised a
-        # PythonException holding a traceback string, as merges did. The writer has
-        # deleted this task's files.
-        result = exc
-    yield pa.RecordBatch.from_pydict(
-        {"partition": [partition], "attempt": [attempt], "messages": [pickle.dumps(result)]},
-        schema=pa.schema(
-            [("partition", pa.int32()), ("attempt", pa.int32()), ("messages", pa.binary())]
-        ),
-    )
+    # A raylake error (a null in a key column, a value that does not fit) goes back to
+    # the driver; the writer has deleted this task's files.
+    with writing(create_writer(job.file_io, job.table_schema, file_prefix=prefix)) as writer:
+        for batch in batches:
+            if batch.num_rows:
+                rows = pa.Table.from_batches([batch])
+                if job.fill_missing:
+                    rows = fill_missing_columns(rows, job.table_schema)
+                writer.write(rows)
+        yield result_batch([writer.prepare_commit()])
 
 
 def _files(message: CommitMessage) -> list[Any]:
