@@ -59,22 +59,62 @@ def s3_client_options(options: Mapping[str, Any], uri: str) -> tuple[dict[str, A
 
 
 def check_s3_keys(options: Mapping[str, Any], uri: str) -> None:
-    """Refuse a top-level key neither s3fs nor raylake takes, naming it and the table."""
-    accepted = accepted_s3_keys()
+    """Refuse a key neither s3fs nor raylake takes, naming it and the table: at the top
+    level, and inside ``client_kwargs`` and ``config_kwargs``, which s3fs hands to
+    botocore only at the first request (a bare ``TypeError`` from inside s3fs)."""
+    _check_keys(
+        options,
+        accepted_s3_keys(),
+        "storage_options",
+        f"unknown storage option for {uri}; S3 tables take the arguments of "
+        "s3fs.S3FileSystem and of aiobotocore's session (key, secret, token, anon, "
+        "endpoint_url, client_kwargs, config_kwargs, profile, ...), their botocore "
+        f"spellings {sorted({*_S3FS_NAMES, *_CLIENT_KWARGS_NAMES})} and raylake's "
+        f"{sorted(RAYLAKE_OPTIONS)}",
+    )
+    for name, accepted, takes in (
+        ("client_kwargs", _client_keys(), "the arguments of botocore's create_client"),
+        ("config_kwargs", _config_keys(), "the arguments of botocore.config.Config"),
+    ):
+        nested = options.get(name)
+        if nested is None or not accepted:
+            continue
+        where = f"storage_options[{name!r}]"
+        if not isinstance(nested, Mapping):
+            raise InvalidOptionError(where, nested, f"expected a dict of {takes}")
+        _check_keys(nested, accepted, where, f"unknown {name} key for {uri}; {name} takes {takes}")
+
+
+def _check_keys(options: Mapping[str, Any], accepted: frozenset[str], where: str, why: str) -> None:
     for key in options:
         if key in accepted:
             continue
         close = difflib.get_close_matches(str(key), sorted(accepted), n=1, cutoff=0.6)
+        head, _, tail = why.partition("; ")
         hint = f"did you mean {close[0]!r}? " if close else ""
         raise InvalidOptionError(
-            f"storage_options[{key!r}]",
+            f"{where}[{key!r}]",
             REDACTED if is_secret(str(key)) else options[key],
-            f"unknown storage option for {uri}; {hint}S3 tables take the arguments of "
-            "s3fs.S3FileSystem and of aiobotocore's session (key, secret, token, anon, "
-            "endpoint_url, client_kwargs, config_kwargs, profile, ...), their botocore "
-            f"spellings {sorted({*_S3FS_NAMES, *_CLIENT_KWARGS_NAMES})} and raylake's "
-            f"{sorted(RAYLAKE_OPTIONS)}",
+            f"{head}; {hint}{tail}",
         )
+
+
+@functools.cache
+def _client_keys() -> frozenset[str]:
+    """What ``client_kwargs`` may hold: botocore's ``create_client`` arguments, but the
+    service, which s3fs names."""
+    import botocore.session
+
+    return frozenset(_parameters(botocore.session.Session.create_client) - {"service_name"})
+
+
+@functools.cache
+def _config_keys() -> frozenset[str]:
+    """What ``config_kwargs`` may hold: botocore's ``Config`` options (empty, and then
+    not checked, where a botocore release no longer lists them)."""
+    from botocore.config import Config
+
+    return frozenset(getattr(Config, "OPTION_DEFAULTS", {}))
 
 
 @functools.cache

@@ -203,6 +203,50 @@ def test_an_unknown_option_is_refused_before_anything_is_written(
         raylake.open_table(uri, storage_options=options)
 
 
+@pytest.mark.parametrize(
+    ("nested", "typo", "meant"),
+    [
+        ("client_kwargs", "endpoint_ur", "endpoint_url"),
+        ("config_kwargs", "conect_timeout", "connect_timeout"),
+    ],
+)
+def test_an_unknown_nested_option_is_refused_before_anything_is_written(
+    s3_server: LocalS3Server,
+    s3_bucket: str,
+    storage_options: dict[str, Any],
+    nested: str,
+    typo: str,
+    meant: str,
+) -> None:
+    """s3fs hands ``client_kwargs`` and ``config_kwargs`` to botocore only at the first
+    request, which raised a bare TypeError from inside s3fs."""
+    options = {**storage_options, nested: {**storage_options.get(nested, {}), typo: 5}}
+    uri = f"s3://{s3_bucket}/nested-typo"
+    with pytest.raises(InvalidOptionError) as refused:
+        raylake.create_table(uri, SCHEMA, storage_options=options)
+    message = str(refused.value)
+    assert f"storage_options[{nested!r}][{typo!r}]" in message and uri in message
+    assert f"did you mean {meant!r}?" in message
+    assert _stored_keys(s3_server, s3_bucket, "nested-typo/") == []
+    with pytest.raises(InvalidOptionError, match="expected a dict"):
+        raylake.create_table(uri, SCHEMA, storage_options={**storage_options, nested: "x"})
+
+
+def test_every_botocore_client_and_config_argument_is_accepted() -> None:
+    import botocore.config
+
+    options = {
+        "client_kwargs": {
+            "endpoint_url": None,
+            "region_name": None,
+            "verify": None,
+            "use_ssl": True,
+        },
+        "config_kwargs": dict.fromkeys(botocore.config.Config.OPTION_DEFAULTS),
+    }
+    s3options.check_s3_keys(options, "s3://bucket/t")
+
+
 def test_every_s3fs_argument_is_accepted() -> None:
     """The accepted set comes from the installed s3fs: none of its options is refused."""
     parameters = inspect.signature(s3fs.S3FileSystem.__init__).parameters
