@@ -37,7 +37,7 @@ from raylake.io.credentials import StorageOptions
 from raylake.io.mapped import MappedLocalFiles, mapped_files
 from raylake.io.native import S3_PROTOCOLS, native_filesystem
 from raylake.io.read_errors import RetriedReads
-from raylake.io.retry import RetryPolicy, call_with_retries
+from raylake.io.retry import RetryPolicy, call_with_retries, is_cut_short, is_transient
 from raylake.io.s3options import s3_client_options
 
 logger = logging.getLogger(__name__)
@@ -225,8 +225,12 @@ class FileIO:
         return self.retry_policy, 1 if self.client_retries else self.retry_policy.max_attempts
 
     def _call(self, operation: str, rel: str, fn: Callable[[], T]) -> T:
-        policy, attempts = self._tries()
-        return call_with_retries(fn, policy, operation, self.full_path(rel), attempts)
+        policy = self.retry_policy
+        # Where the client retries by itself, FileIO retries only what it does not: an
+        # answer cut short (a metadata read failed at once on one dropped connection).
+        retry_here = is_cut_short if self.client_retries else is_transient
+        path = self.full_path(rel)
+        return call_with_retries(fn, policy, operation, path, policy.max_attempts, retry_here)
 
     def read_bytes(self, rel: str) -> bytes:
         # start=0 makes it one ranged GET on object stores: without it s3fs first asks

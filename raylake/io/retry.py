@@ -81,19 +81,38 @@ _CLIENT_TRANSIENT = frozenset(
 )  # fmt: skip
 
 
+# An answer whose body was cut short (the connection dropped in the middle of it). A
+# client that retries by itself retries the request until its answer's headers are in;
+# the body is read after its retry loop, so a cut is not retried there (s3fs, botocore).
+_CUT_SHORT = frozenset(
+    {"ClientPayloadError", "IncompleteReadError", "ResponseStreamingError", "IncompleteRead"}
+)  # fmt: skip
+
+
+def is_cut_short(exc: BaseException) -> bool:
+    """Whether ``exc`` is an answer cut short, which a store's own client does not retry."""
+    return bool({cls.__name__ for cls in type(exc).__mro__} & _CUT_SHORT)
+
+
 def call_with_retries(
-    fn: Callable[[], T], policy: RetryPolicy, operation: str, path: str, attempts: int
+    fn: Callable[[], T],
+    policy: RetryPolicy,
+    operation: str,
+    path: str,
+    attempts: int,
+    retry_here: Callable[[BaseException], bool] = is_transient,
 ) -> T:
-    """``fn()`` up to ``attempts`` times while it fails transiently; after the last try
-    a :class:`StorageRetriesExhaustedError` naming ``operation`` and ``path``, and
-    ``policy.max_attempts`` tries (the client's own retries included)."""
+    """``fn()`` up to ``attempts`` times while it fails transiently with an error that
+    ``retry_here`` says to retry here (the others the store's client retried already);
+    after the last try a :class:`StorageRetriesExhaustedError` naming ``operation`` and
+    ``path``, and ``policy.max_attempts`` tries (the client's own retries included)."""
     for attempt in range(attempts):
         try:
             return fn()
         except BaseException as exc:
             if not is_transient(exc) or isinstance(exc, StorageRetriesExhaustedError):
                 raise
-            if attempt == attempts - 1:
+            if attempt == attempts - 1 or not retry_here(exc):
                 raise StorageRetriesExhaustedError(
                     operation, path, policy.max_attempts, exc
                 ) from exc

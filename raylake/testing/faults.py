@@ -17,6 +17,8 @@ Fault kinds (what the caller sees):
 - ``lost``: the request is carried out, then answered 500 (on local files:
   carried out, then ``OSError(EIO)``): the caller cannot know it succeeded.
 - ``lost_reset``: carried out, then the connection drops without an answer.
+- ``truncated``: served, but the connection drops after half the answer's body (the
+  headers announce all of it): a read cut short (S3 server only).
 """
 
 from __future__ import annotations
@@ -30,9 +32,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-FaultKind = Literal["slowdown", "internal", "reset", "slow", "lost", "lost_reset", "eio", "enospc"]
+FaultKind = Literal[
+    "slowdown", "internal", "reset", "slow", "lost", "lost_reset", "truncated", "eio", "enospc"
+]  # fmt: skip
 FAULT_KINDS: tuple[str, ...] = (
-    "slowdown", "internal", "reset", "slow", "lost", "lost_reset", "eio", "enospc",
+    "slowdown", "internal", "reset", "slow", "lost", "lost_reset", "truncated", "eio", "enospc",
 )  # fmt: skip
 # Kinds that carry the request out before failing its answer.
 APPLIED_KINDS = frozenset({"slow", "lost", "lost_reset"})

@@ -30,7 +30,7 @@ import time
 import urllib.request
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from threading import Lock, Thread
 from typing import Any
 
@@ -124,6 +124,8 @@ def _inject(
     if rule.kind == "slow":
         time.sleep(rule.delay_s)
         return app(environ, start_response)
+    if rule.kind == "truncated":
+        return _truncated(app, environ, start_response)
     if rule.kind in ("lost", "lost_reset"):
         # Carry the request out, answer discarded: the store did it, the client cannot know.
         answer = app(environ, lambda *args, **kwargs: None)
@@ -153,6 +155,29 @@ def _inject(
          ("Connection", "close")],
     )  # fmt: skip
     return [body]
+
+
+def _truncated(app: WsgiApp, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+    """Serve the request, but send only half of its answer's body (the headers announce
+    all of it), then drop the connection: a read cut short in the middle."""
+    answered: list[Any] = []
+    answer = app(environ, lambda *args, **kwargs: answered.append(args))
+    try:
+        body = b"".join(answer)
+    finally:
+        close = getattr(answer, "close", None)
+        if close is not None:
+            close()
+    status, headers = answered[0][0], list(answered[0][1])
+    headers = [(k, v) for k, v in headers if k.lower() != "content-length"]
+    headers.append(("Content-Length", str(len(body))))
+    start_response(status, headers)
+
+    def cut() -> Iterator[bytes]:
+        yield body[: len(body) // 2]
+        _drop_connection(environ)
+
+    return cut()
 
 
 def _drop_connection(environ: dict[str, Any]) -> None:

@@ -91,3 +91,35 @@ def test_only_transient_store_errors_are_renamed() -> None:
     assert retries_exhausted(denied, 5) is None
     assert retries_exhausted(FileNotFoundError("b/k"), 5) is None
     assert retries_exhausted(OSError("Parquet magic bytes not found"), 5) is None
+
+
+@pytest.mark.parametrize(
+    "path", [r"/snapshot/LATEST$", r"/snapshot/snapshot-\d+\.json$", r"/schema/", r"/manifest/"]
+)
+def test_a_metadata_read_cut_short_once_is_retried(
+    faulty: LocalS3Server, storage_options: dict[str, Any], path: str
+) -> None:
+    # botocore retries a request until its answer's headers are in; the body is read
+    # after that, and s3fs's own loop is off: one connection dropped in the middle of a
+    # snapshot, manifest or schema failed the read at once, "after 5 tries".
+    uri = f"s3://{faulty.create_bucket()}/t"
+    tbl = raylake.create_table(uri, SCHEMA, storage_options=storage_options)
+    tbl.write(_rows(10))
+    tbl.write(_rows(5))
+    faulty.set_faults(FaultPlan((FaultRule("truncated", operation="GET", path=path, times=1),)))
+    assert raylake.open_table(uri, storage_options=storage_options).to_arrow().num_rows == 15
+    assert faulty.fault_stats()["injected"] == {"truncated": 1}
+
+
+def test_a_metadata_read_cut_short_every_time_names_the_tries(
+    faulty: LocalS3Server, storage_options: dict[str, Any]
+) -> None:
+    options = {**storage_options, "raylake_retry": {"max_attempts": 3, "backoff_s": 0.0}}
+    uri = f"s3://{faulty.create_bucket()}/t"
+    raylake.create_table(uri, SCHEMA, storage_options=options).write(_rows(10))
+    faulty.set_faults(FaultPlan((FaultRule("truncated", operation="GET", path=r"/snapshot/"),)))
+    with pytest.raises(StorageRetriesExhaustedError, match="after 3 tries") as info:
+        raylake.open_table(uri, storage_options=options).to_arrow()
+    assert faulty.fault_stats()["injected"] == {"truncated": 3}
+    faulty.set_faults(None)
+    assert info.value.operation == "read" and "/t/snapshot/" in info.value.path
