@@ -142,10 +142,17 @@ class Committer:
         is gone or a stranger, the outcome is reported unknown rather than acknowledged."""
         if snap.parent_id is None:
             return
-        parent = self.snapshots.read_if_present(snap.parent_id)
+        path = self.file_io.full_path(snapshot_path(snap.id))
+        try:
+            parent = self.snapshots.read_if_present(snap.parent_id)
+        except Exception as exc:
+            # The snapshot is there and may be the table's: a failed look must not have
+            # the commit taken for failed, and what it wrote deleted.
+            raise CommitStateUnknownError(
+                path, self.file_io.retry_policy.max_attempts, exc
+            ) from exc
         if parent is not None and parent.commit_id == snap.parent_commit_id:
             return
-        path = self.file_io.full_path(snapshot_path(snap.id))
         raise CommitLineageUnknownError(path, snap.parent_id, replaced=parent is not None)
 
     def _already_committed(

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 
 import raylake
-from raylake.errors import StorageRetriesExhaustedError
+from raylake.errors import CommitStateUnknownError, StorageRetriesExhaustedError
 from raylake.testing.faults import FaultPlan, FaultRule
 from raylake.testing.s3server import LocalS3Server
 from raylake.testing.tablecheck import inspect_table, rows_of
@@ -131,3 +131,26 @@ def test_orphan_cleanup_sees_the_snapshots_other_processes_committed(
     assert [s.id for s in tbl.snapshots()] == [1, 2]
     assert tbl.remove_orphan_files(older_than=timedelta(0)).files_removed == 0
     assert rows_of(tbl, "id") == list(range(20))
+
+
+# The conditional create of the next snapshot file, served as it is (a marker that arms
+# the rule after it), then every read of a snapshot file answered 500.
+_CREATED = FaultRule("slow", operation="PUT", path=SNAPSHOT, conditional=True, times=1, delay_s=0)
+
+
+def test_a_commit_whose_parent_cannot_be_read_after_its_create_deletes_nothing(
+    faulty: LocalS3Server, storage_options: dict[str, Any]
+) -> None:
+    # The commit checks after its create that its parent still holds the commit it was
+    # made on. That read failing was taken for a failed commit: the manifest the new,
+    # visible snapshot names was deleted, and every read of the table failed.
+    options = {**storage_options, "raylake_retry": {"max_attempts": 2, "backoff_s": 0.0}}
+    uri, tbl = _table(faulty, options)
+    failing = FaultRule("internal", operation="GET", path=SNAPSHOT, once_fired=0)
+    faulty.set_faults(FaultPlan((_CREATED, failing), seed=1))
+    with pytest.raises(CommitStateUnknownError, match=r"snapshot-2\.json"):
+        tbl.write(_ids(10, 5))
+    faulty.set_faults(None)
+    state = inspect_table(uri, storage_options)
+    assert state.snapshot_ids == [1, 2] and not state.missing and not state.unreferenced
+    assert rows_of(raylake.open_table(uri, storage_options=options), "id") == list(range(15))
