@@ -154,3 +154,36 @@ def test_a_commit_whose_parent_cannot_be_read_after_its_create_deletes_nothing(
     state = inspect_table(uri, storage_options)
     assert state.snapshot_ids == [1, 2] and not state.missing and not state.unreferenced
     assert rows_of(raylake.open_table(uri, storage_options=options), "id") == list(range(15))
+
+
+def test_a_committed_upsert_is_acknowledged_when_automatic_compaction_cannot_read(
+    faulty: LocalS3Server, storage_options: dict[str, Any]
+) -> None:
+    # After an upsert's commit, automatic compaction reads the latest snapshot: that read
+    # failing made the upsert raise although it was committed, and a retry of it applied
+    # it twice (a sum aggregates it twice).
+    options = {**storage_options, "raylake_retry": {"max_attempts": 2, "backoff_s": 0.0}}
+    uri = f"s3://{faulty.create_bucket()}/t"
+    tbl = raylake.create_table(
+        uri,
+        pa.schema([("id", pa.int64()), ("v", pa.int64())]),
+        primary_key=["id"],
+        buckets=1,
+        storage_options=options,
+        options={"compaction.max-overlapping-files": "1", "merge-engine": "aggregation",
+                 "fields.v.aggregate-function": "sum"},
+    )  # fmt: skip
+    tbl.write(pa.table({"id": [1, 2], "v": [1, 1]}))
+    # The parent check after the create reads through; compaction's reads fail.
+    failing = FaultRule("internal", operation="GET", path=SNAPSHOT, once_fired=0, after=1)
+    faulty.set_faults(FaultPlan((_CREATED, failing), seed=1))
+    snap = tbl.write(pa.table({"id": [1], "v": [5]}))
+    assert faulty.fault_stats()["injected"].get("internal", 0) >= 2
+    faulty.set_faults(None)
+    assert snap is not None and snap.id == 2
+    assert raylake.open_table(uri, storage_options=options).to_arrow().sort_by(
+        "id"
+    ).to_pydict() == {
+        "id": [1, 2],
+        "v": [6, 1],
+    }

@@ -127,21 +127,9 @@ def auto_compact(
     options = ts.table_options
     if not options.compaction_auto or not touched:
         return None
-    latest = SnapshotManager(file_io).latest()
-    if latest is None:
-        return None
-    groups = live_files_by_bucket(file_io, latest.base_manifests, ts)
-    crowded = [
-        key
-        for key in touched
-        if any(
-            len(s) > options.compaction_max_overlap for s in overlap_sections(groups.get(key, []))
-        )
-    ]
-    if not crowded:
-        return None
     try:
-        return compact(file_io, ts, buckets=crowded)
+        crowded = _crowded_buckets(file_io, ts, touched)
+        return compact(file_io, ts, buckets=crowded) if crowded else None
     except CommitConflictError as exc:
         logger.info("automatic compaction of %s skipped: %s", file_io.uri, exc)
         return None
@@ -150,6 +138,20 @@ def auto_compact(
         # believe the write failed (and retry it, or delete its committed files).
         logger.warning("automatic compaction of %s failed", file_io.uri, exc_info=True)
         return None
+
+
+def _crowded_buckets(
+    file_io: FileIO, ts: TableSchema, touched: Collection[BucketKey]
+) -> list[BucketKey]:
+    """The touched buckets of the latest snapshot that hold too many overlapping files."""
+    latest = SnapshotManager(file_io).latest()
+    if latest is None:
+        return []
+    groups = live_files_by_bucket(file_io, latest.base_manifests, ts)
+    limit = ts.table_options.compaction_max_overlap
+    return [
+        key for key in touched if any(len(s) > limit for s in overlap_sections(groups.get(key, [])))
+    ]
 
 
 def _rewrite_sets(
