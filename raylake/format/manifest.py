@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from raylake.caching import LruCache, ProcessThreads, process_cache
-from raylake.errors import CorruptMetadataError
+from raylake.errors import CorruptMetadataError, RaylakeError
 from raylake.format.manifest_stats import (
     STATS_BY_ID,
     STATS_KEYS,
@@ -265,6 +265,11 @@ def read_manifest(
         return cached
     try:
         data = file_io.read_bytes(rel)
+    except FileNotFoundError as exc:
+        raise CorruptMetadataError(file_io.full_path(rel), "manifest file is missing") from exc
+    # A store that failed (after its retries, or refused access) goes up as it is: the
+    # manifest is not corrupt, and a later read may well succeed.
+    try:
         parquet = pq.ParquetFile(pa.BufferReader(data))
         physical = physical_stats_names(file_io, ts, parquet.schema_arrow)
         # ParquetFile.read without threads: a manifest is small and wide, and the thread
@@ -272,8 +277,8 @@ def read_manifest(
         columns = None if wanted is None else _manifest_columns(ts, wanted, physical)
         pa_table = parquet.read(columns=columns, use_threads=False)
         pa_table = conform_manifest(pa_table, manifest_schema(ts, wanted), physical)
-    except FileNotFoundError as exc:
-        raise CorruptMetadataError(file_io.full_path(rel), "manifest file is missing") from exc
+    except RaylakeError:
+        raise  # the schema files physical_stats_names reads: their own error
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise CorruptMetadataError(
             file_io.full_path(rel), f"not a readable manifest: {exc}"

@@ -123,3 +123,19 @@ def test_a_metadata_read_cut_short_every_time_names_the_tries(
     assert faulty.fault_stats()["injected"] == {"truncated": 3}
     faulty.set_faults(None)
     assert info.value.operation == "read" and "/t/snapshot/" in info.value.path
+
+
+def test_a_manifest_read_failing_past_the_bound_is_not_called_corrupt(
+    faulty: LocalS3Server, storage_options: dict[str, Any]
+) -> None:
+    # The store's failure was renamed CorruptMetadataError("not a readable manifest"): a
+    # user told to repair a table that is whole.
+    options = {**storage_options, "raylake_retry": {"max_attempts": 2, "backoff_s": 0.0}}
+    uri = f"s3://{faulty.create_bucket()}/t"
+    raylake.create_table(uri, SCHEMA, storage_options=options).write(_rows(10))
+    faulty.set_faults(FaultPlan((FaultRule("internal", operation="GET", path=r"/manifest/"),)))
+    with pytest.raises(StorageRetriesExhaustedError, match="after 2 tries") as info:
+        raylake.open_table(uri, storage_options=options).to_arrow()
+    faulty.set_faults(None)
+    assert "/t/manifest/manifest-" in info.value.path
+    assert raylake.open_table(uri, storage_options=options).to_arrow().num_rows == 10
