@@ -31,7 +31,10 @@ _TRANSIENT = frozenset(
     {"SLOW_DOWN", "INTERNAL_FAILURE", "SERVICE_UNAVAILABLE", "THROTTLING",
      "REQUEST_TIMEOUT", "NETWORK_CONNECTION"}
 )  # fmt: skip
-_AWS = re.compile(r"AWS Error (?P<code>[A-Z_]+) during (?P<operation>\w+) operation")
+_AWS = re.compile(
+    r"AWS Error (?P<code>[A-Z_]+)(?: \(HTTP status (?P<status>\d+)\))? during (?P<operation>\w+)"
+    r" operation"
+)
 # pyarrow names the object as 'bucket/key' (opening a file) or as key and bucket.
 _QUOTED = re.compile(r"'([^']+)'")
 _KEY_IN_BUCKET = re.compile(r"key '(?P<key>[^']*)' in bucket '(?P<bucket>[^']*)'")
@@ -44,7 +47,7 @@ def retries_exhausted(exc: BaseException, attempts: int) -> StorageRetriesExhaus
         return None
     message = str(exc)
     aws = _AWS.search(message)
-    if aws is None or aws["code"] not in _TRANSIENT:
+    if aws is None or not _transient(aws["code"], aws["status"]):
         return None
     before = message[: aws.start()]
     in_bucket = _KEY_IN_BUCKET.search(before)
@@ -54,6 +57,12 @@ def retries_exhausted(exc: BaseException, attempts: int) -> StorageRetriesExhaus
     else:
         path = quoted[-1] if quoted else "a data file"
     return StorageRetriesExhaustedError(f"read ({aws['operation']})", path, attempts, exc)
+
+
+def _transient(code: str, status: str | None) -> bool:
+    """Whether the AWS SDK's error is one its retry strategy retries. An answer without a
+    body (to a HEAD: the status alone) has no code: the SDK retries a 5xx of it too."""
+    return code in _TRANSIENT or (code == "UNKNOWN" and status is not None and status[0] == "5")
 
 
 @contextmanager

@@ -87,6 +87,13 @@ def test_only_transient_store_errors_are_renamed() -> None:
         "NETWORK_CONNECTION during HeadObject operation: curlCode: 52"
     )
     assert retries_exhausted(keyed, 2).path == "b/t/data/f.parquet"  # type: ignore[union-attr]
+    headless = OSError(
+        "When reading information for key 't/f.parquet' in bucket 'b': AWS Error UNKNOWN "
+        "(HTTP status 503) during HeadObject operation: No response body."
+    )
+    assert retries_exhausted(headless, 3).path == "b/t/f.parquet"  # type: ignore[union-attr]
+    forbidden = OSError(headless.args[0].replace("503", "403"))
+    assert retries_exhausted(forbidden, 3) is None
     denied = OSError("'b/k': AWS Error ACCESS_DENIED during GetObject operation: denied")
     assert retries_exhausted(denied, 5) is None
     assert retries_exhausted(FileNotFoundError("b/k"), 5) is None
@@ -138,4 +145,25 @@ def test_a_manifest_read_failing_past_the_bound_is_not_called_corrupt(
         raylake.open_table(uri, storage_options=options).to_arrow()
     faulty.set_faults(None)
     assert "/t/manifest/manifest-" in info.value.path
+    assert raylake.open_table(uri, storage_options=options).to_arrow().num_rows == 10
+
+
+@pytest.mark.parametrize("kind", ["slowdown", "internal"])
+def test_a_data_file_head_failing_past_the_bound_is_named(
+    faulty: LocalS3Server, storage_options: dict[str, Any], kind: str
+) -> None:
+    # An answer to a HEAD has no body, so pyarrow names no error code: "AWS Error UNKNOWN
+    # (HTTP status 500)". It retries it as any 5xx, but after the bound its bare OSError
+    # came out of the scan, not the named error.
+    options = {**storage_options, "raylake_retry": {"max_attempts": 3, "backoff_s": 0.01}}
+    uri = f"s3://{faulty.create_bucket()}/t"
+    tbl = raylake.create_table(uri, SCHEMA, primary_key=["id"], buckets=1, storage_options=options)
+    tbl.write(_rows(10))
+    tbl.write(_rows(5))
+    head = FaultRule(kind, operation="HEAD", path=DATA_GET["path"])
+    faulty.set_faults(FaultPlan((head,), seed=3))
+    with pytest.raises(StorageRetriesExhaustedError, match="after 3 tries") as info:
+        raylake.open_table(uri, storage_options=options).to_arrow()
+    faulty.set_faults(None)
+    assert info.value.operation == "read (HeadObject)" and "/t/data/bucket-0/" in info.value.path
     assert raylake.open_table(uri, storage_options=options).to_arrow().num_rows == 10
