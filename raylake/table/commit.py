@@ -19,7 +19,7 @@ import random
 import socket
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 
@@ -206,24 +206,15 @@ class Committer:
         if request.overwrite is None:
             return
         base = request.base_snapshot_id or 0
-        earliest = self.snapshots.earliest_id() or 1
-        if base + 1 < earliest and latest.id >= base + 1:
-            raise CommitConflictError(
-                f"overwrite based on snapshot {base} cannot be checked for conflicts: snapshots "
-                f"up to {earliest - 1} were expired meanwhile; re-run it",
-                expected=base,
-                actual=latest.id,
-            )
-        for snapshot_id in range(base + 1, latest.id + 1):
-            snap = self.snapshots.get(snapshot_id)
+        for snap in snapshots_after(self.snapshots, base, latest, "overwrite"):
             changed = read_entries(self.file_io, snap.delta_manifests, self.ts)
             if _select_partitions(changed, request.overwrite, self.ts).num_rows:
                 raise CommitConflictError(
-                    f"overwrite of {request.overwrite} conflicts with snapshot {snapshot_id} "
+                    f"overwrite of {request.overwrite} conflicts with snapshot {snap.id} "
                     f"({snap.commit_kind}), which changed the same partitions after snapshot "
                     f"{base}; nothing was committed",
                     expected=base,
-                    actual=snapshot_id,
+                    actual=snap.id,
                 )
 
     def _prepare(
@@ -306,6 +297,25 @@ class Committer:
         )
         written.append(merged.path)
         return [merged]
+
+
+def snapshots_after(
+    snapshots: SnapshotManager, base_id: int, latest: Snapshot, what: str
+) -> Iterator[Snapshot]:
+    """The snapshots after ``base_id`` up to ``latest``, oldest first, for a conflict
+    check. One expired meanwhile (a concurrent expiration) cannot be checked: that is a
+    conflict, so that the operation runs again on the latest state, not an error that
+    names a missing snapshot."""
+    for snapshot_id in range(base_id + 1, latest.id + 1):
+        snap = latest if snapshot_id == latest.id else snapshots.read_if_present(snapshot_id)
+        if snap is None:
+            raise CommitConflictError(
+                f"{what} based on snapshot {base_id} cannot be checked for conflicts: "
+                f"snapshot {snapshot_id} was expired meanwhile; re-run it",
+                expected=base_id,
+                actual=latest.id,
+            )
+        yield snap
 
 
 def check_commit_safety(file_io: FileIO, ts: TableSchema) -> None:

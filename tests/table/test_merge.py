@@ -246,6 +246,28 @@ def test_a_concurrent_change_to_what_the_merge_read_makes_it_retry(
     assert [(r["id"], r["n"]) for r in rows(tbl)] == [(1, 101), (2, 2)]
 
 
+def test_a_merge_whose_concurrent_commits_were_expired_retries(
+    tmp_path: Path, kind: str, monkeypatch: Any
+) -> None:
+    tbl = make(tmp_path, kind)
+    tbl.write(data([1, 2], [1, 2]))
+
+    def other(t: Table) -> None:  # two commits after the merge's read, then expiration
+        t.write(data([3], [3]))
+        t.write(data([4], [4]))
+        t.expire_snapshots(retain_last=1)
+
+    _commit_meanwhile(monkeypatch, tbl, 1, other)
+    result = (
+        tbl.merge(pa.table({"id": [1, 5], "n": [10, 5]}), on="id")
+        .when_matched_update({"n": "t.n + s.n"})
+        .when_not_matched_insert()
+        .execute()
+    )
+    assert result.attempts == 2
+    assert [(r["id"], r["n"]) for r in rows(tbl)] == [(1, 11), (2, 2), (3, 3), (4, 4), (5, 5)]
+
+
 def test_a_concurrent_write_elsewhere_needs_no_retry(
     tmp_path: Path, kind: str, monkeypatch: Any
 ) -> None:

@@ -31,6 +31,7 @@ from raylake.expr import AlwaysTrue, Expr
 from raylake.format.manifest import ADD, DataFile, read_entries
 from raylake.format.snapshot import Snapshot, SnapshotManager
 from raylake.table.aborted import abort_messages
+from raylake.table.commit import snapshots_after
 from raylake.table.merge.builder import MergeResult
 from raylake.table.merge.commit import commit_merge, unchanged
 from raylake.table.merge.plan import (
@@ -248,8 +249,7 @@ def _check_files_kept(tbl: Table, base: Snapshot | None, latest: Snapshot, paths
     """A commit after ``base`` that removed a file the merge read: its rows may have
     moved (an overwrite, another merge), so the merge's decisions are stale."""
     manager = SnapshotManager(tbl.file_io)
-    for snapshot_id in range((base.id if base else 0) + 1, latest.id + 1):
-        snap = latest if snapshot_id == latest.id else manager.get(snapshot_id)
+    for snap in snapshots_after(manager, base.id if base else 0, latest, "merge"):
         entries = read_entries(tbl.file_io, snap.delta_manifests, tbl.table_schema, ())
         removed = pc.filter(entries.column("path"), pc.not_equal(entries.column("kind"), ADD))
         hit = paths.intersection(removed.to_pylist())

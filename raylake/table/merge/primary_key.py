@@ -18,6 +18,7 @@ from raylake.errors import CommitConflictError
 from raylake.expr import AlwaysTrue, And, Compare, Expr, In, bind
 from raylake.format.manifest import data_files_from_table, read_entries
 from raylake.format.snapshot import Snapshot, SnapshotManager
+from raylake.table.commit import snapshots_after
 from raylake.table.conform import conform
 from raylake.table.merge.builder import MergeResult
 from raylake.table.merge.plan import (
@@ -188,8 +189,7 @@ def _check_buckets_unchanged(
     """A commit after ``base`` that wrote to a bucket the merge read (a compaction
     changes no row, so it does not count): the merge's decisions may be stale."""
     manager = SnapshotManager(tbl.file_io)
-    for snapshot_id in range((base.id if base else 0) + 1, latest.id + 1):
-        snap = latest if snapshot_id == latest.id else manager.get(snapshot_id)
+    for snap in snapshots_after(manager, base.id if base else 0, latest, "merge"):
         if snap.commit_kind == "COMPACT":
             continue
         if buckets is not None:
