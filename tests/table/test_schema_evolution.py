@@ -327,6 +327,35 @@ def test_a_writer_opened_before_a_change_still_commits(tmp_path: Path) -> None:
     assert stale.refresh().schema == fresh.schema
 
 
+@pytest.mark.parametrize("widen", [False, True])
+def test_automatic_compaction_after_a_stale_writer_keeps_newer_columns(
+    tmp_path: Path, widen: bool
+) -> None:
+    """A writer opened before a change triggers the compaction: it runs under the latest
+    schema (was: under the writer's, dropping z; with x widened to values its old type
+    cannot hold, the write raised after its commit)."""
+    schema = pa.schema([pa.field("k", pa.int64(), nullable=False), ("x", pa.int32())])
+    stale = raylake.create_table(
+        str(tmp_path), schema, primary_key=["k"], buckets=1,
+        options={"compaction.max-overlapping-files": 2},
+    )  # fmt: skip
+    fresh = raylake.open_table(str(tmp_path))
+    with fresh.update_schema() as u:
+        u.add_column("z", pa.string())
+        if widen:
+            u.update_column("x", pa.int64())
+    big = 2**40 if widen else 1
+    fresh.write(pa.table({"k": [1, 5], "x": [big, 5], "z": ["kept", "kept too"]}, fresh.schema))
+    for x in range(3):  # overlapping files: a commit compacts the bucket
+        stale.write(pa.table({"k": [1, 2], "x": [x, x]}, schema=schema))
+    assert "COMPACT" in [s.commit_kind for s in fresh.snapshots()]
+    assert fresh.to_arrow().sort_by("k").to_pylist() == [
+        {"k": 1, "x": 2, "z": None},
+        {"k": 2, "x": 2, "z": None},
+        {"k": 5, "x": 5, "z": "kept too"},
+    ]
+
+
 def test_manifests_merged_after_a_change_keep_statistics(tmp_path: Path) -> None:
     tbl = raylake.create_table(str(tmp_path), SCHEMA, options={"manifest.merge-min-count": "2"})
     for i in range(3):

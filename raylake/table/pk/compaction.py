@@ -26,6 +26,7 @@ import pyarrow as pa
 from raylake.errors import CommitConflictError
 from raylake.format.manifest import DataFile, live_files_by_bucket
 from raylake.format.schema import TableSchema
+from raylake.format.schema_files import load_schema
 from raylake.format.snapshot import Snapshot, SnapshotManager
 from raylake.io import FileIO
 from raylake.progress import track
@@ -122,14 +123,17 @@ def auto_compact(
     """Minor-compact the touched buckets that hold too many overlapping files.
 
     Called after a data commit, which has already succeeded: losing a race with
-    another compaction is logged, not raised.
+    another compaction is logged, not raised, and so is any other failure, the reads
+    that plan it included.
     """
-    options = ts.table_options
-    if not options.compaction_auto or not touched:
+    if not ts.table_options.compaction_auto or not touched:
         return None
     try:
-        crowded = _crowded_buckets(file_io, ts, touched)
-        return compact(file_io, ts, buckets=crowded) if crowded else None
+        # Under the latest schema, as Table.compact: a writer opened before a schema
+        # change would rewrite files under its older one and drop the newer columns.
+        latest_ts = load_schema(file_io)
+        crowded = _crowded_buckets(file_io, latest_ts, touched)
+        return compact(file_io, latest_ts, buckets=crowded) if crowded else None
     except CommitConflictError as exc:
         logger.info("automatic compaction of %s skipped: %s", file_io.uri, exc)
         return None
