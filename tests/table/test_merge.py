@@ -268,6 +268,25 @@ def test_a_merge_whose_concurrent_commits_were_expired_retries(
     assert [(r["id"], r["n"]) for r in rows(tbl)] == [(1, 11), (2, 2), (3, 3), (4, 4), (5, 5)]
 
 
+def test_a_merge_by_a_table_opened_before_a_schema_change_keeps_newer_columns(
+    tmp_path: Path, kind: str
+) -> None:
+    stale = make(tmp_path, kind)
+    stale.write(data([1, 2], [1, 2]))
+    fresh = raylake.open_table(stale.uri)
+    with fresh.update_schema() as u:
+        u.add_column("z", pa.string())
+    fresh.write(pa.table({"id": [3, 4], "n": [3, 4], "z": ["c", "d"]}), schema_mode="merge")
+    result = (
+        stale.merge(pa.table({"id": [3], "n": [30]}), on="id")
+        .when_matched_update({"n": "s.n"})
+        .execute()
+    )
+    assert result.updated == 1
+    got = [(r["id"], r["n"], r["z"]) for r in rows(fresh)]
+    assert got == [(1, 1, None), (2, 2, None), (3, 30, "c"), (4, 4, "d")]
+
+
 def test_a_concurrent_write_elsewhere_needs_no_retry(
     tmp_path: Path, kind: str, monkeypatch: Any
 ) -> None:

@@ -155,6 +155,8 @@ class TableMerger:
         check_merge_engine(tbl)
         if self._schema_mode == "merge":
             tbl = _with_new_columns(tbl, source.schema)
+        else:
+            tbl = _under_latest_schema(tbl)
         schema = tbl.table_schema.arrow_schema
         source = conform_source(source, schema)
         on = join_on(self._on, schema, source.schema)
@@ -178,6 +180,19 @@ def check_merge_engine(tbl: Table) -> None:
             f"{ts.table_options.merge_engine!r}, which would combine the merged rows with "
             "the old ones instead of replacing them"
         )
+
+
+def _under_latest_schema(tbl: Table) -> Table:
+    """``tbl`` under the table's latest schema: a merge rewrites rows (whole files of an
+    append table), and under the schema of a ``Table`` opened before a schema change it
+    would drop the newer columns of every row it rewrites."""
+    from raylake.format.schema_files import load_schema
+    from raylake.table.table import Table
+
+    latest = load_schema(tbl.file_io)
+    if latest.schema_id == tbl.table_schema.schema_id:
+        return tbl
+    return Table(tbl.file_io, latest, tbl.source)
 
 
 def _with_new_columns(tbl: Table, source: pa.Schema) -> Table:
