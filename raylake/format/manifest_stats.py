@@ -81,5 +81,15 @@ def _conform_struct(child: pa.StructArray, want: pa.StructType) -> pa.StructArra
     for j in range(want.num_fields):
         f = want.field(j)
         index = child.type.get_field_index(f.name)
-        parts.append(pa.nulls(len(child), f.type) if index < 0 else child.field(index).cast(f.type))
+        parts.append(pa.nulls(len(child), f.type) if index < 0 else _bound(child.field(index), f))
     return pa.StructArray.from_arrays(parts, fields=list(want))
+
+
+def _bound(values: pa.Array, want: pa.Field) -> pa.Array:
+    """Bounds under the reader's type. A reader whose schema is older than the manifest
+    (a Table opened before a column was widened) may not hold them: they are unknown to
+    it, which never prunes a file wrongly (its rows then say what they hold)."""
+    try:
+        return values.cast(want.type)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return pa.nulls(len(values), want.type)

@@ -356,6 +356,37 @@ def test_automatic_compaction_after_a_stale_writer_keeps_newer_columns(
     ]
 
 
+@pytest.mark.parametrize(
+    ("kind", "mode"),
+    [("append", "overwrite"), ("pk", "overwrite"), ("pk", "upsert")],
+)
+def test_a_writer_opened_before_a_widening_commits_past_wider_bounds(
+    tmp_path: Path, kind: str, mode: str
+) -> None:
+    """Its commit reads the manifests under its own, narrower type: bounds it cannot hold
+    are unknown to it (was: CorruptMetadataError naming a sound manifest)."""
+    schema = pa.schema(
+        [pa.field("k", pa.int64(), nullable=False), ("p", pa.string()), ("x", pa.int32())]
+    )
+    pk = {"primary_key": ["k", "p"], "buckets": 1} if kind == "pk" else {}
+    options = {"changelog-producer": "lookup"} if kind == "pk" else {}
+    stale = raylake.create_table(str(tmp_path), schema, partition_by=["p"], options=options, **pk)
+    stale.write(pa.table({"k": [1, 2], "p": ["a", "b"], "x": [1, 2]}, schema=schema))
+    fresh = raylake.open_table(str(tmp_path))
+    with fresh.update_schema() as u:
+        u.update_column("x", pa.int64())
+    fresh.write(pa.table({"k": [3], "p": ["a"], "x": [2**40]}))
+    where = "p = 'b'" if mode == "overwrite" else None
+    stale.write(
+        pa.table({"k": [4], "p": ["b"], "x": [4]}, schema=schema),
+        mode=mode,
+        overwrite_filter=where,
+    )
+    got = [(r["k"], r["x"]) for r in fresh.to_arrow().sort_by("k").to_pylist()]
+    b_rows = [(4, 4)] if mode == "overwrite" else [(2, 2), (4, 4)]
+    assert got == sorted([(1, 1), (3, 2**40), *b_rows])
+
+
 def test_manifests_merged_after_a_change_keep_statistics(tmp_path: Path) -> None:
     tbl = raylake.create_table(str(tmp_path), SCHEMA, options={"manifest.merge-min-count": "2"})
     for i in range(3):
