@@ -164,7 +164,11 @@ class Committer:
         # Snapshots expired meanwhile cannot hold the commit: they were older than the base.
         first = max((request.base_snapshot_id or 0) + 1, self.snapshots.earliest_id() or 1)
         for snapshot_id in range(latest.id, first - 1, -1):
-            snap = latest if snapshot_id == latest.id else self.snapshots.get(snapshot_id)
+            snap = (
+                latest if snapshot_id == latest.id else self.snapshots.read_if_present(snapshot_id)
+            )
+            if snap is None:  # expired since the listing, and every older one with it
+                break
             if snap.commit_user == user and snap.commit_identifier == request.commit_identifier:
                 return snap
         return None

@@ -316,6 +316,30 @@ def test_idempotent_overwrite_retry(tbl: Table) -> None:
     assert per_day(tbl)["2024-01-01"] == 1
 
 
+def test_a_named_commit_while_an_expiration_removes_what_it_looks_through(
+    tbl: Table, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The commit lists the snapshots, then an expiration deletes the older ones before
+    the commit reads them for its identifier (was: SnapshotNotFoundError, the commit
+    refused and its files deleted)."""
+    from raylake.format.snapshot import SnapshotManager
+
+    listed = SnapshotManager.earliest_id
+    expired: list[object] = []
+
+    def listing_then_expiry(self: SnapshotManager) -> int | None:
+        earliest = listed(self)
+        if not expired:
+            expired.append(raylake.open_table(tbl.uri).expire_snapshots(retain_last=1))
+        return earliest
+
+    messages = prepare(tbl, rows(500, 2))
+    monkeypatch.setattr(SnapshotManager, "earliest_id", listing_then_expiry)
+    snap = tbl.commit(messages, commit_user="sink", commit_identifier=5)
+    assert expired and snap is not None and snap.id == 4
+    assert tbl.count() == 32 and (snap.commit_user, snap.commit_identifier) == ("sink", 5)
+
+
 def test_default_commit_identifiers_are_unique(tbl: Table) -> None:
     users = {s.commit_user for s in tbl.snapshots()}
     assert len(users) == 3  # one per write: a default user never matches an earlier commit
