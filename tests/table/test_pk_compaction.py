@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +128,38 @@ def test_concurrent_compactions_conflict_and_clean_up(tmp_path: Path) -> None:
     on_disk = {p for p, _ in tbl.file_io.list_files("data")}
     assert not {f.path for m in second.messages for f in m.new_files} & on_disk
     assert {r["v"] for r in state(tbl)} == {2}
+
+
+def test_files_replaced_and_expired_while_compacting_are_a_conflict(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """Another process overwrites the table and expires the old files while the
+    compaction reads them (was: a bare FileNotFoundError)."""
+    from raylake.table.pk import compaction
+
+    tbl = make(tmp_path)
+    upsert(tbl, range(30), 1)
+    upsert(tbl, range(30), 2)
+    read_file = compaction.read_file
+    meanwhile: list[int] = []
+    once = threading.Lock()  # buckets are compacted on two threads
+
+    def replaced_then_read(*args: Any, **kwargs: Any) -> Any:
+        with once:
+            if not meanwhile:
+                other = raylake.open_table(tbl.uri)
+                for v in (3, 4):  # the second overwrite lets expiration delete the first's
+                    other.write(pa.table({"id": [v], "v": [v], "ts": [0]}), mode="overwrite")
+                meanwhile.append(len(other.expire_snapshots(retain_last=1).deleted_data_files))
+        return read_file(*args, **kwargs)
+
+    monkeypatch.setattr(compaction, "read_file", replaced_then_read)
+    with pytest.raises(CommitConflictError, match="replaced by a concurrent commit"):
+        tbl.compact(full=True)
+    assert meanwhile[0] > 0
+    assert state(tbl) == [{"id": 4, "v": 4, "ts": 0}]
+    # What the compaction wrote is gone: no snapshot names it, and no file is left over.
+    assert tbl.remove_orphan_files(older_than=timedelta(0), dry_run=True).paths == ()
 
 
 def test_write_committed_during_compaction_still_wins(tmp_path: Path) -> None:
