@@ -97,9 +97,17 @@ class ShardWorker:
         if self.sink is None:
             return 0
         progress = self.reader.resumed_from  # read once, by the reader, at open
-        since = int(progress.properties.get(SINK_SNAPSHOT, "0")) if progress else 0
         snapshots = self.sink.source
         latest = snapshots.latest_id() or 0
+        if progress is None:
+            # A new consumer (a first start, one deleted to start over, a source created
+            # again): no sink commit is its own yet, even one under its commit user from an
+            # earlier life. Recorded at once, so a restart searches only what comes after.
+            self.reader.notify_checkpoint_complete(
+                self.reader.next_snapshot_id, {SINK_SNAPSHOT: str(latest)}
+            )
+            return latest
+        since = int(progress.properties.get(SINK_SNAPSHOT, "0"))
         for snapshot_id in range(latest, since, -1):
             snap = snapshots.read_if_present(snapshot_id)
             if snap is not None and snap.commit_user == self.commit_user:

@@ -27,8 +27,10 @@ def test_a_shard_reads_its_consumer_file_once_at_start(warehouse: Path) -> None:
     source.write(batch(1, 10))
     fs = register()
     spec = JobSpec(counted(warehouse / "src"), lambda t: t, "job", 1, sink_uri=sink.uri)
-    first = ShardWorker(spec, 0)  # a new consumer: read (absent), then registered
-    assert fs.count(CONSUMER_FILE) == 1
+    # A new consumer: read (absent), registered, then given the sink snapshot it starts
+    # from by a forward-only commit, which reads it once more.
+    first = ShardWorker(spec, 0)
+    assert fs.count(CONSUMER_FILE) == 2
     first.step()
     assert source.consumer("job.shard-0-of-1").next_snapshot_id == 3
 

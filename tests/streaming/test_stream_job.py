@@ -95,6 +95,39 @@ def test_a_failed_step_goes_back_to_the_checkpoint(warehouse: Path) -> None:
     assert sorted(sink.to_arrow().column("id").to_pylist()) == list(range(10))
 
 
+def test_a_deleted_consumer_starts_over_past_its_earlier_commits(warehouse: Path) -> None:
+    """Deleting a job's consumers starts it over (docs/streaming.md): the sink's commits
+    under its name from the earlier run are not taken for its own uncheckpointed ones."""
+    source, sink, spec = make(warehouse)
+    source.write(batch(0, 5))
+    source.write(batch(1, 5))
+    first = ShardWorker(spec, 0)
+    assert first.step().plans == 2
+    first.reader.close()
+    assert source.delete_consumer("job.shard-0-of-1")
+    again = ShardWorker(spec, 0)
+    assert again.reader.next_snapshot_id == 1
+    assert again.step().plans == 2
+    assert Counter(Counter(sink.to_arrow().column("id").to_pylist()).values()) == {2: 10}
+
+
+def test_a_source_created_again_is_read_from_its_start(warehouse: Path) -> None:
+    """The old source's consumers went with its directory; the new source's first
+    snapshots must not be skipped for the old source's commits in the sink."""
+    import shutil
+
+    source, sink, spec = make(warehouse)
+    for commit in range(3):
+        source.write(batch(commit, 2))
+    assert ShardWorker(spec, 0).step().plans == 3
+    shutil.rmtree(warehouse / "src")
+    source = raylake.create_table(str(warehouse / "src"), SCHEMA)
+    for commit in range(10, 14):
+        source.write(batch(commit, 2))
+    assert ShardWorker(spec, 0).step().plans == 4
+    assert sorted(sink.to_arrow().column("id").to_pylist()) == [*range(6), *range(20, 28)]
+
+
 def test_relative_paths_are_the_drivers(warehouse: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Shard actors run in working directories of their own."""
     pytest.importorskip("ray")
