@@ -430,7 +430,11 @@ class Table(TableReads):
         # A stream reads its next snapshot as a change against the one before it; where
         # that one is gone (a reset past a gap), it reads the snapshot whole instead.
         gap = snapshot_id > 1 and self.source.read_if_present(snapshot_id - 1) is None
-        properties = {STREAM_MODE: "full" if gap else "delta"}
+        # The consumer's other properties stay: a StreamingJob shard's sink snapshot
+        # bounds its search for its own commits, which must not undo the reset.
+        current = self.source.consumer(consumer_id)
+        kept = {} if current is None else dict(current.properties)
+        properties = {**kept, STREAM_MODE: "full" if gap else "delta"}
         return self.source.register_consumer(consumer_id, snapshot_id, properties)
 
     @writes("delete_consumer()")

@@ -128,6 +128,23 @@ def test_a_source_created_again_is_read_from_its_start(warehouse: Path) -> None:
     assert sorted(sink.to_arrow().column("id").to_pylist()) == [*range(6), *range(20, 28)]
 
 
+def test_a_reset_consumer_reprocesses_from_the_reset(warehouse: Path) -> None:
+    """Table.reset_consumer moves a job's shard back: its later commits in the sink
+    were checkpointed, so they do not move it forward again."""
+    source, sink, spec = make(warehouse)
+    for commit in range(3):
+        source.write(batch(commit, 2))
+    first = ShardWorker(spec, 0)
+    assert first.step().plans == 3
+    first.reader.close()
+    sink.write(sink.schema.empty_table(), mode="overwrite")  # emptied, to be made again
+    source.reset_consumer("job.shard-0-of-1", 2)
+    again = ShardWorker(spec, 0)
+    assert again.reader.next_snapshot_id == 2
+    assert again.step().plans == 2
+    assert sorted(sink.to_arrow().column("id").to_pylist()) == [2, 3, 4, 5]
+
+
 def test_relative_paths_are_the_drivers(warehouse: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Shard actors run in working directories of their own."""
     pytest.importorskip("ray")
