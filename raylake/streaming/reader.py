@@ -22,7 +22,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from raylake.arguments import check_count, check_optional_count, check_seconds
 from raylake.caching import LruCache
@@ -110,6 +110,9 @@ class StreamReader:
             if self.consumer_id is not None:  # registered now: expiration keeps what it needs
                 self._record(self.next_snapshot_id, self._full_next)
         self._seen_table = self._snapshots.read_hint() is not None
+        # The snapshot the last plan ended at, as read here: a table dropped and created
+        # again under the reader shows as a next snapshot that does not follow it.
+        self._last_read: Snapshot | None = None
         # The snapshot read whole first, if any: a checkpoint back at it must say so.
         self._full_start = self.next_snapshot_id if self._full_next else None
         self._pending: asyncio.Future[StreamPlan | None] | None = None
@@ -166,10 +169,11 @@ class StreamReader:
             self._check_position(wanted)
             return None
         if self._full_next:
-            plan = self.planner.full(snap)
+            plan, last = self.planner.full(snap), snap
         else:
-            plan = self._catch_up(snap) or self._step(snap)
-        self._advance(plan)
+            self._check_follows(snap)
+            plan, last = self._catch_up(snap) or (self._step(snap), snap)
+        self._advance(plan, last)
         return plan
 
     def _step(self, snap: Snapshot) -> StreamPlan:
@@ -188,7 +192,7 @@ class StreamReader:
     def _needs_parent(self) -> bool:
         return kind_of(self.table.table_schema).step_needs_parent()
 
-    def _catch_up(self, snap: Snapshot) -> StreamPlan | None:
+    def _catch_up(self, snap: Snapshot) -> tuple[StreamPlan, Snapshot] | None:
         if self.catch_up_after is None:  # off: not even the hint is read
             return None
         hint = self._snapshots.read_hint()
@@ -199,14 +203,16 @@ class StreamReader:
         if last_read is None or latest is None:
             return None
         plan = self.planner.catch_up(last_read, latest)
-        if plan is not None:
-            logger.info("%r caught up from snapshot %d to %d", self, snap.id, latest.id)
-        return plan
+        if plan is None:
+            return None
+        logger.info("%r caught up from snapshot %d to %d", self, snap.id, latest.id)
+        return plan, latest
 
-    def _advance(self, plan: StreamPlan) -> None:
+    def _advance(self, plan: StreamPlan, last: Snapshot) -> None:
         self.next_snapshot_id = plan.next_snapshot_id
         self._full_next = False
         self._seen_table = True
+        self._last_read = last
         if self._prefetch:
             self._start_prefetch(self.next_snapshot_id)
 
@@ -214,14 +220,44 @@ class StreamReader:
         """A missing next snapshot is normal (not committed yet) unless it expired or the
         table went away."""
         hint = self._snapshots.read_hint()
+        if hint is None and self._seen_table and not self.table.file_io.exists("schema"):
+            raise TableNotFoundError(self.table.uri)
+        last = self._last_read
+        if last is not None and (hint is None or hint < last.id):
+            # The hint may lag; the newest snapshot never expires: a table whose newest
+            # snapshot is older than one read here was created again.
+            latest = self._snapshots.latest()
+            if latest is None or latest.id < last.id:
+                self._replaced("has no snapshots" if latest is None else f"ends at {latest.id}")
+            if latest.id == last.id and latest.commit_id != last.commit_id:
+                self._replaced(f"has another snapshot {last.id}")
         if hint is None:
-            if self._seen_table and not self.table.file_io.exists("schema"):
-                raise TableNotFoundError(self.table.uri)
             return
         self._seen_table = True
         # It should exist: expired, or committed between the two reads.
         if hint >= wanted and self._get(wanted) is None:
             self._check_not_expired(wanted)
+
+    def _check_follows(self, snap: Snapshot) -> None:
+        """``snap`` must be the child of the snapshot read last (by commit id, where the
+        format records them: not Paimon's)."""
+        last = self._last_read
+        if (
+            last is not None
+            and snap.id == last.id + 1
+            and last.commit_id
+            and snap.parent_commit_id
+            and snap.parent_commit_id != last.commit_id
+        ):
+            self._replaced(f"has a snapshot {snap.id} made on another snapshot {last.id}")
+
+    def _replaced(self, now: str) -> NoReturn:
+        assert self._last_read is not None
+        raise StreamError(
+            f"{self.table.uri} was dropped and created again under {self!r}: it read snapshot "
+            f"{self._last_read.id} of the old table, and the table now {now}. Open a new "
+            "stream (a consumer's progress went with the old table)"
+        )
 
     def _get(self, snapshot_id: int) -> Snapshot | None:
         cached = self._cache.get(snapshot_id)
@@ -342,6 +378,7 @@ class StreamReader:
                 consumer_id=self.consumer_id,
             )
         self.next_snapshot_id, self._full_next = next_snapshot_id, False
+        self._last_read = None  # snapshots skipped: none read last
         if self.consumer_id is None:
             return None
         return self._record(next_snapshot_id, False, properties, forward_only=True)

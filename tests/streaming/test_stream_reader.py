@@ -359,6 +359,27 @@ def test_table_deleted_mid_stream(warehouse: Path) -> None:
         reader.poll()
 
 
+@pytest.mark.parametrize("commits", [0, 1, 5])
+def test_table_created_again_mid_stream(warehouse: Path, commits: int) -> None:
+    """The new table's snapshots are no changes of the old one's: the reader says so
+    rather than read snapshot 4 of the new table as what followed snapshot 3."""
+    import shutil
+
+    tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
+    for i in range(3):
+        tbl.write(rows([i]))
+    reader = tbl.stream(consumer_id="c", start="earliest", prefetch=False)
+    assert len(drain(reader)) == 3
+    reader.checkpoint()
+    shutil.rmtree(warehouse / "t")
+    again = raylake.create_table(str(warehouse / "t"), SCHEMA)
+    for i in range(commits):
+        again.write(rows([100 + i]))
+    with pytest.raises(StreamError, match=r"dropped and created again.*read snapshot 3"):
+        reader.poll()
+    assert again.consumers() == []
+
+
 def test_corrupted_consumer_file(warehouse: Path) -> None:
     tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
     tbl.write(rows([1]))
