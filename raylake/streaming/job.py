@@ -190,8 +190,12 @@ class ShardWorker:
         return self.sink.commit(
             messages,
             mode="overwrite" if last.is_refresh else "append",
-            # A refresh replaces the whole sink: it conflicts with nothing before it.
-            base_snapshot_id=None if last.is_refresh else self._sink_base,
+            # A refresh replaces the whole sink: it conflicts with nothing before it. Its
+            # base is the latest snapshot, not None, which would make the committer take an
+            # earlier run's commit of the same identifier (before a reset) for this one.
+            base_snapshot_id=(self.sink.source.latest_id() or 0)
+            if last.is_refresh
+            else self._sink_base,
             commit_user=self.commit_user,
             commit_identifier=last.snapshot_id,
             properties={"stream.source": self.spec.uri, "stream.consumer": self.consumer_id},

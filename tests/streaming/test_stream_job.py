@@ -14,6 +14,7 @@ import raylake
 from raylake.errors import ConsumerError
 from raylake.format.consumer import validate_consumer_id
 from raylake.streaming.job import JobSpec, ShardWorker
+from raylake.streaming.options import JOB_DEFAULTS
 
 
 def double(table: pa.Table) -> pa.Table:
@@ -143,6 +144,27 @@ def test_a_reset_consumer_reprocesses_from_the_reset(warehouse: Path) -> None:
     assert again.reader.next_snapshot_id == 2
     assert again.step().plans == 2
     assert sorted(sink.to_arrow().column("id").to_pylist()) == [2, 3, 4, 5]
+
+
+def test_a_refresh_made_again_after_a_reset_is_committed(warehouse: Path) -> None:
+    """The sink already holds a refresh under the same identifier from before the reset:
+    the committer must not take it for this one (the sink would keep the rows after it
+    twice)."""
+    source, sink, _ = make(warehouse)
+    spec = JobSpec(
+        source.uri, double, "job", 1, sink_uri=sink.uri,
+        stream=JOB_DEFAULTS.replace(on_overwrite="refresh"),
+    )  # fmt: skip
+    source.write(batch(0, 2))
+    source.write(batch(1, 2), mode="overwrite")
+    source.write(batch(2, 2))
+    first = ShardWorker(spec, 0)
+    assert first.step().plans == 3
+    first.reader.close()
+    source.reset_consumer("job.shard-0-of-1", 2)  # from the overwrite on, again
+    assert ShardWorker(spec, 0).step().plans == 2
+    assert sorted(sink.to_arrow().column("id").to_pylist()) == [2, 3, 4, 5]
+    assert [s.commit_kind for s in sink.snapshots()][-2:] == ["OVERWRITE", "APPEND"]
 
 
 def test_relative_paths_are_the_drivers(warehouse: Path, monkeypatch: pytest.MonkeyPatch) -> None:
