@@ -116,6 +116,7 @@ class StreamReader:
         # The snapshot read whole first, if any: a checkpoint back at it must say so.
         self._full_start = self.next_snapshot_id if self._full_next else None
         self._pending: asyncio.Future[StreamPlan | None] | None = None
+        self._pending_from = self.position  # where the pending async poll started
 
     def __repr__(self) -> str:
         who = f"consumer {self.consumer_id!r}, " if self.consumer_id else ""
@@ -128,7 +129,10 @@ class StreamReader:
 
     @property
     def position(self) -> StreamPosition:
-        """The position after the plans delivered so far."""
+        """The position after the plans delivered so far: not past a plan that an async
+        poll read and the caller has not received (its ``__anext__`` was cancelled)."""
+        if self._pending is not None:
+            return self._pending_from
         return StreamPosition(self.next_snapshot_id, self._full_next)
 
     def _start(self, start: StartPosition) -> tuple[int, bool]:
@@ -331,6 +335,7 @@ class StreamReader:
         """
         while not self._closed:
             if self._pending is None:
+                self._pending_from = self.position
                 self._pending = asyncio.ensure_future(asyncio.to_thread(self.poll))
             plan = await asyncio.shield(self._pending)
             self._pending = None
@@ -343,7 +348,8 @@ class StreamReader:
 
     def checkpoint(self, properties: dict[str, str] | None = None) -> ConsumerProgress:
         """Record that every plan delivered so far is processed."""
-        return self._commit(self.next_snapshot_id, self._full_next, properties)
+        delivered = self.position
+        return self._commit(delivered.next_snapshot_id, delivered.full, properties)
 
     def notify_checkpoint_complete(
         self, next_snapshot_id: int, properties: dict[str, str] | None = None
@@ -351,12 +357,13 @@ class StreamReader:
         """Record progress up to a plan's ``next_snapshot_id`` (a checkpoint taken
         earlier by the caller, e.g. a trainer's, completed)."""
         check_count("next_snapshot_id", next_snapshot_id, 1, ConsumerArgumentError)
-        if next_snapshot_id > self.next_snapshot_id:
+        delivered = self.position.next_snapshot_id
+        if next_snapshot_id > delivered:
             raise ConsumerArgumentError(
                 "next_snapshot_id",
                 next_snapshot_id,
-                f"at most {self.next_snapshot_id}: the reader has only delivered plans up to "
-                f"snapshot {self.next_snapshot_id - 1}",
+                f"at most {delivered}: the reader has only delivered plans up to "
+                f"snapshot {delivered - 1}",
                 consumer_id=self.consumer_id,
             )
         full = next_snapshot_id == self._full_start  # that start was not read yet

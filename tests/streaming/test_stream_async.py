@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
+import pytest
 from committer import SCHEMA, start
 
 import raylake
+from raylake.errors import ConsumerError
 
 
 def test_async_reader_follows_another_process(warehouse: Path) -> None:
@@ -73,4 +77,40 @@ def test_a_cancelled_poll_loses_no_plan(warehouse: Path) -> None:
         return [(await reader.__anext__()).snapshot_id for _ in range(2)]
 
     assert asyncio.run(consume()) == [1, 2]
+    reader.close()
+
+
+def test_a_checkpoint_is_not_past_a_plan_a_cancelled_poll_read(warehouse: Path) -> None:
+    """The plan a cancelled poll read is delivered by the next call, so a checkpoint
+    taken meanwhile must stay before it: else a restart would never deliver it."""
+    tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
+    tbl.write(pa.table({"id": [1], "v": [1]}, schema=SCHEMA))
+    reader = tbl.stream(consumer_id="c", start="earliest", poll_interval=0.01, prefetch=False)
+    gate, polled = threading.Event(), threading.Event()
+    step = reader.planner.step
+
+    def gated_step(snap: Any) -> Any:
+        gate.wait()
+        try:
+            return step(snap)
+        finally:
+            polled.set()
+
+    reader.planner.step = gated_step  # type: ignore[method-assign]
+
+    async def consume() -> list[int]:
+        assert (await reader.__anext__()).snapshot_id == 1
+        reader.checkpoint()
+        tbl.write(pa.table({"id": [2], "v": [2]}, schema=SCHEMA))
+        with contextlib.suppress(asyncio.TimeoutError):  # waits at the gate: times out
+            await asyncio.wait_for(reader.__anext__(), timeout=0.05)
+        gate.set()
+        await asyncio.to_thread(polled.wait)  # the poll's thread has read snapshot 2
+        assert reader.checkpoint().next_snapshot_id == 2  # 2 is not delivered yet
+        with pytest.raises(ConsumerError, match="at most 2"):
+            reader.notify_checkpoint_complete(3)
+        plan = await reader.__anext__()
+        return [plan.snapshot_id, reader.checkpoint().next_snapshot_id]
+
+    assert asyncio.run(consume()) == [2, 3]
     reader.close()
