@@ -331,13 +331,22 @@ class StreamReader:
         """The next plan; file reads run in a worker thread, waits are ``asyncio.sleep``.
 
         A poll that was cancelled while its thread ran (``asyncio.wait_for``) is not
-        lost: the next call returns its plan, and no two polls run at once.
+        lost: the next call returns its plan, and no two polls run at once. A poll that
+        failed raises its error once; the next call polls again.
         """
         while not self._closed:
             if self._pending is None:
                 self._pending_from = self.position
                 self._pending = asyncio.ensure_future(asyncio.to_thread(self.poll))
-            plan = await asyncio.shield(self._pending)
+            pending = self._pending
+            try:
+                plan = await asyncio.shield(pending)
+            except BaseException:
+                # The poll failed, not only this wait: the next call polls again rather
+                # than raise the same error for ever.
+                if pending.done() and (pending.cancelled() or pending.exception() is not None):
+                    self._pending = None
+                raise
             self._pending = None
             if plan is not None:
                 return plan

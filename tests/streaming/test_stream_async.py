@@ -114,3 +114,27 @@ def test_a_checkpoint_is_not_past_a_plan_a_cancelled_poll_read(warehouse: Path) 
 
     assert asyncio.run(consume()) == [2, 3]
     reader.close()
+
+
+def test_a_failed_poll_is_polled_again(warehouse: Path) -> None:
+    """A transient error reaches the caller once; the next call polls again rather than
+    raise the same error for ever."""
+    tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
+    tbl.write(pa.table({"id": [1], "v": [1]}, schema=SCHEMA))
+    reader = tbl.stream(start="earliest", poll_interval=0.01, prefetch=False)
+    full, failures = reader.planner.full, [OSError("the store hiccupped")]
+
+    def flaky_full(snap: Any) -> Any:
+        if failures:
+            raise failures.pop()
+        return full(snap)
+
+    reader.planner.full = flaky_full  # type: ignore[method-assign]
+
+    async def consume() -> int:
+        with pytest.raises(OSError, match="hiccupped"):
+            await reader.__anext__()
+        return (await reader.__anext__()).snapshot_id
+
+    assert asyncio.run(consume()) == 1
+    reader.close()
