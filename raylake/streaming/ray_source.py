@@ -121,7 +121,9 @@ class LakeStream:
         self.override_num_blocks = override_num_blocks
         self.task_options = task_options or {}  # read_datasource's Ray options (read_task_options)
         self.last_plans: list[StreamPlan] = []
-        self._carried: StreamPlan | None = None  # a refresh plan that starts the next dataset
+        # Plans polled for a dataset not made yet: a refresh that starts the next one, or
+        # the plans a batch held when a poll for more failed.
+        self._carried: list[StreamPlan] = []
 
     def datasets(
         self, *, max_datasets: int | None = None, timeout: float | None = None
@@ -130,19 +132,13 @@ class LakeStream:
         seconds without a new snapshot."""
         made = 0
         while max_datasets is None or made < max_datasets:
-            first = self._carried or next(self.reader.plans(max_plans=1, timeout=timeout), None)
-            self._carried = None
-            if first is None:
-                return
-            plans = [first]
-            while len(plans) < self.max_snapshots_per_dataset and not first.is_refresh:
-                more = self.reader.poll()  # the ones already committed join this batch
-                if more is None:
-                    break
-                if more.is_refresh:  # a whole new state starts a dataset of its own
-                    self._carried = more
-                    break
-                plans.append(more)
+            plans, self._carried = self._carried, []
+            if not plans:
+                first = next(self.reader.plans(max_plans=1, timeout=timeout), None)
+                if first is None:
+                    return
+                plans = [first]
+            self._fill(plans)
             self.last_plans = plans
             made += 1
             yield ray.data.read_datasource(
@@ -151,15 +147,34 @@ class LakeStream:
                 **self.task_options,
             )
 
+    def _fill(self, plans: list[StreamPlan]) -> None:
+        """Add the plans already committed, up to ``max_snapshots_per_dataset``."""
+        while len(plans) < self.max_snapshots_per_dataset and not plans[0].is_refresh:
+            try:
+                more = self.reader.poll()
+            except BaseException:
+                # The reader is past the plans taken: the next call starts with them,
+                # or they would be skipped (and a later checkpoint pass them).
+                self._carried = plans
+                raise
+            if more is None:
+                break
+            if more.is_refresh:  # a whole new state starts a dataset of its own
+                self._carried = [more]
+                break
+            plans.append(more)
+
     def __iter__(self) -> Iterator[Dataset]:
         return self.datasets()
 
     def checkpoint(self) -> ConsumerProgress:
         """Record that every dataset yielded so far is processed."""
-        if not self.last_plans:
-            return self.reader.checkpoint()
-        # Not reader.checkpoint(): the reader may hold a refresh plan for the next dataset.
-        return self.reader.notify_checkpoint_complete(self.last_plans[-1].next_snapshot_id)
+        # Not reader.checkpoint(): the reader is past the plans carried to the next dataset.
+        if self.last_plans:
+            return self.reader.notify_checkpoint_complete(self.last_plans[-1].next_snapshot_id)
+        if self._carried:
+            return self.reader.notify_checkpoint_complete(self._carried[0].first_snapshot_id)
+        return self.reader.checkpoint()
 
     def close(self) -> None:
         self.reader.close()

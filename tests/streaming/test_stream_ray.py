@@ -286,6 +286,31 @@ def test_a_refresh_starts_a_dataset_of_its_own(ray_cluster: Any, warehouse: Path
     assert sorted(next(datasets).to_pandas()["id"]) == list(range(30, 40))
 
 
+def test_a_failed_poll_for_more_loses_no_plan(ray_cluster: Any, warehouse: Path) -> None:
+    """The plans a micro-batch held when a poll for more failed open the next call's
+    dataset: the reader is past them, so dropping them skipped their rows for good."""
+    tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
+    for c in range(4):
+        tbl.write(batch(c, 10))
+    stream = read_lake_stream(
+        tbl.uri, consumer_id="mb", start="earliest", max_snapshots_per_dataset=3, prefetch=False
+    )
+    step, failures = stream.reader.planner.step, [OSError("the store hiccupped")]
+
+    def flaky_step(snap: Any) -> Any:
+        if snap.id == 3 and failures:
+            raise failures.pop()
+        return step(snap)
+
+    stream.reader.planner.step = flaky_step  # type: ignore[method-assign]
+    with pytest.raises(OSError, match="hiccupped"):
+        next(stream.datasets(timeout=0))
+    assert stream.checkpoint().next_snapshot_id == 1  # not past the plans it carries
+    ids = [sorted(ds.to_pandas()["id"]) for ds in stream.datasets(timeout=0)]
+    assert [p.snapshot_id for p in stream.last_plans] == [4]
+    assert ids == [list(range(30)), list(range(30, 40))]
+
+
 def test_a_merge_mode_sink_follows_its_evolving_source(ray_cluster: Any, warehouse: Path) -> None:
     """Issue 18: after the source gains a column, both shards add it to the sink."""
     source = raylake.create_table(str(warehouse / "src"), SCHEMA, primary_key=["id"], buckets=4)
