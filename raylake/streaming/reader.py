@@ -29,6 +29,7 @@ from raylake.caching import LruCache
 from raylake.errors import (
     ConsumerArgumentError,
     ConsumerError,
+    SnapshotNotFoundError,
     StreamArgumentError,
     StreamError,
     StreamPositionExpiredError,
@@ -140,6 +141,13 @@ class StreamReader:
             latest = self._snapshots.latest_id() or 0
             if start.next_snapshot_id <= latest:
                 self._check_not_expired(start.next_snapshot_id)
+            elif start.next_snapshot_id > latest + 1:  # waiting for it would skip rows
+                raise SnapshotNotFoundError(
+                    f"the stream position {start.next_snapshot_id} is past snapshot "
+                    f"{latest + 1}, the next one {self.table.uri} makes: a position of "
+                    "another table, or of this one before it was dropped and created again",
+                    snapshot_id=start.next_snapshot_id,
+                )
             return start.next_snapshot_id, start.full
         if isinstance(start, str):  # a name, an int or a datetime: checked by StreamOptions
             if start == "earliest":

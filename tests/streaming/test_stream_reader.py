@@ -18,7 +18,7 @@ from raylake.errors import (
     StreamPositionExpiredError,
     TableNotFoundError,
 )
-from raylake.streaming import ROW_KIND, ShardSpec, StreamReader
+from raylake.streaming import ROW_KIND, ShardSpec, StreamPosition, StreamReader
 from raylake.table.pk.bucket import bucket_ids
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
@@ -378,6 +378,17 @@ def test_table_created_again_mid_stream(warehouse: Path, commits: int) -> None:
     with pytest.raises(StreamError, match=r"dropped and created again.*read snapshot 3"):
         reader.poll()
     assert again.consumers() == []
+
+
+def test_a_position_past_the_next_snapshot_is_refused(warehouse: Path) -> None:
+    """A position saved (in a trainer's checkpoint) before the table was created again:
+    waiting for its snapshot would skip every row committed before it."""
+    tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
+    for i in range(3):
+        tbl.write(rows([i]))
+    assert tbl.stream(start=StreamPosition(4)).poll() is None  # the next commit's: fine
+    with pytest.raises(SnapshotNotFoundError, match="position 5 is past snapshot 4"):
+        tbl.stream(start=StreamPosition(5))
 
 
 def test_corrupted_consumer_file(warehouse: Path) -> None:
