@@ -221,6 +221,22 @@ def distributed(rank: int | None = None, world_size: int | None = None) -> tuple
     return 0, 1
 
 
+def rank_for_copy(rank: int | None, world_size: int | None) -> tuple[int | None, int | None]:
+    """The rank and world size a pickled copy of a torch dataset keeps.
+
+    A DataLoader worker started by ``spawn`` or ``forkserver`` (the ranks of
+    ``torch.multiprocessing.spawn``, ``multiprocessing_context="spawn"`` for CUDA jobs)
+    has no process group of its own: it would read as rank 0 of 1, every rank the whole
+    epoch. So a copy made where the process group is up takes this process's rank
+    along; one made without it (a driver sending the dataset to Ray Train workers)
+    still finds its rank where it is read."""
+    if rank is None or world_size is None:
+        dist = torch.distributed
+        if dist.is_available() and dist.is_initialized():
+            return dist.get_rank(), dist.get_world_size()
+    return rank, world_size
+
+
 def unbind(batch: Any, n: int) -> list[Any]:
     """A batch structure of ``n`` rows as the list of its ``n`` samples."""
     if isinstance(batch, torch.Tensor):

@@ -25,7 +25,13 @@ from raylake.train.loader import Epochs, ShardedLoader, Transform
 from raylake.train.prefetch import DEFAULT_BATCHES, DEFAULT_PIECES, check_loader_threads
 from raylake.train.setup import DEFAULT_SHUFFLE_WINDOW, TableRows, check_rank, open_source
 from raylake.train.stats import FeedStats
-from raylake.train.tensors import TensorBatches, check_device, distributed, torch_spec
+from raylake.train.tensors import (
+    TensorBatches,
+    check_device,
+    distributed,
+    rank_for_copy,
+    torch_spec,
+)
 from raylake.train.window_process import WindowProcess
 from raylake.train.windows import DEFAULT_FEED_BYTES
 from raylake.train.workers import WorkerPasses, share_by_file_name
@@ -157,6 +163,11 @@ class LakeIterableDataset(IterableDataset):
             f"LakeIterableDataset({s.uri!r}, snapshot={s.snapshot_id}, rows={s.total}, "
             f"pieces={len(s.pieces)}, epoch={self.epoch})"
         )
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_rank"], state["_world_size"] = rank_for_copy(self._rank, self._world_size)
+        return state
 
     @property
     def snapshot_id(self) -> int | None:

@@ -27,7 +27,7 @@ from raylake.train.loader import Transform
 from raylake.train.passes import close
 from raylake.train.setup import TableRows, check_rank, table_and_converter
 from raylake.train.stats import FeedRecorder, FeedStats
-from raylake.train.tensors import TensorBatches, distributed, torch_spec
+from raylake.train.tensors import TensorBatches, distributed, rank_for_copy, torch_spec
 from raylake.train.workers import WorkerPasses
 
 
@@ -103,6 +103,11 @@ class LakeStreamDataset(IterableDataset):
         self._reader: ContinualReader | None = None
         self._recorder = FeedRecorder()
         self._workers = WorkerPasses()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_rank"], state["_world_size"] = rank_for_copy(self._rank, self._world_size)
+        return state
 
     def _consumer(self) -> tuple[int, int]:
         rank, world = distributed(self._rank, self._world_size)
