@@ -318,9 +318,16 @@ class ShardedLoader:
         position = self._check(state, source)
         if source is not self.source:
             self.source, self._carry = source, None  # the carried piece is of the other order
-        self.epoch = position.epoch
-        self._pending = position.normalized()
         self._live = None
+        pending = position.normalized()
+        if not pending.remaining and pending.epoch < self.epoch:
+            # A finished epoch loaded after the loop set a later one: in the main process,
+            # StatefulDataLoader loads the dataset's state when its iterator is made, after
+            # the loop's set_epoch(e + 1). The finished epoch leaves nothing to resume.
+            self._pending = None
+            return
+        self.epoch = position.epoch
+        self._pending = pending
 
     def _check(self, state: Mapping[str, Any], src: LakeSource) -> Position:
         """The position ``state`` names in ``src`` (its selection already checked)."""

@@ -110,6 +110,27 @@ def test_state_at_epoch_end_and_next_epoch(append_table: raylake.Table) -> None:
 
 
 @pytest.mark.parametrize("workers", [0, 2])
+def test_stateful_dataloader_saved_at_an_epoch_end_goes_on_with_the_next_epoch(
+    append_table: raylake.Table, workers: int
+) -> None:
+    """The loop sets the next epoch before the resumed loader's first iterator, which is
+    when StatefulDataLoader loads the dataset's state in the main process."""
+    ds = make(append_table)
+    loader = StatefulDataLoader(ds, batch_size=None, num_workers=workers)
+    epochs = []
+    for epoch in range(2):
+        ds.set_epoch(epoch)
+        epochs.append([ids_of(b) for b in loader])
+        if epoch == 0:
+            state = loader.state_dict()
+    resumed_ds = make(append_table)
+    resumed = StatefulDataLoader(resumed_ds, batch_size=None, num_workers=workers)
+    resumed.load_state_dict(state)
+    resumed_ds.set_epoch(1)
+    assert [ids_of(b) for b in resumed] == epochs[1]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
 def test_stateful_dataloader_same_config(table: raylake.Table, workers: int) -> None:
     expected = expected_ids(table)
     ds = make(table)
