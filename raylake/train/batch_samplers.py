@@ -227,7 +227,12 @@ class _DistributedBatches(_Batches):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         state = self._resume(state, ("epoch", "batches"))
-        self._sampler.set_epoch(state["epoch"])
+        finished = state["batches"] == self._count
+        # StatefulDataLoader loads this state when the loader's iterator is made, after
+        # the loop's set_epoch(e + 1): an epoch saved at its end leaves the later epoch
+        # set, as DistributedSampler's epoch stays (the loader skips its indices).
+        if not finished or state["epoch"] > self._sampler.epoch:
+            self._sampler.set_epoch(state["epoch"])
         self._epoch = self._sampler.epoch
         self._order = self._sampler.indices()
         self.yielded = state["batches"]

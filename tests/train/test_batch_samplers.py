@@ -163,6 +163,31 @@ def test_distributed_batches_resume_under_stateful_dataloader(workers: int) -> N
     assert resumed == whole and len(whole) == 7
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+def test_distributed_batches_saved_at_an_epoch_end_go_on_with_the_next_epoch(
+    workers: int,
+) -> None:
+    """The loop sets the next epoch before the resumed loader's first iterator, which is
+    when StatefulDataLoader loads the sampler's state; DistributedSampler's epoch stays."""
+
+    def loader() -> tuple[DistributedBatchSampler, stateful.StatefulDataLoader]:
+        sampler = DistributedBatchSampler(Rows(103), 10, num_replicas=2, rank=0, seed=5)
+        data = stateful.StatefulDataLoader(Rows(103), batch_sampler=sampler, num_workers=workers)
+        return sampler, data
+
+    sampler, first = loader()
+    epochs = []
+    for epoch in range(2):
+        sampler.set_epoch(epoch)
+        epochs.append([b.tolist() for b in first])
+        if epoch == 0:
+            state = first.state_dict()
+    sampler, second = loader()
+    second.load_state_dict(state)
+    sampler.set_epoch(1)
+    assert [b.tolist() for b in second] == epochs[1] != epochs[0]
+
+
 def test_a_lake_map_dataset_takes_its_batches(tmp_path: Path) -> None:
     t = raylake.create_table(
         str(tmp_path / "t"), pa.schema([("x", pa.float32()), ("y", pa.int64())])
