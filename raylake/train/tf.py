@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from raylake.arguments import check_flag, refuse_unknown_keywords
+from raylake.arguments import check_count, check_flag, refuse_unknown_keywords
 from raylake.errors import InvalidArgumentError, MissingDependencyError
 
 if importlib.util.find_spec("tensorflow") is None:
@@ -87,6 +87,8 @@ def to_tf_dataset(
     """
     tf = _tensorflow()
     check_flag("prefetch", prefetch)
+    check_flag("reshuffle_each_iteration", reshuffle_each_iteration)
+    check_count("epoch", epoch)  # not at the first iteration, inside TensorFlow's iterator
     if input_context is not None:
         if not hasattr(input_context, "num_input_pipelines"):
             raise InvalidArgumentError(

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -11,7 +13,7 @@ from conftest import FILTER, expected_ids
 from test_convert import TYPES, N, typed_rows
 
 import raylake
-from raylake.errors import UnsupportedTypeError
+from raylake.errors import InvalidArgumentError, UnsupportedTypeError
 
 tf = pytest.importorskip("tensorflow")
 from raylake.train.tf import to_tf_dataset  # noqa: E402
@@ -134,3 +136,20 @@ def test_bad_batch_size_raises_before_the_table_is_opened(tmp_path: Path) -> Non
         to_tf_dataset(str(tmp_path / "no-table"), batch_size=0)
     with pytest.raises(ValueError, match="shuffle must be True or False"):
         to_tf_dataset(str(tmp_path / "no-table"), shuffle="false")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"epoch": -1}, "epoch must be an int >= 0, got int -1"),
+        ({"epoch": "1"}, "epoch must be an int >= 0, got str '1'"),
+        ({"reshuffle_each_iteration": "false"}, "reshuffle_each_iteration must be True or False"),
+    ],
+)
+def test_bad_iteration_keywords_raise_when_the_dataset_is_made(
+    tmp_path: Path, kwargs: dict[str, Any], message: str
+) -> None:
+    """Not at the first iteration, wrapped in TensorFlow's error (a string epoch), nor
+    taken as true (reshuffle_each_iteration="false")."""
+    with pytest.raises(InvalidArgumentError, match=re.escape(message)):
+        to_tf_dataset(str(tmp_path / "no-table"), **kwargs)
