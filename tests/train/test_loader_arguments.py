@@ -90,6 +90,28 @@ def test_ray_batches_name_a_bad_keyword_before_reading_a_block(
         iter_torch_batches(None, **kwargs)  # never asked for a block
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"transform": 3}, "transform must be a callable or None, got int 3"),
+        ({"feed_bytes": 0}, "feed_bytes must be an int >= 1, got int 0"),
+    ],
+)
+def test_ray_batches_check_their_output_before_reading_a_block(
+    kwargs: dict[str, Any], message: str
+) -> None:
+    """Not at the first batch, after Ray has started reading the dataset."""
+    with pytest.raises(InvalidArgumentError, match=re.escape(message)):
+        iter_torch_batches(Blocks(), **kwargs)
+
+
+class Blocks:
+    """A stand-in for a Ray Dataset that must not be read."""
+
+    def iter_batches(self, **kwargs: Any) -> Any:
+        raise AssertionError("a block was read")
+
+
 def test_checks_return_good_values_and_raise_both_type_and_value_errors() -> None:
     assert check_count("n", 3, 1) == 3
     assert check_flag("f", False) is False
