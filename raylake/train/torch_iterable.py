@@ -114,6 +114,8 @@ class LakeIterableDataset(IterableDataset):
         check_count("read_ahead", read_ahead)
         loader_threads = check_loader_threads(loader_threads)
         check_flag("worker_file_sharing", worker_file_sharing)
+        if pin_memory is not None:  # a config file's "false" would pin
+            check_flag("pin_memory", pin_memory)
         check_count("feed_bytes", feed_bytes, 1)
         epochs = Epochs(batch_size, shuffle, seed, drop_last, shuffle_window)
         # With a transform, binary and string columns reach it as lists (docs/training.md,

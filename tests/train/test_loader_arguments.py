@@ -66,6 +66,7 @@ def test_the_stream_keywords_are_checked_before_opening_the_table(
         ({"feed_bytes": 0}, "feed_bytes must be an int >= 1"),
         ({"feed_bytes": 1.5}, "feed_bytes must be an int >= 1"),
         ({"worker_file_sharing": "yes"}, "worker_file_sharing must be True or False"),
+        ({"pin_memory": "false"}, "pin_memory must be True or False"),
         # Parsed as torch parses it, with no GPU needed ("cuda" is a device name here).
         ({"device": "bogus"}, "device must be a torch device ('cpu', 'cuda', 'cuda:1', a torch"),
         ({"device": "cuda:x"}, "device must be a torch device"),
