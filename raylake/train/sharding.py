@@ -253,8 +253,16 @@ class Division:
         )
 
     @property
-    def full_batches(self) -> int:
+    def _grid_batches(self) -> int:
         return int(self._grid[1][-1])
+
+    @property
+    def full_batches(self) -> int:
+        """The grid's full batches, then full batches cut from the fragments in order:
+        a position resumed under another batch size leaves a fragment at every interval's
+        ends, and those rows would otherwise all go to the last step's one batch a rank
+        (many times the batch size)."""
+        return self._grid_batches + size(self._grid[2]) // self.batch_size
 
     @property
     def per_rank(self) -> int:
@@ -262,7 +270,21 @@ class Division:
         return self.full_batches // self.world_size
 
     def _full(self, u0: int, u1: int) -> Intervals:
-        """Positions of the full batches ``u0 .. u1 - 1`` (in order)."""
+        """Positions of the full batches ``u0 .. u1 - 1``."""
+        return normalize(p for run in self._full_runs(u0, u1) for p in run)
+
+    def _full_runs(self, u0: int, u1: int) -> list[Intervals]:
+        """The positions of the full batches ``u0 .. u1 - 1`` in reading order: the grid's
+        batches, then those cut from the fragments (each run in position order)."""
+        g = self._grid_batches
+        runs = [self._grid_run(u0, min(u1, g))]
+        if u1 > g:
+            b, lo = self.batch_size, max(u0, g) - g
+            runs.append(cut(self._grid[2], lo * b, (u1 - g - lo) * b))
+        return [run for run in runs if run]
+
+    def _grid_run(self, u0: int, u1: int) -> Intervals:
+        """Positions of the grid's full batches ``u0 .. u1 - 1`` (in order)."""
         firsts, cum, _ = self._grid
         out = []
         u = u0
@@ -281,7 +303,10 @@ class Division:
         ranks are left, the short ranks repeat rows from the start (at most
         ``world_size - 1`` rows), so that no rank takes a step fewer."""
         r = self.world_size
-        leftover = normalize(self._full(r * self.per_rank, self.full_batches) + self._grid[2])
+        fragments = self._grid[2]
+        cells = (self.full_batches - self._grid_batches) * self.batch_size
+        rest = cut(fragments, cells, size(fragments) - cells)
+        leftover = normalize(self._full(r * self.per_rank, self.full_batches) + rest)
         rows = size(leftover)
         if self.drop_last or rows == 0:
             return ()
@@ -384,7 +409,7 @@ class RankBatches(Sequence[Batch]):
         out: list[Batch] = []
         if len(full):
             u = self._rank * d.per_rank
-            out.append(d._full(u + full.start, u + full.stop))
+            out += d._full_runs(u + full.start, u + full.stop)
         if d.tails and indices.start <= d.per_rank < indices.stop:
             out.append(d.tails[self._rank])
         return out

@@ -72,11 +72,33 @@ def test_division_reads_each_position_once_with_equal_steps(
         repeats = sum(seen.values()) - total
         assert repeats <= world - 1
         assert repeats == 0 or total % (world * batch_size) < world
-    # Every batch but the last round's is a whole cell of the global grid.
+    # Every batch but the last round's is full: a whole cell of the global grid, then
+    # (rows a resume under another batch size left off the grid) batch_size of those.
+    grid = sum(max(0, hi // batch_size - -(-lo // batch_size)) for lo, hi in remaining)
     for rank in range(world):
         for i in range(d.per_rank):
-            ((lo, hi),) = d.batch(rank, i)
-            assert lo % batch_size == 0 and hi - lo == batch_size
+            batch = d.batch(rank, i)
+            assert size(batch) == batch_size
+            if rank * d.per_rank + i < grid:
+                ((lo, _),) = batch
+                assert lo % batch_size == 0
+    # The last round is one smaller batch a rank (or none).
+    assert all(size(tail) <= batch_size for tail in d.tails)
+
+
+def test_a_resume_under_another_batch_size_keeps_batches_to_the_batch_size() -> None:
+    """Four workers' runs read with batches of 50 leave fragments at every interval's
+    ends for batches of 64: they make full batches, not one last batch of them all."""
+    remaining = normalize([(150, 500), (650, 1000), (1150, 1500), (1650, 2000), (2150, 2203)])
+    for world in (1, 2, 3):
+        d = Division(remaining, 64, world, 2)
+        seen, steps = read_all(d)
+        assert steps == [d.steps] * world
+        assert set(seen) == set(positions(remaining))
+        assert sum(seen.values()) - size(remaining) <= world - 1
+        for rank in range(world):
+            assert all(size(b) <= 64 for b in d.worker_batches(rank, 0))
+            assert all(size(b) <= 64 for b in d.worker_batches(rank, 1))
 
 
 @settings(max_examples=200, deadline=None)
