@@ -37,8 +37,10 @@ from raylake.errors import (
     ConsumerError,
     CorruptMetadataError,
     StreamPositionExpiredError,
+    TableNotFoundError,
 )
 from raylake.format.metadata_json import json_object
+from raylake.format.schema import SCHEMA_DIR
 from raylake.format.snapshot import SnapshotManager
 from raylake.io import FileIO
 
@@ -207,8 +209,12 @@ class ConsumerManager:
         kept until the consumer moves on.
 
         Raises :class:`StreamPositionExpiredError` (and unregisters the consumer) when an
-        expiration removed ``next_snapshot_id`` while the consumer registered.
+        expiration removed ``next_snapshot_id`` while the consumer registered, and
+        :class:`TableNotFoundError` where the table is gone (dropped under a reader or a
+        job's shard that opened it before): a consumer file would stand in its place.
         """
+        if not self.file_io.exists(SCHEMA_DIR):
+            raise TableNotFoundError(self.file_io.uri)
         progress = self.reset(consumer_id, next_snapshot_id, properties)
         self.wait_for_expirations()
         earliest = SnapshotManager(self.file_io).earliest_id()

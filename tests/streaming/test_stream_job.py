@@ -11,7 +11,7 @@ import pytest
 from committer import SCHEMA, batch
 
 import raylake
-from raylake.errors import ConsumerError
+from raylake.errors import ConsumerError, TableNotFoundError
 from raylake.format.consumer import validate_consumer_id
 from raylake.streaming.job import JobSpec, ShardWorker
 from raylake.streaming.options import JOB_DEFAULTS
@@ -165,6 +165,24 @@ def test_a_refresh_made_again_after_a_reset_is_committed(warehouse: Path) -> Non
     assert ShardWorker(spec, 0).step().plans == 2
     assert sorted(sink.to_arrow().column("id").to_pylist()) == [2, 3, 4, 5]
     assert [s.commit_kind for s in sink.snapshots()][-2:] == ["OVERWRITE", "APPEND"]
+
+
+def test_a_dropped_source_fails_every_step_and_leaves_nothing_in_its_place(
+    warehouse: Path,
+) -> None:
+    """The shard's reader, opened again after the failed step, registered a new consumer
+    where the table had been; later steps then waited on no table without a word."""
+    import shutil
+
+    source, _, spec = make(warehouse)
+    source.write(batch(0, 2))
+    worker = ShardWorker(spec, 0)
+    assert worker.step().plans == 1
+    shutil.rmtree(warehouse / "src")
+    for _ in range(2):
+        with pytest.raises(TableNotFoundError):
+            worker.step()
+    assert not (warehouse / "src").exists()
 
 
 def test_relative_paths_are_the_drivers(warehouse: Path, monkeypatch: pytest.MonkeyPatch) -> None:
