@@ -86,6 +86,7 @@ class ShardWorker:
             self.sink = open_table(spec.sink_uri, storage_options=spec.sink_storage_options)
         self.reader = self._open_reader()
         self._sink_base = self._resume()
+        self._rewinding = False  # a failed step's rewind failed too: redo it first
 
     def _open_reader(self) -> StreamReader:
         options = self.spec.reader_options(self.shard)
@@ -128,13 +129,23 @@ class ShardWorker:
         to its last checkpoint before the error propagates, as a restarted actor would:
         a later step reprocesses the plans that were not committed.
         """
+        if self._rewinding:  # the last failed step could not go back: first do that
+            self._rewind()
         try:
             return self._step()
         except BaseException:
-            self.reader.close()
-            self.reader = self._open_reader()
-            self._sink_base = self._resume()
+            try:
+                self._rewind()
+            except Exception:  # the step's own error is the one to raise; next step retries
+                logger.warning("%s: going back failed", self.consumer_id, exc_info=True)
             raise
+
+    def _rewind(self) -> None:
+        self._rewinding = True
+        self.reader.close()
+        self.reader = self._open_reader()
+        self._sink_base = self._resume()
+        self._rewinding = False
 
     def _step(self) -> ShardStatus:
         batch: list[StreamPlan] = []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -183,6 +184,36 @@ def test_a_dropped_source_fails_every_step_and_leaves_nothing_in_its_place(
         with pytest.raises(TableNotFoundError):
             worker.step()
     assert not (warehouse / "src").exists()
+
+
+def test_a_step_whose_rewind_fails_raises_its_own_error_and_rewinds_next(
+    warehouse: Path,
+) -> None:
+    """The store fails while the shard goes back after fn failed: the caller gets fn's
+    error, not the store's, and the next step goes back first (not 'reader is closed')."""
+    source, sink, _ = make(warehouse)
+    failures = [RuntimeError("fn failed")]
+
+    def flaky(table: pa.Table) -> pa.Table:
+        if failures:
+            raise failures.pop()
+        return table
+
+    spec = JobSpec(source.uri, flaky, "job", 1, sink_uri=sink.uri)
+    source.write(batch(0, 10))
+    worker = ShardWorker(spec, 0)
+    stream, store_failures = worker.source.stream, [OSError("the store hiccupped")]
+
+    def flaky_stream(**kwargs: Any) -> Any:
+        if store_failures:
+            raise store_failures.pop()
+        return stream(**kwargs)
+
+    worker.source.stream = flaky_stream  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError, match="fn failed"):
+        worker.step()
+    assert worker.step().plans == 1
+    assert sorted(sink.to_arrow().column("id").to_pylist()) == list(range(10))
 
 
 def test_relative_paths_are_the_drivers(warehouse: Path, monkeypatch: pytest.MonkeyPatch) -> None:
