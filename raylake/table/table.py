@@ -9,9 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 import pyarrow as pa
 
 from raylake.arguments import check_flag, refuse_unknown_keywords
-from raylake.errors import (
-    InvalidArgumentError,
-)
+from raylake.errors import InvalidArgumentError, StreamPositionExpiredError
 from raylake.expr import Expr
 from raylake.format.consumer import (
     STREAM_MODE,
@@ -435,7 +433,12 @@ class Table(TableReads):
         current = self.source.consumer(consumer_id)
         kept = {} if current is None else dict(current.properties)
         properties = {**kept, STREAM_MODE: "full" if gap else "delta"}
-        return self.source.register_consumer(consumer_id, snapshot_id, properties)
+        try:
+            return self.source.register_consumer(consumer_id, snapshot_id, properties)
+        except StreamPositionExpiredError:  # an expiration won the race: it kept the old needs
+            if current is not None:
+                ConsumerManager(self.file_io).reset(consumer_id, current.next_snapshot_id, kept)
+            raise
 
     @writes("delete_consumer()")
     def delete_consumer(self, consumer_id: str) -> bool:

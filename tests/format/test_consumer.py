@@ -13,7 +13,12 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 import raylake
-from raylake.errors import ConsumerError, CorruptMetadataError, SnapshotNotFoundError
+from raylake.errors import (
+    ConsumerError,
+    CorruptMetadataError,
+    SnapshotNotFoundError,
+    StreamPositionExpiredError,
+)
 from raylake.format.consumer import CONSUMER_DIR, ConsumerManager, ConsumerProgress
 from raylake.io import FileIO
 from raylake.table import Table
@@ -179,6 +184,25 @@ def test_table_reset_refuses_snapshots_that_do_not_exist(tmp_path: Path) -> None
     with pytest.raises(ConsumerError, match="must be an int"):
         tbl.reset_consumer("job", "3")  # type: ignore[arg-type]
     assert tbl.consumers() == []
+
+
+def test_a_reset_that_loses_the_race_with_an_expiration_keeps_the_consumer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The expiration read the consumers before the reset wrote its file, so it kept what
+    the consumer needed before: the consumer stays as it was, not deleted."""
+    tbl = make_table(tmp_path / "t", 5)
+    tbl.reset_consumer("job", 4)
+
+    def expired_meanwhile(self: ConsumerManager) -> None:  # snapshot 2 went while it waited
+        for snapshot_id in (1, 2):
+            self.file_io.delete(f"snapshot/snapshot-{snapshot_id}.json")
+
+    monkeypatch.setattr(ConsumerManager, "wait_for_expirations", expired_meanwhile)
+    with pytest.raises(StreamPositionExpiredError, match="earliest snapshot is 3"):
+        tbl.reset_consumer("job", 2)
+    progress = tbl.consumer("job")
+    assert progress is not None and progress.next_snapshot_id == 4
 
 
 def test_empty_table_accepts_a_consumer_of_its_first_snapshot(tmp_path: Path) -> None:
