@@ -268,6 +268,35 @@ def test_a_merge_whose_concurrent_commits_were_expired_retries(
     assert [(r["id"], r["n"]) for r in rows(tbl)] == [(1, 11), (2, 2), (3, 3), (4, 4), (5, 5)]
 
 
+def test_a_merge_whose_files_are_replaced_and_expired_while_it_reads_retries(
+    tmp_path: Path, kind: str, monkeypatch: Any
+) -> None:
+    """Another process overwrites the table twice and expires the first's files while the
+    merge reads them (was: a bare FileNotFoundError)."""
+    tbl = make(tmp_path, kind)
+    tbl.write(data([1, 2], [1, 2]))
+    module, name = (primary_key, "_lookup") if kind == "pk" else (execute, "_read_files")
+    read = getattr(module, name)
+    meanwhile: list[int] = []
+
+    def replaced_then_read(*args: Any) -> Any:
+        if not meanwhile:
+            other = raylake.open_table(tbl.uri)
+            other.write(data([1, 3], [30, 3]), mode="overwrite")
+            other.write(data([1, 4], [40, 4]), mode="overwrite")
+            meanwhile.append(len(other.expire_snapshots(retain_last=1).deleted_data_files))
+        return read(*args)
+
+    monkeypatch.setattr(module, name, replaced_then_read)
+    result = (
+        tbl.merge(pa.table({"id": [1], "n": [1]}), on="id")
+        .when_matched_update({"n": "t.n + s.n"})
+        .execute()
+    )
+    assert meanwhile[0] > 0 and result.attempts == 2
+    assert [(r["id"], r["n"]) for r in rows(tbl)] == [(1, 41), (4, 4)]
+
+
 def test_a_merge_by_a_table_opened_before_a_schema_change_keeps_newer_columns(
     tmp_path: Path, kind: str
 ) -> None:

@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from raylake.errors import CommitConflictError
+from raylake.errors import CommitConflictError, SnapshotNotFoundError
 from raylake.expr import AlwaysTrue, Expr
 from raylake.format.manifest import ADD, DataFile, read_entries
 from raylake.format.snapshot import Snapshot, SnapshotManager
@@ -43,6 +43,7 @@ from raylake.table.merge.plan import (
     others,
 )
 from raylake.table.merge.primary_key import _merge_primary_key, by_key_lookup, key_pruning
+from raylake.table.replaced import conflict_if_replaced
 from raylake.table.scan import ReadContext, pruned_live_files
 from raylake.table.split import Split, slice_file
 from raylake.table.writer import CommitMessage, writing
@@ -59,9 +60,12 @@ def merge_once(
     tbl: Table, source: pa.Table, on: JoinOn, clauses: tuple[Clause, ...]
 ) -> MergeResult:
     """One attempt of a checked merge: decide, write and commit, by the table's kind."""
-    if tbl.table_schema.is_primary_key_table:
-        return _merge_primary_key(tbl, source, on, clauses)
-    return _merge_append(tbl, source, on, clauses)
+    try:
+        if tbl.table_schema.is_primary_key_table:
+            return _merge_primary_key(tbl, source, on, clauses)
+        return _merge_append(tbl, source, on, clauses)
+    except (FileNotFoundError, SnapshotNotFoundError) as exc:  # expired while read
+        raise conflict_if_replaced(tbl.file_io, tbl.table_schema, exc, "merge") from exc
 
 
 def with_attempts(attempt: Callable[[], MergeResult]) -> MergeResult:

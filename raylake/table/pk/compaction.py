@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from raylake.errors import CommitConflictError
-from raylake.format.manifest import DataFile, live_files_by_bucket, live_files_of
+from raylake.format.manifest import DataFile, live_files_by_bucket
 from raylake.format.schema import TableSchema
 from raylake.format.schema_files import load_schema
 from raylake.format.snapshot import Snapshot, SnapshotManager
@@ -36,6 +36,7 @@ from raylake.table.pk.engines import merge
 from raylake.table.pk.read import overlap_sections, read_file
 from raylake.table.pk.schema import KIND, LEVEL_TOP, SEQ, MergeSpec
 from raylake.table.pk.write import KeyedFileWriter
+from raylake.table.replaced import conflict_if_replaced
 from raylake.table.split import BucketKey
 from raylake.table.writer import CommitMessage, writing
 
@@ -97,32 +98,8 @@ def prepare_compaction(
                 errors.append(exc)
     if errors:
         abort_messages(file_io, messages)
-        rewritten = {f.path for _, sections in work for section in sections for f in section}
-        raise _conflict_if_replaced(file_io, ts, latest, rewritten, errors[0]) from errors[0]
+        raise conflict_if_replaced(file_io, ts, errors[0], "compaction") from errors[0]
     return CompactionJob(latest.id, tuple(messages)) if messages else None
-
-
-def _conflict_if_replaced(
-    file_io: FileIO, ts: TableSchema, base: Snapshot, rewritten: set[str], exc: BaseException
-) -> BaseException:
-    """A file to rewrite that a concurrent commit replaced and an expiration then deleted
-    is a conflict (re-run on the new state), as it is when the commit finds it replaced;
-    a file missing while still live is the error as it was raised."""
-    if not isinstance(exc, FileNotFoundError):
-        return exc
-    latest = SnapshotManager(file_io).latest()
-    if latest is None or latest.id == base.id:
-        return exc
-    live = set(live_files_of(file_io, latest.base_manifests, ts).column("path").to_pylist())
-    gone = sorted(rewritten - live)
-    if not gone:
-        return exc
-    return CommitConflictError(
-        f"{len(gone)} file(s) this compaction rewrites were replaced by a concurrent commit "
-        f"(up to snapshot {latest.id}) and expired meanwhile, e.g. {gone[0]}; re-run it",
-        expected=base.id,
-        actual=latest.id,
-    )
 
 
 def commit_compaction(file_io: FileIO, ts: TableSchema, job: CompactionJob) -> Snapshot:

@@ -1,0 +1,61 @@
+"""A data file or snapshot that vanished while an operation read it: a conflict, or a
+real loss.
+
+A merge or a compaction reads files live in the snapshot it started from. Where a
+concurrent commit replaced one (an overwrite, another merge) and an expiration then
+deleted it, or that snapshot itself, the read fails with ``FileNotFoundError`` or
+``SnapshotNotFoundError``: that is the conflict the operation's commit would have found,
+so it is raised as :class:`CommitConflictError` (the operation runs again on the new
+state, or its caller re-runs it). A file missing while the latest snapshot still names
+it is damage, and stays the error it was.
+"""
+
+from __future__ import annotations
+
+import posixpath
+
+from raylake.errors import CommitConflictError, SnapshotNotFoundError
+from raylake.format.manifest import live_files_of
+from raylake.format.schema import TableSchema
+from raylake.format.snapshot import SnapshotManager
+from raylake.io import FileIO
+
+
+def conflict_if_replaced(
+    file_io: FileIO, ts: TableSchema, exc: BaseException, what: str
+) -> BaseException:
+    """``exc`` as a conflict where it is a data file that the latest snapshot no longer
+    names, or a snapshot expired meanwhile; otherwise ``exc`` itself."""
+    if isinstance(exc, SnapshotNotFoundError):
+        return _expired_meanwhile(file_io, exc, what)
+    if not isinstance(exc, FileNotFoundError) or not exc.filename:
+        return exc
+    root = file_io.root.rstrip("/")
+    missing = str(exc.filename)
+    if not missing.startswith(root + "/"):
+        return exc
+    rel = posixpath.relpath(missing, root)
+    latest = SnapshotManager(file_io).latest()
+    if latest is None:
+        return exc
+    live = live_files_of(file_io, latest.base_manifests, ts).column("path").to_pylist()
+    if rel in set(live):
+        return exc
+    return CommitConflictError(
+        f"{rel}, which this {what} read, was replaced by a concurrent commit (up to snapshot "
+        f"{latest.id}) and expired meanwhile; re-run it",
+        expected=None,
+        actual=latest.id,
+    )
+
+
+def _expired_meanwhile(file_io: FileIO, exc: SnapshotNotFoundError, what: str) -> BaseException:
+    earliest = SnapshotManager(file_io).earliest_id()
+    if exc.snapshot_id is None or earliest is None or exc.snapshot_id >= earliest:
+        return exc
+    return CommitConflictError(
+        f"snapshot {exc.snapshot_id}, which this {what} read, was expired meanwhile (after "
+        f"later commits); re-run it",
+        expected=exc.snapshot_id,
+        actual=None,
+    )
