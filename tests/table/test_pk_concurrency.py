@@ -106,3 +106,31 @@ def test_ray_tasks_write_and_merge_their_own_buckets(tmp_path: Path, ray_cluster
     assert [r["id"] for r in rows] == list(range(150))
     assert all(r["v"] == (2 if r["id"] >= 50 else 1) for r in rows)
     assert rows == sorted(tbl.to_arrow().to_pylist(), key=lambda r: r["id"])
+
+
+@pytest.mark.parametrize("what", ["keys", "filter"])
+def test_a_delete_whose_snapshot_is_expired_while_it_reads_reads_again(
+    tmp_path: Path, what: str, monkeypatch: Any
+) -> None:
+    """Another process overwrites the table twice and expires the snapshot the delete
+    started from before it reads it (was: SnapshotNotFoundError, nothing deleted)."""
+    from raylake.table.pk import delete
+
+    tbl = raylake.create_table(str(tmp_path / "t"), SCHEMA, primary_key=["id"], buckets=1)
+    tbl.write(pa.table({"id": [1, 2, 3], "v": [0, 0, 0], "w": [0, 0, 0]}))
+    read = delete._current_rows
+    meanwhile: list[int] = []
+
+    def replaced_then_read(*args: Any) -> Any:
+        if not meanwhile:
+            other = raylake.open_table(tbl.uri)
+            for v in (8, 9):
+                other.write(pa.table({"id": [1, v], "v": [v, v], "w": [1, 1]}), mode="overwrite")
+            meanwhile.append(len(other.expire_snapshots(retain_last=1).expired_snapshot_ids))
+        return read(*args)
+
+    monkeypatch.setattr(delete, "_current_rows", replaced_then_read)
+    tbl.delete({"id": [1]} if what == "keys" else "v >= 0")
+    assert meanwhile[0] > 0
+    expected = [{"id": 9, "v": 9, "w": 1}] if what == "keys" else []
+    assert tbl.to_arrow().sort_by("id").to_pylist() == expected

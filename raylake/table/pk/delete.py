@@ -13,7 +13,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from raylake.errors import FilterError, InvalidArgumentError, SchemaMismatchError
+from raylake.errors import (
+    FilterError,
+    InvalidArgumentError,
+    SchemaMismatchError,
+    SnapshotNotFoundError,
+)
 from raylake.expr import Expr
 from raylake.format.schema import TableSchema
 from raylake.table.commit import commit_or_abort
@@ -22,6 +27,7 @@ from raylake.table.conform import conform, iter_input
 from raylake.table.pk.bucket import bucket_ids
 from raylake.table.pk.schema import DELETE
 from raylake.table.pk.write import BUCKET_COLUMN, PrimaryKeyTableWriter
+from raylake.table.replaced import conflict_if_replaced
 from raylake.table.writer import split_by_partition, writing
 
 if TYPE_CHECKING:
@@ -36,12 +42,30 @@ def write_deletes(writer: PrimaryKeyTableWriter, rows: Iterable[pa.Table]) -> No
         writer.write_arrow(conform(pa_table, writer.ts.arrow_schema, writer.ts.primary_key), kinds)
 
 
+# Reads of the latest state a delete makes before it gives up (see delete_rows).
+ATTEMPTS = 5
+
+
 def delete_rows(tbl: Table, keys_or_filter: Any) -> Snapshot | None:
     """Delete the rows a filter selects, or the rows of the given keys, as one commit.
 
     Keys that do not exist are ignored; when nothing matches, nothing is committed and
-    the latest snapshot is returned.
+    the latest snapshot is returned. Where concurrent commits and an expiration removed
+    the snapshot or a file the delete was reading, it reads the new latest state again.
     """
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            return _delete_once(tbl, keys_or_filter)
+        except (FileNotFoundError, SnapshotNotFoundError) as exc:
+            conflict = conflict_if_replaced(tbl.file_io, tbl.table_schema, exc, "delete")
+            if conflict is exc:
+                raise
+            if attempt == ATTEMPTS:
+                raise conflict from exc
+    raise AssertionError("unreachable")
+
+
+def _delete_once(tbl: Table, keys_or_filter: Any) -> Snapshot | None:
     base = tbl.latest_snapshot()
     with writing(PrimaryKeyTableWriter(tbl.file_io, tbl.table_schema)) as writer:
         if base is not None:
