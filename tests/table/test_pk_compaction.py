@@ -162,6 +162,23 @@ def test_files_replaced_and_expired_while_compacting_are_a_conflict(
     assert tbl.remove_orphan_files(older_than=timedelta(0), dry_run=True).paths == ()
 
 
+def test_a_compaction_prepared_with_an_older_schema_keeps_newer_columns(tmp_path: Path) -> None:
+    """The schema changes between the caller loading it and the compaction reading the
+    latest snapshot (was: files rewritten under the older schema, the new column lost)."""
+    tbl = make(tmp_path)
+    upsert(tbl, range(10), 1)
+    other = raylake.open_table(tbl.uri)
+    with other.update_schema() as u:
+        u.add_column("z", pa.string())
+    other.write(pa.table({"id": [1, 2], "v": [2, 2], "ts": [0, 0], "z": ["a", "b"]}))
+    job = prepare_compaction(tbl.file_io, tbl.table_schema, full=True)
+    assert job is not None
+    snap = commit_compaction(tbl.file_io, tbl.table_schema, job)
+    assert snap.commit_kind == "COMPACT" and snap.schema_id == 1
+    got = {r["id"]: r["z"] for r in other.to_arrow().to_pylist()}
+    assert got == {i: {1: "a", 2: "b"}.get(i) for i in range(10)}
+
+
 def test_write_committed_during_compaction_still_wins(tmp_path: Path) -> None:
     tbl = make(tmp_path)
     upsert(tbl, range(30), 1)
