@@ -316,6 +316,38 @@ def test_a_merge_by_a_table_opened_before_a_schema_change_keeps_newer_columns(
     assert got == [(1, 1, None), (2, 2, None), (3, 30, "c"), (4, 4, "d")]
 
 
+def test_a_schema_change_between_planning_and_reading_makes_the_merge_retry(
+    tmp_path: Path, kind: str, monkeypatch: Any
+) -> None:
+    """Another process adds a column and writes rows with it after the merge loaded the
+    schema and before it read the snapshot (was: those rows rewritten without it)."""
+    tbl = make(tmp_path, kind)
+    tbl.write(data([1, 2], [1, 2]))
+    name = "_merge_primary_key" if kind == "pk" else "_merge_append"
+    real = getattr(execute, name)
+    meanwhile: list[int] = []
+
+    def changed_then_merge(*args: Any) -> Any:
+        if not meanwhile:
+            other = raylake.open_table(tbl.uri)
+            with other.update_schema() as u:
+                u.add_column("z", pa.string())
+            new = pa.table({"id": [1, 2], "n": [10, 20], "z": ["a", "b"]})
+            meanwhile.append(other.write(new, schema_mode="merge").id)  # type: ignore[union-attr]
+        return real(*args)
+
+    monkeypatch.setattr(execute, name, changed_then_merge)
+    result = (
+        tbl.merge(pa.table({"id": [1], "n": [1]}), on="id")
+        .when_matched_update({"n": "t.n + s.n"})
+        .execute()
+    )
+    got = [(r["id"], r["n"], r["z"]) for r in raylake.open_table(tbl.uri).to_arrow().to_pylist()]
+    kept = [(1, 2, None), (2, 2, None)] if kind == "append" else []  # appended, not upserted
+    assert sorted(got, key=str) == sorted([*kept, (1, 11, "a"), (2, 20, "b")], key=str)
+    assert meanwhile and result.attempts == 2
+
+
 def test_a_concurrent_write_elsewhere_needs_no_retry(
     tmp_path: Path, kind: str, monkeypatch: Any
 ) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from raylake.errors import CommitConflictError
 from raylake.format.snapshot import Snapshot
 from raylake.table.aborted import abort_messages
 from raylake.table.commit import CommitRequest, commit_or_abort
@@ -15,6 +16,20 @@ from raylake.table.writer import CommitMessage
 
 if TYPE_CHECKING:
     from raylake.table.table import Table
+
+
+def check_schema_current(tbl: Table, snap: Snapshot | None) -> None:
+    """Refuse to merge ``snap`` under an older schema than its own: a schema change that
+    landed after the merge loaded the schema, with rows written under it, would lose the
+    new columns of every row the merge rewrites. A conflict: the merge runs again and
+    loads the new schema."""
+    if snap is not None and snap.schema_id > tbl.table_schema.schema_id:
+        raise CommitConflictError(
+            f"the schema of {tbl.uri} changed (schema {snap.schema_id}) while the merge "
+            f"planned under schema {tbl.table_schema.schema_id}",
+            expected=tbl.table_schema.schema_id,
+            actual=snap.schema_id,
+        )
 
 
 def unchanged(snap: Snapshot | None) -> MergeResult:

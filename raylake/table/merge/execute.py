@@ -33,7 +33,7 @@ from raylake.format.snapshot import Snapshot, SnapshotManager
 from raylake.table.aborted import abort_messages
 from raylake.table.commit import snapshots_after
 from raylake.table.merge.builder import MergeResult
-from raylake.table.merge.commit import commit_merge, unchanged
+from raylake.table.merge.commit import check_schema_current, commit_merge, unchanged
 from raylake.table.merge.plan import (
     BY_SOURCE,
     NOT_MATCHED,
@@ -174,6 +174,7 @@ def _merge_append(
     tbl: Table, source: pa.Table, on: JoinOn, clauses: tuple[Clause, ...]
 ) -> MergeResult:
     snap = SnapshotManager(tbl.file_io).latest()
+    check_schema_current(tbl, snap)
     files = candidate_files(tbl, snap, pruning_for(on, source, tbl.table_schema, clauses))
     updates = tuple(c for c in clauses if c.group != NOT_MATCHED)
     inserts = tuple(c for c in clauses if c.group == NOT_MATCHED)

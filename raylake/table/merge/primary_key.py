@@ -33,7 +33,7 @@ from raylake.table.writer import CommitMessage, writing
 if TYPE_CHECKING:
     from raylake.table.table import Table
 
-from raylake.table.merge.commit import commit_merge, unchanged
+from raylake.table.merge.commit import check_schema_current, commit_merge, unchanged
 
 # Partition values listed in the pruning filter up to this many; beyond, only key ranges.
 _MAX_IN_VALUES = 1000
@@ -133,6 +133,7 @@ def _merge_primary_key(
     tbl: Table, source: pa.Table, on: JoinOn, clauses: tuple[Clause, ...]
 ) -> MergeResult:
     snap = SnapshotManager(tbl.file_io).latest()
+    check_schema_current(tbl, snap)
     part = primary_key_part(tbl, snap, source, on, clauses)
     return commit_primary_key_parts(tbl, snap, [part])
 
