@@ -47,6 +47,13 @@ def schema_by_id(file_io: FileIO, schema_id: int) -> TableSchema:
     return found
 
 
+def schema_at_least(file_io: FileIO, ts: TableSchema, schema_id: int) -> TableSchema:
+    """``ts``, or schema ``schema_id`` where that is newer: what rewrites a snapshot's rows
+    (a compaction, a lookup changelog) uses, so that a schema loaded before another
+    process changed it does not drop the newer columns."""
+    return ts if schema_id <= ts.schema_id else schema_by_id(file_io, schema_id)
+
+
 def write_schema(file_io: FileIO, ts: TableSchema) -> bool:
     """Create ``schema-<id>.json`` unless it exists (the commit point of a schema change)."""
     created = file_io.create_if_absent(schema_path(ts.schema_id), ts.to_bytes())

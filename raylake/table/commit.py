@@ -49,6 +49,7 @@ from raylake.format.manifest import (
     write_manifest,
 )
 from raylake.format.schema import TableSchema
+from raylake.format.schema_files import schema_at_least
 from raylake.format.snapshot import CommitKind, Snapshot, SnapshotManager, snapshot_path
 from raylake.io import FileIO
 from raylake.table.aborted import FilesCheck, abort_messages, raise_if_full
@@ -248,7 +249,14 @@ class Committer:
         ]
 
         if request.kind == "APPEND":
-            looked_up = kind_of(self.ts).commit_changelog(self.file_io, latest, added)
+            # The before-images are rows of ``latest``: read under a schema that has all
+            # their columns, not an older one of a writer opened before a change.
+            lookup = (
+                self.ts
+                if latest is None
+                else schema_at_least(self.file_io, self.ts, latest.schema_id)
+            )
+            looked_up = kind_of(lookup).commit_changelog(self.file_io, latest, added)
             written += [f.path for f in looked_up]
             changelog += [with_commit_fields(f, snapshot_id, 0) for f in looked_up]
         delta_entries = [(DELETE, f) for f in deleted] + [(ADD, f) for f in added]

@@ -179,3 +179,26 @@ def test_a_failed_lookup_changelog_file_is_deleted(
     monkeypatch.undo()
     assert {rel for rel, _ in tbl.file_io.list_files("data")} == files_before
     assert tbl.latest_snapshot().id == 1  # type: ignore[union-attr]
+
+
+def test_a_writer_opened_before_a_schema_change_looks_up_whole_before_images(
+    tmp_path: Path,
+) -> None:
+    """The lookup reads the rows it replaces under the schema they were committed with
+    (was: under the writer's older one, so the -U row lost the newer column)."""
+    schema = pa.schema([pa.field("k", pa.int64(), nullable=False), ("x", pa.int64())])
+    stale = raylake.create_table(
+        str(tmp_path / "t"), schema, primary_key=["k"], buckets=1,
+        options={"changelog-producer": "lookup"},
+    )  # fmt: skip
+    stale.write(pa.table({"k": [1], "x": [1]}, schema=schema))
+    fresh = raylake.open_table(stale.uri)
+    with fresh.update_schema() as u:
+        u.add_column("z", pa.string())
+    fresh.write(pa.table({"k": [1], "x": [2], "z": ["before"]}, fresh.schema))
+    snap = stale.write(pa.table({"k": [1], "x": [3]}, schema=schema))
+    assert snap is not None
+    assert fresh.changelog(snap.id).to_pylist() == [
+        {"k": 1, "x": 2, "z": "before", "_rl_kind": "-U"},
+        {"k": 1, "x": 3, "z": None, "_rl_kind": "+U"},
+    ]

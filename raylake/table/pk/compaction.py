@@ -26,7 +26,7 @@ import pyarrow as pa
 from raylake.errors import CommitConflictError
 from raylake.format.manifest import DataFile, live_files_by_bucket
 from raylake.format.schema import TableSchema
-from raylake.format.schema_files import load_schema, schema_by_id
+from raylake.format.schema_files import load_schema, schema_at_least
 from raylake.format.snapshot import Snapshot, SnapshotManager
 from raylake.io import FileIO
 from raylake.progress import track
@@ -79,7 +79,7 @@ def prepare_compaction(
         return None
     # The snapshot's files may be of a schema newer than ``ts`` (one changed since the
     # caller loaded it): rewritten under ``ts`` they would lose the newer columns.
-    ts = at_least(file_io, ts, latest.schema_id)
+    ts = schema_at_least(file_io, ts, latest.schema_id)
     groups = live_files_by_bucket(file_io, latest.base_manifests, ts)
     spec = MergeSpec.of(ts)
     work = []
@@ -115,17 +115,12 @@ def commit_compaction(file_io: FileIO, ts: TableSchema, job: CompactionJob) -> S
         messages=job.messages, kind="COMPACT", base_snapshot_id=job.base_snapshot_id
     )
     # Its files may be of a newer schema than ``ts`` (prepare_compaction's).
-    ts = at_least(file_io, ts, load_schema(file_io).schema_id)
+    ts = schema_at_least(file_io, ts, load_schema(file_io).schema_id)
     try:
         return Committer(file_io, ts).commit(request)
     except BaseException as exc:
         abort_messages(file_io, job.messages, exc)
         raise
-
-
-def at_least(file_io: FileIO, ts: TableSchema, schema_id: int) -> TableSchema:
-    """``ts``, or schema ``schema_id`` where that is newer."""
-    return ts if schema_id <= ts.schema_id else schema_by_id(file_io, schema_id)
 
 
 def auto_compact(
