@@ -202,3 +202,26 @@ def test_a_writer_opened_before_a_schema_change_looks_up_whole_before_images(
         {"k": 1, "x": 2, "z": "before", "_rl_kind": "-U"},
         {"k": 1, "x": 3, "z": None, "_rl_kind": "+U"},
     ]
+
+
+def test_a_delete_by_a_table_opened_before_a_schema_change_keeps_whole_before_images(
+    tmp_path: Path,
+) -> None:
+    """Its -D rows are the rows as committed (was: read and written under the Table's
+    older schema, so the input changelog's -D lost the newer column)."""
+    schema = pa.schema([pa.field("k", pa.int64(), nullable=False), ("x", pa.int64())])
+    stale = raylake.create_table(
+        str(tmp_path / "t"), schema, primary_key=["k"], buckets=1,
+        options={"changelog-producer": "input"},
+    )  # fmt: skip
+    stale.write(pa.table({"k": [1, 2], "x": [1, 1]}, schema=schema))
+    fresh = raylake.open_table(stale.uri)
+    with fresh.update_schema() as u:
+        u.add_column("z", pa.string())
+    fresh.write(pa.table({"k": [1], "x": [2], "z": ["before"]}, fresh.schema))
+    snap = stale.delete({"k": [1]})
+    assert snap is not None
+    assert fresh.changelog(snap.id).to_pylist() == [
+        {"k": 1, "x": 2, "z": "before", "_rl_kind": "-D"}
+    ]
+    assert fresh.to_arrow().to_pylist() == [{"k": 2, "x": 1, "z": None}]

@@ -21,6 +21,7 @@ from raylake.errors import (
 )
 from raylake.expr import Expr
 from raylake.format.schema import TableSchema
+from raylake.format.schema_files import schema_at_least
 from raylake.table.commit import commit_or_abort
 from raylake.table.commit_args import commit_request
 from raylake.table.conform import conform, iter_input
@@ -67,6 +68,12 @@ def delete_rows(tbl: Table, keys_or_filter: Any) -> Snapshot | None:
 
 def _delete_once(tbl: Table, keys_or_filter: Any) -> Snapshot | None:
     base = tbl.latest_snapshot()
+    if base is not None and base.schema_id > tbl.table_schema.schema_id:
+        # A Table opened before a schema change: the -D rows carry whole before-images,
+        # so they are read and written under the base's schema, with the newer columns.
+        tbl = type(tbl)(
+            tbl.file_io, schema_at_least(tbl.file_io, tbl.table_schema, base.schema_id), tbl.source
+        )
     with writing(PrimaryKeyTableWriter(tbl.file_io, tbl.table_schema)) as writer:
         if base is not None:
             write_deletes(writer, [_current_rows(tbl, keys_or_filter, base.id)])
