@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Literal
 
-from raylake.errors import CorruptMetadataError, SnapshotNotFoundError
+from raylake.errors import CorruptMetadataError, SnapshotExpiredError, SnapshotNotFoundError
 from raylake.format.manifest import ManifestMeta
 from raylake.format.metadata_json import json_object
 from raylake.io import FileIO
@@ -201,11 +201,14 @@ class SnapshotManager:
     def as_of(self, time_millis: int) -> Snapshot:
         """The newest snapshot committed at or before a time."""
         found = None
-        for snapshot_id in reversed(self.snapshot_ids()):
+        ids = self.snapshot_ids()
+        for snapshot_id in reversed(ids):
             snap = self.get(snapshot_id)
             if snap.time_millis <= time_millis:
                 found = snap
                 break
+        if found is None and ids and ids[0] > 1:  # the state at that time expired with it
+            raise SnapshotExpiredError(ids[0] - 1, ids[0], self.file_io.uri)
         if found is None:
             when = datetime.fromtimestamp(time_millis / 1000, tz=timezone.utc).isoformat()
             raise SnapshotNotFoundError(f"{self.file_io.uri} has no snapshot at or before {when}")

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import raylake
-from raylake.errors import CorruptMetadataError, InvalidOptionError
+from raylake.errors import CorruptMetadataError, InvalidOptionError, SnapshotExpiredError
 from raylake.format.snapshot import snapshot_path
 from raylake.table import Table
 from raylake.table.maintenance import manifest_paths
@@ -99,6 +99,17 @@ def test_the_latest_snapshot_is_never_expired(tmp_path: Path) -> None:
     assert tbl.expire_snapshots(retain_last=1, older_than=far_future).snapshots_removed == 0
     assert ids_of(tbl) == [1]
     assert read_sorted(tbl, 1).num_rows == 1
+
+
+def test_time_travel_to_an_expired_time_says_it_expired(tmp_path: Path) -> None:
+    """(was: "has no snapshot at or before", as if the table had been empty then)"""
+    tbl = make_table(tmp_path / "t")
+    commit_n(tbl, 3)
+    first = tbl.snapshot(1).time_millis
+    tbl.expire_snapshots(retain_last=1)
+    with pytest.raises(SnapshotExpiredError, match="earliest snapshot is 3") as info:
+        tbl.to_arrow(as_of=first)
+    assert info.value.earliest == 3
 
 
 def test_empty_table_has_nothing_to_expire(tmp_path: Path) -> None:
