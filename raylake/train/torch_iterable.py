@@ -65,9 +65,11 @@ class LakeIterableDataset(IterableDataset):
     per batch, to decode (docs/training.md, "Binary and string columns").
     ``loader_threads`` caps the threads that decode pieces and convert windows at once,
     so a trainer's thread finds a core free (``max(1, cores - 1)`` leaves it one); by
-    default (None or 0) there is no cap and pieces decode on pyarrow's own pool. In
-    DataLoader workers batches go to the main process by shared-memory file name, not
-    by file descriptor (``worker_file_sharing``; docs/training.md, "On a GPU host").
+    default (None or 0) there is no cap and pieces decode on pyarrow's own pool. With
+    ``worker_file_sharing=True`` DataLoader workers hand batches to the main process by
+    shared-memory file name, not by file descriptor: faster, but a loop stopped before
+    its end leaves the windows of the batches in flight in ``/dev/shm`` until the
+    process ends (docs/training.md, "On a GPU host").
     ``window_process=True`` makes the windows in a process of its own, spawned at the
     first pass and kept until ``close()`` or the dataset's end: the trainer's process
     then only copies each window and cuts batches, so the loader's Python does not
@@ -101,7 +103,7 @@ class LakeIterableDataset(IterableDataset):
         read_ahead: int = DEFAULT_PIECES,
         loader_threads: int | None = None,
         feed_bytes: int = DEFAULT_FEED_BYTES,
-        worker_file_sharing: bool = True,
+        worker_file_sharing: bool = False,
         window_process: bool = False,
         storage_options: Mapping[str, Any] | None = None,
     ) -> None:

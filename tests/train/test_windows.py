@@ -325,6 +325,37 @@ def with_strategy(batch: Any) -> Any:
     return (*batch, mp.get_sharing_strategy())
 
 
+def with_pid(batch: Any) -> Any:
+    """A transform (it runs in the worker) that adds the worker's process id."""
+    import os
+
+    return (*batch, os.getpid())
+
+
+def test_a_loop_stopped_early_leaves_no_files_in_dev_shm(append_table: raylake.Table) -> None:
+    """By default: under torch's file_system strategy the batches in flight when the
+    loop stops keep their windows' files until this process ends."""
+    import gc
+    import os
+
+    from torch.utils.data import DataLoader
+
+    ds = make(append_table, transform=with_pid)
+    workers = set()
+    for _ in range(2):
+        loader = DataLoader(ds, batch_size=None, num_workers=2, prefetch_factor=4)
+        for step, batch in enumerate(loader):
+            workers.add(batch[2])
+            if step == 3:
+                break
+        del loader, batch
+        gc.collect()
+    assert len(workers) == 4
+    # torch names a shared file torch_<pid of the process that made it>_...
+    left = [f for f in os.listdir("/dev/shm") if any(f"torch_{pid}_" in f for pid in workers)]
+    assert left == []
+
+
 @pytest.mark.parametrize("file_sharing", [True, False])
 def test_dataloader_workers_hand_batches_over_by_file_name(
     append_table: raylake.Table, file_sharing: bool
