@@ -159,6 +159,10 @@ class ShardedLoader:
         self.epoch = epoch
         self._live = None
 
+    def forget_loaded(self) -> None:
+        """Drop a loaded position not yet used: the next pass reads its epoch whole."""
+        self._pending = None
+
     def _start(self) -> Position:
         if self._pending is not None and self._pending.epoch == self.epoch:
             return self._pending

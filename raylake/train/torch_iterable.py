@@ -200,6 +200,8 @@ class LakeIterableDataset(IterableDataset):
         return distributed(self._rank, self._world_size)
 
     def __len__(self) -> int:
+        if self._workers.loaded_position_read():
+            self._loader.forget_loaded()  # the workers' pass used it: the next is whole
         return self._loader.steps(self.rank_and_world_size()[1])
 
     def __iter__(self) -> Iterator[Any]:
@@ -208,6 +210,10 @@ class LakeIterableDataset(IterableDataset):
         if info is None:
             return self.iter_shard(0, 1)
         self._output.check_in_worker()
+        if self._workers.loaded_position_used():
+            # A position loaded in the main process is for the workers' next pass only;
+            # every later DataLoader iteration gets the main copy with it again.
+            self._loader.forget_loaded()
         if self._maker is not None:
             raise UnsupportedOperationError(
                 "window_process=True makes windows in a process of its own for a dataset "
@@ -260,7 +266,7 @@ class LakeIterableDataset(IterableDataset):
         position of another table, snapshot, filter or order raises ResumeStateError.
         """
         self._loader.load_state_dict(state)
-        self._workers.position_set()
+        self._workers.position_loaded()
 
 
 def default_prefetch(device: str | torch.device | None) -> int:

@@ -27,12 +27,18 @@ def in_worker() -> bool:
     return get_worker_info() is not None
 
 
+# DataLoader worker ids whose use of a loaded position is tracked (one byte each).
+_TRACKED_WORKERS = 1024
+
+
 class WorkerPasses:
     """The flag "worker processes have read this dataset since the main process last
-    knew its position", shared by every copy made for a DataLoader's workers."""
+    knew its position", shared by every copy made for a DataLoader's workers; and which
+    worker ids have read a position loaded in the main process, since it is for one pass."""
 
     def __init__(self) -> None:
         self._flag = torch.zeros(1, dtype=torch.uint8).share_memory_()
+        self._loaded_used = torch.zeros(_TRACKED_WORKERS, dtype=torch.bool).share_memory_()
 
     def pass_started(self) -> None:
         """A pass begins in this process: a worker marks it; in the main process the
@@ -44,19 +50,46 @@ class WorkerPasses:
         if not in_worker():
             self._flag[0] = 0
 
+    def position_loaded(self) -> None:
+        """A position was loaded: in the main process, for the next pass of every worker
+        id (the workers of the next DataLoader iteration); in a worker (StatefulDataLoader
+        hands it its own), for this worker's next pass."""
+        info = get_worker_info()
+        if info is None:
+            self._flag[0] = 0
+            self._loaded_used.zero_()
+        elif info.id < _TRACKED_WORKERS:
+            self._loaded_used[info.id] = False
+
+    def loaded_position_used(self) -> bool:
+        """In a worker starting a pass: whether this worker id has read the loaded
+        position already, in an earlier pass (a later DataLoader iteration forks or
+        pickles the main process's copy again, loaded position included)."""
+        info = get_worker_info()
+        if info is None or info.id >= _TRACKED_WORKERS:
+            return False
+        used = bool(self._loaded_used[info.id])
+        self._loaded_used[info.id] = True
+        return used
+
+    def loaded_position_read(self) -> bool:
+        """In the main process: whether workers have read the position it loaded."""
+        return get_worker_info() is None and bool(self._loaded_used.any())
+
     def check(self, dataset: str, resume: str) -> None:
         """Raise WorkerPositionError in the main process once workers have read."""
         if not in_worker() and bool(self._flag[0]):
             raise WorkerPositionError(dataset, resume)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"flag": self._flag}
+        return {"flag": self._flag, "loaded_used": self._loaded_used}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        flag = state["flag"]
-        # torch's multiprocessing pickler (spawned workers) hands over the shared flag
-        # itself; a plain pickle is an independent copy, which gets its own shared flag.
+        # torch's multiprocessing pickler (spawned workers) hands over the shared tensors
+        # themselves; a plain pickle is an independent copy, which gets its own.
+        flag, used = state["flag"], state["loaded_used"]
         self._flag = flag if flag.is_shared() else flag.clone().share_memory_()
+        self._loaded_used = used if used.is_shared() else used.clone().share_memory_()
 
 
 def share_by_file_name() -> None:

@@ -143,9 +143,31 @@ def test_a_resume_under_another_batch_size_keeps_its_batches_to_that_size(
     del it
     ds = make(append_table, batch_size=24)
     ds.load_state_dict(state)
+    steps = len(ds)
     rest = [ids_of(b) for b in DataLoader(ds, batch_size=None, num_workers=2)]
-    assert max(len(b) for b in rest) == 24 and len(rest) == len(ds)
+    assert max(len(b) for b in rest) == 24 and len(rest) == steps
     check_exact(flat(head) + flat(rest), expected_ids(append_table), 0)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_position_loaded_before_dataloader_workers_is_for_their_next_pass_only(
+    append_table: raylake.Table, workers: int
+) -> None:
+    """Every DataLoader iteration forks or pickles the main copy again, loaded position
+    included; a loop that never calls set_epoch reads whole epochs after the resumed one."""
+    loader = StatefulDataLoader(make(append_table), batch_size=None, num_workers=2)
+    it = iter(loader)
+    head = take(it, 9)
+    state = loader.state_dict()
+    del it
+    ds = make(append_table)
+    ds.load_state_dict(state)
+    again = DataLoader(ds, batch_size=None, num_workers=workers, persistent_workers=False)
+    rest = [ids_of(b) for b in again]
+    check_exact(flat(head) + flat(rest), expected_ids(append_table), 0)
+    for _ in range(2):
+        assert len(again) == len(make(append_table))  # what an LR schedule counts on
+        assert sorted(flat([ids_of(b) for b in again])) == expected_ids(append_table)
 
 
 @pytest.mark.parametrize("workers", [0, 2])
