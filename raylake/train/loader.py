@@ -187,6 +187,9 @@ class ShardedLoader:
         takes it, not when it is read ahead."""
         if not 0 <= rank < world_size:
             raise InvalidArgumentError("rank", rank, f"in [0, {world_size}) (world_size)")
+        # iter_shard's launcher names the worker: one past the last read nothing at all.
+        if check_count("worker", worker) >= check_count("num_workers", num_workers, 1):
+            raise InvalidArgumentError("worker", worker, f"in [0, {num_workers}) (num_workers)")
         start = self._start()
         self._pending = None  # a loaded position resumes one pass only
         e = self.epochs

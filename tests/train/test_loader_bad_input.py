@@ -112,6 +112,24 @@ def test_rank_and_world_size_are_checked_when_the_loader_is_made(uri: str) -> No
 
 
 @pytest.mark.parametrize(
+    ("worker", "num_workers", "message"),
+    [
+        (2, 2, "worker must be in [0, 2) (num_workers), got int 2"),
+        (-1, 2, "worker must be an int >= 0, got int -1"),
+        ("0", 1, "worker must be an int >= 0, got str '0'"),
+    ],
+)
+def test_iter_shard_refuses_a_worker_it_does_not_have(
+    uri: str, worker: Any, num_workers: int, message: str
+) -> None:
+    """A launcher's worker one past the last read nothing at all, silently."""
+    from raylake.train.torch import LakeIterableDataset
+
+    with pytest.raises(InvalidArgumentError, match=re.escape(message)):
+        LakeIterableDataset(uri).iter_shard(worker, num_workers)
+
+
+@pytest.mark.parametrize(
     ("kwargs", "message"),
     [
         ({"dtype": 5}, "dtype must be a TensorFlow or numpy dtype"),
