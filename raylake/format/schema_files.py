@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 
 from raylake.caching import LruCache, process_cache
-from raylake.errors import CorruptMetadataError, TableNotFoundError
-from raylake.format.metadata_json import read_json_object
+from raylake.errors import CommitFailedError, CorruptMetadataError, TableNotFoundError
+from raylake.format.metadata_json import json_object, read_json_object
 from raylake.format.schema import SCHEMA_DIR, TableSchema
 from raylake.io import FileIO
 
@@ -60,6 +60,24 @@ def write_schema(file_io: FileIO, ts: TableSchema) -> bool:
     if created:
         _by_id.put((file_io.uri, ts.schema_id), ts)
     return created
+
+
+def check_same_table(file_io: FileIO, ts: TableSchema) -> None:
+    """Refuse to commit under ``ts`` where the table it was read from is gone, or was
+    replaced by another (deleted and created again): the commit would make a directory
+    without a schema, or a snapshot naming files of other columns. Read afresh, never
+    from the cache, which holds what this process saw before."""
+    try:
+        raw = file_io.read_bytes(schema_path(ts.schema_id))
+    except FileNotFoundError:
+        raise TableNotFoundError(file_io.uri) from None
+    found = TableSchema.from_json(json_object(raw, file_io.full_path(schema_path(ts.schema_id))))
+    if found.to_json() != ts.to_json():
+        raise CommitFailedError(
+            f"the table at {file_io.uri!r} was replaced after it was opened: its schema "
+            f"{ts.schema_id} is not the one this commit was written under; open it again "
+            "(open_table) and write again. Nothing was committed"
+        )
 
 
 def forget_schemas() -> None:

@@ -49,7 +49,7 @@ from raylake.format.manifest import (
     write_manifest,
 )
 from raylake.format.schema import TableSchema
-from raylake.format.schema_files import schema_at_least
+from raylake.format.schema_files import check_same_table, schema_at_least
 from raylake.format.snapshot import CommitKind, Snapshot, SnapshotManager, snapshot_path
 from raylake.io import FileIO
 from raylake.table.aborted import FilesCheck, abort_messages, raise_if_full
@@ -93,6 +93,7 @@ class Committer:
 
     def commit(self, request: CommitRequest) -> Snapshot:
         check_commit_safety(self.file_io, self.ts)
+        check_same_table(self.file_io, self.ts)
         if request.overwrite is not None:
             check_partition_filter(request.overwrite, self.ts)
         user = request.commit_user or default_commit_user()

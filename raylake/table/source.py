@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from raylake.errors import UnsupportedOperationError
+from raylake.errors import TableNotFoundError, UnsupportedOperationError
 from raylake.expr import AlwaysTrue, Expr, might_match, referenced_columns
 from raylake.format.consumer import ConsumerManager, ConsumerProgress
 from raylake.format.manifest import (
@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from raylake.table.table import Table
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 
 def writes(what: str) -> Callable[[F], F]:
@@ -233,6 +234,26 @@ class RaylakeSource(TableSource):
     @classmethod
     def kind(cls, ts: TableSchema) -> TableKind:
         return raylake_kind_class(ts.primary_key)(ts)
+
+    # -- snapshots of a table that may have been deleted under its Table -----------------
+
+    def latest(self) -> Snapshot | None:
+        return self._unless_gone(self.snapshots.latest())
+
+    def latest_id(self) -> int | None:
+        latest = self.latest()
+        return None if latest is None else latest.id
+
+    def all(self) -> list[Snapshot]:
+        return self._unless_gone(self.snapshots.all())
+
+    def _unless_gone(self, found: T) -> T:
+        """``found``, unless it is nothing because the table was deleted: a table without
+        snapshots is empty only while its schema is there (one listing, for an empty
+        table alone); a read of a deleted table returning no rows would hide it."""
+        if not found and not _schema_ids(self.file_io):
+            raise TableNotFoundError(self.file_io.uri)
+        return found
 
     # -- files -------------------------------------------------------------------------
 
