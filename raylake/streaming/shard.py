@@ -1,9 +1,10 @@
 """Which part of a table one stream reader follows: a shard of the buckets, or a list.
 
-Primary-key tables and bucketed append tables are sharded by bucket (bucket ``b``
-belongs to shard ``b % n``), so one shard sees every change of a key, in order.
-An append table with one bucket is sharded by data file instead (a stable hash of
-the file's path), since its rows have no key to keep together.
+Primary-key tables and Paimon's bucketed append tables are sharded by bucket (bucket
+``b`` belongs to shard ``b % n``), so one shard sees every change of a key, in order.
+A raylake append table (its files all lie in bucket 0, whatever its ``buckets``) and a
+Paimon table without buckets are sharded by data file instead (a stable hash of the
+file's path), since their rows have no key to keep together.
 """
 
 from __future__ import annotations

@@ -114,7 +114,9 @@ class AppendKind(TableKind):
 
     @property
     def shards_by_file(self) -> bool:
-        return self.ts.buckets == 1
+        # Every file of a raylake append table lies in bucket 0, whatever ``buckets`` the
+        # table was created with: sharded by bucket, one shard would read it all.
+        return True
 
 
 def columns_of(ctx: ReadContext) -> list[str] | None:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import re
+import zlib
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 import raylake
@@ -192,6 +194,19 @@ def test_append_shards_partition_the_rows_by_file(warehouse: Path) -> None:
     # get none of 10 files): check only that no file is split between shards.
     for ids in writes:
         assert sum(set(ids) <= set(s) for s in seen) == 1
+
+
+def test_append_shards_split_by_file_whatever_buckets_the_table_has(warehouse: Path) -> None:
+    # Its files all lie in bucket 0: sharded by bucket, shard 0 would read every row.
+    tbl = raylake.create_table(str(warehouse / "t"), SCHEMA, buckets=4)
+    for start in range(0, 40, 4):
+        tbl.write(rows(list(range(start, start + 4))))
+    seen = [ids_of(drain(tbl.stream(start="earliest", shard=(i, 4)))) for i in range(4)]
+    expected: list[list[int]] = [[], [], [], []]
+    for path in sorted((warehouse / "t" / "data" / "bucket-0").iterdir()):
+        shard = zlib.crc32(f"data/bucket-0/{path.name}".encode()) % 4
+        expected[shard] += pq.read_table(path).column("id").to_pylist()
+    assert [sorted(s) for s in seen] == [sorted(e) for e in expected]
 
 
 def test_file_shards_spread_files() -> None:
