@@ -184,10 +184,14 @@ def refuse_unknown_keywords(function: F) -> F:
     if any(p.kind is p.VAR_KEYWORD for p in params):
         raise TypeError(f"{function.__name__} takes **kwargs: check them with check_keywords")
     valid = frozenset(p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD))
+    # A class is called by its name: ``LakeDatasink()``, never ``__init__()``.
+    name = function.__name__
+    if name == "__init__":
+        name = function.__qualname__.rsplit(".", 2)[-2]
 
     @functools.wraps(function)
     def checked(*args: Any, **kwargs: Any) -> Any:
-        check_keywords(function.__name__, kwargs, valid - {"self"})
+        check_keywords(name, kwargs, valid - {"self"})
         return function(*args, **kwargs)
 
     return checked  # type: ignore[return-value]

@@ -53,3 +53,27 @@ def test_read_lake_refuses_a_misspelled_keyword_before_ray_runs(tmp_path: Path) 
     tbl.write(pa.table({"id": [1]}))
     _refused(lambda: read_lake(tbl.uri, colums=["id"]), "colums", "columns")
     _refused(lambda: read_lake(tbl.uri, num_cpu=1), "num_cpu", "num_cpus")
+
+
+def test_the_ray_entry_points_and_the_table_methods(tmp_path: Path) -> None:
+    pytest.importorskip("ray")
+    from raylake import LakeDatasink, LakeDatasource, StreamingJob, write_lake
+
+    tbl = raylake.create_table(str(tmp_path / "t"), SCHEMA)
+    tbl.write(pa.table({"id": [1]}))
+    _refused(lambda: LakeDatasource(tbl.uri, colums=["id"]), "colums", "columns")
+    _refused(lambda: LakeDatasink(tbl.uri, primary_keys=["id"]), "primary_keys", "primary_key")
+    _refused(lambda: write_lake(None, tbl.uri, mod="append"), "mod", "mode")  # type: ignore[arg-type]
+    _refused(
+        lambda: StreamingJob(tbl.uri, lambda rows: rows, consumer_id="c", num_shard=2),
+        "num_shard",
+        "num_shards",
+    )
+    with pytest.raises(UnknownKeywordError, match=r"^LakeDatasink\(\) got"):
+        LakeDatasink(tbl.uri, primary_keys=["id"])
+    _refused(lambda: tbl.count(filters="id = 1"), "filters", "filter")
+    _refused(lambda: tbl.commit([], allow_emtpy=True), "allow_emtpy", "allow_empty")
+    _refused(lambda: tbl.new_writer(prefix="x"), "prefix", "file_prefix")
+    _refused(lambda: tbl.read_split(tbl.scan().plan()[0], column=["id"]), "column", "columns")
+    _refused(lambda: list(tbl.stream().plans(time_out=0)), "time_out", "timeout")
+    assert len(tbl.snapshots()) == 1

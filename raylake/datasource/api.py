@@ -108,6 +108,7 @@ def _read_lake_keywords() -> frozenset[str]:
     return frozenset(passed | {p.name for p in own if p.kind is p.KEYWORD_ONLY})
 
 
+@refuse_unknown_keywords
 def write_lake(
     ds: Dataset,
     uri: str,

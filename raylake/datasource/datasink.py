@@ -21,7 +21,12 @@ from ray.data.block import Block, BlockAccessor
 from ray.data.datasource import Datasink
 from ray.data.datasource.datasink import WriteResult
 
-from raylake.arguments import check_flag, check_instance, check_mapping
+from raylake.arguments import (
+    check_flag,
+    check_instance,
+    check_mapping,
+    refuse_unknown_keywords,
+)
 from raylake.errors import (
     InvalidOptionError,
     SchemaArgumentError,
@@ -80,6 +85,7 @@ class LakeDatasink(Datasink[TaskCommit]):
     write starts, and writes nulls for the table columns the dataset lacks.
     """
 
+    @refuse_unknown_keywords
     def __init__(
         self,
         uri: str,

@@ -23,6 +23,7 @@ from ray.data.block import BlockMetadata
 from ray.data.datasource import Datasource, ReadTask
 from ray.data.expressions import Expr as RayExpr
 
+from raylake.arguments import refuse_unknown_keywords
 from raylake.datasource._ray_compat import BATCH_SIZE_STUB_COLUMN, column_references
 from raylake.datasource.ray_expr import from_ray_expr, split_ray_predicate
 from raylake.errors import FilterError
@@ -48,6 +49,7 @@ class LakeDatasource(Datasource):
     expression; Ray's ``select_columns`` and ``filter(expr=...)`` are pushed down too.
     """
 
+    @refuse_unknown_keywords
     def __init__(
         self,
         uri: str,

@@ -35,6 +35,7 @@ from raylake.arguments import (
     check_instance,
     check_mapping,
     check_seconds,
+    refuse_unknown_keywords,
 )
 from raylake.errors import ConsumerArgumentError, StreamArgumentError, StreamError
 from raylake.expr import Expr
@@ -254,6 +255,7 @@ class StreamingJob:
     plans carry the source's new schema from the snapshot that first has it).
     """
 
+    @refuse_unknown_keywords
     def __init__(
         self,
         uri: str,

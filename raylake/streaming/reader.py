@@ -24,7 +24,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from raylake.arguments import check_count, check_optional_count, check_seconds
+from raylake.arguments import (
+    check_count,
+    check_optional_count,
+    check_seconds,
+    refuse_unknown_keywords,
+)
 from raylake.caching import LruCache
 from raylake.errors import (
     ConsumerArgumentError,
@@ -302,6 +307,7 @@ class StreamReader:
             logger.debug("prefetch of snapshot %d failed", snapshot_id, exc_info=True)
             return None
 
+    @refuse_unknown_keywords
     def plans(
         self, *, max_plans: int | None = None, timeout: float | None = None
     ) -> Iterator[StreamPlan]:

@@ -145,6 +145,7 @@ class Table(TableReads):
     # -- writes --------------------------------------------------------------------------
 
     @writes("writing")
+    @refuse_unknown_keywords
     def new_writer(self, *, file_prefix: str = "data") -> TableWriter:
         """A writer for distributed writes: ``write`` many times, then ``prepare_commit``."""
         return create_writer(
@@ -152,6 +153,7 @@ class Table(TableReads):
         )
 
     @writes("commit()")
+    @refuse_unknown_keywords
     def commit(
         self,
         messages: list[CommitMessage],
@@ -301,6 +303,7 @@ class Table(TableReads):
         full = check_flag("full", full)
         return self.refresh().kind.compact(self.file_io, full=full)
 
+    @refuse_unknown_keywords
     def changelog(self, snapshot_id: int, *, columns: Sequence[str] | None = None) -> pa.Table:
         """The rows one snapshot changed, with ``_rl_kind`` = ``+I``/``-U``/``+U``/``-D``.
 

@@ -142,6 +142,7 @@ class TableReads:
         the keywords are :meth:`scan`'s."""
         return to_polars_frame(self.scan(**scan))
 
+    @refuse_unknown_keywords
     def read_split(
         self,
         split: Split,
@@ -158,5 +159,6 @@ class TableReads:
             scan = self.scan(snapshot_id=split.snapshot_id)
         return scan.select(columns).where(filter).read_context().read(split)
 
+    @refuse_unknown_keywords
     def count(self, *, filter: str | Expr | None = None, snapshot_id: int | None = None) -> int:
         return self.scan(filter=filter, snapshot_id=snapshot_id).count()
