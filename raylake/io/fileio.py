@@ -387,7 +387,14 @@ def absolute_uri(uri: str) -> str:
     """A relative local path as an absolute one, fixed where the table is opened: Ray
     tasks, actors and Spark executors run in working directories of their own. ``~``
     is the home directory, as pandas and fsspec read it (a directory named ``~`` in the
-    working directory was made)."""
+    working directory was made). fsspec reads ``file://t`` and ``local://t`` as the
+    relative path ``t`` too: they are fixed alike, in their own scheme."""
+    for scheme in _LOCAL_SCHEMES:
+        if uri.startswith(scheme) and not uri.startswith("/", len(scheme)):
+            return scheme + absolute_uri(uri[len(scheme) :] or ".")
     if "://" in uri:
         return uri
     return os.path.abspath(os.path.expanduser(uri))
+
+
+_LOCAL_SCHEMES = ("file://", "local://")

@@ -176,6 +176,23 @@ def test_relative_path_is_fixed_where_it_is_given(
     assert pickle.loads(pickle.dumps(file_io)).read_bytes("k") == b"v"
 
 
+@pytest.mark.parametrize("scheme", ["file://", "local://"])
+def test_a_relative_path_in_a_local_url_is_fixed_where_it_is_given(
+    scheme: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """fsspec reads ``file://warehouse/t`` as the relative path ``warehouse/t``: a worker
+    in another directory must still find the driver's table."""
+    (tmp_path / "driver").mkdir()
+    (tmp_path / "worker").mkdir()
+    monkeypatch.chdir(tmp_path / "driver")
+    tbl = raylake.create_table(f"{scheme}warehouse/t", pa.schema([("a", pa.int64())]))
+    tbl.write(pa.table({"a": [1]}))
+    assert tbl.uri == f"{scheme}{tmp_path}/driver/warehouse/t"
+    monkeypatch.chdir(tmp_path / "worker")
+    assert pickle.loads(pickle.dumps(tbl)).count() == 1
+    assert not (tmp_path / "worker" / "warehouse").exists()
+
+
 def test_a_path_from_home_is_in_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``~`` is the home directory, as pandas and fsspec read it (not a directory named
     ``~`` in the working directory)."""
