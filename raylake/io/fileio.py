@@ -30,6 +30,7 @@ import pyarrow.fs as pafs
 from fsspec.implementations.local import LocalFileSystem
 
 from raylake.caching import ProcessLock
+from raylake.errors import InvalidArgumentError
 from raylake.io import retry
 from raylake.io.atomic_create import atomic_create_upgrade, creates_atomically
 from raylake.io.create import UNREADABLE, create_checked, link_create, replace_write
@@ -155,7 +156,7 @@ class FileIO:
     @property
     def fs(self) -> fsspec.AbstractFileSystem:
         if self._fs is None:
-            fs, root = fsspec.core.url_to_fs(self.uri, **self.client_options())
+            fs, root = _url_to_fs(self.uri, self.client_options())
             if self.client_retries and hasattr(fs, "retries"):
                 # s3fs retries some errors again around botocore's retries: one bound only.
                 fs.retries = 1
@@ -381,6 +382,16 @@ def _mtime(info: Mapping[str, Any]) -> float | None:
         with contextlib.suppress(TypeError, ValueError):
             return float(value)
     return None
+
+
+def _url_to_fs(uri: str, options: Mapping[str, Any]) -> tuple[fsspec.AbstractFileSystem, str]:
+    try:
+        return fsspec.core.url_to_fs(uri, **options)
+    except ValueError as exc:  # fsspec says only "Protocol not known: foo"
+        if not str(exc).startswith("Protocol not known"):
+            raise
+        known = "a local path or a URL of a filesystem fsspec knows (file://, s3://, gs://, ...)"
+        raise InvalidArgumentError("uri", uri, known) from exc
 
 
 def absolute_uri(uri: str) -> str:

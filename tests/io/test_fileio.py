@@ -18,7 +18,11 @@ import pytest
 from fsspec.implementations.memory import MemoryFileSystem
 
 import raylake
-from raylake.errors import InvalidOptionError, StorageRetriesExhaustedError
+from raylake.errors import (
+    InvalidArgumentError,
+    InvalidOptionError,
+    StorageRetriesExhaustedError,
+)
 from raylake.io import FileIO
 from raylake.io.atomic_create import release_at_least, version_release
 from raylake.io.mapped import MappedLocalFiles
@@ -191,6 +195,16 @@ def test_a_relative_path_in_a_local_url_is_fixed_where_it_is_given(
     monkeypatch.chdir(tmp_path / "worker")
     assert pickle.loads(pickle.dumps(tbl)).count() == 1
     assert not (tmp_path / "worker" / "warehouse").exists()
+
+
+@pytest.mark.parametrize("uri", ["foo://bucket/t", "S3://bucket/t"])
+def test_a_url_of_an_unknown_filesystem_is_named(uri: str) -> None:
+    for call in (
+        lambda: raylake.open_table(uri),
+        lambda: raylake.create_table(uri, pa.schema([("a", pa.int64())])),
+    ):
+        with pytest.raises(InvalidArgumentError, match=f"uri must be .* got str '{uri}'"):
+            call()
 
 
 def test_a_path_from_home_is_in_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
