@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, DataFrameReader, SparkSession
 
+from raylake.arguments import refuse_unknown_keywords
 from raylake.expr import AlwaysTrue, Expr, referenced_columns, to_arrow
 from raylake.format.schema import TableSchema
 from raylake.spark.columns import columns, map_in_arrow
@@ -35,6 +36,7 @@ from raylake.table.scan import ReadContext
 ROWS_COLUMN = "_rl_rows"
 
 
+@refuse_unknown_keywords
 def read(
     spark: SparkSession,
     uri: str,

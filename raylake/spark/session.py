@@ -17,6 +17,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
+from raylake.arguments import refuse_unknown_keywords
 from raylake.errors import EnvironmentSetupError, InvalidArgumentError, MissingDependencyError
 from raylake.train.trainer import release_train_controller
 
@@ -84,6 +85,7 @@ def check_java() -> str:
     return candidate
 
 
+@refuse_unknown_keywords
 def session(
     app_name: str = "raylake",
     *,

@@ -26,7 +26,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
-from raylake.arguments import check_flag, check_mapping
+from raylake.arguments import check_flag, check_mapping, refuse_unknown_keywords
 from raylake.errors import SchemaMismatchError
 from raylake.format.schema import TableSchema
 from raylake.format.snapshot import Snapshot
@@ -78,6 +78,7 @@ class _WriteJob:
     fill_missing: bool = False
 
 
+@refuse_unknown_keywords
 def write(
     df: DataFrame,
     uri: str,

@@ -14,7 +14,7 @@ import pytest
 
 import raylake
 import raylake.spark as rs
-from raylake.errors import InvalidArgumentError
+from raylake.errors import InvalidArgumentError, UnknownKeywordError
 
 pytestmark = pytest.mark.spark
 
@@ -64,3 +64,16 @@ def test_engines_name_an_argument_that_is_not_a_spark_object(
             with pytest.raises(InvalidArgumentError, match=re.escape(message)):
                 call()
     assert spark_jobs() == [] and files(warehouse) == before
+
+
+def test_a_misspelled_keyword_is_named_with_the_closest(warehouse: Path) -> None:
+    uri = str(warehouse / "t")
+    calls = {
+        "primary_keys": (lambda: rs.write(None, uri, primary_keys=["id"]), "primary_key"),  # type: ignore[arg-type]
+        "colums": (lambda: rs.read(None, uri, colums=["id"]), "columns"),  # type: ignore[arg-type]
+        "num_executor": (lambda: rs.session(num_executor=2), "num_executors"),
+    }
+    for keyword, (call, closest) in calls.items():
+        with pytest.raises(UnknownKeywordError, match=f"'{keyword}'; did you mean '{closest}'"):
+            call()
+    assert not (warehouse / "t").exists()
