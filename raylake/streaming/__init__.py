@@ -41,6 +41,7 @@ def __getattr__(name: str) -> Any:
 
         return StreamingJob
     if name == "read_lake_stream":
+        import raylake.datasource  # noqa: F401 - without Ray, names the extra to install
         from raylake.streaming.ray_source import read_lake_stream
 
         return read_lake_stream

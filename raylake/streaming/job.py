@@ -37,7 +37,12 @@ from raylake.arguments import (
     check_seconds,
     refuse_unknown_keywords,
 )
-from raylake.errors import ConsumerArgumentError, StreamArgumentError, StreamError
+from raylake.errors import (
+    ConsumerArgumentError,
+    MissingDependencyError,
+    StreamArgumentError,
+    StreamError,
+)
 from raylake.expr import Expr
 from raylake.format.consumer import validate_consumer_id
 from raylake.io import absolute_uri
@@ -325,8 +330,7 @@ class StreamingJob:
         """Check the job on the driver (:func:`check_job`: the tables, ``output_schema``
         against the sink, the consumers), then start the shard actors (each resumes
         from its consumer's checkpoint)."""
-        import ray
-
+        ray = ray_module()
         if self.actors:
             return self
         check_job(
@@ -350,8 +354,7 @@ class StreamingJob:
         shards ask for and what the cluster has free, and after ``timeout`` seconds
         (default: the job's ``ready_timeout``; None waits on) stops the actors and
         raises StreamError with the same facts."""
-        import ray
-
+        ray = ray_module()
         timeout = self.ready_timeout if timeout is None else timeout
         self.start()
         refs = [a.position.remote() for a in self.actors]
@@ -372,8 +375,7 @@ class StreamingJob:
             logger.warning("%s", message)
 
     def _not_ready(self, refs: list[Any], pending: list[Any], waited: float) -> str:
-        import ray
-
+        ray = ray_module()
         shards = [i for i, ref in enumerate(refs) if ref in pending]
         asks = _resources_asked(self.actor_options)
         total, free = ray.cluster_resources(), ray.available_resources()
@@ -389,8 +391,7 @@ class StreamingJob:
     def step(self) -> list[ShardStatus]:
         """One round: every shard processes the plans available now (the first waits
         for the actors as :meth:`wait_ready` does)."""
-        import ray
-
+        ray = ray_module()
         if not self._ready:
             self.wait_ready()
         return list(ray.get([a.step.remote() for a in self.actors]))
@@ -421,8 +422,7 @@ class StreamingJob:
 
     def stop(self) -> None:
         """Kill the actors; progress is in the consumers and the sink, not in them."""
-        import ray
-
+        ray = ray_module()
         for actor in self.actors:
             ray.kill(actor, no_restart=True)
         self.actors = []
@@ -433,6 +433,15 @@ class StreamingJob:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
+
+
+def ray_module() -> Any:
+    """Ray, which runs the job's actors; without it, the extra to install."""
+    try:
+        import ray
+    except ImportError as exc:
+        raise MissingDependencyError("ray", "ray") from exc
+    return ray
 
 
 def _check_shard_consumers(spec: JobSpec) -> None:
