@@ -19,7 +19,7 @@ def cmd_write(args: argparse.Namespace) -> int:
     """Write Parquet, CSV or JSON-lines files into a table as one commit."""
     from raylake.files import check_files
 
-    check_files(args.files)  # before a table is created for them
+    check_files(args.files, args.format)  # before a table is created for them
     if table_exists(args.uri) or not args.create:
         _refuse_create_options(args)
         return _write_files(args, open_table(args.uri))

@@ -58,7 +58,7 @@ def _dataset(path: str, fmt: str, schema: pa.Schema | None) -> ds.Dataset:
     return ds.dataset(pjson.read_json(path, parse_options=parse))
 
 
-def check_files(paths: Sequence[str]) -> None:
+def check_files(paths: Sequence[str], fmt: str = "auto") -> None:
     folders = [p for p in paths if os.path.isdir(p)]
     if folders:  # the shell expands a pattern; a directory's files are not guessed at
         pattern = os.path.join(folders[0], "*.parquet")
@@ -67,14 +67,14 @@ def check_files(paths: Sequence[str]) -> None:
     if missing:
         raise RaylakeError(f"no such file(s): {missing}")
     for path in paths:
-        file_format(path)
+        file_format(path, fmt)  # a format given (--format) is the format of every file
 
 
 def file_batches(
     paths: Sequence[str], fmt: str = "auto", schema: pa.Schema | None = None
 ) -> Iterator[pa.RecordBatch]:
     """Every batch of every file, in order (a progress bar by file on a terminal)."""
-    check_files(paths)
+    check_files(paths, fmt)
     for path in track(paths, "write: files", total=len(paths)):
         with reading(path):
             yield from file_dataset(path, fmt, schema).to_batches()

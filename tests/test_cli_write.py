@@ -106,3 +106,18 @@ def test_a_directory_is_refused_with_how_to_give_its_files(
     assert code == 2 and "is a directory; give its files (e.g. " in err
     assert os.path.join(str(tmp_path / "adir"), "*.parquet") in err
     assert not (tmp_path / "t").exists()
+
+
+def test_format_names_the_format_of_files_without_a_known_suffix(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    uri = str(tmp_path / "t")
+    pcsv.write_csv(ROWS, tmp_path / "export.txt")
+    pq.write_table(ROWS, tmp_path / "dump.bin")
+    code, out, _ = _run(
+        capsys, "write", uri, str(tmp_path / "export.txt"), "--format", "csv", "--create"
+    )
+    assert code == 0 and "wrote 3 row(s)" in out
+    code, out, _ = _run(capsys, "write", uri, str(tmp_path / "dump.bin"), "--format", "parquet")
+    assert code == 0 and "wrote 3 row(s)" in out
+    assert raylake.open_table(uri).count() == 6
