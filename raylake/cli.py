@@ -19,6 +19,7 @@ from raylake.progress import progress_enabled
 from raylake.streaming.options import START_NAMES
 from raylake.table import Snapshot, Table, open_table
 from raylake.table.kind import kind_of
+from raylake.table.pandas_types import arrow_to_pandas
 
 _DURATION_PART = re.compile(r"(\d+)(ms|s|m|h|d|w)")
 _UNITS = {
@@ -105,8 +106,10 @@ def cmd_scan(args: argparse.Namespace) -> int:
     else:
         import pandas as pd
 
+        # As Table.to_pandas: an integer column with nulls stays integers (Int64), not
+        # floats that print 1.0 and round ids above 2**53.
         with pd.option_context("display.max_rows", None, "display.width", 200):
-            print(result.to_pandas().to_string(index=False))
+            print(arrow_to_pandas(result).to_string(index=False))
     if more:
         # Counting is cheap without a filter (manifests, or a key-only merge); with one it
         # would read the filter's columns of the whole table, so say only that more match.

@@ -118,6 +118,15 @@ def test_scan_table_format(tbl: Table, capsys: pytest.CaptureFixture[str]) -> No
     assert out.split() == ["id", "dt", "label", "25", "2024-01-03", "1"]
 
 
+def test_scan_table_format_prints_integers_with_nulls_as_integers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table = raylake.create_table(str(tmp_path / "t"), pa.schema([("id", pa.int64())]))
+    table.write(pa.table({"id": pa.array([2**53 + 1, None], pa.int64())}))
+    code, out, _ = run(capsys, "scan", table.uri)
+    assert code == 0 and out.split() == ["id", str(2**53 + 1), "<NA>"]
+
+
 def test_scan_says_when_it_truncated(tbl: Table, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, "scan", tbl.uri, "--limit", "12", "--format", "json")
     assert code == 0 and len(out.splitlines()) == 12
