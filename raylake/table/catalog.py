@@ -226,9 +226,13 @@ def from_pandas(
     )
     allow = check_flag("allow_other_files", allow_other_files)
     pa_table = _arrow_from_pandas(df, schema)
-    exists = table_exists(uri, storage_options=storage_options)
+    source = source_for(FileIO(uri_arg(uri), storage_options))
+    exists = source.exists()
     if exists and mode == "error":
-        raise TableAlreadyExistsError(str(uri))
+        fix = "pass mode='append' or mode='overwrite' to write into it"
+        if not source.writable:
+            fix = "raylake reads it (open_table) but never writes it"
+        raise TableAlreadyExistsError(source.file_io.uri, fix, what=source.described)
     if exists:
         tbl = open_table(uri, storage_options=storage_options)
         _check_layout(tbl, spec, given_only=True)

@@ -214,8 +214,8 @@ def test_from_pandas_overflowing_type_is_a_schema_error(tmp_path: Path) -> None:
 def test_from_pandas_modes(tmp_path: Path) -> None:
     uri = str(tmp_path)
     raylake.from_pandas(DF, uri)
-    with pytest.raises(TableAlreadyExistsError):
-        raylake.from_pandas(DF, uri)
+    with pytest.raises(TableAlreadyExistsError, match="pass mode='append' or mode='overwrite'"):
+        raylake.from_pandas(DF, uri)  # from_pandas has no exist_ok= to suggest
     assert raylake.from_pandas(DF, uri, mode="append").count() == 6
     tbl = raylake.from_pandas(DF.head(1), uri, mode="overwrite")
     assert tbl.to_arrow().to_pydict() == {"a": [1], "b": ["x"]}
@@ -323,3 +323,11 @@ def test_open_or_create_refuses_before_writing_anything(tmp_path: Path) -> None:
     with pytest.raises(SchemaError, match=r"no schema is known\. Pass one"):
         open_or_create_table(str(tmp_path / "b"), None, schema_hint="Pass one.")
     assert not table_exists(str(tmp_path / "a")) and not table_exists(str(tmp_path / "b"))
+
+
+def test_from_pandas_onto_a_paimon_table_names_the_format(tmp_path: Path) -> None:
+    fixture = Path(__file__).parents[1] / "paimon" / "fixtures" / "pk_deduplicate" / "table"
+    uri = str(tmp_path / "paimon")
+    shutil.copytree(fixture, uri)
+    with pytest.raises(TableAlreadyExistsError, match="an Apache Paimon table already exists"):
+        raylake.from_pandas(DF, uri)
