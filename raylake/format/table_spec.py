@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from raylake.arguments import check_names, check_optional_count
 from raylake.errors import InvalidOptionError, SchemaArgumentError, SchemaError
+from raylake.format.options import SEQUENCE_FIELD
 from raylake.format.schema import TableSchema
 from raylake.format.types import normalize_type
 
@@ -87,6 +88,14 @@ class TableSpec:
                     "as CSV and JSON readers infer it), which holds no key: give the "
                     "column a type"
                 )
+        sequence = self.options.get(SEQUENCE_FIELD, "").strip()
+        dotted = [n for n in (*self.partition_by, *self.primary_key, sequence) if n[:1] == "."]
+        if dotted:  # pyarrow's group_by and sort_indices read such a name as a struct path
+            raise SchemaError(
+                f"column {dotted[0]!r} cannot partition, key or order a table: its name "
+                "starts with '.', which Arrow reads as a path into a struct column when it "
+                "groups or sorts by it; rename the column"
+            )
         fields = [
             pa.field(f.name, normalize_type(f.type), f.nullable and f.name not in self.primary_key)
             for f in schema

@@ -292,3 +292,25 @@ def test_python_dash_m_raylake_runs_the_command() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("raylake ")
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        {"partition_by": [".s"]},
+        {"primary_key": [".s"]},
+        {"primary_key": ["id"], "options": {"sequence.field": ".s"}},
+    ],
+)
+def test_a_column_named_like_a_struct_path_cannot_partition_key_or_order(
+    tmp_path: Path, layout: dict[str, Any]
+) -> None:
+    # Arrow's group_by and sort read ".s" as a path into a struct: the first write
+    # failed with its ArrowInvalid, after the table was created.
+    schema = pa.schema([("id", pa.int64()), (".s", pa.int64())])
+    with pytest.raises(SchemaError, match=r"column '\.s' cannot partition, key or order"):
+        raylake.create_table(str(tmp_path / "t"), schema, **layout)
+    assert not table_exists(str(tmp_path / "t"))
+    tbl = raylake.create_table(str(tmp_path / "plain"), schema)  # any other column is fine
+    tbl.write(pa.table({"id": [1], ".s": [2]}))
+    assert tbl.to_arrow().to_pylist() == [{"id": 1, ".s": 2}]
