@@ -76,4 +76,10 @@ def test_the_ray_entry_points_and_the_table_methods(tmp_path: Path) -> None:
     _refused(lambda: tbl.new_writer(prefix="x"), "prefix", "file_prefix")
     _refused(lambda: tbl.read_split(tbl.scan().plan()[0], column=["id"]), "column", "columns")
     _refused(lambda: list(tbl.stream().plans(time_out=0)), "time_out", "timeout")
+    _refused(lambda: tbl.reset_consumer("c", next_snapshot_id=1), "next_snapshot_id", "snapshot_id")
+    _refused(lambda: tbl.snapshot(snapshotid=1), "snapshotid", "snapshot_id")
+    _refused(lambda: tbl.schema_at(snapshot=1), "snapshot", "snapshot_id")
+    _refused(lambda: tbl.delete_consumer(consumer="c"), "consumer", "consumer_id")
+    pk = raylake.create_table(str(tmp_path / "pk"), SCHEMA, primary_key=["id"])
+    _refused(lambda: pk.delete(key_or_filter={"id": [1]}), "key_or_filter", "keys_or_filter")
     assert len(tbl.snapshots()) == 1

@@ -124,6 +124,7 @@ class Table(TableReads):
         self.table_schema = load_schema(self.file_io)
         return self
 
+    @refuse_unknown_keywords
     def schema_at(self, snapshot_id: int) -> pa.Schema:
         """The Arrow schema of the table as of a snapshot (time travel reads it)."""
         return self.scan(snapshot_id=snapshot_id).table_schema.arrow_schema
@@ -136,6 +137,7 @@ class Table(TableReads):
     def latest_snapshot(self) -> Snapshot | None:
         return self.source.latest()
 
+    @refuse_unknown_keywords
     def snapshot(self, snapshot_id: int) -> Snapshot:
         snapshot_id = snapshot_id_arg(snapshot_id)  # type: ignore[assignment]
         if snapshot_id is None:
@@ -279,6 +281,7 @@ class Table(TableReads):
     # -- primary-key tables (docs/primary-keys.md) --------------------------------------
 
     @writes("delete()")
+    @refuse_unknown_keywords
     def delete(self, keys_or_filter: Any) -> Snapshot | None:
         """Delete rows of a primary-key table as one commit.
 
@@ -413,10 +416,12 @@ class Table(TableReads):
         """The registered consumers and the snapshot each reads next."""
         return self.source.consumers()
 
+    @refuse_unknown_keywords
     def consumer(self, consumer_id: str) -> ConsumerProgress | None:
         return self.source.consumer(consumer_id)
 
     @writes("reset_consumer()")
+    @refuse_unknown_keywords
     def reset_consumer(self, consumer_id: str, snapshot_id: int) -> ConsumerProgress:
         """Register a consumer, or move it, so that it reads ``snapshot_id`` next.
 
@@ -444,6 +449,7 @@ class Table(TableReads):
             raise
 
     @writes("delete_consumer()")
+    @refuse_unknown_keywords
     def delete_consumer(self, consumer_id: str) -> bool:
         """Unregister a consumer (True if it existed); its snapshots may then expire."""
         return ConsumerManager(self.file_io).delete(consumer_id)
