@@ -244,6 +244,9 @@ class RaylakeSource(TableSource):
         latest = self.latest()
         return None if latest is None else latest.id
 
+    def earliest_id(self) -> int | None:
+        return self._unless_gone(self.snapshots.earliest_id())
+
     def all(self) -> list[Snapshot]:
         return self._unless_gone(self.snapshots.all())
 

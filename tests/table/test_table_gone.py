@@ -40,12 +40,15 @@ def test_reads_of_a_deleted_table_raise_rather_than_return_no_rows(warehouse: Pa
     for read in (tbl.to_arrow, tbl.count, tbl.snapshots, tbl.latest_snapshot):
         with pytest.raises(TableNotFoundError):
             read()
+    with pytest.raises(TableNotFoundError):  # a stream from the start waited for ever
+        list(tbl.stream(start="earliest").plans(timeout=0))
 
 
 def test_an_empty_table_still_reads_as_empty(warehouse: Path) -> None:
     tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
     assert tbl.to_arrow().num_rows == 0
     assert tbl.snapshots() == [] and tbl.latest_snapshot() is None
+    assert list(tbl.stream(start="earliest").plans(timeout=0)) == []
 
 
 def test_a_write_to_a_table_replaced_by_another_is_refused(warehouse: Path) -> None:
