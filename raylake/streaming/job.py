@@ -23,10 +23,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-import pandas as pd
 import pyarrow as pa
 
 from raylake.arguments import (
@@ -55,171 +53,14 @@ from raylake.streaming.options import (
     OnOverwrite,
     StartPosition,
 )
-from raylake.streaming.plan import StreamPlan
-from raylake.streaming.reader import StreamReader
-from raylake.table import Table, open_table
-from raylake.table.evolve import merged_tables, schema_mode_arg
-from raylake.table.writer import writing
+from raylake.streaming.shard_worker import ShardStatus, ShardWorker
+from raylake.table.evolve import schema_mode_arg
 
 logger = logging.getLogger(__name__)
 
-SINK_SNAPSHOT = "stream.sink-snapshot"
 # While shard actors are not up, wait_ready() logs a warning this often (seconds).
 READY_WARN_EVERY_S = 30.0
 _RESOURCE_NAMES = {"num_cpus": "CPU", "num_gpus": "GPU", "memory": "memory"}
-
-
-@dataclass(frozen=True)
-class ShardStatus:
-    shard: int
-    next_snapshot_id: int
-    plans: int  # plans processed in this step
-    rows_in: int
-    rows_out: int
-
-
-class ShardWorker:
-    """One shard of a job; a plain object, run as a Ray actor by :class:`StreamingJob`."""
-
-    def __init__(self, spec: JobSpec, shard: int) -> None:
-        self.spec = spec
-        self.shard = shard
-        self.consumer_id = spec.shard_consumer(shard)
-        self.commit_user = f"raylake-stream/{self.consumer_id}"
-        self.source = open_table(spec.uri, storage_options=spec.storage_options)
-        self.sink: Table | None = None
-        if spec.sink_uri is not None:
-            self.sink = open_table(spec.sink_uri, storage_options=spec.sink_storage_options)
-        self.reader = self._open_reader()
-        self._sink_base = self._resume()
-        self._rewinding = False  # a failed step's rewind failed too: redo it first
-
-    def _open_reader(self) -> StreamReader:
-        options = self.spec.reader_options(self.shard)
-        return self.source.stream(consumer_id=self.consumer_id, options=options)
-
-    def _resume(self) -> int:
-        """Move past plans whose output the sink already holds; the sink snapshot to
-        search from next time."""
-        if self.sink is None:
-            return 0
-        progress = self.reader.resumed_from  # read once, by the reader, at open
-        snapshots = self.sink.source
-        latest = snapshots.latest_id() or 0
-        if progress is None:
-            # A new consumer (a first start, one deleted to start over, a source created
-            # again): no sink commit is its own yet, even one under its commit user from an
-            # earlier life. Recorded at once, so a restart searches only what comes after.
-            self.reader.notify_checkpoint_complete(
-                self.reader.next_snapshot_id, {SINK_SNAPSHOT: str(latest)}
-            )
-            return latest
-        since = int(progress.properties.get(SINK_SNAPSHOT, "0"))
-        for snapshot_id in range(latest, since, -1):
-            snap = snapshots.read_if_present(snapshot_id)
-            if snap is not None and snap.commit_user == self.commit_user:
-                if snap.commit_identifier >= self.reader.next_snapshot_id:
-                    logger.info(
-                        "%s: output of source snapshot %d is in sink snapshot %d; moving on",
-                        self.consumer_id, snap.commit_identifier, snap.id,
-                    )  # fmt: skip
-                    self.reader.seek(snap.commit_identifier + 1, {SINK_SNAPSHOT: str(latest)})
-                break
-        return latest
-
-    def step(self) -> ShardStatus:
-        """Process the plans available now (at most ``max_plans_per_step``); their output
-        goes to the sink as one commit, named by the last plan's snapshot.
-
-        If anything fails (``fn``, the sink commit, the checkpoint), the shard goes back
-        to its last checkpoint before the error propagates, as a restarted actor would:
-        a later step reprocesses the plans that were not committed.
-        """
-        if self._rewinding:  # the last failed step could not go back: first do that
-            self._rewind()
-        try:
-            return self._step()
-        except BaseException:
-            try:
-                self._rewind()
-            except Exception:  # the step's own error is the one to raise; next step retries
-                logger.warning("%s: going back failed", self.consumer_id, exc_info=True)
-            raise
-
-    def _rewind(self) -> None:
-        self._rewinding = True
-        self.reader.close()
-        self.reader = self._open_reader()
-        self._sink_base = self._resume()
-        self._rewinding = False
-
-    def _step(self) -> ShardStatus:
-        batch: list[StreamPlan] = []
-        outputs: list[pa.Table] = []
-        plans = rows_in = rows_out = 0
-        while plans < self.spec.max_plans_per_step:
-            plan = self.reader.poll()
-            if plan is None:
-                break
-            if plan.is_refresh:  # it replaces the sink: what came before goes first
-                self._flush(batch, outputs)
-                batch, outputs = [], []
-            seen, out = self._apply(plan)
-            batch.append(plan)
-            outputs += out
-            plans, rows_in, rows_out = plans + 1, rows_in + seen, rows_out + _rows(out)
-            if plan.is_refresh:
-                self._flush(batch, outputs)
-                batch, outputs = [], []
-        self._flush(batch, outputs)
-        return ShardStatus(self.shard, self.reader.next_snapshot_id, plans, rows_in, rows_out)
-
-    def _apply(self, plan: StreamPlan) -> tuple[int, list[pa.Table]]:
-        rows_in = 0
-        outputs = []
-        for batch in plan.to_batches():
-            rows_in += batch.num_rows
-            out = self.spec.fn(pa.Table.from_batches([batch]))
-            if out is not None:
-                outputs.append(_as_arrow(out))
-        return rows_in, outputs
-
-    def _flush(self, plans: list[StreamPlan], outputs: list[pa.Table]) -> None:
-        """Commit the output of consecutive plans, then checkpoint after the last."""
-        if not plans:
-            return
-        last = plans[-1]
-        if self.sink is not None and (_rows(outputs) or last.is_refresh):
-            snap = self._commit(last, outputs)
-            self._sink_base = max(self._sink_base, snap.id)
-        self.reader.notify_checkpoint_complete(
-            last.next_snapshot_id, {SINK_SNAPSHOT: str(self._sink_base)}
-        )
-
-    def _commit(self, last: StreamPlan, outputs: list[pa.Table]) -> Any:
-        assert self.sink is not None
-        if self.spec.schema_mode == "merge":  # follow a source whose schema grew
-            outputs = merged_tables(self.sink, outputs)
-        with writing(self.sink.new_writer(file_prefix=f"stream-{self.shard}")) as writer:
-            for out in outputs:
-                writer.write(out)
-            messages = writer.prepare_commit()
-        return self.sink.commit(
-            messages,
-            mode="overwrite" if last.is_refresh else "append",
-            # A refresh replaces the whole sink: it conflicts with nothing before it. Its
-            # base is the latest snapshot, not None, which would make the committer take an
-            # earlier run's commit of the same identifier (before a reset) for this one.
-            base_snapshot_id=(self.sink.source.latest_id() or 0)
-            if last.is_refresh
-            else self._sink_base,
-            commit_user=self.commit_user,
-            commit_identifier=last.snapshot_id,
-            properties={"stream.source": self.spec.uri, "stream.consumer": self.consumer_id},
-        )
-
-    def position(self) -> int:
-        return self.reader.next_snapshot_id
 
 
 def _resources_asked(actor_options: Mapping[str, Any]) -> dict[str, float]:
@@ -231,23 +72,6 @@ def _resources_asked(actor_options: Mapping[str, Any]) -> dict[str, float]:
     }
     asks.update({k: float(v) for k, v in (actor_options.get("resources") or {}).items()})
     return asks
-
-
-def _rows(tables: list[pa.Table]) -> int:
-    return sum(t.num_rows for t in tables)
-
-
-def _as_arrow(out: Any) -> pa.Table:
-    if isinstance(out, pa.Table):
-        return out
-    if isinstance(out, pa.RecordBatch):
-        return pa.Table.from_batches([out])
-    if isinstance(out, pd.DataFrame):
-        return pa.Table.from_pandas(out, preserve_index=False)
-    raise StreamError(
-        f"the job function must return a pyarrow Table or RecordBatch, a pandas DataFrame "
-        f"or None, got {type(out).__name__}"
-    )
 
 
 class StreamingJob:

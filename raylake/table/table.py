@@ -9,15 +9,9 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 import pyarrow as pa
 
 from raylake.arguments import check_flag, refuse_unknown_keywords
-from raylake.errors import InvalidArgumentError, StreamPositionExpiredError
+from raylake.errors import InvalidArgumentError
 from raylake.expr import Expr
-from raylake.format.consumer import (
-    STREAM_MODE,
-    ConsumerManager,
-    ConsumerProgress,
-    validate_consumer_id,
-    validate_next_snapshot_id,
-)
+from raylake.format.consumer import ConsumerManager, ConsumerProgress
 from raylake.format.schema import TableSchema
 from raylake.format.schema_files import load_schema
 from raylake.format.schema_files import schema_ids as schema_ids  # their home before issue 18
@@ -35,6 +29,7 @@ from raylake.table.commit_args import (
     messages_arg,
     overwrite_arg,
 )
+from raylake.table.consumer_reset import reset_consumer
 from raylake.table.evolve import UpdateSchema, merged_input, schema_mode_arg
 from raylake.table.kind import TableKind, kind_of
 from raylake.table.maintenance import (
@@ -429,24 +424,7 @@ class Table(TableReads):
         Safe against an expiration running at the same time: once this returns, the
         snapshot is kept (docs/maintenance.md).
         """
-        validate_next_snapshot_id(validate_consumer_id(consumer_id), snapshot_id)
-        latest = self.source.latest_id() or 0
-        if snapshot_id != latest + 1:
-            self.source.get(snapshot_id)  # SnapshotNotFoundError names what exists
-        # A stream reads its next snapshot as a change against the one before it; where
-        # that one is gone (a reset past a gap), it reads the snapshot whole instead.
-        gap = snapshot_id > 1 and self.source.read_if_present(snapshot_id - 1) is None
-        # The consumer's other properties stay: a StreamingJob shard's sink snapshot
-        # bounds its search for its own commits, which must not undo the reset.
-        current = self.source.consumer(consumer_id)
-        kept = {} if current is None else dict(current.properties)
-        properties = {**kept, STREAM_MODE: "full" if gap else "delta"}
-        try:
-            return self.source.register_consumer(consumer_id, snapshot_id, properties)
-        except StreamPositionExpiredError:  # an expiration won the race: it kept the old needs
-            if current is not None:
-                ConsumerManager(self.file_io).reset(consumer_id, current.next_snapshot_id, kept)
-            raise
+        return reset_consumer(self.source, self.file_io, consumer_id, snapshot_id)
 
     @writes("delete_consumer()")
     @refuse_unknown_keywords
