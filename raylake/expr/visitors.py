@@ -36,6 +36,7 @@ from raylake.expr.tree import (
     or_,
 )
 from raylake.expr.visitor import ExprVisitor, visit
+from raylake.pyvalues import exact_py
 
 _OPS: dict[str, Callable[[Any, Any], Any]] = {
     "=": operator.eq,
@@ -151,7 +152,8 @@ def filter_on_columns(expr: Expr, columns: set[str] | frozenset[str]) -> Expr:
 
 
 def _literal(value: Any) -> Any:
-    return value.as_py() if isinstance(value, pa.Scalar) else value
+    # time64[ns] as its nanoseconds, as partition values hold it (raylake/pyvalues.py)
+    return exact_py(value) if isinstance(value, pa.Scalar) else value
 
 
 class _PythonEvaluator(ExprVisitor[bool | None]):

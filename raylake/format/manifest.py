@@ -37,6 +37,7 @@ from raylake.format.manifest_stats import (
 from raylake.format.schema import V1, TableSchema
 from raylake.format.types import has_min_max
 from raylake.io import FileIO
+from raylake.pyvalues import exact_pylist
 
 MANIFEST_DIR = "manifest"
 # The columns whose statistics a reader decodes; None: all of them.
@@ -186,13 +187,13 @@ def data_files_from_table(manifest: pa.Table, ts: TableSchema) -> list[DataFile]
     names = set(manifest.column_names)
 
     def values(name: str) -> list[Any]:
-        return manifest.column(name).to_pylist()
+        return exact_pylist(manifest.column(name))
 
     def struct_tuples(name: str, keys: Sequence[str]) -> list[Any]:
         if not keys or name not in names:
             return [() if not keys else None] * n
         column = manifest.column(name).combine_chunks()
-        children = [column.field(k).to_pylist() for k in keys]
+        children = [exact_pylist(column.field(k)) for k in keys]
         valid = column.is_valid().to_pylist()
         return [tuple(row) if ok else None for ok, row in zip(valid, zip(*children))]
 

@@ -8,6 +8,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from raylake.format.types import has_min_max
+from raylake.pyvalues import exact_type
 
 
 class StatsCollector:
@@ -58,5 +59,6 @@ def _min_max(column: pa.ChunkedArray) -> tuple[Any, Any]:
             pa.scalar(bounds["min"], column.type).as_py(),
             pa.scalar(bounds["max"], column.type).as_py(),
         )
-    bounds = pc.min_max(column).as_py()
+    # time64[ns] as its nanoseconds: a datetime.time would cut the maximum below the values
+    bounds = pc.min_max(column.cast(exact_type(column.type))).as_py()
     return bounds["min"], bounds["max"]

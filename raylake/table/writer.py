@@ -27,6 +27,7 @@ from raylake.format.options import TableOptions
 from raylake.format.schema import TableSchema
 from raylake.format.stats import StatsCollector
 from raylake.io import FileIO
+from raylake.pyvalues import exact_pylist
 from raylake.table.codecs import column_codecs
 from raylake.table.conform import conform, iter_input
 
@@ -92,7 +93,7 @@ def group_positions(key_columns: pa.Table) -> list[tuple[tuple[Any, ...], np.nda
         index_name, pa.array(np.arange(key_columns.num_rows, dtype=np.int64))
     )
     groups = indexed.group_by(keys, use_threads=False).aggregate([(index_name, "list")])
-    key_values = [groups.column(k).to_pylist() for k in keys]
+    key_values = [exact_pylist(groups.column(k)) for k in keys]
     row_lists = groups.column(f"{index_name}_list")
     return [
         (

@@ -315,3 +315,24 @@ def test_dictionary_is_an_encoding_not_a_type(tmp_path: Path) -> None:
     for path in (tmp_path / "t" / "data").rglob("*.parquet"):
         encodings = pq.ParquetFile(path).metadata.row_group(0).column(1).encodings
         assert any("DICTIONARY" in e for e in encodings)
+
+
+def test_nanosecond_times_keep_their_nanoseconds(tmp_path: Path) -> None:
+    """time64[ns] values that differ below a microsecond (which datetime.time cannot
+    hold) stay apart as partitions, keep their file's bounds and primary-key bounds."""
+    ns = pa.time64("ns")
+    data = pa.table({"t": pa.array([1, 2], ns), "k": pa.array([1, 3], ns), "v": [1, 2]})
+    parted = raylake.create_table(str(tmp_path / "parted"), data.schema, partition_by=["t"])
+    parted.write(data)
+    assert parted.to_arrow().sort_by("v").column("t").cast(pa.int64()).to_pylist() == [1, 2]
+    assert parted.count(filter=raylake.col("t") == pa.scalar(2, ns)) == 1
+    first = raylake.col("t") == pa.scalar(1, ns)
+    parted.write(data.slice(0, 1), mode="overwrite", overwrite_filter=first)
+    assert parted.to_arrow().sort_by("v").column("t").cast(pa.int64()).to_pylist() == [1, 2]
+
+    keyed = raylake.create_table(str(tmp_path / "keyed"), data.schema, primary_key=["k"])
+    keyed.write(data)
+    assert keyed.count(filter=raylake.col("k") == pa.scalar(3, ns)) == 1
+    assert keyed.count(filter=raylake.col("k").isin([pa.scalar(3, ns)])) == 1
+    # the file's maximum is 3 ns, not the microsecond 0 below it
+    assert keyed.count(filter=raylake.col("t") > datetime.time(0, 0)) == 2

@@ -18,6 +18,7 @@ from raylake.errors import CommitConflictError
 from raylake.expr import AlwaysTrue, And, Compare, Expr, In, bind
 from raylake.format.manifest import data_files_from_table, read_entries
 from raylake.format.snapshot import Snapshot, SnapshotManager
+from raylake.pyvalues import exact_py, exact_pylist
 from raylake.table.commit import snapshots_after
 from raylake.table.conform import conform
 from raylake.table.merge.builder import MergeResult
@@ -220,10 +221,10 @@ def key_pruning(on: JoinOn, source: pa.Table, ts: Any) -> Expr:
         if t in ts.partition_keys:
             values = pc.unique(column.drop_null())
             if 0 < len(values) <= _MAX_IN_VALUES:
-                conjuncts.append(In(t, tuple(values.to_pylist())))
+                conjuncts.append(In(t, tuple(exact_pylist(values))))
                 continue
         bounds = pc.min_max(column)
-        low, high = bounds["min"].as_py(), bounds["max"].as_py()
+        low, high = exact_py(bounds["min"]), exact_py(bounds["max"])
         if low is None or isinstance(low, bool | bytes | list | dict):
             continue
         conjuncts += [Compare(">=", t, low), Compare("<=", t, high)]

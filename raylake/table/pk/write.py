@@ -32,6 +32,7 @@ from raylake.format.manifest import DataFile
 from raylake.format.options import TableOptions
 from raylake.format.schema import TableSchema
 from raylake.io import FileIO
+from raylake.pyvalues import exact_py, exact_pylist
 from raylake.table.conform import ArrowData, conform, iter_input
 from raylake.table.pk.bucket import bucket_ids
 from raylake.table.pk.engines import merge, merge_positions
@@ -150,7 +151,7 @@ def _delta_encodable(dtype: pa.DataType) -> bool:
 
 
 def _key_at(pa_table: pa.Table, key: tuple[str, ...], row: int) -> tuple[Any, ...]:
-    return tuple(pa_table.column(k)[row].as_py() for k in key)
+    return tuple(exact_py(pa_table.column(k)[row]) for k in key)
 
 
 def split_row_kinds(data: ArrowData) -> tuple[ArrowData, pa.Array | None]:
@@ -366,7 +367,7 @@ class PrimaryKeyTableWriter:
             .group_by(list(self.ts.partition_keys), use_threads=False)
             .aggregate([])
         )
-        columns = [distinct.column(k).to_pylist() for k in self.ts.partition_keys]
+        columns = [exact_pylist(distinct.column(k)) for k in self.ts.partition_keys]
         return [tuple(c[i] for c in columns) for i in range(distinct.num_rows)]
 
     def prepare_commit(self) -> list[CommitMessage]:
