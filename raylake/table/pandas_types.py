@@ -59,6 +59,10 @@ def dataframe_to_arrow(df: Any, schema: pa.Schema | None = None) -> pa.Table:
     """pyarrow's conversion of ``df`` (its index already made columns), a refusal named:
     a :class:`SchemaMismatchError` naming the first column that does not convert (a
     mixed ``object`` column, complex numbers) rather than pyarrow's own error."""
+    names = [str(n) for n in df.columns]  # pyarrow names a column 0 "0"
+    if len(set(names)) != len(names):
+        dup = sorted({n for n in names if names.count(n) > 1})
+        raise SchemaMismatchError(f"the DataFrame has duplicate column(s) {dup}", column=dup[0])
     try:
         return pa.Table.from_pandas(df, schema=schema, preserve_index=False)
     except (pa.ArrowException, TypeError, ValueError) as exc:

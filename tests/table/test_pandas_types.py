@@ -128,3 +128,18 @@ def test_a_pandas_null_in_an_integer_key_is_named_a_null_in_the_key(tmp_path: Pa
     with pytest.raises(NullConstraintError, match="primary-key column 'id'"):
         raylake.from_pandas(df, str(tmp_path / "new"), primary_key=["id"])
     assert tbl.latest_snapshot() is None and not (tmp_path / "new").exists()
+
+
+def test_duplicate_dataframe_columns_are_refused_naming_them(tmp_path: Path) -> None:
+    """pyarrow names a column 0 "0", so 0 and "0" are duplicates too."""
+    tbl = raylake.create_table(str(tmp_path / "t"), pa.schema([("a", pa.int64())]))
+    for df in (
+        pd.DataFrame([[1, 2]], columns=["a", "a"]),
+        pd.DataFrame([[1, 2]], columns=[0, "0"]),
+    ):
+        with pytest.raises(SchemaError, match="duplicate column"):
+            raylake.from_pandas(df, str(tmp_path / "new"))
+        with pytest.raises(SchemaError, match="duplicate column"):
+            tbl.write(df)
+    assert not (tmp_path / "new").exists()
+    assert tbl.latest_snapshot() is None
