@@ -44,11 +44,13 @@ def can_widen(current: pa.DataType, requested: pa.DataType) -> bool:
 
     Integers to wider integers of the same signedness, unsigned to a wider signed type,
     integers of up to 32 bits to float64, float16/float32 to float64, decimals to a
-    larger precision at the same scale, string/binary to their large forms, and
-    timestamps to another time zone spelling of the same unit are not included: only
-    these, which Arrow casts exactly.
+    larger precision at the same scale, string/binary to their large forms, and a column
+    of type null (no value to lose) to any type. Timestamps to another time zone
+    spelling of the same unit are not included: only these, which Arrow casts exactly.
     """
     if current.equals(requested):
+        return True
+    if pa.types.is_null(current):
         return True
     if current in _SIGNED and requested in _SIGNED:
         return _SIGNED.index(requested) > _SIGNED.index(current)

@@ -117,7 +117,7 @@ def check_types(data: pa.Schema, schema: pa.Schema) -> None:
             dtype = dtype.value_type
         if dtype != field.type and not _castable(dtype, field.type):
             raise SchemaMismatchError(
-                f"column {field.name!r} has type {dtype}, but the table stores {field.type}",
+                f"column {field.name!r} has type {dtype}, but the table stores {_stored(field)}",
                 column=field.name,
                 expected=field.type,
                 actual=dtype,
@@ -151,7 +151,7 @@ def _conform_column(column: pa.ChunkedArray, field: pa.Field, key: bool) -> pa.C
         # A column without a value (empty, or all null) loses nothing in any cast pyarrow has.
         if column.null_count < len(column) and not _castable(column.type, field.type):
             raise _mismatch(
-                field, column, f"has type {column.type}, but the table stores {field.type}"
+                field, column, f"has type {column.type}, but the table stores {_stored(field)}"
             )
         try:
             cast = _cast(column, field.type)
@@ -167,6 +167,13 @@ def _conform_column(column: pa.ChunkedArray, field: pa.Field, key: bool) -> pa.C
             raise _mismatch(field, column, reason)
         column = cast
     return column
+
+
+def _stored(field: pa.Field) -> str:
+    if pa.types.is_null(field.type):
+        # a table made from a DataFrame whose column held only None
+        return "null (a column made without values: give it a type with update_column)"
+    return str(field.type)
 
 
 def _mismatch(field: pa.Field, column: pa.ChunkedArray, reason: str) -> SchemaMismatchError:

@@ -297,6 +297,28 @@ def test_widenings_that_are_allowed(tmp_path: Path) -> None:
     assert tbl.count(filter="b > 65534") == 1 and tbl.count(filter="a < -2") == 1
 
 
+@pytest.mark.parametrize("primary_key", [(), ["id"]])
+def test_a_column_made_without_values_takes_a_type(tmp_path: Path, primary_key: Any) -> None:
+    """from_pandas makes an all-None object column of Arrow type null; a write of values
+    into it is refused naming the way out, and update_column gives it any type."""
+    import pandas as pd
+
+    tbl = raylake.from_pandas(
+        pd.DataFrame({"id": [1], "note": [None]}), str(tmp_path / "t"), primary_key=primary_key
+    )
+    assert tbl.schema.field("note").type == pa.null()
+    with pytest.raises(SchemaMismatchError, match="update_column"):
+        tbl.write(pa.table({"id": [2], "note": ["x"]}))
+    with tbl.update_schema() as u:
+        u.update_column("note", pa.string())
+    tbl.write(pa.table({"id": [2], "note": ["x"]}))
+    assert tbl.to_arrow().sort_by("id").to_pylist() == [
+        {"id": 1, "note": None},
+        {"id": 2, "note": "x"},
+    ]
+    assert tbl.count(filter="note = 'x'") == 1 and tbl.count(filter="note is null") == 1
+
+
 def test_a_concurrent_schema_change_conflicts(tmp_path: Path) -> None:
     first = raylake.create_table(str(tmp_path), SCHEMA)
     second = raylake.open_table(str(tmp_path))
