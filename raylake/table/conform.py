@@ -5,9 +5,10 @@ DataFrame, anything that exports an Arrow stream (``__arrow_c_stream__``: polars
 relations), or an iterable of any of those. Columns are matched by name (order
 does not matter). A column may be cast to the table's type only within the same
 kind of type (integer to wider integer, integer to float, between string,
-large_string and string_view, timestamp units) and only when the cast loses nothing (a
-narrower float rounds, as its type means, but a value beyond its range is refused); anything
-else is a :class:`SchemaMismatchError` naming the column.
+large_string and string_view, between the binary types and binary_view, timestamp units)
+and only when the cast loses nothing (a narrower float rounds, as its type means, but a
+value beyond its range is refused); anything else is a :class:`SchemaMismatchError`
+naming the column. A dictionary column is written as its values (polars' Categorical).
 """
 
 from __future__ import annotations
@@ -142,7 +143,7 @@ def _check_names(names: list[str], expected: list[str]) -> None:
 
 def _conform_column(column: pa.ChunkedArray, field: pa.Field, key: bool) -> pa.ChunkedArray:
     if pa.types.is_dictionary(column.type):
-        column = column.cast(column.type.value_type)
+        column = _decoded(column)
     # Nulls first: a pandas integer column with a null arrives as double, and the null is
     # the problem to name, not the type.
     if not field.nullable and column.null_count:
@@ -204,11 +205,31 @@ def _cast(column: pa.ChunkedArray, dtype: pa.DataType) -> pa.ChunkedArray:
     try:
         return column.cast(dtype, safe=True)
     except pa.ArrowNotImplementedError:
-        if not (is_text(column.type) and is_text(dtype)):
+        if not (_kind(column.type) == _kind(dtype) and _kind(dtype) in ("text", "bytes")):
             raise
-        # pyarrow before 17 has no cast from string_view (polars' strings): through Python.
+        # pyarrow before 17 has no cast from string_view or binary_view (polars' strings
+        # and binaries): through Python.
         chunks = [pa.array(chunk.to_pylist(), dtype) for chunk in column.chunks]
         return pa.chunked_array(chunks, dtype)
+
+
+def _decoded(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    """A dictionary column as its values. polars' Categorical and Enum are dictionaries
+    of string_view, which Arrow can neither cast nor take from: their values are made
+    plain strings first."""
+    values_type = column.type.value_type
+    plain = {"text": pa.large_string(), "bytes": pa.large_binary()}.get(_kind(values_type))
+    if plain is None or not _is_view(values_type):
+        return column.cast(values_type)
+    chunks = [
+        pc.take(_cast(pa.chunked_array([c.dictionary]), plain), c.indices) for c in column.chunks
+    ]
+    return pa.chunked_array(chunks, plain)
+
+
+def _is_view(dtype: pa.DataType) -> bool:
+    t = pa.types
+    return bool(t.is_string_view(dtype) or t.is_binary_view(dtype))
 
 
 def _kind(dtype: pa.DataType) -> str:
@@ -219,7 +240,7 @@ def _kind(dtype: pa.DataType) -> str:
         ("number", lambda d: t.is_integer(d) or t.is_floating(d)),
         ("decimal", t.is_decimal),
         ("text", is_text),
-        ("bytes", lambda d: t.is_binary(d) or t.is_large_binary(d) or t.is_fixed_size_binary(d)),
+        ("bytes", _is_bytes),
         ("date", t.is_date),
         ("timestamp", t.is_timestamp),
         ("time", t.is_time),
@@ -230,6 +251,16 @@ def _kind(dtype: pa.DataType) -> str:
         if check(dtype):
             return name
     return str(dtype)
+
+
+def _is_bytes(dtype: pa.DataType) -> bool:
+    t = pa.types
+    return bool(
+        t.is_binary(dtype)
+        or t.is_large_binary(dtype)
+        or t.is_fixed_size_binary(dtype)
+        or t.is_binary_view(dtype)
+    )
 
 
 def _castable(src: pa.DataType, dst: pa.DataType) -> bool:

@@ -146,6 +146,43 @@ def test_string_views_are_cast_like_large_strings(tmp_path: Path) -> None:
     assert tbl.to_arrow().to_pydict() == {"s": ["a", None, "c"], "ls": ["a", None, "c"]}
 
 
+def test_dictionaries_of_views_and_binary_views_are_written(tmp_path: Path) -> None:
+    """polars' Categorical and Enum are dictionaries of string_view, its Binary is
+    binary_view: written into string and binary columns like their plain forms."""
+    schema = pa.schema([("c", pa.string()), ("b", pa.binary()), ("lb", pa.large_binary())])
+    tbl = raylake.create_table(str(tmp_path), schema)
+    codes = pa.array([0, 1, None], pa.uint32())
+    categories = pa.DictionaryArray.from_arrays(codes, pa.array(["x", "y"], pa.string_view()))
+    binaries = pa.array([b"a", None, b""], pa.binary_view())
+    tbl.write(pa.table({"c": categories, "b": binaries, "lb": binaries}))
+    assert tbl.to_arrow().to_pydict() == {
+        "c": ["x", "y", None],
+        "b": [b"a", None, b""],
+        "lb": [b"a", None, b""],
+    }
+
+
+def test_polars_categoricals_and_binaries_are_written(tmp_path: Path) -> None:
+    pl = pytest.importorskip("polars")
+    schema = pa.schema([("id", pa.int64()), ("c", pa.string()), ("b", pa.binary())])
+    tbl = raylake.create_table(str(tmp_path), schema, primary_key=["id"])
+    tbl.write(
+        pl.DataFrame(
+            {
+                "id": [1, 2],
+                "c": pl.Series(["x", None], dtype=pl.Categorical),
+                "b": [b"1", None],
+            }
+        )
+    )
+    tbl.write(pl.DataFrame({"id": [3], "c": pl.Series(["y"], dtype=pl.Enum(["y"])), "b": [b""]}))
+    assert tbl.to_arrow().sort_by("id").to_pydict() == {
+        "id": [1, 2, 3],
+        "c": ["x", None, "y"],
+        "b": [b"1", None, b""],
+    }
+
+
 def test_polars_and_duckdb_frames_are_written(tmp_path: Path) -> None:
     pl = pytest.importorskip("polars")
     duckdb = pytest.importorskip("duckdb")
