@@ -10,12 +10,12 @@ Binding is idempotent. Unbound expressions hold plain Python literals as written
 
 Conversions are deliberately narrow so that a typo fails loudly instead of silently
 filtering everything out: ints and integral floats to integer columns, ints/floats to
-float columns, ISO strings (or ``date``/``datetime``) to date and timestamp columns;
-naive timestamps for a time-zone-aware column are taken as UTC. A timestamp literal
-keeps up to nine fractional digits (Python's ``datetime`` holds six) and must fit its
-column's unit exactly: ``'...00.001001001'`` on a nanosecond column is that instant, on
-a microsecond column an error, never the truncated ``.001001`` (which would change
-what ``=``, ``<`` and ``>=`` select).
+float columns, ISO strings (or ``date``/``datetime``/``time``) to date, timestamp and
+time-of-day columns; naive timestamps for a time-zone-aware column are taken as UTC. A
+timestamp or time literal keeps up to nine fractional digits (Python's ``datetime``
+holds six) and must fit its column's unit exactly: ``'...00.001001001'`` on a
+nanosecond column is that instant, on a microsecond column an error, never the
+truncated ``.001001`` (which would change what ``=``, ``<`` and ``>=`` select).
 """
 
 from __future__ import annotations
@@ -153,6 +153,39 @@ def _timestamp_scalar(value: Any, typ: pa.TimestampType) -> pa.Scalar:
     return pa.scalar(nanos // step, type=typ)
 
 
+_TIME_OF_DAY = re.compile(r"(\d\d):(\d\d)(?::(\d\d)(?:\.(\d{1,9}))?)?")
+_DAY_NANOS = 86_400 * 10**9
+
+
+def _time_scalar(value: Any, typ: pa.DataType) -> pa.Scalar:
+    """``value`` as a scalar of the time-of-day type ``typ``: ``'12:30'``,
+    ``'12:30:00.000001'`` (up to nine fractional digits), a ``datetime.time``, a time
+    scalar, or an int counting ``typ``'s unit (as pyarrow takes it); :class:`_Mismatch`
+    where ``typ``'s unit cannot hold it."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return pa.scalar(value, type=typ)
+    if isinstance(value, pa.Scalar) and pa.types.is_time(value.type):
+        if not value.is_valid:
+            return pa.scalar(None, type=typ)
+        count = value.cast(pa.int32() if value.type.bit_width == 32 else pa.int64())
+        nanos = count.as_py() * _UNIT_NANOS[value.type.unit]
+    elif isinstance(value, str) and (match := _TIME_OF_DAY.fullmatch(value.strip())):
+        hours, minutes, seconds, digits = match.groups()
+        nanos = ((int(hours) * 60 + int(minutes)) * 60 + int(seconds or 0)) * 10**9
+        nanos += int((digits or "").ljust(9, "0"))
+    elif isinstance(value, datetime.time) and value.tzinfo is None:
+        seconds = (value.hour * 60 + value.minute) * 60 + value.second
+        nanos = seconds * 10**9 + value.microsecond * 1000
+    else:
+        raise _Mismatch("expected a time of day such as '12:30:00'")
+    if not 0 <= nanos < _DAY_NANOS:
+        raise _Mismatch("a time of day is from 00:00:00 to 23:59:59.999999999")
+    step = _UNIT_NANOS[typ.unit]
+    if nanos % step:
+        raise _Mismatch(f"the literal is finer than the column's unit ({typ.unit})")
+    return pa.scalar(nanos // step, type=typ)
+
+
 def _exact(kind: type, description: str) -> Any:
     def convert(raw: Any) -> Any:
         if isinstance(raw, kind) and not (kind is int and isinstance(raw, bool)):
@@ -184,7 +217,7 @@ def _converter(typ: pa.DataType) -> Any:
             return convert
     if _is_nested(typ) or pa.types.is_null(typ):
         raise _Mismatch(f"comparisons on {typ} columns are not supported")
-    return lambda raw: raw  # time, duration, ...: let pyarrow try
+    return lambda raw: raw  # duration, ...: let pyarrow try
 
 
 def _to_bytes(raw: Any) -> bytes:
@@ -204,6 +237,8 @@ def bind_literal(column: str, value: Any, typ: pa.DataType) -> pa.Scalar:
     try:
         if pa.types.is_timestamp(target):
             return _timestamp_scalar(value, target)
+        if pa.types.is_time(target):
+            return _time_scalar(raw if isinstance(raw, int) else value, target)
         converted = _converter(target)(raw)
         if pa.types.is_integer(target):
             _check_range(converted, target)

@@ -166,6 +166,38 @@ def test_a_nanosecond_literal_selects_its_own_instant() -> None:
         assert got == oracle == want, text
 
 
+@pytest.mark.parametrize("unit", ["s", "ms", "us", "ns"])
+def test_time_of_day_literals_bind_to_time_columns(unit: str) -> None:
+    """'HH:MM[:SS[.fraction]]' and datetime.time, as a filter prints them back."""
+    typ = pa.time32(unit) if unit in ("s", "ms") else pa.time64(unit)
+    counts = pa.int32() if unit in ("s", "ms") else pa.int64()
+    step = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}[unit]
+    table = pa.table({"t": pa.array([3600 * step, 3601 * step, None], typ)})
+    for text, want in [
+        ("t = '01:00:00'", [3600]),
+        ("t = '01:00'", [3600]),
+        ("t > '01:00:00'", [3601]),
+        ("t in ('01:00:01', '02:00:00')", [3601]),
+        ("t between '00:59' and '01:00:00.000'" if unit != "s" else "t <= '01:00'", [3600]),
+        (str(col("t") == datetime.time(1, 0, 1)), [3601]),
+    ]:
+        expr = bind(parse_filter(text), table.schema)
+        got = table.filter(to_arrow(expr)).column("t").cast(counts).to_pylist()
+        assert [v // step for v in got] == want, text
+    seconds = bind(col("t") == pa.scalar(3601, pa.time32("s")), table.schema)
+    assert table.filter(to_arrow(seconds)).num_rows == 1
+    for literal, fragment in [
+        ("25:00", "23:59:59"),
+        ("noon", "time of day"),
+        ("01:00:00.0000000001", "time of day"),
+    ]:
+        with pytest.raises(FilterError, match=fragment):
+            bind(parse_filter(f"t = '{literal}'"), table.schema)
+    if unit != "ns":
+        with pytest.raises(FilterError, match="finer than the column"):
+            bind(parse_filter("t = '01:00:00.000000001'"), table.schema)
+
+
 def test_date_strings_bind_to_date32() -> None:
     expr = bind(col("d").isin(["2024-01-01", datetime.date(2024, 1, 2)]), SCHEMA)
     assert expr == In(
