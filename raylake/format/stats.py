@@ -43,7 +43,13 @@ class StatsCollector:
                 self._unbounded.add(f.name)
                 entry["min"] = entry["max"] = None
                 continue
-            lo, hi = _min_max(column)
+            try:
+                lo, hi = _min_max(column)
+            except (OverflowError, ValueError):
+                # a date beyond Python's years 1 to 9999: stored, its bounds unknown
+                self._unbounded.add(f.name)
+                entry["min"] = entry["max"] = None
+                continue
             entry["min"] = lo if entry["min"] is None else min(entry["min"], lo)
             entry["max"] = hi if entry["max"] is None else max(entry["max"], hi)
 

@@ -93,7 +93,7 @@ def group_positions(key_columns: pa.Table) -> list[tuple[tuple[Any, ...], np.nda
         index_name, pa.array(np.arange(key_columns.num_rows, dtype=np.int64))
     )
     groups = indexed.group_by(keys, use_threads=False).aggregate([(index_name, "list")])
-    key_values = [exact_pylist(groups.column(k)) for k in keys]
+    key_values = [exact_pylist(groups.column(k), k) for k in keys]
     row_lists = groups.column(f"{index_name}_list")
     return [
         (

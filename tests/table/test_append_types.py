@@ -336,3 +336,24 @@ def test_nanosecond_times_keep_their_nanoseconds(tmp_path: Path) -> None:
     assert keyed.count(filter=raylake.col("k").isin([pa.scalar(3, ns)])) == 1
     # the file's maximum is 3 ns, not the microsecond 0 below it
     assert keyed.count(filter=raylake.col("t") > datetime.time(0, 0)) == 2
+
+
+@pytest.mark.parametrize("dtype", [pa.timestamp("s"), pa.date32(), pa.date64()])
+def test_dates_beyond_year_9999_are_stored_or_refused_by_name(
+    tmp_path: Path, dtype: pa.DataType
+) -> None:
+    """Python's dates end at 9999: such a value is stored with unknown bounds (filters
+    still select it), and refused by name in a partition or primary-key column."""
+    far = {"timestamp[s]": 2**40, "date32[day]": 3_000_000, "date64[ms]": 10**7 * 86_400_000}[
+        str(dtype)
+    ]
+    data = pa.table({"id": [1, 2], "x": pa.array([far, 0], dtype)})
+    tbl = raylake.create_table(str(tmp_path / "t"), data.schema)
+    tbl.write(data)
+    assert tbl.to_arrow().equals(data)
+    assert tbl.count(filter="x > '2024-01-01'") == 1 and tbl.count(filter="x < '2024-01-01'") == 1
+    for name, layout in [("p", {"partition_by": ["x"]}), ("k", {"primary_key": ["x"]})]:
+        refusing = raylake.create_table(str(tmp_path / name), data.schema, **layout)
+        with pytest.raises(SchemaError, match=r"column 'x' .* outside Python's dates"):
+            refusing.write(data)
+        assert refusing.latest_snapshot() is None

@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from raylake.errors import CommitConflictError
+from raylake.errors import CommitConflictError, SchemaMismatchError
 from raylake.expr import AlwaysTrue, And, Compare, Expr, In, bind
 from raylake.format.manifest import data_files_from_table, read_entries
 from raylake.format.snapshot import Snapshot, SnapshotManager
@@ -217,20 +217,27 @@ def key_pruning(on: JoinOn, source: pa.Table, ts: Any) -> Expr:
         return AlwaysTrue()
     conjuncts: list[Expr] = []
     for t, s in on.pairs:
-        column = source.column(s)
-        if t in ts.partition_keys:
-            values = pc.unique(column.drop_null())
-            if 0 < len(values) <= _MAX_IN_VALUES:
-                conjuncts.append(In(t, tuple(exact_pylist(values))))
-                continue
-        bounds = pc.min_max(column)
-        low, high = exact_py(bounds["min"]), exact_py(bounds["max"])
-        if low is None or isinstance(low, bool | bytes | list | dict):
-            continue
-        conjuncts += [Compare(">=", t, low), Compare("<=", t, high)]
+        try:
+            conjuncts += _key_bounds(t, source.column(s), t in ts.partition_keys)
+        except SchemaMismatchError:
+            continue  # a date beyond Python's: no bound to prune by
     if not conjuncts:
         return AlwaysTrue()
     expr: Expr = conjuncts[0]
     for c in conjuncts[1:]:
         expr = And(expr, c)
     return bind(expr, ts.arrow_schema)
+
+
+def _key_bounds(t: str, column: pa.ChunkedArray, partition: bool) -> list[Expr]:
+    """Column ``t`` among ``column``'s values (a partition key with few) or within their
+    range; nothing where they have no order."""
+    if partition:
+        values = pc.unique(column.drop_null())
+        if 0 < len(values) <= _MAX_IN_VALUES:
+            return [In(t, tuple(exact_pylist(values, t)))]
+    bounds = pc.min_max(column)
+    low, high = exact_py(bounds["min"], t), exact_py(bounds["max"], t)
+    if low is None or isinstance(low, bool | bytes | list | dict):
+        return []
+    return [Compare(">=", t, low), Compare("<=", t, high)]

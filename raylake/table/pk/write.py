@@ -151,7 +151,7 @@ def _delta_encodable(dtype: pa.DataType) -> bool:
 
 
 def _key_at(pa_table: pa.Table, key: tuple[str, ...], row: int) -> tuple[Any, ...]:
-    return tuple(exact_py(pa_table.column(k)[row]) for k in key)
+    return tuple(exact_py(pa_table.column(k)[row], k) for k in key)
 
 
 def split_row_kinds(data: ArrowData) -> tuple[ArrowData, pa.Array | None]:
@@ -367,7 +367,7 @@ class PrimaryKeyTableWriter:
             .group_by(list(self.ts.partition_keys), use_threads=False)
             .aggregate([])
         )
-        columns = [exact_pylist(distinct.column(k)) for k in self.ts.partition_keys]
+        columns = [exact_pylist(distinct.column(k), k) for k in self.ts.partition_keys]
         return [tuple(c[i] for c in columns) for i in range(distinct.num_rows)]
 
     def prepare_commit(self) -> list[CommitMessage]:
