@@ -24,6 +24,7 @@ from raylake.io.credentials import OptionsLike
 from raylake.table.args import uri_arg
 from raylake.table.commit import check_commit_safety
 from raylake.table.conform import conform
+from raylake.table.conform import pandas_to_arrow as dataframe_as_written
 from raylake.table.kind import kind_of
 from raylake.table.location import check_empty_location
 from raylake.table.pandas_types import pandas_to_arrow, with_index_columns
@@ -225,7 +226,7 @@ def from_pandas(
         partition_by=partition_by, primary_key=primary_key, buckets=buckets, options=options
     )
     allow = check_flag("allow_other_files", allow_other_files)
-    pa_table = _arrow_from_pandas(df, schema)
+    _check_dataframe(df)
     source = source_for(FileIO(uri_arg(uri), storage_options))
     exists = source.exists()
     if exists and mode == "error":
@@ -233,6 +234,10 @@ def from_pandas(
         if not source.writable:
             fix = "raylake reads it (open_table) but never writes it"
         raise TableAlreadyExistsError(source.file_io.uri, fix, what=source.described)
+    # Only a new table takes the inferred types; into one that exists the DataFrame is
+    # cast to the table's types as Table.write casts it (a time before 1678 fits a
+    # microsecond column, though not the nanoseconds a new table would get).
+    pa_table = _arrow_from_pandas(df, schema, infer=not exists)
     if exists:
         tbl = open_table(uri, storage_options=storage_options)
         _check_layout(tbl, spec, given_only=True)
@@ -256,16 +261,19 @@ def _check_no_null_keys(pa_table: pa.Table, primary_key: Sequence[str]) -> None:
             raise NullConstraintError(name, pa_table.column(name).null_count, key=True)
 
 
-def _arrow_from_pandas(df: Any, schema: SchemaSpec) -> pa.Table:
+def _check_dataframe(df: Any) -> None:
     import pandas as pd
 
     if not isinstance(df, pd.DataFrame):
         hint = " (Table.write takes Arrow data)" if isinstance(df, pa.Table) else ""
         raise InvalidArgumentError("df", df, f"a pandas DataFrame{hint}")
+
+
+def _arrow_from_pandas(df: Any, schema: SchemaSpec, infer: bool) -> pa.Table:
     df = with_index_columns(df)
     columns = [str(c) for c in df.columns]
     if schema is None:
-        return _converted(df)
+        return _converted(df, infer=infer)
     if isinstance(schema, pa.Schema):
         return _with_schema(df, schema)
     if isinstance(schema, str) or not isinstance(schema, Sequence):
@@ -280,7 +288,7 @@ def _arrow_from_pandas(df: Any, schema: SchemaSpec) -> pa.Table:
             f"columns {columns}"
         )
     if all(isinstance(i, str) for i in items):
-        return _converted(df.set_axis(items, axis=1))
+        return _converted(df.set_axis(items, axis=1), infer=infer)
     if all(isinstance(i, pa.DataType) for i in items):
         # Column labels may be ints (pd.DataFrame([[1, 2]])); the schema names are strings.
         return _with_schema(df.set_axis(columns, axis=1), pa.schema(list(zip(columns, items))))
@@ -300,8 +308,10 @@ def _with_schema(df: Any, schema: pa.Schema) -> pa.Table:
     return _converted(df[schema.names], schema)
 
 
-def _converted(df: Any, schema: pa.Schema | None = None) -> pa.Table:
+def _converted(df: Any, schema: pa.Schema | None = None, infer: bool = True) -> pa.Table:
     try:
+        if schema is None and not infer:
+            return dataframe_as_written(df)
         return pandas_to_arrow(df, schema)
     except SchemaError:
         raise  # names the column already

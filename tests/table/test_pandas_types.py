@@ -143,3 +143,19 @@ def test_duplicate_dataframe_columns_are_refused_naming_them(tmp_path: Path) -> 
             tbl.write(df)
     assert not (tmp_path / "new").exists()
     assert tbl.latest_snapshot() is None
+
+
+def test_from_pandas_into_an_existing_table_casts_as_a_write_does(tmp_path: Path) -> None:
+    """The nanoseconds a new table's times get are not the existing table's type: a
+    year-1500 time appended to a microsecond table fits it, as Table.write takes it."""
+    uri = str(tmp_path / "t")
+    schema = pa.schema([("t", pa.timestamp("us")), ("s", pa.large_string())])
+    tbl = raylake.create_table(uri, schema)
+    df = pd.DataFrame(
+        {"t": np.array(["1500-01-01", "2024-01-01"], "datetime64[us]"), "s": ["a", "b"]}
+    )
+    raylake.from_pandas(df, uri, mode="append")
+    raylake.from_pandas(df, uri, mode="overwrite")
+    tbl.write(df)
+    assert tbl.to_arrow().schema == schema and tbl.count() == 4
+    assert tbl.to_arrow().column("t")[0].as_py().year == 1500
