@@ -30,14 +30,15 @@ from raylake.table.pandas_types import (
 ArrowData: TypeAlias = pa.Table | pa.RecordBatch
 
 
-def iter_input(data: Any) -> Iterator[ArrowData]:
-    """Yield Arrow chunks from any accepted input, streaming where the input streams."""
+def iter_input(data: Any, types: pa.Schema | None = None) -> Iterator[ArrowData]:
+    """Yield Arrow chunks from any accepted input, streaming where the input streams;
+    a DataFrame's columns whose types pyarrow cannot infer take theirs in ``types``."""
     if isinstance(data, pa.Table | pa.RecordBatch):
         yield data
     elif isinstance(data, pa.RecordBatchReader):
         yield from data
     elif _is_pandas(data):
-        yield pandas_to_arrow(data)
+        yield pandas_to_arrow(data, types)
     elif hasattr(data, "__arrow_c_stream__"):
         yield from _arrow_stream(data)
     elif isinstance(data, Iterable) and not isinstance(data, str | bytes | dict):
@@ -45,7 +46,7 @@ def iter_input(data: Any) -> Iterator[ArrowData]:
             if isinstance(item, pa.Table | pa.RecordBatch):
                 yield item
             elif _is_pandas(item):
-                yield pandas_to_arrow(item)
+                yield pandas_to_arrow(item, types)
             elif hasattr(item, "__arrow_c_stream__"):
                 yield from _arrow_stream(item)
             else:
@@ -78,10 +79,10 @@ def _is_pandas(data: Any) -> bool:
     return type(data).__module__.startswith("pandas") and hasattr(data, "columns")
 
 
-def pandas_to_arrow(df: Any) -> pa.Table:
+def pandas_to_arrow(df: Any, types: pa.Schema | None = None) -> pa.Table:
     """A DataFrame to write: named index levels as columns, strings as ``string``
-    (raylake/table/pandas_types.py)."""
-    return strings_normalized(dataframe_to_arrow(with_index_columns(df)))
+    (raylake/table/pandas_types.py), columns pyarrow cannot infer as in ``types``."""
+    return strings_normalized(dataframe_to_arrow(with_index_columns(df), types=types))
 
 
 def conform(data: ArrowData, schema: pa.Schema, keys: Collection[str] = ()) -> pa.Table:

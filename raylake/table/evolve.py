@@ -146,7 +146,7 @@ def commit_planned_schema(file_io: FileIO, ts: TableSchema) -> None:
 def merged_input(tbl: Table, data: Any) -> Iterator[ArrowData]:
     """The data of a ``schema_mode="merge"`` write: its new columns are added to the table
     first (from the first chunk's schema), and table columns it lacks are written null."""
-    chunks = iter_input(data)
+    chunks = iter_input(data, tbl.schema)
     first = next(chunks, None)
     if first is None:
         return iter(())

@@ -55,18 +55,45 @@ def pandas_to_arrow(df: Any, schema: pa.Schema | None = None) -> pa.Table:
     return normalized(pa_table, explicit=_arrow_dtype_columns(df))
 
 
-def dataframe_to_arrow(df: Any, schema: pa.Schema | None = None) -> pa.Table:
+_CONVERSION_ERRORS = (pa.ArrowException, TypeError, ValueError)
+
+
+def dataframe_to_arrow(
+    df: Any, schema: pa.Schema | None = None, types: pa.Schema | None = None
+) -> pa.Table:
     """pyarrow's conversion of ``df`` (its index already made columns), a refusal named:
     a :class:`SchemaMismatchError` naming the first column that does not convert (a
-    mixed ``object`` column, complex numbers) rather than pyarrow's own error."""
+    mixed ``object`` column, complex numbers) rather than pyarrow's own error. A column
+    whose type pyarrow cannot infer is converted to its type in ``types`` (the table's,
+    for a write), where that has it."""
     names = [str(n) for n in df.columns]  # pyarrow names a column 0 "0"
     if len(set(names)) != len(names):
         dup = sorted({n for n in names if names.count(n) > 1})
         raise SchemaMismatchError(f"the DataFrame has duplicate column(s) {dup}", column=dup[0])
     try:
         return pa.Table.from_pandas(df, schema=schema, preserve_index=False)
-    except (pa.ArrowException, TypeError, ValueError) as exc:
+    except _CONVERSION_ERRORS as exc:
+        if schema is None and types is not None:
+            try:
+                return _by_column(df, types)
+            except _CONVERSION_ERRORS:
+                pass
         raise _conversion_error(df, schema, exc) from exc
+
+
+def _by_column(df: Any, types: pa.Schema) -> pa.Table:
+    """Each column as pyarrow infers it or, where it cannot (a map column as
+    ``to_pandas`` gives it: lists of key-value pairs), as its type in ``types``."""
+    arrays = []
+    for i, name in enumerate(df.columns):
+        column = df.iloc[:, i]
+        try:
+            arrays.append(pa.Array.from_pandas(column))
+        except _CONVERSION_ERRORS:
+            if str(name) not in types.names:
+                raise
+            arrays.append(pa.Array.from_pandas(column, type=types.field(str(name)).type))
+    return pa.Table.from_arrays(arrays, names=[str(n) for n in df.columns])
 
 
 def _conversion_error(df: Any, schema: pa.Schema | None, exc: Exception) -> Exception:

@@ -384,7 +384,7 @@ class AppendTableWriter:
 
     def write(self, data: Any) -> None:
         """Write any accepted input (see conform.iter_input); may be called many times."""
-        for chunk in iter_input(data):
+        for chunk in iter_input(data, self.ts.arrow_schema):
             self.write_arrow(conform(chunk, self.ts.arrow_schema))
 
     def write_arrow(self, pa_table: pa.Table) -> None:

@@ -159,3 +159,24 @@ def test_from_pandas_into_an_existing_table_casts_as_a_write_does(tmp_path: Path
     tbl.write(df)
     assert tbl.to_arrow().schema == schema and tbl.count() == 4
     assert tbl.to_arrow().column("t")[0].as_py().year == 1500
+
+
+@pytest.mark.parametrize("primary_key", [(), ("id",)])
+def test_what_to_pandas_gives_writes_back(tmp_path: Path, primary_key: tuple) -> None:
+    """A map column comes back as lists of (key, value) pairs, whose type pyarrow cannot
+    infer: a write takes the table's type for it."""
+    schema = pa.schema(
+        [("id", pa.int64()), ("m", pa.map_(pa.string(), pa.int64())), ("l", pa.list_(pa.int8()))]
+    )
+    tbl = raylake.create_table(str(tmp_path / "t"), schema, primary_key=list(primary_key))
+    rows = pa.table({"id": [1, 2], "m": [[("a", 1)], None], "l": [[1], []]}, schema=schema)
+    tbl.write(rows)
+    tbl.write(tbl.to_pandas())
+    with tbl.update_schema() as u:
+        u.add_column("extra", pa.string())
+    tbl.write(tbl.to_pandas().drop(columns=["extra"]), schema_mode="merge")
+    want = rows.to_pylist() * (1 if primary_key else 4)
+    got = tbl.to_arrow().sort_by("id").drop_columns(["extra"]).to_pylist()
+    assert got == sorted(want, key=lambda r: r["id"])
+    with pytest.raises(SchemaError, match="'m'"):
+        tbl.write(pd.DataFrame({"id": [3], "m": [[1, 2]], "l": [[1]], "extra": ["x"]}))

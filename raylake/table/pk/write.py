@@ -210,7 +210,7 @@ class PrimaryKeyTableWriter:
 
     def write(self, data: Any) -> None:
         """Write any accepted input, optionally with a ``_rl_kind`` column."""
-        for chunk in iter_input(data):
+        for chunk in iter_input(data, self.ts.arrow_schema):
             rest, kinds = split_row_kinds(chunk)
             self.write_arrow(conform(rest, self.ts.arrow_schema, self.ts.primary_key), kinds)
 
