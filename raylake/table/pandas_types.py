@@ -41,7 +41,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from raylake.errors import SchemaError, SchemaMismatchError
+from raylake.errors import SchemaError, SchemaMismatchError, UnsupportedTypeError
 
 TIME_UNIT = "ns"
 
@@ -224,10 +224,33 @@ def arrow_to_pandas(
         pa.uint32(): pd.UInt32Dtype(),
         pa.uint64(): pd.UInt64Dtype(),
     }
-    df = pa_table.to_pandas(types_mapper=types_mapper)
+    try:
+        df = pa_table.to_pandas(types_mapper=types_mapper)
+    except (pa.ArrowInvalid, ValueError, OverflowError) as exc:
+        raise _unconvertible(pa_table, types_mapper, exc) from exc
     for name, column in zip(pa_table.column_names, pa_table.columns):
         if column.type in nullable and column.null_count:
             mapped = types_mapper(column.type) if types_mapper is not None else None
             if mapped is None:
                 df[name] = column.to_pandas(types_mapper=nullable.get).array
     return df
+
+
+def _unconvertible(
+    pa_table: pa.Table, types_mapper: Callable[[pa.DataType], Any] | None, exc: Exception
+) -> Exception:
+    """The column pandas cannot hold (the error path only: one column at a time): a date
+    beyond Python's years 1 to 9999 or a time with nanoseconds has no ``datetime`` value,
+    which pandas makes of dates and times; pyarrow's error where no column is alone."""
+    for name, column in zip(pa_table.column_names, pa_table.columns):
+        try:
+            column.to_pandas(types_mapper=types_mapper)
+        except (pa.ArrowInvalid, ValueError, OverflowError) as error:
+            return UnsupportedTypeError(
+                name,
+                column.type,
+                "pandas' Python dates and times",
+                f"{error}; read it with to_pandas(types_mapper=pd.ArrowDtype), which keeps "
+                "Arrow's values",
+            )
+    return exc

@@ -180,3 +180,19 @@ def test_what_to_pandas_gives_writes_back(tmp_path: Path, primary_key: tuple) ->
     assert got == sorted(want, key=lambda r: r["id"])
     with pytest.raises(SchemaError, match="'m'"):
         tbl.write(pd.DataFrame({"id": [3], "m": [[1, 2]], "l": [[1]], "extra": ["x"]}))
+
+
+@pytest.mark.parametrize(
+    "values",
+    [pa.array([3_000_000, None], pa.date32()), pa.array([1, None], pa.time64("ns"))],
+    ids=["year-10183", "nanosecond-time"],
+)
+def test_a_value_pandas_cannot_hold_is_named_with_the_way_to_read_it(
+    tmp_path: Path, values: pa.Array
+) -> None:
+    """pandas makes Python dates and times of these columns, which hold neither."""
+    tbl = raylake.create_table(str(tmp_path / "t"), pa.schema([("x", values.type)]))
+    tbl.write(pa.table({"x": values}))
+    with pytest.raises(raylake.errors.UnsupportedTypeError, match=r"'x'.*types_mapper"):
+        tbl.to_pandas()
+    assert tbl.to_pandas(types_mapper=pd.ArrowDtype)["x"].dtype == pd.ArrowDtype(values.type)
