@@ -94,12 +94,33 @@ def cmd_snapshots(args: argparse.Namespace) -> int:
     return 0
 
 
+def _printable(result: pa.Table) -> pa.Table:
+    """``result`` with the columns Python's dates and times cannot show as Arrow's text:
+    a time with nanoseconds (``datetime.time`` printed 00:00:00 for 1 ns) and a date
+    beyond year 9999 (no ``date`` at all)."""
+    for i, column in enumerate(result.columns):
+        t = column.type
+        if (pa.types.is_time64(t) and t.unit == "ns") or (
+            pa.types.is_date(t) and not _converts(column)
+        ):
+            result = result.set_column(i, result.field(i).name, column.cast(pa.string()))
+    return result
+
+
+def _converts(column: pa.ChunkedArray) -> bool:
+    try:
+        column.to_pylist()
+    except (OverflowError, ValueError):
+        return False
+    return True
+
+
 def cmd_scan(args: argparse.Namespace) -> int:
     tbl = _open(args)
     columns = [c.strip() for c in args.columns.split(",")] if args.columns else None
     scan = tbl.scan(columns=columns, filter=args.filter, snapshot_id=args.snapshot)
     shown, more = _first_rows(scan.to_batches(), args.limit)
-    result = pa.Table.from_batches(shown, schema=scan.output_schema)
+    result = _printable(pa.Table.from_batches(shown, schema=scan.output_schema))
     if args.format == "json":
         for row in result.to_pylist():
             print(json.dumps(row, default=str))

@@ -409,3 +409,16 @@ def test_compact_an_append_table_is_a_clear_error(
     code, out, err = run(capsys, "compact", tbl.uri)
     assert code == 2 and out == ""
     assert "compact() applies to primary-key tables" in err
+
+
+def test_scan_shows_nanosecond_times_and_far_dates_exactly(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Python's time holds microseconds and its date years up to 9999."""
+    data = pa.table({"t": pa.array([1], pa.time64("ns")), "d": pa.array([3_000_000], pa.date32())})
+    far = raylake.create_table(str(tmp_path / "far"), data.schema)
+    far.write(data)
+    code, out, _ = run(capsys, "scan", far.uri, "--format", "json")
+    assert code == 0 and json.loads(out) == {"t": "00:00:00.000000001", "d": "10183-09-21"}
+    code, out, _ = run(capsys, "scan", far.uri)
+    assert code == 0 and out.split() == ["t", "d", "00:00:00.000000001", "10183-09-21"]
