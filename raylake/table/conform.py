@@ -21,8 +21,10 @@ import pyarrow.compute as pc
 
 from raylake.errors import NullConstraintError, SchemaMismatchError
 from raylake.table.pandas_types import (
+    arrow_dtype_columns,
     dataframe_to_arrow,
     is_text,
+    normalized,
     strings_normalized,
     with_index_columns,
 )
@@ -81,8 +83,14 @@ def _is_pandas(data: Any) -> bool:
 
 def pandas_to_arrow(df: Any, types: pa.Schema | None = None) -> pa.Table:
     """A DataFrame to write: named index levels as columns, strings as ``string``
-    (raylake/table/pandas_types.py), columns pyarrow cannot infer as in ``types``."""
-    return strings_normalized(dataframe_to_arrow(with_index_columns(df), types=types))
+    (raylake/table/pandas_types.py), columns pyarrow cannot infer as in ``types`` (the
+    table's). Columns the table lacks (which ``schema_mode="merge"`` adds) take the types
+    ``from_pandas`` gives, so that the table does not depend on the installed pandas."""
+    df = with_index_columns(df)
+    pa_table = strings_normalized(dataframe_to_arrow(df, types=types))
+    if types is None or all(n in types.names for n in pa_table.column_names):
+        return pa_table
+    return normalized(pa_table, explicit=frozenset(types.names) | arrow_dtype_columns(df))
 
 
 def conform(data: ArrowData, schema: pa.Schema, keys: Collection[str] = ()) -> pa.Table:

@@ -52,7 +52,7 @@ def pandas_to_arrow(df: Any, schema: pa.Schema | None = None) -> pa.Table:
     pa_table = dataframe_to_arrow(df, schema)
     if schema is not None:
         return pa_table.replace_schema_metadata(None)
-    return normalized(pa_table, explicit=_arrow_dtype_columns(df))
+    return normalized(pa_table, explicit=arrow_dtype_columns(df))
 
 
 _CONVERSION_ERRORS = (pa.ArrowException, TypeError, ValueError)
@@ -200,7 +200,7 @@ def _cast(column: pa.ChunkedArray, dtype: pa.DataType, name: str) -> pa.ChunkedA
         ) from exc
 
 
-def _arrow_dtype_columns(df: Any) -> frozenset[str]:
+def arrow_dtype_columns(df: Any) -> frozenset[str]:
     import pandas as pd
 
     return frozenset(str(n) for n, d in df.dtypes.items() if isinstance(d, pd.ArrowDtype))

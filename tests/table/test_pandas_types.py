@@ -196,3 +196,28 @@ def test_a_value_pandas_cannot_hold_is_named_with_the_way_to_read_it(
     with pytest.raises(raylake.errors.UnsupportedTypeError, match=r"'x'.*types_mapper"):
         tbl.to_pandas()
     assert tbl.to_pandas(types_mapper=pd.ArrowDtype)["x"].dtype == pd.ArrowDtype(values.type)
+
+
+def test_columns_a_dataframe_adds_take_the_types_from_pandas_gives(tmp_path: Path) -> None:
+    """schema_mode="merge" adds a DataFrame's new columns in from_pandas' types, whatever
+    the pandas (pandas 3 infers microseconds): a pd.ArrowDtype keeps the type it names."""
+    tbl = raylake.from_pandas(pd.DataFrame({"id": [1]}), str(tmp_path / "t"))
+    at = np.array(["2024-01-01T10:00"], "datetime64[ms]")
+    df = pd.DataFrame(
+        {
+            "id": [2],
+            "at": at,
+            "took": np.array([5], "timedelta64[s]"),
+            "kind": pd.Series(
+                ["a"], dtype="str" if int(pd.__version__.split(".")[0]) >= 3 else object
+            ),
+            "ms": pd.Series(at, dtype=pd.ArrowDtype(pa.timestamp("ms"))),
+        }
+    )
+    tbl.write(df, schema_mode="merge")
+    fresh = raylake.from_pandas(df, str(tmp_path / "fresh"))
+    assert tbl.schema == fresh.schema
+    assert tbl.schema.field("at").type == pa.timestamp("ns")
+    assert tbl.schema.field("took").type == pa.duration("ns")
+    assert tbl.schema.field("kind").type == pa.string()
+    assert tbl.schema.field("ms").type == pa.timestamp("ms")
