@@ -221,3 +221,14 @@ def test_columns_a_dataframe_adds_take_the_types_from_pandas_gives(tmp_path: Pat
     assert tbl.schema.field("took").type == pa.duration("ns")
     assert tbl.schema.field("kind").type == pa.string()
     assert tbl.schema.field("ms").type == pa.timestamp("ms")
+
+
+def test_columns_a_dataframe_merge_adds_take_the_types_from_pandas_gives(tmp_path: Path) -> None:
+    """As a write's: a merge of a DataFrame source adds its new columns in from_pandas'
+    types, whatever the pandas."""
+    tbl = raylake.from_pandas(pd.DataFrame({"id": [1]}), str(tmp_path / "t"))
+    source = pd.DataFrame({"id": [1, 2], "at": np.array(["2024-01-01", "NaT"], "datetime64[ms]")})
+    merge = tbl.merge(source, on="id", schema_mode="merge")
+    merge.when_matched_update().when_not_matched_insert().execute()
+    assert tbl.schema.field("at").type == pa.timestamp("ns")
+    assert tbl.count(filter="at = '2024-01-01'") == 1 and tbl.count() == 2

@@ -64,7 +64,7 @@ class TableMerger:
         from raylake.table.evolve import schema_mode_arg
 
         self._tbl = tbl
-        self._source = source_table(source)
+        self._source = source_table(source, tbl.schema)
         self._on = on
         self._schema_mode = schema_mode_arg(schema_mode)
         self._clauses: list[Clause] = []
@@ -204,8 +204,9 @@ def _with_new_columns(tbl: Table, source: pa.Schema) -> Table:
     return Table(tbl.file_io, planned, tbl.source)
 
 
-def source_table(source: Any) -> pa.Table:
-    """The merge source as one Arrow table (it is joined whole)."""
+def source_table(source: Any, target: pa.Schema | None = None) -> pa.Table:
+    """The merge source as one Arrow table (it is joined whole); a DataFrame's columns
+    that ``target`` lacks in the types ``from_pandas`` gives (raylake/table/conform.py)."""
     if isinstance(source, pa.Table):
         return source
     if isinstance(source, pa.RecordBatch):
@@ -213,7 +214,7 @@ def source_table(source: Any) -> pa.Table:
     if isinstance(source, pa.RecordBatchReader):
         return source.read_all()
     if type(source).__module__.startswith("pandas") and hasattr(source, "columns"):
-        return pandas_to_arrow(source)
+        return pandas_to_arrow(source, target)
     if hasattr(source, "__arrow_c_stream__"):
         return pa.RecordBatchReader.from_stream(source).read_all()
     chunks = [
