@@ -165,7 +165,8 @@ def _conform_column(column: pa.ChunkedArray, field: pa.Field, key: bool) -> pa.C
             )
         try:
             cast = _cast(column, field.type)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+            # ArrowTypeError: pyarrow before 17 casts struct fields only in their order
             reason = f"of type {column.type} does not fit {field.type} without loss: {exc}"
             raise _mismatch(field, column, reason) from exc
         overflowed = _overflowed(column, cast)
@@ -280,7 +281,12 @@ def _castable(src: pa.DataType, dst: pa.DataType) -> bool:
     if _kind(src) == "list" and _kind(dst) == "list":
         return _castable(src.value_type, dst.value_type)
     if pa.types.is_struct(src) and pa.types.is_struct(dst):
-        return {f.name for f in src} == {f.name for f in dst}
+        # by name, each field by the rules of a column (a string field does not parse
+        # into an int field, a float field is not truncated into one)
+        wanted = {f.name: f.type for f in dst}
+        return {f.name for f in src} == set(wanted) and all(
+            f.type == wanted[f.name] or _castable(f.type, wanted[f.name]) for f in src
+        )
     if pa.types.is_timestamp(src) and pa.types.is_timestamp(dst):
         return (src.tz is None) == (dst.tz is None)
     return _kind(src) == _kind(dst)

@@ -148,6 +148,26 @@ def test_a_float_beyond_a_narrower_float_column_is_refused(tmp_path: Path) -> No
     assert "does not fit halffloat" in str(err)
 
 
+def test_struct_fields_follow_the_rules_of_columns(tmp_path: Path) -> None:
+    """A string field is not parsed into an int field, a float field not truncated into
+    one (as for columns); fields in another order are matched by name."""
+    struct = pa.struct([("a", pa.int64()), ("b", pa.string())])
+    tbl = raylake.create_table(str(tmp_path / "t"), pa.schema([("s", struct)]))
+    for a in (["12"], [2.0]):
+        given = pa.table(
+            {"s": pa.StructArray.from_arrays([pa.array(a), pa.array(["x"])], ["a", "b"])}
+        )
+        with pytest.raises(SchemaMismatchError, match="column 's' has type struct"):
+            tbl.write(given)
+    reordered = pa.StructArray.from_arrays([pa.array(["x"]), pa.array([1])], ["b", "a"])
+    try:
+        tbl.write(pa.table({"s": reordered}))
+    except SchemaMismatchError as exc:  # pyarrow before 17 casts fields only in order
+        assert exc.column == "s"
+    else:
+        assert tbl.to_arrow().to_pylist() == [{"s": {"a": 1, "b": "x"}}]
+
+
 def test_pandas_int64_into_int32(tbl: Table) -> None:
     fits = pd.DataFrame({"id": [30, 31], "dt": ["d", "d"], "n": [1, -(2**31)], "x": [0.5, 1.5]})
     assert fits["n"].dtype == "int64"
