@@ -177,7 +177,20 @@ def _conform_column(column: pa.ChunkedArray, field: pa.Field, key: bool) -> pa.C
             )
             raise _mismatch(field, column, reason)
         column = cast
+    if pa.types.is_decimal(field.type):
+        _check_precision(field, column)
     return column
+
+
+def _check_precision(field: pa.Field, column: pa.ChunkedArray) -> None:
+    """Arrow stores a decimal in a fixed width, which holds more digits than its type may
+    (DuckDB hands its HUGEINT over as decimal128(38, 0), up to 39 digits): such a value
+    would be written, and its file's bounds would not fit the column's type."""
+    for chunk in column.chunks:
+        try:
+            chunk.validate(full=True)
+        except pa.ArrowInvalid as exc:
+            raise _mismatch(field, column, f"holds a value beyond its type: {exc}") from exc
 
 
 def _stored(field: pa.Field) -> str:

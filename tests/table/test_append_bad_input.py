@@ -380,3 +380,14 @@ def test_bad_table_definitions(tmp_path: Path) -> None:
         with pytest.raises(SchemaError, match=message):
             action()
     assert not (tmp_path / "schema").exists()
+
+
+def test_a_decimal_beyond_its_precision_is_refused_naming_the_column(tmp_path: Path) -> None:
+    """A 16-byte decimal holds 39 digits, decimal128(38, 0) allows 38 (DuckDB's HUGEINT
+    maximum arrives so)."""
+    raw = (10**38 + 5).to_bytes(16, "little", signed=True)
+    values = pa.Array.from_buffers(pa.decimal128(38, 0), 1, [None, pa.py_buffer(raw)])
+    tbl = raylake.create_table(str(tmp_path / "t"), pa.schema([("d", pa.decimal128(38, 0))]))
+    with pytest.raises(SchemaMismatchError, match="column 'd' holds a value beyond its type"):
+        tbl.write(pa.table({"d": values}))
+    assert tbl.latest_snapshot() is None
