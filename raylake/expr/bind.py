@@ -186,6 +186,31 @@ def _time_scalar(value: Any, typ: pa.DataType) -> pa.Scalar:
     return pa.scalar(nanos // step, type=typ)
 
 
+def _duration_scalar(value: Any, typ: pa.DataType) -> pa.Scalar:
+    """``value`` as a scalar of the duration type ``typ``: a ``timedelta`` (pandas' keeps
+    its nanoseconds), a duration scalar (numpy's ``timedelta64`` becomes one), or an int
+    counting ``typ``'s unit; :class:`_Mismatch` where ``typ``'s unit cannot hold it."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return pa.scalar(value, type=typ)
+    if isinstance(value, pa.Scalar) and pa.types.is_duration(value.type):
+        if not value.is_valid:
+            return pa.scalar(None, type=typ)
+        nanos = value.cast(pa.int64()).as_py() * _UNIT_NANOS[value.type.unit]
+    elif isinstance(value, datetime.timedelta) and hasattr(value, "asm8"):
+        nanos = int(value.value)  # type: ignore[attr-defined]  # pandas.Timedelta
+    elif isinstance(value, datetime.timedelta):
+        micros = (value.days * 86_400 + value.seconds) * 10**6 + value.microseconds
+        nanos = micros * 1000
+    else:
+        raise _Mismatch("expected a duration (a datetime.timedelta) or a count of its unit")
+    step = _UNIT_NANOS[typ.unit]
+    if nanos % step:
+        raise _Mismatch(f"the literal is finer than the column's unit ({typ.unit})")
+    if not -(2**63) <= nanos // step < 2**63:
+        raise _Mismatch(f"the literal is out of the range of {typ}")
+    return pa.scalar(nanos // step, type=typ)
+
+
 def _exact(kind: type, description: str) -> Any:
     def convert(raw: Any) -> Any:
         if isinstance(raw, kind) and not (kind is int and isinstance(raw, bool)):
@@ -217,7 +242,7 @@ def _converter(typ: pa.DataType) -> Any:
             return convert
     if _is_nested(typ) or pa.types.is_null(typ):
         raise _Mismatch(f"comparisons on {typ} columns are not supported")
-    return lambda raw: raw  # duration, ...: let pyarrow try
+    return lambda raw: raw  # let pyarrow try
 
 
 def _to_bytes(raw: Any) -> bytes:
@@ -239,6 +264,8 @@ def bind_literal(column: str, value: Any, typ: pa.DataType) -> pa.Scalar:
             return _timestamp_scalar(value, target)
         if pa.types.is_time(target):
             return _time_scalar(raw if isinstance(raw, int) else value, target)
+        if pa.types.is_duration(target):
+            return _duration_scalar(raw if isinstance(raw, int) else value, target)
         converted = _converter(target)(raw)
         if pa.types.is_integer(target):
             _check_range(converted, target)

@@ -198,6 +198,29 @@ def test_time_of_day_literals_bind_to_time_columns(unit: str) -> None:
             bind(parse_filter("t = '01:00:00.000000001'"), table.schema)
 
 
+def test_duration_literals_keep_their_nanoseconds() -> None:
+    """A timedelta finer than its column is refused, not truncated into a match, as a
+    timestamp literal is (pandas.Timedelta holds nanoseconds, datetime's microseconds)."""
+    import numpy as np
+    import pandas as pd
+
+    table = pa.table({"d": pa.array([5000, 7000, None], pa.duration("ms"))})
+    for literal in (
+        datetime.timedelta(seconds=5),
+        pd.Timedelta(seconds=5),
+        np.timedelta64(5, "s"),
+        pa.scalar(5, pa.duration("s")),
+        5000,
+    ):
+        got = table.filter(to_arrow(bind(col("d") == literal, table.schema)))
+        assert got.num_rows == 1, literal
+    for literal in (pd.Timedelta(nanoseconds=5_000_000_001), datetime.timedelta(0, 5, 1)):
+        with pytest.raises(FilterError, match="finer than the column"):
+            bind(col("d") == literal, table.schema)
+    with pytest.raises(FilterError, match="expected a duration"):
+        bind(col("d") == "5 seconds", table.schema)
+
+
 def test_date_strings_bind_to_date32() -> None:
     expr = bind(col("d").isin(["2024-01-01", datetime.date(2024, 1, 2)]), SCHEMA)
     assert expr == In(
