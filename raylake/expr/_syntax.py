@@ -42,6 +42,9 @@ def render_literal(value: Any) -> str:
     Dates, timestamps and other non-primitive values render as quoted strings, which
     :func:`raylake.expr.bind` converts back to the column's type.
     """
+    if isinstance(value, pa.Scalar) and value.is_valid and pa.types.is_time(value.type):
+        # Arrow's text keeps every digit; datetime.time would drop nanoseconds
+        return quote_string(value.cast(pa.string()).as_py())
     if isinstance(value, pa.Scalar):
         value = value.as_py()
     if value is None:

@@ -186,6 +186,8 @@ def test_time_of_day_literals_bind_to_time_columns(unit: str) -> None:
         assert [v // step for v in got] == want, text
     seconds = bind(col("t") == pa.scalar(3601, pa.time32("s")), table.schema)
     assert table.filter(to_arrow(seconds)).num_rows == 1
+    nanos = col("t") == pa.scalar(3601 * 10**9 + 1, pa.time64("ns"))
+    assert str(nanos) == "t = '01:00:01.000000001'"
     for literal, fragment in [
         ("25:00", "23:59:59"),
         ("noon", "time of day"),
