@@ -53,7 +53,10 @@ def read_change_files(
     return parts
 
 
-def _merge_delta(rows: pa.Table, ts: PaimonTableSchema, plan: ReadPlan, uri: str) -> pa.Table:
+def check_deltas_merge(ts: PaimonTableSchema, uri: str) -> None:
+    """Refuse to read a primary-key table's changes from its delta files unless its merge
+    engine is ``deduplicate``: the others' delta files hold partial rows. Planning calls
+    this, so that the refusal comes before any read (a Ray task, a Spark job)."""
     if ts.info.options.merge_engine != "deduplicate":
         raise UnsupportedPaimonError(
             uri,
@@ -61,4 +64,8 @@ def _merge_delta(rows: pa.Table, ts: PaimonTableSchema, plan: ReadPlan, uri: str
             "('changelog-producer' = 'input', 'lookup' or 'full-compaction'): its delta "
             "files hold partial rows",
         )
+
+
+def _merge_delta(rows: pa.Table, ts: PaimonTableSchema, plan: ReadPlan, uri: str) -> pa.Table:
+    check_deltas_merge(ts, uri)
     return merge(prepare_merge(rows, plan, ts.info, uri), plan.spec, keep_deletes=True)

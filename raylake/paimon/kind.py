@@ -160,6 +160,7 @@ class _PaimonKind(TableKind):
         """The changes of the snapshots' changelog or delta files, one split per bucket;
         the buckets an OVERWRITE touched give their net change, both ends compared
         (raylake/paimon/changes_diff.py)."""
+        from raylake.paimon.changes import check_deltas_merge
         from raylake.paimon.changes_diff import bucket_counts, diff_splits, group_of, overwritten
         from raylake.table.changes import ChangelogSplit, InsertSplit
         from raylake.table.scan import ReadContext
@@ -193,6 +194,8 @@ class _PaimonKind(TableKind):
                 "changes() over a range whose snapshots mix changelog and delta files",
             )
         source = next(iter(sources), "delta")
+        if source == "delta" and ts.primary_key and by_bucket:
+            check_deltas_merge(ts, rng.file_io.uri)
         rng.from_changelog = source == "changelog"
         splits: list[ChangeSplit] = []
         for (partition, bucket), fs in by_bucket.items():
