@@ -1,4 +1,4 @@
-"""Data reads whose store kept failing, named as raylake names them.
+"""Data reads (and uploads) whose store kept failing, named as raylake names them.
 
 On S3, data files are read by pyarrow's own S3 client, which retries transient errors
 itself up to the retry bound (raylake/io/native.py). After the bound it raises a bare
@@ -31,6 +31,10 @@ _TRANSIENT = frozenset(
     {"SLOW_DOWN", "INTERNAL_FAILURE", "SERVICE_UNAVAILABLE", "THROTTLING",
      "REQUEST_TIMEOUT", "NETWORK_CONNECTION"}
 )  # fmt: skip
+# The requests of pyarrow's uploads of data files (a file opened for writing).
+_UPLOADS = frozenset(
+    {"PutObject", "CreateMultipartUpload", "UploadPart", "CompleteMultipartUpload"}
+)  # fmt: skip
 _AWS = re.compile(
     r"AWS Error (?P<code>[A-Z_]+)(?: \(HTTP status (?P<status>\d+)\))? during (?P<operation>\w+)"
     r" operation"
@@ -40,9 +44,12 @@ _QUOTED = re.compile(r"'([^']+)'")
 _KEY_IN_BUCKET = re.compile(r"key '(?P<key>[^']*)' in bucket '(?P<bucket>[^']*)'")
 
 
-def retries_exhausted(exc: BaseException, attempts: int) -> StorageRetriesExhaustedError | None:
+def retries_exhausted(
+    exc: BaseException, attempts: int, path: str | None = None
+) -> StorageRetriesExhaustedError | None:
     """The named error for pyarrow's ``exc`` after ``attempts`` tries, or None where
-    ``exc`` is not a transient store error (it is then raised as it is)."""
+    ``exc`` is not a transient store error (it is then raised as it is). ``path``: the
+    object being read, where pyarrow's message may not name it (a read of an open file)."""
     if type(exc) is not OSError:  # FileNotFoundError, PermissionError, ...: final
         return None
     message = str(exc)
@@ -55,8 +62,9 @@ def retries_exhausted(exc: BaseException, attempts: int) -> StorageRetriesExhaus
     if in_bucket is not None:
         path = f"{in_bucket['bucket']}/{in_bucket['key']}"
     else:
-        path = quoted[-1] if quoted else "a data file"
-    return StorageRetriesExhaustedError(f"read ({aws['operation']})", path, attempts, exc)
+        path = quoted[-1] if quoted else path or "a data file"
+    kind = "write" if aws["operation"] in _UPLOADS else "read"
+    return StorageRetriesExhaustedError(f"{kind} ({aws['operation']})", path, attempts, exc)
 
 
 def _transient(code: str, status: str | None) -> bool:
@@ -66,20 +74,21 @@ def _transient(code: str, status: str | None) -> bool:
 
 
 @contextmanager
-def named_read_errors(attempts: int) -> Iterator[None]:
-    """Raise pyarrow's transient store errors inside as StorageRetriesExhaustedError."""
+def named_store_errors(attempts: int, path: str | None = None) -> Iterator[None]:
+    """Raise pyarrow's transient store errors inside (reads and uploads of data files) as
+    StorageRetriesExhaustedError; ``path`` names the file where pyarrow does not."""
     try:
         yield
     except OSError as exc:
-        named = retries_exhausted(exc, attempts)
+        named = retries_exhausted(exc, attempts, path)
         if named is None:
             raise
         raise named from exc
 
 
 def named_batches(batches: Iterator[T], attempts: int) -> Iterator[T]:
-    """``batches``, with pyarrow's transient store errors named (see named_read_errors)."""
-    with named_read_errors(attempts):
+    """``batches``, with pyarrow's transient store errors named (see named_store_errors)."""
+    with named_store_errors(attempts):
         yield from batches
 
 

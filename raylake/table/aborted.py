@@ -28,9 +28,15 @@ import errno
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 
-from raylake.errors import CommitFailedError, CommitStateUnknownError, StorageFullError
+from raylake.errors import (
+    CommitFailedError,
+    CommitStateUnknownError,
+    RaylakeError,
+    StorageFullError,
+)
 from raylake.format.manifest import DataFile
 from raylake.io import FileIO
+from raylake.io.read_errors import retries_exhausted
 from raylake.table.writer import CommitMessage
 
 # Existence checks in flight at once on a remote store (one request each).
@@ -100,10 +106,15 @@ def outcome_unknown(error: BaseException | None) -> bool:
     return isinstance(error, CommitStateUnknownError)
 
 
-def raise_if_full(uri: str, error: BaseException) -> None:
-    """Raise :class:`StorageFullError` for ``error`` if it is the store's "no space left"
-    (a full disk, a quota): called once the written files are deleted."""
-    if isinstance(error, StorageFullError) or not isinstance(error, OSError):
+def raise_named(file_io: FileIO, error: BaseException) -> None:
+    """Raise ``error`` as raylake names it, if it is a store's failure that pyarrow's
+    client raised as a bare ``OSError``: :class:`StorageFullError` for "no space left"
+    (a full disk, a quota), :class:`StorageRetriesExhaustedError` for a data file upload
+    or read that failed past the retry bound. Called once the written files are deleted."""
+    if isinstance(error, RaylakeError) or not isinstance(error, OSError):
         return
     if error.errno in (errno.ENOSPC, errno.EDQUOT) or "No space left" in str(error):
-        raise StorageFullError(uri, error) from error
+        raise StorageFullError(file_io.uri, error) from error
+    named = retries_exhausted(error, file_io.retry_policy.max_attempts)
+    if named is not None:
+        raise named from error

@@ -52,7 +52,7 @@ from raylake.format.schema import TableSchema
 from raylake.format.schema_files import check_same_table, schema_at_least
 from raylake.format.snapshot import CommitKind, Snapshot, SnapshotManager, snapshot_path
 from raylake.io import FileIO
-from raylake.table.aborted import FilesCheck, abort_messages, raise_if_full
+from raylake.table.aborted import FilesCheck, abort_messages, raise_named
 from raylake.table.kind import kind_of
 from raylake.table.writer import CommitMessage
 
@@ -391,7 +391,7 @@ def commit_or_abort(
         if refusal is not None:  # refused before anything else failed, as if checked first
             raise refusal from exc
         abort_messages(file_io, list(request.messages), exc)
-        raise_if_full(file_io.uri, exc)
+        raise_named(file_io, exc)
         raise
     kind_of(ts).after_commit(file_io, list(request.messages))
     for message in request.messages:

@@ -23,7 +23,7 @@ from raylake.format.schema import TableSchema
 from raylake.format.schema_files import schema_by_id
 from raylake.format.snapshot import Snapshot
 from raylake.io import FileIO
-from raylake.io.read_errors import named_batches, named_read_errors
+from raylake.io.read_errors import named_batches, named_store_errors
 from raylake.table.args import as_of_arg, columns_arg, datetime_millis, snapshot_id_arg
 from raylake.table.counting import count_rows
 from raylake.table.kind import kind_of
@@ -81,7 +81,7 @@ class ReadContext:
 
     def read_table(self, splits: Sequence[Split]) -> pa.Table:
         """All rows of many splits as one table (the same rows as ``read_all``)."""
-        with named_read_errors(self.file_io.retry_policy.max_attempts):
+        with named_store_errors(self.file_io.retry_policy.max_attempts):
             return kind_of(self.table_schema).read_table(self, splits)
 
     def read_tables(self, splits: Iterable[Split], window: int | None = None) -> Iterator[pa.Table]:

@@ -18,7 +18,7 @@ from raylake.format.schema_files import schema_ids as schema_ids  # their home b
 from raylake.format.schema_files import schema_path as schema_path
 from raylake.format.snapshot import Snapshot
 from raylake.io import FileIO
-from raylake.table.aborted import raise_if_full
+from raylake.table.aborted import raise_named
 from raylake.table.args import file_prefix_arg, properties_arg, snapshot_id_arg
 from raylake.table.changes_scan import ChangesScan, changes_scan
 from raylake.table.commit import commit_or_abort
@@ -237,7 +237,7 @@ class Table(TableReads):
                     check_rows_inside(writer, self.table_schema, overwrite)
                 messages = writer.prepare_commit()
         except OSError as exc:  # the writer deleted what it wrote
-            raise_if_full(self.file_io.uri, exc)
+            raise_named(self.file_io, exc)
             raise
         request = commit_request(
             messages,

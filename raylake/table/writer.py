@@ -27,6 +27,7 @@ from raylake.format.options import TableOptions
 from raylake.format.schema import TableSchema
 from raylake.format.stats import StatsCollector
 from raylake.io import FileIO
+from raylake.io.read_errors import named_store_errors
 from raylake.pyvalues import exact_pylist
 from raylake.table.codecs import column_codecs
 from raylake.table.conform import conform, iter_input
@@ -168,7 +169,9 @@ class RollingFileWriter:
             self._buffered_rows >= self.options.row_group_rows
             or self._buffered_bytes >= _ROW_GROUP_MAX_BYTES
         ):
-            self._flush_row_groups()
+            # An upload that failed past pyarrow's retries is named as raylake names it.
+            with named_store_errors(self.file_io.retry_policy.max_attempts):
+                self._flush_row_groups()
 
     def _flush_row_groups(self) -> None:
         if not self._buffered_rows:
@@ -293,11 +296,12 @@ class RollingFileWriter:
 
     def close(self) -> list[DataFile]:
         """Finish every file; its data files are all complete (uploaded) on return."""
-        self._flush_row_groups()
-        if self._writer is not None:
-            self._close_file()
-        if self._uploads is not None:
-            self._uploads.wait()
+        with named_store_errors(self.file_io.retry_policy.max_attempts):
+            self._flush_row_groups()
+            if self._writer is not None:
+                self._close_file()
+            if self._uploads is not None:
+                self._uploads.wait()
         return self.completed
 
     def abort(self) -> None:

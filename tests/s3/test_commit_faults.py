@@ -187,3 +187,52 @@ def test_a_committed_upsert_is_acknowledged_when_automatic_compaction_cannot_rea
         "id": [1, 2],
         "v": [6, 1],
     }
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT"])
+def test_a_data_upload_failing_past_the_bound_is_named_and_leaves_nothing(
+    faulty: LocalS3Server, storage_options: dict[str, Any], method: str
+) -> None:
+    # pyarrow's client retries each request of an upload (POST starts and completes it,
+    # PUT sends a part); after the bound its bare OSError came out of the write.
+    options = {**storage_options, "raylake_retry": {"max_attempts": 2, "backoff_s": 0.0}}
+    uri, tbl = _table(faulty, options)
+    before = inspect_table(uri, storage_options)
+    faulty.set_faults(FaultPlan((FaultRule("internal", operation=method, path=r"/data/"),)))
+    with pytest.raises(StorageRetriesExhaustedError, match="after 2 tries") as info:
+        tbl.write(_ids(10, 5))
+    faulty.set_faults(None)
+    assert info.value.operation.startswith("write (") and "/t/data/bucket-0/" in info.value.path
+    assert inspect_table(uri, storage_options).on_store == before.on_store
+    assert rows_of(tbl, "id") == list(range(10))
+
+
+@pytest.mark.parametrize("step", ["compaction", "lookup changelog"])
+def test_data_reads_of_a_write_failing_past_the_bound_are_named(
+    faulty: LocalS3Server, storage_options: dict[str, Any], step: str
+) -> None:
+    # Compaction and a commit that looks up the changelog read data files outside a
+    # scan: after the bound pyarrow's bare OSError came out of them.
+    options = {**storage_options, "raylake_retry": {"max_attempts": 2, "backoff_s": 0.0}}
+    uri = f"s3://{faulty.create_bucket()}/t"
+    tbl = raylake.create_table(
+        uri,
+        pa.schema([("id", pa.int64()), ("v", pa.int64())]),
+        primary_key=["id"],
+        buckets=1,
+        storage_options=options,
+        options={"changelog-producer": "lookup" if step != "compaction" else "none"},
+    )
+    for v in (1, 2):
+        tbl.write(pa.table({"id": [1, 2], "v": [v, v]}))
+    before = inspect_table(uri, storage_options)
+    faulty.set_faults(FaultPlan((FaultRule("internal", operation="GET", path=r"/data/"),)))
+    with pytest.raises(StorageRetriesExhaustedError, match="after 2 tries") as info:
+        if step == "compaction":
+            tbl.compact(full=True)
+        else:
+            tbl.write(pa.table({"id": [1], "v": [3]}))
+    faulty.set_faults(None)
+    assert info.value.operation.startswith("read (") and "/t/data/bucket-0/" in info.value.path
+    assert inspect_table(uri, storage_options).on_store == before.on_store
+    assert tbl.to_arrow().sort_by("id").column("v").to_pylist() == [2, 2]

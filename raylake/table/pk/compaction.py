@@ -29,6 +29,7 @@ from raylake.format.schema import TableSchema
 from raylake.format.schema_files import load_schema, schema_at_least
 from raylake.format.snapshot import Snapshot, SnapshotManager
 from raylake.io import FileIO
+from raylake.io.read_errors import named_store_errors
 from raylake.progress import track
 from raylake.table.aborted import abort_messages
 from raylake.table.commit import CommitRequest, Committer
@@ -220,5 +221,11 @@ def _merged(
     file_io: FileIO, ts: TableSchema, spec: MergeSpec, section: list[DataFile]
 ) -> Iterator[pa.Table]:
     columns = [*ts.column_names, SEQ, KIND]
-    rows = pa.concat_tables([read_file(file_io, ts, f, columns) for f in section])
+    rows = pa.concat_tables([_read(file_io, ts, f, columns) for f in section])
     yield merge(rows, spec, keep_deletes=not spec.drops_tombstones)
+
+
+def _read(file_io: FileIO, ts: TableSchema, f: DataFile, columns: list[str]) -> pa.Table:
+    """A data file to compact; a store that keeps failing is named (scans name theirs)."""
+    with named_store_errors(file_io.retry_policy.max_attempts, file_io.full_path(f.path)):
+        return read_file(file_io, ts, f, columns)
