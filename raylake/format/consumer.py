@@ -229,8 +229,10 @@ class ConsumerManager:
     def expiring(self) -> Iterator[None]:
         """Hold an expiry marker while an expiration re-reads consumers and deletes."""
         rel = f"{CONSUMER_DIR}/{_MARKER_PREFIX}{uuid.uuid4().hex}"
-        self.file_io.write_bytes(rel, json.dumps({"time_millis": _now_millis()}).encode())
         try:
+            # A write that failed may have been carried out (its answer lost): a marker
+            # left behind would hold up every registration until it goes stale.
+            self.file_io.write_bytes(rel, json.dumps({"time_millis": _now_millis()}).encode())
             yield
         finally:
             self.file_io.delete_quietly([rel])

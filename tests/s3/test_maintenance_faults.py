@@ -1,0 +1,41 @@
+"""Maintenance on an S3 store that fails requests it may have carried out."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import raylake
+from raylake.errors import StorageRetriesExhaustedError
+from raylake.testing.faults import FaultPlan, FaultRule
+from raylake.testing.s3server import LocalS3Server
+
+
+@pytest.fixture
+def faulty(s3_server: LocalS3Server) -> Iterator[LocalS3Server]:
+    yield s3_server
+    s3_server.set_faults(None)
+
+
+def test_an_expiry_marker_whose_write_failed_is_not_left_behind(
+    faulty: LocalS3Server, storage_options: dict[str, Any]
+) -> None:
+    # The marker's write was carried out and answered 500 on every try: the expiration
+    # failed, and the marker it left made every consumer registration wait 10 minutes.
+    options = {**storage_options, "raylake_retry": {"max_attempts": 2, "backoff_s": 0.0}}
+    bucket = faulty.create_bucket()
+    tbl = raylake.create_table(
+        f"s3://{bucket}/t", pa.schema([("id", pa.int64())]), storage_options=options
+    )
+    for i in range(3):
+        tbl.write(pa.table({"id": [i]}))
+    faulty.set_faults(FaultPlan((FaultRule("lost", operation="PUT", path="/EXPIRING-"),)))
+    with pytest.raises(StorageRetriesExhaustedError, match="EXPIRING-"):
+        tbl.expire_snapshots(retain_last=1)
+    faulty.set_faults(None)
+    listed = faulty.client().list_objects_v2(Bucket=bucket, Prefix="t/consumer/")
+    assert listed.get("Contents", []) == []
+    assert [s.id for s in tbl.snapshots()] == [1, 2, 3]
