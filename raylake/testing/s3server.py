@@ -169,8 +169,8 @@ def _truncated(app: WsgiApp, environ: dict[str, Any], start_response: Callable[.
         if close is not None:
             close()
     status, headers = answered[0][0], list(answered[0][1])
-    headers = [(k, v) for k, v in headers if k.lower() != "content-length"]
-    headers.append(("Content-Length", str(len(body))))
+    if not any(k.lower() == "content-length" for k, _ in headers):  # a HEAD keeps its own
+        headers.append(("Content-Length", str(len(body))))
     start_response(status, headers)
 
     def cut() -> Iterator[bytes]:
