@@ -20,6 +20,13 @@ snapshots beside a training job) are unmapped by a sweep: at the first read afte
 :data:`SWEEP_SECONDS`, every kept map whose file is gone or changed goes. A file is
 known by its path, size and modification time, so a path that names another file later
 is mapped again.
+
+A scan of local files reads them from fragments made over their maps
+(:meth:`MappedFiles.fragment`), not through a Python filesystem: pyarrow's scan threads
+then never call back into Python. A scan stopped early (the first batch of
+``to_batches()``, ``raylake scan --limit``) leaves its read-ahead running on those
+threads, and one that needed the interpreter while it exited hung the process or
+aborted it. A map keeps the fragments made over it, and they go with it.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -41,13 +48,15 @@ MAPPED_BYTES = min(8 << 30, _PHYSICAL // 8) if _PHYSICAL > 0 else 1 << 30
 # file (about a microsecond each), and a deleted file's disk space waits for it.
 SWEEP_SECONDS = 10.0
 
+T = TypeVar("T")
+
 
 class MappedFiles:
     """Whole-file memory maps of local files, by path, bounded by their bytes."""
 
     def __init__(self, budget: int, clock: Callable[[], float] = time.monotonic) -> None:
-        # path -> (size, modification time in ns, the map)
-        self._maps: LruCache[str, tuple[int, int, pa.Buffer]] = LruCache(
+        # path -> (size, modification time in ns, the map, what was made over the map)
+        self._maps: LruCache[str, tuple[int, int, pa.Buffer, dict[Any, Any]]] = LruCache(
             budget, weigh=lambda kept: kept[2].size
         )
         self._clock = clock
@@ -56,6 +65,22 @@ class MappedFiles:
     def buffer(self, path: str) -> pa.Buffer | None:
         """File ``path`` as a buffer over its map (None for an empty file, which
         cannot be mapped)."""
+        kept = self._kept(path)
+        return None if kept is None else kept[2]
+
+    def fragment(self, path: str, key: Any, make: Callable[[pa.Buffer], T]) -> T | None:
+        """What ``make`` gives for file ``path``'s map, kept with the map under ``key``
+        (None for an empty file)."""
+        kept = self._kept(path)
+        if kept is None:
+            return None
+        made: dict[Any, Any] = kept[3]
+        if key not in made:
+            made[key] = make(kept[2])
+        result: T = made[key]
+        return result
+
+    def _kept(self, path: str) -> tuple[int, int, pa.Buffer, dict[Any, Any]] | None:
         now = self._clock()
         if now - self._swept >= SWEEP_SECONDS:
             self._swept = now
@@ -69,11 +94,12 @@ class MappedFiles:
             return None
         kept = self._maps.get(path)
         if kept is not None and kept[:2] == (st.st_size, st.st_mtime_ns):
-            return kept[2]
+            return kept
         with pa.memory_map(path) as mapped:
             buffer = mapped.read_buffer()  # holds the map; the file descriptor closes here
-        self._maps.put(path, (st.st_size, st.st_mtime_ns, buffer))
-        return buffer
+        kept = (st.st_size, st.st_mtime_ns, buffer, {})
+        self._maps.put(path, kept)
+        return kept
 
     def forget(self, path: str) -> None:
         """Unmap ``path`` (about to be deleted or written); a reader holding its buffer

@@ -18,6 +18,7 @@ import pyarrow.dataset as ds
 
 from raylake.caching import LruCache, process_cache
 from raylake.io import FileIO
+from raylake.io.mapped import mapped_files
 
 PARQUET = ds.ParquetFileFormat()
 # Footers of 24-column files are ~10 KB: a few MB at most.
@@ -39,6 +40,15 @@ def parquet_fragment(
     manifest) saves the request that would ask an object store for it.
     """
     groups = None if row_groups is None else tuple(row_groups)
+    if file_io.is_local:
+        path = file_io.full_path(rel_path)
+        made = mapped_files.fragment(
+            path,
+            (groups, partition_expression is None),
+            lambda buffer: _mapped_fragment(path, buffer, groups, partition_expression),
+        )
+        if made is not None:
+            return made
     key = (file_io.uri, rel_path, groups, partition_expression is None)
     return _fragments.get_or_compute(
         key,
@@ -50,6 +60,27 @@ def parquet_fragment(
             file_size=file_size or None,
         ),
     )
+
+
+def _mapped_fragment(
+    path: str,
+    buffer: pa.Buffer,
+    groups: tuple[int, ...] | None,
+    partition_expression: pc.Expression | None,
+) -> ds.ParquetFileFragment:
+    """A fragment over a local file's map (raylake/io/mapped.py: its scan never calls
+    back into Python). Its footer is read here, so that a damaged file is named: a
+    fragment over a buffer has no path for pyarrow's errors to give."""
+    fragment = PARQUET.make_fragment(
+        buffer,
+        partition_expression=partition_expression,
+        row_groups=None if groups is None else list(groups),
+    )
+    try:
+        fragment.ensure_complete_metadata()
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise type(exc)(f"{exc} (data file {path})") from exc
+    return fragment
 
 
 def fragments_dataset(

@@ -168,3 +168,48 @@ def test_the_filesystem_pickles_and_writes(tmp_path: Path) -> None:
         assert f.read() == b"abcdef"
     fs.delete_file(str(tmp_path / "t" / "d" / "f"))
     assert fs.get_file_info(str(tmp_path / "t" / "d" / "f")).type == pafs.FileType.NotFound
+
+
+def test_a_scan_of_local_files_never_calls_back_into_python(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pyarrow's scan threads read local files from fragments over their maps: a call
+    into the Python filesystem from one of them, while the interpreter exits, hung the
+    process or aborted it."""
+    clear_caches()
+    t = raylake.create_table(
+        str(tmp_path / "t"), pa.schema([("x", pa.int64()), ("p", pa.int64())]), partition_by=["p"]
+    )
+    t.write(pa.table({"x": list(range(64)), "p": [i % 8 for i in range(64)]}))
+    calls: list[str] = []
+    original = MappedLocalFiles.open_input_file
+
+    def counted(self: MappedLocalFiles, path: str) -> pa.NativeFile:
+        calls.append(path)
+        return original(self, path)
+
+    monkeypatch.setattr(MappedLocalFiles, "open_input_file", counted)
+    assert sorted(t.to_arrow().column("x").to_pylist()) == list(range(64))
+    assert sum(b.num_rows for b in t.to_batches()) == 64
+    assert calls == []
+
+
+def test_a_process_that_stops_reading_early_exits(tmp_path: Path) -> None:
+    """The first batch of a table of many files, then the end of the script: the scan's
+    read-ahead is still running as the interpreter exits."""
+    import subprocess
+    import sys
+
+    t = raylake.create_table(
+        str(tmp_path / "t"), pa.schema([("x", pa.int64()), ("p", pa.int64())]), partition_by=["p"]
+    )
+    t.write(pa.table({"x": list(range(32 * 500)), "p": [i % 32 for i in range(32 * 500)]}))
+    script = (
+        "import sys, raylake\n"
+        "print(next(iter(raylake.open_table(sys.argv[1]).to_batches())).num_rows)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, t.uri], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert int(done.stdout) > 0
