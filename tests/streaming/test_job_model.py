@@ -17,16 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+from changing_source import SCHEMA, ChangingSource, keys
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
+from hypothesis.stateful import initialize, precondition, rule
 
 import raylake
 from raylake.streaming.job import JobSpec, ShardWorker
 from raylake.streaming.options import JOB_DEFAULTS
-
-SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.int64())])
-keys = st.lists(st.integers(0, 15), min_size=1, max_size=6, unique=True)
 
 
 class Killed(BaseException):
@@ -37,7 +35,7 @@ def identity(table: pa.Table) -> pa.Table:
     return table
 
 
-class JobModel(RuleBasedStateMachine):
+class JobModel(ChangingSource):
     @initialize(
         primary_key=st.booleans(),
         shards=st.integers(1, 3),
@@ -72,9 +70,7 @@ class JobModel(RuleBasedStateMachine):
             max_plans_per_step=per_step,
         )  # fmt: skip
         self.workers: dict[int, ShardWorker] = {}
-        self.model: dict[int, int] = {}
-        self.next_id = 1000  # append tables: ids are never reused
-        self.version = 0
+        self.start_model()
 
     def teardown(self) -> None:
         for worker in getattr(self, "workers", {}).values():
@@ -91,46 +87,10 @@ class JobModel(RuleBasedStateMachine):
     def drop(self, shard: int) -> None:
         self.workers.pop(shard % self.spec.num_shards).reader.close()
 
-    def rows(self, ks: list[int]) -> pa.Table:
-        self.version += 1
-        return pa.table({"id": ks, "v": [self.version] * len(ks)}, schema=SCHEMA)
-
-    # -- the source changes ------------------------------------------------------------
-
-    @rule(ks=keys)
-    def write(self, ks: list[int]) -> None:
-        if not self.pk:
-            ks = [self.next_id + k for k in range(len(ks))]
-            self.next_id += len(ks)
-        data = self.rows(ks)
-        self.source.write(data)
-        self.model.update(zip(ks, data.column("v").to_pylist()))
-
-    @precondition(lambda self: self.pk)
-    @rule(ks=keys)
-    def delete(self, ks: list[int]) -> None:
-        self.source.delete(pa.table({"id": ks}))
-        for k in ks:
-            self.model.pop(k, None)
-
-    @precondition(lambda self: self.pk)
-    @rule(full=st.booleans())
-    def compact(self, full: bool) -> None:
-        self.source.compact(full=full)
-
     @precondition(lambda self: self.spec.num_shards == 1)
     @rule(ks=keys)
     def overwrite(self, ks: list[int]) -> None:
-        if not self.pk:
-            ks = [self.next_id + k for k in ks]
-            self.next_id += 100
-        data = self.rows(ks)
-        self.source.write(data, mode="overwrite")
-        self.model = dict(zip(ks, data.column("v").to_pylist()))
-
-    @rule(retain=st.integers(1, 3))
-    def expire(self, retain: int) -> None:
-        self.source.expire_snapshots(retain_last=retain)
+        self.overwrite_source(ks)
 
     # -- the job -----------------------------------------------------------------------
 

@@ -14,19 +14,16 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import pyarrow as pa
+from changing_source import SCHEMA, ChangingSource, keys
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import initialize, invariant, rule
 
 import raylake
 from raylake.streaming import ROW_KIND, StreamPlan
 
-SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.int64())])
-keys = st.lists(st.integers(0, 15), min_size=1, max_size=6, unique=True)
 
-
-class StreamModel(RuleBasedStateMachine):
+class StreamModel(ChangingSource):
     @initialize(
         primary_key=st.booleans(),
         producer=st.sampled_from(["none", "input", "lookup"]),
@@ -36,22 +33,20 @@ class StreamModel(RuleBasedStateMachine):
         self.dir = Path(tempfile.mkdtemp())
         self.pk = primary_key
         if primary_key:
-            self.tbl = raylake.create_table(
+            self.source = raylake.create_table(
                 str(self.dir / "t"), SCHEMA, primary_key=["id"], buckets=2,
                 options={"changelog-producer": producer},
             )  # fmt: skip
         else:
-            self.tbl = raylake.create_table(str(self.dir / "t"), SCHEMA)
+            self.source = raylake.create_table(str(self.dir / "t"), SCHEMA)
         self.catch_up_after = catch_up_after
-        self.model: dict[int, int] = {}  # the table: key -> value (append: unique ids)
-        self.next_id = 1000  # append tables: ids are never reused
-        self.version = 0
+        self.start_model()
         self.seen: dict[int, int] = {}
         self.checkpointed: dict[int, int] = {}
         self.reader = self.open_reader()
 
     def open_reader(self) -> raylake.streaming.StreamReader:
-        return self.tbl.stream(
+        return self.source.stream(
             consumer_id="model", start="earliest", include_row_kind=self.pk,
             catch_up_after=self.catch_up_after, prefetch=False,
         )  # fmt: skip
@@ -62,43 +57,9 @@ class StreamModel(RuleBasedStateMachine):
         if hasattr(self, "dir"):
             shutil.rmtree(self.dir, ignore_errors=True)
 
-    def rows(self, ks: list[int]) -> pa.Table:
-        self.version += 1
-        return pa.table({"id": ks, "v": [self.version] * len(ks)}, schema=SCHEMA)
-
-    # -- the table changes -------------------------------------------------------------
-
-    @rule(ks=keys)
-    def write(self, ks: list[int]) -> None:
-        if not self.pk:
-            ks = [self.next_id + k for k in range(len(ks))]
-            self.next_id += len(ks)
-        data = self.rows(ks)
-        self.tbl.write(data)
-        self.model.update(zip(ks, data.column("v").to_pylist()))
-
-    @precondition(lambda self: self.pk)
-    @rule(ks=keys)
-    def delete(self, ks: list[int]) -> None:
-        self.tbl.delete(pa.table({"id": ks}))
-        for k in ks:
-            self.model.pop(k, None)
-
-    @precondition(lambda self: self.pk)
-    @rule(full=st.booleans())
-    def compact(self, full: bool) -> None:
-        self.tbl.compact(full=full)
-
     @rule(ks=keys)
     def overwrite(self, ks: list[int]) -> None:
-        data = self.rows([self.next_id + k for k in ks] if not self.pk else ks)
-        self.next_id += 100
-        self.tbl.write(data, mode="overwrite")
-        self.model = dict(zip(data.column("id").to_pylist(), data.column("v").to_pylist()))
-
-    @rule(retain=st.integers(1, 3))
-    def expire(self, retain: int) -> None:
-        self.tbl.expire_snapshots(retain_last=retain)
+        self.overwrite_source(ks)
 
     # -- the consumer ------------------------------------------------------------------
 
@@ -138,7 +99,7 @@ class StreamModel(RuleBasedStateMachine):
 
     @invariant()
     def caught_up_consumer_holds_the_table(self) -> None:
-        latest = self.tbl.latest_snapshot()
+        latest = self.source.latest_snapshot()
         if latest is not None and self.reader.next_snapshot_id > latest.id:
             assert self.seen == self.model
 
