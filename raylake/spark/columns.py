@@ -4,6 +4,11 @@ A table column may be named ``user.name`` or ``x`y``: Spark reads an unquoted st
 as a column path (``user.name`` as field ``name`` of struct ``user``), so every
 reference raylake builds from a table column's name is backtick-quoted, and
 ``mapInArrow`` runs on positionally named columns (:func:`map_in_arrow`).
+
+Spark resolves names ignoring case unless ``spark.sql.caseSensitive`` is set, while a
+raylake table (one written from pandas, say) may hold ``a`` and ``A``: such columns are
+read through raylake's reader, and a write of them needs a case-sensitive session
+(:func:`check_case_distinct`), as Spark's own Parquet writer does.
 """
 
 from __future__ import annotations
@@ -13,8 +18,10 @@ from functools import partial
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+
+from raylake.errors import SchemaError
 
 ArrowMap = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
 
@@ -48,3 +55,36 @@ def _named(
 def _renamed(batch: pa.RecordBatch, names: tuple[str, ...]) -> pa.RecordBatch:
     fields = [f.with_name(n) for f, n in zip(batch.schema, names)]
     return pa.RecordBatch.from_arrays(batch.columns, schema=pa.schema(fields))
+
+
+def case_collisions(schema: pa.Schema | pa.StructType, nested: bool = True) -> list[str]:
+    """Names (of columns, or of fields of one struct if ``nested``) that equal another's
+    ignoring case: Spark's reader refuses them in a case-insensitive session."""
+    seen: dict[str, str] = {}
+    for field in schema:
+        other = seen.setdefault(field.name.lower(), field.name)
+        if other != field.name:
+            return [other, field.name]
+        if nested and pa.types.is_struct(field.type):
+            inner = case_collisions(field.type)
+            if inner:
+                return [f"{field.name}.{n}" for n in inner]
+    return []
+
+
+def case_sensitive(spark: SparkSession) -> bool:
+    return str(spark.conf.get("spark.sql.caseSensitive", "false")).lower() == "true"
+
+
+def check_case_distinct(df: DataFrame, schema: pa.Schema) -> None:
+    """Refuse, on the driver, a DataFrame whose columns Spark cannot tell apart: in a
+    case-insensitive session ``a`` and ``A`` are one ambiguous reference (Spark's
+    ``AnalysisException`` came out, after the table was created)."""
+    collision = case_collisions(schema, nested=False)  # a struct's fields are not referenced
+    if collision and not case_sensitive(df.sparkSession):
+        raise SchemaError(
+            f"the DataFrame has columns {collision[0]!r} and {collision[1]!r}, which this "
+            "Spark session does not tell apart (spark.sql.caseSensitive is false): set "
+            "spark.conf.set('spark.sql.caseSensitive', 'true') or rename one; nothing "
+            "was written"
+        )

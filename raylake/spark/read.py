@@ -24,7 +24,7 @@ from pyspark.sql import DataFrame, DataFrameReader, SparkSession
 from raylake.arguments import refuse_unknown_keywords
 from raylake.expr import AlwaysTrue, Expr, referenced_columns, to_arrow
 from raylake.format.schema import TableSchema
-from raylake.spark.columns import columns, map_in_arrow
+from raylake.spark.columns import case_collisions, columns, map_in_arrow
 from raylake.spark.credentials import broadcast_credentials, install_credentials
 from raylake.spark.session import check_session
 from raylake.spark.types import spark_arrow_schema, spark_schema_of
@@ -77,7 +77,14 @@ def _read_as_stored(file_io: Any, ts: TableSchema, splits: Sequence[Split]) -> b
 
 
 def _spark_can_read(file_io: Any, schema: pa.Schema) -> bool:
-    return file_io.is_local and all(_spark_parquet_type(f.type) for f in schema)
+    # Names that differ only in case (a table written from pandas may hold `a` and `A`)
+    # are one column to Spark's reader unless the session is case-sensitive: it refused
+    # the table. raylake's reader hands Spark each column by position.
+    return (
+        file_io.is_local
+        and all(_spark_parquet_type(f.type) for f in schema)
+        and not case_collisions(schema)
+    )
 
 
 def _spark_parquet_type(dtype: pa.DataType) -> bool:

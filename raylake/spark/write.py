@@ -32,7 +32,7 @@ from raylake.format.schema import TableSchema
 from raylake.format.snapshot import Snapshot
 from raylake.format.table_spec import TableSpec
 from raylake.io import FileIO
-from raylake.spark.columns import column, map_in_arrow
+from raylake.spark.columns import check_case_distinct, column, map_in_arrow
 from raylake.spark.credentials import broadcast_credentials, destroy, install_credentials
 from raylake.spark.session import check_dataframe
 from raylake.spark.task_results import (
@@ -111,6 +111,7 @@ def write(
     properties = dict(check_mapping("commit_properties", commit_properties, "str") or {})
     merge = schema_mode_arg(schema_mode) == "merge"
     arrow_schema = arrow_schema_of(df.schema)  # unsupported types fail here, by column
+    check_case_distinct(df, arrow_schema)
     tbl, created = open_or_create_table(
         uri,
         arrow_schema,

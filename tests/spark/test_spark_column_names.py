@@ -11,6 +11,7 @@ import pytest
 
 import raylake
 import raylake.spark as rs
+from raylake.errors import SchemaError
 
 pytestmark = pytest.mark.spark
 
@@ -45,3 +46,25 @@ def test_write_read_merge_columns_with_dots_and_backticks(
             ]
         )
         assert rs.read(spark, uri, columns=["x`y"], filter=filter).columns == ["x`y"]
+
+
+def test_columns_that_differ_only_in_case(spark: Any, warehouse: Path, spark_jobs: Any) -> None:
+    """A table from pandas may hold `a` and `A`: Spark reads it (by raylake's reader), and
+    a write of such a DataFrame in a case-insensitive session is refused by name, before
+    anything is created, as Spark's own writer refuses it."""
+    schema = pa.schema([("id", pa.int64()), ("a", pa.int64()), ("A", pa.string())])
+    tbl = raylake.create_table(str(warehouse / "t"), schema)
+    tbl.write(pa.table({"id": [1, 2], "a": [10, 20], "A": ["x", "y"]}, schema=schema))
+    assert spark.conf.get("spark.sql.caseSensitive") == "false"
+    rows = rs.read(spark, tbl.uri).orderBy("id").collect()
+    assert [tuple(r) for r in rows] == [(1, 10, "x"), (2, 20, "y")]
+    assert [
+        tuple(r) for r in rs.read(spark, tbl.uri, columns=["A"], filter="a > 10").collect()
+    ] == [("y",)]
+    df = spark.createDataFrame([(3, 30, "z")], "id long, a long, A string")
+    jobs = spark_jobs()
+    for uri in (tbl.uri, str(warehouse / "new")):
+        with pytest.raises(SchemaError, match=r"'a' and 'A'.*spark\.sql\.caseSensitive"):
+            rs.write(df, uri)
+    assert spark_jobs() == jobs and len(tbl.snapshots()) == 1
+    assert not (warehouse / "new").exists()
