@@ -54,7 +54,7 @@ class UnknownKeywordError(InvalidArgumentError):
         Exception.__init__(
             self,
             f"{where}() got an unknown keyword {keyword!r}{hint} "
-            f"(it takes {', '.join(sorted(valid))})",
+            f"(it takes {', '.join(sorted(valid)) or 'no keywords'})",
         )
         self.name = keyword
         self.value = keyword

@@ -83,3 +83,22 @@ def test_the_ray_entry_points_and_the_table_methods(tmp_path: Path) -> None:
     pk = raylake.create_table(str(tmp_path / "pk"), SCHEMA, primary_key=["id"])
     _refused(lambda: pk.delete(key_or_filter={"id": [1]}), "key_or_filter", "keys_or_filter")
     assert len(tbl.snapshots()) == 1
+
+
+def test_schema_updates_and_scans(tmp_path: Path) -> None:
+    tbl = raylake.create_table(str(tmp_path / "t"), SCHEMA)
+    tbl.write(pa.table({"id": [1]}))
+    # The error ends the block: nothing commits.
+    with pytest.raises(UnknownKeywordError), tbl.update_schema() as u:
+        _refused(lambda: u.add_column("x", pa.int64(), nulable=True), "nulable", "nullable")
+        _refused(lambda: u.update_column("id", nulable=True), "nulable", "nullable")
+        _refused(lambda: u.rename_column("id", new_nam="y"), "new_nam", "new_name")
+        u.delete_column(nam="id")
+    assert tbl.refresh().schema.names == ["id"]
+    scan = tbl.scan()
+    _refused(lambda: scan.select(column=["id"]), "column", "columns")
+    _refused(lambda: scan.at(snapshot=1), "snapshot", "snapshot_id")
+    with pytest.raises(UnknownKeywordError, match=r"^plan\(\) got .*\(it takes no keywords\)"):
+        scan.plan(limit=1)  # type: ignore[call-arg]
+    with pytest.raises(UnknownKeywordError, match=r"^plan\(\) got"):
+        tbl.changes(0).plan(limit=1)  # type: ignore[call-arg]

@@ -22,7 +22,7 @@ from typing import TypeVar
 
 import pyarrow as pa
 
-from raylake.arguments import check_flag
+from raylake.arguments import check_flag, refuse_unknown_keywords
 from raylake.errors import (
     ColumnExistsError,
     IncompatibleTypeChangeError,
@@ -93,6 +93,7 @@ class SchemaUpdate:
 
     # -- changes ----------------------------------------------------------------------
 
+    @refuse_unknown_keywords
     def add_column(
         self: U,
         name: str,
@@ -127,6 +128,7 @@ class SchemaUpdate:
         self._changed = True
         return self
 
+    @refuse_unknown_keywords
     def rename_column(self: U, name: str, new_name: str) -> U:
         """Rename a column; its field id stays, so no data is rewritten."""
         self._check_open()
@@ -142,6 +144,7 @@ class SchemaUpdate:
         self._changed = True
         return self
 
+    @refuse_unknown_keywords
     def update_column(
         self: U, name: str, field_type: pa.DataType | None = None, *, nullable: bool | None = None
     ) -> U:
@@ -171,6 +174,7 @@ class SchemaUpdate:
             self._changed = True
         return self
 
+    @refuse_unknown_keywords
     def delete_column(self: U, name: str) -> U:
         """Delete a column; its values stay in old files but no read returns them."""
         self._check_open()
@@ -185,6 +189,7 @@ class SchemaUpdate:
         self._changed = True
         return self
 
+    @refuse_unknown_keywords
     def union_by_name(self: U, schema: pa.Schema) -> U:
         """Add the columns of ``schema`` that the table lacks, at the end, in its order
         (system columns a write may carry are not table columns)."""

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from raylake.arguments import refuse_unknown_keywords
 from raylake.errors import UnknownColumnError, UnsupportedPaimonError
 from raylake.expr import AlwaysTrue, Expr, filter_on_columns, might_match, referenced_columns
 from raylake.format.snapshot import Snapshot
@@ -64,6 +65,7 @@ class PaimonScan(TableScan):
                 raise UnknownColumnError(c, ts.column_names)
         return replace(moved, table_schema=ts, columns=moved.columns).pin()
 
+    @refuse_unknown_keywords
     def plan(self) -> list[Split]:
         """The kind's splits of the snapshot's live files (Paimon's split size)."""
         snap = self.snapshot()

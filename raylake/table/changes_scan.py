@@ -13,6 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from raylake.arguments import refuse_unknown_keywords
 from raylake.errors import InvalidArgumentError, SnapshotExpiredError
 from raylake.expr import AlwaysTrue, Expr
 from raylake.format.schema import TableSchema
@@ -73,6 +74,7 @@ class ChangesScan(ScanReads):
     def output_schema(self) -> pa.Schema:
         return self.read_context().output_schema
 
+    @refuse_unknown_keywords
     def plan(self) -> list[ChangeSplit]:
         """The change splits: small, picklable, each read on its own (``read_split``)."""
         if self.end is None or self.start_snapshot_id == self.end.id:
@@ -103,6 +105,7 @@ class ChangesScan(ScanReads):
             found.append(snap)
         return [*found, self.end]
 
+    @refuse_unknown_keywords
     def read_split(self, split: ChangeSplit) -> Iterator[pa.RecordBatch]:
         return self.read_context().read(split)
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from raylake.arguments import check_count
+from raylake.arguments import check_count, refuse_unknown_keywords
 from raylake.errors import InvalidArgumentError, UnknownColumnError, UnsupportedOperationError
 from raylake.expr import AlwaysTrue, Expr, and_, as_expr, bind
 from raylake.format.schema import TableSchema
@@ -69,21 +69,25 @@ class ReadContext:
             return schema
         return pa.schema([schema.field(c) for c in self.columns])
 
+    @refuse_unknown_keywords
     def read(self, split: Split) -> Iterator[pa.RecordBatch]:
         """Stream the rows of one split as RecordBatches."""
         return self.read_all([split])
 
+    @refuse_unknown_keywords
     def read_all(self, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
         """Stream many splits; an append table's splits share one pyarrow scan (readahead).
         A read that fails after the retry bound raises StorageRetriesExhaustedError."""
         batches = kind_of(self.table_schema).read_batches(self, splits)
         return named_batches(batches, self.file_io.retry_policy.max_attempts)
 
+    @refuse_unknown_keywords
     def read_table(self, splits: Sequence[Split]) -> pa.Table:
         """All rows of many splits as one table (the same rows as ``read_all``)."""
         with named_store_errors(self.file_io.retry_policy.max_attempts):
             return kind_of(self.table_schema).read_table(self, splits)
 
+    @refuse_unknown_keywords
     def read_tables(self, splits: Iterable[Split], window: int | None = None) -> Iterator[pa.Table]:
         """Each split's rows as a table, in order, with ``window`` split reads in flight
         (default: ``FileIO.files_in_flight``, more on remote stores); memory holds a
@@ -111,6 +115,7 @@ class TableScan(ScanReads):
         default_factory=list, init=False, repr=False, compare=False
     )
 
+    @refuse_unknown_keywords
     def select(self, columns: Sequence[str] | None) -> TableScan:
         columns = columns_arg(columns)
         if columns is None:
@@ -123,12 +128,14 @@ class TableScan(ScanReads):
             raise InvalidArgumentError("columns", columns, "a list of distinct column names")
         return self._derive(columns=tuple(columns))
 
+    @refuse_unknown_keywords
     def where(self, filter: str | Expr | None) -> TableScan:
         """A scan whose rows also match ``filter`` (filters combine with AND)."""
         expr = as_expr(filter)
         bound = bind(expr, self.table_schema.arrow_schema)  # fail early on unknown columns
         return self._derive(filter=and_(self.filter, bound))
 
+    @refuse_unknown_keywords
     def at(self, snapshot_id: int | None = None, as_of: datetime | int | None = None) -> TableScan:
         snapshot_id, as_of = snapshot_id_arg(snapshot_id), as_of_arg(as_of)
         if snapshot_id is not None and as_of is not None:  # which would win is a guess
@@ -144,6 +151,7 @@ class TableScan(ScanReads):
             raise UnsupportedOperationError("choose a scan's schema before its columns and filter")
         return self._derive(table_schema=schema_by_id(self.file_io, snap.schema_id))
 
+    @refuse_unknown_keywords
     def with_split_size(self, target_bytes: int) -> TableScan:
         return self._derive(split_target_size=check_count("target_bytes", target_bytes, 1))
 
@@ -193,6 +201,7 @@ class TableScan(ScanReads):
     def output_schema(self) -> pa.Schema:
         return self.read_context().output_schema
 
+    @refuse_unknown_keywords
     def plan(self) -> list[Split]:
         """Splits of the chosen snapshot that may hold matching rows (manifests only), in
         plan order: an append table's partitions in order, each one's rows in the order
@@ -217,6 +226,7 @@ class TableScan(ScanReads):
         names = self.table_schema.column_names
         return [names.index(c) for c in self.columns]
 
+    @refuse_unknown_keywords
     def count(self) -> int:
         """Row count; from manifests alone for the splits that need no filter or merge."""
         return count_rows(self.read_context(), self.plan())
