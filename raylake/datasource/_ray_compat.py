@@ -8,8 +8,10 @@ losing rows or a filter's columns.
 from __future__ import annotations
 
 import inspect
+from typing import Any
 
 import ray.data
+from ray._common.ray_option_utils import validate_task_options
 from ray._private.auto_init_hook import auto_init_ray
 from ray.data._internal.arrow_block import (
     _BATCH_SIZE_PRESERVING_STUB_COL_NAME as BATCH_SIZE_STUB_COLUMN,
@@ -27,6 +29,7 @@ __all__ = [
     "TaskContext",
     "column_references",
     "detected_read_parallelism",
+    "task_options_problem",
 ]
 
 # Ray options that ``read_datasource`` takes as named parameters in this Ray version
@@ -63,3 +66,14 @@ def detected_read_parallelism(source: ray.data.Datasource) -> int:
     ctx = ray.data.DataContext.get_current()
     parallelism, _, _ = _autodetect_parallelism(-1, ctx.target_max_block_size, ctx, source)
     return int(parallelism)
+
+
+def task_options_problem(options: dict[str, Any]) -> str | None:
+    """What Ray's own check of task options (``ray.remote(**options)``) refuses in
+    ``options``, or None: Ray makes it only when it builds the tasks, after the read or
+    write has started."""
+    try:
+        validate_task_options(options, in_options=False)
+    except (TypeError, ValueError) as e:
+        return str(e)
+    return None

@@ -15,7 +15,11 @@ from raylake.arguments import (
     check_optional_count,
     refuse_unknown_keywords,
 )
-from raylake.datasource._ray_compat import READ_TASK_PARAMETERS, detected_read_parallelism
+from raylake.datasource._ray_compat import (
+    READ_TASK_PARAMETERS,
+    detected_read_parallelism,
+    task_options_problem,
+)
 from raylake.datasource.datasink import LakeDatasink, SinkMode
 from raylake.datasource.datasource import FilterLike, LakeDatasource
 from raylake.errors import InvalidArgumentError
@@ -32,10 +36,37 @@ def read_task_options(ray_remote_args: dict[str, Any] | None) -> dict[str, Any]:
     parameters (``num_cpus``, ``runtime_env``, ...): options it names go there, and only
     the rest (``scheduling_strategy``, ...) still travel as ``ray_remote_args``.
     """
-    args = check_mapping("ray_remote_args", ray_remote_args) or {}
+    args = check_task_options("ray_remote_args", ray_remote_args) or {}
     named = {k: v for k, v in args.items() if k in READ_TASK_PARAMETERS}
     rest = {k: v for k, v in args.items() if k not in READ_TASK_PARAMETERS}
     return {**named, "ray_remote_args": rest} if rest else named
+
+
+def check_task_options(name: str, options: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """``options`` (``ray_remote_args``) if Ray takes them for a task, checked here on the
+    driver: Ray checks them only when it builds the tasks, after the read has planned or
+    the write has started, and raises its own ValueError naming no argument of ours."""
+    check_mapping(name, options)
+    problem = None if options is None else task_options_problem(dict(options))
+    if problem is not None:
+        raise InvalidArgumentError(name, options, f"Ray task options ({problem})")
+    return options
+
+
+def check_task_option(name: str, value: object) -> None:
+    """One Ray task option given by name (``num_cpus=``), checked as ``ray_remote_args``."""
+    problem = None if value is None else task_options_problem({name: value})
+    if problem is not None:
+        raise InvalidArgumentError(name, value, f"a value Ray takes ({problem})")
+
+
+def check_read_args(read_args: Mapping[str, Any]) -> None:
+    """The ``ray.data.read_datasource`` keywords of ``read_lake``, checked on the driver
+    as ``ray_remote_args`` are (:func:`check_task_options`)."""
+    check_keywords("read_lake", read_args, _read_lake_keywords())
+    check_optional_count("concurrency", read_args.get("concurrency"))
+    for key in READ_TASK_PARAMETERS & read_args.keys():
+        check_task_option(key, read_args[key])
 
 
 def read_lake(
@@ -58,8 +89,9 @@ def read_lake(
     Other keyword arguments go to ``ray.data.read_datasource`` if it names them (``num_cpus``,
     ``concurrency``, ...). Any other keyword (``colums=``) is refused, naming the closest.
     """
-    check_keywords("read_lake", read_args, _read_lake_keywords())
+    check_read_args(read_args)
     check_optional_count("override_num_blocks", override_num_blocks)
+    read_options = read_task_options(ray_remote_args)
     source = LakeDatasource(
         uri,
         columns=columns,
@@ -73,7 +105,7 @@ def read_lake(
     return ray.data.read_datasource(
         source,
         override_num_blocks=override_num_blocks,
-        **read_task_options(ray_remote_args),
+        **read_options,
         **read_args,
     )
 
@@ -136,6 +168,7 @@ def write_lake(
             "ds", ds, "a ray.data.Dataset (make one with ray.data.from_arrow or from_pandas)"
         )
     check_optional_count("concurrency", concurrency)
+    check_task_options("ray_remote_args", ray_remote_args)
     sink = LakeDatasink(
         uri,
         mode=mode,

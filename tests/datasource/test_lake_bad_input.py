@@ -43,6 +43,14 @@ READS = [
     ({"ray_remote_args": "num_cpus=1"}, f"ray_remote_args must be {DICT}"),
     ({"storage_options": "anon"}, f"storage_options must be {DICT}, got str 'anon'"),
     ({"storage_options": [("anon", True)]}, f"storage_options must be {DICT}"),
+    # Ray's own options, checked when read_lake is called, not when the read runs.
+    ({"concurrency": 0}, "concurrency must be an int >= 1 or None, got int 0"),
+    ({"concurrency": "2"}, "concurrency must be an int >= 1 or None, got str '2'"),
+    ({"num_cpus": -1}, "num_cpus must be a value Ray takes (The quantity of resource num_cpus"),
+    ({"num_gpus": "1"}, "num_gpus must be a value Ray takes (The type of keyword 'num_gpus'"),
+    ({"memory": -5}, "memory must be a value Ray takes"),
+    ({"ray_remote_args": {"num_cpus": -1}}, "ray_remote_args must be Ray task options (The"),
+    ({"ray_remote_args": {"num_cpu": 1}}, "Invalid option keyword num_cpu for remote functions"),
 ]
 
 
@@ -68,6 +76,8 @@ WRITES = [
     ({"partition_by": "id"}, "partition_by must be a list of column names (for one column"),
     ({"primary_key": "id"}, "primary_key must be a list of column names (for one column"),
     ({"storage_options": "anon"}, f"storage_options must be {DICT}"),
+    ({"ray_remote_args": {"num_cpus": -1}}, "ray_remote_args must be Ray task options (The"),
+    ({"ray_remote_args": {"num_cpu": 1}}, "Invalid option keyword num_cpu for remote functions"),
 ]
 
 
