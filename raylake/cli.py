@@ -13,6 +13,7 @@ from typing import Any
 import pyarrow as pa
 
 from raylake import __version__
+from raylake.cli_json import json_line
 from raylake.cli_write import cmd_write
 from raylake.errors import InvalidArgumentError, RaylakeError
 from raylake.progress import progress_enabled
@@ -123,7 +124,7 @@ def cmd_scan(args: argparse.Namespace) -> int:
     result = _printable(pa.Table.from_batches(shown, schema=scan.output_schema))
     if args.format == "json":
         for row in result.to_pylist():
-            print(json.dumps(row, default=str))
+            print(json_line(row))
     else:
         import pandas as pd
 

@@ -422,3 +422,31 @@ def test_scan_shows_nanosecond_times_and_far_dates_exactly(
     assert code == 0 and json.loads(out) == {"t": "00:00:00.000000001", "d": "10183-09-21"}
     code, out, _ = run(capsys, "scan", far.uri)
     assert code == 0 and out.split() == ["t", "d", "00:00:00.000000001", "10183-09-21"]
+
+
+def test_scan_json_is_strict_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """NaN and the infinities are strings, binary values base64: Python wrote bare NaN,
+    Infinity and b'...'."""
+    nan, inf = float("nan"), float("inf")
+    data = pa.table(
+        {
+            "f": [nan, inf, -inf, None],
+            "b": [b"\x00\xff", b"", None, b"ab"],
+            "l": [[nan], None, [], [1.0]],
+            "s": [{"x": -inf}, None, {"x": None}, {"x": 2.0}],
+        }
+    )
+    odd = raylake.create_table(str(tmp_path / "odd"), data.schema)
+    odd.write(data)
+    code, out, _ = run(capsys, "scan", odd.uri, "--format", "json")
+
+    def refuse(word: str) -> None:
+        raise AssertionError(f"{word} is not JSON")
+
+    rows = [json.loads(line, parse_constant=refuse) for line in out.splitlines()]
+    assert code == 0 and rows == [
+        {"f": "NaN", "b": "AP8=", "l": ["NaN"], "s": {"x": "-Infinity"}},
+        {"f": "Infinity", "b": "", "l": None, "s": None},
+        {"f": "-Infinity", "b": None, "l": [], "s": {"x": None}},
+        {"f": None, "b": "YWI=", "l": [1.0], "s": {"x": 2.0}},
+    ]
