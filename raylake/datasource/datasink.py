@@ -279,16 +279,17 @@ class LakeDatasink(Datasink[TaskCommit]):
         )
 
     def _job_committed(self) -> bool:
-        """Whether a snapshot made after this job started was committed by this job."""
+        """Whether a snapshot made after this job started was committed by this job, or
+        may have been: one expired meanwhile (a concurrent expiration) cannot tell, and
+        the snapshots after it may still hold this job's files, as they would after any
+        commit (as in ``snapshots_after``, an expired snapshot is no error)."""
         snapshots = SnapshotManager(self.file_io)
         latest = snapshots.latest_id()
-        first = (self._base_snapshot_id or 0) + 1
-        if latest is None:
-            return False
-        return any(
-            snapshots.get(i).commit_user == self._file_prefix
-            for i in range(max(first, snapshots.earliest_id() or 1), latest + 1)
-        )
+        for snapshot_id in range((self._base_snapshot_id or 0) + 1, (latest or 0) + 1):
+            snap = snapshots.read_if_present(snapshot_id)
+            if snap is None or snap.commit_user == self._file_prefix:
+                return True
+        return False
 
     def on_write_failed(self, error: Exception) -> None:
         """Delete every data file this job wrote; remove a table this job created, if no
@@ -303,7 +304,9 @@ class LakeDatasink(Datasink[TaskCommit]):
         if self._job_committed():
             # The snapshot references this job's files: deleting them would break the table.
             logger.warning(
-                "write to %s failed after its commit; keeping its files", self.file_io.uri
+                "write to %s failed after its commit (or after a snapshot since its start "
+                "was expired); keeping its files",
+                self.file_io.uri,
             )
             return
         prefix = f"{self._file_prefix}-"

@@ -34,6 +34,7 @@ from raylake.errors import (  # noqa: E402
     UnsupportedOperationError,
 )
 from raylake.format.manifest import live_files, read_entries  # noqa: E402
+from raylake.format.snapshot import SnapshotManager  # noqa: E402
 from raylake.table import table_exists  # noqa: E402
 
 pytestmark = pytest.mark.ray
@@ -432,6 +433,33 @@ def test_failure_reported_after_the_commit_keeps_the_committed_files(
     sink.on_write_failed(RuntimeError("reported after the commit"))
     assert tbl.count() == 100
     assert rows(tbl.to_arrow()) == rows(events_batch(0, 100, "d", 0))
+
+
+def test_failure_reported_after_the_commit_was_expired_keeps_the_committed_files(
+    ray_cluster: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sink's snapshot expired (its files live on in the next one): the failure
+    handler deleted them, and one expired while it looked raised SnapshotNotFoundError."""
+    tbl = raylake.create_table(str(tmp_path / "t"), EVENTS_SCHEMA)
+    tbl.write(events_batch(0, 10, "d", 0))
+    sink = LakeDatasink(tbl.uri, mode="append")
+    from_batches([events_batch(10, 20, "d", 0)]).write_datasink(sink)
+    tbl.write(events_batch(20, 30, "d", 0))
+    expected = rows(tbl.to_arrow())
+    earliest = SnapshotManager.earliest_id
+
+    def expiring(self: SnapshotManager) -> int | None:
+        found = earliest(self)
+        tbl.expire_snapshots(retain_last=1)  # between listing and reading
+        return found
+
+    monkeypatch.setattr(SnapshotManager, "earliest_id", expiring)
+    sink.on_write_failed(RuntimeError("reported after the commit"))
+    monkeypatch.undo()
+    tbl.expire_snapshots(retain_last=1)
+    sink.on_write_failed(RuntimeError("reported again"))
+    assert [s.id for s in tbl.snapshots()] == [3]
+    assert rows(tbl.refresh().to_arrow()) == expected
 
 
 def test_system_columns_never_become_table_columns(ray_cluster: Any, tmp_path: Path) -> None:
