@@ -43,6 +43,7 @@ from raylake.table.source import (
     pruned_live_files as pruned_live_files,
 )
 from raylake.table.split import Split
+from raylake.table.stale_schema import stale_schema_batches, stale_schema_errors
 
 
 @dataclass(frozen=True)
@@ -79,12 +80,16 @@ class ReadContext:
         """Stream many splits; an append table's splits share one pyarrow scan (readahead).
         A read that fails after the retry bound raises StorageRetriesExhaustedError."""
         batches = kind_of(self.table_schema).read_batches(self, splits)
-        return named_batches(batches, self.file_io.retry_policy.max_attempts)
+        named = named_batches(batches, self.file_io.retry_policy.max_attempts)
+        return stale_schema_batches(self.file_io, self.table_schema, named)
 
     @refuse_unknown_keywords
     def read_table(self, splits: Sequence[Split]) -> pa.Table:
         """All rows of many splits as one table (the same rows as ``read_all``)."""
-        with named_store_errors(self.file_io.retry_policy.max_attempts):
+        with (
+            stale_schema_errors(self.file_io, self.table_schema),
+            named_store_errors(self.file_io.retry_policy.max_attempts),
+        ):
             return kind_of(self.table_schema).read_table(self, splits)
 
     @refuse_unknown_keywords

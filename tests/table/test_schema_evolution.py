@@ -16,6 +16,7 @@ from raylake.errors import (
     IncompatibleTypeChangeError,
     InvalidArgumentError,
     ProtectedColumnError,
+    SchemaError,
     SchemaEvolutionError,
     SchemaMismatchError,
     UnknownColumnError,
@@ -407,6 +408,28 @@ def test_a_writer_opened_before_a_widening_commits_past_wider_bounds(
     got = [(r["k"], r["x"]) for r in fresh.to_arrow().sort_by("k").to_pylist()]
     b_rows = [(4, 4)] if mode == "overwrite" else [(2, 2), (4, 4)]
     assert got == sorted([(1, 1), (3, 2**40), *b_rows])
+
+
+@pytest.mark.parametrize("kind", ["append", "pk"])
+def test_a_reader_opened_before_a_widening_is_told_to_refresh(tmp_path: Path, kind: str) -> None:
+    """Rows that fit its older type it reads; a wider value fails the read with
+    SchemaError naming the column (was: pyarrow's bare ArrowInvalid)."""
+    schema = pa.schema([pa.field("k", pa.int64(), nullable=False), ("x", pa.int32())])
+    pk = {"primary_key": ["k"], "buckets": 1} if kind == "pk" else {}
+    stale = raylake.create_table(str(tmp_path), schema, **pk)
+    stale.write(pa.table({"k": [1], "x": [1]}, schema=schema))
+    fresh = raylake.open_table(str(tmp_path))
+    with fresh.update_schema() as u:
+        u.update_column("x", pa.int64())
+    fresh.write(pa.table({"k": [2], "x": [5]}))
+    assert stale.to_arrow().sort_by("k").column("x").to_pylist() == [1, 5]
+    fresh.write(pa.table({"k": [3], "x": [2**40]}))
+    message = r"changed the type of x: int32 -> int64 since.*call refresh\(\)"
+    with pytest.raises(SchemaError, match=message):
+        stale.to_arrow()
+    with pytest.raises(SchemaError, match=message):
+        list(stale.to_batches())
+    assert stale.refresh().to_arrow().sort_by("k").column("x").to_pylist() == [1, 5, 2**40]
 
 
 def test_manifests_merged_after_a_change_keep_statistics(tmp_path: Path) -> None:
