@@ -81,6 +81,12 @@ class TableSpec:
         own checks: key columns exist, no reserved names, valid options)."""
         if not isinstance(schema, pa.Schema):
             raise SchemaArgumentError("schema", schema, "a pyarrow.Schema")
+        if "" in schema.names:  # no filter, select or rename could name it; tables that
+            # have one (made before this check) still open and read
+            raise SchemaError(
+                f"a column name must not be empty (the columns are {schema.names}): no "
+                "filter could name it; name the column"
+            )
         for name in self.primary_key:
             if name in schema.names and pa.types.is_null(schema.field(name).type):
                 raise SchemaError(

@@ -232,6 +232,16 @@ def test_no_columns_reads_the_row_count(warehouse: Path) -> None:
     assert (result.num_columns, result.num_rows) == (0, 3)
 
 
+def test_an_empty_column_name_is_refused_at_create(tmp_path: Path) -> None:
+    """No filter can name a column named '' (the filter refuses the name): refused, not
+    created, as are the tables from_pandas would make of it."""
+    with pytest.raises(SchemaError, match="a column name must not be empty"):
+        raylake.create_table(str(tmp_path / "a"), pa.schema([("", pa.int64()), ("x", pa.int8())]))
+    with pytest.raises(SchemaError, match="a column name must not be empty"):
+        raylake.from_pandas(pd.DataFrame({"": [1], "x": [2]}), str(tmp_path / "b"))
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.fixture
 def cli_table(warehouse: Path, tmp_path: Path) -> tuple[str, Path]:
     tbl = _table(warehouse, False)
