@@ -19,7 +19,7 @@ from typing import Any, TypeAlias
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from raylake.errors import NullConstraintError, SchemaMismatchError
+from raylake.errors import NullConstraintError, SchemaMismatchError, UnsupportedTypeError
 from raylake.table.pandas_types import (
     arrow_dtype_columns,
     dataframe_to_arrow,
@@ -30,6 +30,10 @@ from raylake.table.pandas_types import (
 )
 
 ArrowData: TypeAlias = pa.Table | pa.RecordBatch
+# pyarrow's Parquet writer before 17 cannot write a null fixed-size list as a column or a
+# struct's field ("Lists with non-zero length null components"), and one inside a list it
+# writes does not read back ("Expected all lists to be of size=2").
+NULL_FIXED_LISTS_WRITE = int(pa.__version__.split(".")[0]) >= 17
 
 
 def iter_input(data: Any, types: pa.Schema | None = None) -> Iterator[ArrowData]:
@@ -179,7 +183,35 @@ def _conform_column(column: pa.ChunkedArray, field: pa.Field, key: bool) -> pa.C
         column = cast
     if pa.types.is_decimal(field.type):
         _check_precision(field, column)
+    if not NULL_FIXED_LISTS_WRITE and _null_fixed_list(field.type, column.chunks):
+        raise UnsupportedTypeError(
+            field.name, field.type, "pyarrow's Parquet writer before version 17",
+            "not with a null row (of it or a fixed-size list in it): upgrade pyarrow to 17 or "
+            "later, or write the rows without nulls",
+        )  # fmt: skip
     return column
+
+
+def _null_fixed_list(dtype: pa.DataType, arrays: list[pa.Array]) -> bool:
+    """Whether ``arrays`` hold a null fixed-size list at any depth."""
+    if pa.types.is_struct(dtype):
+        return any(
+            _null_fixed_list(dtype.field(i).type, [a.field(i) for a in arrays])
+            for i in range(dtype.num_fields)
+        )
+    if pa.types.is_map(dtype):
+        return _null_fixed_list(dtype.key_type, [a.keys for a in arrays]) or _null_fixed_list(
+            dtype.item_type, [a.items for a in arrays]
+        )
+    if not (pa.types.is_list(dtype) or pa.types.is_large_list(dtype) or _is_fixed(dtype)):
+        return False
+    if _is_fixed(dtype) and any(a.null_count for a in arrays):
+        return True
+    return _null_fixed_list(dtype.value_type, [a.flatten() for a in arrays])
+
+
+def _is_fixed(dtype: pa.DataType) -> bool:
+    return bool(pa.types.is_fixed_size_list(dtype))
 
 
 def _check_precision(field: pa.Field, column: pa.ChunkedArray) -> None:

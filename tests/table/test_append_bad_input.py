@@ -25,6 +25,7 @@ from raylake.errors import (
     TableNotFoundError,
     UnknownColumnError,
     UnsupportedOperationError,
+    UnsupportedTypeError,
 )
 from raylake.table import Table
 
@@ -391,3 +392,30 @@ def test_a_decimal_beyond_its_precision_is_refused_naming_the_column(tmp_path: P
     with pytest.raises(SchemaMismatchError, match="column 'd' holds a value beyond its type"):
         tbl.write(pa.table({"d": values}))
     assert tbl.latest_snapshot() is None
+
+
+def test_a_null_fixed_size_list_before_pyarrow_17_is_refused_naming_the_column(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pyarrow 16's Parquet writer raised its bare 'Lists with non-zero length null
+    components' for a null fixed-size list, as a column or a struct's field, and wrote
+    one inside a list that no read could open: before 17 such a write is refused
+    naming the column."""
+    from raylake.table import conform
+
+    monkeypatch.setattr(conform, "NULL_FIXED_LISTS_WRITE", False)  # as on pyarrow 16
+    vec = pa.list_(pa.float32(), 2)
+    columns = {
+        "v": pa.array([[1.0, 2.0], None], vec),
+        "s": pa.array([{"f": [1.0, 2.0]}, {"f": None}], pa.struct([("f", vec)])),
+        "l": pa.ListArray.from_arrays(
+            pa.array([0, 1, 2], pa.int32()), pa.array([[3, 4], None], vec)
+        ),
+    }
+    for name, values in columns.items():
+        tbl = raylake.create_table(str(tmp_path / name), pa.schema([(name, values.type)]))
+        with pytest.raises(UnsupportedTypeError, match=f"column '{name}' has type .* null row"):
+            tbl.write(pa.table({name: values}))
+        assert tbl.latest_snapshot() is None
+        tbl.write(pa.table({name: values.slice(0, 1)}))  # the row without a null: written
+        assert tbl.to_arrow().column(name).to_pylist() == values.slice(0, 1).to_pylist()
