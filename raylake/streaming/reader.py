@@ -54,6 +54,7 @@ from raylake.streaming.options import StreamPosition as StreamPosition
 from raylake.streaming.plan import StreamPlan, StreamPlanner
 from raylake.streaming.shard import ShardSpec
 from raylake.streaming.splits import StreamReadContext
+from raylake.streaming.unpicklable import NotPicklable
 from raylake.table.kind import kind_of
 
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ logger = logging.getLogger(__name__)
 _MODE = STREAM_MODE
 
 
-class StreamReader:
+class StreamReader(NotPicklable):
     """Plans of a table's new snapshots, one per snapshot (or one per catch-up)."""
 
     def __init__(

@@ -431,6 +431,18 @@ def test_repr_is_informative(warehouse: Path) -> None:
     assert "StreamPlan(snapshot 1, full" in repr(reader.poll())
 
 
+def test_pickling_a_reader_says_to_make_it_where_it_reads(warehouse: Path) -> None:
+    """Pickle's own "cannot pickle '_thread.lock' object" named nothing."""
+    import pickle
+
+    tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
+    tbl.write(rows([1]))
+    with tbl.stream(consumer_id="c") as reader:
+        with pytest.raises(StreamError, match=r"StreamReader cannot be pickled .*\.stream\("):
+            pickle.dumps(reader)
+        assert ids_of(drain(reader)) == [1]
+
+
 def test_datetime_start_before_history(warehouse: Path) -> None:
     tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
     tbl.write(rows([1]))
