@@ -149,3 +149,31 @@ def test_shared_training_setup_is_defined_once() -> None:
     for name in ("DEFAULT_SHUFFLE_WINDOW", "table_and_converter", "structure", "LruCache"):
         assert len(defined[name]) == 1, (name, defined[name])
     assert len((PACKAGE / "train" / "torch.py").read_text().splitlines()) < 100
+
+
+@pytest.mark.ray
+def test_reprs_name_the_table_and_the_state(tmp_path: Path) -> None:
+    """Writers, schema updates, merges, Ray sinks and streaming jobs showed only their
+    class and an address."""
+    import pyarrow as pa
+
+    from raylake import LakeDatasink, StreamingJob
+
+    uri = str(tmp_path / "t")
+    tbl = raylake.create_table(uri, pa.schema([("id", pa.int64())]), primary_key=["id"])
+    keyed = raylake.create_table(uri + "2", pa.schema([("id", pa.int64())]))
+    assert (
+        repr(tbl.new_writer(file_prefix="job"))
+        == f"PrimaryKeyTableWriter({uri!r}, file_prefix='job')"
+    )
+    assert repr(keyed.new_writer()) == f"AppendTableWriter({uri + '2'!r}, file_prefix='data')"
+    update = tbl.update_schema().add_column("x", pa.int8())
+    assert repr(update) == f"UpdateSchema({uri!r}, from schema 0, changed)"
+    merger = tbl.merge(pa.table({"id": [1]}), on=["id"]).when_not_matched_insert()
+    assert repr(merger) == f"TableMerger({uri!r}, on=['id'], 1 clause(s))"
+    assert repr(LakeDatasink(uri)) == f"LakeDatasink({uri!r}, mode='upsert')"
+    job = StreamingJob(uri, lambda t: t, sink_uri=uri + "2", consumer_id="j")
+    assert (
+        repr(job)
+        == f"StreamingJob({uri!r} -> {uri + '2'!r}, consumer 'j', 1 shard(s), not started)"
+    )

@@ -129,6 +129,10 @@ class LakeDatasink(Datasink[TaskCommit]):
         elif create_if_missing:
             self._check_new_mode()
 
+    def __repr__(self) -> str:
+        done = "" if self.snapshot is None else f", committed snapshot {self.snapshot.id}"
+        return f"LakeDatasink({self.file_io.uri!r}, mode={self.mode!r}{done})"
+
     @property
     def min_bytes_per_write(self) -> int:
         """Set so that Ray never fuses the write with the map before it: a fused

@@ -150,6 +150,14 @@ class StreamingJob:
         self.actors: list[Any] = []
         self._ready = False
 
+    def __repr__(self) -> str:
+        spec, state = self.spec, "started" if self.actors else "not started"
+        sink = "" if spec.sink_uri is None else f" -> {spec.sink_uri!r}"
+        return (
+            f"StreamingJob({spec.uri!r}{sink}, consumer {spec.consumer_id!r}, "
+            f"{spec.num_shards} shard(s), {state})"
+        )
+
     def start(self) -> StreamingJob:
         """Check the job on the driver (:func:`check_job`: the tables, ``output_schema``
         against the sink, the consumers), then start the shard actors (each resumes

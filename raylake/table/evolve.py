@@ -37,6 +37,10 @@ class UpdateSchema(SchemaUpdate):
         super().__init__(load_schema(tbl.file_io))  # the latest, not what tbl was opened with
         self._tbl = tbl
 
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "changed" if self.has_changes else "unchanged"
+        return f"UpdateSchema({self._tbl.uri!r}, from schema {self.base.schema_id}, {state})"
+
     def __enter__(self) -> UpdateSchema:
         return self
 

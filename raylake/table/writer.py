@@ -386,6 +386,9 @@ class AppendTableWriter:
         self._writers: dict[tuple[Any, ...], RollingFileWriter] = {}
         self._closed = False
 
+    def __repr__(self) -> str:
+        return f"AppendTableWriter({self.file_io.uri!r}, file_prefix={self.file_prefix!r})"
+
     def write(self, data: Any) -> None:
         """Write any accepted input (see conform.iter_input); may be called many times."""
         for chunk in iter_input(data, self.ts.arrow_schema):

@@ -69,6 +69,10 @@ class TableMerger:
         self._schema_mode = schema_mode_arg(schema_mode)
         self._clauses: list[Clause] = []
 
+    def __repr__(self) -> str:
+        clauses = len(self._clauses)
+        return f"TableMerger({self._tbl.uri!r}, on={self._on!r}, {clauses} clause(s))"
+
     @refuse_unknown_keywords
     def when_matched_update(
         self, updates: Mapping[str, Any] | None = None, predicate: str | None = None

@@ -208,6 +208,9 @@ class PrimaryKeyTableWriter:
         self._files: list[DataFile] = []
         self._changelog_files: list[DataFile] = []
 
+    def __repr__(self) -> str:
+        return f"PrimaryKeyTableWriter({self.file_io.uri!r}, file_prefix={self.file_prefix!r})"
+
     def write(self, data: Any) -> None:
         """Write any accepted input, optionally with a ``_rl_kind`` column."""
         for chunk in iter_input(data, self.ts.arrow_schema):
