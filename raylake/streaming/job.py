@@ -165,14 +165,19 @@ class StreamingJob:
         ray = ray_module()
         if self.actors:
             return self
+        try:  # Ray checks the options here: before the tables, in raylake's words
+            remote = ray.remote(ShardWorker).options(
+                max_restarts=self.max_restarts, max_task_retries=-1, **self.actor_options
+            )
+        except (TypeError, ValueError) as exc:
+            raise StreamArgumentError(
+                "actor_options", self.actor_options, f"Ray actor options ({exc})"
+            ) from exc
         check_job(
             self.spec,
             output_schema=self.output_schema,
             storage_options=self._driver_options[0],
             sink_storage_options=self._driver_options[1],
-        )
-        remote = ray.remote(ShardWorker).options(
-            max_restarts=self.max_restarts, max_task_retries=-1, **self.actor_options
         )
         self.actors = [remote.remote(self.spec, i) for i in range(self.spec.num_shards)]
         return self

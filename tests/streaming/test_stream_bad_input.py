@@ -13,7 +13,7 @@ import pytest
 from committer import SCHEMA, batch
 
 import raylake
-from raylake.errors import InvalidArgumentError
+from raylake.errors import InvalidArgumentError, StreamArgumentError
 from raylake.streaming import StreamingJob
 
 DICT = "a dict with string keys, or None"
@@ -44,6 +44,27 @@ def test_a_bad_keyword_is_refused_when_the_job_is_made(
     source, sink = tables(warehouse)
     with pytest.raises(InvalidArgumentError, match=re.escape(message)):
         StreamingJob(source.uri, lambda t: t, consumer_id="job", sink_uri=sink.uri, **kwargs)
+    assert source.consumers() == [] and sink.latest_snapshot() is None
+
+
+@pytest.mark.ray
+def test_run_refuses_bad_ray_actor_options_before_starting_the_shards(
+    ray_cluster: Any, warehouse: Path
+) -> None:
+    """Ray's own ValueError came out ('The quantity of resource num_cpus cannot be
+    negative', 'Invalid option keyword num_cpu for actors')."""
+    source, sink = tables(warehouse)
+    for options, message in [
+        ({"num_cpus": -1}, "actor_options must be Ray actor options (The quantity of resource"),
+        ({"num_cpu": 1}, "Invalid option keyword num_cpu for actors"),
+        ({"max_restarts": 1}, "actor_options must be Ray actor options"),
+    ]:
+        job = StreamingJob(
+            source.uri, lambda t: t, consumer_id="job", sink_uri=sink.uri, actor_options=options
+        )
+        with pytest.raises(StreamArgumentError, match=re.escape(message)):
+            job.start()
+        assert job.actors == []
     assert source.consumers() == [] and sink.latest_snapshot() is None
 
 
