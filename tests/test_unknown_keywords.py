@@ -102,3 +102,12 @@ def test_schema_updates_and_scans(tmp_path: Path) -> None:
         scan.plan(limit=1)  # type: ignore[call-arg]
     with pytest.raises(UnknownKeywordError, match=r"^plan\(\) got"):
         tbl.changes(0).plan(limit=1)  # type: ignore[call-arg]
+    _refused(lambda: scan.to_pandas(type_mapper=None), "type_mapper", "types_mapper")
+    with tbl.stream(consumer_id="c") as reader:
+        _refused(lambda: reader.checkpoint(propertie={}), "propertie", "properties")
+        _refused(lambda: reader.seek(1, propertie={}), "propertie", "properties")
+        _refused(
+            lambda: reader.notify_checkpoint_complete(next_snapshot=1),
+            "next_snapshot",
+            "next_snapshot_id",
+        )

@@ -370,11 +370,13 @@ class StreamReader(NotPicklable):
 
     # -- progress ------------------------------------------------------------------------
 
+    @refuse_unknown_keywords
     def checkpoint(self, properties: dict[str, str] | None = None) -> ConsumerProgress:
         """Record that every plan delivered so far is processed."""
         delivered = self.position
         return self._commit(delivered.next_snapshot_id, delivered.full, properties)
 
+    @refuse_unknown_keywords
     def notify_checkpoint_complete(
         self, next_snapshot_id: int, properties: dict[str, str] | None = None
     ) -> ConsumerProgress:
@@ -393,6 +395,7 @@ class StreamReader(NotPicklable):
         full = next_snapshot_id == self._full_start  # that start was not read yet
         return self._commit(next_snapshot_id, full, properties)
 
+    @refuse_unknown_keywords
     def seek(
         self, next_snapshot_id: int, properties: dict[str, str] | None = None
     ) -> ConsumerProgress | None:

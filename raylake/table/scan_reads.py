@@ -12,6 +12,8 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
+from raylake.arguments import refuse_unknown_keywords
+
 
 class SplitReader(Protocol):
     @property
@@ -38,6 +40,7 @@ class ScanReads:
     def to_arrow(self) -> pa.Table:
         return self.read_context().read_table(self.plan())
 
+    @refuse_unknown_keywords
     def to_pandas(self, *, types_mapper: Callable[[pa.DataType], Any] | None = None) -> Any:
         """The rows as a DataFrame in the installed pandas' defaults, an integer column
         holding nulls as ``Int64`` (docs/pandas.md); ``types_mapper`` is pyarrow's."""
