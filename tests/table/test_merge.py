@@ -597,3 +597,35 @@ def test_an_append_table_inserts_every_unmatched_source_row(tmp_path: Path) -> N
     tbl.write(data([1], [0]))
     result = tbl.merge(pa.table({"id": [5, 5]}), on="id").when_not_matched_insert().execute()
     assert result.inserted == 2 and tbl.count(filter="id = 5") == 2
+
+
+def test_a_primary_key_table_with_nested_columns_merges_by_key(tmp_path: Path) -> None:
+    """The rows looked up are narrowed to the source's keys without joining their nested
+    columns (was: Arrow's ArrowInvalid 'not supported in join non-key field')."""
+    schema = pa.schema(
+        [
+            pa.field("id", pa.int64(), nullable=False),
+            ("n", pa.int64()),
+            ("tags", pa.list_(pa.string())),
+            ("st", pa.struct([("x", pa.int64()), ("y", pa.string())])),
+            ("m", pa.map_(pa.string(), pa.int64())),
+        ]
+    )
+    tbl = raylake.create_table(str(tmp_path / "t"), schema, primary_key=["id"], buckets=2)
+    tbl.write(pa.table({"id": [1, 2, 3], "n": [1, 2, 3], "tags": [["a"], None, []],
+                        "st": [{"x": 1, "y": "a"}, None, {"x": 3, "y": None}],
+                        "m": [[("k", 1)], None, []]}, schema=schema))  # fmt: skip
+    source = pa.table({"id": [1, 2, 4], "n": [10, 20, 40], "st": [None, {"y": "b", "x": 2}, None]})
+    result = (
+        tbl.merge(source, on="id")
+        .when_matched_delete(predicate="s.n = 20")
+        .when_matched_update({"n": "s.n"})
+        .when_not_matched_insert()
+        .execute()
+    )
+    assert (result.updated, result.deleted, result.inserted) == (1, 1, 1)
+    assert tbl.to_arrow().sort_by("id").to_pylist() == [
+        {"id": 1, "n": 10, "tags": ["a"], "st": {"x": 1, "y": "a"}, "m": [("k", 1)]},
+        {"id": 3, "n": 3, "tags": [], "st": {"x": 3, "y": None}, "m": []},
+        {"id": 4, "n": 40, "tags": None, "st": None, "m": None},
+    ]

@@ -225,3 +225,37 @@ def test_a_delete_by_a_table_opened_before_a_schema_change_keeps_whole_before_im
         {"k": 1, "x": 2, "z": "before", "_rl_kind": "-D"}
     ]
     assert fresh.to_arrow().to_pylist() == [{"k": 2, "x": 1, "z": None}]
+
+
+def test_nested_columns_beside_the_keys_in_lookups_and_deletes_by_key(tmp_path: Path) -> None:
+    """A lookup changelog of a composite key and a delete by keys narrow the rows read to
+    the keys without joining the nested columns (was: Arrow's ArrowInvalid 'not
+    supported in join non-key field')."""
+    schema = pa.schema(
+        [
+            pa.field("k", pa.int64(), nullable=False),
+            pa.field("j", pa.string(), nullable=False),
+            ("tags", pa.list_(pa.string())),
+            ("st", pa.struct([("x", pa.int64())])),
+        ]
+    )
+    tbl = raylake.create_table(
+        str(tmp_path / "t"), schema, primary_key=["k", "j"], buckets=1,
+        options={"changelog-producer": "lookup"},
+    )  # fmt: skip
+    tbl.write(pa.table({"k": [1, 2], "j": ["a", "b"], "tags": [["x"], None],
+                        "st": [{"x": 1}, None]}, schema=schema))  # fmt: skip
+    snap = tbl.write(
+        pa.table({"k": [1], "j": ["a"], "tags": [["y"]], "st": [{"x": 2}]}, schema=schema)
+    )
+    assert snap is not None
+    assert tbl.changelog(snap.id).to_pylist() == [
+        {"k": 1, "j": "a", "tags": ["x"], "st": {"x": 1}, "_rl_kind": "-U"},
+        {"k": 1, "j": "a", "tags": ["y"], "st": {"x": 2}, "_rl_kind": "+U"},
+    ]
+    snap = tbl.delete({"k": [2], "j": ["b"]})
+    assert snap is not None
+    assert tbl.changelog(snap.id).to_pylist() == [
+        {"k": 2, "j": "b", "tags": None, "st": None, "_rl_kind": "-D"}
+    ]
+    assert tbl.to_arrow().to_pylist() == [{"k": 1, "j": "a", "tags": ["y"], "st": {"x": 2}}]

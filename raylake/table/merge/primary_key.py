@@ -146,6 +146,7 @@ def _lookup(
     read (merged; only ``columns`` where not None), then narrowed to the keys by a
     semi join."""
     from raylake.table.pk.bucket import bucket_ids
+    from raylake.table.pk.keyjoin import rows_with_keys
     from raylake.table.pk.write import BUCKET_COLUMN
     from raylake.table.writer import split_by_partition
 
@@ -174,11 +175,7 @@ def _lookup(
     scan = tbl.scan(columns=columns, filter=key_pruning(on, source, ts)).at(snap.id)
     splits = [s for s in scan.plan() if (s.partition, s.bucket) in wanted]
     current = scan.read_context().read_table(splits) if splits else schema.empty_table()
-    current = current.join(
-        keys.group_by(list(ts.primary_key)).aggregate([]),
-        keys=list(ts.primary_key),
-        join_type="left semi",
-    )
+    current = rows_with_keys(current, keys, ts.primary_key)
     return current, wanted
 
 

@@ -34,6 +34,7 @@ from raylake.format.schema import TableSchema
 from raylake.format.snapshot import Snapshot
 from raylake.io import FileIO
 from raylake.table.pk.engines import merge, run_starts
+from raylake.table.pk.keyjoin import rows_with_keys
 from raylake.table.pk.read import read_file
 from raylake.table.pk.schema import (
     DELETE,
@@ -137,9 +138,7 @@ def bucket_changes(
     old_rows = [read_file(file_io, ts, f, columns, key_filter) for f in old_files]
     old = pa.concat_tables(old_rows) if old_rows else file_schema(ts).empty_table()
     if key_filter is None and old.num_rows:
-        joined = old.join(keys, keys=list(ts.primary_key), join_type="left semi")
-        # A join drops the schema's not-null flags; restore them so that tables concatenate.
-        old = pa.Table.from_arrays([joined.column(n) for n in old.column_names], schema=old.schema)
+        old = rows_with_keys(old, keys, ts.primary_key)
     before = merge(old, spec)
     after = merge(pa.concat_tables([old, new_rows]), spec)
     return diff_states(before, after, ts)

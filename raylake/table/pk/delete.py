@@ -26,6 +26,7 @@ from raylake.table.commit import commit_or_abort
 from raylake.table.commit_args import commit_request
 from raylake.table.conform import conform, iter_input
 from raylake.table.pk.bucket import bucket_ids
+from raylake.table.pk.keyjoin import rows_with_keys
 from raylake.table.pk.schema import DELETE
 from raylake.table.pk.write import BUCKET_COLUMN, PrimaryKeyTableWriter
 from raylake.table.replaced import conflict_if_replaced
@@ -109,7 +110,7 @@ def _current_rows(tbl: Table, keys_or_filter: Any, snapshot_id: int) -> pa.Table
     current = pa.Table.from_batches(
         list(scan.read_context().read_all(splits)), schema=ts.arrow_schema
     )
-    return current.join(keys, keys=list(ts.primary_key), join_type="left semi")
+    return rows_with_keys(current, keys, ts.primary_key)
 
 
 def _key_table(data: Any, ts: TableSchema) -> pa.Table:
