@@ -143,7 +143,7 @@ class LakeMerger(TableMerger):
         from raylake.table.merge.plan import NOT_MATCHED
 
         refs = self._ds.to_arrow_refs()
-        source = _source_table(refs, tbl.schema, self._source)
+        source = _source_table(refs, tbl.schema, self._source, on)
         files = candidate_files(tbl, snap, pruning_for(on, source, tbl.table_schema, clauses))
         updates = tuple(c for c in clauses if c.group != NOT_MATCHED)
         source_ref = ray.put(source)
@@ -193,7 +193,7 @@ class LakeMerger(TableMerger):
 
             own = Table(storage, load_schema(storage))
             snap = None if snapshot_id is None else SnapshotManager(storage).get(snapshot_id)
-            source = conform_source(rows.drop_columns([_BUCKET]), own.schema)
+            source = conform_source(rows.drop_columns([_BUCKET]), own.schema, on)
             part = primary_key_part(own, snap, source, on, clauses, file_prefix=prefix)
             return pa.table({_PART: pa.array([pickle.dumps(part)], pa.binary())})
 
@@ -202,7 +202,7 @@ class LakeMerger(TableMerger):
         return [pickle.loads(row[_PART]) for row in out.take_all()]
 
 
-def _source_table(refs: list[Any], schema: pa.Schema, empty: pa.Table) -> pa.Table:
+def _source_table(refs: list[Any], schema: pa.Schema, empty: pa.Table, on: JoinOn) -> pa.Table:
     """The dataset's rows as one table, conformed to the target's column types."""
     import ray
 
@@ -210,7 +210,7 @@ def _source_table(refs: list[Any], schema: pa.Schema, empty: pa.Table) -> pa.Tab
 
     tables = [t for t in ray.get(refs) if isinstance(t, pa.Table) and t.num_rows]
     rows = pa.concat_tables(tables, promote_options="default") if tables else empty
-    return conform_source(rows, schema)
+    return conform_source(rows, schema, on)
 
 
 def _delete_prefixed(tbl: Any, prefix: str) -> None:

@@ -243,7 +243,7 @@ def _merge_task(job: _MergeJob, batches: Iterator[pa.RecordBatch]) -> Iterator[p
     snap = None if job.snapshot_id is None else SnapshotManager(job.file_io).get(job.snapshot_id)
     part = None
     if rows.num_rows:
-        source = conform_source(rows.drop_columns([BUCKET_COLUMN]), tbl.schema)
+        source = conform_source(rows.drop_columns([BUCKET_COLUMN]), tbl.schema, job.on)
         prefix = f"{job.prefix}-p{partition}-a{attempt}"
         part = primary_key_part(tbl, snap, source, job.on, job.clauses, file_prefix=prefix)
     if part is not None:

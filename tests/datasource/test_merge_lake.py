@@ -124,3 +124,23 @@ def test_a_source_type_that_does_not_fit_is_refused_before_any_task(
         raylake.merge_lake(strings, tbl.uri, on="k").when_matched_update().execute()
     assert type(excinfo.value) is SchemaMismatchError  # not a RayTaskError of one
     assert len(tbl.snapshots()) == 1
+
+
+@pytest.mark.parametrize("primary_key", [["k"], []])
+def test_a_key_of_another_name_and_type_joins_in_the_tasks(
+    tmp_path: Path, ray_cluster: Any, primary_key: list[str]
+) -> None:
+    """``t.k = s.key`` with an int32 key: each task casts it to the target key's type,
+    so it hashes to the bucket of its target row (the driver refused it as another type)."""
+    tbl = raylake.create_table(str(tmp_path / "t"), SCHEMA, primary_key=primary_key, buckets=4)
+    tbl.write(target_rows())
+    ds = ray.data.from_arrow(pa.table({"key": pa.array([3, 5, 400], pa.int32()), "n": [9] * 3}))
+    result = (
+        raylake.merge_lake(ds, tbl.uri, on="t.k = s.key")
+        .when_matched_update({"n": "s.n"})
+        .when_not_matched_insert({"k": "s.key", "n": "s.n"})
+        .execute()
+    )
+    assert (result.updated, result.inserted) == (2, 1)
+    assert tbl.count() == 201
+    assert sorted(tbl.to_arrow(filter="n = 9")["k"].to_pylist()) == [3, 5, 400]

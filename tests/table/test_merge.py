@@ -629,3 +629,28 @@ def test_a_primary_key_table_with_nested_columns_merges_by_key(tmp_path: Path) -
         {"id": 3, "n": 3, "tags": [], "st": {"x": 3, "y": None}, "m": []},
         {"id": 4, "n": 40, "tags": None, "st": None, "m": None},
     ]
+
+
+def test_a_key_of_another_name_and_a_type_that_casts_joins(tmp_path: Path, kind: str) -> None:
+    """``t.id = s.key`` with an int32 key, or a large_string one (polars), joins as a key
+    of the target's name does (was: refused as another type); into a primary-key table
+    it finds the rows in the buckets the target's type hashes to."""
+    tbl = make(tmp_path, kind, buckets=4) if kind == "pk" else make(tmp_path, kind)
+    tbl.write(data(list(range(1, 9)), [0] * 8))
+    source = pa.table(
+        {"key": pa.array([2, 5, 7, 11], pa.int32()), "n": [1, 1, 1, 1], "dt": ["b"] * 4}
+    )
+    result = (
+        tbl.merge(source, on="t.id = s.key")
+        .when_matched_update({"n": "s.n"})
+        .when_not_matched_insert({"id": "s.key", "n": "s.n"})
+        .execute()
+    )
+    assert (result.updated, result.inserted) == (3, 1)
+    assert [(r["id"], r["n"]) for r in rows(tbl) if r["n"]] == [(2, 1), (5, 1), (7, 1), (11, 1)]
+    assert tbl.count() == 9
+    source = pa.table({"name": pa.array(["a"], pa.large_string()), "n": [7]})
+    result = tbl.merge(source, on="t.dt = s.name").when_matched_update({"n": "s.n"}).execute()
+    assert result.updated == 8 and tbl.count(filter="n = 7") == 8
+    with pytest.raises(SchemaMismatchError, match=r"merge key t\.id has type int64"):
+        tbl.merge(pa.table({"key": ["2"]}), on="t.id = s.key").when_matched_delete().execute()

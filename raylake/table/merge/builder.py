@@ -33,7 +33,7 @@ from raylake.expr.values import (
     parse_value,
     refs,
 )
-from raylake.table.conform import _conform_column, iter_input, pandas_to_arrow
+from raylake.table.conform import _castable, _conform_column, iter_input, pandas_to_arrow
 from raylake.table.merge.plan import BY_SOURCE, MATCHED, NOT_MATCHED, Clause, JoinOn, assigned
 
 if TYPE_CHECKING:
@@ -162,8 +162,8 @@ class TableMerger:
         else:
             tbl = _under_latest_schema(tbl)
         schema = tbl.table_schema.arrow_schema
-        source = conform_source(source, schema)
         on = join_on(self._on, schema, source.schema)
+        source = conform_source(source, schema, on)
         clauses = tuple(
             _complete(c, schema, source.schema, tbl.table_schema) for c in self._clauses
         )
@@ -229,20 +229,29 @@ def source_table(source: Any, target: pa.Schema | None = None) -> pa.Table:
     return pa.concat_tables(chunks, promote_options="default")
 
 
-def conform_source(source: pa.Table, schema: pa.Schema) -> pa.Table:
-    """Source columns the target also has, cast to the target's types (or an error)."""
+def conform_source(source: pa.Table, schema: pa.Schema, on: JoinOn | None = None) -> pa.Table:
+    """Source columns the target also has, cast to the target's types (or an error), and
+    the key columns of ``on`` the target does not have (``t.id = s.key``) to the types
+    of the target keys they join: the hash join, the bucket hash and the pruning compare
+    keys of one type."""
+    fields = {f.name: f for f in schema}
+    for t, s in on.pairs if on is not None else ():
+        fields.setdefault(s, schema.field(t).with_name(s))
     columns = []
     for name in source.column_names:
         column = source.column(name)
-        if name in schema.names:
-            target = schema.field(name).with_nullable(True)
-            column = _conform_column(column, target, False)
+        if name in fields:
+            column = _conform_column(column, fields[name].with_nullable(True), False)
         columns.append(column)
     return pa.Table.from_arrays(columns, names=source.column_names)
 
 
 def join_on(on: Any, schema: pa.Schema, source: pa.Schema) -> JoinOn:
-    """``on`` as key pairs: a column name, a list of them, or ``"t.a = s.a and ..."``."""
+    """``on`` as key pairs: a column name, a list of them, or ``"t.a = s.a and ..."``.
+
+    ``source`` is the source's schema as given: a source column the target has is
+    compared as it will be conformed (the target column's type), another as a type
+    that casts to its target key's (int32 to int64, large_string to string)."""
     where = f"on={on!r}"
     if isinstance(on, str) and (_NAME_RE.fullmatch(on) or on in schema.names):
         on = [on]
@@ -261,8 +270,11 @@ def join_on(on: Any, schema: pa.Schema, source: pa.Schema) -> JoinOn:
             raise UnknownColumnError(t, list(schema.names), owner="the target", where=where)
         if s not in source.names:
             raise UnknownColumnError(s, list(source.names), owner="the source", where=where)
-        t_type, s_type = schema.field(t).type, source.field(s).type
-        if t_type != s_type:
+        t_type = schema.field(t).type
+        s_type = schema.field(s).type if s in schema.names else source.field(s).type
+        if pa.types.is_dictionary(s_type):
+            s_type = s_type.value_type
+        if t_type != s_type and (s in schema.names or not _castable(s_type, t_type)):
             raise SchemaMismatchError(
                 f"merge key t.{t} has type {t_type} but s.{s} has type {s_type}",
                 column=t,
