@@ -256,3 +256,28 @@ def test_a_nested_join_key_is_refused_by_name(
     tbl.write(pa.table({"id": [1], column: [value]}, schema=schema))
     merge = tbl.merge(tbl.to_arrow(), on=column).when_matched_update({"id": "s.id"})
     refused(tbl, merge.execute, MergeError, rf"column '{column}' has nested type")
+
+
+@pytest.mark.parametrize(
+    ("build", "match"),
+    [
+        (lambda m: m.when_matched_update({"n": None}), "when_matched_update sets non-nullable"),
+        (lambda m: m.when_matched_update({"n": "null"}), "sets non-nullable column 'n' to null"),
+        (lambda m: m.when_not_matched_by_source_update({"n": "null"}), "column 'n' to null"),
+        (lambda m: m.when_not_matched_insert({"id": "s.id"}), r"no value for .* \['n'\]"),
+        (lambda m: m.when_not_matched_insert({"id": "s.id", "n": None}), "'n' to null"),
+    ],
+)
+def test_a_null_that_a_clause_gives_a_non_nullable_column_is_refused_before_any_work(
+    tmp_path: Path, kind: str, no_reads: None, build: Build, match: str
+) -> None:
+    """A null literal, or a column an insert names no value for, is null in every row the
+    clause takes: known from the clause, like a literal of another type (was: refused
+    only on the rows, and a merge whose clause took no row went through)."""
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False),
+                        pa.field("n", pa.int64(), nullable=False)])  # fmt: skip
+    pk = {"primary_key": ["id"]} if kind == "pk" else {}
+    tbl = raylake.create_table(str(tmp_path / kind), schema, **pk)
+    tbl.write(pa.table({"id": [1, 2], "n": [0, 0]}, schema=schema))
+    merge = build(tbl.merge(pa.table({"id": [5], "n": [1]}), on="id"))
+    refused(tbl, merge.execute, SchemaMismatchError, match)

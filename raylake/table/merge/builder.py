@@ -392,12 +392,24 @@ def check_clause(clause: Clause, schema: pa.Schema, source: pa.Schema, ts: Any) 
         value = evaluate(expr, empty, 0 if refs(expr) else 1)
         if not pa.types.is_null(value.type):
             assigned(name, value, field.with_nullable(True))
-    if clause.action == "insert" and clause.values is None:
-        missing = [f.name for f in schema if not f.nullable and f.name not in source.names]
-        if missing:
+        if not field.nullable and value.null_count:  # a null literal: null on every row
+            raise SchemaMismatchError(
+                f"{where} sets non-nullable column {name!r} to null", column=name
+            )
+    if clause.action == "insert":
+        # A column an insert gives no value is null in every row it inserts.
+        given = source.names if clause.values is None else [n for n, _ in clause.values]
+        missing = [f.name for f in schema if not f.nullable and f.name not in given]
+        if missing and clause.values is None:
             raise SchemaMismatchError(
                 f"when_not_matched_insert() takes the source's columns, but the source lacks "
                 f"non-nullable column(s) {missing}",
+                column=missing[0],
+            )
+        if missing:
+            raise SchemaMismatchError(
+                f"when_not_matched_insert() sets no value for non-nullable column(s) "
+                f"{missing}; name them in its values",
                 column=missing[0],
             )
 
