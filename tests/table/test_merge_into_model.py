@@ -6,7 +6,8 @@ match, that do not, duplicates) with random clause lists drawn from a menu whose
 every entry has a Python twin. After every step the table must equal the model, and
 every snapshot so far must still read as the model did then (time travel). A merge
 the model says matches a target row twice must raise MergeCardinalityError and
-commit nothing.
+commit nothing. The partitioned variants join on a composite key whose second column
+partitions the table.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ import raylake
 from raylake.errors import MergeCardinalityError
 
 Row = dict[str, Any]
-SCHEMA = pa.schema([("k", pa.int64()), ("a", pa.int64()), ("b", pa.string())])
-SOURCE = pa.schema([("k", pa.int64()), ("a", pa.int64()), ("b", pa.string())])
+SCHEMA = pa.schema([("k", pa.int64()), ("a", pa.int64()), ("b", pa.string()), ("p", pa.string())])
+SOURCE = SCHEMA
 
 
 def _gt(x: Any, y: Any) -> bool:
@@ -69,14 +70,17 @@ SOURCE_UPDATES: list[tuple[dict[str, str], Callable[[Row, Row], Row]]] = [
 ]
 INSERTS: list[tuple[dict[str, str] | None, Callable[[Row], Row]]] = [
     (None, lambda s: dict(s)),
-    ({"k": "s.k", "a": "coalesce(s.a, 0) + 10"},
-     lambda s: {"k": s["k"], "a": (s["a"] or 0) + 10, "b": None}),
+    ({"k": "s.k", "a": "coalesce(s.a, 0) + 10", "p": "s.p"},
+     lambda s: {"k": s["k"], "a": (s["a"] or 0) + 10, "b": None, "p": s["p"]}),
 ]  # fmt: skip
 
 keys = st.integers(0, 9)
 values = st.one_of(st.none(), st.integers(-3, 6))
 texts = st.sampled_from([None, "x", "y", "z"])
-rows_st = st.lists(st.fixed_dictionaries({"k": keys, "a": values, "b": texts}), max_size=8)
+parts = st.sampled_from(["x", "y"])
+rows_st = st.lists(
+    st.fixed_dictionaries({"k": keys, "a": values, "b": texts, "p": parts}), max_size=8
+)
 clause_st = st.one_of(
     st.tuples(st.just("matched"), st.sampled_from(["update", "delete"]), st.integers(0, 3),
               st.integers(0, len(UPDATES) - 1)),
@@ -87,10 +91,21 @@ clause_st = st.one_of(
 )  # fmt: skip
 
 
-def model_merge(target: list[Row], source: list[Row], clauses: list[tuple]) -> list[Row] | None:
+def key_of(row: Row, on: tuple[str, ...]) -> tuple | None:
+    """The row's join key; None where a column of it is null (it matches nothing)."""
+    key = tuple(row[c] for c in on)
+    return None if None in key else key
+
+
+def model_merge(
+    target: list[Row], source: list[Row], clauses: list[tuple], on: tuple[str, ...] = ("k",)
+) -> list[Row] | None:
     """The SQL rules; None where a target row matches more than one source row."""
     matched = [c for c in clauses if c[0] == "matched"]
-    hits = [[s for s in source if s["k"] is not None and s["k"] == t["k"]] for t in target]
+    hits = [
+        [s for s in source if key_of(s, on) is not None and key_of(s, on) == key_of(t, on)]
+        for t in target
+    ]
     if matched and any(len(h) > 1 for h in hits):
         return None
     out: list[Row] = []
@@ -107,9 +122,9 @@ def model_merge(target: list[Row], source: list[Row], clauses: list[tuple]) -> l
             break
         if row is not None:
             out.append(row)
-    target_keys = {t["k"] for t in target} - {None}
+    target_keys = {key_of(t, on) for t in target} - {None}
     for s in source:
-        if s["k"] in target_keys:  # a null key matches nothing
+        if key_of(s, on) in target_keys:  # a null key matches nothing
             continue
         for g, _, p, v in clauses:
             if g == "not_matched" and PREDICATES[g][p][1]({}, s):
@@ -119,11 +134,13 @@ def model_merge(target: list[Row], source: list[Row], clauses: list[tuple]) -> l
 
 
 def canonical(rows: list[Row]) -> list[tuple]:
-    return sorted(((r["k"], r["a"], r["b"]) for r in rows), key=repr)
+    return sorted(((r["k"], r["a"], r["b"], r["p"]) for r in rows), key=repr)
 
 
 class MergeMachine(RuleBasedStateMachine):
     primary_key = False
+    # The join key; a second column is also the table's partition column.
+    on: tuple[str, ...] = ("k",)
 
     def __init__(self) -> None:
         super().__init__()
@@ -133,13 +150,20 @@ class MergeMachine(RuleBasedStateMachine):
     @initialize(buckets=st.integers(1, 3), file_rows=st.sampled_from([2, 1000]))
     def create(self, buckets: int, file_rows: int) -> None:
         uri = f"memory://merge-model-{uuid.uuid4().hex}/t"
+        partition_by = list(self.on[1:])
         if self.primary_key:
-            schema = SCHEMA.set(0, SCHEMA.field("k").with_nullable(False))
-            self.tbl = raylake.create_table(uri, schema, primary_key=["k"], buckets=buckets)
+            schema = SCHEMA
+            for name in self.on:
+                index = schema.get_field_index(name)
+                schema = schema.set(index, schema.field(name).with_nullable(False))
+            self.tbl = raylake.create_table(
+                uri, schema, primary_key=list(self.on), partition_by=partition_by, buckets=buckets
+            )
         else:  # small row groups and files: merges touch some files, not all
             self.tbl = raylake.create_table(
-                uri, SCHEMA, options={"write.row-group-rows": str(file_rows)}
-            )
+                uri, SCHEMA, partition_by=partition_by,
+                options={"write.row-group-rows": str(file_rows)},
+            )  # fmt: skip
 
     def snapshot_taken(self) -> None:
         snap = self.tbl.latest_snapshot()
@@ -152,8 +176,8 @@ class MergeMachine(RuleBasedStateMachine):
             return
         self.tbl.write(pa.Table.from_pylist(rows, schema=SCHEMA))
         if self.primary_key:
-            by_key = {r["k"]: r for r in self.model}
-            by_key.update({r["k"]: r for r in rows})
+            by_key = {key_of(r, self.on): r for r in self.model}
+            by_key.update({key_of(r, self.on): r for r in rows})
             self.model = list(by_key.values())
         else:
             self.model += rows
@@ -161,17 +185,19 @@ class MergeMachine(RuleBasedStateMachine):
 
     @rule(
         source=st.lists(
-            st.fixed_dictionaries({"k": st.one_of(keys, keys, st.none()), "a": values, "b": texts}),
+            st.fixed_dictionaries(
+                {"k": st.one_of(keys, keys, st.none()), "a": values, "b": texts, "p": parts}
+            ),
             max_size=8,
         ),
         clauses=st.lists(clause_st, min_size=1, max_size=5),
     )
     def merge(self, source: list[Row], clauses: list[tuple]) -> None:
         if self.primary_key:  # an inserted key must be new: one source row per key
-            source = list({(r["k"] if r["k"] is not None else id(r)): r for r in source}.values())
-            source = [r for r in source if r["k"] is not None] or source[:0]
-        expected = model_merge(self.model, source, clauses)
-        merger = self.tbl.merge(pa.Table.from_pylist(source, schema=SOURCE), on="k")
+            source = [r for r in source if key_of(r, self.on) is not None]
+            source = list({key_of(r, self.on): r for r in source}.values())
+        expected = model_merge(self.model, source, clauses, self.on)
+        merger = self.tbl.merge(pa.Table.from_pylist(source, schema=SOURCE), on=list(self.on))
         for g, action, p, v in clauses:
             predicate = PREDICATES[g][p][0]
             if g == "matched" and action == "update":
@@ -208,6 +234,16 @@ class PrimaryKeyMergeMachine(MergeMachine):
     primary_key = True
 
 
+class PartitionedMergeMachine(MergeMachine):
+    """A composite key whose second column partitions the table."""
+
+    on = ("k", "p")
+
+
+class PartitionedPrimaryKeyMergeMachine(PrimaryKeyMergeMachine):
+    on = ("k", "p")
+
+
 SETTINGS = settings(
     max_examples=25,
     stateful_step_count=8,
@@ -226,3 +262,15 @@ def test_primary_key_merge_matches_the_model() -> None:
     from hypothesis.stateful import run_state_machine_as_test
 
     run_state_machine_as_test(PrimaryKeyMergeMachine, settings=SETTINGS)
+
+
+def test_partitioned_append_merge_matches_the_model() -> None:
+    from hypothesis.stateful import run_state_machine_as_test
+
+    run_state_machine_as_test(PartitionedMergeMachine, settings=SETTINGS)
+
+
+def test_partitioned_primary_key_merge_matches_the_model() -> None:
+    from hypothesis.stateful import run_state_machine_as_test
+
+    run_state_machine_as_test(PartitionedPrimaryKeyMergeMachine, settings=SETTINGS)
