@@ -139,8 +139,14 @@ def _tokenize(text: str) -> list[_Tok]:
             if match is None:
                 raise FilterParseError(f"unexpected character {ch!r}", text, pos)
             word = match.group()
-            kind = "kw" if word.lower() in KEYWORDS else "ident"
-            tok = _Tok(kind, word.lower() if kind == "kw" else word, pos, word)
+            end = match.end()
+            if word in ("t.", "s.") and end < len(text) and text[end] in '"`':
+                # t."my id", SQL's qualified quoted name: one column, as "t.my id" is
+                name, end = _read_quoted(text, end)
+                tok = _Tok("ident", word + name, pos, text[pos:end])
+            else:
+                kind = "kw" if word.lower() in KEYWORDS else "ident"
+                tok = _Tok(kind, word.lower() if kind == "kw" else word, pos, word)
         tokens.append(tok)
         pos += len(tok.text)
     tokens.append(_Tok("eof", None, len(text), ""))

@@ -78,3 +78,14 @@ def test_overflow_division_by_zero_and_types_are_errors() -> None:
         evaluate_condition(parse_condition("t.n + 1"), COLS, 4)
     with pytest.raises(FilterError, match="cannot evaluate"):
         evaluate(parse_value("t.d + 1"), COLS, 4)
+
+
+def test_a_quoted_name_after_its_qualifier_is_one_column() -> None:
+    """``t."my id"`` and ``s.`x-y``` as SQL writes them, besides ``"t.my id"`` (was:
+    'column 't.' needs a qualifier: t.t. or s.t.')."""
+    expected = {Ref("t", "my id"), Ref("s", 'x-"y')}
+    assert refs(parse_condition('t."my id" = s.`x-"y`')) == expected
+    assert refs(parse_condition('"t.my id" = `s.x-"y`')) == expected
+    assert refs(parse_value('t."a""b" + 1')) == {Ref("t", 'a"b')}
+    with pytest.raises(FilterParseError, match="here only columns of the target"):
+        parse_value('s."x"', "t")
