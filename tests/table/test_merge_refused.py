@@ -281,3 +281,27 @@ def test_a_null_that_a_clause_gives_a_non_nullable_column_is_refused_before_any_
     tbl.write(pa.table({"id": [1, 2], "n": [0, 0]}, schema=schema))
     merge = build(tbl.merge(pa.table({"id": [5], "n": [1]}), on="id"))
     refused(tbl, merge.execute, SchemaMismatchError, match)
+
+
+@pytest.mark.parametrize(
+    ("values", "column"),
+    [
+        ({"n": "s.label"}, "n"),  # '12' parsed into an int
+        ({"label": "s.n"}, "label"),  # 5 formatted as '5'
+        ({"label": "coalesce(t.n, s.n)"}, "label"),
+    ],
+)
+def test_a_value_of_another_kind_is_refused_before_any_work(
+    tmp_path: Path, kind: str, no_reads: None, values: dict[str, str], column: str
+) -> None:
+    """By the rules of a write: a string column does not parse into an int column, nor a
+    number format into a string one (was: cast, so the merge went through or failed
+    by the rows' values, in a Ray or Spark merge's tasks)."""
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("n", pa.int64()),
+                        ("label", pa.string())])  # fmt: skip
+    pk = {"primary_key": ["id"]} if kind == "pk" else {}
+    tbl = raylake.create_table(str(tmp_path / kind), schema, **pk)
+    tbl.write(pa.table({"id": [1], "n": [0], "label": ["a"]}, schema=schema))
+    source = pa.table({"id": [1], "n": [5], "label": ["12"]})
+    merge = tbl.merge(source, on="id").when_matched_update(values)
+    refused(tbl, merge.execute, SchemaMismatchError, rf"sets column '{column}' of type")

@@ -1,4 +1,5 @@
-"""``Table.merge``: the MERGE INTO builder and its checks (docs/merge.md).
+"""``Table.merge``: the MERGE INTO builder and its checks of the join and the source
+(docs/merge.md; the clauses are checked in checks.py).
 
 The builder only records clauses (parsing each expression at once, so a syntax
 error points at the call that made it); ``execute`` checks every column, type and
@@ -27,14 +28,18 @@ from raylake.expr.values import (
     Op,
     Ref,
     ValueExpr,
-    evaluate,
     evaluate_condition,
     parse_condition,
     parse_value,
-    refs,
 )
-from raylake.table.conform import _castable, _conform_column, iter_input, pandas_to_arrow
-from raylake.table.merge.plan import BY_SOURCE, MATCHED, NOT_MATCHED, Clause, JoinOn, assigned
+from raylake.table.conform import (
+    _castable,
+    _conform_column,
+    iter_input,
+    pandas_to_arrow,
+)
+from raylake.table.merge.checks import check_clause, check_refs, empty_columns
+from raylake.table.merge.plan import BY_SOURCE, MATCHED, NOT_MATCHED, Clause, JoinOn
 
 if TYPE_CHECKING:
     from raylake.table.table import Table
@@ -170,8 +175,8 @@ class TableMerger:
         for clause in clauses:
             check_clause(clause, schema, source.schema, tbl.table_schema)
         if on.residual is not None:
-            _check_refs(on.residual, schema, source.schema, f"on={self._on!r}")
-            evaluate_condition(on.residual, _empty_columns(schema, source.schema), 0)
+            check_refs(on.residual, schema, source.schema, f"on={self._on!r}")
+            evaluate_condition(on.residual, empty_columns(schema, source.schema), 0)
         return tbl, source, on, clauses
 
 
@@ -363,66 +368,3 @@ def _complete(clause: Clause, schema: pa.Schema, source: pa.Schema, ts: Any) -> 
     if not values:
         raise MergeError("when_matched_update(): the source shares no updatable column")
     return Clause(clause.group, clause.action, clause.predicate, values)
-
-
-def check_clause(clause: Clause, schema: pa.Schema, source: pa.Schema, ts: Any) -> None:
-    """Columns exist, key and partition columns are not updated, types fit."""
-    where = clause.describe()
-    exprs = [clause.predicate] if clause.predicate is not None else []
-    exprs += [e for _, e in clause.values or ()]
-    for e in exprs:
-        _check_refs(e, schema, source, where)
-    empty = _empty_columns(schema, source)
-    if clause.predicate is not None:
-        evaluate_condition(clause.predicate, empty, 0)
-    for name, expr in clause.values or ():
-        if name not in schema.names:
-            raise UnknownColumnError(name, list(schema.names), owner="the target", where=where)
-        if clause.action == "update":
-            for role, keys in (("primary-key", ts.primary_key), ("partition", ts.partition_keys)):
-                if name in keys:
-                    raise MergeError(
-                        f"{where} cannot set {role} column {name!r}: delete the row and "
-                        "insert it instead"
-                    )
-        field = schema.field(name)
-        # A value of no column (a literal) is checked by its one value: cast on no rows,
-        # 'str' into a double column passed here and failed only on the data (in the
-        # tasks of a Spark or Ray merge, after their jobs started).
-        value = evaluate(expr, empty, 0 if refs(expr) else 1)
-        if not pa.types.is_null(value.type):
-            assigned(name, value, field.with_nullable(True))
-        if not field.nullable and value.null_count:  # a null literal: null on every row
-            raise SchemaMismatchError(
-                f"{where} sets non-nullable column {name!r} to null", column=name
-            )
-    if clause.action == "insert":
-        # A column an insert gives no value is null in every row it inserts.
-        given = source.names if clause.values is None else [n for n, _ in clause.values]
-        missing = [f.name for f in schema if not f.nullable and f.name not in given]
-        if missing and clause.values is None:
-            raise SchemaMismatchError(
-                f"when_not_matched_insert() takes the source's columns, but the source lacks "
-                f"non-nullable column(s) {missing}",
-                column=missing[0],
-            )
-        if missing:
-            raise SchemaMismatchError(
-                f"when_not_matched_insert() sets no value for non-nullable column(s) "
-                f"{missing}; name them in its values",
-                column=missing[0],
-            )
-
-
-def _check_refs(expr: ValueExpr, schema: pa.Schema, source: pa.Schema, where: str) -> None:
-    for ref in sorted(refs(expr), key=str):
-        names = schema.names if ref.side == "t" else source.names
-        if ref.name not in names:
-            owner = "the target" if ref.side == "t" else "the source"
-            raise UnknownColumnError(str(ref), list(names), owner=owner, where=where)
-
-
-def _empty_columns(schema: pa.Schema, source: pa.Schema) -> dict[str, pa.Array]:
-    cols = {f"t.{f.name}": pa.array([], f.type) for f in schema}
-    cols.update({f"s.{f.name}": pa.array([], f.type) for f in source})
-    return cols
