@@ -123,6 +123,7 @@ class LakeDatasink(Datasink[TaskCommit]):
         self._base_snapshot_id: int | None = None
         self._job_id = ""
         self._new_table: Table | None = None  # the table this job created, if it did
+        self._known_schema: pa.Schema | None = None  # the dataset's, from check_schema
         self.snapshot: Snapshot | None = None
         if table_exists(uri, storage_options=storage_options):
             self._resolve_mode(open_table(uri, storage_options=storage_options))
@@ -154,6 +155,7 @@ class LakeDatasink(Datasink[TaskCommit]):
         be created.
         """
         data_schema = _arrow_schema(schema)
+        self._known_schema = data_schema
         uri, storage_options = self.file_io.uri, self.file_io.storage_options
         if table_exists(uri, storage_options=storage_options):
             tbl = open_table(uri, storage_options=storage_options)
@@ -188,7 +190,7 @@ class LakeDatasink(Datasink[TaskCommit]):
         """Open or create the table, check the data's schema, pin the base snapshot."""
         self._job_id = uuid.uuid4().hex[:16]
         self._new_table = None
-        data_schema = _arrow_schema(schema)
+        data_schema = _typed_nulls(_arrow_schema(schema), self._known_schema)
         tbl = self._open_or_create(data_schema)
         if data_schema is not None and self.merge:  # the new columns first (issue 18)
             merge_new_columns(tbl, tbl.kind.input_schema(data_schema))
@@ -347,6 +349,19 @@ def _arrow_schema(schema: Any) -> pa.Schema | None:
         return wrapped.base_schema
     types = [t if isinstance(t, pa.DataType) else pa.null() for t in wrapped.types]
     return pa.schema([pa.field(n, t) for n, t in zip(wrapped.names, types, strict=True)])
+
+
+def _typed_nulls(first: pa.Schema | None, known: pa.Schema | None) -> pa.Schema | None:
+    """The first bundle's schema with the type of each all-null column taken from the
+    dataset's whole schema: a first block whose values of a column are all None has it as
+    null, and a table created from it (or a column ``schema_mode="merge"`` adds) would
+    refuse the typed values of the later blocks."""
+    if first is None or known is None:
+        return first
+    for i, field in enumerate(first):
+        if pa.types.is_null(field.type) and known.get_field_index(field.name) >= 0:
+            first = first.set(i, field.with_type(known.field(field.name).type))
+    return first
 
 
 def _basename(rel: str) -> str:

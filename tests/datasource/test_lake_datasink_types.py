@@ -1,0 +1,40 @@
+"""write_lake of datasets whose blocks disagree on a column's type: the table takes the
+dataset's schema as Ray unifies it, not the first block's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+ray = pytest.importorskip("ray")
+
+import raylake  # noqa: E402
+from raylake import write_lake  # noqa: E402
+
+pytestmark = pytest.mark.ray
+
+
+def test_a_first_block_of_nulls_does_not_type_a_new_table(ray_cluster: Any, tmp_path: Path) -> None:
+    """from_items makes a block per item: the first block's column is null, the dataset's
+    (Ray's unified schema) int64; the table was created with a null column and the next
+    block's ints were refused in a write task."""
+    ds = ray.data.from_items([{"id": 1, "a": None}, {"id": 2, "a": 5}])
+    write_lake(ds, str(tmp_path / "t"))
+    tbl = raylake.open_table(str(tmp_path / "t"))
+    assert tbl.schema.field("a").type == pa.int64()
+    assert sorted(tbl.to_arrow().to_pylist(), key=lambda r: r["id"]) == [
+        {"id": 1, "a": None},
+        {"id": 2, "a": 5},
+    ]
+
+
+def test_a_merged_column_takes_the_datasets_type(ray_cluster: Any, tmp_path: Path) -> None:
+    raylake.from_pandas(pa.table({"id": [0]}).to_pandas(), str(tmp_path / "t"))
+    ds = ray.data.from_items([{"id": 1, "b": None}, {"id": 2, "b": "x"}])
+    write_lake(ds, str(tmp_path / "t"), schema_mode="merge")
+    tbl = raylake.open_table(str(tmp_path / "t"))
+    assert tbl.schema.field("b").type == pa.string()
+    assert sorted(tbl.to_arrow().column("b").to_pylist(), key=str) == [None, None, "x"]
