@@ -25,8 +25,8 @@ from ray.data.expressions import Expr as RayExpr
 
 from raylake.arguments import refuse_unknown_keywords
 from raylake.datasource._ray_compat import BATCH_SIZE_STUB_COLUMN, column_references
-from raylake.datasource.ray_expr import from_ray_expr, split_ray_predicate
-from raylake.errors import FilterError
+from raylake.datasource.ray_expr import from_ray_expr, render, split_ray_predicate
+from raylake.errors import FilterError, UnknownColumnError
 from raylake.expr import AlwaysTrue, Expr, and_, as_expr
 from raylake.table import Split, TableScan, open_table
 from raylake.table.counting import metadata_total
@@ -100,6 +100,9 @@ class LakeDatasource(Datasource):
         if projection_map is None:
             return self
         current = self._output_columns()
+        # A column the dataset lacks was dropped here, and Ray's stub column came back in
+        # its place: refuse it on the driver, as ``columns=`` does.
+        _check_known(projection_map, current, "select_columns")
         wanted = [c for c in projection_map if c in current]
         clone = self._copy()
         clone._projection_map = {c: c for c in wanted}
@@ -115,7 +118,10 @@ class LakeDatasource(Datasource):
         lowering. Either way the filter runs after a primary-key merge, so an older
         version of a row cannot resurface (the scan prunes only by key statistics).
         """
+        _check_known(column_references(predicate_expr), self._output_columns(), "filter")
         split = split_ray_predicate(predicate_expr, self._scan.table_schema.arrow_schema)
+        if split.residual is not None:
+            _check_residual(split.residual, self._scan.table_schema.arrow_schema)
         clone = self._copy()
         clone._scan = self._scan.where(and_(self._scan.filter, split.pushed))
         if split.residual is not None:
@@ -328,6 +334,22 @@ def _keep_row_count(block: pa.Table) -> pa.Table:
 def _input_files(context: ReadContext, group: Sequence[Split]) -> tuple[str, ...]:
     paths = dict.fromkeys(path for split in group for path in split.paths)
     return tuple(context.file_io.full_path(p) for p in paths)
+
+
+def _check_known(columns: Iterable[str], known: list[str], where: str) -> None:
+    for name in columns:
+        if name not in known:
+            raise UnknownColumnError(name, known, owner="the dataset", where=where)
+
+
+def _check_residual(residual: RayExpr, schema: pa.Schema) -> None:
+    """Evaluate the terms the read tasks will evaluate on an empty table, on the driver:
+    one pyarrow cannot type (a string column compared with an int) fails here as a
+    FilterError naming it, not as Arrow's error from inside every read task."""
+    try:
+        schema.empty_table().filter(residual.to_pyarrow())
+    except (pa.ArrowException, TypeError, ValueError) as exc:
+        raise FilterError(f"cannot evaluate the filter `{render(residual)}`: {exc}") from exc
 
 
 def _to_raylake_filter(filter: FilterLike, schema: pa.Schema) -> Expr:

@@ -348,6 +348,22 @@ def test_bad_filter_arguments(events: raylake.Table) -> None:
         LakeDatasource(events.uri, columns=["nope"])
 
 
+def test_unknown_columns_pushed_by_ray_are_refused_on_the_driver(
+    ray_cluster: Any, events: raylake.Table
+) -> None:
+    """select_columns of a missing column returned rows of Ray's stub column alone; a
+    filter on one, or one pyarrow cannot type, failed with Arrow's error in every task."""
+    ds = ray.data.read_datasource(LakeDatasource(events.uri))
+    with pytest.raises(UnknownColumnError, match="'nope' in select_columns"):
+        ds.select_columns(["id", "nope"]).take(1)
+    with pytest.raises(UnknownColumnError, match="'nope' in filter"):
+        ds.filter(expr=rcol("nope") > 1).take(1)
+    with pytest.raises(UnknownColumnError, match="'label' in filter"):
+        read_lake(events.uri, columns=["id"]).filter(expr=rcol("label") == 1).take(1)
+    with pytest.raises(FilterError, match=r"`\(col\('tag'\) > 1\)`"):
+        ds.filter(expr=rcol("tag") > 1).take(1)
+
+
 def test_missing_table(tmp_path: Path) -> None:
     with pytest.raises(raylake.TableNotFoundError):
         LakeDatasource(str(tmp_path / "nothing"))
