@@ -168,6 +168,9 @@ class LakeMerger(TableMerger):
         source_keys = dict(on.pairs)
         key_names = [source_keys[k] for k in tbl.table_schema.primary_key]
         storage = tbl.file_io
+        # The schema the merge planned (with the source's new columns under
+        # schema_mode="merge"), not the stored one: it is committed with the data.
+        table_schema = tbl.table_schema
 
         def add_bucket(batch: pa.Table) -> pa.Table:
             # Rows with a null key match nothing; they go to bucket 0 (an insert of one
@@ -185,13 +188,12 @@ class LakeMerger(TableMerger):
             return batch.append_column(_BUCKET, pa.array(ids))
 
         def merge_bucket(rows: pa.Table) -> pa.Table:
-            from raylake.format.schema_files import load_schema
             from raylake.format.snapshot import SnapshotManager
             from raylake.table.merge.builder import conform_source
             from raylake.table.merge.primary_key import primary_key_part
             from raylake.table.table import Table
 
-            own = Table(storage, load_schema(storage))
+            own = Table(storage, table_schema)
             snap = None if snapshot_id is None else SnapshotManager(storage).get(snapshot_id)
             source = conform_source(rows.drop_columns([_BUCKET]), own.schema, on)
             part = primary_key_part(own, snap, source, on, clauses, file_prefix=prefix)

@@ -144,3 +144,28 @@ def test_a_key_of_another_name_and_type_joins_in_the_tasks(
     assert (result.updated, result.inserted) == (2, 1)
     assert tbl.count() == 201
     assert sorted(tbl.to_arrow(filter="n = 9")["k"].to_pylist()) == [3, 5, 400]
+
+
+@pytest.mark.parametrize("primary_key", [["k"], []])
+def test_a_merge_that_adds_columns_equals_the_local_merge(
+    tmp_path: Path, ray_cluster: Any, primary_key: list[str]
+) -> None:
+    """The bucket tasks of a primary-key table read the stored schema, which lacked the
+    columns schema_mode="merge" adds: every task failed with Arrow's KeyError."""
+    source = pa.table({"k": [1, 9], "n": [5, 5], "score": [1.5, 2.5]})
+    tables = []
+    for name in ("local", "ray"):
+        tbl = raylake.create_table(str(tmp_path / name), SCHEMA, primary_key=primary_key)
+        tbl.write(pa.table({"k": [1, 2], "n": [1, 2], "s": ["a", "b"]}, schema=SCHEMA))
+        tables.append(tbl)
+
+    def merge(builder: Any) -> Any:
+        return builder.when_matched_update().when_not_matched_insert().execute()
+
+    local = merge(tables[0].merge(source, on="k", schema_mode="merge"))
+    ds = ray.data.from_arrow(source)
+    distributed = merge(raylake.merge_lake(ds, tables[1].uri, on="k", schema_mode="merge"))
+    assert (distributed.inserted, distributed.updated) == (local.inserted, local.updated) == (1, 1)
+    got, expected = (raylake.open_table(t.uri).to_arrow().sort_by("k") for t in tables)
+    assert got.schema.names == ["k", "n", "s", "score"]
+    assert got == expected
