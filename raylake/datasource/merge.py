@@ -199,9 +199,33 @@ class LakeMerger(TableMerger):
             part = primary_key_part(own, snap, source, on, clauses, file_prefix=prefix)
             return pa.table({_PART: pa.array([pickle.dumps(part)], pa.binary())})
 
-        grouped = self._ds.map_batches(add_bucket, batch_format="pyarrow").groupby(_BUCKET)
+        import ray
+
+        bucketed = _blocks_with_rows(self._ds.map_batches(add_bucket, batch_format="pyarrow"))
+        if not bucketed:
+            return []  # nothing to merge: no task, and the driver commits nothing
+        grouped = ray.data.from_arrow_refs(bucketed).groupby(_BUCKET)
         out = grouped.map_groups(merge_bucket, batch_format="pyarrow")
         return [pickle.loads(row[_PART]) for row in out.take_all()]
+
+
+def _blocks_with_rows(ds: Dataset) -> list[Any]:
+    """The refs of ``ds``'s blocks that hold rows.
+
+    Ray does not call a map on a block without rows and passes it on as it is, without
+    the bucket column (a filter that kept no row of a block leaves one without any
+    column): its groupby then fails in a reduce task, sorting by a column that block
+    lacks. Only the counts travel to the driver, not the rows."""
+    import ray
+
+    refs = ds.to_arrow_refs()
+    num_rows = ray.remote(_count_rows)
+    counts = ray.get([num_rows.remote(ref) for ref in refs])
+    return [ref for ref, count in zip(refs, counts, strict=True) if count]
+
+
+def _count_rows(block: pa.Table) -> int:
+    return int(block.num_rows)
 
 
 def _source_table(refs: list[Any], schema: pa.Schema, empty: pa.Table, on: JoinOn) -> pa.Table:
