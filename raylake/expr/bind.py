@@ -167,8 +167,7 @@ def _time_scalar(value: Any, typ: pa.DataType) -> pa.Scalar:
     if isinstance(value, pa.Scalar) and pa.types.is_time(value.type):
         if not value.is_valid:
             return pa.scalar(None, type=typ)
-        count = value.cast(pa.int32() if value.type.bit_width == 32 else pa.int64())
-        nanos = count.as_py() * _UNIT_NANOS[value.type.unit]
+        nanos = _scalar_nanos(value)
     elif isinstance(value, str) and (match := _TIME_OF_DAY.fullmatch(value.strip())):
         hours, minutes, seconds, digits = match.groups()
         nanos = ((int(hours) * 60 + int(minutes)) * 60 + int(seconds or 0)) * 10**9
@@ -180,10 +179,7 @@ def _time_scalar(value: Any, typ: pa.DataType) -> pa.Scalar:
         raise _Mismatch("expected a time of day such as '12:30:00'")
     if not 0 <= nanos < _DAY_NANOS:
         raise _Mismatch("a time of day is from 00:00:00 to 23:59:59.999999999")
-    step = _UNIT_NANOS[typ.unit]
-    if nanos % step:
-        raise _Mismatch(f"the literal is finer than the column's unit ({typ.unit})")
-    return pa.scalar(nanos // step, type=typ)
+    return _in_unit(nanos, typ)
 
 
 def _duration_scalar(value: Any, typ: pa.DataType) -> pa.Scalar:
@@ -195,7 +191,7 @@ def _duration_scalar(value: Any, typ: pa.DataType) -> pa.Scalar:
     if isinstance(value, pa.Scalar) and pa.types.is_duration(value.type):
         if not value.is_valid:
             return pa.scalar(None, type=typ)
-        nanos = value.cast(pa.int64()).as_py() * _UNIT_NANOS[value.type.unit]
+        nanos = _scalar_nanos(value)
     elif isinstance(value, datetime.timedelta) and hasattr(value, "asm8"):
         nanos = int(value.value)  # type: ignore[attr-defined]  # pandas.Timedelta
     elif isinstance(value, datetime.timedelta):
@@ -203,10 +199,22 @@ def _duration_scalar(value: Any, typ: pa.DataType) -> pa.Scalar:
         nanos = micros * 1000
     else:
         raise _Mismatch("expected a duration (a datetime.timedelta) or a count of its unit")
+    return _in_unit(nanos, typ)
+
+
+def _scalar_nanos(value: pa.Scalar) -> int:
+    """A valid time or duration scalar's value in nanoseconds."""
+    count = value.cast(pa.int32() if value.type.bit_width == 32 else pa.int64())
+    return int(count.as_py()) * _UNIT_NANOS[value.type.unit]
+
+
+def _in_unit(nanos: int, typ: pa.DataType) -> pa.Scalar:
+    """``nanos`` as a scalar of the time or duration type ``typ``; :class:`_Mismatch`
+    where its unit cannot hold them exactly."""
     step = _UNIT_NANOS[typ.unit]
     if nanos % step:
         raise _Mismatch(f"the literal is finer than the column's unit ({typ.unit})")
-    if not -(2**63) <= nanos // step < 2**63:
+    if not -(2 ** (typ.bit_width - 1)) <= nanos // step < 2 ** (typ.bit_width - 1):
         raise _Mismatch(f"the literal is out of the range of {typ}")
     return pa.scalar(nanos // step, type=typ)
 

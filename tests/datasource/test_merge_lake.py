@@ -147,6 +147,20 @@ def test_a_key_of_another_name_and_type_joins_in_the_tasks(
     assert sorted(tbl.to_arrow(filter="n = 9")["k"].to_pylist()) == [3, 5, 400]
 
 
+def _twin_tables(tmp_path: Path, primary_key: list[str]) -> list[raylake.Table]:
+    """Two tables of the same rows: one merged locally, one by merge_lake."""
+    tables = []
+    for name in ("local", "ray"):
+        tbl = raylake.create_table(str(tmp_path / name), SCHEMA, primary_key=primary_key)
+        tbl.write(pa.table({"k": [1, 2], "n": [1, 2], "s": ["a", "b"]}, schema=SCHEMA))
+        tables.append(tbl)
+    return tables
+
+
+def _upsert(builder: Any) -> Any:
+    return builder.when_matched_update().when_not_matched_insert().execute()
+
+
 @pytest.mark.parametrize("primary_key", [["k"], []])
 def test_a_merge_that_adds_columns_equals_the_local_merge(
     tmp_path: Path, ray_cluster: Any, primary_key: list[str]
@@ -154,18 +168,10 @@ def test_a_merge_that_adds_columns_equals_the_local_merge(
     """The bucket tasks of a primary-key table read the stored schema, which lacked the
     columns schema_mode="merge" adds: every task failed with Arrow's KeyError."""
     source = pa.table({"k": [1, 9], "n": [5, 5], "score": [1.5, 2.5]})
-    tables = []
-    for name in ("local", "ray"):
-        tbl = raylake.create_table(str(tmp_path / name), SCHEMA, primary_key=primary_key)
-        tbl.write(pa.table({"k": [1, 2], "n": [1, 2], "s": ["a", "b"]}, schema=SCHEMA))
-        tables.append(tbl)
-
-    def merge(builder: Any) -> Any:
-        return builder.when_matched_update().when_not_matched_insert().execute()
-
-    local = merge(tables[0].merge(source, on="k", schema_mode="merge"))
+    tables = _twin_tables(tmp_path, primary_key)
+    local = _upsert(tables[0].merge(source, on="k", schema_mode="merge"))
     ds = ray.data.from_arrow(source)
-    distributed = merge(raylake.merge_lake(ds, tables[1].uri, on="k", schema_mode="merge"))
+    distributed = _upsert(raylake.merge_lake(ds, tables[1].uri, on="k", schema_mode="merge"))
     assert (distributed.inserted, distributed.updated) == (local.inserted, local.updated) == (1, 1)
     got, expected = (raylake.open_table(t.uri).to_arrow().sort_by("k") for t in tables)
     assert got.schema.names == ["k", "n", "s", "score"]
@@ -181,20 +187,12 @@ def test_a_source_with_blocks_without_rows_equals_the_local_merge(
     groupby of a primary-key merge failed on in a reduce task (Arrow's 'No match for
     FieldRef'), as it did for a source without any row."""
     source = pa.table({"k": [1, 9], "n": [5, 5], "s": ["x", "y"]}, schema=SCHEMA)
-    tables = []
-    for name in ("local", "ray"):
-        tbl = raylake.create_table(str(tmp_path / name), SCHEMA, primary_key=primary_key)
-        tbl.write(pa.table({"k": [1, 2], "n": [1, 2], "s": ["a", "b"]}, schema=SCHEMA))
-        tables.append(tbl)
-
-    def merge(builder: Any) -> Any:
-        return builder.when_matched_update().when_not_matched_insert().execute()
-
+    tables = _twin_tables(tmp_path, primary_key)
     kept = source.filter(pc.is_in(source["k"], pa.array(keep, pa.int64())))
-    local = merge(tables[0].merge(kept, on="k"))
+    local = _upsert(tables[0].merge(kept, on="k"))
     ds = ray.data.from_arrow([source.slice(0, 1), source.slice(1)])
     ds = ds.filter(lambda row: row["k"] in keep)
-    distributed = merge(raylake.merge_lake(ds, tables[1].uri, on="k"))
+    distributed = _upsert(raylake.merge_lake(ds, tables[1].uri, on="k"))
     assert (distributed.inserted, distributed.updated) == (local.inserted, local.updated)
     assert distributed.inserted == len(keep)
     assert [len(t.snapshots()) for t in tables] == [1 + len(keep)] * 2

@@ -48,6 +48,19 @@ def _table(server: LocalS3Server, options: dict[str, Any]) -> tuple[str, raylake
     return uri, tbl
 
 
+def _keyed_table(
+    server: LocalS3Server, storage_options: dict[str, Any], options: dict[str, str]
+) -> tuple[str, raylake.Table]:
+    """A primary-key table (id, v) of one bucket with table ``options``."""
+    uri = f"s3://{server.create_bucket()}/t"
+    schema = pa.schema([("id", pa.int64()), ("v", pa.int64())])
+    tbl = raylake.create_table(
+        uri, schema, primary_key=["id"], buckets=1, storage_options=storage_options,
+        options=options,
+    )  # fmt: skip
+    return uri, tbl
+
+
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("step", list(STEPS))
 def test_a_fault_at_each_commit_step_is_retried_and_commits_once(
@@ -163,15 +176,9 @@ def test_a_committed_upsert_is_acknowledged_when_automatic_compaction_cannot_rea
     # failing made the upsert raise although it was committed, and a retry of it applied
     # it twice (a sum aggregates it twice).
     options = {**storage_options, "raylake_retry": {"max_attempts": 2, "backoff_s": 0.0}}
-    uri = f"s3://{faulty.create_bucket()}/t"
-    tbl = raylake.create_table(
-        uri,
-        pa.schema([("id", pa.int64()), ("v", pa.int64())]),
-        primary_key=["id"],
-        buckets=1,
-        storage_options=options,
-        options={"compaction.max-overlapping-files": "1", "merge-engine": "aggregation",
-                 "fields.v.aggregate-function": "sum"},
+    uri, tbl = _keyed_table(
+        faulty, options, {"compaction.max-overlapping-files": "1", "merge-engine": "aggregation",
+                          "fields.v.aggregate-function": "sum"},
     )  # fmt: skip
     tbl.write(pa.table({"id": [1, 2], "v": [1, 1]}))
     # The parent check after the create reads through; compaction's reads fail.
@@ -214,14 +221,8 @@ def test_data_reads_of_a_write_failing_past_the_bound_are_named(
     # Compaction and a commit that looks up the changelog read data files outside a
     # scan: after the bound pyarrow's bare OSError came out of them.
     options = {**storage_options, "raylake_retry": {"max_attempts": 2, "backoff_s": 0.0}}
-    uri = f"s3://{faulty.create_bucket()}/t"
-    tbl = raylake.create_table(
-        uri,
-        pa.schema([("id", pa.int64()), ("v", pa.int64())]),
-        primary_key=["id"],
-        buckets=1,
-        storage_options=options,
-        options={"changelog-producer": "lookup" if step != "compaction" else "none"},
+    uri, tbl = _keyed_table(
+        faulty, options, {"changelog-producer": "lookup" if step != "compaction" else "none"}
     )
     for v in (1, 2):
         tbl.write(pa.table({"id": [1, 2], "v": [v, v]}))
