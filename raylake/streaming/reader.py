@@ -116,7 +116,6 @@ class StreamReader(NotPicklable):
             self.next_snapshot_id, self._full_next = self._start(options.start)
             if self.consumer_id is not None:  # registered now: expiration keeps what it needs
                 self._record(self.next_snapshot_id, self._full_next)
-        self._seen_table = self._snapshots.read_hint() is not None
         # The snapshot the last plan ended at, as read here: a table dropped and created
         # again under the reader shows as a next snapshot that does not follow it.
         self._last_read: Snapshot | None = None
@@ -229,7 +228,6 @@ class StreamReader(NotPicklable):
     def _advance(self, plan: StreamPlan, last: Snapshot) -> None:
         self.next_snapshot_id = plan.next_snapshot_id
         self._full_next = False
-        self._seen_table = True
         self._last_read = last
         if self._prefetch:
             self._start_prefetch(self.next_snapshot_id)
@@ -238,7 +236,9 @@ class StreamReader(NotPicklable):
         """A missing next snapshot is normal (not committed yet) unless it expired or the
         table went away."""
         hint = self._snapshots.read_hint()
-        if hint is None and self._seen_table and not self.table.file_io.exists("schema"):
+        # No hint: a table without snapshots, or none at all (deleted, whether or not
+        # this reader saw a snapshot of it; one look, on empty polls of such a table).
+        if hint is None and not self.table.file_io.exists("schema"):
             raise TableNotFoundError(self.table.uri)
         last = self._last_read
         if last is not None and (hint is None or hint < last.id):
@@ -251,7 +251,6 @@ class StreamReader(NotPicklable):
                 self._replaced(f"has another snapshot {last.id}")
         if hint is None:
             return
-        self._seen_table = True
         # It should exist: expired, or committed between the two reads.
         if hint >= wanted and self._get(wanted) is None:
             self._check_not_expired(wanted)

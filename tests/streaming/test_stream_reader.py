@@ -362,12 +362,15 @@ def test_bad_arguments(warehouse: Path) -> None:
     assert tbl.consumers() == []  # nothing registered by the failed calls
 
 
-def test_table_deleted_mid_stream(warehouse: Path) -> None:
+@pytest.mark.parametrize("commits", [0, 1])
+def test_table_deleted_mid_stream(warehouse: Path, commits: int) -> None:
+    """Also a table deleted before its first commit: its reader had seen no snapshot."""
     import shutil
 
     tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
-    tbl.write(rows([1]))
-    reader = tbl.stream(start="latest")
+    for i in range(commits):
+        tbl.write(rows([i]))
+    reader = tbl.stream(start="latest", consumer_id="c")
     drain(reader)
     shutil.rmtree(warehouse / "t")
     with pytest.raises(TableNotFoundError):
