@@ -51,6 +51,7 @@ class PaimonSource(TableSource):
     start_id_reads_whole = False
     changes_read_start = False
     plain_files = False
+    consumer_properties = False
 
     def __init__(self, file_io: FileIO) -> None:
         super().__init__(file_io, PaimonSnapshots(file_io))

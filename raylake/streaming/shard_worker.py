@@ -61,7 +61,7 @@ class ShardWorker:
         progress = self.reader.resumed_from  # read once, by the reader, at open
         snapshots = self.sink.source
         latest = snapshots.latest_id() or 0
-        if progress is None:
+        if progress is None and self.source.source.consumer_properties:
             # A new consumer (a first start, one deleted to start over, a source created
             # again): no sink commit is its own yet, even one under its commit user from an
             # earlier life. Recorded at once, so a restart searches only what comes after.
@@ -69,7 +69,11 @@ class ShardWorker:
                 self.reader.next_snapshot_id, {SINK_SNAPSHOT: str(latest)}
             )
             return latest
-        since = int(progress.properties.get(SINK_SNAPSHOT, "0"))
+        # A Paimon consumer file keeps neither the sink snapshot nor a whole-state start
+        # (it is written at the first checkpoint past it): no progress may be a shard
+        # killed between its first commit and that checkpoint, so the whole sink is
+        # searched (docs/paimon.md: start over with another consumer id).
+        since = 0 if progress is None else int(progress.properties.get(SINK_SNAPSHOT, "0"))
         for snapshot_id in range(latest, since, -1):
             snap = snapshots.read_if_present(snapshot_id)
             if snap is not None and snap.commit_user == self.commit_user:

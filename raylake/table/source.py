@@ -86,6 +86,9 @@ class TableSource(ABC):
     # What a stream started at a snapshot id reads of that snapshot: its whole state
     # (raylake), or its changes (Paimon's streaming ``scan.snapshot-id``).
     start_id_reads_whole: ClassVar[bool] = True
+    # Whether a consumer file keeps properties beside the position (raylake's), or only
+    # the next snapshot (Paimon's: neither a whole-state start nor a job's sink snapshot).
+    consumer_properties: ClassVar[bool] = True
     # Whether a change range reads its start snapshot (raylake compares the files live
     # at both ends), or only the snapshots after it (Paimon's delta and changelog files).
     changes_read_start: ClassVar[bool] = True

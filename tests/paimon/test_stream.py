@@ -162,3 +162,28 @@ def test_a_streaming_job_shard_writes_each_change_once(paimon_copy: Any, tmp_pat
     again.step()
     assert again.position() == 4
     assert sorted(raylake.open_table(sink_uri).to_arrow().column("id").to_pylist()) == first
+
+
+def test_a_job_shard_killed_before_its_first_checkpoint_commits_once(
+    paimon_copy: Any, tmp_path: Any
+) -> None:
+    """A job starts with the whole state at the earliest snapshot, which Paimon's consumer
+    file cannot record: a shard killed between that commit and its first checkpoint has
+    no progress, and must still find its commit rather than write the state again."""
+    from raylake.streaming.job import JobSpec, ShardWorker
+
+    source = raylake.open_table(str(paimon_copy("append_unaware")))
+    sink = raylake.create_table(str(tmp_path / "sink"), source.schema)
+    spec = JobSpec(source.uri, lambda rows: rows, "copy", 1, sink_uri=sink.uri)
+    killed = ShardWorker(spec, 0)
+    plan = killed.reader.poll()
+    assert plan is not None and plan.kind == "full"
+    killed._commit(plan, [plan.to_arrow()])  # committed; killed before the checkpoint
+    killed.reader.close()
+    assert source.consumer("copy.shard-0-of-1") is None
+    again = ShardWorker(spec, 0)
+    assert again.reader.next_snapshot_id == plan.next_snapshot_id
+    again.step()
+    assert sorted(sink.to_arrow().column("id").to_pylist()) == sorted(
+        source.to_arrow().column("id").to_pylist()
+    )
