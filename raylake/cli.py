@@ -11,6 +11,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from raylake import __version__
 from raylake.cli_json import json_line
@@ -18,6 +19,7 @@ from raylake.cli_write import cmd_write
 from raylake.errors import InvalidArgumentError, RaylakeError
 from raylake.progress import progress_enabled
 from raylake.streaming.options import START_NAMES
+from raylake.streaming.splits import ROW_KIND
 from raylake.table import Snapshot, Table, open_table
 from raylake.table.kind import kind_of
 from raylake.table.pandas_types import arrow_to_pandas
@@ -282,7 +284,11 @@ def cmd_consumers(args: argparse.Namespace) -> int:
 def cmd_tail(args: argparse.Namespace) -> int:
     """Print each new commit as it arrives (one line per stream plan)."""
     tbl = _open(args)
-    reader = tbl.stream(consumer_id=args.consumer, start=args.start, poll_interval=args.poll)
+    # With row kinds: a commit's deletes and before-images are changes it made too (the
+    # stream without them delivers upserts, and a delete read as 0 rows).
+    reader = tbl.stream(
+        consumer_id=args.consumer, start=args.start, poll_interval=args.poll, include_row_kind=True
+    )
     print(f"following {tbl.uri} from snapshot {reader.next_snapshot_id}", flush=True)
     try:
         for plan in reader.plans(max_plans=args.max_plans, timeout=args.timeout):
@@ -291,9 +297,10 @@ def cmd_tail(args: argparse.Namespace) -> int:
                 if plan.first_snapshot_id == plan.snapshot_id
                 else (f"{plan.first_snapshot_id}..{plan.snapshot_id}")
             )
+            rows = plan.to_arrow()
             print(
                 f"snapshot {span:>9}  {plan.commit_kind:<9}  {plan.kind:<9}  "
-                f"{plan.to_arrow().num_rows:>13,} rows",
+                f"{rows.num_rows:>13,} rows{_row_kinds(rows)}",
                 flush=True,
             )
             if args.consumer is not None:
@@ -303,6 +310,19 @@ def cmd_tail(args: argparse.Namespace) -> int:
     finally:
         reader.close()
     return 0
+
+
+def _row_kinds(rows: pa.Table) -> str:
+    """'  (+U 2, -U 2, -D 1)': how many change rows of each kind, where any is not an
+    insert ('' for inserts alone)."""
+    counts = pc.value_counts(rows.column(ROW_KIND)).to_pylist()
+    if all(c["values"] == "+I" for c in counts):
+        return ""
+    found = {c["values"]: c["counts"] for c in counts}
+    return "  (" + ", ".join(f"{k} {found[k]:,}" for k in _KINDS if k in found) + ")"
+
+
+_KINDS = ("+I", "-U", "+U", "-D")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -37,3 +37,24 @@ def test_tail_bad_consumer_id(warehouse: Path, capsys: pytest.CaptureFixture[str
     assert main(["tail", tbl.uri, "--consumer", "a/b", "--timeout", "0"]) == 2
     err = capsys.readouterr().err
     assert "consumer_id must be a valid consumer id" in err and "'a/b'" in err
+
+
+def test_tail_counts_deletes_and_updates(
+    warehouse: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A delete is a change the commit made: without row kinds the stream carries upserts
+    only, and a commit that deleted two rows printed 0 rows."""
+    import pyarrow as pa
+
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.string())])
+    tbl = raylake.create_table(str(warehouse / "pk"), schema, primary_key=["id"], buckets=1)
+    tbl.write(pa.table({"id": [1, 2, 3], "v": ["a", "b", "c"]}, schema=schema))
+    tbl.write(pa.table({"id": [1], "v": ["z"]}, schema=schema))
+    tbl.delete("id >= 2")
+    assert main(["tail", tbl.uri, "--start", "earliest", "--timeout", "0"]) == 0
+    lines = [line.split(" rows") for line in capsys.readouterr().out.splitlines()[1:]]
+    assert [(int(n.split()[-1]), kinds.strip()) for n, kinds in lines] == [
+        (3, ""),
+        (2, "(-U 1, +U 1)"),
+        (2, "(-D 2)"),
+    ]
