@@ -124,12 +124,15 @@ class LakeStreamDataset(IterableDataset):
         self._reader = ContinualReader(
             self._table, self._config, self._converter, consumer, consumers, resume
         )
-        self._resume = None
         self._recorder = FeedRecorder()
         return self._fed(self._reader, self._recorder)
 
     def _fed(self, reader: ContinualReader, recorder: FeedRecorder) -> Iterator[Any]:
         """The reader's blocks as tensors, the trainer's waits recorded (``stats()``)."""
+        # The loaded position is used up by the pass that reads, not by every iter():
+        # StatefulDataLoader loading a state saved after its end makes an iterator from it
+        # and drops it unread for a new one, which must start at that position too.
+        self._resume = None
         blocks = iter(reader)
         try:
             while True:

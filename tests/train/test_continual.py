@@ -157,6 +157,25 @@ def test_stateful_dataloader_resumes(tbl: raylake.Table) -> None:
     assert Counter(head + ids_of(list(again))) == Counter(whole)
 
 
+@pytest.mark.filterwarnings("ignore:'set_vital' is deprecated")
+def test_a_state_saved_after_the_end_continues_with_a_later_until(tbl: raylake.Table) -> None:
+    """StatefulDataLoader (no workers) loads a finished state into the dataset, makes an
+    iterator from it and drops it unread for a new one: that one must start at the
+    position too, not at ``start`` (which read snapshots 1..3 again)."""
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    def loader(until: int) -> StatefulDataLoader:
+        ds = LakeStreamDataset(tbl, start="earliest", batch_size=8, until_snapshot=until)
+        return StatefulDataLoader(ds, batch_size=None, num_workers=0)
+
+    first = loader(3)
+    head = ids_of(list(first))
+    assert sorted(head) == list(range(3 * 37))
+    again = loader(5)
+    again.load_state_dict(first.state_dict())
+    assert sorted(ids_of(list(again))) == list(range(3 * 37, 5 * 37))
+
+
 def test_a_position_of_another_table_or_seed_is_refused(
     tbl: raylake.Table, warehouse: Path
 ) -> None:
