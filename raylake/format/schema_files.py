@@ -67,17 +67,26 @@ def check_same_table(file_io: FileIO, ts: TableSchema) -> None:
     replaced by another (deleted and created again): the commit would make a directory
     without a schema, or a snapshot naming files of other columns. Read afresh, never
     from the cache, which holds what this process saw before."""
-    try:
-        raw = file_io.read_bytes(schema_path(ts.schema_id))
-    except FileNotFoundError:
-        raise TableNotFoundError(file_io.uri) from None
-    found = TableSchema.from_json(json_object(raw, file_io.full_path(schema_path(ts.schema_id))))
+    found = stored_schema(file_io, ts.schema_id)
+    if found is None:
+        raise TableNotFoundError(file_io.uri)
     if found.to_json() != ts.to_json():
         raise CommitFailedError(
             f"the table at {file_io.uri!r} was replaced after it was opened: its schema "
             f"{ts.schema_id} is not the one this commit was written under; open it again "
             "(open_table) and write again. Nothing was committed"
         )
+
+
+def stored_schema(file_io: FileIO, schema_id: int) -> TableSchema | None:
+    """Schema ``schema_id`` as the store holds it now (None: no such file), never from the
+    cache, which holds what this process saw before a table was created again."""
+    path = schema_path(schema_id)
+    try:
+        raw = file_io.read_bytes(path)
+    except FileNotFoundError:
+        return None
+    return TableSchema.from_json(json_object(raw, file_io.full_path(path)))
 
 
 def forget_schemas() -> None:

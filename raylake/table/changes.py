@@ -213,6 +213,10 @@ class ChangeRange:
     from_changelog: bool = False
     _cache: dict[str, Any] = field(default_factory=dict, repr=False)
 
+    def __post_init__(self) -> None:
+        # Not the changes of a table created again since ts was read (same_table.py).
+        self.source.check_opened_schema(self.ts, self.after)
+
     @property
     def file_io(self) -> FileIO:
         return self.source.file_io

@@ -169,7 +169,9 @@ class TableScan(ScanReads):
     def snapshot(self) -> Snapshot | None:
         """The snapshot this scan reads, resolved on the first call and then kept."""
         if not self._resolved:
-            self._resolved.append(self._resolve_snapshot())
+            snap = self._resolve_snapshot()
+            self.source.check_opened_schema(self.table_schema, snap)
+            self._resolved.append(snap)
         return self._resolved[0]
 
     @property

@@ -40,6 +40,7 @@ from raylake.format.snapshot import Snapshot, SnapshotManager
 from raylake.format.types import has_min_max
 from raylake.io import FileIO
 from raylake.table.location import at_table_location
+from raylake.table.same_table import SameTableCheck
 
 if TYPE_CHECKING:
     from raylake.table.kind import TableKind
@@ -177,6 +178,11 @@ class TableSource(ABC):
     def schema(self, schema_id: int) -> TableSchema:
         """The table schema of ``schema_id`` (a snapshot's, for time travel and streams)."""
 
+    def check_opened_schema(self, ts: TableSchema, snap: Snapshot | None) -> None:
+        """Refuse to read ``snap`` under ``ts`` where the table was created again since
+        ``ts`` was read (raylake/table/same_table.py); a format without that check reads."""
+        return None
+
     def warm(self, ts: TableSchema, snap: Snapshot) -> None:
         """Read ahead what a stream's next step reads of ``snap`` (only a cache fill)."""
         return None
@@ -220,6 +226,10 @@ class RaylakeSource(TableSource):
         super().__init__(file_io, SnapshotManager(file_io))
         self.consumer_files = ConsumerManager(file_io)
         self._listed: list[int] | None = None
+        self._same_table = SameTableCheck()
+
+    def check_opened_schema(self, ts: TableSchema, snap: Snapshot | None) -> None:
+        self._same_table.check(self.file_io, ts, snap)
 
     def exists(self) -> bool:
         self._listed = _schema_ids(self.file_io)

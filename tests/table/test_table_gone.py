@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 import raylake
-from raylake.errors import CommitFailedError, TableNotFoundError
+from raylake.errors import CommitFailedError, SchemaError, TableNotFoundError
 
 SCHEMA = pa.schema([("id", pa.int64()), ("x", pa.string())])
 ROWS = pa.table({"id": [1, 2], "x": ["a", "b"]})
@@ -62,3 +62,43 @@ def test_a_write_to_a_table_replaced_by_another_is_refused(warehouse: Path) -> N
         old.write(ROWS)
     assert raylake.open_table(str(root)).to_arrow() == pa.table({"q": [1.0]})
     assert len(list((root / "data" / "bucket-0").iterdir())) == 1
+
+
+def test_reads_of_a_table_replaced_by_another_are_refused(warehouse: Path) -> None:
+    """Opened before the table was dropped and created again with other columns, a Table
+    read the new files under its old columns: rows of nulls. It says so instead."""
+    root = warehouse / "t"
+    old = raylake.create_table(str(root), SCHEMA)
+    old.write(ROWS)
+    assert old.to_arrow() == ROWS
+    old.write(ROWS)
+    assert old.count() == 4
+    shutil.rmtree(root)
+    new = raylake.create_table(str(root), pa.schema([("q", pa.float64())]))
+    new.write(pa.table({"q": [1.0]}))
+    reads = [
+        old.to_arrow,
+        old.count,
+        lambda: old.changes(0, 1).to_arrow(),
+        lambda: list(old.stream(start="earliest").plans(timeout=0)),
+    ]
+    for read in reads:
+        with pytest.raises(SchemaError, match="dropped and created again"):
+            read()
+    assert old.refresh().to_arrow() == pa.table({"q": [1.0]})
+
+
+def test_a_table_that_grows_reads_its_schema_file_once(
+    warehouse: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each snapshot made on one already read is of the same table: no schema read."""
+    from raylake.table import same_table
+
+    looks: list[int] = []
+    stored = same_table.stored_schema
+    monkeypatch.setattr(same_table, "stored_schema", lambda *a: looks.append(1) or stored(*a))
+    tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
+    for _ in range(3):
+        tbl.write(ROWS)
+        tbl.to_arrow()
+    assert len(looks) == 1
