@@ -14,6 +14,7 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from numbers import Integral
 from typing import Any, Literal
 
 import pyarrow as pa
@@ -48,20 +49,29 @@ class StreamPosition:
     next_snapshot_id: int
     full: bool = False
 
+    def __post_init__(self) -> None:
+        # A float or string id would be waited for without end (no snapshot has it), and 0
+        # or less reported as expired; a truthy non-bool ``full`` read a change as a state.
+        next_id = self.next_snapshot_id
+        if not isinstance(next_id, Integral) or isinstance(next_id, bool) or next_id < 1:
+            raise StreamArgumentError(
+                "position", self, "a stream position (next_snapshot_id an int >= 1)"
+            )
+        check_flag("full", self.full, StreamArgumentError)
+        object.__setattr__(self, "next_snapshot_id", int(next_id))  # numpy's ints too
+
     def to_dict(self) -> dict[str, Any]:
         return {"next_snapshot_id": self.next_snapshot_id, "full": self.full}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> StreamPosition:
         try:
-            position = cls(int(data["next_snapshot_id"]), bool(data["full"]))
+            next_id, full = data["next_snapshot_id"], data["full"]
+            if isinstance(next_id, str):  # as a text format may keep it
+                next_id = int(next_id)
+            return cls(next_id, full)
         except (KeyError, TypeError, ValueError) as exc:
-            raise StreamArgumentError("position", data, f"a stream position ({exc!r})") from None
-        if position.next_snapshot_id < 1:
-            raise StreamArgumentError(
-                "position", data, "a stream position (snapshot ids start at 1)"
-            )
-        return position
+            raise StreamArgumentError("position", data, f"a stream position ({exc})") from None
 
 
 StartPosition = Literal["latest", "earliest", "latest-new"] | int | datetime | StreamPosition

@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -146,6 +147,14 @@ def test_a_stream_position_that_is_not_one_is_an_argument_error() -> None:
     assert StreamPosition.from_dict({"next_snapshot_id": 4, "full": True}) == StreamPosition(
         4, True
     )
+    # Made directly: a float or string id was waited for without end, 0 said "expired",
+    # and a truthy string read a change as a whole state.
+    for made in ((2.5, False), ("2", False), (True, False), (0, False), (2, "yes")):
+        with pytest.raises(InvalidArgumentError, match=r"position|full"):
+            StreamPosition(*made)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError, match="full must be True or False"):
+        StreamPosition.from_dict({"next_snapshot_id": 2, "full": "false"})
+    assert StreamPosition(np.int64(3)).next_snapshot_id.__class__ is int
 
 
 def test_options_pickle(tbl: Table) -> None:
