@@ -229,7 +229,7 @@ class StreamReader(NotPicklable):
         self.next_snapshot_id = plan.next_snapshot_id
         self._full_next = False
         self._last_read = last
-        if self._prefetch:
+        if self._prefetch and not self._closed:  # a poll run on past close() starts none
             self._start_prefetch(self.next_snapshot_id)
 
     def _check_position(self, wanted: int) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from committer import SCHEMA, start
+from committer import SCHEMA, batch, start
 
 import raylake
 from raylake.errors import ConsumerError
@@ -138,3 +138,30 @@ def test_a_failed_poll_is_polled_again(warehouse: Path) -> None:
 
     assert asyncio.run(consume()) == 1
     reader.close()
+
+
+def test_a_poll_that_runs_on_past_close_starts_no_prefetch_thread(
+    warehouse: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An async poll whose wait was cancelled, or a poll on another thread, runs on after
+    close(): its plan started a prefetch thread nobody would shut down."""
+    tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
+    tbl.write(batch(0, 3))
+    reader = tbl.stream(start="earliest")
+    entered, release = threading.Event(), threading.Event()
+    read = reader._snapshots.read_if_present
+
+    def held(snapshot_id: int) -> Any:
+        entered.set()
+        release.wait(10)
+        return read(snapshot_id)
+
+    monkeypatch.setattr(reader._snapshots, "read_if_present", held)
+    poll = threading.Thread(target=reader.poll)
+    poll.start()
+    assert entered.wait(10)
+    reader.close()
+    release.set()
+    poll.join(10)
+    assert reader._prefetcher is None
+    assert not [t for t in threading.enumerate() if t.name.startswith("raylake-stream")]
