@@ -20,7 +20,12 @@ import ray.data
 from ray.data.block import BlockMetadata
 from ray.data.datasource import Datasource, ReadTask
 
-from raylake.arguments import check_count, check_optional_count
+from raylake.arguments import (
+    check_count,
+    check_optional_count,
+    check_seconds,
+    refuse_unknown_keywords,
+)
 from raylake.datasource.api import read_task_options
 from raylake.datasource.datasource import blocks_of, pack_splits
 from raylake.errors import StreamArgumentError
@@ -125,11 +130,18 @@ class LakeStream:
         # the plans a batch held when a poll for more failed.
         self._carried: list[StreamPlan] = []
 
+    @refuse_unknown_keywords
     def datasets(
         self, *, max_datasets: int | None = None, timeout: float | None = None
     ) -> Iterator[Dataset]:
         """Datasets as snapshots arrive; ends after ``max_datasets``, or ``timeout``
         seconds without a new snapshot."""
+        # Checked here, not at the first next(): a generator's body runs only then.
+        check_optional_count("max_datasets", max_datasets, 0, StreamArgumentError)
+        check_seconds("timeout", timeout, StreamArgumentError)
+        return self._datasets(max_datasets, timeout)
+
+    def _datasets(self, max_datasets: int | None, timeout: float | None) -> Iterator[Dataset]:
         made = 0
         while max_datasets is None or made < max_datasets:
             plans, self._carried = self._carried, []

@@ -17,6 +17,7 @@ from committer import SCHEMA, batch, start
 import raylake
 from raylake.errors import (
     ConsumerError,
+    InvalidArgumentError,
     SchemaMismatchError,
     StreamError,
     StreamPositionExpiredError,
@@ -69,6 +70,20 @@ def test_read_lake_stream_micro_batches(ray_cluster: Any, warehouse: Path) -> No
     counts = [ds.count() for ds in stream.datasets(timeout=0)]
     assert counts == [30, 20]
     assert [p.snapshot_id for p in stream.last_plans] == [9, 10]
+
+
+def test_stream_datasets_refuse_bad_arguments_when_called(warehouse: Path) -> None:
+    """Refused by the call, as reader.plans() refuses them: the datasets are a generator,
+    whose checks ran at the first next(), with Python's bare TypeError for some."""
+    tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
+    stream = read_lake_stream(tbl.uri)
+    with pytest.raises(StreamError, match="max_datasets must be an int >= 0 or None"):
+        stream.datasets(max_datasets="2")  # type: ignore[arg-type]
+    with pytest.raises(StreamError, match="timeout must be a number of seconds >= 0"):
+        stream.datasets(timeout=-1)
+    with pytest.raises(InvalidArgumentError, match="did you mean 'max_datasets'"):
+        stream.datasets(max_dataset=1)  # type: ignore[call-arg]
+    stream.close()
 
 
 def test_streaming_job_into_a_sink(ray_cluster: Any, warehouse: Path) -> None:
