@@ -34,7 +34,6 @@ from raylake.caching import LruCache
 from raylake.errors import (
     ConsumerArgumentError,
     ConsumerError,
-    SnapshotNotFoundError,
     StreamArgumentError,
     StreamError,
     StreamPositionExpiredError,
@@ -52,6 +51,7 @@ from raylake.streaming.options import StartPosition as StartPosition
 from raylake.streaming.options import StreamOptions as StreamOptions
 from raylake.streaming.options import StreamPosition as StreamPosition
 from raylake.streaming.plan import StreamPlan, StreamPlanner
+from raylake.streaming.reach import check_reachable
 from raylake.streaming.shard import ShardSpec
 from raylake.streaming.splits import StreamReadContext
 from raylake.streaming.unpicklable import NotPicklable
@@ -143,17 +143,11 @@ class StreamReader(NotPicklable):
 
     def _start(self, start: StartPosition) -> tuple[int, bool]:
         if isinstance(start, StreamPosition):
-            latest = self._snapshots.latest_id() or 0
-            if start.next_snapshot_id <= latest:
-                self._check_not_expired(start.next_snapshot_id)
-            elif start.next_snapshot_id > latest + 1:  # waiting for it would skip rows
-                raise SnapshotNotFoundError(
-                    f"the stream position {start.next_snapshot_id} is past snapshot "
-                    f"{latest + 1}, the next one {self.table.uri} makes: a position of "
-                    "another table, or of this one before it was dropped and created again",
-                    snapshot_id=start.next_snapshot_id,
-                )
-            return start.next_snapshot_id, start.full
+            at = start.next_snapshot_id
+            why = "a position of another table, or of this one before it was created again"
+            if at <= check_reachable(self._snapshots, self.table.uri, at, "the position", why):
+                self._check_not_expired(at)
+            return at, start.full
         if isinstance(start, str):  # a name, an int or a datetime: checked by StreamOptions
             if start == "earliest":
                 earliest = self._snapshots.earliest_id()
@@ -410,6 +404,8 @@ class StreamReader(NotPicklable):
                 "(Table.reset_consumer can)",
                 consumer_id=self.consumer_id,
             )
+        why = "waiting for it would skip the snapshots before it"
+        check_reachable(self._snapshots, self.table.uri, next_snapshot_id, "seek", why)
         self.next_snapshot_id, self._full_next = next_snapshot_id, False
         self._last_read = None  # snapshots skipped: none read last
         if self.consumer_id is None:

@@ -77,7 +77,10 @@ class ShardWorker:
         for snapshot_id in range(latest, since, -1):
             snap = snapshots.read_if_present(snapshot_id)
             if snap is not None and snap.commit_user == self.commit_user:
-                if snap.commit_identifier >= self.reader.next_snapshot_id:
+                # Past the source's latest snapshot, a commit is of a source that was
+                # created again: seeking there would skip what this one has (refused).
+                newest = self.source.source.latest_id() or 0
+                if self.reader.next_snapshot_id <= snap.commit_identifier <= newest:
                     logger.info(
                         "%s: output of source snapshot %d is in sink snapshot %d; moving on",
                         self.consumer_id, snap.commit_identifier, snap.id,

@@ -187,3 +187,24 @@ def test_a_job_shard_killed_before_its_first_checkpoint_commits_once(
     assert sorted(sink.to_arrow().column("id").to_pylist()) == sorted(
         source.to_arrow().column("id").to_pylist()
     )
+
+
+def test_a_job_on_a_paimon_source_created_again_shorter_reads_it(
+    paimon_copy: Any, tmp_path: Any
+) -> None:
+    """The sink's commit of source snapshot 3 cannot be of a source whose latest is 2: the
+    shard starts at the new source's start rather than seek past its last snapshot."""
+    from raylake.streaming.job import JobSpec, ShardWorker
+
+    root = paimon_copy("append_unaware")
+    source = raylake.open_table(str(root))
+    sink = raylake.create_table(str(tmp_path / "sink"), source.schema)
+    spec = JobSpec(source.uri, lambda rows: rows, "copy", 1, sink_uri=sink.uri)
+    assert ShardWorker(spec, 0).step().next_snapshot_id == 4
+    (root / "snapshot" / "snapshot-3").unlink()  # created again, with two snapshots
+    (root / "snapshot" / "LATEST").write_text("2")
+    for consumer in (root / "consumer").iterdir():
+        consumer.unlink()
+    again = ShardWorker(spec, 0)
+    assert again.reader.next_snapshot_id == 1
+    assert again.step().next_snapshot_id == 3

@@ -409,6 +409,21 @@ def test_a_position_past_the_next_snapshot_is_refused(warehouse: Path) -> None:
         tbl.stream(start=StreamPosition(5))
 
 
+def test_a_seek_past_the_next_snapshot_is_refused(warehouse: Path) -> None:
+    """A seek there recorded the consumer at it, and the reader then skipped every
+    snapshot committed before it."""
+    tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
+    for i in range(3):
+        tbl.write(rows([i]))
+    reader = tbl.stream(start="earliest", consumer_id="c")
+    with pytest.raises(SnapshotNotFoundError, match="seek 9 is past snapshot 4"):
+        reader.seek(9)
+    assert reader.next_snapshot_id == 1 and tbl.consumer("c").next_snapshot_id == 1
+    reader.seek(4)  # the next commit's: fine
+    tbl.write(rows([3]))
+    assert ids_of(drain(reader)) == [3]
+
+
 def test_corrupted_consumer_file(warehouse: Path) -> None:
     tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
     tbl.write(rows([1]))
