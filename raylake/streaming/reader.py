@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from raylake.arguments import (
     check_count,
+    check_mapping,
     check_optional_count,
     check_seconds,
     refuse_unknown_keywords,
@@ -406,11 +407,12 @@ class StreamReader(NotPicklable):
             )
         why = "waiting for it would skip the snapshots before it"
         check_reachable(self._snapshots, self.table.uri, next_snapshot_id, "seek", why)
+        recorded = None  # recorded first: a refused or failed record leaves the reader
+        if self.consumer_id is not None:
+            recorded = self._record(next_snapshot_id, False, properties, forward_only=True)
         self.next_snapshot_id, self._full_next = next_snapshot_id, False
         self._last_read = None  # snapshots skipped: none read last
-        if self.consumer_id is None:
-            return None
-        return self._record(next_snapshot_id, False, properties, forward_only=True)
+        return recorded
 
     def _commit(
         self, next_snapshot_id: int, full: bool, properties: dict[str, str] | None
@@ -427,6 +429,7 @@ class StreamReader(NotPicklable):
         forward_only: bool = False,
     ) -> ConsumerProgress:
         assert self.consumer_id is not None
+        check_mapping("properties", properties, "str", ConsumerArgumentError)  # JSON strings
         props = {**(properties or {}), _MODE: "full" if full else "delta"}
         if forward_only:
             return self._snapshots.commit_consumer(self.consumer_id, next_snapshot_id, props)

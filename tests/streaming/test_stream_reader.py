@@ -501,3 +501,22 @@ def test_a_vanished_diff_base_is_an_error_not_a_guess(warehouse: Path) -> None:
     tbl.file_io.delete("snapshot/snapshot-1.json")  # removed by hand under the reader
     with pytest.raises(StreamPositionExpiredError, match="needs snapshot 1"):
         reader.poll()
+
+
+def test_consumer_properties_must_be_strings(warehouse: Path) -> None:
+    """A list failed with Python's bare TypeError; an int value was written, and read
+    back as a string; a refused seek left the reader moved without its record."""
+    from raylake.errors import ConsumerArgumentError
+
+    tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
+    for i in range(3):
+        tbl.write(rows([i]))
+    reader = tbl.stream(start="earliest", consumer_id="c")
+    assert reader.poll() is not None
+    for bad in (["x"], {"a": 1}, {1: "a"}):
+        with pytest.raises(ConsumerArgumentError, match="properties must be a dict"):
+            reader.checkpoint(properties=bad)  # type: ignore[arg-type]
+    with pytest.raises(ConsumerArgumentError, match="properties must be a dict"):
+        reader.seek(3, properties={"a": 1})  # type: ignore[dict-item]
+    assert reader.next_snapshot_id == 2 and tbl.consumer("c").next_snapshot_id == 1
+    assert reader.checkpoint(properties={"a": "1"}).properties["a"] == "1"
