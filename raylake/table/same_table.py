@@ -5,7 +5,9 @@ schema id) must not be read under the old schema: its files would read as nulls,
 at all. Commits check it by reading the schema file afresh (schema_files.check_same_table);
 reads check it here, once per line of commits: a snapshot made on one already checked
 is of the same table (a replaced table starts a new line), so a table that only grows
-costs one schema read per ``Table``, not one per read.
+costs one schema read per ``Table``, not one per read. Only snapshots made under the
+``Table``'s schema or a later one are checked: for an older snapshot, the schema may
+be one planned and not yet written.
 """
 
 from __future__ import annotations
@@ -29,7 +31,9 @@ class SameTableCheck:
 
     def check(self, file_io: FileIO, ts: TableSchema, snap: Snapshot | None) -> None:
         """Raise SchemaError where ``snap`` belongs to a table created again since ``ts``."""
-        if snap is None:
+        if snap is None or snap.schema_id < ts.schema_id:
+            # A schema newer than the snapshot's may not be written yet (a merge plans
+            # its added columns before it commits them): nothing on the store to compare.
             return
         known = (
             self._schema is ts
