@@ -182,6 +182,7 @@ class StreamingJob:
         self.actors = [remote.remote(self.spec, i) for i in range(self.spec.num_shards)]
         return self
 
+    @refuse_unknown_keywords
     def wait_ready(self, timeout: float | None = None) -> list[int]:
         """Start the actors and wait until each has resumed; their positions.
 
@@ -191,6 +192,7 @@ class StreamingJob:
         shards ask for and what the cluster has free, and after ``timeout`` seconds
         (default: the job's ``ready_timeout``; None waits on) stops the actors and
         raises StreamError with the same facts."""
+        check_seconds("timeout", timeout, StreamArgumentError, positive=True)  # before start
         ray = ray_module()
         timeout = self.ready_timeout if timeout is None else timeout
         self.start()
@@ -233,6 +235,7 @@ class StreamingJob:
             self.wait_ready()
         return list(ray.get([a.step.remote() for a in self.actors]))
 
+    @refuse_unknown_keywords
     def run(
         self, *, until_snapshot: int | None = None, duration: float | None = None
     ) -> list[ShardStatus]:

@@ -116,6 +116,14 @@ def test_streaming_job_bad_arguments(ray_cluster: Any, warehouse: Path) -> None:
                      on_overwrite="refresh")  # fmt: skip
     with pytest.raises(StreamError, match="until_snapshot"):
         StreamingJob(tbl.uri, double, consumer_id="j").run()
+    # Refused before any actor starts: wait_ready(timeout="5") started the shards and
+    # failed with Python's bare TypeError, a misspelled keyword with another.
+    job = StreamingJob(tbl.uri, double, consumer_id="j")
+    with pytest.raises(StreamError, match="timeout must be a number of seconds > 0"):
+        job.wait_ready(timeout="5")  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError, match="did you mean 'until_snapshot'"):
+        job.run(until=5)  # type: ignore[call-arg]
+    assert job.actors == [] and tbl.consumers() == []
 
 
 def test_shards_that_cannot_start_raise_after_ready_timeout(
