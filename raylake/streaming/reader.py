@@ -117,9 +117,10 @@ class StreamReader(NotPicklable):
             self.next_snapshot_id, self._full_next = self._start(options.start)
             if self.consumer_id is not None:  # registered now: expiration keeps what it needs
                 self._record(self.next_snapshot_id, self._full_next)
-        # The snapshot the last plan ended at, as read here: a table dropped and created
-        # again under the reader shows as a next snapshot that does not follow it.
-        self._last_read: Snapshot | None = None
+        # The snapshot the last plan ended at (at open, the one before a start at changes),
+        # as read here: a table created again shows as a next snapshot not following it.
+        n = self.next_snapshot_id
+        self._last_read = None if self._full_next or n == 1 else self._get(n - 1)
         # The snapshot read whole first, if any: a checkpoint back at it must say so.
         self._full_start = self.next_snapshot_id if self._full_next else None
         self._pending: asyncio.Future[StreamPlan | None] | None = None

@@ -398,6 +398,28 @@ def test_table_created_again_mid_stream(warehouse: Path, commits: int) -> None:
     assert again.consumers() == []
 
 
+@pytest.mark.parametrize("start", ["latest-new", "position"])
+@pytest.mark.parametrize("commits", [2, 5])
+def test_table_created_again_before_the_first_plan(
+    warehouse: Path, start: str, commits: int
+) -> None:
+    """A reader that starts at changes has read no plan yet: it read snapshots 4.. of the
+    new table as what followed snapshot 3 of the old one, losing the new table's first."""
+    import shutil
+
+    tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
+    for i in range(3):
+        tbl.write(rows([i]))
+    reader = tbl.stream(start="latest-new" if start == "latest-new" else StreamPosition(4))
+    assert drain(reader) == []
+    shutil.rmtree(warehouse / "t")
+    again = raylake.create_table(str(warehouse / "t"), SCHEMA)
+    for i in range(commits):
+        again.write(rows([100 + i]))
+    with pytest.raises(StreamError, match=r"dropped and created again.*read snapshot 3"):
+        reader.poll()
+
+
 def test_a_position_past_the_next_snapshot_is_refused(warehouse: Path) -> None:
     """A position saved (in a trainer's checkpoint) before the table was created again:
     waiting for its snapshot would skip every row committed before it."""
