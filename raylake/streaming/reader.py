@@ -104,6 +104,8 @@ class StreamReader(NotPicklable):
         self._prefetched: tuple[int, Future[Snapshot | None]] | None = None
         self._prefetch = options.prefetch
         self._closed = False
+        if consumer_id is not None:  # none registered in a table created again since
+            table.source.check_opened_schema(table.table_schema, table.source.latest())
         # The snapshot read next, and whether it is read whole (a start) or as a change.
         progress = None if consumer_id is None else self._snapshots.consumer(self.consumer_id)  # type: ignore[arg-type]
         # The consumer's progress as read at open (None: a new consumer), for callers
@@ -194,16 +196,13 @@ class StreamReader(NotPicklable):
         # Not from the cache: the base must still be on the store when the diff reads it.
         if (
             parent is not None
-            and self._needs_parent()
+            and kind_of(self.table.table_schema).step_needs_parent()
             and self._snapshots.read_if_present(parent) is None
         ):
             # The diff base is gone: the changes of this snapshot cannot be known. (A
             # consumer moved past a gap by reset_consumer reads the snapshot whole.)
             self._check_not_expired(parent)
         return self.planner.step(snap)
-
-    def _needs_parent(self) -> bool:
-        return kind_of(self.table.table_schema).step_needs_parent()
 
     def _catch_up(self, snap: Snapshot) -> tuple[StreamPlan, Snapshot] | None:
         if self.catch_up_after is None:  # off: not even the hint is read

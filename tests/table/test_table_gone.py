@@ -85,6 +85,9 @@ def test_reads_of_a_table_replaced_by_another_are_refused(warehouse: Path) -> No
     for read in reads:
         with pytest.raises(SchemaError, match="dropped and created again"):
             read()
+    with pytest.raises(SchemaError, match="dropped and created again"):
+        old.stream(consumer_id="c", start="earliest")  # refused before it registers
+    assert new.consumers() == []
     assert old.refresh().to_arrow() == pa.table({"q": [1.0]})
 
 
