@@ -365,6 +365,12 @@ def build_parser() -> argparse.ArgumentParser:
     write.add_argument("--partition-by", help="with --create: comma-separated columns")
     write.add_argument("--primary-key", help="with --create: comma-separated key columns")
     write.add_argument("--buckets", type=int, help="with --create: bucket count")
+    write.add_argument(
+        "--allow-other-files",
+        action="store_true",
+        default=None,
+        help="with --create: create the table in a directory that holds other files",
+    )
     write.set_defaults(func=cmd_write)
 
     tail = sub.add_parser("tail", help="print commits as they arrive (Ctrl-C to stop)")

@@ -7,12 +7,13 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
-from raylake.errors import InvalidArgumentError
+from raylake.errors import InvalidArgumentError, TableLocationError
 from raylake.format.table_spec import TableSpec
 from raylake.table import Snapshot, Table, create_table, open_table, table_exists
 from raylake.table.aborted import outcome_unknown
 from raylake.table.catalog import drop_new_table, new_table_schema
 from raylake.table.kind import kind_of
+from raylake.table.location import other_files
 
 
 def cmd_write(args: argparse.Namespace) -> int:
@@ -34,7 +35,8 @@ def cmd_write(args: argparse.Namespace) -> int:
 
 
 def _refuse_create_options(args: argparse.Namespace) -> None:
-    given = [f for f in ("partition_by", "primary_key", "buckets") if getattr(args, f) is not None]
+    options = ("partition_by", "primary_key", "buckets", "allow_other_files")
+    given = [f for f in options if getattr(args, f) is not None]
     if given:  # they would be ignored: the table exists, or none is created
         flags = ", ".join("--" + f.replace("_", "-") for f in given)
         raise InvalidArgumentError(
@@ -58,7 +60,16 @@ def _create_for_files(args: argparse.Namespace) -> Table:
     }
     if args.mode is not None:
         kind_of(new_table_schema(schema, TableSpec.of(**layout))).check_write_mode(args.mode)
-    return create_table(args.uri, schema, **layout)
+    try:
+        return create_table(
+            args.uri, schema, allow_other_files=bool(args.allow_other_files), **layout
+        )
+    except TableLocationError as exc:
+        if not exc.found:  # the path is a file
+            raise
+        # The library's advice names its keyword and method; a shell user has flags.
+        why = other_files(exc.found, "pass --allow-other-files", "raylake orphans")
+        raise TableLocationError(exc.path, why, exc.found) from None
 
 
 def _write_files(args: argparse.Namespace, tbl: Table) -> int:

@@ -51,11 +51,12 @@ class TableAlreadyExistsError(RaylakeError, FileExistsError):
 
 class TableLocationError(RaylakeError, ValueError):
     """A table cannot be at this path: the path is a file, or (creating) a directory that
-    already holds files other than a table's."""
+    already holds files other than a table's (``found``: their names, first few)."""
 
-    def __init__(self, path: str, reason: str) -> None:
+    def __init__(self, path: str, reason: str, found: tuple[str, ...] = ()) -> None:
         super().__init__(f"no table can be at {path!r}: {reason}")
         self.path = path
+        self.found = found
 
 
 class SchemaError(RaylakeError, ValueError):

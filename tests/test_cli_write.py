@@ -121,3 +121,19 @@ def test_format_names_the_format_of_files_without_a_known_suffix(
     code, out, _ = _run(capsys, "write", uri, str(tmp_path / "dump.bin"), "--format", "parquet")
     assert code == 0 and "wrote 3 row(s)" in out
     assert raylake.open_table(uri).count() == 6
+
+
+def test_a_directory_with_other_files_names_the_flag_that_allows_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    uri, day1 = str(tmp_path / "t"), files(tmp_path)[0]
+    os.mkdir(uri)
+    (tmp_path / "t" / "README").write_text("notes")
+    code, _, err = _run(capsys, "write", uri, day1, "--create")
+    assert code == 2 and "it already holds README" in err
+    assert "pass --allow-other-files" in err and "raylake orphans never deletes" in err
+    assert "allow_other_files=True" not in err and os.listdir(uri) == ["README"]
+    code, out, _ = _run(capsys, "write", uri, day1, "--create", "--allow-other-files")
+    assert code == 0 and "snapshot 1" in out and (tmp_path / "t" / "README").exists()
+    code, _, err = _run(capsys, "write", uri, day1, "--allow-other-files")
+    assert code == 2 and "--allow-other-files must be given only with --create" in err

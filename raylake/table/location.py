@@ -10,7 +10,7 @@ others beside a table are never deleted (docs/maintenance.md).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from raylake.errors import TableLocationError
@@ -42,13 +42,19 @@ def check_empty_location(file_io: FileIO, allow_other_files: bool) -> None:
         )
     found = [n for n in found if n != SCHEMA_DIR]  # a table another writer is creating
     if found:
-        shown = ", ".join(found[:5]) + (", ..." if len(found) > 5 else "")
-        raise TableLocationError(
-            file_io.uri,
-            f"it already holds {shown}, and a table owns its directory: create it in a "
-            "new or empty directory, or pass allow_other_files=True to create it beside "
-            "them (remove_orphan_files never deletes files it did not name)",
-        )
+        why = other_files(found, "pass allow_other_files=True", "remove_orphan_files")
+        raise TableLocationError(file_io.uri, why, tuple(found[:6]))
+
+
+def other_files(found: Sequence[str], allow: str, cleanup: str) -> str:
+    """Why a directory holding ``found`` takes no table, with the caller's way to allow
+    them (``allow``: a keyword in Python, a flag in a shell) and to clean up."""
+    shown = ", ".join(found[:5]) + (", ..." if len(found) > 5 else "")
+    return (
+        f"it already holds {shown}, and a table owns its directory: create it in a new "
+        f"or empty directory, or {allow} to create it beside them ({cleanup} never "
+        "deletes files it did not name)"
+    )
 
 
 def _is_file(file_io: FileIO) -> bool:
