@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from collections.abc import Iterator, Sequence
@@ -426,11 +427,37 @@ def _add_maintenance_commands(sub: Any) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        try:
+            return _run(argv)
+        finally:
+            sys.stdout.flush()  # here, not at exit, where a failure is only reported
+    except BrokenPipeError:
+        # The reader went away (`raylake scan ... | head`): the rest is not wanted, so no
+        # message, and the status a shell gives a command stopped by the closed pipe.
+        _drop_stdout()
+        return 128 + 13  # SIGPIPE
+
+
+def _drop_stdout() -> None:
+    """Point stdout at os.devnull: what is still buffered would fail again at exit."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (a test's capture)
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, fd)
+    os.close(null)
+
+
+def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         with progress_enabled():  # bars for long work, on a terminal only
             return int(args.func(args))
+    except BrokenPipeError:
+        raise  # stdout's reader left: no error of the user's to report
     except (RaylakeError, OSError, pa.ArrowException) as exc:
         # A file or store that fails (a data file missing or corrupt, access denied) is
         # the user's to fix, as raylake's own errors are: one line, no traceback. Any

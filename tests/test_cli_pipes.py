@@ -1,0 +1,48 @@
+"""The ``raylake`` command as a shell runs it, in a child process: its stdout a pipe."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import raylake
+
+ROOT = str(Path(raylake.__file__).parent.parent)
+
+
+def _into_a_closed_pipe(*argv: str, buffered: bool) -> subprocess.CompletedProcess[bytes]:
+    """``raylake ARGV | true``, with the reader gone before anything is written."""
+    read, write = os.pipe()
+    os.close(read)
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    env.pop("PYTHONUNBUFFERED", None)
+    if not buffered:
+        env["PYTHONUNBUFFERED"] = "1"
+    try:
+        command = [sys.executable, "-m", "raylake", *argv]
+        return subprocess.run(command, stdout=write, stderr=subprocess.PIPE, env=env, timeout=60)
+    finally:
+        os.close(write)
+
+
+@pytest.mark.slow  # a child process each, about 5 s to import raylake on 2 busy cores
+@pytest.mark.parametrize(
+    ("command", "buffered"),
+    # Buffered, stdout fails as Python flushes it at exit ("Exception ignored ... Broken
+    # pipe" and status 120 before); unbuffered, in the command ("error: Broken pipe").
+    [("scan", True), ("snapshots", False), ("--help", True)],
+)
+def test_a_reader_that_leaves_early_gets_no_error_message(
+    tmp_path: Path, command: str, buffered: bool
+) -> None:
+    uri = str(tmp_path / "t")
+    raylake.create_table(uri, pa.schema([("id", pa.int64())])).write(pa.table({"id": [1, 2]}))
+    argv = [command] if command == "--help" else [command, uri]
+    done = _into_a_closed_pipe(*argv, buffered=buffered)
+    assert done.stderr.decode() == ""  # neither "error: Broken pipe" nor "Exception ignored"
+    assert done.returncode == 141  # as a shell reports `yes | head`: 128 + SIGPIPE
