@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 
 from raylake import __version__
 from raylake.cli_json import json_line
+from raylake.cli_show import printable, table_text
 from raylake.cli_write import cmd_write
 from raylake.errors import InvalidArgumentError, RaylakeError
 from raylake.progress import progress_enabled
@@ -23,7 +24,6 @@ from raylake.streaming.options import START_NAMES
 from raylake.streaming.splits import ROW_KIND
 from raylake.table import Snapshot, Table, open_table
 from raylake.table.kind import kind_of
-from raylake.table.pandas_types import arrow_to_pandas
 
 _DURATION_PART = re.compile(r"(\d+)(ms|s|m|h|d|w)")
 _UNITS = {
@@ -98,43 +98,17 @@ def cmd_snapshots(args: argparse.Namespace) -> int:
     return 0
 
 
-def _printable(result: pa.Table) -> pa.Table:
-    """``result`` with the columns Python's dates and times cannot show as Arrow's text:
-    a time with nanoseconds (``datetime.time`` printed 00:00:00 for 1 ns) and a date
-    beyond year 9999 (no ``date`` at all)."""
-    for i, column in enumerate(result.columns):
-        t = column.type
-        if (pa.types.is_time64(t) and t.unit == "ns") or (
-            pa.types.is_date(t) and not _converts(column)
-        ):
-            result = result.set_column(i, result.field(i).name, column.cast(pa.string()))
-    return result
-
-
-def _converts(column: pa.ChunkedArray) -> bool:
-    try:
-        column.to_pylist()
-    except (OverflowError, ValueError):
-        return False
-    return True
-
-
 def cmd_scan(args: argparse.Namespace) -> int:
     tbl = _open(args)
     columns = [c.strip() for c in args.columns.split(",")] if args.columns else None
     scan = tbl.scan(columns=columns, filter=args.filter, snapshot_id=args.snapshot)
     shown, more = _first_rows(scan.to_batches(), args.limit)
-    result = _printable(pa.Table.from_batches(shown, schema=scan.output_schema))
+    result = printable(pa.Table.from_batches(shown, schema=scan.output_schema))
     if args.format == "json":
         for row in result.to_pylist():
             print(json_line(row))
     else:
-        import pandas as pd
-
-        # As Table.to_pandas: an integer column with nulls stays integers (Int64), not
-        # floats that print 1.0 and round ids above 2**53.
-        with pd.option_context("display.max_rows", None, "display.width", 200):
-            print(arrow_to_pandas(result).to_string(index=False))
+        print(table_text(result))
     if more:
         # Counting is cheap without a filter (manifests, or a key-only merge); with one it
         # would read the filter's columns of the whole table, so say only that more match.

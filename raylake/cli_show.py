@@ -1,0 +1,105 @@
+"""Rows as ``raylake scan`` prints them: values as stored, in either format.
+
+Python and pandas cannot show some values as they are: ``datetime.time`` holds no
+nanoseconds (1 ns printed 00:00:00), ``date`` and ``datetime`` stop at year 9999 (a
+later one raised OverflowError), a float column's null prints NaN in pandas as a NaN
+does, and pandas turns the integers of a list or struct with a null into floats (an id
+above 2**53 printed rounded, 1 as 1.0). Such columns are shown as Arrow's text or as
+Python's own values instead.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from raylake.table.pandas_types import arrow_to_pandas
+
+
+def printable(result: pa.Table) -> pa.Table:
+    """``result`` with each column Python cannot hold exactly as Arrow's text: one with
+    a time with nanoseconds, or a date, timestamp or duration beyond what Python's hold
+    (year 9999, a billion days), nested ones too."""
+    for i, column in enumerate(result.columns):
+        t = column.type
+        if _has_nanosecond_time(t) or (_has_temporal(t) and not _converts(column)):
+            result = result.set_column(i, result.field(i).name, _text(column))
+    return result
+
+
+def _text(column: pa.ChunkedArray) -> pa.ChunkedArray | pa.Array:
+    """``column`` as text: a timestamp, date64 or duration by numpy, whose values reach
+    any year (Arrow's text stops at year 32767); anything else by Arrow's cast."""
+    t = column.type
+    if not (pa.types.is_timestamp(t) or pa.types.is_date64(t) or pa.types.is_duration(t)):
+        return column.cast(_as_text(t))
+    import numpy as np
+
+    values = column.to_numpy()  # datetime64 or timedelta64 in the column's unit
+    if pa.types.is_duration(t):
+        text = np.char.add(values.astype(np.int64).astype(str), f" {t.unit}")
+    else:
+        unit = "D" if pa.types.is_date64(t) else t.unit
+        zone = "UTC" if getattr(t, "tz", None) else "naive"  # an instant: UTC, with a Z
+        text = np.datetime_as_string(values, unit=unit, timezone=zone)  # type: ignore[call-overload]
+    return pa.array(text, pa.string(), mask=column.is_null().to_numpy(zero_copy_only=False))
+
+
+def table_text(result: pa.Table) -> str:
+    """``result`` (already :func:`printable`) as a text table, as pandas prints it."""
+    import pandas as pd
+
+    df = arrow_to_pandas(result)
+    for name, column in zip(result.column_names, result.columns):
+        if pa.types.is_nested(column.type):
+            df[name] = pd.Series(column.to_pylist(), dtype=object)
+        elif pa.types.is_floating(column.type) and column.null_count:
+            # Arrow's shortest text (nan, 1e+308); pandas would print 1e308 digit by digit.
+            df[name] = pd.Series(column.cast(pa.string()).to_pylist(), dtype=object)
+    with pd.option_context("display.max_rows", None, "display.width", 200):
+        return str(df.to_string(index=False))
+
+
+def _has_nanosecond_time(t: pa.DataType) -> bool:
+    if pa.types.is_time64(t):
+        return bool(t.unit == "ns")
+    return any(_has_nanosecond_time(f.type) for f in _children(t))
+
+
+def _has_temporal(t: pa.DataType) -> bool:
+    if pa.types.is_temporal(t):
+        return True
+    return any(_has_temporal(f.type) for f in _children(t))
+
+
+def _children(t: pa.DataType) -> list[pa.Field]:
+    if pa.types.is_map(t):
+        return [t.key_field, t.item_field]
+    if pa.types.is_nested(t):
+        return [t.field(i) for i in range(t.num_fields)]
+    return []
+
+
+def _as_text(t: pa.DataType) -> pa.DataType:
+    """``t`` with its dates, times, timestamps and durations as strings (Arrow casts each
+    nested value in place)."""
+    if pa.types.is_temporal(t):
+        return pa.string()
+    if pa.types.is_map(t):
+        return pa.map_(_as_text(t.key_type), t.item_field.with_type(_as_text(t.item_type)))
+    if pa.types.is_fixed_size_list(t):
+        return pa.list_(t.value_field.with_type(_as_text(t.value_type)), t.list_size)
+    if pa.types.is_large_list(t):
+        return pa.large_list(t.value_field.with_type(_as_text(t.value_type)))
+    if pa.types.is_list(t):
+        return pa.list_(t.value_field.with_type(_as_text(t.value_type)))
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(_as_text(f.type)) for f in _children(t)])
+    return t
+
+
+def _converts(column: pa.ChunkedArray) -> bool:
+    try:
+        column.to_pylist()
+    except (OverflowError, ValueError):
+        return False
+    return True

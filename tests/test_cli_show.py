@@ -1,0 +1,58 @@
+"""``raylake scan`` shows every value as stored, in both formats."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import raylake
+from raylake.cli import main
+
+BIG = 2**60 + 1  # a float rounds it
+
+
+def _scan(tmp_path: Path, capsys: pytest.CaptureFixture[str], data: pa.Table, *argv: str) -> str:
+    tbl = raylake.create_table(str(tmp_path / "t"), data.schema)
+    tbl.write(data)
+    assert main(["scan", tbl.uri, *argv]) == 0
+    return capsys.readouterr().out
+
+
+def test_the_table_format_tells_a_null_float_from_nan_and_keeps_nested_integers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = pa.table(
+        {
+            "f": [float("nan"), None],
+            "l": pa.array([[BIG, None], None], pa.list_(pa.int64())),
+            "s": pa.array([{"x": BIG}, {"x": None}], pa.struct([("x", pa.int64())])),
+        }
+    )
+    out = _scan(tmp_path, capsys, data)
+    assert out.split("\n")[1].split() == ["nan", f"[{BIG},", "None]", "{'x':", f"{BIG}}}"]
+    assert out.split("\n")[2].split() == ["None", "None", "{'x':", "None}"]
+
+
+def test_timestamps_and_durations_beyond_pythons_are_shown_exactly(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Python's datetime stops at year 9999 and its timedelta at a billion days: the
+    JSON format failed with OverflowError's traceback."""
+    year_20000 = 568971820800  # seconds since 1970
+    data = pa.table(
+        {
+            "ts": pa.array([year_20000, None], pa.timestamp("s", tz="UTC")),
+            "d": pa.array([10**15, 1], pa.duration("s")),
+            "l": pa.array([[year_20000], []], pa.list_(pa.timestamp("s"))),
+        }
+    )
+    out = _scan(tmp_path, capsys, data, "--format", "json")
+    assert [json.loads(line) for line in out.splitlines()] == [
+        {"ts": "20000-01-01T00:00:00Z", "d": "1000000000000000 s", "l": ["20000-01-01 00:00:00"]},
+        {"ts": None, "d": "1 s", "l": []},
+    ]
+    assert main(["scan", str(tmp_path / "t")]) == 0
+    assert "20000-01-01T00:00:00Z" in capsys.readouterr().out
