@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 
 from raylake.errors import RaylakeError
+from raylake.file_types import cast_columns, json_readable
 from raylake.progress import track
 
 FORMATS = ("auto", "parquet", "csv", "json")
@@ -32,7 +33,7 @@ def reading(path: str) -> Iterator[None]:
     the table's type, a malformed line) instead of a traceback from pyarrow."""
     try:
         yield
-    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
         raise RaylakeError(f"cannot read {path!r}: {exc}") from exc
 
 
@@ -53,9 +54,26 @@ def _dataset(path: str, fmt: str, schema: pa.Schema | None) -> ds.Dataset:
         types = None if schema is None else {f.name: f.type for f in schema}
         options = pcsv.ConvertOptions(column_types=types)
         return ds.dataset(path, format=ds.CsvFileFormat(convert_options=options))
+
     # JSON lines are read whole: a dataset's schema inference ignores an explicit schema.
-    parse = pjson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="infer")
-    return ds.dataset(pjson.read_json(path, parse_options=parse))
+    def read(explicit: pa.Schema | None) -> pa.Table:
+        parse = pjson.ParseOptions(explicit_schema=explicit, unexpected_field_behavior="infer")
+        return pjson.read_json(path, parse_options=parse)
+
+    if schema is None:
+        return ds.dataset(read(None))
+    # The JSON reader converts to no duration, float16, dictionary or fixed-size binary,
+    # and reads a date or time from a number but not from text ("2024-01-01"): such
+    # columns are read as JSON holds them, then cast as a CSV column's text is parsed.
+    readable = pa.schema([f.with_type(json_readable(f.type, dates=False)) for f in schema])
+    try:
+        return ds.dataset(cast_columns(read(readable), schema))
+    except pa.ArrowInvalid:
+        as_text = pa.schema([f.with_type(json_readable(f.type, dates=True)) for f in schema])
+        if as_text.equals(readable):
+            raise
+    return ds.dataset(cast_columns(read(as_text), schema))
+    return ds.dataset(cast_columns(read(readable), schema))
 
 
 def check_files(paths: Sequence[str], fmt: str = "auto") -> None:

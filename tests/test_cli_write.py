@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from datetime import date, time, timedelta
 from pathlib import Path
 
 import pyarrow as pa
@@ -137,3 +138,33 @@ def test_a_directory_with_other_files_names_the_flag_that_allows_them(
     assert code == 0 and "snapshot 1" in out and (tmp_path / "t" / "README").exists()
     code, _, err = _run(capsys, "write", uri, day1, "--allow-other-files")
     assert code == 2 and "--allow-other-files must be given only with --create" in err
+
+
+def test_json_lines_write_text_dates_and_times_and_the_types_json_lacks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """pyarrow's JSON reader reads a date or time only from a number and converts to no
+    duration, float16, dictionary or fixed-size binary: the write failed."""
+    uri = str(tmp_path / "t")
+    (tmp_path / "day.csv").write_text("id,day\n1,2024-01-31\n")  # day: date32 inferred
+    assert _run(capsys, "write", uri, str(tmp_path / "day.csv"), "--create")[0] == 0
+    (tmp_path / "more.jsonl").write_text('{"id": 2, "day": "2024-02-01"}\n{"id": 3}\n')
+    code, out, err = _run(capsys, "write", uri, str(tmp_path / "more.jsonl"))
+    assert (code, err) == (0, "") and "wrote 2 row(s)" in out
+    assert raylake.open_table(uri).to_arrow().sort_by("id").column("day").to_pylist() == [
+        date(2024, 1, 31), date(2024, 2, 1), None
+    ]  # fmt: skip
+    types = {"t": pa.time64("us"), "d": pa.duration("s"), "h": pa.float16(),
+             "c": pa.dictionary(pa.int32(), pa.string()), "b": pa.binary(2),
+             "l": pa.list_(pa.date32())}  # fmt: skip
+    other = raylake.create_table(str(tmp_path / "u"), pa.schema(types))
+    row = {"t": "10:00:00.5", "d": 5, "h": 1.5, "c": "x", "b": "ab", "l": ["2024-01-01"]}
+    (tmp_path / "all.jsonl").write_text(json.dumps(row) + "\n")
+    assert _run(capsys, "write", other.uri, str(tmp_path / "all.jsonl"))[0] == 0
+    assert other.to_arrow().to_pylist() == [
+        {"t": time(10, 0, 0, 500000), "d": timedelta(seconds=5), "h": 1.5, "c": "x",
+         "b": b"ab", "l": [date(2024, 1, 1)]}
+    ]  # fmt: skip
+    (tmp_path / "bad.jsonl").write_text('{"id": 4, "day": "soon"}\n')
+    code, _, err = _run(capsys, "write", uri, str(tmp_path / "bad.jsonl"))
+    assert code == 2 and "cannot read" in err and "bad.jsonl" in err and "'soon'" in err
