@@ -54,7 +54,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         "partition_keys": list(ts.partition_keys),
         "primary_key": list(ts.primary_key),
         "buckets": ts.buckets,
-        "options": dict(ts.options),
+        "options": ts.stored_options,
         "latest_snapshot": None if latest is None else latest.id,
         "rows": _live_rows(tbl, latest),
     }

@@ -92,6 +92,12 @@ class TableSchema:
         return list(self.arrow_schema.names)
 
     @property
+    def stored_options(self) -> dict[str, str]:
+        """The options as the table's format stores them (``raylake info`` shows them):
+        another format's are its own, which ``options`` (raylake's) leaves out."""
+        return dict(self.options)
+
+    @property
     def table_options(self) -> TableOptions:
         return self.derived("options", lambda: TableOptions.from_mapping(self.options))
 

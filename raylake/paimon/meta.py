@@ -42,6 +42,10 @@ class PaimonTableSchema(TableSchema):
         assert self.paimon is not None
         return self.paimon
 
+    @property
+    def stored_options(self) -> dict[str, str]:
+        return dict(self.info.current.options)  # bucket, merge-engine, ... as Paimon wrote them
+
 
 @dataclass(frozen=True)
 class PaimonFileSlice(FileSlice):

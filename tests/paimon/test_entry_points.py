@@ -35,6 +35,13 @@ def test_cli_info_snapshots_and_scan(capsys: pytest.CaptureFixture[str]) -> None
     assert sorted(r["id"] for r in rows) == [38, 39]
 
 
+def test_cli_info_shows_the_options_paimon_stored(capsys: pytest.CaptureFixture[str]) -> None:
+    """They showed as {}: raylake's own options, of which a Paimon table has none."""
+    assert main(["info", PK]) == 0
+    options = json.loads(capsys.readouterr().out)["options"]
+    assert options == {"bucket": "4", "merge-engine": "deduplicate", "rowkind.field": "op"}
+
+
 @pytest.mark.ray
 def test_read_lake_and_the_datasource(ray_cluster: Any) -> None:
     from raylake import LakeDatasource, read_lake
