@@ -46,6 +46,8 @@ def _text(column: pa.ChunkedArray) -> pa.ChunkedArray | pa.Array:
 
 def table_text(result: pa.Table) -> str:
     """``result`` (already :func:`printable`) as a text table, as pandas prints it."""
+    if result.num_rows == 0:  # pandas prints "Empty DataFrame / Columns: [...] / Index: []"
+        return "  ".join(result.column_names)
     import pandas as pd
 
     df = arrow_to_pandas(result)

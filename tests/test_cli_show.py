@@ -56,3 +56,10 @@ def test_timestamps_and_durations_beyond_pythons_are_shown_exactly(
     ]
     assert main(["scan", str(tmp_path / "t")]) == 0
     assert "20000-01-01T00:00:00Z" in capsys.readouterr().out
+
+
+def test_no_rows_print_the_header_alone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = pa.table({"id": pa.array([1], pa.int64()), "naïve name": ["a"]})
+    assert _scan(tmp_path, capsys, data, "--filter", "id > 5") == "id  naïve name\n"
+    assert main(["scan", str(tmp_path / "t"), "--filter", "id > 5", "--format", "json"]) == 0
+    assert capsys.readouterr().out == ""
