@@ -160,6 +160,18 @@ def count_arg(text: str) -> int:
     return value
 
 
+def positive_arg(text: str) -> int:
+    """A snapshot id, bucket count or snapshot count: >= 1 (argparse type), refused
+    naming the flag, not the keyword of the method it goes to."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
+    return value
+
+
 def start_arg(text: str) -> str | int | datetime:
     """Where ``tail`` starts (argparse type): a name, a snapshot id, or an ISO time (the
     snapshot current then, read whole; naive is local time, as in ``scan(as_of=)``)."""
@@ -324,7 +336,7 @@ def build_parser() -> argparse.ArgumentParser:
     scan.add_argument("uri")
     scan.add_argument("--columns", help="comma-separated column names")
     scan.add_argument("--filter", help="filter, e.g. \"label = 1 and dt = '2024-01-01'\"")
-    scan.add_argument("--snapshot", type=int, help="read this snapshot id (time travel)")
+    scan.add_argument("--snapshot", type=positive_arg, help="read this snapshot id (time travel)")
     scan.add_argument(
         "--limit", type=count_arg, default=20, help="print at most N rows (default 20)"
     )
@@ -339,7 +351,7 @@ def build_parser() -> argparse.ArgumentParser:
     write.add_argument("--create", action="store_true", help="create the table from the files")
     write.add_argument("--partition-by", help="with --create: comma-separated columns")
     write.add_argument("--primary-key", help="with --create: comma-separated key columns")
-    write.add_argument("--buckets", type=int, help="with --create: bucket count")
+    write.add_argument("--buckets", type=positive_arg, help="with --create: bucket count")
     write.add_argument(
         "--allow-other-files",
         action="store_true",
@@ -375,7 +387,9 @@ def _add_maintenance_commands(sub: Any) -> None:
     expire = sub.add_parser("expire", help="expire old snapshots and the files only they use")
     expire.add_argument("uri")
     expire.add_argument(
-        "--retain-last", type=int, help="keep at least N newest snapshots (default: table option)"
+        "--retain-last",
+        type=positive_arg,
+        help="keep at least N newest snapshots (default: table option)",
     )
     expire.add_argument(
         "--older-than", type=parse_older_than, help=f"expire only older snapshots: {age_help}"
@@ -396,7 +410,9 @@ def _add_maintenance_commands(sub: Any) -> None:
     action = consumers.add_mutually_exclusive_group()
     action.add_argument("--reset", metavar="ID", help="move consumer ID to --snapshot N")
     action.add_argument("--delete", metavar="ID", help="unregister consumer ID")
-    consumers.add_argument("--snapshot", type=int, help="with --reset: the next snapshot to read")
+    consumers.add_argument(
+        "--snapshot", type=positive_arg, help="with --reset: the next snapshot to read"
+    )
     consumers.set_defaults(func=cmd_consumers)
 
 
