@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
-from raylake.errors import InvalidArgumentError, TableLocationError
+from raylake.errors import InvalidArgumentError, SchemaError, TableLocationError
 from raylake.format.table_spec import TableSpec
 from raylake.table import Snapshot, Table, create_table, open_table, table_exists
 from raylake.table.aborted import outcome_unknown
@@ -53,6 +53,13 @@ def _create_for_files(args: argparse.Namespace) -> Table:
 
     inferred = file_dataset(args.files[0], args.format).schema
     schema = pa.schema([pa.field(f.name, f.type, f.nullable) for f in inferred])
+    untyped = [f.name for f in schema if pa.types.is_null(f.type)]
+    if untyped:  # a null column takes no value, and no command here could retype it
+        raise SchemaError(
+            f"column(s) {untyped} of {args.files[0]!r} have no values to tell their types "
+            "(a header-only CSV, an empty column, a JSON field always null): create "
+            "from a file with values in every column"
+        )
     layout = {
         "partition_by": _names(args.partition_by),
         "primary_key": _names(args.primary_key),

@@ -168,3 +168,23 @@ def test_json_lines_write_text_dates_and_times_and_the_types_json_lacks(
     (tmp_path / "bad.jsonl").write_text('{"id": 4, "day": "soon"}\n')
     code, _, err = _run(capsys, "write", uri, str(tmp_path / "bad.jsonl"))
     assert code == 2 and "cannot read" in err and "bad.jsonl" in err and "'soon'" in err
+
+
+def test_create_refuses_columns_without_a_type_before_it_creates_the_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A header-only CSV made every column Arrow's null type: the table was created, and
+    no later file's values could be written into it (no command retypes a column)."""
+    uri = str(tmp_path / "t")
+    (tmp_path / "header.csv").write_text("id,name\n")
+    (tmp_path / "rows.csv").write_text("id,name\n1,a\n")
+    code, _, err = _run(
+        capsys, "write", uri, str(tmp_path / "header.csv"), str(tmp_path / "rows.csv"), "--create"
+    )
+    assert code == 2 and "column(s) ['id', 'name'] of " in err and "header.csv" in err
+    assert not (tmp_path / "t").exists()
+    (tmp_path / "some.jsonl").write_text('{"id": 1, "note": null}\n')
+    code, _, err = _run(capsys, "write", uri, str(tmp_path / "some.jsonl"), "--create")
+    assert code == 2 and "column(s) ['note']" in err and not (tmp_path / "t").exists()
+    code, out, _ = _run(capsys, "write", uri, str(tmp_path / "rows.csv"), "--create")
+    assert code == 0 and "wrote 1 row(s)" in out
