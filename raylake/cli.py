@@ -5,35 +5,25 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 from collections.abc import Iterator, Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from raylake import __version__
+from raylake.cli_args import columns_arg, count_arg, positive_arg, seconds_arg, start_arg
+from raylake.cli_args import parse_older_than as parse_older_than
 from raylake.cli_json import json_line
 from raylake.cli_show import printable, table_text
 from raylake.cli_write import cmd_write
 from raylake.errors import InvalidArgumentError, RaylakeError
 from raylake.progress import progress_enabled
-from raylake.streaming.options import START_NAMES
 from raylake.streaming.splits import ROW_KIND
 from raylake.table import Snapshot, Table, open_table
 from raylake.table.kind import kind_of
-
-_DURATION_PART = re.compile(r"(\d+)(ms|s|m|h|d|w)")
-_UNITS = {
-    "ms": timedelta(milliseconds=1),
-    "s": timedelta(seconds=1),
-    "m": timedelta(minutes=1),
-    "h": timedelta(hours=1),
-    "d": timedelta(days=1),
-    "w": timedelta(weeks=1),
-}
 
 
 def _open(args: argparse.Namespace) -> Table:
@@ -100,8 +90,7 @@ def cmd_snapshots(args: argparse.Namespace) -> int:
 
 def cmd_scan(args: argparse.Namespace) -> int:
     tbl = _open(args)
-    columns = [c.strip() for c in args.columns.split(",")] if args.columns else None
-    scan = tbl.scan(columns=columns, filter=args.filter, snapshot_id=args.snapshot)
+    scan = tbl.scan(columns=args.columns, filter=args.filter, snapshot_id=args.snapshot)
     shown, more = _first_rows(scan.to_batches(), args.limit)
     result = printable(pa.Table.from_batches(shown, schema=scan.output_schema))
     if args.format == "json":
@@ -132,72 +121,6 @@ def _first_rows(batches: Iterator[pa.RecordBatch], limit: int) -> tuple[list[pa.
         if take.num_rows < batch.num_rows:
             return shown, True
     return shown, False
-
-
-def parse_older_than(text: str) -> datetime | timedelta:
-    """An age like ``7d``, ``12h``, ``1d12h``, ``90m``, or an ISO time like ``2024-05-01T12:00``."""
-    value = text.strip().lower()
-    if value and _DURATION_PART.sub("", value) == "":
-        parts = _DURATION_PART.findall(value)
-        return sum((int(n) * _UNITS[unit] for n, unit in parts), timedelta())
-    try:
-        return datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is neither an age (e.g. 7d, 12h, 1d12h, 30m, 45s) "
-            "nor an ISO time (e.g. 2024-05-01T12:00:00+00:00)"
-        ) from None
-
-
-def count_arg(text: str) -> int:
-    """A count >= 0 (argparse type): a negative one would be silently read as none."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 0")
-    return value
-
-
-def positive_arg(text: str) -> int:
-    """A snapshot id, bucket count or snapshot count: >= 1 (argparse type), refused
-    naming the flag, not the keyword of the method it goes to."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
-    return value
-
-
-def start_arg(text: str) -> str | int | datetime:
-    """Where ``tail`` starts (argparse type): a name, a snapshot id, or an ISO time (the
-    snapshot current then, read whole; naive is local time, as in ``scan(as_of=)``)."""
-    value = text.strip()
-    if value in START_NAMES:
-        return value
-    if value.isdigit() and int(value) >= 1:
-        return int(value)
-    try:
-        return datetime.fromisoformat(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is none of {', '.join(START_NAMES)}, a snapshot id (>= 1) "
-            "or an ISO time (e.g. 2024-05-01T12:00:00+00:00)"
-        ) from None
-
-
-def seconds_arg(text: str) -> float:
-    """Seconds >= 0 (argparse type)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value >= 0:  # also refuses nan
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds >= 0")
-    return value
 
 
 def _utc(millis: int) -> str:
@@ -334,7 +257,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     scan = sub.add_parser("scan", help="print rows of a table")
     scan.add_argument("uri")
-    scan.add_argument("--columns", help="comma-separated column names")
+    scan.add_argument(
+        "--columns",
+        type=columns_arg,
+        help='comma-separated column names; quote one with a comma: "a,b" or `a,b`',
+    )
     scan.add_argument("--filter", help="filter, e.g. \"label = 1 and dt = '2024-01-01'\"")
     scan.add_argument("--snapshot", type=positive_arg, help="read this snapshot id (time travel)")
     scan.add_argument(

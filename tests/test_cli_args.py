@@ -32,3 +32,18 @@ def test_counts_below_one_are_refused_naming_the_flag(
     err = capsys.readouterr().err
     assert info.value.code == 2 and f"argument {flag}: " in err and "a whole number >= 1" in err
     assert len(raylake.open_table(uri).snapshots()) == 1
+
+
+def test_columns_takes_quoted_names_with_commas(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--columns split every name at its commas: a column "a,b" could not be selected."""
+    uri = str(tmp_path / "t")
+    data = pa.table({"a,b": [1], "id": [2], ' say "hi"': [3], "x`y": [4]})
+    raylake.create_table(uri, data.schema).write(data)
+    assert main(["scan", uri, "--columns", '"a,b", id', "--format", "json"]) == 0
+    assert capsys.readouterr().out == '{"a,b": 1, "id": 2}\n'
+    assert main(["scan", uri, "--columns", '" say ""hi""",`x``y`', "--format", "json"]) == 0
+    assert capsys.readouterr().out == '{" say \\"hi\\"": 3, "x`y": 4}\n'
+    assert main(["scan", uri, "--columns", ""]) == 2  # not every column
+    assert "unknown column ''" in capsys.readouterr().err

@@ -1,0 +1,105 @@
+"""The argument types of the ``raylake`` command: each value checked as it is parsed,
+so a bad one is a usage error naming its flag (exit code 2), before any work."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from datetime import datetime, timedelta
+
+from raylake.streaming.options import START_NAMES
+
+_DURATION_PART = re.compile(r"(\d+)(ms|s|m|h|d|w)")
+_COLUMN = re.compile(r'\s*(?:"((?:[^"]|"")*)"|`((?:[^`]|``)*)`|([^,]*))\s*(,|$)')
+_UNITS = {
+    "ms": timedelta(milliseconds=1),
+    "s": timedelta(seconds=1),
+    "m": timedelta(minutes=1),
+    "h": timedelta(hours=1),
+    "d": timedelta(days=1),
+    "w": timedelta(weeks=1),
+}
+
+
+def parse_older_than(text: str) -> datetime | timedelta:
+    """An age like ``7d``, ``12h``, ``1d12h``, ``90m``, or an ISO time like ``2024-05-01T12:00``."""
+    value = text.strip().lower()
+    if value and _DURATION_PART.sub("", value) == "":
+        parts = _DURATION_PART.findall(value)
+        return sum((int(n) * _UNITS[unit] for n, unit in parts), timedelta())
+    try:
+        return datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is neither an age (e.g. 7d, 12h, 1d12h, 30m, 45s) "
+            "nor an ISO time (e.g. 2024-05-01T12:00:00+00:00)"
+        ) from None
+
+
+def count_arg(text: str) -> int:
+    """A count >= 0 (argparse type): a negative one would be silently read as none."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 0")
+    return value
+
+
+def columns_arg(text: str) -> list[str]:
+    """Comma-separated column names (argparse type); a name with a comma or spaces at
+    its ends is quoted as in a filter: ``"a,b"`` or `` `a,b` `` (a doubled quote inside)."""
+    names, pos = [], 0
+    while True:
+        found = _COLUMN.match(text, pos)
+        if found is None:
+            raise argparse.ArgumentTypeError(f"{text!r}: a quoted name must end at a comma")
+        double, back, plain, comma = found.groups()
+        if double is not None:
+            names.append(double.replace('""', '"'))
+        else:
+            names.append(back.replace("``", "`") if back is not None else plain.strip())
+        pos = found.end()
+        if not comma:
+            return names
+
+
+def positive_arg(text: str) -> int:
+    """A snapshot id, bucket count or snapshot count: >= 1 (argparse type), refused
+    naming the flag, not the keyword of the method it goes to."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
+    return value
+
+
+def start_arg(text: str) -> str | int | datetime:
+    """Where ``tail`` starts (argparse type): a name, a snapshot id, or an ISO time (the
+    snapshot current then, read whole; naive is local time, as in ``scan(as_of=)``)."""
+    value = text.strip()
+    if value in START_NAMES:
+        return value
+    if value.isdigit() and int(value) >= 1:
+        return int(value)
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is none of {', '.join(START_NAMES)}, a snapshot id (>= 1) "
+            "or an ISO time (e.g. 2024-05-01T12:00:00+00:00)"
+        ) from None
+
+
+def seconds_arg(text: str) -> float:
+    """Seconds >= 0 (argparse type)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds >= 0")
+    return value
