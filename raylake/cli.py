@@ -354,6 +354,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         # message, and the status a shell gives a command stopped by the closed pipe.
         _drop_stdout()
         return 128 + 13  # SIGPIPE
+    except KeyboardInterrupt:
+        # Ctrl-C: the user's stop, not a bug, so no traceback (work it interrupted is
+        # undone as a failure is); the status a shell gives a command stopped by SIGINT.
+        print("raylake: interrupted", file=sys.stderr)
+        return 128 + 2
 
 
 def _drop_stdout() -> None:

@@ -1,4 +1,5 @@
-"""The ``raylake`` command as a shell runs it, in a child process: its stdout a pipe."""
+"""The ``raylake`` command as a shell runs it: its stdout a pipe (in a child process),
+stopped by Ctrl-C."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import pyarrow as pa
 import pytest
 
 import raylake
+from raylake.cli import main
+from raylake.table import Table
 
 ROOT = str(Path(raylake.__file__).parent.parent)
 
@@ -46,3 +49,21 @@ def test_a_reader_that_leaves_early_gets_no_error_message(
     done = _into_a_closed_pipe(*argv, buffered=buffered)
     assert done.stderr.decode() == ""  # neither "error: Broken pipe" nor "Exception ignored"
     assert done.returncode == 141  # as a shell reports `yes | head`: 128 + SIGPIPE
+
+
+def test_ctrl_c_stops_with_status_130_and_no_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    uri = str(tmp_path / "t")
+    raylake.create_table(uri, pa.schema([("id", pa.int64())])).write(pa.table({"id": [1]}))
+
+    def interrupted(self: Table, *args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Table, "scan", interrupted)
+    try:
+        code = main(["scan", uri])
+    except KeyboardInterrupt:  # to the shell, with its traceback
+        pytest.fail("KeyboardInterrupt came out of main")
+    assert code == 130
+    assert capsys.readouterr().err == "raylake: interrupted\n"
