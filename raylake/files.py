@@ -37,6 +37,11 @@ def reading(path: str) -> Iterator[None]:
         raise RaylakeError(f"cannot read {path!r}: {exc}") from exc
 
 
+def _starts_array(path: str) -> bool:
+    with open(path, "rb") as f:
+        return f.read(4096).lstrip().startswith(b"[")
+
+
 def file_dataset(path: str, fmt: str = "auto", schema: pa.Schema | None = None) -> ds.Dataset:
     """One file as a dataset; CSV and JSON columns are parsed as ``schema``'s types."""
     with reading(path):
@@ -58,7 +63,15 @@ def _dataset(path: str, fmt: str, schema: pa.Schema | None) -> ds.Dataset:
     # JSON lines are read whole: a dataset's schema inference ignores an explicit schema.
     def read(explicit: pa.Schema | None) -> pa.Table:
         parse = pjson.ParseOptions(explicit_schema=explicit, unexpected_field_behavior="infer")
-        return pjson.read_json(path, parse_options=parse)
+        try:
+            return pjson.read_json(path, parse_options=parse)
+        except pa.ArrowInvalid as exc:
+            if _starts_array(path):  # pyarrow says "changed from object to array"
+                raise RaylakeError(
+                    f"cannot read {path!r}: it holds a JSON array, and a JSON file is read "
+                    "as JSON lines (one object a line, as `jq -c '.[]'` writes them)"
+                ) from exc
+            raise
 
     if schema is None:
         return ds.dataset(read(None))

@@ -188,3 +188,15 @@ def test_create_refuses_columns_without_a_type_before_it_creates_the_table(
     assert code == 2 and "column(s) ['note']" in err and not (tmp_path / "t").exists()
     code, out, _ = _run(capsys, "write", uri, str(tmp_path / "rows.csv"), "--create")
     assert code == 0 and "wrote 1 row(s)" in out
+
+
+def test_a_json_array_is_refused_saying_json_files_are_read_as_lines(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """pyarrow's 'Column() changed from object to array in row 0' came out."""
+    (tmp_path / "rows.json").write_text('[{"id": 1, "name": "a"},\n {"id": 2, "name": "b"}]\n')
+    code, _, err = _run(
+        capsys, "write", str(tmp_path / "t"), str(tmp_path / "rows.json"), "--create"
+    )
+    assert code == 2 and "rows.json': it holds a JSON array" in err and "JSON lines" in err
+    assert not (tmp_path / "t").exists()
