@@ -123,9 +123,19 @@ def inner_shape(dtype: pa.DataType) -> tuple[int, ...]:
 def fill_scalar(dtype: pa.DataType, fill: Any) -> pa.Scalar:
     """``fill`` as a value of ``dtype`` (of its innermost values, for a fixed-size list):
     what the nulls of a column of ``dtype`` are filled with. Arrow's error (or an
-    OverflowError, for an int beyond 64 bits) where it cannot be one."""
+    OverflowError, for an int beyond 64 bits) where it cannot be one.
+
+    Arrow casts across kinds that a fill value must not cross: NaN or 0.5 would fill a
+    bool column with True, a number a string column with its digits, "1" an int column.
+    Text fills only strings and binaries, which take text only; a bool column takes
+    True, False, 0 or 1."""
     while pa.types.is_fixed_size_list(dtype):
         dtype = dtype.value_type
+    text = isinstance(fill, (str, bytes))
+    if text != is_bytes(dtype):
+        raise TypeError(f"{fill!r} is not a value of a {dtype} column")
+    if pa.types.is_boolean(dtype) and not (isinstance(fill, (bool, np.bool_)) or fill in (0, 1)):
+        raise TypeError(f"{fill!r} is not a bool")
     return pa.scalar(fill).cast(dtype)
 
 
@@ -244,5 +254,6 @@ def _fixed_size_list(name: str, arr: pa.FixedSizeListArray, fill: Any) -> np.nda
     if arr.null_count:  # whole lists that are null: every element takes the fill value
         mask = arr.is_null().to_numpy(zero_copy_only=False)
         out = out.copy()
-        out[mask] = fill
+        # The value checked and converted as the list's values are (NaN is no bool).
+        out[mask] = to_numpy(name, pa.array([_column_fill(name, arr.type, fill)]))[0]
     return out

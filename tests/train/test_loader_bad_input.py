@@ -211,6 +211,42 @@ def test_one_fill_value_fills_the_columns_it_fits(tmp_path: Path) -> None:
         list(ds)
 
 
+def test_one_fill_value_fills_no_column_of_another_kind(tmp_path: Path) -> None:
+    """NaN for every column fills the floats, not a bool column (Arrow's cast made its
+    nulls True, a whole null list of bools too) nor a string one (b"nan"): their nulls
+    raise, naming the column. A dict's text for a number column is refused when made."""
+    tf = pytest.importorskip("tensorflow")
+    from raylake.train.tf import to_tf_dataset
+    from raylake.train.torch import LakeIterableDataset
+
+    rows = pa.table(
+        {
+            "x": pa.array([1.0, None], pa.float32()),
+            "flag": pa.array([True, None]),
+            "pair": pa.array([[True, False], None], pa.list_(pa.bool_(), 2)),
+            "s": pa.array(["a", None]),
+        }
+    )
+    tbl = raylake.create_table(str(tmp_path / "t"), rows.schema)
+    tbl.write(rows)
+    nan = float("nan")
+    zero_filled = {"flag": [[True], [False]], "pair": [[True, False], [False, False]]}
+    for column in ("flag", "pair"):
+        ds = LakeIterableDataset(tbl, columns=["x", column], shuffle=False, fill_null=nan)
+        with pytest.raises(SchemaError, match=f"column '{column}' .*nan is not a bool"):
+            list(ds)
+        (filled,) = LakeIterableDataset(
+            tbl, feature_columns=[column], shuffle=False, fill_null={column: 0}
+        )
+        assert filled.tolist() == zero_filled[column]
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"column 's' .*nan is not a value"):
+        list(to_tf_dataset(tbl, columns=["x", "s"], shuffle=False, fill_null=nan))
+    with pytest.raises(InvalidArgumentError, match=r"column 'x' .* can hold"):
+        LakeIterableDataset(tbl, columns=["x"], fill_null={"x": "1"})
+    with pytest.raises(InvalidArgumentError, match=r"column 's' .* can hold"):
+        to_tf_dataset(tbl, columns=["s"], fill_null={"s": 0})
+
+
 @pytest.mark.parametrize("kind", LOADERS)
 def test_a_fill_dict_names_columns_the_loader_reads(uri: str, kind: str) -> None:
     not_read = "a dict of columns the loader reads, ['x'] ('id' is a column of the table, but"
