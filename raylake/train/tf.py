@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from raylake.arguments import check_count, check_flag, refuse_unknown_keywords
+from raylake.arguments import check_count, check_flag, is_int, refuse_unknown_keywords
 from raylake.errors import InvalidArgumentError, MissingDependencyError
 
 if importlib.util.find_spec("tensorflow") is None:
@@ -101,6 +101,15 @@ def to_tf_dataset(
                 "None where rank/world_size are given (one or the other)",
             )
         rank, world_size = input_context.input_pipeline_id, input_context.num_input_pipelines
+        # InputContext takes any numbers: a wrong one would fail inside TensorFlow's iterator.
+        if not (is_int(rank) and is_int(world_size) and 0 <= rank < world_size):
+            raise InvalidArgumentError(
+                "input_context",
+                input_context,
+                "an InputContext whose input_pipeline_id is an int in [0, "
+                f"num_input_pipelines) (it has input_pipeline_id={rank!r}, "
+                f"num_input_pipelines={world_size!r})",
+            )
     else:
         check_rank(rank, world_size)
     sharded = world_size is not None and world_size > 1

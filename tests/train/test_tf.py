@@ -153,3 +153,13 @@ def test_bad_iteration_keywords_raise_when_the_dataset_is_made(
     taken as true (reshuffle_each_iteration="false")."""
     with pytest.raises(InvalidArgumentError, match=re.escape(message)):
         to_tf_dataset(str(tmp_path / "no-table"), **kwargs)
+
+
+def test_an_input_context_of_a_pipeline_out_of_range_is_refused_when_made(
+    append_table: raylake.Table,
+) -> None:
+    """InputContext takes any numbers; pipeline 5 of 2 failed only at the first batch,
+    inside TensorFlow's iterator, after the dataset was handed to the strategy."""
+    ctx = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=5)
+    with pytest.raises(InvalidArgumentError, match=r"input_pipeline_id=5, num_input_pipelines=2"):
+        to_tf_dataset(append_table, ["x"], "label", input_context=ctx)
