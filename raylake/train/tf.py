@@ -192,13 +192,19 @@ def _tensorflow() -> Any:
 
 def _tf_dtype(tf: Any, dtype: Any) -> Any:
     """``dtype`` as a TensorFlow dtype (``tf.float32``, ``np.float32`` or ``"float32"``);
-    an int is refused, though ``tf.as_dtype`` takes one as an enum value (5 is int16)."""
+    an int is refused, though ``tf.as_dtype`` takes one as an enum value (5 is int16),
+    and so is a dtype that numbers are not cast to (strings, resources, quantized
+    types): TensorFlow's iterator failed on them at the first batch, or a KeyError."""
     refused = InvalidArgumentError(
-        "dtype", dtype, "a TensorFlow or numpy dtype (tf.float32, np.float32, 'float32')"
+        "dtype", dtype, "a numeric TensorFlow or numpy dtype (tf.float32, np.float32, 'float32')"
     )
     if isinstance(dtype, int):
         raise refused
     try:
-        return tf.as_dtype(dtype)
+        tf_dtype = tf.as_dtype(dtype)
     except TypeError:
         raise refused from None
+    numeric = tf_dtype.is_bool or tf_dtype.is_integer or tf_dtype.is_floating
+    if tf_dtype.is_quantized or not (numeric or tf_dtype.is_complex):
+        raise refused
+    return tf_dtype

@@ -132,7 +132,9 @@ def test_iter_shard_refuses_a_worker_it_does_not_have(
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"dtype": 5}, "dtype must be a TensorFlow or numpy dtype"),
+        ({"dtype": 5}, "dtype must be a numeric TensorFlow or numpy dtype"),
+        ({"dtype": "string"}, "dtype must be a numeric TensorFlow or numpy dtype"),
+        ({"dtype": object}, "dtype must be a numeric TensorFlow or numpy dtype"),
         ({"prefetch": "no"}, "prefetch must be True or False, got str 'no'"),
         ({"input_context": 5}, "input_context must be a tf.distribute.InputContext or None"),
         ({"rank": 2, "world_size": 2}, "rank must be an int in [0, world_size=2), got int 2"),

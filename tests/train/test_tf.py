@@ -163,3 +163,13 @@ def test_an_input_context_of_a_pipeline_out_of_range_is_refused_when_made(
     ctx = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=5)
     with pytest.raises(InvalidArgumentError, match=r"input_pipeline_id=5, num_input_pipelines=2"):
         to_tf_dataset(append_table, ["x"], "label", input_context=ctx)
+
+
+@pytest.mark.parametrize("dtype", ["string", "qint8", "resource", "variant"])
+def test_a_dtype_numbers_are_not_cast_to_is_refused_when_made(
+    append_table: raylake.Table, dtype: str
+) -> None:
+    """tf.string failed at the first batch inside TensorFlow's iterator ("Unsupported
+    object type float"), tf.resource with a bare KeyError; tf.qint8 ran."""
+    with pytest.raises(InvalidArgumentError, match="dtype must be a numeric TensorFlow"):
+        to_tf_dataset(append_table, ["x"], "label", dtype=getattr(tf, dtype))
