@@ -29,12 +29,14 @@ _TS_TO_MS = {"s": (1000, 1), "ms": (1, 1), "us": (1, 1000), "ns": (1, 1_000_000)
 
 
 def is_bytes(dtype: pa.DataType) -> bool:
-    """A string or binary type (what only a transform can turn into tensors)."""
+    """A string or binary type, fixed-size binaries (hashes, UUIDs) included: what only a
+    transform can turn into tensors, and TensorFlow holds as ``tf.string``."""
     return bool(
         pa.types.is_string(dtype)
         or pa.types.is_large_string(dtype)
         or pa.types.is_binary(dtype)
         or pa.types.is_large_binary(dtype)
+        or pa.types.is_fixed_size_binary(dtype)
     )
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from conftest import FILTER, expected_ids
 from test_convert import TYPES, N, typed_rows
@@ -173,3 +174,25 @@ def test_a_dtype_numbers_are_not_cast_to_is_refused_when_made(
     object type float"), tf.resource with a bare KeyError; tf.qint8 ran."""
     with pytest.raises(InvalidArgumentError, match="dtype must be a numeric TensorFlow"):
         to_tf_dataset(append_table, ["x"], "label", dtype=getattr(tf, dtype))
+
+
+def test_a_fixed_size_binary_column_is_a_binary_column(tmp_path: Path) -> None:
+    """Hashes and UUIDs (fixed_size_binary) become tf.string as binaries do, and reach a
+    torch transform as bytes (None for a null): both refused it as a type without
+    tensors."""
+    from raylake.train.torch import LakeIterableDataset
+
+    ids = np.arange(10)
+    digests = [bytes([i]) * 4 if i % 3 else None for i in ids]
+    rows = pa.table({"id": ids, "h": pa.array(digests, pa.binary(4))})
+    tbl = raylake.create_table(str(tmp_path / "t"), rows.schema)
+    tbl.write(rows)
+    ds = to_tf_dataset(tbl, columns=["h"], label_column="id", fill_null={"h": b"...."})
+    assert ds.element_spec[0]["h"].dtype == tf.string
+    got = {int(i): h for named, label in ds for h, i in zip(named["h"].numpy(), label.numpy())}
+    assert got == {i: d or b"...." for i, d in zip(ids.tolist(), digests)}
+    torch_ds = LakeIterableDataset(
+        tbl, columns=["h"], label_column="id", shuffle=False, transform=lambda batch: batch
+    )
+    ((named, label),) = list(torch_ds)
+    assert named["h"] == digests and label.tolist() == ids.tolist()
