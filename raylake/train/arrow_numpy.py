@@ -41,9 +41,15 @@ def is_bytes(dtype: pa.DataType) -> bool:
 
 
 def check_type(
-    column: str, dtype: pa.DataType, target: str, strings: bool, feature: bool = False
+    column: str,
+    dtype: pa.DataType,
+    target: str,
+    strings: bool,
+    feature: bool = False,
+    named_strings: bool = False,
 ) -> None:
-    """Refuse, naming the column, a type that cannot become an array of ``target``."""
+    """Refuse, naming the column, a type that cannot become an array of ``target``
+    (``named_strings``: the loader takes strings in ``columns=``, as TensorFlow's does)."""
     if pa.types.is_fixed_size_list(dtype):
         value = dtype.value_type
         if not _is_numeric(value) and not pa.types.is_fixed_size_list(value):
@@ -59,17 +65,7 @@ def check_type(
     hints = {
         "decimal": "cast it to float64 when writing, or leave it out of the columns",
         "list": "variable-length lists have no tensor shape; use a fixed-size list",
-        "string": (
-            "name it in columns= (not feature_columns=) of a LakeIterableDataset with a "
-            "transform=, which gets it as a list of bytes or str per batch to decode "
-            '(docs/training.md, "Binary and string columns"); or tokenize or encode it '
-            "into numbers first, or leave it out"
-            if feature
-            else "decode it in a transform=: a LakeIterableDataset with one hands the "
-            'column to it as a list of bytes or str per batch (docs/training.md, "Binary '
-            'and string columns"); or tokenize or encode it first, or leave it out of the '
-            "columns"
-        ),
+        "string": _string_hint(feature, named_strings),
     }
     kind = (
         "decimal"
@@ -81,6 +77,25 @@ def check_type(
         else ""
     )
     raise UnsupportedTypeError(column, dtype, target, hints.get(kind, ""))
+
+
+def _string_hint(feature: bool, named_strings: bool) -> str:
+    """What to do with a string or binary column a loader refused."""
+    if feature and named_strings:
+        return "name it in columns= (not feature_columns=), where it is a tf.string tensor"
+    if feature:
+        return (
+            "name it in columns= (not feature_columns=) of a LakeIterableDataset with a "
+            "transform=, which gets it as a list of bytes or str per batch to decode "
+            '(docs/training.md, "Binary and string columns"); or tokenize or encode it '
+            "into numbers first, or leave it out"
+        )
+    return (
+        "decode it in a transform=: a LakeIterableDataset with one hands the "
+        'column to it as a list of bytes or str per batch (docs/training.md, "Binary '
+        'and string columns"); or tokenize or encode it first, or leave it out of the '
+        "columns"
+    )
 
 
 def _is_numeric(dtype: pa.DataType) -> bool:

@@ -147,7 +147,8 @@ class Converter:
         features = layout.features or ()
         for f in self.schema:
             feature = f.name in features
-            check_type(f.name, f.type, target, (strings or binary) and not feature, feature)
+            taken = (strings or binary) and not feature
+            check_type(f.name, f.type, target, taken, feature, named_strings=strings)
         # Binary and string columns handed to a transform as positions (``binary``): the
         # named ones and the label, never features (those are stacked into numbers).
         self.binary: tuple[str, ...] = (

@@ -196,3 +196,11 @@ def test_a_fixed_size_binary_column_is_a_binary_column(tmp_path: Path) -> None:
     )
     ((named, label),) = list(torch_ds)
     assert named["h"] == digests and label.tolist() == ids.tolist()
+
+
+def test_a_string_feature_is_refused_with_tensorflows_own_fix(typed: raylake.Table) -> None:
+    """The hint sent TensorFlow users to a torch LakeIterableDataset with a transform."""
+    with pytest.raises(UnsupportedTypeError, match="'s'") as refused:
+        to_tf_dataset(typed, ["f32", "s"])
+    assert "columns= (not feature_columns=), where it is a tf.string tensor" in str(refused.value)
+    assert "LakeIterableDataset" not in str(refused.value)
