@@ -144,12 +144,13 @@ def fill_scalar(dtype: pa.DataType, fill: Any) -> pa.Scalar:
 
     Arrow casts across kinds that a fill value must not cross: NaN or 0.5 would fill a
     bool column with True, a number a string column with its digits, "1" an int column.
-    Text fills only strings and binaries, which take text only; a bool column takes
-    True, False, 0 or 1."""
+    Text fills only strings and binaries, which take text only (and dates and times,
+    which take one written as text); a bool column takes True, False, 0 or 1."""
     while pa.types.is_fixed_size_list(dtype):
         dtype = dtype.value_type
     text = isinstance(fill, (str, bytes))
-    if text != is_bytes(dtype):
+    dated = isinstance(fill, str) and _is_temporal(dtype)  # "2024-01-01" is a date's value
+    if text != is_bytes(dtype) and not dated:
         raise TypeError(f"{fill!r} is not a value of a {dtype} column")
     if pa.types.is_boolean(dtype) and not (isinstance(fill, (bool, np.bool_)) or fill in (0, 1)):
         raise TypeError(f"{fill!r} is not a bool")

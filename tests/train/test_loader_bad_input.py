@@ -249,6 +249,18 @@ def test_one_fill_value_fills_no_column_of_another_kind(tmp_path: Path) -> None:
         to_tf_dataset(tbl, columns=["s"], fill_null={"s": 0})
 
 
+def test_a_date_written_as_text_fills_a_timestamp_column(tmp_path: Path) -> None:
+    """Text fills strings and binaries, and dates and times, which Arrow parses it as."""
+    from raylake.train.torch import LakeIterableDataset
+
+    rows = pa.table({"ts": pa.array([None, 1_000], pa.timestamp("ms"))})
+    tbl = raylake.create_table(str(tmp_path / "t"), rows.schema)
+    tbl.write(rows)
+    ds = LakeIterableDataset(tbl, columns=["ts"], shuffle=False, fill_null={"ts": "2024-01-01"})
+    (batch,) = list(ds)
+    assert batch["ts"].tolist() == [1_704_067_200_000, 1_000]
+
+
 @pytest.mark.parametrize("kind", LOADERS)
 def test_a_fill_dict_names_columns_the_loader_reads(uri: str, kind: str) -> None:
     not_read = "a dict of columns the loader reads, ['x'] ('id' is a column of the table, but"
