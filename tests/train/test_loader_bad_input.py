@@ -213,40 +213,32 @@ def test_one_fill_value_fills_the_columns_it_fits(tmp_path: Path) -> None:
         list(ds)
 
 
-def test_one_fill_value_fills_no_column_of_another_kind(tmp_path: Path) -> None:
+@pytest.mark.parametrize("column", ["flag", "pair"])
+def test_one_fill_value_fills_no_column_of_another_kind(tmp_path: Path, column: str) -> None:
     """NaN for every column fills the floats, not a bool column (Arrow's cast made its
-    nulls True, a whole null list of bools too) nor a string one (b"nan"): their nulls
-    raise, naming the column. A dict's text for a number column is refused when made."""
-    tf = pytest.importorskip("tensorflow")
-    from raylake.train.tf import to_tf_dataset
+    nulls True, a whole null list of bools too): its nulls raise, naming the column. A
+    dict's text for a number column is refused when the loader is made."""
     from raylake.train.torch import LakeIterableDataset
 
-    rows = pa.table(
-        {
-            "x": pa.array([1.0, None], pa.float32()),
-            "flag": pa.array([True, None]),
-            "pair": pa.array([[True, False], None], pa.list_(pa.bool_(), 2)),
-            "s": pa.array(["a", None]),
-        }
-    )
+    if column == "pair" and int(pa.__version__.split(".")[0]) < 26:
+        pytest.skip("pyarrow before 26 cannot write a null fixed-size list to Parquet")
+    values = {
+        "flag": pa.array([True, None]),
+        "pair": pa.array([[True, False], None], pa.list_(pa.bool_(), 2)),
+    }
+    rows = pa.table({"x": pa.array([1.0, None], pa.float32()), column: values[column]})
     tbl = raylake.create_table(str(tmp_path / "t"), rows.schema)
     tbl.write(rows)
-    nan = float("nan")
+    ds = LakeIterableDataset(tbl, columns=["x", column], shuffle=False, fill_null=float("nan"))
+    with pytest.raises(SchemaError, match=f"column '{column}' .*nan is not a bool"):
+        list(ds)
+    (filled,) = LakeIterableDataset(
+        tbl, feature_columns=[column], shuffle=False, fill_null={column: 0}
+    )
     zero_filled = {"flag": [[True], [False]], "pair": [[True, False], [False, False]]}
-    for column in ("flag", "pair"):
-        ds = LakeIterableDataset(tbl, columns=["x", column], shuffle=False, fill_null=nan)
-        with pytest.raises(SchemaError, match=f"column '{column}' .*nan is not a bool"):
-            list(ds)
-        (filled,) = LakeIterableDataset(
-            tbl, feature_columns=[column], shuffle=False, fill_null={column: 0}
-        )
-        assert filled.tolist() == zero_filled[column]
-    with pytest.raises(tf.errors.InvalidArgumentError, match=r"column 's' .*nan is not a value"):
-        list(to_tf_dataset(tbl, columns=["x", "s"], shuffle=False, fill_null=nan))
+    assert filled.tolist() == zero_filled[column]
     with pytest.raises(InvalidArgumentError, match=r"column 'x' .* can hold"):
         LakeIterableDataset(tbl, columns=["x"], fill_null={"x": "1"})
-    with pytest.raises(InvalidArgumentError, match=r"column 's' .* can hold"):
-        to_tf_dataset(tbl, columns=["s"], fill_null={"s": 0})
 
 
 def test_a_date_written_as_text_fills_a_timestamp_column(tmp_path: Path) -> None:

@@ -204,3 +204,16 @@ def test_a_string_feature_is_refused_with_tensorflows_own_fix(typed: raylake.Tab
         to_tf_dataset(typed, ["f32", "s"])
     assert "columns= (not feature_columns=), where it is a tf.string tensor" in str(refused.value)
     assert "LakeIterableDataset" not in str(refused.value)
+
+
+def test_one_fill_value_fills_no_string_column(tmp_path: Path) -> None:
+    """NaN for every column fills the floats, not a string column (b"nan"): its nulls
+    raise, naming the column; a dict's number for it is refused when made."""
+    rows = pa.table({"x": pa.array([1.0, None], pa.float32()), "s": pa.array(["a", None])})
+    tbl = raylake.create_table(str(tmp_path / "t"), rows.schema)
+    tbl.write(rows)
+    ds = to_tf_dataset(tbl, columns=["x", "s"], shuffle=False, fill_null=float("nan"))
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"column 's' .*nan is not a value"):
+        list(ds)
+    with pytest.raises(InvalidArgumentError, match=r"column 's' .* can hold"):
+        to_tf_dataset(tbl, columns=["s"], fill_null={"s": 0})
