@@ -70,8 +70,9 @@ def to_tf_dataset(
     """A ``tf.data.Dataset`` of batches of a raylake table (one pinned snapshot).
 
     Elements are ``(features, label)`` with the ``feature_columns`` stacked into one
-    2-D tensor (cast to ``dtype``), or a dict of the ``columns`` (all by default), and
-    with a ``label_column`` ``(dict, label)``. Types: ints, floats and bools as they
+    2-D tensor (cast to ``dtype``), or a dict of the ``columns`` (all by default; their
+    floats cast to ``dtype``), and with a ``label_column`` ``(dict, label)``. The label
+    keeps its type, as in the torch loaders. Types: ints, floats and bools as they
     are, strings as ``tf.string``, timestamps as int64 milliseconds, dates and times
     as their integer storage, fixed-size lists as 2-D tensors.
 
@@ -165,17 +166,19 @@ def output_signature(
     layout = converter.layout
     schema = source.schema
 
-    def spec(name: str) -> Any:
+    def spec(name: str, cast: bool = True) -> Any:
         dtype = schema.field(name).type
         np_type = numpy_dtype(dtype)
-        if converter.dtype is not None and np_type.kind == "f":
+        if cast and converter.dtype is not None and np_type.kind == "f":
             np_type = converter.dtype
         tf_type = tf.string if np_type == np.dtype(object) else tf.as_dtype(np_type)
         return tf.TensorSpec((*lead, *inner_shape(dtype)), tf_type, name=name)
 
     specs = {c: spec(c) for c in layout.named}
     if layout.label is not None:
-        specs[layout.label] = spec(layout.label)
+        # The label keeps its type, as the converter and the torch loaders keep it:
+        # from_generator would cast it to the signature's (a float64 price to float16, inf).
+        specs[layout.label] = spec(layout.label, cast=False)
     if layout.features is not None:
         width = (*lead, converter.features_width)
         specs[FEATURES] = tf.TensorSpec(width, tf.as_dtype(converter.features_dtype))

@@ -217,3 +217,18 @@ def test_one_fill_value_fills_no_string_column(tmp_path: Path) -> None:
         list(ds)
     with pytest.raises(InvalidArgumentError, match=r"column 's' .* can hold"):
         to_tf_dataset(tbl, columns=["s"], fill_null={"s": 0})
+
+
+@pytest.mark.parametrize("layout", ["features", "dict"])
+def test_dtype_casts_the_features_and_the_label_keeps_its_type(tmp_path: Path, layout: str) -> None:
+    """As in torch: dtype=float16 made a float64 label (a price) float16, 1e5 -> inf."""
+    rows = pa.table({"x": np.arange(4, dtype=np.float32), "price": [1e5, 2.5, 3.0, 7e4]})
+    tbl = raylake.create_table(str(tmp_path / "t"), rows.schema)
+    tbl.write(rows)
+    kwargs = {"feature_columns" if layout == "features" else "columns": ["x"]}
+    ds = to_tf_dataset(
+        tbl, label_column="price", shuffle=False, dtype=tf.float16, batch_size=4, **kwargs
+    )
+    ((features, price),) = list(ds)
+    assert tf.nest.flatten(features)[0].dtype == tf.float16
+    assert price.dtype == tf.float64 and price.numpy().tolist() == [1e5, 2.5, 3.0, 7e4]
