@@ -24,15 +24,26 @@ def reset_consumer(
         source.get(snapshot_id)  # SnapshotNotFoundError names what exists
     # A stream reads its next snapshot as a change against the one before it; where
     # that one is gone (a reset past a gap), it reads the snapshot whole instead.
-    gap = snapshot_id > 1 and source.read_if_present(snapshot_id - 1) is None
+    gap = _after_gap(source, snapshot_id)
     # The consumer's other properties stay: a StreamingJob shard's sink snapshot
     # bounds its search for its own commits, which must not undo the reset.
     current = source.consumer(consumer_id)
     kept = {} if current is None else dict(current.properties)
     properties = {**kept, STREAM_MODE: "full" if gap else "delta"}
     try:
-        return source.register_consumer(consumer_id, snapshot_id, properties)
+        progress = source.register_consumer(consumer_id, snapshot_id, properties)
     except StreamPositionExpiredError:  # an expiration won the race: it kept the old needs
         if current is not None:
             ConsumerManager(file_io).reset(consumer_id, current.next_snapshot_id, kept)
         raise
+    if not gap and _after_gap(source, snapshot_id):
+        # An expiration that read the consumers before this one registered removed the
+        # snapshot before: read as a change against it, ``snapshot_id`` would fail. The
+        # consumer now keeps ``snapshot_id`` itself, so it is read whole, as after a gap.
+        progress = source.register_consumer(consumer_id, snapshot_id, {**kept, STREAM_MODE: "full"})
+    return progress
+
+
+def _after_gap(source: TableSource, snapshot_id: int) -> bool:
+    """Whether the snapshot before ``snapshot_id`` is gone (expired)."""
+    return snapshot_id > 1 and source.read_if_present(snapshot_id - 1) is None

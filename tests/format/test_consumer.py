@@ -205,6 +205,27 @@ def test_a_reset_that_loses_the_race_with_an_expiration_keeps_the_consumer(
     assert progress is not None and progress.next_snapshot_id == 4
 
 
+def test_a_reset_whose_previous_snapshot_expires_meanwhile_reads_its_snapshot_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The expiration read the consumers before the reset wrote its file and removed
+    snapshot 2, not 3: a reset to 3 is then past a gap, and its stream reads 3 whole."""
+    tbl = raylake.create_table(str(tmp_path / "t"), SCHEMA, primary_key=["id"])
+    for i in range(5):
+        tbl.write(pa.table({"id": [i % 2]}))
+
+    def expired_meanwhile(self: ConsumerManager) -> None:
+        for snapshot_id in (1, 2):
+            self.file_io.delete(f"snapshot/snapshot-{snapshot_id}.json")
+
+    monkeypatch.setattr(ConsumerManager, "wait_for_expirations", expired_meanwhile)
+    assert tbl.reset_consumer("job", 3).properties["stream.mode"] == "full"
+    monkeypatch.undo()
+    with tbl.stream(consumer_id="job") as reader:
+        plan = reader.poll()  # a change against snapshot 2 would say it expired
+    assert plan is not None and plan.kind == "full" and plan.to_arrow().num_rows == 2
+
+
 def test_empty_table_accepts_a_consumer_of_its_first_snapshot(tmp_path: Path) -> None:
     tbl = make_table(tmp_path / "t", 0)
     assert tbl.reset_consumer("job", 1).next_snapshot_id == 1
