@@ -105,7 +105,7 @@ def job_throughput(root: Path, total: int, commits: int) -> tuple[float, float, 
 
     from raylake.streaming import StreamingJob
 
-    source = raylake.create_table(str(root / "job-src"), SCHEMA, buckets=4)
+    source = raylake.create_table(str(root / "job-src"), SCHEMA)
     per_commit = total // commits
     for c in range(commits):
         source.write(rows(c * per_commit, per_commit))

@@ -81,6 +81,15 @@ class TableSpec:
         own checks: key columns exist, no reserved names, valid options)."""
         if not isinstance(schema, pa.Schema):
             raise SchemaArgumentError("schema", schema, "a pyarrow.Schema")
+        if self.buckets is not None and self.buckets > 1 and not self.primary_key:
+            # An append table has no key to hash rows by: its files all lie in bucket 0
+            # and stream shards split it by file, so more buckets would change nothing.
+            raise SchemaArgumentError(
+                "buckets",
+                self.buckets,
+                "1 or None for an append table (buckets spread the keys of a primary-key "
+                "table; give primary_key=, or leave buckets out)",
+            )
         if "" in schema.names:  # no filter, select or rename could name it; tables that
             # have one (made before this check) still open and read
             raise SchemaError(

@@ -99,3 +99,23 @@ def test_from_pandas_checks_the_spec_before_reading_the_frame(tmp_path: Path) ->
     with pytest.raises(SchemaError, match="primary_key must be a list"):
         raylake.from_pandas(pd.DataFrame({"id": [None]}), str(tmp_path / "t"), primary_key="id")
     assert not (tmp_path / "t").exists()
+
+
+def test_an_append_table_refuses_more_than_one_bucket_from_every_entry_point(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It has no key to spread rows by: buckets=4 was stored and meant nothing."""
+    rows = pa.table({"id": [1], "dt": ["d"], "x": [0.5]}, schema=SCHEMA)
+    message = "buckets must be 1 or None for an append table"
+    with pytest.raises(SchemaError, match=message):
+        raylake.create_table(str(tmp_path / "a"), SCHEMA, buckets=4)
+    with pytest.raises(SchemaError, match=message):
+        raylake.from_pandas(rows.to_pandas(), str(tmp_path / "b"), buckets=2)
+    with pytest.raises(SchemaError, match=message):  # the Ray, Spark and streaming sinks'
+        open_or_create_table(str(tmp_path / "c"), SCHEMA, spec=TableSpec.of(buckets=3))
+    csv = tmp_path / "rows.csv"
+    csv.write_text("id,dt,x\n1,d,0.5\n")
+    assert main(["write", str(tmp_path / "d"), str(csv), "--create", "--buckets", "2"]) == 2
+    assert message in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rows.csv"]  # nothing written
+    assert raylake.create_table(str(tmp_path / "e"), SCHEMA, buckets=1).table_schema.buckets == 1

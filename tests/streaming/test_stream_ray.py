@@ -152,7 +152,7 @@ def test_streaming_job_is_checked_before_any_actor_starts(
 ) -> None:
     """Each of these used to start the actors, which died in their constructors and
     were restarted without end; now start() raises the raylake error on the driver."""
-    source = raylake.create_table(str(warehouse / "src"), SCHEMA, buckets=2)
+    source = raylake.create_table(str(warehouse / "src"), SCHEMA)
     source.write(batch(0, 10))
     sink = raylake.create_table(str(warehouse / "dst"), SCHEMA)
 
@@ -185,7 +185,7 @@ def test_streaming_job_is_checked_before_any_actor_starts(
 def test_streaming_job_refuses_consumers_it_cannot_resume(
     ray_cluster: Any, warehouse: Path
 ) -> None:
-    source = raylake.create_table(str(warehouse / "src"), SCHEMA, buckets=4)
+    source = raylake.create_table(str(warehouse / "src"), SCHEMA)
     sink = raylake.create_table(str(warehouse / "dst"), SCHEMA)
     source.write(batch(0, 40))
     with StreamingJob(source.uri, double, consumer_id="j", num_shards=2, sink_uri=sink.uri) as job:
