@@ -31,6 +31,7 @@ from raylake.errors import (
     CommitFailedError,
     CommitLineageUnknownError,
     CommitStateUnknownError,
+    CorruptMetadataError,
     FilterError,
     UnsafeCommitError,
 )
@@ -109,9 +110,9 @@ class Committer:
                 # No base given: the commit is based on what it first sees, so only commits
                 # that land while it retries can conflict (not all history since snapshot 1).
                 request = replace(request, base_snapshot_id=0 if latest is None else latest.id)
-            self._check_conflicts(request, latest)
             written: list[str] = []  # filled as files are written, so a failure cleans them up
             try:
+                self._check_conflicts(request, latest)
                 snap = replace(self._prepare(request, user, latest, written), commit_id=commit_id)
                 _ready(request)
                 if self.snapshots.try_create(snap, then=partial(self._check_parent_kept, snap)):
@@ -119,6 +120,14 @@ class Committer:
                     return snap
             except CommitStateUnknownError:
                 raise  # the snapshot may be visible and name what this attempt wrote
+            except (CorruptMetadataError, FileNotFoundError):
+                self.file_io.delete_quietly(written)
+                # The snapshot read as the latest was expired meanwhile (newer ones were
+                # committed), and with it manifests or files this attempt read: another
+                # writer won this id, as when the create finds the snapshot taken.
+                if latest is None or self.snapshots.read_if_present(latest.id) is not None:
+                    raise
+                continue
             except BaseException:
                 self.file_io.delete_quietly(written)
                 raise

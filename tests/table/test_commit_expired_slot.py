@@ -19,6 +19,7 @@ import pytest
 import raylake
 from raylake.errors import CommitLineageUnknownError, CommitStateUnknownError
 from raylake.format.snapshot import Snapshot
+from raylake.table import clear_caches
 from raylake.table.commit import CommitRequest, Committer
 from raylake.table.writer import CommitMessage
 
@@ -162,3 +163,33 @@ def test_snapshots_name_their_parents_commit(tmp_path: Path) -> None:
     assert (first.parent_id, first.parent_commit_id) == (2, "")
     assert (second.parent_id, second.parent_commit_id) == (first.id, first.commit_id)
     assert first.commit_id and tbl.snapshot(second.id).parent_commit_id == first.commit_id
+
+
+def test_a_commit_whose_latest_snapshot_expires_while_it_prepares_commits_on_the_newer_one(
+    tmp_path: Path,
+) -> None:
+    """The snapshot the commit read as the latest was superseded and expired with its
+    manifests before the commit merged them into its own (was: CorruptMetadataError,
+    'manifest file is missing', and nothing committed)."""
+    tbl = raylake.create_table(
+        str(tmp_path / "t"), SCHEMA, options={"manifest.merge-min-count": "2"}
+    )
+    tbl.write(_rows(0))  # snapshot 1
+    tbl.write(_rows(10))  # snapshot 2, which the commit reads as the latest
+    other = raylake.open_table(str(tmp_path / "t"))
+    expired: list[int] = []
+
+    def meanwhile(latest: Snapshot) -> None:
+        if not expired:
+            other.write(_rows(200))  # snapshot 3
+            expired.extend(other.expire_snapshots(retain_last=1).expired_snapshot_ids)
+            clear_caches()  # as in a writer process that has not read the manifests yet
+
+    request = CommitRequest(_messages(tbl, 100), base_snapshot_id=1, conflict_check=meanwhile)
+    snap = Committer(tbl.file_io, tbl.table_schema).commit(request)
+    assert expired == [1, 2] and (snap.id, snap.parent_id) == (4, 3)
+    assert sorted(tbl.to_arrow().column("id").to_pylist()) == [
+        *range(0, 20),
+        *range(100, 110),
+        *range(200, 210),
+    ]
