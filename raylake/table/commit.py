@@ -156,6 +156,8 @@ class Committer:
         path = self.file_io.full_path(snapshot_path(snap.id))
         try:
             parent = self.snapshots.read_if_present(snap.parent_id)
+            if parent is None and self._followed(snap):
+                return
         except Exception as exc:
             # The snapshot is there and may be the table's: a failed look must not have
             # the commit taken for failed, and what it wrote deleted.
@@ -165,6 +167,16 @@ class Committer:
         if parent is not None and parent.commit_id == snap.parent_commit_id:
             return
         raise CommitLineageUnknownError(path, snap.parent_id, replaced=parent is not None)
+
+    def _followed(self, snap: Snapshot) -> bool:
+        """Whether ``snap``, whose parent is gone, is in the table's history all the same:
+        an expiration that ran just after the create removed the parent. An id taken and
+        expired before the create leaves a newer snapshot (expiration keeps the latest),
+        so where none is newer, or the next one was made on this commit, it is."""
+        child = self.snapshots.read_if_present(snap.id + 1)
+        if child is not None:
+            return child.parent_commit_id == snap.commit_id
+        return max(self.snapshots.snapshot_ids(), default=snap.id) <= snap.id
 
     def _already_committed(
         self, request: CommitRequest, user: str, latest: Snapshot | None

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -18,7 +19,7 @@ import pytest
 
 import raylake
 from raylake.errors import CommitLineageUnknownError, CommitStateUnknownError
-from raylake.format.snapshot import Snapshot
+from raylake.format.snapshot import Snapshot, SnapshotManager
 from raylake.table import clear_caches
 from raylake.table.commit import CommitRequest, Committer
 from raylake.table.writer import CommitMessage
@@ -193,3 +194,41 @@ def test_a_commit_whose_latest_snapshot_expires_while_it_prepares_commits_on_the
         *range(100, 110),
         *range(200, 210),
     ]
+
+
+@pytest.mark.parametrize("then_commits", [0, 1])
+def test_a_commit_whose_parent_expires_just_after_its_create_is_acknowledged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, then_commits: int
+) -> None:
+    """Between the create of snapshot 3 and the committer's read of its parent, another
+    process commits on it (or not) and expires all but the latest: the parent is gone
+    because of the new snapshot, not before it (was: CommitLineageUnknownError for a
+    commit that was the table's)."""
+    tbl = raylake.create_table(str(tmp_path / "t"), SCHEMA)
+    tbl.write(_rows(0))
+    tbl.write(_rows(10))
+    other = raylake.open_table(str(tmp_path / "t"))
+    create = SnapshotManager.try_create
+
+    def expired_after_create(
+        self: SnapshotManager, snap: Snapshot, *, then: Callable[[], None] | None = None
+    ) -> bool:
+        if snap.id != 3:  # the other process's commits
+            return create(self, snap, then=then)
+
+        def meanwhile() -> None:
+            for i in range(then_commits):
+                other.write(_rows(200 + 10 * i))
+            other.expire_snapshots(retain_last=1)
+            assert then is not None
+            then()
+
+        return create(self, snap, then=meanwhile)
+
+    monkeypatch.setattr(SnapshotManager, "try_create", expired_after_create)
+    snap = tbl.write(_rows(100))
+    monkeypatch.undo()
+    assert snap.id == 3
+    reopened = raylake.open_table(str(tmp_path / "t"))
+    assert reopened.latest_snapshot().id == 3 + then_commits
+    assert reopened.count() == 30 + 10 * then_commits
