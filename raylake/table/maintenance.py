@@ -155,8 +155,7 @@ def _expire(
     file_io: FileIO, snapshots: SnapshotManager, ids: list[int], expired: list[Snapshot],
     *, dry_run: bool,
 ) -> ExpireResult:  # fmt: skip
-    retained = [snapshots.get(i) for i in ids if i > expired[-1].id]
-    doomed_manifests, doomed_data = _exclusive_files(file_io, expired, retained)
+    doomed_manifests, doomed_data = _choose(file_io, snapshots, ids, expired)
     result = ExpireResult(
         tuple(s.id for s in expired), tuple(doomed_data), tuple(doomed_manifests), dry_run
     )
@@ -173,6 +172,29 @@ def _expire(
             result.files_removed,
         )
     return result
+
+
+def _choose(
+    file_io: FileIO, snapshots: SnapshotManager, ids: list[int], expired: list[Snapshot]
+) -> tuple[list[str], list[str]]:
+    """The manifests and data files to delete with ``expired``, against the snapshots
+    after them that are left (another expiration may be removing some at the same time)."""
+    while True:
+        later = [i for i in ids if i > expired[-1].id]
+        if not later:  # the latest is never expired: only a dropped table has none
+            raise SnapshotNotFoundError(f"{file_io.uri} has no snapshot after {expired[-1].id}")
+        found = (snapshots.read_if_present(i) for i in later)
+        retained = [s for s in found if s is not None]  # None: expired by another run
+        try:
+            if retained:
+                return _exclusive_files(file_io, expired, retained)
+        except CorruptMetadataError:
+            # A manifest of a snapshot that a concurrent expiration has removed since is
+            # gone with it: choose again from the snapshots left. One that still exists
+            # has lost a manifest: stop before anything is deleted.
+            if all(file_io.exists(snapshot_path(s.id)) for s in retained):
+                raise
+        ids = snapshots.snapshot_ids()  # another run may have kept only newer ones
 
 
 def _expirable(

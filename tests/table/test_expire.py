@@ -260,6 +260,32 @@ def test_expiring_while_another_thread_commits(tmp_path: Path) -> None:
     assert tbl.remove_orphan_files(older_than=timedelta(0)).paths == ()
 
 
+def test_two_expirations_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One keeps three snapshots; the other, run while the first reads what those need,
+    keeps one and deletes the manifests of the other two (was: CorruptMetadataError,
+    'manifest file is missing', from the first)."""
+    from raylake.table import maintenance
+
+    tbl = make_table(tmp_path / "t", **{"manifest.merge-min-count": "2"})
+    commit_n(tbl, 6)
+    other = raylake.open_table(tbl.uri)
+    choose = maintenance._exclusive_files
+    others: list[tuple[int, ...]] = []
+
+    def meanwhile(*args: Any) -> Any:
+        if not others:
+            others.append(())
+            others[0] = other.expire_snapshots(retain_last=1).expired_snapshot_ids
+        return choose(*args)
+
+    monkeypatch.setattr(maintenance, "_exclusive_files", meanwhile)
+    result = tbl.expire_snapshots(retain_last=3)
+    assert result.expired_snapshot_ids == (1, 2, 3) and others == [(1, 2, 3, 4, 5)]
+    assert ids_of(tbl) == [6] and read_sorted(tbl, 6).column("id").to_pylist() == list(range(6))
+    assert files_on_disk(tbl, "data") == live_paths(tbl, 6)
+    assert files_on_disk(tbl, "manifest") == set(manifest_paths(tbl.snapshots()))
+
+
 def test_a_crash_after_deleting_snapshot_files_breaks_no_retained_read(tmp_path: Path) -> None:
     """Expiration deletes snapshot files first; stopping right there must be harmless."""
     tbl = make_table(tmp_path / "t", **{"manifest.merge-min-count": "2"})
