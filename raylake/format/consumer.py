@@ -86,6 +86,15 @@ def validate_next_snapshot_id(consumer_id: str, next_snapshot_id: Any) -> int:
     )
 
 
+_MARKER_NAME = re.compile(_MARKER_PREFIX + r"[0-9a-f]{32}")
+
+
+def is_stale_marker(name: str, mtime_millis: float, now_millis: int) -> bool:
+    """Whether ``name`` in consumer/ is an expiry marker of an expiration that crashed
+    (older than ``MARKER_STALE_MS``): orphan removal collects it."""
+    return _MARKER_NAME.fullmatch(name) is not None and mtime_millis < now_millis - MARKER_STALE_MS
+
+
 def consumer_path(consumer_id: str) -> str:
     return f"{CONSUMER_DIR}/{_PREFIX}{validate_consumer_id(consumer_id)}"
 

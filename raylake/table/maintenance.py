@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from raylake.errors import CorruptMetadataError, InvalidOptionError, SnapshotNotFoundError
-from raylake.format.consumer import CONSUMER_DIR, ConsumerManager
+from raylake.format.consumer import CONSUMER_DIR, ConsumerManager, is_stale_marker
 from raylake.format.manifest import ADD, MANIFEST_DIR, live_files
 from raylake.format.schema import SCHEMA_DIR
 from raylake.format.schema_files import load_schema
@@ -277,9 +277,17 @@ def _old_files(file_io: FileIO, cutoff: int, partition_levels: int) -> list[str]
     found: list[tuple[str, float | None]] = []
     for rel_dir in _REFERENCED_DIRS:
         found += file_io.list_files(rel_dir)
+    markers = []
     for rel_dir in _TMP_ONLY_DIRS:
-        found += [(p, m) for p, m in file_io.list_files(rel_dir) if p.endswith(_TMP_SUFFIX)]
-    return [
+        for p, m in file_io.list_files(rel_dir):
+            if p.endswith(_TMP_SUFFIX):
+                found.append((p, m))
+            elif rel_dir == CONSUMER_DIR and m is not None and m * 1000 < cutoff:
+                markers.append((p, m * 1000))
+    # The expiry marker of an expiration that crashed: registrations ignore it once stale.
+    now = _now_millis()
+    stale = [p for p, m in markers if is_stale_marker(p.rsplit("/", 1)[-1], m, now)]
+    return stale + [
         p
         for p, mtime in found
         if mtime is not None and mtime * 1000 < cutoff and is_raylake_file(p, partition_levels)

@@ -127,6 +127,41 @@ def test_stray_temp_files_go_but_metadata_stays(tmp_path: Path) -> None:
     assert [c.consumer_id for c in tbl.consumers()] == ["job"]
 
 
+def test_the_marker_of_a_crashed_expiration_goes_a_running_ones_stays(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An expiration that died while it held its marker left consumer/EXPIRING-<uuid>
+    behind for good (every registration read it again); one running now keeps its own."""
+    root = tmp_path / "t"
+    tbl = make_table(root)
+    for i in range(3):
+        tbl.write(rows([i]))
+    tbl.reset_consumer("job", 3)
+
+    def crash(*args: Any, **kwargs: Any) -> Any:
+        raise KeyboardInterrupt
+
+    from raylake.io import FileIO
+
+    monkeypatch.setattr(FileIO, "delete_quietly", crash)  # dies before it lets go
+    with pytest.raises(KeyboardInterrupt):
+        tbl.expire_snapshots(retain_last=1)
+    monkeypatch.undo()
+    crashed = [str(p.relative_to(root)) for p in (root / "consumer").glob("EXPIRING-*")]
+    assert len(crashed) == 1
+    age(root, crashed[0], days=2)
+    running = f"consumer/EXPIRING-{uuid.uuid4().hex}"
+    (root / running).write_text('{"time_millis": 0}')
+    (root / "consumer" / "EXPIRING-notes").write_text("not ours")
+    age(root, "consumer/EXPIRING-notes", days=2)
+    assert tbl.remove_orphan_files(older_than=NOW).paths == tuple(crashed)
+    assert {p.name for p in (root / "consumer").iterdir()} == {
+        "consumer-job",
+        running.split("/")[1],
+        "EXPIRING-notes",
+    }
+
+
 def test_files_of_every_snapshot_are_referenced_not_only_the_latest(tmp_path: Path) -> None:
     root = tmp_path / "t"
     tbl = make_table(root)
