@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Literal
@@ -189,6 +190,20 @@ class SnapshotManager:
         except FileNotFoundError:
             return None
         return self._parse(snapshot_id, raw)
+
+    @contextmanager
+    def reading(self, snapshot_id: int) -> Iterator[None]:
+        """Reads of a snapshot's manifests: one missing because an expiration removed the
+        snapshot meanwhile (later commits made it old) is SnapshotExpiredError, not a
+        CorruptMetadataError that would call the table damaged."""
+        try:
+            yield
+        except CorruptMetadataError as exc:
+            if self.read_if_present(snapshot_id) is not None:
+                raise
+            earliest = self.earliest_id()
+            earliest = snapshot_id + 1 if earliest is None else earliest
+            raise SnapshotExpiredError(snapshot_id, earliest, self.file_io.uri) from exc
 
     def earliest_id(self) -> int | None:
         ids = self.snapshot_ids()

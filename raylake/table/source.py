@@ -277,10 +277,12 @@ class RaylakeSource(TableSource):
         return pruned_live_files(self.file_io, ts, snap, pruning)
 
     def added_files(self, ts: TableSchema, snap: Snapshot, pruning: Expr) -> list[DataFile]:
-        return self._entries(ts, snap.delta_manifests, pruning, added_only=True)
+        with self.snapshots.reading(snap.id):
+            return self._entries(ts, snap.delta_manifests, pruning, added_only=True)
 
     def changelog_files(self, ts: TableSchema, snap: Snapshot, pruning: Expr) -> list[DataFile]:
-        return self._entries(ts, snap.changelog_manifests, pruning, added_only=False)
+        with self.snapshots.reading(snap.id):
+            return self._entries(ts, snap.changelog_manifests, pruning, added_only=False)
 
     def schema(self, schema_id: int) -> TableSchema:
         return schema_by_id(self.file_io, schema_id)
@@ -389,12 +391,13 @@ def pruned_live_files(
     file_io: FileIO, ts: TableSchema, snap: Snapshot, pruning: Expr
 ) -> list[DataFile]:
     """The live files of a snapshot that may hold rows matching ``pruning``."""
-    if isinstance(pruning, AlwaysTrue):
-        return live_data_files(file_io, snap.base_manifests, ts)
-    # Decode the statistics of the filter's columns only (cold planning of wide tables),
-    # and only the rows that survive pruning.
-    live = live_files_of(file_io, snap.base_manifests, ts, referenced_columns(pruning))
-    return data_files_from_table(prune_entries(live, ts, pruning), ts)
+    with SnapshotManager(file_io).reading(snap.id):
+        if isinstance(pruning, AlwaysTrue):
+            return live_data_files(file_io, snap.base_manifests, ts)
+        # Decode the statistics of the filter's columns only (cold planning of wide
+        # tables), and only the rows that survive pruning.
+        live = live_files_of(file_io, snap.base_manifests, ts, referenced_columns(pruning))
+        return data_files_from_table(prune_entries(live, ts, pruning), ts)
 
 
 def prune_entries(entries: pa.Table, ts: TableSchema, pruning: Expr) -> pa.Table:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from raylake.errors import CommitConflictError
+from raylake.errors import CommitConflictError, SnapshotNotFoundError
 from raylake.format.manifest import DataFile, live_files_by_bucket
 from raylake.format.schema import TableSchema
 from raylake.format.schema_files import load_schema, schema_at_least
@@ -81,7 +81,11 @@ def prepare_compaction(
     # The snapshot's files may be of a schema newer than ``ts`` (one changed since the
     # caller loaded it): rewritten under ``ts`` they would lose the newer columns.
     ts = schema_at_least(file_io, ts, latest.schema_id)
-    groups = live_files_by_bucket(file_io, latest.base_manifests, ts)
+    try:
+        with SnapshotManager(file_io).reading(latest.id):
+            groups = live_files_by_bucket(file_io, latest.base_manifests, ts)
+    except SnapshotNotFoundError as exc:  # expired meanwhile: a concurrent change won
+        raise conflict_if_replaced(file_io, ts, exc, "compaction") from exc
     spec = MergeSpec.of(ts)
     work = []
     for key, files in sorted(groups.items(), key=lambda item: repr(item[0])):
