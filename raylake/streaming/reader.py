@@ -21,7 +21,6 @@ import logging
 import time
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from datetime import datetime
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from raylake.arguments import (
@@ -55,6 +54,7 @@ from raylake.streaming.plan import StreamPlan, StreamPlanner
 from raylake.streaming.reach import check_reachable
 from raylake.streaming.shard import ShardSpec
 from raylake.streaming.splits import StreamReadContext
+from raylake.streaming.start import start_position
 from raylake.streaming.unpicklable import NotPicklable
 from raylake.table.kind import kind_of
 
@@ -116,9 +116,7 @@ class StreamReader(NotPicklable):
             self.next_snapshot_id = progress.next_snapshot_id
             self._full_next = progress.properties.get(_MODE) == "full"
         else:
-            self.next_snapshot_id, self._full_next = self._start(options.start)
-            if self.consumer_id is not None:  # registered now: expiration keeps what it needs
-                self._record(self.next_snapshot_id, self._full_next)
+            self._begin(options.start)
         # The snapshot the last plan ended at (at open, the one before a start at changes),
         # as read here: a table created again shows as a next snapshot not following it.
         n = self.next_snapshot_id
@@ -145,27 +143,23 @@ class StreamReader(NotPicklable):
             return self._pending_from
         return StreamPosition(self.next_snapshot_id, self._full_next)
 
-    def _start(self, start: StartPosition) -> tuple[int, bool]:
-        if isinstance(start, StreamPosition):
-            at = start.next_snapshot_id
-            why = "a position of another table, or of this one before it was created again"
-            if at <= check_reachable(self._snapshots, self.table.uri, at, "the position", why):
-                self._check_not_expired(at)
-            return at, start.full
-        if isinstance(start, str):  # a name, an int or a datetime: checked by StreamOptions
-            if start == "earliest":
-                earliest = self._snapshots.earliest_id()
-                return (1, False) if earliest is None else (earliest, True)
-            newest = self._snapshots.latest_id()
-            if newest is None:
-                return 1, False  # the first snapshot's changes are the whole table
-            return (newest + 1, False) if start == "latest-new" else (newest, True)
-        if isinstance(start, datetime):
-            return self.table.scan(as_of=start).snapshot().id, True  # type: ignore[union-attr]
-        if self._snapshots.read_if_present(start) is None:
-            self._check_not_expired(start)
-            self._snapshots.get(start)  # SnapshotNotFoundError names what exists
-        return start, self._snapshots.start_id_reads_whole
+    def _begin(self, start: StartPosition) -> None:
+        """Start at ``start``, a new consumer registered there so that expiration keeps
+        what it needs. A named start (``"earliest"``, ``"latest"``) that an expiration
+        removed while the consumer registered is looked up again: a new consumer has no
+        position of its own to lose."""
+        while True:
+            self.next_snapshot_id, self._full_next = start_position(
+                self.table, start, self._check_not_expired
+            )
+            if self.consumer_id is None:
+                return
+            try:
+                self._record(self.next_snapshot_id, self._full_next)
+                return
+            except StreamPositionExpiredError:
+                if not isinstance(start, str):
+                    raise
 
     def _check_not_expired(self, needed: int) -> None:
         earliest = self._snapshots.earliest_id()

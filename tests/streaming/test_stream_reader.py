@@ -547,3 +547,37 @@ def test_consumer_properties_must_be_strings(warehouse: Path) -> None:
         reader.seek(3, properties={"a": 1})  # type: ignore[dict-item]
     assert reader.next_snapshot_id == 2 and tbl.consumer("c").next_snapshot_id == 1
     assert reader.checkpoint(properties={"a": "1"}).properties["a"] == "1"
+
+
+@pytest.mark.parametrize("start", ["earliest", "latest", 2])
+def test_a_new_consumer_whose_named_start_expires_as_it_registers_starts_again(
+    warehouse: Path, monkeypatch: pytest.MonkeyPatch, start: str | int
+) -> None:
+    """An expiration that read the consumers before this one registered removes the
+    snapshot it chose: a start by name looks again (was: StreamPositionExpiredError for
+    a consumer that had no position yet); a start at a snapshot id still says so."""
+    from raylake.format.consumer import ConsumerManager
+
+    tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
+    tbl.write(rows([1]))
+    tbl.write(rows([2]))
+    other = raylake.open_table(tbl.uri)
+    wait = ConsumerManager.wait_for_expirations
+
+    def expired_meanwhile(self: ConsumerManager) -> None:
+        monkeypatch.setattr(ConsumerManager, "wait_for_expirations", wait)
+        other.write(rows([3]))  # snapshot 3
+        for snapshot_id in (1, 2):  # what the expiration chose before the consumer existed
+            self.file_io.delete(f"snapshot/snapshot-{snapshot_id}.json")
+
+    monkeypatch.setattr(ConsumerManager, "wait_for_expirations", expired_meanwhile)
+    if start == 2:
+        with pytest.raises(StreamPositionExpiredError, match="the earliest snapshot is 3"):
+            tbl.stream(consumer_id="job", start=start)
+        assert tbl.consumer("job") is None
+        return
+    with tbl.stream(consumer_id="job", start=start) as reader:
+        plan = reader.poll()
+    assert plan is not None and (plan.kind, plan.snapshot_id) == ("full", 3)
+    assert ids_of([plan.to_arrow()]) == [1, 2, 3]
+    assert tbl.consumer("job").next_snapshot_id == 3  # type: ignore[union-attr]
