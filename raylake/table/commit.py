@@ -54,6 +54,7 @@ from raylake.format.schema_files import check_same_table, schema_at_least
 from raylake.format.snapshot import CommitKind, Snapshot, SnapshotManager, snapshot_path
 from raylake.io import FileIO
 from raylake.table.aborted import FilesCheck, abort_messages, raise_named
+from raylake.table.idempotent import already_committed, drop_unused_files
 from raylake.table.kind import kind_of
 from raylake.table.writer import CommitMessage
 
@@ -101,10 +102,10 @@ class Committer:
         commit_id = uuid.uuid4().hex
         for attempt in range(self.max_retries):
             latest = self.snapshots.latest()
-            done = self._already_committed(request, user, latest)
+            done = already_committed(self.snapshots, request, user, latest)
             if done is not None:
                 _ready(request)
-                self._drop_unused_files(request, done)
+                drop_unused_files(self.file_io, self.ts, request, done)
                 return done
             if request.base_snapshot_id is None:
                 # No base given: the commit is based on what it first sees, so only commits
@@ -177,41 +178,6 @@ class Committer:
         if child is not None:
             return child.parent_commit_id == snap.commit_id
         return max(self.snapshots.snapshot_ids(), default=snap.id) <= snap.id
-
-    def _already_committed(
-        self, request: CommitRequest, user: str, latest: Snapshot | None
-    ) -> Snapshot | None:
-        """Idempotent retries: a commit with the same user and identifier is not made twice."""
-        if request.commit_identifier is None or latest is None:
-            return None
-        # Snapshots expired meanwhile cannot hold the commit: they were older than the base.
-        first = max((request.base_snapshot_id or 0) + 1, self.snapshots.earliest_id() or 1)
-        for snapshot_id in range(latest.id, first - 1, -1):
-            snap = (
-                latest if snapshot_id == latest.id else self.snapshots.read_if_present(snapshot_id)
-            )
-            if snap is None:  # expired since the listing, and every older one with it
-                break
-            if snap.commit_user == user and snap.commit_identifier == request.commit_identifier:
-                return snap
-        return None
-
-    def _drop_unused_files(self, request: CommitRequest, done: Snapshot) -> None:
-        """An idempotent retry found its commit done: delete the files this attempt
-        wrote that the committed snapshot does not name (a retry that rewrote its data),
-        at once rather than leaving them to orphan removal."""
-        attempt = {f.path for m in request.messages for f in (*m.new_files, *m.changelog_files)}
-        if not attempt:
-            return
-        metas = [*done.delta_manifests, *done.changelog_manifests]
-        committed = set(read_entries(self.file_io, metas, self.ts, ()).column("path").to_pylist())
-        unused = sorted(attempt - committed)
-        if unused:
-            logger.info(
-                "commit %s/%s is already snapshot %d; deleting %d files of this attempt",
-                done.commit_user, done.commit_identifier, done.id, len(unused),
-            )  # fmt: skip
-            self.file_io.delete_quietly(unused)
 
     def _check_conflicts(self, request: CommitRequest, latest: Snapshot | None) -> None:
         if latest is None:

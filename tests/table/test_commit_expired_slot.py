@@ -12,6 +12,7 @@ import json
 import shutil
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -21,7 +22,7 @@ import raylake
 from raylake.errors import CommitLineageUnknownError, CommitStateUnknownError
 from raylake.format.snapshot import Snapshot, SnapshotManager
 from raylake.table import clear_caches
-from raylake.table.commit import CommitRequest, Committer
+from raylake.table.commit import CommitRequest, Committer, commit_or_abort
 from raylake.table.writer import CommitMessage
 
 SCHEMA = pa.schema([("id", pa.int64())])
@@ -232,3 +233,31 @@ def test_a_commit_whose_parent_expires_just_after_its_create_is_acknowledged(
     reopened = raylake.open_table(str(tmp_path / "t"))
     assert reopened.latest_snapshot().id == 3 + then_commits
     assert reopened.count() == 30 + 10 * then_commits
+
+
+def test_a_retry_that_finds_its_commit_expiring_keeps_its_files(tmp_path: Path) -> None:
+    """A retried commit finds its commit done as snapshot 2; later commits and an
+    expiration remove snapshot 2 with its manifests before the retry reads which files
+    it named (was: CorruptMetadataError, and the retry deleted the committed files that
+    the later snapshots still held, so no read of the table worked)."""
+    tbl = raylake.create_table(
+        str(tmp_path / "t"), SCHEMA, options={"manifest.merge-min-count": "2"}
+    )
+    tbl.write(_rows(0))  # snapshot 1
+    request = CommitRequest(
+        _messages(tbl, 100), base_snapshot_id=1, commit_user="job", commit_identifier=7
+    )
+    assert commit_or_abort(tbl.file_io, tbl.table_schema, request).id == 2
+    other = raylake.open_table(str(tmp_path / "t"))
+
+    def meanwhile() -> None:  # after the retry found snapshot 2
+        other.write(_rows(200))
+        other.write(_rows(300))
+        other.expire_snapshots(retain_last=1)
+        clear_caches()  # as in a process that has not read the manifests yet
+
+    retry = replace(request, before_create=meanwhile)
+    assert commit_or_abort(tbl.file_io, tbl.table_schema, retry).id == 2
+    clear_caches()
+    ids = raylake.open_table(str(tmp_path / "t")).to_arrow().column("id").to_pylist()
+    assert sorted(ids) == [*range(0, 10), *range(100, 110), *range(200, 210), *range(300, 310)]

@@ -1,0 +1,65 @@
+"""Idempotent commits: a retry that names its commit (``commit_user`` and
+``commit_identifier``) finds the snapshot that committed it, instead of committing its
+files a second time (docs/format.md, section 6.4)."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from raylake.format.manifest import read_entries
+from raylake.format.schema import TableSchema
+from raylake.format.snapshot import Snapshot, SnapshotManager
+from raylake.io import FileIO
+
+if TYPE_CHECKING:
+    from raylake.table.commit import CommitRequest
+
+logger = logging.getLogger(__name__)
+
+
+def already_committed(
+    snapshots: SnapshotManager, request: CommitRequest, user: str, latest: Snapshot | None
+) -> Snapshot | None:
+    """The snapshot after the request's base that holds a commit of the same user and
+    identifier, if any."""
+    if request.commit_identifier is None or latest is None:
+        return None
+    # Snapshots expired meanwhile cannot hold the commit: they were older than the base.
+    first = max((request.base_snapshot_id or 0) + 1, snapshots.earliest_id() or 1)
+    for snapshot_id in range(latest.id, first - 1, -1):
+        snap = latest if snapshot_id == latest.id else snapshots.read_if_present(snapshot_id)
+        if snap is None:  # expired since the listing, and every older one with it
+            break
+        if snap.commit_user == user and snap.commit_identifier == request.commit_identifier:
+            return snap
+    return None
+
+
+def drop_unused_files(
+    file_io: FileIO, ts: TableSchema, request: CommitRequest, done: Snapshot
+) -> None:
+    """An idempotent retry found its commit done: delete the files this attempt wrote
+    that the committed snapshot does not name (a retry that rewrote its data), at once
+    rather than leaving them to orphan removal."""
+    attempt = {f.path for m in request.messages for f in (*m.new_files, *m.changelog_files)}
+    if not attempt:
+        return
+    metas = [*done.delta_manifests, *done.changelog_manifests]
+    try:
+        entries = read_entries(file_io, metas, ts, ())
+    except Exception as exc:
+        # The commit is done: a cleanup that cannot read what it named (an expiration
+        # removed the snapshot since) must not fail it, which would delete its files.
+        logger.info(
+            "commit %s/%s is already snapshot %d; the files of this attempt are left to "
+            "orphan removal (%s)", done.commit_user, done.commit_identifier, done.id, exc,
+        )  # fmt: skip
+        return
+    unused = sorted(attempt - set(entries.column("path").to_pylist()))
+    if unused:
+        logger.info(
+            "commit %s/%s is already snapshot %d; deleting %d files of this attempt",
+            done.commit_user, done.commit_identifier, done.id, len(unused),
+        )  # fmt: skip
+        file_io.delete_quietly(unused)
