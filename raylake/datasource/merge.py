@@ -92,19 +92,22 @@ class LakeMerger(TableMerger):
 
     def execute(self) -> MergeResult:
         from raylake.format.snapshot import SnapshotManager
+        from raylake.table.merge.commit import check_schema_current
         from raylake.table.merge.execute import split_by, with_attempts
 
-        tbl, _, on, clauses = self.checked()
-        split = split_by(tbl.table_schema, on, clauses)
-        if split is None:
-            raise UnsupportedOperationError(
-                "merge_lake merges into a primary-key table on its primary key, without "
-                "when_not_matched_by_source clauses; for other merges pass the dataset's "
-                "rows to Table.merge (ds.to_arrow_refs())"
-            )
-
         def attempt() -> MergeResult:
+            # Checked each attempt, as Table.merge does: a retry after a concurrent schema
+            # change merges under the new schema, and keeps the columns it added.
+            tbl, _, on, clauses = self.checked()
+            split = split_by(tbl.table_schema, on, clauses)
+            if split is None:
+                raise UnsupportedOperationError(
+                    "merge_lake merges into a primary-key table on its primary key, without "
+                    "when_not_matched_by_source clauses; for other merges pass the dataset's "
+                    "rows to Table.merge (ds.to_arrow_refs())"
+                )
             snap = SnapshotManager(tbl.file_io).latest()
+            check_schema_current(tbl, snap)
             prefix = f"{_PREFIX}-{uuid.uuid4().hex[:16]}"
             try:
                 if split == "bucket":

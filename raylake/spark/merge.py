@@ -109,23 +109,25 @@ class SparkMerger(TableMerger):
 
     def execute(self) -> MergeResult:
         from raylake.format.snapshot import SnapshotManager
-        from raylake.table.merge.execute import split_by, with_attempts
+        from raylake.table.merge.builder import conform_source
+        from raylake.table.merge.commit import check_schema_current
+        from raylake.table.merge.execute import with_attempts
 
         tbl, empty, on, clauses = self.checked()
-        split = split_by(tbl.table_schema, on, clauses)
-        if split is None:
-            raise UnsupportedOperationError(
-                "raylake.spark.merge merges into a primary-key table on its primary key, "
-                "without when_not_matched_by_source clauses; for other merges use "
-                "raylake.merge_lake or Table.merge"
-            )
+        split = _split(tbl, on, clauses)
         # An append merge joins every task's files with the whole source: collected
         # once, before any attempt, and broadcast to the tasks.
-        source = _collect_source(self._df, empty) if split == "file" else None
+        collected = _collect_source(self._df, empty) if split == "file" else None
         sc = self._df.sparkSession.sparkContext
 
         def attempt() -> MergeResult:
+            # Checked each attempt, as Table.merge does: a retry after a concurrent schema
+            # change merges under the new schema, and keeps the columns it added.
+            tbl, _, on, clauses = self.checked()
+            _split(tbl, on, clauses)
+            source = None if collected is None else conform_source(collected, tbl.schema, on)
             snap = SnapshotManager(tbl.file_io).latest()
+            check_schema_current(tbl, snap)
             job = _MergeJob(
                 tbl.file_io,
                 tbl.table_schema,
@@ -149,6 +151,19 @@ class SparkMerger(TableMerger):
                 raise
 
         return self.adopt_schema(with_attempts(attempt))
+
+
+def _split(tbl: Any, on: JoinOn, clauses: tuple[Clause, ...]) -> str:
+    from raylake.table.merge.execute import split_by
+
+    split = split_by(tbl.table_schema, on, clauses)
+    if split is None:
+        raise UnsupportedOperationError(
+            "raylake.spark.merge merges into a primary-key table on its primary key, "
+            "without when_not_matched_by_source clauses; for other merges use "
+            "raylake.merge_lake or Table.merge"
+        )
+    return split
 
 
 def _merge_primary_key(df: DataFrame, tbl: Any, snap: Any, job: _MergeJob) -> MergeResult:

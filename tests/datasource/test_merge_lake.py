@@ -12,7 +12,15 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from merge_case import SCHEMA, merge_clauses, source_table, target_rows  # noqa: E402
+from merge_case import (  # noqa: E402
+    SCHEMA,
+    change_schema_meanwhile,
+    expected_after_change,
+    merge_clauses,
+    rows_after_change,
+    source_table,
+    target_rows,
+)
 
 import raylake  # noqa: E402
 from raylake.datasource.merge import LakeMerger  # noqa: E402
@@ -197,3 +205,21 @@ def test_a_source_with_blocks_without_rows_equals_the_local_merge(
     assert distributed.inserted == len(keep)
     assert [len(t.snapshots()) for t in tables] == [1 + len(keep)] * 2
     assert tables[1].to_arrow().sort_by("k") == tables[0].to_arrow().sort_by("k")
+
+
+@pytest.mark.parametrize("primary_key", [["id"], []])
+def test_a_schema_change_while_planning_keeps_the_new_column(
+    tmp_path: Path, ray_cluster: Any, monkeypatch: pytest.MonkeyPatch, primary_key: list[str]
+) -> None:
+    """Another writer adds a column and writes rows with it after the merge planned: the
+    merge runs again under the new schema (its tasks read and rewrote the rows without
+    it, and the column's values were lost)."""
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("n", pa.int64())])
+    tbl = raylake.create_table(str(tmp_path / "t"), schema, primary_key=primary_key, buckets=2)
+    tbl.write(pa.table({"id": [1, 2], "n": [1, 2]}, schema=schema))
+    meanwhile = change_schema_meanwhile(monkeypatch, LakeMerger, tbl.uri)
+    ds = ray.data.from_arrow(pa.table({"id": [1], "n": [1]}))
+    merger = raylake.merge_lake(ds, tbl.uri, on="id").when_matched_update({"n": "t.n + s.n"})
+    result = merger.execute()
+    assert meanwhile and result.attempts == 2
+    assert rows_after_change(tbl.uri) == expected_after_change(primary_key)

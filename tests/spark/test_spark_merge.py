@@ -8,11 +8,21 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from merge_case import SCHEMA, merge_clauses, source_rows, source_table, target_rows
+from merge_case import (
+    SCHEMA,
+    change_schema_meanwhile,
+    expected_after_change,
+    merge_clauses,
+    rows_after_change,
+    source_rows,
+    source_table,
+    target_rows,
+)
 
 import raylake
 import raylake.spark as rs
 from raylake.errors import MergeCardinalityError, SchemaMismatchError, UnsupportedOperationError
+from raylake.spark.merge import SparkMerger
 
 pytestmark = pytest.mark.spark
 
@@ -152,3 +162,20 @@ def test_spark_merge_checks_types_and_literals_before_any_job(
     with pytest.raises(SchemaMismatchError, match="'n'"):
         rs.merge(source, tbl.uri, on="k").when_matched_update({"n": "'str'"}).execute()
     assert spark_jobs() == [] and len(tbl.snapshots()) == 1
+
+
+@pytest.mark.parametrize("primary_key", [["id"], []])
+def test_spark_merge_after_a_schema_change_while_planning_keeps_the_new_column(
+    spark: Any, warehouse: Path, monkeypatch: pytest.MonkeyPatch, primary_key: list[str]
+) -> None:
+    """Another writer adds a column and writes rows with it after the merge planned: each
+    attempt merges under the schema it finds (its tasks read and rewrote the rows under
+    the planned schema, and the column's values were lost)."""
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("n", pa.int64())])
+    tbl = raylake.create_table(str(warehouse / "t"), schema, primary_key=primary_key, buckets=2)
+    tbl.write(pa.table({"id": [1, 2], "n": [1, 2]}, schema=schema))
+    meanwhile = change_schema_meanwhile(monkeypatch, SparkMerger, tbl.uri)
+    df = spark.createDataFrame([(1, 1)], "id long, n long")
+    rs.merge(df, tbl.uri, on="id").when_matched_update({"n": "t.n + s.n"}).execute()
+    assert meanwhile
+    assert rows_after_change(tbl.uri) == expected_after_change(primary_key)
