@@ -323,6 +323,10 @@ def _castable(src: pa.DataType, dst: pa.DataType) -> bool:
         return True  # an all-null column (pandas object column of None) fits any type
     if pa.types.is_floating(src) and pa.types.is_integer(dst):
         return False  # would truncate
+    if pa.types.is_decimal(src) and pa.types.is_integer(dst):
+        # A decimal of scale 0 is an integer (Spark reads uint64 as decimal(20, 0), and
+        # writes it back so): whether its values fit is checked on the rows.
+        return bool(src.scale == 0)
     if _kind(src) == "list" and _kind(dst) == "list":
         return _castable(src.value_type, dst.value_type)
     if pa.types.is_struct(src) and pa.types.is_struct(dst):

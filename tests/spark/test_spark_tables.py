@@ -13,6 +13,7 @@ import pytest
 
 import raylake
 import raylake.spark as rs
+from raylake.errors import SchemaMismatchError
 
 pytestmark = pytest.mark.spark
 
@@ -181,6 +182,34 @@ def test_arrow_only_types_are_widened_for_spark(spark: Any, warehouse: Path) -> 
     assert [r.emb for r in got] == [[1.0, 2.0], [3.0, 4.0]]
     # Spark keeps microseconds: nanoseconds are truncated.
     assert [r.ns.microsecond for r in got] == [1, 2]
+
+
+@pytest.mark.parametrize("primary_key", [[], ["id"]])
+def test_arrow_only_types_read_by_spark_write_and_merge_back(
+    spark: Any, warehouse: Path, primary_key: list[str]
+) -> None:
+    """A DataFrame read from a table goes back into it: uint64 read as decimal(20, 0)
+    was refused as another kind by write and merge."""
+    data = pa.table(
+        {
+            "id": pa.array([1, 2], pa.int64()),
+            "u64": pa.array([5, 2**64 - 1], pa.uint64()),
+            "u8": pa.array([1, 255], pa.uint8()),
+            "emb": pa.array([[1.0, 2.0], [3.0, 4.0]], pa.list_(pa.float32(), 2)),
+        }
+    )
+    uri = str(warehouse / "arrow_types_back")
+    tbl = raylake.create_table(uri, data.schema, primary_key=primary_key)
+    tbl.write(data)
+    df = rs.read(spark, uri)
+    merged = rs.merge(df, uri, on="id").when_matched_update().execute()
+    assert merged.updated == 2
+    rs.write(df, uri, mode="overwrite")
+    assert tbl.to_arrow().sort_by("id").to_pylist() == data.to_pylist()
+    negative = spark.createDataFrame([(3, Decimal(-1))], "id long, u64 decimal(20, 0)")
+    with pytest.raises(SchemaMismatchError, match="column 'u64'"):
+        rs.merge(negative, uri, on="id").when_not_matched_insert().execute()
+    assert tbl.to_arrow().sort_by("id").to_pylist() == data.to_pylist()
 
 
 def test_evolved_tables_read_in_spark_and_merge_spark_columns(

@@ -419,3 +419,25 @@ def test_a_null_fixed_size_list_before_pyarrow_17_is_refused_naming_the_column(
         assert tbl.latest_snapshot() is None
         tbl.write(pa.table({name: values.slice(0, 1)}))  # the row without a null: written
         assert tbl.to_arrow().column(name).to_pylist() == values.slice(0, 1).to_pylist()
+
+
+def test_a_decimal_of_scale_0_goes_into_an_integer_column_where_it_fits(tmp_path: Path) -> None:
+    """Spark reads uint64 as decimal(20, 0) and writes it back so: it was refused as
+    another kind. A value that does not fit, or a decimal with a fraction, is refused
+    naming the column."""
+    from decimal import Decimal
+
+    schema = pa.schema([("u", pa.uint64()), ("i", pa.int32())])
+    tbl = raylake.create_table(str(tmp_path / "t"), schema)
+    wide = pa.decimal128(20, 0)
+    tbl.write(
+        pa.table({"u": pa.array([Decimal(2**64 - 1)], wide), "i": pa.array([Decimal(7)], wide)})
+    )
+    assert tbl.to_arrow().to_pylist() == [{"u": 2**64 - 1, "i": 7}]
+    negative = pa.table({"u": pa.array([Decimal(-1)], wide), "i": pa.array([None], wide)})
+    with pytest.raises(SchemaMismatchError, match="column 'u' of type decimal128"):
+        tbl.write(negative)
+    fraction = pa.table({"u": pa.array([1], pa.uint64()), "i": pa.array([Decimal("7.0")])})
+    with pytest.raises(SchemaMismatchError, match="column 'i' has type decimal128"):
+        tbl.write(fraction)
+    assert len(tbl.snapshots()) == 1
