@@ -544,3 +544,22 @@ def test_changes_and_changelog_across_a_schema_change(tmp_path: Path) -> None:
         {"k": 1, "v2": 1},
         {"k": 2, "v2": 2},
     ]
+
+
+def test_nested_columns_are_not_widened_and_gain_no_field(tmp_path: Path) -> None:
+    """docs/schema-evolution.md: nested types change as a whole or not at all."""
+    schema = pa.schema([("id", pa.int64()), ("s", pa.struct([("a", pa.int32())]))])
+    tbl = raylake.create_table(str(tmp_path / "t"), schema)
+    with pytest.raises(IncompatibleTypeChangeError, match="column 's'"), tbl.update_schema() as u:
+        u.update_column("s", pa.struct([("a", pa.int64())]))
+    wider = pa.struct([("a", pa.int64())])
+    tbl.write(pa.table({"id": [1], "s": pa.array([{"a": 1}], wider)}), schema_mode="merge")
+    more = pa.table({"id": [2], "s": pa.array([{"a": 2, "b": "x"}])})
+    for refused in (
+        lambda: tbl.write(more, schema_mode="merge"),
+        lambda: tbl.merge(more, on="id", schema_mode="merge").when_not_matched_insert().execute(),
+        lambda: tbl.write(pa.table({"id": [3], "s": pa.array([{"a": 2**40}], wider)})),
+    ):
+        with pytest.raises(SchemaMismatchError, match="column 's'"):
+            refused()
+    assert tbl.schema == schema and tbl.to_arrow().to_pylist() == [{"id": 1, "s": {"a": 1}}]
