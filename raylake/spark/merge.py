@@ -184,7 +184,7 @@ def _merge_append(
     files = candidate_files(tbl, snap, pruning)
     updates = tuple(c for c in job.clauses if c.group != NOT_MATCHED)
     parts: list[Any] = []
-    if files and updates:
+    if files:  # also without update clauses: which source rows match decides the inserts
         sc = df.sparkSession.sparkContext
         tasks = max(1, min(len(files), sc.defaultParallelism * 2))
         groups = [files[i::tasks] for i in range(tasks)]

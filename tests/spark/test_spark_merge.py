@@ -179,3 +179,19 @@ def test_spark_merge_after_a_schema_change_while_planning_keeps_the_new_column(
     rs.merge(df, tbl.uri, on="id").when_matched_update({"n": "t.n + s.n"}).execute()
     assert meanwhile
     assert rows_after_change(tbl.uri) == expected_after_change(primary_key)
+
+
+def test_spark_insert_only_merge_into_an_append_table_skips_matched_rows(
+    spark: Any, warehouse: Path
+) -> None:
+    """Without an update clause no task ran, so no source row counted as matched: every
+    one was inserted, a second copy of the rows the merge should have skipped."""
+    tables = _append_tables(warehouse)
+    rows = [(5, 1, "u"), (45, 2, "u"), (300, 3, "u")]
+    source = pa.table({"k": [r[0] for r in rows], "n": [r[1] for r in rows],
+                       "s": [r[2] for r in rows]})  # fmt: skip
+    local = tables[0].merge(source, on="k").when_not_matched_insert().execute()
+    df = spark.createDataFrame(rows, "k long, n long, s string")
+    remote = rs.merge(df, tables[1].uri, on="k").when_not_matched_insert().execute()
+    assert remote.inserted == local.inserted == 1
+    assert tables[1].to_arrow().sort_by("k") == tables[0].to_arrow().sort_by("k")
