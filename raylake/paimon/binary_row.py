@@ -18,6 +18,8 @@ from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+import pandas as pd
+
 from raylake.errors import CorruptMetadataError
 from raylake.paimon.types import PaimonType
 
@@ -122,4 +124,14 @@ def _timestamp(row: memoryview, slot: int, t: PaimonType) -> datetime:
         word = struct.unpack_from("<q", row, slot)[0]
         offset, nanos = (word >> 32) & 0xFFFFFFFF, word & 0xFFFFFFFF
         millis = struct.unpack_from("<q", row, offset)[0]
-    return _EPOCH + timedelta(milliseconds=millis, microseconds=nanos // 1000)
+    micros, rest = divmod(nanos, 1000)
+    value = _EPOCH + timedelta(milliseconds=millis, microseconds=micros)
+    if rest:
+        # A datetime drops the nanoseconds: a max of 00:00:00.000000003 would read as
+        # 00:00:00 and prune the file from 'ts > 00:00:00'. Beyond pandas' range (and a
+        # nanosecond column's) the statistic is unusable anyway and reads as unknown.
+        try:
+            return pd.Timestamp(value) + pd.Timedelta(nanoseconds=rest)
+        except (OverflowError, pd.errors.OutOfBoundsDatetime):
+            return value
+    return value

@@ -126,3 +126,17 @@ def test_a_branch_directory_is_refused_by_name(fmt: str) -> None:
     branch = ROOT / f"{fmt}_append_table_with_rt_branch" / "branch" / "branch-rt"
     with pytest.raises(UnsupportedPaimonError, match="branch 'rt' of a table"):
         raylake.open_table(str(branch)).to_arrow()
+
+
+@pytest.mark.parametrize("column", ["ts_nano", "ts_tz_nano"])
+def test_nanosecond_statistics_keep_their_nanoseconds(column: str) -> None:
+    """An ORC file's statistics of a TIMESTAMP(9) column end in nanoseconds (max
+    00:00:00.000000003): read as a datetime they lost them, and a filter above the
+    truncated max pruned the file with the rows it matches."""
+    tbl = raylake.open_table(str(ROOT / "orc_append_with_multiple_ts_precision_and_timezone"))
+    nanos = [v for v in tbl.to_arrow().column(column).cast(pa.int64()).to_pylist() if v]
+    assert len(nanos) == 2 and max(nanos) < 1000  # below a microsecond: only nanoseconds
+    for text, low in (("> '1970-01-01 00:00:00'", 1), (">= '1970-01-01 00:00:00.000000002'", 2)):
+        want = sum(1 for v in nanos if v >= low)
+        assert tbl.to_arrow(filter=f"{column} {text}").num_rows == want > 0, text
+        assert tbl.count(filter=f"{column} {text}") == want
