@@ -66,6 +66,17 @@ def check_deltas_merge(ts: PaimonTableSchema, uri: str) -> None:
         )
 
 
+def deltas_need_both_ends(ts: PaimonTableSchema) -> bool:
+    """Whether a primary-key table's changes without a changelog are the diff of the
+    range's two ends rather than its delta files: with ``sequence.field`` a row written
+    in the range loses to an older version of its key with a higher sequence value, which
+    the delta files do not hold, so they gave it as the key's new value. (Not with level
+    0 left out of the ends' reads: there only the delta files hold the newest rows.)"""
+    from raylake.paimon.scan import skips_level0
+
+    return bool(ts.info.options.sequence_fields) and not skips_level0(ts.info)
+
+
 def _merge_delta(rows: pa.Table, ts: PaimonTableSchema, plan: ReadPlan, uri: str) -> pa.Table:
     check_deltas_merge(ts, uri)
     return merge(prepare_merge(rows, plan, ts.info, uri), plan.spec, keep_deletes=True)

@@ -160,7 +160,7 @@ class _PaimonKind(TableKind):
         """The changes of the snapshots' changelog or delta files, one split per bucket;
         the buckets an OVERWRITE touched give their net change, both ends compared
         (raylake/paimon/changes_diff.py)."""
-        from raylake.paimon.changes import check_deltas_merge
+        from raylake.paimon.changes import check_deltas_merge, deltas_need_both_ends
         from raylake.paimon.changes_diff import bucket_counts, diff_splits, group_of, overwritten
         from raylake.table.changes import ChangelogSplit, InsertSplit
         from raylake.table.scan import ReadContext
@@ -196,6 +196,9 @@ class _PaimonKind(TableKind):
         source = next(iter(sources), "delta")
         if source == "delta" and ts.primary_key and by_bucket:
             check_deltas_merge(ts, rng.file_io.uri)
+            if deltas_need_both_ends(ts):
+                compared |= {group(partition, bucket) for partition, bucket in by_bucket}
+                by_bucket = {}
         rng.from_changelog = source == "changelog"
         splits: list[ChangeSplit] = []
         for (partition, bucket), fs in by_bucket.items():
@@ -297,6 +300,11 @@ class PaimonPrimaryKeyKind(_PaimonKind):
         # Value predicates may not prune a file whose rows an older or newer file's
         # versions override: only the key and the partition decide before the merge.
         return filter_on_columns(filter, {*self.ts.primary_key, *self.ts.partition_keys})
+
+    def step_needs_parent(self) -> bool:
+        from raylake.paimon.changes import deltas_need_both_ends
+
+        return deltas_need_both_ends(self.pts)
 
     def _exact_row_count(self, split: Split) -> int | None:
         """Rows of a split of compacted files only (each key once), from metadata."""
