@@ -123,6 +123,15 @@ class LakeMapDataset(Dataset):
         while plans put files in name order makes this dataset index that order."""
         if not isinstance(state, Mapping):
             raise ResumeStateError(f"a LakeMapDataset state is a dict, got {type(state).__name__}")
+        if not {"table", "snapshot_id"} <= state.keys():
+            # A StatefulDataLoader's whole state (what LakeIterableDataset takes) read as
+            # "this state is of table None".
+            raise ResumeStateError(
+                "not a LakeMapDataset state_dict() (a dict with table, snapshot_id, plan "
+                f"and filter), got the keys {sorted(map(str, state))[:8]}; a "
+                "StatefulDataLoader's state goes to loader.load_state_dict(...), which "
+                "hands the dataset its part"
+            )
         source = self._source.for_saved(state, "state")
         if source is not self._source:
             self._source = source

@@ -123,3 +123,19 @@ def test_an_index_out_of_range_is_reported_as_given(append_table: raylake.Table)
         bad = index[-1] if isinstance(index, list) else index
         with pytest.raises(IndexError, match=f"row index {bad} is out of range for {n} rows"):
             ds[index]
+
+
+def test_a_loaders_whole_state_is_refused_as_not_the_datasets(append_table: raylake.Table) -> None:
+    """LakeIterableDataset takes a StatefulDataLoader's whole state; this dataset's
+    state is its own part of it, and the whole one read as "this state is of table None"."""
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    from raylake.errors import ResumeStateError
+
+    ds = LakeMapDataset(append_table, feature_columns=["x"])
+    loader = StatefulDataLoader(ds, batch_size=8, collate_fn=LakeMapDataset.collate)
+    next(iter(loader))
+    with pytest.raises(ResumeStateError, match=r"not a LakeMapDataset state_dict\(\)") as e:
+        ds.load_state_dict(loader.state_dict())
+    assert "loader.load_state_dict" in str(e.value) and "table None" not in str(e.value)
+    ds.load_state_dict(loader.state_dict()["dataset_state"])  # its own part resumes
