@@ -232,3 +232,16 @@ def test_dtype_casts_the_features_and_the_label_keeps_its_type(tmp_path: Path, l
     ((features, price),) = list(ds)
     assert tf.nest.flatten(features)[0].dtype == tf.float16
     assert price.dtype == tf.float64 and price.numpy().tolist() == [1e5, 2.5, 3.0, 7e4]
+
+
+def test_epoch_resumes_a_job_at_an_epochs_start(
+    append_table: raylake.Table, tmp_path: Path
+) -> None:
+    """What docs/training.md offers in place of a checkpointed iterator (TensorFlow
+    refuses to save from_generator's): epoch=e reads epoch e, then e + 1, ..."""
+    ds = to_tf_dataset(append_table, ["id"], batch_size=64, seed=2)
+    epochs = [[f.numpy().tolist() for f in ds] for _ in range(3)]
+    resumed = to_tf_dataset(append_table, ["id"], batch_size=64, seed=2, epoch=1)
+    assert [[f.numpy().tolist() for f in resumed] for _ in range(2)] == epochs[1:]
+    with pytest.raises(tf.errors.FailedPreconditionError, match="PyFunc is stateful"):
+        tf.train.Checkpoint(iterator=iter(ds)).write(str(tmp_path / "ckpt"))
