@@ -197,6 +197,14 @@ class FileIO:
         bench/object_store.py); pyarrow's default where the disk answers at once."""
         return REMOTE_FILES_IN_FLIGHT if self.is_remote else LOCAL_FILES_IN_FLIGHT
 
+    @property
+    def data_through_python(self) -> bool:
+        """Whether pyarrow reads data files by calling back into Python (an fsspec
+        filesystem wrapped for pyarrow: ``memory://``, S3 through s3fs, GCS...). A scan
+        must not leave pyarrow's threads reading such files behind it: one that enters
+        the interpreter while it exits hangs the exit or aborts it (fragments.py)."""
+        return not self.is_local and isinstance(self.arrow_filesystem(), pafs.PyFileSystem)
+
     def full_path(self, rel: str) -> str:
         return posixpath.join(self.root, rel) if rel else self.root
 

@@ -17,7 +17,12 @@ import pyarrow.dataset as ds
 
 from raylake.expr import AlwaysTrue, nan_sensitive, to_arrow
 from raylake.paimon.meta import PaimonFileSlice, PaimonTableSchema
-from raylake.table.fragments import fragments_dataset, parquet_fragment, scan_arguments
+from raylake.table.fragments import (
+    fragments_dataset,
+    parquet_fragment,
+    scan_arguments,
+    scan_batches,
+)
 from raylake.table.split import Split
 
 
@@ -75,7 +80,7 @@ def usable(ctx: Any) -> bool:
 
 def plain_batches(ctx: Any, files: Sequence[PaimonFileSlice]) -> Iterator[pa.RecordBatch]:
     if files:
-        yield from _dataset(ctx, files).to_batches(**_arguments(ctx))
+        yield from scan_batches(ctx.file_io, _dataset(ctx, files), **_arguments(ctx))
 
 
 def plain_table(ctx: Any, files: Sequence[PaimonFileSlice]) -> pa.Table:

@@ -18,7 +18,12 @@ from raylake.expr import AlwaysTrue, Expr, nan_sensitive, referenced_columns, to
 from raylake.format.manifest import DataFile
 from raylake.io import FileIO
 from raylake.table.changes import InsertSplit
-from raylake.table.fragments import fragments_dataset, parquet_fragment, scan_arguments
+from raylake.table.fragments import (
+    fragments_dataset,
+    parquet_fragment,
+    scan_arguments,
+    scan_batches,
+)
 from raylake.table.kind import TableKind
 from raylake.table.projection import FileProjection, projection_of
 from raylake.table.readahead import read_ahead
@@ -128,13 +133,18 @@ def _batches(ctx: ReadContext, dataset: ds.FileSystemDataset) -> Iterator[pa.Rec
     columns = columns_of(ctx)
     row_filter = None if isinstance(ctx.filter, AlwaysTrue) else to_arrow(ctx.filter)
     if not nan_sensitive(ctx.filter):
-        yield from dataset.to_batches(
-            columns=columns, filter=row_filter, batch_size=ctx.batch_size, **scan
+        yield from scan_batches(
+            ctx.file_io,
+            dataset,
+            columns=columns,
+            filter=row_filter,
+            batch_size=ctx.batch_size,
+            **scan,
         )
         return
     # Filter rows only: pyarrow would prune row groups by NaN-blind statistics.
     needed = widen(columns, referenced_columns(ctx.filter), ctx.table_schema.column_names)
-    batches = dataset.to_batches(columns=needed, batch_size=ctx.batch_size, **scan)
+    batches = scan_batches(ctx.file_io, dataset, columns=needed, batch_size=ctx.batch_size, **scan)
     yield from filter_rows(batches, row_filter, columns)
 
 
@@ -145,7 +155,9 @@ def _projected_batches(
     scan = {**scan_arguments(ctx.file_io), "use_threads": ctx.use_threads}
     output = ctx.output_schema
     if not nan_sensitive(ctx.filter):
-        batches = dataset.to_batches(
+        batches = scan_batches(
+            ctx.file_io,
+            dataset,
             columns=projection.dataset_columns(output.names),
             filter=projection.filter(ctx.filter),
             batch_size=ctx.batch_size,
@@ -155,8 +167,12 @@ def _projected_batches(
         return
     needed = widen(output.names, referenced_columns(ctx.filter), ctx.table_schema.column_names)
     assert needed is not None
-    read = dataset.to_batches(
-        columns=projection.dataset_columns(needed), batch_size=ctx.batch_size, **scan
+    read = scan_batches(
+        ctx.file_io,
+        dataset,
+        columns=projection.dataset_columns(needed),
+        batch_size=ctx.batch_size,
+        **scan,
     )
     for batch in filter_rows(read, to_arrow(ctx.filter), output.names):
         yield _as_output(batch, output)

@@ -9,7 +9,7 @@ what a user of ``pyarrow.dataset`` gets by keeping a dataset object around
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -19,6 +19,7 @@ import pyarrow.dataset as ds
 from raylake.caching import LruCache, process_cache
 from raylake.io import FileIO
 from raylake.io.mapped import mapped_files
+from raylake.table.readahead import read_ahead
 
 PARQUET = ds.ParquetFileFormat()
 # Footers of 24-column files are ~10 KB: a few MB at most.
@@ -102,6 +103,34 @@ def scan_arguments(file_io: FileIO) -> dict[str, Any]:
 
 
 _SCAN_OPTIONS = ds.ParquetFragmentScanOptions(pre_buffer=True)
+_READAHEAD = ("fragment_readahead", "batch_readahead")
+
+
+def scan_batches(
+    file_io: FileIO, dataset: ds.FileSystemDataset, **scan: Any
+) -> Iterator[pa.RecordBatch]:
+    """``dataset.to_batches(**scan)``, in order, in bounded memory.
+
+    Where pyarrow reads the files by calling back into Python (``memory://``, S3
+    through s3fs, other fsspec stores: ``FileIO.data_through_python``), a streaming
+    scan stopped early would leave its read-ahead running on pyarrow's threads, and
+    one of them entering the interpreter as it exits hangs the exit or aborts it
+    (``next(tbl.to_batches())`` at the end of a script). There each file is read
+    whole by a call that returns only once pyarrow is done with it, a window of
+    ``files_in_flight`` of them on threads of ours (raylake/table/readahead.py): they
+    are joined when the iterator is closed, and at the latest as the interpreter exits.
+    """
+    if not file_io.data_through_python:
+        yield from dataset.to_batches(**scan)
+        return
+    one_file = {k: v for k, v in scan.items() if k not in _READAHEAD}
+
+    def read(fragment: ds.Fragment) -> pa.Table:
+        return fragments_dataset(file_io, dataset.schema, [fragment]).to_table(**one_file)
+
+    fragments = list(dataset.get_fragments())
+    for table in read_ahead(read, fragments, file_io.files_in_flight):
+        yield from table.to_batches(max_chunksize=scan.get("batch_size"))
 
 
 def clear_fragment_cache() -> None:

@@ -47,7 +47,7 @@ from raylake.expr import (
 from raylake.format.manifest import DataFile
 from raylake.format.schema import TableSchema
 from raylake.io import FileIO
-from raylake.table.fragments import fragments_dataset, parquet_fragment
+from raylake.table.fragments import fragments_dataset, parquet_fragment, scan_batches
 from raylake.table.pk.engines import merge
 from raylake.table.pk.files import read_file
 from raylake.table.pk.kernel import picks_rows
@@ -334,7 +334,9 @@ def _single_batches(ctx: Any, plan: ReadPlan, files: list[FileSlice]) -> Iterato
         if plan.rows_only:
             needed = widen(output, plan.filter_columns, ctx.table_schema.column_names) or []
         columns = needed if projection is None else projection.dataset_columns(needed)
-        batches = dataset.to_batches(columns=columns, filter=condition, batch_size=ctx.batch_size)
+        batches = scan_batches(
+            ctx.file_io, dataset, columns=columns, filter=condition, batch_size=ctx.batch_size
+        )
         if plan.rows_only:
             batches = filter_rows(batches, plan.full_filter, output)
         if projection is None or not output:
