@@ -228,16 +228,14 @@ class FileIO:
 
     # -- reads ---------------------------------------------------------------------------
 
-    def _tries(self) -> tuple[RetryPolicy, int]:
-        """The retry policy, and how many tries FileIO makes itself (1 where the client
-        retries by itself)."""
-        return self.retry_policy, 1 if self.client_retries else self.retry_policy.max_attempts
+    def _tries(self) -> tuple[RetryPolicy, Callable[[BaseException], bool]]:
+        """The retry policy, and which errors FileIO retries itself. Where the client
+        retries by itself, only what it does not: an answer cut short (a read failed at
+        once on one dropped connection)."""
+        return self.retry_policy, is_cut_short if self.client_retries else is_transient
 
     def _call(self, operation: str, rel: str, fn: Callable[[], T]) -> T:
-        policy = self.retry_policy
-        # Where the client retries by itself, FileIO retries only what it does not: an
-        # answer cut short (a metadata read failed at once on one dropped connection).
-        retry_here = is_cut_short if self.client_retries else is_transient
+        policy, retry_here = self._tries()
         path = self.full_path(rel)
         return call_with_retries(fn, policy, operation, path, policy.max_attempts, retry_here)
 

@@ -8,17 +8,18 @@ and the tries, as every other storage request says it. Errors that are not trans
 (a missing object, a denied request, a corrupt file) pass through unchanged.
 
 On stores pyarrow reads through fsspec (:class:`RetriedReads`), the opens of data files
-are tried up to the bound as FileIO tries metadata reads, and raise the named error
-after it themselves.
+and the reads of their bytes are tried up to the bound as FileIO tries metadata reads,
+and raise the named error after it themselves.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 
 from raylake.errors import StorageRetriesExhaustedError
@@ -93,22 +94,53 @@ def named_batches(batches: Iterator[T], attempts: int) -> Iterator[T]:
 
 
 class RetriedReads(pafs.FSSpecHandler):  # type: ignore[misc]
-    """An fsspec filesystem served to pyarrow, whose opens of files to read are tried
-    ``attempts`` times while they fail transiently (1 where the fsspec client retries by
-    itself), then raise StorageRetriesExhaustedError naming the read, the file and
-    ``policy.max_attempts`` tries. Bytes are read from an open file as fsspec serves
-    them; a file read whole again after a failure starts from its first byte, so a
-    retry never skips or repeats rows."""
+    """An fsspec filesystem served to pyarrow whose reads of files are tried as FileIO
+    tries metadata reads: the opens, and each read of bytes from an open file, up to
+    ``policy.max_attempts`` times while they fail with an error that ``retry_here``
+    says the client did not retry itself (every transient error, or only an answer cut
+    short where the client retries by itself: s3fs reads a body after botocore's
+    retries); then StorageRetriesExhaustedError naming the read, the file and the
+    tries. A read tried again starts from the position the failed one started from, so
+    a retry never skips or repeats bytes."""
 
-    def __init__(self, fs: Any, policy: RetryPolicy, attempts: int) -> None:
+    def __init__(
+        self, fs: Any, policy: RetryPolicy, retry_here: Callable[[BaseException], bool]
+    ) -> None:
         super().__init__(fs)
         self.policy = policy
-        self.attempts = attempts
+        self.retry_here = retry_here
+
+    def _retried(self, fn: Callable[[], T], path: str) -> T:
+        policy = self.policy
+        return call_with_retries(fn, policy, "read", path, policy.max_attempts, self.retry_here)
 
     def open_input_file(self, path: str) -> Any:
-        opened = super().open_input_file
-        return call_with_retries(lambda: opened(path), self.policy, "read", path, self.attempts)
+        if not self._retried(lambda: self.fs.isfile(path), path):
+            raise FileNotFoundError(path)
+        opened = self._retried(lambda: self.fs.open(path, mode="rb"), path)
+        return pa.PythonFile(_RetriedFile(opened, self, path), mode="r")
 
     def open_input_stream(self, path: str) -> Any:
-        opened = super().open_input_stream
-        return call_with_retries(lambda: opened(path), self.policy, "read", path, self.attempts)
+        return self.open_input_file(path)
+
+
+class _RetriedFile:
+    """An open fsspec file whose reads are retried from where they started."""
+
+    def __init__(self, file: Any, handler: RetriedReads, path: str) -> None:
+        self._file = file
+        self._handler = handler
+        self._path = path
+
+    def read(self, size: int = -1) -> bytes:
+        start = self._file.tell()
+
+        def once() -> bytes:
+            self._file.seek(start)
+            data: bytes = self._file.read(size)
+            return data
+
+        return self._handler._retried(once, self._path)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._file, name)

@@ -167,3 +167,49 @@ def test_a_data_file_head_failing_past_the_bound_is_named(
     faulty.set_faults(None)
     assert info.value.operation == "read (HeadObject)" and "/t/data/bucket-0/" in info.value.path
     assert raylake.open_table(uri, storage_options=options).to_arrow().num_rows == 10
+
+
+# An option pyarrow's own S3 client cannot honour: data files are read through s3fs.
+THROUGH_S3FS = {"requester_pays": True}
+
+
+@pytest.mark.parametrize("table_kind", ["append", "primary key"])
+def test_a_data_read_through_s3fs_cut_short_is_retried(
+    faulty: LocalS3Server, storage_options: dict[str, Any], table_kind: str
+) -> None:
+    # s3fs reads the body after botocore's retries: one connection dropped in the middle
+    # of a data file's bytes failed the scan at once, with aiohttp's bare error.
+    options = {**storage_options, **THROUGH_S3FS}
+    uri = f"s3://{faulty.create_bucket()}/t"
+    pk: dict[str, Any] = {"primary_key": ["id"], "buckets": 1} if table_kind != "append" else {}
+    tbl = raylake.create_table(uri, SCHEMA, storage_options=options, **pk)
+    tbl.write(_rows(1000))
+    tbl.write(_rows(5))
+    cut = FaultRule("truncated", operation="GET", path=DATA_GET["path"], times=1)
+    faulty.set_faults(FaultPlan((cut,), seed=3))
+    expected = sorted([*range(1000), *range(5)]) if table_kind == "append" else list(range(1000))
+    reader = raylake.open_table(uri, storage_options=options)
+    assert sorted(reader.to_arrow().column("id").to_pylist()) == expected
+    assert faulty.fault_stats()["injected"] == {"truncated": 1}
+    faulty.set_faults(FaultPlan((cut,), seed=3))
+    ids = [i for batch in reader.to_batches() for i in batch.column("id").to_pylist()]
+    assert sorted(ids) == expected
+    assert faulty.fault_stats()["injected"] == {"truncated": 1}
+
+
+def test_a_data_read_through_s3fs_cut_short_every_time_names_the_tries(
+    faulty: LocalS3Server, storage_options: dict[str, Any]
+) -> None:
+    options = {
+        **storage_options,
+        **THROUGH_S3FS,
+        "raylake_retry": {"max_attempts": 3, "backoff_s": 0.0},
+    }
+    uri = f"s3://{faulty.create_bucket()}/t"
+    raylake.create_table(uri, SCHEMA, storage_options=options).write(_rows(1000))
+    faulty.set_faults(FaultPlan((FaultRule("truncated", **DATA_GET),)))
+    with pytest.raises(StorageRetriesExhaustedError, match="after 3 tries") as info:
+        raylake.open_table(uri, storage_options=options).to_arrow()
+    assert faulty.fault_stats()["injected"] == {"truncated": 3}
+    faulty.set_faults(None)
+    assert info.value.operation == "read" and "/t/data/bucket-0/data-" in info.value.path

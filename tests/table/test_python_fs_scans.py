@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import fsspec
 import pyarrow as pa
-import pyarrow.fs as pafs
 import pytest
 
 import raylake
@@ -32,6 +32,12 @@ class _Watched:
     def __init__(self, file: Any, calls: dict[str, int]) -> None:
         self._file = file
         self._calls = calls
+
+    def __enter__(self) -> _Watched:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._file.close()
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._file, name)
@@ -65,10 +71,13 @@ def test_a_scan_stopped_early_leaves_no_read_running(
     _fill(tbl, 16)
     calls = {"in flight": 0, "done": 0}
 
-    def watched(self: pafs.FSSpecHandler, path: str) -> pa.PythonFile:
-        return pa.PythonFile(_Watched(self.fs.open(path, mode="rb"), calls), mode="r")
+    opened = fsspec.AbstractFileSystem.open
 
-    monkeypatch.setattr(pafs.FSSpecHandler, "open_input_file", watched)
+    def watched(self: fsspec.AbstractFileSystem, path: str, mode: str = "rb", **kw: Any) -> Any:
+        file = opened(self, path, mode, **kw)
+        return _Watched(file, calls) if mode == "rb" else file
+
+    monkeypatch.setattr(fsspec.AbstractFileSystem, "open", watched)
     reader = raylake.open_table(uri, storage_options=options)
     assert sorted(reader.to_arrow().column("id").to_pylist()) == list(range(800))
     for _ in range(3):
