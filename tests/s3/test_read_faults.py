@@ -213,3 +213,32 @@ def test_a_data_read_through_s3fs_cut_short_every_time_names_the_tries(
     assert faulty.fault_stats()["injected"] == {"truncated": 3}
     faulty.set_faults(None)
     assert info.value.operation == "read" and "/t/data/bucket-0/data-" in info.value.path
+
+
+def test_a_process_that_stops_reading_through_s3fs_early_exits(
+    s3_bucket: str, storage_options: dict[str, Any]
+) -> None:
+    # The scan's read-ahead went on reading through s3fs on pyarrow's threads, and one
+    # entering the interpreter as it exited aborted the process ("terminate called").
+    import json
+    import subprocess
+    import sys
+
+    options = {**storage_options, **THROUGH_S3FS}
+    uri = f"s3://{s3_bucket}/t"
+    tbl = raylake.create_table(uri, SCHEMA, storage_options=options)
+    for _ in range(12):
+        tbl.write(_rows(300))
+    script = (
+        "import json, sys, raylake\n"
+        "t = raylake.open_table(sys.argv[1], storage_options=json.loads(sys.argv[2]))\n"
+        "print(min(next(iter(t.to_batches())).num_rows for _ in range(3)))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, uri, json.dumps(options)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert int(done.stdout) > 0
