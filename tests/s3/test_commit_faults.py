@@ -9,7 +9,7 @@ that no snapshot names.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -100,9 +100,9 @@ def test_a_snapshot_create_done_then_answered_500_is_a_success_not_a_loss(
 
 
 def test_creates_that_keep_failing_leave_the_table_as_it_was(
-    faulty: LocalS3Server, storage_options: dict[str, Any]
+    faulty: LocalS3Server, storage_options: dict[str, Any], retrying: Callable[..., dict[str, Any]]
 ) -> None:
-    options = {**storage_options, "raylake_retry": {"max_attempts": 2, "backoff_s": 0.0}}
+    options = retrying(2)
     uri, tbl = _table(faulty, options)
     before = inspect_table(uri, storage_options)
     faulty.set_faults(
@@ -152,12 +152,12 @@ _CREATED = FaultRule("slow", operation="PUT", path=SNAPSHOT, conditional=True, t
 
 
 def test_a_commit_whose_parent_cannot_be_read_after_its_create_deletes_nothing(
-    faulty: LocalS3Server, storage_options: dict[str, Any]
+    faulty: LocalS3Server, storage_options: dict[str, Any], retrying: Callable[..., dict[str, Any]]
 ) -> None:
     # The commit checks after its create that its parent still holds the commit it was
     # made on. That read failing was taken for a failed commit: the manifest the new,
     # visible snapshot names was deleted, and every read of the table failed.
-    options = {**storage_options, "raylake_retry": {"max_attempts": 2, "backoff_s": 0.0}}
+    options = retrying(2)
     uri, tbl = _table(faulty, options)
     failing = FaultRule("internal", operation="GET", path=SNAPSHOT, once_fired=0)
     faulty.set_faults(FaultPlan((_CREATED, failing), seed=1))
@@ -170,12 +170,12 @@ def test_a_commit_whose_parent_cannot_be_read_after_its_create_deletes_nothing(
 
 
 def test_a_committed_upsert_is_acknowledged_when_automatic_compaction_cannot_read(
-    faulty: LocalS3Server, storage_options: dict[str, Any]
+    faulty: LocalS3Server, retrying: Callable[..., dict[str, Any]]
 ) -> None:
     # After an upsert's commit, automatic compaction reads the latest snapshot: that read
     # failing made the upsert raise although it was committed, and a retry of it applied
     # it twice (a sum aggregates it twice).
-    options = {**storage_options, "raylake_retry": {"max_attempts": 2, "backoff_s": 0.0}}
+    options = retrying(2)
     uri, tbl = _keyed_table(
         faulty, options, {"compaction.max-overlapping-files": "1", "merge-engine": "aggregation",
                           "fields.v.aggregate-function": "sum"},
@@ -198,11 +198,14 @@ def test_a_committed_upsert_is_acknowledged_when_automatic_compaction_cannot_rea
 
 @pytest.mark.parametrize("method", ["POST", "PUT"])
 def test_a_data_upload_failing_past_the_bound_is_named_and_leaves_nothing(
-    faulty: LocalS3Server, storage_options: dict[str, Any], method: str
+    faulty: LocalS3Server,
+    storage_options: dict[str, Any],
+    retrying: Callable[..., dict[str, Any]],
+    method: str,
 ) -> None:
     # pyarrow's client retries each request of an upload (POST starts and completes it,
     # PUT sends a part); after the bound its bare OSError came out of the write.
-    options = {**storage_options, "raylake_retry": {"max_attempts": 2, "backoff_s": 0.0}}
+    options = retrying(2)
     uri, tbl = _table(faulty, options)
     before = inspect_table(uri, storage_options)
     faulty.set_faults(FaultPlan((FaultRule("internal", operation=method, path=r"/data/"),)))
@@ -216,11 +219,14 @@ def test_a_data_upload_failing_past_the_bound_is_named_and_leaves_nothing(
 
 @pytest.mark.parametrize("step", ["compaction", "lookup changelog"])
 def test_data_reads_of_a_write_failing_past_the_bound_are_named(
-    faulty: LocalS3Server, storage_options: dict[str, Any], step: str
+    faulty: LocalS3Server,
+    storage_options: dict[str, Any],
+    retrying: Callable[..., dict[str, Any]],
+    step: str,
 ) -> None:
     # Compaction and a commit that looks up the changelog read data files outside a
     # scan: after the bound pyarrow's bare OSError came out of them.
-    options = {**storage_options, "raylake_retry": {"max_attempts": 2, "backoff_s": 0.0}}
+    options = retrying(2)
     uri, tbl = _keyed_table(
         faulty, options, {"changelog-producer": "lookup" if step != "compaction" else "none"}
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -21,11 +21,11 @@ def faulty(s3_server: LocalS3Server) -> Iterator[LocalS3Server]:
 
 
 def test_an_expiry_marker_whose_write_failed_is_not_left_behind(
-    faulty: LocalS3Server, storage_options: dict[str, Any]
+    faulty: LocalS3Server, retrying: Callable[..., dict[str, Any]]
 ) -> None:
     # The marker's write was carried out and answered 500 on every try: the expiration
     # failed, and the marker it left made every consumer registration wait 10 minutes.
-    options = {**storage_options, "raylake_retry": {"max_attempts": 2, "backoff_s": 0.0}}
+    options = retrying(2)
     bucket = faulty.create_bucket()
     tbl = raylake.create_table(
         f"s3://{bucket}/t", pa.schema([("id", pa.int64())]), storage_options=options

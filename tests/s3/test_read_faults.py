@@ -4,7 +4,7 @@ OSError; a missing object is still FileNotFoundError-like, never taken for trans
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -33,9 +33,9 @@ def _rows(n: int) -> pa.Table:
 @pytest.mark.parametrize("kind", ["slowdown", "internal", "reset"])
 @pytest.mark.parametrize("table_kind", ["append", "primary key"])
 def test_a_data_read_failing_past_the_bound_names_the_object_and_the_tries(
-    faulty: LocalS3Server, storage_options: dict[str, Any], kind: str, table_kind: str
+    faulty: LocalS3Server, retrying: Callable[..., dict[str, Any]], kind: str, table_kind: str
 ) -> None:
-    options = {**storage_options, "raylake_retry": {"max_attempts": 3, "backoff_s": 0.01}}
+    options = retrying(3, backoff_s=0.01)
     uri = f"s3://{faulty.create_bucket()}/t"
     pk: dict[str, Any] = {"primary_key": ["id"], "buckets": 1} if table_kind != "append" else {}
     tbl = raylake.create_table(uri, SCHEMA, storage_options=options, **pk)
@@ -58,9 +58,9 @@ def test_a_data_read_failing_past_the_bound_names_the_object_and_the_tries(
 
 
 def test_a_stream_read_failing_past_the_bound_is_named(
-    faulty: LocalS3Server, storage_options: dict[str, Any]
+    faulty: LocalS3Server, retrying: Callable[..., dict[str, Any]]
 ) -> None:
-    options = {**storage_options, "raylake_retry": {"max_attempts": 2, "backoff_s": 0.01}}
+    options = retrying(2, backoff_s=0.01)
     uri = f"s3://{faulty.create_bucket()}/t"
     tbl = raylake.create_table(uri, SCHEMA, storage_options=options)
     tbl.write(_rows(10))
@@ -119,9 +119,9 @@ def test_a_metadata_read_cut_short_once_is_retried(
 
 
 def test_a_metadata_read_cut_short_every_time_names_the_tries(
-    faulty: LocalS3Server, storage_options: dict[str, Any]
+    faulty: LocalS3Server, retrying: Callable[..., dict[str, Any]]
 ) -> None:
-    options = {**storage_options, "raylake_retry": {"max_attempts": 3, "backoff_s": 0.0}}
+    options = retrying(3)
     uri = f"s3://{faulty.create_bucket()}/t"
     raylake.create_table(uri, SCHEMA, storage_options=options).write(_rows(10))
     faulty.set_faults(FaultPlan((FaultRule("truncated", operation="GET", path=r"/snapshot/"),)))
@@ -133,11 +133,11 @@ def test_a_metadata_read_cut_short_every_time_names_the_tries(
 
 
 def test_a_manifest_read_failing_past_the_bound_is_not_called_corrupt(
-    faulty: LocalS3Server, storage_options: dict[str, Any]
+    faulty: LocalS3Server, retrying: Callable[..., dict[str, Any]]
 ) -> None:
     # The store's failure was renamed CorruptMetadataError("not a readable manifest"): a
     # user told to repair a table that is whole.
-    options = {**storage_options, "raylake_retry": {"max_attempts": 2, "backoff_s": 0.0}}
+    options = retrying(2)
     uri = f"s3://{faulty.create_bucket()}/t"
     raylake.create_table(uri, SCHEMA, storage_options=options).write(_rows(10))
     faulty.set_faults(FaultPlan((FaultRule("internal", operation="GET", path=r"/manifest/"),)))
@@ -150,12 +150,12 @@ def test_a_manifest_read_failing_past_the_bound_is_not_called_corrupt(
 
 @pytest.mark.parametrize("kind", ["slowdown", "internal"])
 def test_a_data_file_head_failing_past_the_bound_is_named(
-    faulty: LocalS3Server, storage_options: dict[str, Any], kind: str
+    faulty: LocalS3Server, retrying: Callable[..., dict[str, Any]], kind: str
 ) -> None:
     # An answer to a HEAD has no body, so pyarrow names no error code: "AWS Error UNKNOWN
     # (HTTP status 500)". It retries it as any 5xx, but after the bound its bare OSError
     # came out of the scan, not the named error.
-    options = {**storage_options, "raylake_retry": {"max_attempts": 3, "backoff_s": 0.01}}
+    options = retrying(3, backoff_s=0.01)
     uri = f"s3://{faulty.create_bucket()}/t"
     tbl = raylake.create_table(uri, SCHEMA, primary_key=["id"], buckets=1, storage_options=options)
     tbl.write(_rows(10))
@@ -198,13 +198,9 @@ def test_a_data_read_through_s3fs_cut_short_is_retried(
 
 
 def test_a_data_read_through_s3fs_cut_short_every_time_names_the_tries(
-    faulty: LocalS3Server, storage_options: dict[str, Any]
+    faulty: LocalS3Server, retrying: Callable[..., dict[str, Any]]
 ) -> None:
-    options = {
-        **storage_options,
-        **THROUGH_S3FS,
-        "raylake_retry": {"max_attempts": 3, "backoff_s": 0.0},
-    }
+    options = {**retrying(3), **THROUGH_S3FS}
     uri = f"s3://{faulty.create_bucket()}/t"
     raylake.create_table(uri, SCHEMA, storage_options=options).write(_rows(1000))
     faulty.set_faults(FaultPlan((FaultRule("truncated", **DATA_GET),)))
