@@ -26,7 +26,7 @@ from raylake.table.commit import check_commit_safety
 from raylake.table.conform import conform
 from raylake.table.conform import pandas_to_arrow as dataframe_as_written
 from raylake.table.kind import kind_of
-from raylake.table.location import check_empty_location
+from raylake.table.location import check_empty_location, created_at_location
 from raylake.table.pandas_types import pandas_to_arrow, with_index_columns
 from raylake.table.source import source_for
 from raylake.table.table import Table
@@ -88,7 +88,10 @@ def _create(
     other = source.exists() and not source.writable
     if not source.exists():
         check_empty_location(file_io, allow_other_files)
-    if other or not file_io.create_if_absent(schema_path(ts.schema_id), ts.to_bytes()):
+    created = not other and created_at_location(
+        file_io, lambda: file_io.create_if_absent(schema_path(ts.schema_id), ts.to_bytes())
+    )
+    if not created:
         if not exist_ok and other:
             raise TableAlreadyExistsError(
                 file_io.uri,

@@ -31,6 +31,20 @@ def at_table_location(file_io: FileIO, look: Callable[[], T]) -> T:
         ) from exc
 
 
+def created_at_location(file_io: FileIO, create: Callable[[], bool]) -> bool:
+    """``create()`` (of the table's first file), with a store that has no place for it
+    (an object store's bucket that does not exist) reported as a raylake error naming the
+    table, not as the store's bare ``FileNotFoundError`` ("The specified bucket does not
+    exist")."""
+    try:
+        return create()
+    except FileNotFoundError as exc:
+        raise TableLocationError(
+            file_io.uri,
+            f"the store has no place for it ({exc}); on an object store, create the bucket first",
+        ) from exc
+
+
 def check_empty_location(file_io: FileIO, allow_other_files: bool) -> None:
     """Refuse to create a table where other files are, unless ``allow_other_files``."""
     if allow_other_files:

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 import raylake
-from raylake.errors import SnapshotNotFoundError, TableNotFoundError
+from raylake.errors import SnapshotNotFoundError, TableLocationError, TableNotFoundError
 from raylake.io import FileIO
 
 SCHEMA = pa.schema([("id", pa.int64()), ("dt", pa.string()), ("v", pa.float64())])
@@ -102,3 +102,14 @@ def test_missing_table_and_wrong_credentials_name_the_problem(
     io = FileIO(f"s3://{s3_bucket}/t", storage_options)
     assert io.create_if_absent("x", b"1") and not io.create_if_absent("x", b"2")
     assert io.read_bytes("x") == b"1"
+
+
+def test_a_table_in_a_bucket_that_does_not_exist_is_refused_naming_it(
+    storage_options: dict[str, Any],
+) -> None:
+    # s3fs's bare FileNotFoundError ("The specified bucket does not exist") came out of
+    # the create of the schema file, naming neither the table nor the bucket.
+    uri = "s3://raylake-no-such-bucket/t"
+    with pytest.raises(TableLocationError, match="create the bucket first") as info:
+        raylake.create_table(uri, SCHEMA, storage_options=storage_options)
+    assert info.value.path == uri and "does not exist" in str(info.value)
