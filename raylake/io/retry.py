@@ -12,6 +12,7 @@ bound the error names the operation, the object and the number of tries
 from __future__ import annotations
 
 import errno
+import math
 import random
 import time
 from collections.abc import Callable, Mapping
@@ -38,12 +39,15 @@ class RetryPolicy:
     max_backoff_s: float = 2.0
 
     def __post_init__(self) -> None:
-        if not isinstance(self.max_attempts, int) or self.max_attempts < 1:
-            raise InvalidOptionError(f"{OPTION}.max_attempts", self.max_attempts, "must be >= 1")
+        attempts = self.max_attempts
+        if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
+            raise InvalidOptionError(f"{OPTION}.max_attempts", attempts, "must be an int >= 1")
         for name in ("backoff_s", "max_backoff_s"):
             value = getattr(self, name)
-            if not isinstance(value, (int, float)) or value < 0:
-                raise InvalidOptionError(f"{OPTION}.{name}", value, "must be a number >= 0")
+            # NaN passed a "< 0" test and failed the first retry's sleep; infinity slept.
+            number = not isinstance(value, bool) and isinstance(value, (int, float))
+            if not number or not 0 <= value < math.inf:
+                raise InvalidOptionError(f"{OPTION}.{name}", value, "must be a finite number >= 0")
 
     @classmethod
     def of(cls, options: Mapping[str, Any]) -> RetryPolicy:

@@ -308,6 +308,25 @@ def test_retry_bound_is_an_option(flaky: type[_FlakyMemoryFileSystem]) -> None:
         FileIO("memory://x", {"raylake_retry": {"max_attempts": 0}})
 
 
+@pytest.mark.parametrize(
+    "retry",
+    [
+        {"max_attempts": True},
+        {"max_attempts": 2.0},
+        {"backoff_s": True},
+        {"backoff_s": float("nan")},
+        {"max_backoff_s": float("nan")},
+        {"max_backoff_s": float("inf")},
+    ],
+)
+def test_a_retry_setting_of_the_wrong_kind_is_refused(retry: dict[str, Any]) -> None:
+    # True was taken for one try; a NaN wait failed the first retry with time.sleep's
+    # bare ValueError, an infinite one slept forever.
+    name = next(iter(retry))
+    with pytest.raises(InvalidOptionError, match=f"raylake_retry.{name}="):
+        FileIO("memory://x", {"raylake_retry": retry})
+
+
 def test_missing_file_is_not_retried(flaky: type[_FlakyMemoryFileSystem]) -> None:
     file_io = FileIO(f"flakymem://{uuid.uuid4().hex}")
     with pytest.raises(FileNotFoundError):
