@@ -119,6 +119,23 @@ class StorageRetriesExhaustedError(RaylakeError, OSError):
         self.attempts = attempts
 
 
+class StorageAccessDeniedError(RaylakeError, PermissionError):
+    """The store refused a request: credentials it does not know (a wrong or expired key)
+    or a policy that denies the request. Another try would be refused again."""
+
+    __module__ = "raylake.errors"
+
+    def __init__(self, operation: str, path: str, cause: BaseException) -> None:
+        super().__init__(
+            f"{operation} of {path!r} was refused by the store ({cause}); check the "
+            "credentials given (storage_options, or the store's own credential chain) and "
+            "what the store allows them (a bucket's policy, the files' permissions); see "
+            "docs/object-stores.md"
+        )
+        self.operation = operation
+        self.path = path
+
+
 class StorageFullError(RaylakeError, OSError):
     """The store had no space left (ENOSPC) for a write; nothing was committed."""
 

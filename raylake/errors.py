@@ -22,6 +22,7 @@ from raylake.commit_errors import CommitFailedError as CommitFailedError
 from raylake.commit_errors import CommitLineageUnknownError as CommitLineageUnknownError
 from raylake.commit_errors import CommitStateUnknownError as CommitStateUnknownError
 from raylake.commit_errors import MissingCredentialsError as MissingCredentialsError
+from raylake.commit_errors import StorageAccessDeniedError as StorageAccessDeniedError
 from raylake.commit_errors import StorageFullError as StorageFullError
 from raylake.commit_errors import StorageRetriesExhaustedError as StorageRetriesExhaustedError
 from raylake.commit_errors import UnsafeCommitError as UnsafeCommitError

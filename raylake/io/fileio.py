@@ -37,7 +37,7 @@ from raylake.io.create import UNREADABLE, create_checked, link_create, replace_w
 from raylake.io.credentials import StorageOptions
 from raylake.io.mapped import MappedLocalFiles, mapped_files
 from raylake.io.native import S3_PROTOCOLS, native_filesystem
-from raylake.io.read_errors import RetriedReads
+from raylake.io.read_errors import RetriedReads, access_denied_named
 from raylake.io.retry import RetryPolicy, call_with_retries, is_cut_short, is_transient
 from raylake.io.s3options import s3_client_options
 
@@ -237,7 +237,8 @@ class FileIO:
     def _call(self, operation: str, rel: str, fn: Callable[[], T]) -> T:
         policy, retry_here = self._tries()
         path = self.full_path(rel)
-        return call_with_retries(fn, policy, operation, path, policy.max_attempts, retry_here)
+        with access_denied_named(operation, path):
+            return call_with_retries(fn, policy, operation, path, policy.max_attempts, retry_here)
 
     def read_bytes(self, rel: str) -> bytes:
         # start=0 makes it one ranged GET on object stores: without it s3fs first asks
@@ -318,14 +319,15 @@ class FileIO:
         """
         path = self.full_path(rel)
         self.makedirs(posixpath.dirname(rel))
-        return create_checked(
-            lambda: self._create_once(path, data),
-            lambda: self._read_back(rel),
-            data,
-            path,
-            self.retry_policy,
-            final_exists=not self.client_retries,
-        )
+        with access_denied_named("create", path):
+            return create_checked(
+                lambda: self._create_once(path, data),
+                lambda: self._read_back(rel),
+                data,
+                path,
+                self.retry_policy,
+                final_exists=not self.client_retries,
+            )
 
     def _create_once(self, path: str, data: bytes) -> bool:
         if self.is_local:

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from raylake.errors import StorageRetriesExhaustedError
+from raylake.errors import RaylakeError, StorageAccessDeniedError, StorageRetriesExhaustedError
 from raylake.io.retry import RetryPolicy, call_with_retries
 
 T = TypeVar("T")
@@ -32,6 +32,11 @@ _TRANSIENT = frozenset(
     {"SLOW_DOWN", "INTERNAL_FAILURE", "SERVICE_UNAVAILABLE", "THROTTLING",
      "REQUEST_TIMEOUT", "NETWORK_CONNECTION"}
 )  # fmt: skip
+# The AWS SDK's error codes for a request the store refused: credentials it does not
+# know, or a policy that denies it (an answer without a body: its status, 403).
+_DENIED = frozenset(
+    {"ACCESS_DENIED", "INVALID_ACCESS_KEY_ID", "SIGNATURE_DOES_NOT_MATCH", "EXPIRED_TOKEN"}
+)
 # The requests of pyarrow's uploads of data files (a file opened for writing).
 _UPLOADS = frozenset(
     {"PutObject", "CreateMultipartUpload", "UploadPart", "CompleteMultipartUpload"}
@@ -47,15 +52,19 @@ _KEY_IN_BUCKET = re.compile(r"key '(?P<key>[^']*)' in bucket '(?P<bucket>[^']*)'
 
 def retries_exhausted(
     exc: BaseException, attempts: int, path: str | None = None
-) -> StorageRetriesExhaustedError | None:
+) -> StorageRetriesExhaustedError | StorageAccessDeniedError | None:
     """The named error for pyarrow's ``exc`` after ``attempts`` tries, or None where
-    ``exc`` is not a transient store error (it is then raised as it is). ``path``: the
-    object being read, where pyarrow's message may not name it (a read of an open file)."""
+    ``exc`` is neither a transient store error nor a refusal (it is then raised as it
+    is). ``path``: the object being read, where pyarrow's message may not name it (a
+    read of an open file)."""
     if type(exc) is not OSError:  # FileNotFoundError, PermissionError, ...: final
         return None
     message = str(exc)
     aws = _AWS.search(message)
-    if aws is None or not _transient(aws["code"], aws["status"]):
+    if aws is None:
+        return None
+    denied = _denied(aws["code"], aws["status"])
+    if not denied and not _transient(aws["code"], aws["status"]):
         return None
     before = message[: aws.start()]
     in_bucket = _KEY_IN_BUCKET.search(before)
@@ -64,14 +73,32 @@ def retries_exhausted(
         path = f"{in_bucket['bucket']}/{in_bucket['key']}"
     else:
         path = quoted[-1] if quoted else path or "a data file"
-    kind = "write" if aws["operation"] in _UPLOADS else "read"
-    return StorageRetriesExhaustedError(f"{kind} ({aws['operation']})", path, attempts, exc)
+    operation = f"{'write' if aws['operation'] in _UPLOADS else 'read'} ({aws['operation']})"
+    if denied:  # a PermissionError, as s3fs raises it for metadata requests
+        return StorageAccessDeniedError(operation, path, exc)
+    return StorageRetriesExhaustedError(operation, path, attempts, exc)
+
+
+def _denied(code: str, status: str | None) -> bool:
+    return code in _DENIED or (code == "UNKNOWN" and status == "403")
 
 
 def _transient(code: str, status: str | None) -> bool:
     """Whether the AWS SDK's error is one its retry strategy retries. An answer without a
     body (to a HEAD: the status alone) has no code: the SDK retries a 5xx of it too."""
     return code in _TRANSIENT or (code == "UNKNOWN" and status is not None and status[0] == "5")
+
+
+@contextmanager
+def access_denied_named(operation: str, path: str) -> Iterator[None]:
+    """A request the store refused (s3fs's PermissionError) as StorageAccessDeniedError
+    naming the operation and the object."""
+    try:
+        yield
+    except PermissionError as exc:
+        if isinstance(exc, RaylakeError):  # MissingCredentialsError: named already
+            raise
+        raise StorageAccessDeniedError(operation, path, exc) from exc
 
 
 @contextmanager
@@ -112,7 +139,8 @@ class RetriedReads(pafs.FSSpecHandler):  # type: ignore[misc]
 
     def _retried(self, fn: Callable[[], T], path: str) -> T:
         policy = self.policy
-        return call_with_retries(fn, policy, "read", path, policy.max_attempts, self.retry_here)
+        with access_denied_named("read", path):
+            return call_with_retries(fn, policy, "read", path, policy.max_attempts, self.retry_here)
 
     def open_input_file(self, path: str) -> Any:
         if not self._retried(lambda: self.fs.isfile(path), path):

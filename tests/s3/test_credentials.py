@@ -74,3 +74,29 @@ def test_reprs_logs_and_errors_carry_no_secret(
         texts.append(str(info.value))
     texts.append(caplog.text)
     assert not [t for t in texts if secret in t]
+
+
+@pytest.mark.parametrize("step", ["open", "read", "write"])
+def test_credentials_the_store_does_not_know_are_named(
+    s3_bucket: str, storage_options: dict[str, Any], monkeypatch: pytest.MonkeyPatch, step: str
+) -> None:
+    # The store answers 403 InvalidAccessKeyId: s3fs's bare PermissionError named neither
+    # the request nor the object (and pyarrow's answer to a data read was a bare OSError).
+    moto_settings = pytest.importorskip("moto.settings")
+    uri = f"s3://{s3_bucket}/t"
+    tbl = raylake.create_table(
+        uri, pa.schema([("id", pa.int64())]), storage_options=storage_options
+    )
+    tbl.write(pa.table({"id": [1, 2]}))
+    monkeypatch.setattr(moto_settings, "INITIAL_NO_AUTH_ACTION_COUNT", 0)  # check every key
+    actions = {
+        "open": lambda: raylake.open_table(uri, storage_options=storage_options),
+        "read": tbl.to_arrow,
+        "write": lambda: tbl.write(pa.table({"id": [3]})),
+    }
+    with pytest.raises(raylake.StorageAccessDeniedError, match="refused by the store") as info:
+        actions[step]()
+    assert isinstance(info.value, PermissionError)
+    assert info.value.path.startswith(f"{s3_bucket}/t/") and "Access Key Id" in str(info.value)
+    monkeypatch.undo()
+    assert raylake.open_table(uri, storage_options=storage_options).count() == 2

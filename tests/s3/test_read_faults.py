@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 import raylake
-from raylake.errors import StorageRetriesExhaustedError
+from raylake.errors import StorageAccessDeniedError, StorageRetriesExhaustedError
 from raylake.io.read_errors import retries_exhausted
 from raylake.testing.faults import FaultPlan, FaultRule
 from raylake.testing.s3server import LocalS3Server
@@ -92,10 +92,15 @@ def test_only_transient_store_errors_are_renamed() -> None:
         "(HTTP status 503) during HeadObject operation: No response body."
     )
     assert retries_exhausted(headless, 3).path == "b/t/f.parquet"  # type: ignore[union-attr]
-    forbidden = OSError(headless.args[0].replace("503", "403"))
-    assert retries_exhausted(forbidden, 3) is None
-    denied = OSError("'b/k': AWS Error ACCESS_DENIED during GetObject operation: denied")
-    assert retries_exhausted(denied, 5) is None
+    # A refusal is final, and named as s3fs's PermissionError of a metadata request is:
+    # pyarrow's bare OSError came out of data reads with a key the store did not know.
+    forbidden = retries_exhausted(OSError(headless.args[0].replace("503", "403")), 3)
+    assert isinstance(forbidden, StorageAccessDeniedError) and forbidden.path == "b/t/f.parquet"
+    for code in ("ACCESS_DENIED", "INVALID_ACCESS_KEY_ID", "SIGNATURE_DOES_NOT_MATCH"):
+        denied = OSError(f"'b/k': AWS Error {code} during GetObject operation: denied")
+        named = retries_exhausted(denied, 5)
+        assert isinstance(named, StorageAccessDeniedError) and isinstance(named, PermissionError)
+        assert named.operation == "read (GetObject)" and named.path == "b/k"
     assert retries_exhausted(FileNotFoundError("b/k"), 5) is None
     assert retries_exhausted(OSError("Parquet magic bytes not found"), 5) is None
 
