@@ -222,7 +222,8 @@ class FileIO:
                 native = (
                     native_filesystem(self.protocol, options, self.root) if endpoint_known else None
                 )
-                arrow_fs = native or pafs.PyFileSystem(RetriedReads(self.fs, *self._tries()))
+                handler = RetriedReads(self.fs, *self._tries(), client_retries=self.client_retries)
+                arrow_fs = native or pafs.PyFileSystem(handler)
             self._arrow_fs = arrow_fs
         return self._arrow_fs
 

@@ -9,7 +9,8 @@ and the tries, as every other storage request says it. Errors that are not trans
 
 On stores pyarrow reads through fsspec (:class:`RetriedReads`), the opens of data files
 and the reads of their bytes are tried up to the bound as FileIO tries metadata reads,
-and raise the named error after it themselves.
+and raise the named error after it themselves; so do uploads through s3fs, whose
+requests botocore retried.
 """
 
 from __future__ import annotations
@@ -131,11 +132,16 @@ class RetriedReads(pafs.FSSpecHandler):  # type: ignore[misc]
     a retry never skips or repeats bytes."""
 
     def __init__(
-        self, fs: Any, policy: RetryPolicy, retry_here: Callable[[BaseException], bool]
+        self,
+        fs: Any,
+        policy: RetryPolicy,
+        retry_here: Callable[[BaseException], bool],
+        client_retries: bool = False,
     ) -> None:
         super().__init__(fs)
         self.policy = policy
         self.retry_here = retry_here
+        self.client_retries = client_retries
 
     def _retried(self, fn: Callable[[], T], path: str) -> T:
         policy = self.policy
@@ -150,6 +156,12 @@ class RetriedReads(pafs.FSSpecHandler):  # type: ignore[misc]
 
     def open_input_stream(self, path: str) -> Any:
         return self.open_input_file(path)
+
+    def open_output_stream(self, path: str, metadata: Any = None) -> Any:
+        file = self.fs.open(path, mode="wb")
+        if not self.client_retries:  # FileIO never retries a data file's write
+            return pa.PythonFile(file, mode="w")
+        return pa.PythonFile(_NamedUpload(file, self.policy, path), mode="w")
 
 
 class _RetriedFile:
@@ -169,6 +181,35 @@ class _RetriedFile:
             return data
 
         return self._handler._retried(once, self._path)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._file, name)
+
+
+class _NamedUpload:
+    """An fsspec file being uploaded by a client that retried each of its requests up to
+    the bound (s3fs): a transient error after that is StorageRetriesExhaustedError naming
+    the upload, the file and the tries, as pyarrow's own uploads are named, not s3fs's
+    bare ``OSError`` ("[Errno 121] We encountered an internal error")."""
+
+    def __init__(self, file: Any, policy: RetryPolicy, path: str) -> None:
+        self._file = file
+        self._policy = policy
+        self._path = path
+
+    def _named(self, fn: Callable[[], T]) -> T:
+        with access_denied_named("write", self._path):
+            return call_with_retries(fn, self._policy, "write", self._path, 1)
+
+    def write(self, data: Any) -> int:
+        written: int = self._named(lambda: self._file.write(data))
+        return written
+
+    def flush(self) -> None:
+        self._named(self._file.flush)
+
+    def close(self) -> None:
+        self._named(self._file.close)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._file, name)

@@ -217,6 +217,28 @@ def test_a_data_upload_failing_past_the_bound_is_named_and_leaves_nothing(
     assert rows_of(tbl, "id") == list(range(10))
 
 
+@pytest.mark.parametrize("kind", ["internal", "slowdown"])
+def test_a_data_upload_through_s3fs_failing_past_the_bound_is_named(
+    faulty: LocalS3Server,
+    storage_options: dict[str, Any],
+    retrying: Callable[..., dict[str, Any]],
+    kind: str,
+) -> None:
+    # With an option pyarrow's client cannot honour, data files go up through s3fs, whose
+    # requests botocore retries; after the bound s3fs's bare OSError ("[Errno 121] We
+    # encountered an internal error") came out of the write, naming no file.
+    options = {**retrying(2), "requester_pays": True}
+    uri, tbl = _table(faulty, options)
+    before = inspect_table(uri, storage_options)
+    faulty.set_faults(FaultPlan((FaultRule(kind, operation="PUT", path=r"/data/"),)))  # type: ignore[arg-type]
+    with pytest.raises(StorageRetriesExhaustedError, match="after 2 tries") as info:
+        tbl.write(_ids(10, 5))
+    faulty.set_faults(None)
+    assert info.value.operation == "write" and "/t/data/bucket-0/" in info.value.path
+    assert inspect_table(uri, storage_options).on_store == before.on_store
+    assert rows_of(tbl, "id") == list(range(10))
+
+
 @pytest.mark.parametrize("step", ["compaction", "lookup changelog"])
 def test_data_reads_of_a_write_failing_past_the_bound_are_named(
     faulty: LocalS3Server,
