@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
@@ -339,14 +339,21 @@ def _referenced_paths(file_io: FileIO) -> pa.Array:
         except SnapshotNotFoundError:  # expired meanwhile; its files are being deleted
             continue
     manifests = manifest_paths(live)
-    refs = []
+    found: dict[str, pa.Table] = {}
     for rel in manifests:
         ref = _refs_if_present(file_io, rel)
         if ref is None and _named_by_existing_snapshot(file_io, rel, live):
             read_manifest_refs(file_io, rel)  # raises CorruptMetadataError: a real loss
         if ref is not None:
-            refs.append(ref)
-    return pa.concat_arrays([pa.array(manifests, pa.string()), data_paths(refs)])
+            found[rel] = ref
+    if live and len(found) == len(manifests):
+        # The files the live snapshots read, as expiration keeps them: one that only a
+        # DELETE entry of a base manifest still names is an orphan (an expiration that
+        # stopped after its snapshots went and before their files did left it for good).
+        data = kept_data_paths(file_io, live, found.__getitem__)
+    else:  # a concurrent expiration took manifests away: keep every file named
+        data = data_paths(found.values())
+    return pa.concat_arrays([pa.array(manifests, pa.string()), data])
 
 
 def _named_by_existing_snapshot(file_io: FileIO, rel: str, snaps: list[Snapshot]) -> bool:
@@ -399,7 +406,9 @@ def data_paths(refs: Iterable[pa.Table]) -> pa.Array:
     return pa.concat_arrays(chunks) if chunks else pa.array([], pa.string())
 
 
-def kept_data_paths(file_io: FileIO, retained: list[Snapshot]) -> pa.Array:
+def kept_data_paths(
+    file_io: FileIO, retained: list[Snapshot], read: Callable[[str], pa.Table] | None = None
+) -> pa.Array:
     """Data and changelog files that retained snapshots need, as one string array.
 
     Each commit's base is its parent's base plus its delta, so the files live in
@@ -410,7 +419,9 @@ def kept_data_paths(file_io: FileIO, retained: list[Snapshot]) -> pa.Array:
     delta (an overwrite's removed rows included) -- except a compaction's: it
     removes rows that live on in its output, and stream readers skip it.
     """
-    refs = [read_manifest_refs(file_io, m.path) for m in retained[0].base_manifests]
+    if read is None:
+        read = lambda rel: read_manifest_refs(file_io, rel)  # noqa: E731
+    refs = [read(m.path) for m in retained[0].base_manifests]
     if refs:
         refs = [live_files(pa.concat_tables(refs))]
     seen: set[str] = set()
@@ -419,7 +430,7 @@ def kept_data_paths(file_io: FileIO, retained: list[Snapshot]) -> pa.Array:
             if meta.path in seen:
                 continue
             seen.add(meta.path)
-            ref = read_manifest_refs(file_io, meta.path)
+            ref = read(meta.path)
             if snap.commit_kind == "COMPACT":
                 ref = ref.filter(pc.equal(ref.column("kind"), ADD))
             refs.append(ref)

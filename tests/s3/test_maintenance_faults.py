@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from typing import Any
 
 import pyarrow as pa
@@ -12,6 +13,7 @@ import raylake
 from raylake.errors import StorageRetriesExhaustedError
 from raylake.testing.faults import FaultPlan, FaultRule
 from raylake.testing.s3server import LocalS3Server
+from raylake.testing.tablecheck import inspect_table
 
 
 @pytest.fixture
@@ -39,3 +41,27 @@ def test_an_expiry_marker_whose_write_failed_is_not_left_behind(
     listed = faulty.client().list_objects_v2(Bucket=bucket, Prefix="t/consumer/")
     assert listed.get("Contents", []) == []
     assert [s.id for s in tbl.snapshots()] == [1, 2, 3]
+
+
+def test_files_an_expiration_stopped_by_faults_left_are_orphans(
+    faulty: LocalS3Server, storage_options: dict[str, Any], retrying: Callable[..., dict[str, Any]]
+) -> None:
+    # The deletes of the expired snapshots' data files kept failing after their snapshot
+    # files were gone: the overwrite's manifest, live still, names them in DELETE entries,
+    # and remove_orphan_files kept them for good (no expiration was left to remove them).
+    options = retrying(2)
+    uri = f"s3://{faulty.create_bucket()}/t"
+    tbl = raylake.create_table(uri, pa.schema([("id", pa.int64())]), storage_options=options)
+    for i in range(4):
+        tbl.write(pa.table({"id": [i]}), mode="overwrite" if i == 2 else "append")
+    faulty.set_faults(FaultPlan((FaultRule("internal", operation="DELETE", path="/data/"),)))
+    with pytest.raises(StorageRetriesExhaustedError, match="delete of"):
+        tbl.expire_snapshots(retain_last=1)
+    faulty.set_faults(None)
+    left = inspect_table(uri, storage_options)
+    assert left.snapshot_ids == [4] and len(left.unreferenced) == 2 and not left.missing
+    removed = tbl.remove_orphan_files(older_than=timedelta(0))
+    assert sorted(removed.paths) == sorted(left.unreferenced)
+    after = inspect_table(uri, storage_options)
+    assert not after.unreferenced and not after.missing
+    assert sorted(tbl.to_arrow().column("id").to_pylist()) == [2, 3]
