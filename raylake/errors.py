@@ -37,6 +37,23 @@ class TableNotFoundError(RaylakeError, FileNotFoundError):
         self.uri = uri
 
 
+class TableNotVisibleError(RaylakeError, FileNotFoundError):
+    """A table that was there when its work was planned is not there for the process that
+    does the work (a Ray task or actor, a Spark executor): it was dropped or moved since,
+    or it lies where only the planning process sees it (a local disk of another machine)."""
+
+    def __init__(self, uri: str, process: str) -> None:
+        super().__init__(
+            f"the table at {uri!r} is not there for {process}, though it was when the work "
+            "was planned: it was dropped or moved since, or its path is on a disk that only "
+            "the driver's machine sees. Every node of a cluster must reach a table at the "
+            "same path: put it on an object store (s3://...) or a filesystem that every "
+            "node mounts"
+        )
+        self.uri = uri
+        self.process = process
+
+
 class TableAlreadyExistsError(RaylakeError, FileExistsError):
     """``create_table`` found a table already at the URI."""
 

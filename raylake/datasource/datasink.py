@@ -54,6 +54,7 @@ from raylake.table.evolve import (
 )
 from raylake.table.source import check_writable, raylake_kind_class
 from raylake.table.table import create_writer
+from raylake.table.visible import check_visible, refuse_process_local
 from raylake.table.writer import DATA_DIR, writing
 
 if TYPE_CHECKING:
@@ -109,6 +110,7 @@ class LakeDatasink(Datasink[TaskCommit]):
             check_instance(
                 "schema", schema, pa.Schema, "a pyarrow.Schema or None", SchemaArgumentError
             )
+        refuse_process_local(uri, "write_lake")
         self.file_io = FileIO(uri, storage_options)
         self.mode = mode
         self._create = _Create(
@@ -242,6 +244,8 @@ class LakeDatasink(Datasink[TaskCommit]):
         """Write this task's blocks into data files; on any error delete them and re-raise."""
         if self._table_schema is None:
             raise RuntimeError("LakeDatasink.write called before on_write_start")
+        # Files written where the driver does not see them: its commit would not find them.
+        check_visible(self.file_io)
         new_writer = create_writer(self.file_io, self._table_schema, file_prefix=self._file_prefix)
         with writing(new_writer) as writer:
             for block in blocks:

@@ -32,6 +32,7 @@ from raylake.table import Split, TableScan, open_table
 from raylake.table.counting import metadata_total
 from raylake.table.rowfilter import filter_rows, widen
 from raylake.table.scan import ReadContext
+from raylake.table.visible import refuse_process_local
 
 if TYPE_CHECKING:
     from ray.data.context import DataContext
@@ -61,6 +62,7 @@ class LakeDatasource(Datasource):
         storage_options: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
+        refuse_process_local(uri, "read_lake")
         tbl = open_table(uri, storage_options=storage_options)
         # Time travel reads the snapshot's own schema: resolve it before the columns.
         scan = tbl.scan(snapshot_id=snapshot_id, as_of=as_of).pin()

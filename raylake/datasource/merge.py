@@ -28,6 +28,7 @@ from raylake.arguments import refuse_unknown_keywords
 from raylake.errors import CommitConflictError, InvalidArgumentError, UnsupportedOperationError
 from raylake.table.merge.builder import MergeResult, TableMerger
 from raylake.table.source import check_writable
+from raylake.table.visible import refuse_process_local
 
 if TYPE_CHECKING:
     from ray.data import Dataset
@@ -68,6 +69,7 @@ def merge_lake(
     schema = _arrow_schema(ds.schema())
     if schema is None:
         raise InvalidArgumentError("ds", ds, "a dataset with a known schema")
+    refuse_process_local(uri, "merge_lake")
     tbl = raylake.open_table(uri, storage_options=storage_options)
     check_writable(tbl, "merge()")  # a Paimon table: refused, naming its format
     return LakeMerger(tbl, ds, schema, on, schema_mode=schema_mode)

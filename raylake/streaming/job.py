@@ -55,6 +55,7 @@ from raylake.streaming.options import (
 )
 from raylake.streaming.shard_worker import ShardStatus, ShardWorker
 from raylake.table.evolve import schema_mode_arg
+from raylake.table.visible import refuse_process_local
 
 logger = logging.getLogger(__name__)
 
@@ -120,6 +121,10 @@ class StreamingJob:
         )  # fmt: skip
         check_on_overwrite(on_overwrite, num_shards, sink_uri)
         check_mapping("sink_storage_options", sink_storage_options)
+        # Its shards run in actors of their own.
+        refuse_process_local(uri, "StreamingJob")
+        if sink_uri is not None:
+            refuse_process_local(sink_uri, "StreamingJob", "sink_uri")
         # The pickled spec carries secrets by reference only (docs/object-stores.md): the
         # actors, on any node, fetch them from the Ray object store.
         self.spec = JobSpec(

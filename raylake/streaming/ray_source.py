@@ -35,6 +35,7 @@ from raylake.streaming.plan import StreamPlan
 from raylake.streaming.reader import StreamReader
 from raylake.streaming.splits import StreamReadContext, StreamSplit
 from raylake.table import open_table
+from raylake.table.visible import refuse_process_local
 
 if TYPE_CHECKING:
     from ray.data import Dataset
@@ -212,6 +213,7 @@ def read_lake_stream(
     check_optional_count("override_num_blocks", override_num_blocks)
     check_count("max_snapshots_per_dataset", max_snapshots_per_dataset, 1, StreamArgumentError)
     task_options = read_task_options(ray_remote_args)
+    refuse_process_local(uri, "read_lake_stream")
     tbl = open_table(uri, storage_options=storage_options)
     reader = tbl.stream(consumer_id=consumer_id, options=options)
     return LakeStream(

@@ -44,6 +44,7 @@ from raylake.table.source import (
 )
 from raylake.table.split import Split
 from raylake.table.stale_schema import stale_schema_batches, stale_schema_errors
+from raylake.table.visible import visible_batches, visible_errors
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,9 @@ class ReadContext:
         A read that fails after the retry bound raises StorageRetriesExhaustedError."""
         batches = kind_of(self.table_schema).read_batches(self, splits)
         named = named_batches(batches, self.file_io.retry_policy.max_attempts)
-        return stale_schema_batches(self.file_io, self.table_schema, named)
+        # A worker on a machine without the table's disk: named, not a missing file.
+        visible = visible_batches(self.file_io, named)
+        return stale_schema_batches(self.file_io, self.table_schema, visible)
 
     @refuse_unknown_keywords
     def read_table(self, splits: Sequence[Split]) -> pa.Table:
@@ -89,6 +92,7 @@ class ReadContext:
         with (
             stale_schema_errors(self.file_io, self.table_schema),
             named_store_errors(self.file_io.retry_policy.max_attempts),
+            visible_errors(self.file_io),
         ):
             return kind_of(self.table_schema).read_table(self, splits)
 
