@@ -61,6 +61,9 @@ logger = logging.getLogger(__name__)
 
 # While shard actors are not up, wait_ready() logs a warning this often (seconds).
 READY_WARN_EVERY_S = 30.0
+# While a step waits, how often the states of its shards' actors are looked at (seconds).
+RESTART_CHECK_EVERY_S = 1.0
+_DOWN_STATES = frozenset({"RESTARTING", "PENDING_CREATION", "DEPENDENCIES_UNREADY"})
 _RESOURCE_NAMES = {"num_cpus": "CPU", "num_gpus": "GPU", "memory": "memory"}
 
 
@@ -212,25 +215,55 @@ class StreamingJob:
             if not pending:
                 self._ready = True
                 return list(ray.get(refs))
-            message = self._not_ready(refs, pending, time.monotonic() - started)
+            shards = [i for i, ref in enumerate(refs) if ref in pending]
+            waited = time.monotonic() - started
+            message = self._not_ready(shards, f"not started after {waited:.0f} s")
             if deadline is not None and time.monotonic() >= deadline:
                 self.stop()
                 raise StreamError(message)
             logger.warning("%s", message)
 
-    def _not_ready(self, refs: list[Any], pending: list[Any], waited: float) -> str:
+    def _not_ready(self, shards: list[int], state: str) -> str:
         ray = ray_module()
-        shards = [i for i, ref in enumerate(refs) if ref in pending]
         asks = _resources_asked(self.actor_options)
         total, free = ray.cluster_resources(), ray.available_resources()
         have = {k: f"{free.get(k, 0):g} of {total.get(k, 0):g}" for k in asks}
         return (
             f"StreamingJob {self.spec.consumer_id!r}: shard actors {shards} of "
-            f"{self.spec.num_shards} not started after {waited:.0f} s; each asks for {asks} "
+            f"{self.spec.num_shards} {state}; each asks for {asks} "
             f"(actor_options); free in the cluster: {have}. Ray waits for resources that "
             "are taken or that no node has, and restarts an actor whose constructor "
             "fails (see its log)"
         )
+
+    def _wait_for_restarts(self, refs: list[Any]) -> None:
+        """Wait for a step's results. A shard whose actor is down while its step waits
+        (lost with its node or process, and not placed again) is what wait_ready()
+        reports, and as there: a warning every READY_WARN_EVERY_S seconds, and after
+        ``ready_timeout`` seconds down the actors are stopped and StreamError raised.
+        A shard whose actor is up is not hurried, however long its step takes."""
+        ray = ray_module()
+        down_since: float | None = None
+        warned = time.monotonic()
+        while True:
+            pending = ray.wait(refs, num_returns=len(refs), timeout=RESTART_CHECK_EVERY_S)[1]
+            if not pending:
+                return
+            down = [i for i, ref in enumerate(refs) if ref in pending and _down(self.actors[i])]
+            now = time.monotonic()
+            if not down:
+                down_since = None
+                continue
+            down_since = now if down_since is None else down_since
+            message = self._not_ready(
+                down, f"lost and not running again after {now - down_since:.0f} s"
+            )
+            if self.ready_timeout is not None and now - down_since >= self.ready_timeout:
+                self.stop()
+                raise StreamError(message)
+            if now - warned >= READY_WARN_EVERY_S:
+                logger.warning("%s", message)
+                warned = now
 
     def step(self) -> list[ShardStatus]:
         """One round: every shard processes the plans available now (the first waits
@@ -238,7 +271,10 @@ class StreamingJob:
         ray = ray_module()
         if not self._ready:
             self.wait_ready()
-        return list(ray.get([a.step.remote() for a in self.actors]))
+        refs = [a.step.remote() for a in self.actors]
+        # An actor lost with its node waits for a node to take it, as at start: not silently.
+        self._wait_for_restarts(refs)
+        return list(ray.get(refs))
 
     @refuse_unknown_keywords
     def run(
@@ -278,6 +314,19 @@ class StreamingJob:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
+
+
+def _down(actor: Any) -> bool:
+    """Whether Ray is restarting the actor, or has yet to place it again. Asked of Ray's
+    control service through its internal state module (the public ``ray.util.state``
+    needs the dashboard); where that fails, the actor is taken as up."""
+    try:
+        from ray._private import state
+
+        info = state.actors(actor_id=actor._actor_id.hex())
+    except Exception:
+        return False
+    return info.get("State") in _DOWN_STATES
 
 
 def ray_module() -> Any:

@@ -60,6 +60,15 @@ def test_three_node_ray_cluster_on_s3() -> None:
     }
 
 
+def test_a_streaming_job_whose_node_is_lost_raises_after_ready_timeout() -> None:
+    """A step whose shard's actor cannot be placed again (its node gone, no other node
+    with the resources it asks for) raises StreamError after ready_timeout, as at start,
+    and stops the actors: it waited without end."""
+    pytest.importorskip("ray")
+    report = run_script("ray_cluster_lost_node.py", timeout=300)
+    assert report == {"rows_before": 10, "hung": False, "stream_error": True, "actors_left": 0}
+
+
 def test_spark_with_two_executor_processes_on_s3() -> None:
     pytest.importorskip("pyspark")
     report = run_script("spark_cluster_s3.py", timeout=900)
