@@ -42,6 +42,7 @@ def lost_shard(cluster: Cluster, only_node: Any, root: str) -> dict[str, Any]:
         source.uri, identity, consumer_id="lost", sink_uri=sink.uri, ready_timeout=3,
         actor_options={"num_cpus": 0.5, "resources": {"only_here": 1}},
     )  # fmt: skip
+    job.wait_ready(timeout=STEP_WAIT_S)  # a loaded machine may take seconds to start it
     job.run(until_snapshot=1)
     cluster.remove_node(only_node)
     source.write(pa.table({"id": list(range(10, 20))}, schema=SCHEMA))
