@@ -53,7 +53,8 @@ from raylake.streaming.options import (
     OnOverwrite,
     StartPosition,
 )
-from raylake.streaming.shard_worker import ShardStatus, ShardWorker
+from raylake.streaming.shard_worker import ShardActor, ShardStatus
+from raylake.streaming.shard_worker import ShardWorker as ShardWorker  # its home before
 from raylake.table.evolve import schema_mode_arg
 from raylake.table.visible import refuse_process_local
 
@@ -174,7 +175,7 @@ class StreamingJob:
         if self.actors:
             return self
         try:  # Ray checks the options here: before the tables, in raylake's words
-            remote = ray.remote(ShardWorker).options(
+            remote = ray.remote(ShardActor).options(
                 max_restarts=self.max_restarts, max_task_retries=-1, **self.actor_options
             )
         except (TypeError, ValueError) as exc:
@@ -195,7 +196,7 @@ class StreamingJob:
         """Start the actors and wait until each has resumed; their positions.
 
         Ray waits without end for an actor it cannot place (the cluster lacks the
-        resources of ``actor_options``) or whose constructor keeps failing, so this
+        resources of ``actor_options``), so this
         logs a warning every ``READY_WARN_EVERY_S`` seconds naming what the waiting
         shards ask for and what the cluster has free, and after ``timeout`` seconds
         (default: the job's ``ready_timeout``; None waits on) stops the actors and
@@ -232,8 +233,7 @@ class StreamingJob:
             f"StreamingJob {self.spec.consumer_id!r}: shard actors {shards} of "
             f"{self.spec.num_shards} {state}; each asks for {asks} "
             f"(actor_options); free in the cluster: {have}. Ray waits for resources that "
-            "are taken or that no node has, and restarts an actor whose constructor "
-            "fails (see its log)"
+            "are taken or that no node has"
         )
 
     def _wait_for_restarts(self, refs: list[Any]) -> None:

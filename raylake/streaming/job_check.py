@@ -1,9 +1,9 @@
 """The checks a StreamingJob makes on the driver before any shard actor starts (issue 15).
 
 A shard actor that cannot start (a missing table, a bad filter, an expired consumer)
-dies in its constructor, and Ray restarts it without end (``max_restarts=-1``): each
-check an actor would fail at start happens here first, with the raylake error a caller
-can catch. Nothing here writes: no consumer is registered, nothing is committed.
+fails at its first call, after the actors were placed: each check an actor would fail
+at start happens here first, with the raylake error a caller can catch, before any
+actor is made. Nothing here writes: no consumer is registered, nothing is committed.
 """
 
 from __future__ import annotations

@@ -184,6 +184,31 @@ class ShardWorker:
         return self.reader.next_snapshot_id
 
 
+class ShardActor:
+    """A shard as its Ray actor runs it: the :class:`ShardWorker` is made by the first
+    call, not in the actor's constructor. Ray restarts an actor lost with its node or
+    process, but not one whose constructor raised: that actor stays dead, and every
+    later call raises Ray's ActorDiedError. So a store that failed for a moment while a
+    lost shard restarted stopped it for good. Here the failure is raised by the call
+    that made the worker, as the raylake error it is, and the next call tries again."""
+
+    def __init__(self, spec: JobSpec, shard: int) -> None:
+        self.spec = spec
+        self.shard = shard
+        self._worker: ShardWorker | None = None
+
+    def _made(self) -> ShardWorker:
+        if self._worker is None:
+            self._worker = ShardWorker(self.spec, self.shard)
+        return self._worker
+
+    def position(self) -> int:
+        return self._made().position()
+
+    def step(self) -> ShardStatus:
+        return self._made().step()
+
+
 def _rows(tables: list[pa.Table]) -> int:
     return sum(t.num_rows for t in tables)
 

@@ -147,6 +147,31 @@ def test_shards_that_cannot_start_raise_after_ready_timeout(
         StreamingJob(tbl.uri, double, consumer_id="j", ready_timeout=0)
 
 
+def test_a_shard_restarted_where_its_table_is_not_there_raises_and_resumes_later(
+    ray_cluster: Any, warehouse: Path
+) -> None:
+    """A shard's actor lost (its node or process) is restarted by Ray; where its sink
+    was not there for it then (a store failing for a moment, a node without the disk),
+    the actor died in its constructor, Ray did not restart it, and every later step
+    raised Ray's ActorDiedError, after the sink was back too."""
+    import shutil
+
+    source = raylake.create_table(str(warehouse / "src"), SCHEMA)
+    sink = raylake.create_table(str(warehouse / "dst"), SCHEMA)
+    source.write(batch(0, 4))
+    job = StreamingJob(source.uri, double, consumer_id="back", sink_uri=sink.uri)
+    with job:
+        job.run(until_snapshot=1)
+        shutil.move(warehouse / "dst", warehouse / "away")
+        ray.kill(job.actors[0], no_restart=False)  # Ray restarts it
+        source.write(batch(1, 4))
+        with pytest.raises(TableNotFoundError, match="dst"):
+            job.step()
+        shutil.move(warehouse / "away", warehouse / "dst")
+        assert job.run(until_snapshot=2)[0].next_snapshot_id == 3
+    assert sorted(sink.to_arrow().column("id").to_pylist()) == list(range(8))
+
+
 def test_streaming_job_is_checked_before_any_actor_starts(
     ray_cluster: Any, warehouse: Path
 ) -> None:
