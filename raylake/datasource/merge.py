@@ -28,7 +28,7 @@ from raylake.arguments import refuse_unknown_keywords
 from raylake.errors import CommitConflictError, InvalidArgumentError, UnsupportedOperationError
 from raylake.table.merge.builder import MergeResult, TableMerger
 from raylake.table.source import check_writable
-from raylake.table.visible import refuse_process_local
+from raylake.table.visible import check_visible, refuse_process_local
 
 if TYPE_CHECKING:
     from ray.data import Dataset
@@ -156,6 +156,7 @@ class LakeMerger(TableMerger):
 
         @ray.remote
         def merge_files(group: list[Any], src: pa.Table, index: int) -> Any:
+            check_visible(tbl.file_io)  # or its files would be written where none looks
             return append_part(tbl, snap, group, src, on, updates, file_prefix=f"{prefix}-{index}")
 
         parts = ray.get([merge_files.remote(g, source_ref, i) for i, g in enumerate(groups)])
@@ -198,6 +199,7 @@ class LakeMerger(TableMerger):
             from raylake.table.merge.primary_key import primary_key_part
             from raylake.table.table import Table
 
+            check_visible(storage)  # or its files would be written where none looks
             own = Table(storage, table_schema)
             snap = None if snapshot_id is None else SnapshotManager(storage).get(snapshot_id)
             source = conform_source(rows.drop_columns([_BUCKET]), own.schema, on)

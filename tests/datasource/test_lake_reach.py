@@ -85,3 +85,26 @@ def test_a_write_task_that_does_not_find_the_table_writes_nothing(tmp_path: Path
     with pytest.raises(TableNotVisibleError, match="its path is on a disk"):
         sink.write([ROWS], SimpleNamespace(task_idx=0))  # type: ignore[arg-type]
     assert not Path(uri).exists()  # no file of the task's own, where the driver won't look
+
+
+def test_a_merge_task_that_does_not_find_the_table_names_it(
+    ray_cluster: Any, tmp_path: Path
+) -> None:
+    uri = str(tmp_path / "t")
+    raylake.create_table(uri, ROWS.schema, primary_key=["id"]).write(ROWS)
+    seen = tmp_path / "schema-known"
+
+    def move_table(rows: pa.Table) -> pa.Table:
+        # First run: merge_lake's ds.schema(). The second, in execute(), comes after the
+        # driver planned the merge and before the bucket tasks: the table leaves as a
+        # worker's machine sees it.
+        if seen.exists():
+            shutil.move(uri, tmp_path / "elsewhere")
+        seen.touch()
+        return rows
+
+    source = ray.data.from_arrow(ROWS).map_batches(move_table, batch_format="pyarrow")
+    merge = raylake.merge_lake(source, uri, "id").when_matched_update().when_not_matched_insert()
+    with pytest.raises(TableNotVisibleError, match="not there for process"):
+        merge.execute()
+    assert not Path(uri).exists()  # no file of a task's own, where the driver won't look
