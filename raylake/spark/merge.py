@@ -49,6 +49,7 @@ from raylake.spark.types import arrow_schema_of
 from raylake.table.merge.builder import MergeResult, TableMerger
 from raylake.table.merge.plan import Clause, JoinOn
 from raylake.table.source import check_writable
+from raylake.table.visible import refuse_process_local
 from raylake.table.writer import DATA_DIR
 
 BUCKET_COLUMN = "_rl_spark_merge_bucket"
@@ -73,6 +74,7 @@ def merge(
     import raylake
 
     check_dataframe(df)
+    refuse_process_local(uri, "raylake.spark.merge")
     schema = arrow_schema_of(df.schema)
     tbl = raylake.open_table(uri, storage_options=storage_options)
     check_writable(tbl, "merge()")  # a Paimon table: refused, naming its format

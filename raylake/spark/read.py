@@ -32,6 +32,7 @@ from raylake.table import Split, open_table
 from raylake.table.projection import projection_of
 from raylake.table.rowfilter import filter_rows, widen
 from raylake.table.scan import ReadContext
+from raylake.table.visible import refuse_process_local
 
 ROWS_COLUMN = "_rl_rows"
 
@@ -49,6 +50,7 @@ def read(
 ) -> DataFrame:
     """The rows of one snapshot (the latest unless ``snapshot_id``/``as_of``) as a DataFrame."""
     check_session(spark)
+    refuse_process_local(uri, "raylake.spark.read")
     tbl = open_table(uri, storage_options=storage_options)
     scan = tbl.scan(columns=columns, filter=filter, snapshot_id=snapshot_id, as_of=as_of)
     splits = scan.plan()

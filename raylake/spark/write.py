@@ -56,6 +56,7 @@ from raylake.table.evolve import (
 from raylake.table.kind import kind_of
 from raylake.table.source import check_writable
 from raylake.table.table import create_writer
+from raylake.table.visible import check_visible, refuse_process_local
 from raylake.table.writer import DATA_DIR, writing
 
 logger = logging.getLogger(__name__)
@@ -104,6 +105,7 @@ def write(
     that the table lacks, and writes nulls for the table columns the DataFrame lacks.
     """
     check_dataframe(df)
+    refuse_process_local(uri, "raylake.spark.write")
     check_flag("create_if_missing", create_if_missing)
     layout = TableSpec.of(
         partition_by=partition_by, primary_key=primary_key, buckets=buckets, options=options
@@ -213,6 +215,7 @@ def _add_buckets(job: _WriteJob, batches: Iterator[pa.RecordBatch]) -> Iterator[
 def _write_task(job: _WriteJob, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """One Spark task: write its rows into data files, return its commit messages."""
     install_credentials(job.credentials)
+    check_visible(job.file_io)  # or its files would be written where the driver won't look
     partition, attempt = task_attempt()
     prefix = f"{job.prefix}-p{partition}-a{attempt}"
     # A raylake error (a null in a key column, a value that does not fit) goes back to

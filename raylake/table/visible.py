@@ -36,8 +36,8 @@ def refuse_process_local(uri: str, where: str, name: str = "uri") -> None:
             name,
             uri,
             f"a table that other processes reach (a local path or an object store): "
-            f"{where} does its work in other processes (Ray tasks and actors), and a "
-            "memory:// table lives only in the process that made it",
+            f"{where} does its work in other processes (Ray workers, Spark executors), "
+            "and a memory:// table lives only in the process that made it",
         )
 
 

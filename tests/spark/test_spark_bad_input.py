@@ -77,3 +77,25 @@ def test_a_misspelled_keyword_is_named_with_the_closest(warehouse: Path) -> None
         with pytest.raises(UnknownKeywordError, match=f"'{keyword}'; did you mean '{closest}'"):
             call()
     assert not (warehouse / "t").exists()
+
+
+def test_a_memory_table_is_refused_before_any_spark_job(
+    spark: Any, warehouse: Path, spark_jobs: Any
+) -> None:
+    """Spark's executors do not see the driver's memory://: a write's commit said its
+    files had been deleted, a read failed in every task with Spark's PythonException."""
+    uri = "memory://raylake-spark-reach/t"
+    df = spark.createDataFrame([(1, 1.0)], "id long, x double")
+    raylake.create_table(uri, pa.schema([("id", pa.int64()), ("x", pa.float64())]))
+    try:
+        calls = [
+            lambda: rs.write(df, uri),
+            lambda: rs.read(spark, uri),
+            lambda: rs.merge(df, uri, "id"),
+        ]
+        for call in calls:
+            with pytest.raises(InvalidArgumentError, match="memory:// table lives only"):
+                call()
+        assert spark_jobs() == [] and raylake.open_table(uri).snapshots() == []
+    finally:
+        raylake.open_table(uri).file_io.fs.rm("/raylake-spark-reach", recursive=True)
