@@ -235,8 +235,11 @@ class StreamPositionExpiredError(ConsumerError):
 
     def __init__(self, needed: int, earliest: int, uri: str, consumer_id: str | None = None):
         who = f"consumer {consumer_id!r}" if consumer_id else "the stream reader"
+        # A Paimon table refuses reset_consumer (raylake does not write it): Paimon's own
+        # reset_consumer procedure moves its consumers.
         hint = (
-            f"; move it with Table.reset_consumer({consumer_id!r}, {earliest}) and accept the gap"
+            f"; move it with Table.reset_consumer({consumer_id!r}, {earliest}) (on a Paimon "
+            "table: Paimon's reset_consumer procedure) and accept the gap"
             if consumer_id
             else ""
         )

@@ -11,7 +11,7 @@ from paimon_util import FIXTURES, expected, rows_by_key
 from test_compacted import compact
 
 import raylake
-from raylake.errors import StreamPositionExpiredError
+from raylake.errors import StreamPositionExpiredError, UnsupportedOperationError
 from raylake.paimon import UnsupportedPaimonError
 
 CHANGELOG = str(FIXTURES / "pk_changelog_input" / "table")
@@ -105,6 +105,19 @@ def test_an_expired_position_is_an_error(paimon_copy: Any) -> None:
     tbl = raylake.open_table(str(table))
     with pytest.raises(StreamPositionExpiredError):
         tbl.stream(start=1).poll()
+
+
+def test_an_expired_consumer_is_told_how_a_paimon_table_moves_it(paimon_copy: Any) -> None:
+    """The error said to call Table.reset_consumer, which a Paimon table refuses."""
+    table = paimon_copy("pk_deduplicate")
+    (table / "consumer").mkdir()
+    (table / "consumer" / "consumer-late").write_text(json.dumps({"nextSnapshot": 1}))
+    (table / "snapshot" / "snapshot-1").unlink()
+    tbl = raylake.open_table(str(table))
+    with pytest.raises(StreamPositionExpiredError, match="Paimon's reset_consumer procedure"):
+        tbl.stream(consumer_id="late").poll()
+    with pytest.raises(UnsupportedOperationError, match="Apache Paimon table"):
+        tbl.reset_consumer("late", 2)
 
 
 def test_partial_rows_need_a_changelog_producer() -> None:
