@@ -84,8 +84,12 @@ def _write_files(args: argparse.Namespace, tbl: Table) -> int:
 
     before = tbl.latest_snapshot()
     rows = _RowCount()
-    batches = rows.of(file_batches(args.files, args.format, tbl.schema))
-    snap = tbl.write(batches, mode=args.mode)
+    try:
+        snap = tbl.write(rows.of(file_batches(args.files, args.format, tbl.schema)), mode=args.mode)
+    except SchemaError as exc:  # rows the table refuses: which of the files holds them
+        if rows.path is None:
+            raise
+        raise SchemaError(f"in {rows.path!r}: {exc}") from exc
     if snap is None or snap == before:
         print("nothing to write")
         return 0
@@ -97,15 +101,18 @@ def _write_files(args: argparse.Namespace, tbl: Table) -> int:
 
 
 class _RowCount:
-    """The rows of the batches passed through ``of``."""
+    """The rows of the batches passed through ``of``, and the file of the batch being
+    written (None once all are)."""
 
     def __init__(self) -> None:
         self.total = 0
+        self.path: str | None = None
 
-    def of(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
+    def of(self, batches: Iterator[tuple[str, pa.RecordBatch]]) -> Iterator[pa.RecordBatch]:
+        for self.path, batch in batches:
             self.total += batch.num_rows
             yield batch
+        self.path = None
 
 
 def _replaced(tbl: Table, before: Snapshot | None, snap: Snapshot) -> str:

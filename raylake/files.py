@@ -103,9 +103,11 @@ def check_files(paths: Sequence[str], fmt: str = "auto") -> None:
 
 def file_batches(
     paths: Sequence[str], fmt: str = "auto", schema: pa.Schema | None = None
-) -> Iterator[pa.RecordBatch]:
-    """Every batch of every file, in order (a progress bar by file on a terminal)."""
+) -> Iterator[tuple[str, pa.RecordBatch]]:
+    """Every batch of every file, in order, with its file's path (a progress bar by file
+    on a terminal)."""
     check_files(paths, fmt)
     for path in track(paths, "write: files", total=len(paths)):
         with reading(path):
-            yield from file_dataset(path, fmt, schema).to_batches()
+            for batch in file_dataset(path, fmt, schema).to_batches():
+                yield path, batch

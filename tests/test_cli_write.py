@@ -200,3 +200,17 @@ def test_a_json_array_is_refused_saying_json_files_are_read_as_lines(
     )
     assert code == 2 and "rows.json': it holds a JSON array" in err and "JSON lines" in err
     assert not (tmp_path / "t").exists()
+
+
+def test_rows_the_table_refuses_are_named_by_their_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Of several files, the refusal did not say which one held the rows."""
+    uri, (one, two, three) = str(tmp_path / "t"), files(tmp_path)
+    raylake.create_table(uri, ROWS.schema)
+    pq.write_table(pa.table({"id": ["x"], "name": ["d"]}), tmp_path / "text_ids.parquet")
+    pq.write_table(pa.table({"name": ["e"]}), tmp_path / "no_ids.parquet")
+    for bad in ("text_ids.parquet", "no_ids.parquet"):
+        code, _, err = _run(capsys, "write", uri, one, str(tmp_path / bad), two, three)
+        assert code == 2 and f"error: in {str(tmp_path / bad)!r}: " in err
+        assert "'id'" in err and raylake.open_table(uri).snapshots() == []
