@@ -14,6 +14,7 @@ from raylake.errors import (
     NullConstraintError,
     SchemaError,
     TableAlreadyExistsError,
+    TableLocationError,
     TableNotFoundError,
 )
 from raylake.format.schema import SYSTEM_PREFIX, TableSchema
@@ -26,7 +27,7 @@ from raylake.table.commit import check_commit_safety
 from raylake.table.conform import conform
 from raylake.table.conform import pandas_to_arrow as dataframe_as_written
 from raylake.table.kind import kind_of
-from raylake.table.location import check_empty_location, created_at_location
+from raylake.table.location import check_empty_location, created_at_location, other_files
 from raylake.table.pandas_types import pandas_to_arrow, with_index_columns
 from raylake.table.source import source_for
 from raylake.table.table import Table
@@ -164,7 +165,16 @@ def open_or_create_table(
         raise SchemaError(f"cannot create the table at {uri!r}: no schema is known. {schema_hint}")
     spec = spec or TableSpec()
     ts = new_table_schema(table_columns(schema), spec)
-    return _create(uri_arg(uri), ts, storage_options, exist_ok=True, spec=spec), True
+    try:
+        return _create(uri_arg(uri), ts, storage_options, exist_ok=True, spec=spec), True
+    except TableLocationError as exc:
+        if not exc.found:  # the path is a file
+            raise
+        # A sink takes no allow_other_files: the table is created first, with it.
+        allow = "create the table first with create_table(..., allow_other_files=True)"
+        raise TableLocationError(
+            exc.path, other_files(exc.found, allow, "remove_orphan_files"), exc.found
+        ) from None
 
 
 def drop_new_table(tbl: Table) -> None:

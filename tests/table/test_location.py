@@ -17,6 +17,7 @@ import pytest
 import raylake
 from raylake.errors import TableLocationError
 from raylake.table import table_exists
+from raylake.table.catalog import open_or_create_table
 
 SCHEMA = pa.schema([("id", pa.int64())])
 DAY_AGO = time.time() - 2 * 86400
@@ -111,3 +112,19 @@ def test_a_path_that_is_a_file_is_named(tmp_path: Path) -> None:
             call()
         assert info.value.path.endswith("file.parquet")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file.parquet"]
+
+
+def test_a_sink_refusing_other_files_says_to_create_the_table_first(tmp_path: Path) -> None:
+    """The Ray and Spark sinks take no allow_other_files: the refusal said to pass it."""
+    _user_file(tmp_path)
+    with pytest.raises(TableLocationError) as info:
+        open_or_create_table(str(tmp_path), SCHEMA)
+    assert "pass allow_other_files" not in str(info.value)
+    assert "create the table first with create_table(..., allow_other_files=True)" in str(
+        info.value
+    )
+    assert info.value.found == ("data",)
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == [
+        "data",
+        "data/part-1.parquet",
+    ]
