@@ -271,7 +271,7 @@ def test_cli_refuses_negative_counts(
     ("content", "flags", "message"),
     [
         ("id,v\n1,a\n", ["--partition-by", "v"], "--partition-by must be given only with --create"),
-        ("id,v\n1,a\n", ["--buckets", "0"], "--buckets must be given only with --create"),
+        ("id,v\n1,a\n", ["--buckets", "2"], "--buckets must be given only with --create"),
         ("id,v\n1,a\nx,b\n", [], "cannot read"),
     ],
 )
