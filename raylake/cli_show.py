@@ -2,10 +2,10 @@
 
 Python and pandas cannot show some values as they are: ``datetime.time`` holds no
 nanoseconds (1 ns printed 00:00:00), ``date`` and ``datetime`` stop at year 9999 (a
-later one raised OverflowError), a float column's null prints NaN in pandas as a NaN
-does, and pandas turns the integers of a list or struct with a null into floats (an id
-above 2**53 printed rounded, 1 as 1.0). Such columns are shown as Arrow's text or as
-Python's own values instead.
+later one raised OverflowError), pandas prints a float column's null as NaN, as a NaN
+(pandas 3 a string column's too, as the string "NaN"), and turns the integers of a
+list or struct with a null into floats (an id above 2**53 printed rounded, 1 as 1.0).
+Such columns are shown as Arrow's text or as Python's own values instead.
 """
 
 from __future__ import annotations
@@ -52,13 +52,19 @@ def table_text(result: pa.Table) -> str:
 
     df = arrow_to_pandas(result)
     for name, column in zip(result.column_names, result.columns):
-        if pa.types.is_nested(column.type):
+        t = column.type
+        if pa.types.is_nested(t) or (_is_text(t) and column.null_count):
+            # pandas 3 prints a null string as NaN, as it prints the string "NaN".
             df[name] = pd.Series(column.to_pylist(), dtype=object)
-        elif pa.types.is_floating(column.type) and column.null_count:
+        elif pa.types.is_floating(t) and column.null_count:
             # Arrow's shortest text (nan, 1e+308); pandas would print 1e308 digit by digit.
             df[name] = pd.Series(column.cast(pa.string()).to_pylist(), dtype=object)
     with pd.option_context("display.max_rows", None, "display.width", 200):
         return str(df.to_string(index=False))
+
+
+def _is_text(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_dictionary(t)
 
 
 def _has_nanosecond_time(t: pa.DataType) -> bool:

@@ -63,3 +63,11 @@ def test_no_rows_print_the_header_alone(tmp_path: Path, capsys: pytest.CaptureFi
     assert _scan(tmp_path, capsys, data, "--filter", "id > 5") == "id  naïve name\n"
     assert main(["scan", str(tmp_path / "t"), "--filter", "id > 5", "--format", "json"]) == 0
     assert capsys.readouterr().out == ""
+
+
+def test_a_null_string_is_told_from_the_string_nan(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """pandas 3 printed both as NaN."""
+    out = _scan(tmp_path, capsys, pa.table({"s": ["NaN", None], "id": [1, 2]}))
+    assert [line.split() for line in out.splitlines()] == [["s", "id"], ["NaN", "1"], ["None", "2"]]
