@@ -14,7 +14,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from raylake import __version__
-from raylake.cli_args import columns_arg, count_arg, positive_arg, seconds_arg, start_arg
+from raylake.cli_args import (
+    columns_arg,
+    count_arg,
+    key_columns_arg,
+    positive_arg,
+    seconds_arg,
+    start_arg,
+)
 from raylake.cli_args import parse_older_than as parse_older_than
 from raylake.cli_json import json_line
 from raylake.cli_show import printable, table_text
@@ -276,8 +283,12 @@ def build_parser() -> argparse.ArgumentParser:
     write.add_argument("--format", choices=["auto", "parquet", "csv", "json"], default="auto")
     write.add_argument("--mode", choices=["append", "overwrite", "upsert"], help="table default")
     write.add_argument("--create", action="store_true", help="create the table from the files")
-    write.add_argument("--partition-by", help="with --create: comma-separated columns")
-    write.add_argument("--primary-key", help="with --create: comma-separated key columns")
+    write.add_argument(
+        "--partition-by", type=key_columns_arg, help="with --create: comma-separated columns"
+    )
+    write.add_argument(
+        "--primary-key", type=key_columns_arg, help="with --create: comma-separated key columns"
+    )
     write.add_argument("--buckets", type=positive_arg, help="with --create: bucket count")
     write.add_argument(
         "--allow-other-files",

@@ -65,6 +65,15 @@ def columns_arg(text: str) -> list[str]:
             return names
 
 
+def key_columns_arg(text: str) -> list[str]:
+    """Partition or key columns (argparse type), as ``columns_arg``; an empty name is
+    refused: ``--primary-key "$KEY"`` with KEY unset made a table without a key."""
+    names = columns_arg(text)
+    if "" in names:
+        raise argparse.ArgumentTypeError(f"{text!r} has an empty column name")
+    return names
+
+
 def positive_arg(text: str) -> int:
     """A snapshot id, bucket count or snapshot count: >= 1 (argparse type), refused
     naming the flag, not the keyword of the method it goes to."""

@@ -61,8 +61,8 @@ def _create_for_files(args: argparse.Namespace) -> Table:
             "from a file with values in every column"
         )
     layout = {
-        "partition_by": _names(args.partition_by),
-        "primary_key": _names(args.primary_key),
+        "partition_by": args.partition_by or [],
+        "primary_key": args.primary_key or [],
         "buckets": args.buckets,
     }
     if args.mode is not None:
@@ -121,7 +121,3 @@ def _replaced(tbl: Table, before: Snapshot | None, snap: Snapshot) -> str:
     if snap.commit_kind != "OVERWRITE" or tbl.is_primary_key_table:
         return ""
     return f" (replaced {0 if before is None else before.total_record_count} row(s))"
-
-
-def _names(text: str | None) -> list[str]:
-    return [c.strip() for c in text.split(",") if c.strip()] if text else []

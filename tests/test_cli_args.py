@@ -47,3 +47,16 @@ def test_columns_takes_quoted_names_with_commas(
     assert capsys.readouterr().out == '{" say \\"hi\\"": 3, "x`y": 4}\n'
     assert main(["scan", uri, "--columns", ""]) == 2  # not every column
     assert "unknown column ''" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("keys", ["", "id,,name", " , "])
+@pytest.mark.parametrize("flag", ["--primary-key", "--partition-by"])
+def test_an_empty_key_or_partition_column_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str, keys: str
+) -> None:
+    """--primary-key "$KEY" with KEY unset made a table without a key, silently."""
+    (tmp_path / "rows.csv").write_text("id,name\n1,a\n")
+    with pytest.raises(SystemExit) as info:
+        main(["write", str(tmp_path / "t"), str(tmp_path / "rows.csv"), "--create", flag, keys])
+    assert info.value.code == 2 and f"argument {flag}: " in capsys.readouterr().err
+    assert not (tmp_path / "t").exists()
