@@ -28,12 +28,21 @@ def parse_older_than(text: str) -> datetime | timedelta:
         parts = _DURATION_PART.findall(value)
         return sum((int(n) * _UNITS[unit] for n, unit in parts), timedelta())
     try:
-        return datetime.fromisoformat(text.strip())
+        return iso_time(text)
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"{text!r} is neither an age (e.g. 7d, 12h, 1d12h, 30m, 45s) "
             "nor an ISO time (e.g. 2024-05-01T12:00:00+00:00)"
         ) from None
+
+
+def iso_time(text: str) -> datetime:
+    """``datetime.fromisoformat``, with a trailing Z read as UTC everywhere: Python 3.10's
+    refuses it (2024-05-01T12:00:00Z), 3.11's reads it."""
+    value = text.strip()
+    if value[-1:] in ("Z", "z"):
+        value = value[:-1] + "+00:00"
+    return datetime.fromisoformat(value)
 
 
 def count_arg(text: str) -> int:
@@ -95,7 +104,7 @@ def start_arg(text: str) -> str | int | datetime:
     if value.isdigit() and int(value) >= 1:
         return int(value)
     try:
-        return datetime.fromisoformat(value)
+        return iso_time(value)
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"{text!r} is none of {', '.join(START_NAMES)}, a snapshot id (>= 1) "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pyarrow as pa
@@ -9,6 +10,7 @@ import pytest
 
 import raylake
 from raylake.cli import main
+from raylake.cli_args import parse_older_than, start_arg
 
 
 @pytest.mark.parametrize(
@@ -60,3 +62,11 @@ def test_an_empty_key_or_partition_column_is_refused(
         main(["write", str(tmp_path / "t"), str(tmp_path / "rows.csv"), "--create", flag, keys])
     assert info.value.code == 2 and f"argument {flag}: " in capsys.readouterr().err
     assert not (tmp_path / "t").exists()
+
+
+@pytest.mark.parametrize("text", ["2024-05-01T12:00:00Z", "2024-05-01 12:00:00z"])
+def test_an_iso_time_in_utc_with_a_z_is_read_on_every_python(text: str) -> None:
+    """Python 3.10's datetime.fromisoformat refuses the Z that 3.11's reads."""
+    utc = datetime(2024, 5, 1, 12, tzinfo=timezone.utc)
+    assert parse_older_than(text) == utc
+    assert start_arg(text) == utc
