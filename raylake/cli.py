@@ -359,7 +359,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             return _run(argv)
         finally:
-            sys.stdout.flush()  # here, not at exit, where a failure is only reported
+            if sys.stdout is not None:  # None: started without one (`raylake ... >&-`)
+                sys.stdout.flush()  # here, not at exit, where a failure is only reported
     except BrokenPipeError:
         # The reader went away (`raylake scan ... | head`): the rest is not wanted, so no
         # message, and the status a shell gives a command stopped by the closed pipe.

@@ -67,3 +67,19 @@ def test_ctrl_c_stops_with_status_130_and_no_traceback(
         pytest.fail("KeyboardInterrupt came out of main")
     assert code == 130
     assert capsys.readouterr().err == "raylake: interrupted\n"
+
+
+@pytest.mark.slow  # a child process, about 5 s to import raylake on 2 busy cores
+def test_a_command_started_without_stdout_runs(tmp_path: Path) -> None:
+    """`raylake info URI >&-`: Python makes sys.stdout None, and its flush failed."""
+    uri = str(tmp_path / "t")
+    raylake.create_table(uri, pa.schema([("id", pa.int64())]))
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    done = subprocess.run(
+        [sys.executable, "-m", "raylake", "info", uri],
+        preexec_fn=lambda: os.close(1),
+        stderr=subprocess.PIPE,
+        env=env,
+        timeout=60,
+    )
+    assert (done.returncode, done.stderr.decode()) == (0, "")
