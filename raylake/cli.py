@@ -61,7 +61,8 @@ def cmd_info(args: argparse.Namespace) -> int:
     if latest is not None:
         splits = tbl.scan().plan()
         info["data_files"] = len({p for s in splits for p in s.paths})
-    print(json.dumps(info, indent=2, default=str))
+    # Names as typed (naïve, 日本), not \u escapes: a user copies them into --columns.
+    print(json.dumps(info, indent=2, default=str, ensure_ascii=False))
     return 0
 
 

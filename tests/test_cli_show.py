@@ -71,3 +71,13 @@ def test_a_null_string_is_told_from_the_string_nan(
     """pandas 3 printed both as NaN."""
     out = _scan(tmp_path, capsys, pa.table({"s": ["NaN", None], "id": [1, 2]}))
     assert [line.split() for line in out.splitlines()] == [["s", "id"], ["NaN", "1"], ["None", "2"]]
+
+
+def test_info_shows_column_names_as_typed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """They came out as \\u escapes ("na\\u00efve"), which --columns does not take."""
+    tbl = raylake.create_table(str(tmp_path / "t"), pa.schema([("naïve", pa.int64())]))
+    assert main(["info", tbl.uri]) == 0
+    out = capsys.readouterr().out
+    assert '"naïve": "int64"' in out and json.loads(out)["columns"] == {"naïve": "int64"}
