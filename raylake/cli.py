@@ -404,7 +404,10 @@ def _run(argv: Sequence[str] | None) -> int:
 def _one_line(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror and exc.filename:  # no "[Errno 2]"
         return f"{exc.strerror}: {exc.filename!r}"
-    return " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+    text = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+    # pyarrow quotes the bytes it could not parse (a Parquet file read as CSV): NULs and
+    # control bytes, shown escaped rather than sent to the terminal.
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 if __name__ == "__main__":

@@ -214,3 +214,14 @@ def test_rows_the_table_refuses_are_named_by_their_file(
         code, _, err = _run(capsys, "write", uri, one, str(tmp_path / bad), two, three)
         assert code == 2 and f"error: in {str(tmp_path / bad)!r}: " in err
         assert "'id'" in err and raylake.open_table(uri).snapshots() == []
+
+
+def test_an_error_quoting_a_files_bytes_sends_no_control_bytes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A Parquet file read as CSV: pyarrow's message quotes its bytes, NULs included."""
+    uri, day1 = str(tmp_path / "t"), files(tmp_path)[0]
+    raylake.create_table(uri, ROWS.schema)
+    code, _, err = _run(capsys, "write", uri, day1, "--format", "csv")
+    assert code == 2 and "cannot read" in err and "\\x00" in err
+    assert err.endswith("\n") and err[:-1].isprintable()
