@@ -94,6 +94,12 @@ def check_files(paths: Sequence[str], fmt: str = "auto") -> None:
     if folders:  # the shell expands a pattern; a directory's files are not guessed at
         pattern = os.path.join(folders[0], "*.parquet")
         raise RaylakeError(f"{folders[0]!r} is a directory; give its files (e.g. {pattern})")
+    streams = [p for p in paths if os.path.exists(p) and not os.path.isfile(p)]
+    if streams:  # /dev/stdin of a pipe, <(...): pyarrow reads files, seeking in them
+        raise RaylakeError(
+            f"{streams[0]!r} is not a regular file (a pipe, or stdin from one): "
+            "save the data to a file and give its path"
+        )
     missing = [p for p in paths if not os.path.isfile(p)]
     if missing:
         raise RaylakeError(f"no such file(s): {missing}")

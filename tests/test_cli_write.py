@@ -225,3 +225,15 @@ def test_an_error_quoting_a_files_bytes_sends_no_control_bytes(
     code, _, err = _run(capsys, "write", uri, day1, "--format", "csv")
     assert code == 2 and "cannot read" in err and "\\x00" in err
     assert err.endswith("\n") and err[:-1].isprintable()
+
+
+def test_a_pipe_is_refused_as_no_regular_file_not_as_missing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`... | raylake write URI /dev/stdin` said "no such file(s): ['/dev/stdin']"."""
+    os.mkfifo(tmp_path / "pipe.csv")
+    code, _, err = _run(
+        capsys, "write", str(tmp_path / "t"), str(tmp_path / "pipe.csv"), "--create"
+    )
+    assert code == 2 and "pipe.csv' is not a regular file (a pipe" in err
+    assert "no such file" not in err and not (tmp_path / "t").exists()
