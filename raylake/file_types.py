@@ -4,7 +4,9 @@ pyarrow's JSON reader converts to most types, but reads a date or time only from
 number, never from text (``"2024-01-01"`` into a date column failed with "changed from
 number to string"), and converts to no duration, float16, dictionary or fixed-size
 binary at all. Those columns are read as JSON holds them (text, numbers) and then cast
-to the table's types, as a CSV file's text is parsed into them (raylake/files.py).
+to the table's types, as a CSV file's text is parsed into them (raylake/files.py). The
+CSV reader parses no float16 (nor a duration before pyarrow 17): read as float64 and
+int64, and cast.
 """
 
 from __future__ import annotations
@@ -36,8 +38,20 @@ def json_readable(t: pa.DataType, dates: bool) -> pa.DataType:
     return t
 
 
-def cast_columns(table: pa.Table, schema: pa.Schema) -> pa.Table:
+def csv_readable(t: pa.DataType) -> pa.DataType:
+    """A type pyarrow's CSV reader parses, that casts to ``t``: it parses no float16,
+    nor (before pyarrow 17) a duration."""
+    if pa.types.is_float16(t):
+        return pa.float64()
+    if pa.types.is_duration(t):
+        return pa.int64()
+    return t
+
+
+def cast_columns(table: pa.Table | pa.RecordBatch, schema: pa.Schema) -> pa.Table:
     """``table`` with each column of ``schema`` read as another type cast to its own."""
+    if isinstance(table, pa.RecordBatch):
+        table = pa.Table.from_batches([table])
     for i, name in enumerate(table.column_names):
         if name in schema.names and table.column(i).type != schema.field(name).type:
             column = _cast(table.column(i), schema.field(name).type)

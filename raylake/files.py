@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 
 from raylake.errors import RaylakeError
-from raylake.file_types import cast_columns, json_readable
+from raylake.file_types import cast_columns, csv_readable, json_readable
 from raylake.progress import track
 
 FORMATS = ("auto", "parquet", "csv", "json")
@@ -56,7 +56,7 @@ def _dataset(path: str, fmt: str, schema: pa.Schema | None) -> ds.Dataset:
     if kind == "parquet":
         return ds.dataset(path, format="parquet")
     if kind == "csv":
-        types = None if schema is None else {f.name: f.type for f in schema}
+        types = None if schema is None else {f.name: csv_readable(f.type) for f in schema}
         options = pcsv.ConvertOptions(column_types=types)
         return ds.dataset(path, format=ds.CsvFileFormat(convert_options=options))
 
@@ -113,7 +113,12 @@ def file_batches(
     """Every batch of every file, in order, with its file's path (a progress bar by file
     on a terminal)."""
     check_files(paths, fmt)
+    # The CSV columns read as another type (csv_readable), cast to the table's.
+    recast = pa.schema([f for f in schema or [] if csv_readable(f.type) != f.type])
     for path in track(paths, "write: files", total=len(paths)):
         with reading(path):
             for batch in file_dataset(path, fmt, schema).to_batches():
-                yield path, batch
+                if len(recast) and file_format(path, fmt) == "csv":
+                    yield from ((path, b) for b in cast_columns(batch, recast).to_batches())
+                else:
+                    yield path, batch

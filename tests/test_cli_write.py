@@ -237,3 +237,18 @@ def test_a_pipe_is_refused_as_no_regular_file_not_as_missing(
     )
     assert code == 2 and "pipe.csv' is not a regular file (a pipe" in err
     assert "no such file" not in err and not (tmp_path / "t").exists()
+
+
+def test_csv_writes_float16_and_duration_columns(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """pyarrow's CSV reader parses no float16 (nor a duration before pyarrow 17)."""
+    schema = pa.schema([("h", pa.float16()), ("d", pa.duration("ms")), ("s", pa.string())])
+    tbl = raylake.create_table(str(tmp_path / "t"), schema)
+    (tmp_path / "rows.csv").write_text("h,d,s\n1.5,250,x\n,,\n")
+    code, out, err = _run(capsys, "write", tbl.uri, str(tmp_path / "rows.csv"))
+    assert (code, err) == (0, "") and "wrote 2 row(s)" in out
+    assert tbl.to_arrow().to_pylist() == [
+        {"h": 1.5, "d": timedelta(milliseconds=250), "s": "x"},
+        {"h": None, "d": None, "s": ""},
+    ]
