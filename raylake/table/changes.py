@@ -34,6 +34,7 @@ from raylake.table.kind import kind_of
 from raylake.table.scan import ReadContext
 from raylake.table.source import TableSource
 from raylake.table.split import BucketKey, Split, bucket_order, by_bucket
+from raylake.table.stale_schema import stale_schema_batches
 
 ROW_KIND = "_rl_kind"  # the column Table.changelog uses, which a primary-key writer accepts
 ROW_KIND_FIELD = pa.field(ROW_KIND, pa.string(), nullable=False)
@@ -150,9 +151,12 @@ class ChangeReadContext:
                 assert isinstance(split, InsertSplit | RemovedSplit)
                 run, run_kind = [split.split], whole
             else:
-                yield from named_batches(
+                # A Table older than a widening reads under its older type: a value
+                # that does not fit is named as the whole-file reads name it.
+                named = named_batches(
                     kind.read_changes(self, split), self.file_io.retry_policy.max_attempts
                 )
+                yield from stale_schema_batches(self.file_io, self.table_schema, named)
         yield from self._whole(run, run_kind)
 
     def read_table(self, splits: Sequence[ChangeSplit]) -> pa.Table:

@@ -41,6 +41,7 @@ from raylake.table.maintenance import (
     remove_orphan_files,
 )
 from raylake.table.source import RaylakeSource, TableSource, writes
+from raylake.table.stale_schema import stale_schema_errors
 from raylake.table.table_reads import TableReads
 from raylake.table.writer import CommitMessage, TableWriter, writing
 
@@ -310,7 +311,9 @@ class Table(TableReads):
         self.kind.check_changes("changelog()")
         if columns is not None:
             columns = list(self.scan(columns=columns).columns or ())
-        return self.kind.read_changelog(self.file_io, self.snapshot(snapshot_id), columns)
+        snap = self.snapshot(snapshot_id)
+        with stale_schema_errors(self.file_io, self.table_schema):  # a widened value
+            return self.kind.read_changelog(self.file_io, snap, columns)
 
     @refuse_unknown_keywords
     def changes(

@@ -432,6 +432,29 @@ def test_a_reader_opened_before_a_widening_is_told_to_refresh(tmp_path: Path, ki
     assert stale.refresh().to_arrow().sort_by("k").column("x").to_pylist() == [1, 5, 2**40]
 
 
+def test_changes_of_a_reader_opened_before_a_widening_tell_it_to_refresh(tmp_path: Path) -> None:
+    """A primary-key table's changes() and changelog() merge the buckets under the
+    reader's older type: a wider value fails with SchemaError naming the column, as a
+    scan's does (was: pyarrow's bare ArrowInvalid)."""
+    schema = pa.schema([pa.field("k", pa.int64(), nullable=False), ("x", pa.int32())])
+    options = {"changelog-producer": "lookup"}
+    stale = raylake.create_table(str(tmp_path), schema, primary_key=["k"], options=options)
+    stale.write(pa.table({"k": [1], "x": [1]}, schema=schema))
+    fresh = raylake.open_table(str(tmp_path))
+    with fresh.update_schema() as u:
+        u.update_column("x", pa.int64())
+    fresh.write(pa.table({"k": [1, 2], "x": [2**40, 3]}))
+    message = r"changed the type of x: int32 -> int64 since.*call refresh\(\)"
+    with pytest.raises(SchemaError, match=message):
+        stale.changes(1, include_row_kind=True).to_arrow()
+    with pytest.raises(SchemaError, match=message):
+        list(stale.changes(0).to_batches())
+    with pytest.raises(SchemaError, match=message):
+        stale.changelog(2)
+    got = stale.refresh().changes(1).to_arrow().sort_by("k").column("x").to_pylist()
+    assert got == [2**40, 3]
+
+
 def test_manifests_merged_after_a_change_keep_statistics(tmp_path: Path) -> None:
     tbl = raylake.create_table(str(tmp_path), SCHEMA, options={"manifest.merge-min-count": "2"})
     for i in range(3):
