@@ -5,7 +5,10 @@ on the primary-key table), schema changes (add, rename, widen, drop, re-add a dr
 name) and compactions. The model keeps rows by field id, so a rename moves nothing
 and a re-added name is a new column. After every step each snapshot is read (time
 travel, under its own schema) and must equal the model's state at that snapshot;
-the latest state is also read through filters on evolved columns.
+the latest state is also read through filters on evolved columns, and ``changes()`` from
+the empty table and from the previous snapshot to the latest (under the current schema,
+row kinds exact) must equal the model's difference of the two states. The primary-key
+table also deletes keys.
 """
 
 from __future__ import annotations
@@ -176,6 +179,35 @@ class SchemaMachine(RuleBasedStateMachine):
         if snap is not None:
             self.record(snap.id)
 
+    @precondition(lambda self: self.primary_key and self.snapshots)
+    @rule(keys=st.lists(st.integers(0, 7), min_size=1, max_size=3))
+    def delete(self, keys: list[int]) -> None:
+        assert isinstance(self.rows, dict)
+        present = [k for k in keys if k in self.rows]
+        snap = self.tbl.delete(pa.table({"k": pa.array(keys, pa.int32())}))
+        for k in present:
+            del self.rows[k]
+        if present:  # deleting only absent keys commits nothing
+            assert snap is not None
+            self.record(snap.id)
+
+    def expected_changes(self, start: list[Row], end: list[Row]) -> list[dict[str, Any]]:
+        """The model's changes from ``start`` to ``end`` in the current schema."""
+        if not self.primary_key:  # appends only: the rows written after start
+            return [{**view(self.fields, r), "_rl_kind": "+I"} for r in end[len(start) :]]
+        before = {r[0]: view(self.fields, r) for r in start}
+        after = {r[0]: view(self.fields, r) for r in end}
+        rows: list[dict[str, Any]] = []
+        for key in before.keys() | after.keys():
+            if key not in before:
+                rows.append({**after[key], "_rl_kind": "+I"})
+            elif key not in after:
+                rows.append({**before[key], "_rl_kind": "-D"})
+            elif before[key] != after[key]:
+                rows.append({**before[key], "_rl_kind": "-U"})
+                rows.append({**after[key], "_rl_kind": "+U"})
+        return rows
+
     # -- checks --------------------------------------------------------------------
 
     @invariant()
@@ -198,6 +230,16 @@ class SchemaMachine(RuleBasedStateMachine):
             above = [r for r in self.current_rows() if (r.get(fid) or -1000) > 10]
             got = self.tbl.to_arrow(filter=f"{name} > 10", columns=["k"]).num_rows
             assert got == len(above), name
+
+    @invariant()
+    def changes_to_the_latest_are_the_models_difference(self) -> None:
+        ids = sorted(self.snapshots)
+        for start in {0, *ids[-2:-1]} if ids else ():
+            before = self.snapshots[start][1] if start else []
+            expected = self.expected_changes(before, self.snapshots[ids[-1]][1])
+            actual = self.tbl.changes(start, ids[-1], include_row_kind=True).to_arrow()
+            assert actual.schema.names == [*(n for _, n, _ in self.fields), "_rl_kind"]
+            assert self.same_rows(actual.to_pylist(), expected), start
 
 
 class PrimaryKeySchemaMachine(SchemaMachine):
