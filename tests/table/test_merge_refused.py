@@ -305,3 +305,23 @@ def test_a_value_of_another_kind_is_refused_before_any_work(
     source = pa.table({"id": [1], "n": [5], "label": ["12"]})
     merge = tbl.merge(source, on="id").when_matched_update(values)
     refused(tbl, merge.execute, SchemaMismatchError, rf"sets column '{column}' of type")
+
+
+@pytest.mark.parametrize(
+    ("on", "match"),
+    [
+        ("t.id = s.key and t.small = s.key", "t.small has type int32 but s.key has type int64"),
+        ("t.small = s.key and t.id = s.key", "t.id has type int64 but s.key has type int32"),
+    ],
+)
+def test_a_source_key_joining_target_keys_of_two_types_is_refused_before_any_work(
+    tmp_path: Path, no_reads: None, on: str, match: str
+) -> None:
+    """A source column the target lacks is cast to the type of the first target key it
+    joins: a second key of another type failed the hash join with Arrow's bare
+    'Incompatible data types for corresponding join field keys', after the reads."""
+    schema = pa.schema([("id", pa.int64()), ("small", pa.int32())])
+    tbl = raylake.create_table(str(tmp_path / "t"), schema)
+    tbl.write(pa.table({"id": [1], "small": pa.array([1], pa.int32())}))
+    merge = tbl.merge(pa.table({"key": [1]}), on=on).when_matched_delete()
+    refused(tbl, merge.execute, SchemaMismatchError, match)

@@ -270,6 +270,9 @@ def join_on(on: Any, schema: pa.Schema, source: pa.Schema) -> JoinOn:
         pairs, residual = _split_condition(parse_condition(on, "ts"), on)
     else:
         raise MergeArgumentError("on", on, "a column name, a list of them or a condition string")
+    # A source key the target lacks is cast to the type of the first target key it joins
+    # (conform_source): a second key it joins must be of that type too.
+    cast_to: dict[str, pa.DataType] = {}
     for t, s in pairs:
         if t not in schema.names:
             raise UnknownColumnError(t, list(schema.names), owner="the target", where=where)
@@ -279,13 +282,17 @@ def join_on(on: Any, schema: pa.Schema, source: pa.Schema) -> JoinOn:
         s_type = schema.field(s).type if s in schema.names else source.field(s).type
         if pa.types.is_dictionary(s_type):
             s_type = s_type.value_type
-        if t_type != s_type and (s in schema.names or not _castable(s_type, t_type)):
+        exact = s in schema.names or s in cast_to
+        s_type = cast_to.get(s, s_type)
+        if t_type != s_type and (exact or not _castable(s_type, t_type)):
             raise SchemaMismatchError(
                 f"merge key t.{t} has type {t_type} but s.{s} has type {s_type}",
                 column=t,
                 expected=t_type,
                 actual=s_type,
             )
+        if s not in schema.names:
+            cast_to.setdefault(s, t_type)
         if pa.types.is_nested(t_type):
             # No hash join, order or statistics compare them; SQL engines refuse too.
             raise MergeError(
