@@ -159,7 +159,11 @@ class LakeMerger(TableMerger):
             check_visible(tbl.file_io)  # or its files would be written where none looks
             return append_part(tbl, snap, group, src, on, updates, file_prefix=f"{prefix}-{index}")
 
-        parts = ray.get([merge_files.remote(g, source_ref, i) for i, g in enumerate(groups)])
+        refs = [merge_files.remote(g, source_ref, i) for i, g in enumerate(groups)]
+        # Every task ends before an error is raised: ray.get raises at the first failure
+        # while the other tasks still write, and the attempt's cleanup missed their files.
+        ray.wait(refs, num_returns=len(refs))
+        parts = ray.get(refs)
         return finish_append(tbl, snap, files, parts, source, on, clauses, file_prefix=prefix)
 
     def _run_tasks(

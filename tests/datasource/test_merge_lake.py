@@ -21,6 +21,7 @@ from merge_case import (  # noqa: E402
     source_table,
     target_rows,
 )
+from ray_leftovers import leftovers  # noqa: E402
 
 import raylake  # noqa: E402
 from raylake.datasource.merge import LakeMerger  # noqa: E402
@@ -223,3 +224,32 @@ def test_a_schema_change_while_planning_keeps_the_new_column(
     result = merger.execute()
     assert meanwhile and result.attempts == 2
     assert rows_after_change(tbl.uri) == expected_after_change(primary_key)
+
+
+def test_an_append_merge_whose_task_fails_leaves_no_file_of_its_other_tasks(
+    tmp_path: Path, ray_cluster: Any
+) -> None:
+    """The first task fails (key 1 matched twice) while the second has yet to run (an
+    actor holds the other CPU): the driver raised at the first failure and deleted the
+    merge's files then, and the second task's file, written after that, stayed."""
+    schema = pa.schema([("id", pa.int64()), ("n", pa.int64())])
+    tbl = raylake.create_table(str(tmp_path / "t"), schema)
+    tbl.write(pa.table({"id": [0, 1], "n": [0, 0]}, schema=schema))
+    tbl.write(pa.table({"id": [10, 20], "n": [0, 0]}, schema=schema))
+    before = {rel for rel, _ in tbl.file_io.list_files("data")}
+    source = ray.data.from_arrow(pa.table({"id": [1, 1, 20], "n": [1, 2, 3]}))
+
+    class Hold:  # defined here: Ray's workers cannot import this test module
+        def ready(self) -> bool:
+            return True
+
+    hold = ray.remote(num_cpus=ray.cluster_resources()["CPU"] - 1)(Hold).remote()
+    try:
+        ray.get(hold.ready.remote())  # one CPU left: the merge's tasks run one by one
+        with pytest.raises(MergeCardinalityError):
+            raylake.merge_lake(source, tbl.uri, on="id").when_matched_update().execute()
+    finally:
+        ray.kill(hold)
+    assert leftovers(None) is None  # every task the merge started has ended
+    assert {rel for rel, _ in tbl.file_io.list_files("data")} == before
+    assert len(tbl.snapshots()) == 2
