@@ -141,6 +141,14 @@ class MergeMachine(RuleBasedStateMachine):
     primary_key = False
     # The join key; a second column is also the table's partition column.
     on: tuple[str, ...] = ("k",)
+    # The partition columns where not the join key's second column (None).
+    partition_by: tuple[str, ...] | None = None
+
+    @property
+    def layout(self) -> tuple[list[str], tuple[str, ...]]:
+        """The partition columns, and the primary key (the join key and those)."""
+        parts = list(self.on[1:] if self.partition_by is None else self.partition_by)
+        return parts, (*self.on, *[c for c in parts if c not in self.on])
 
     def __init__(self) -> None:
         super().__init__()
@@ -150,15 +158,16 @@ class MergeMachine(RuleBasedStateMachine):
     @initialize(buckets=st.integers(1, 3), file_rows=st.sampled_from([2, 1000]))
     def create(self, buckets: int, file_rows: int) -> None:
         uri = f"memory://merge-model-{uuid.uuid4().hex}/t"
-        partition_by = list(self.on[1:])
+        partition_by, primary_key = self.layout
         if self.primary_key:
             schema = SCHEMA
-            for name in self.on:
+            for name in primary_key:
                 index = schema.get_field_index(name)
                 schema = schema.set(index, schema.field(name).with_nullable(False))
             self.tbl = raylake.create_table(
-                uri, schema, primary_key=list(self.on), partition_by=partition_by, buckets=buckets
-            )
+                uri, schema, primary_key=list(primary_key), partition_by=partition_by,
+                buckets=buckets,
+            )  # fmt: skip
         else:  # small row groups and files: merges touch some files, not all
             self.tbl = raylake.create_table(
                 uri, SCHEMA, partition_by=partition_by,
@@ -176,8 +185,9 @@ class MergeMachine(RuleBasedStateMachine):
             return
         self.tbl.write(pa.Table.from_pylist(rows, schema=SCHEMA))
         if self.primary_key:
-            by_key = {key_of(r, self.on): r for r in self.model}
-            by_key.update({key_of(r, self.on): r for r in rows})
+            primary_key = self.layout[1]
+            by_key = {key_of(r, primary_key): r for r in self.model}
+            by_key.update({key_of(r, primary_key): r for r in rows})
             self.model = list(by_key.values())
         else:
             self.model += rows
@@ -244,6 +254,20 @@ class PartitionedPrimaryKeyMergeMachine(PrimaryKeyMergeMachine):
     on = ("k", "p")
 
 
+class JoinedOffPartitionMergeMachine(MergeMachine):
+    """Partitioned by p, joined on k alone: a source row matches target rows of any
+    partition (none pruned by the source's p)."""
+
+    partition_by = ("p",)
+
+
+class JoinedOffPartitionPrimaryKeyMergeMachine(PrimaryKeyMergeMachine):
+    """Primary key (k, p), partitioned by p, joined on k alone: not a key lookup, the
+    table is read (pruned by the source's k range)."""
+
+    partition_by = ("p",)
+
+
 SETTINGS = settings(
     max_examples=25,
     stateful_step_count=8,
@@ -274,3 +298,15 @@ def test_partitioned_primary_key_merge_matches_the_model() -> None:
     from hypothesis.stateful import run_state_machine_as_test
 
     run_state_machine_as_test(PartitionedPrimaryKeyMergeMachine, settings=SETTINGS)
+
+
+def test_append_merge_joined_off_the_partition_matches_the_model() -> None:
+    from hypothesis.stateful import run_state_machine_as_test
+
+    run_state_machine_as_test(JoinedOffPartitionMergeMachine, settings=SETTINGS)
+
+
+def test_primary_key_merge_joined_off_the_key_matches_the_model() -> None:
+    from hypothesis.stateful import run_state_machine_as_test
+
+    run_state_machine_as_test(JoinedOffPartitionPrimaryKeyMergeMachine, settings=SETTINGS)
