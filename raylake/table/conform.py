@@ -260,10 +260,13 @@ def _cast(column: pa.ChunkedArray, dtype: pa.DataType) -> pa.ChunkedArray:
     try:
         return column.cast(dtype, safe=True)
     except pa.ArrowNotImplementedError:
-        if not (_kind(column.type) == _kind(dtype) and _kind(dtype) in ("text", "bytes")):
+        views = _unviewed(column.type) != column.type
+        if not (views and _unviewed(column.type).equals(_unviewed(dtype))) and not (
+            _kind(column.type) == _kind(dtype) and _kind(dtype) in ("text", "bytes")
+        ):
             raise
         # pyarrow before 17 has no cast from string_view or binary_view (polars' strings
-        # and binaries): through Python.
+        # and binaries, also in lists and structs): through Python.
         chunks = [pa.array(chunk.to_pylist(), dtype) for chunk in column.chunks]
         return pa.chunked_array(chunks, dtype)
 
@@ -280,6 +283,32 @@ def _decoded(column: pa.ChunkedArray) -> pa.ChunkedArray:
         pc.take(_cast(pa.chunked_array([c.dictionary]), plain), c.indices) for c in column.chunks
     ]
     return pa.chunked_array(chunks, plain)
+
+
+def unviewed(schema: pa.Schema) -> pa.Schema:
+    """``schema`` with its string_view and binary_view types, nested too, as string and
+    binary: the types of the new columns a stream of views brings (polars' strings),
+    which a table does not store (an in-memory layout, like a dictionary)."""
+    return pa.schema([f.with_type(_unviewed(f.type)) for f in schema], schema.metadata)
+
+
+def _unviewed(dtype: pa.DataType) -> pa.DataType:
+    t = pa.types
+    if _is_view(dtype):
+        return pa.string() if _kind(dtype) == "text" else pa.binary()
+    if t.is_dictionary(dtype):
+        return pa.dictionary(dtype.index_type, _unviewed(dtype.value_type), dtype.ordered)
+    if t.is_list(dtype) or t.is_large_list(dtype) or t.is_fixed_size_list(dtype):
+        item = dtype.value_field.with_type(_unviewed(dtype.value_type))
+        if t.is_fixed_size_list(dtype):
+            return pa.list_(item, dtype.list_size)
+        return pa.list_(item) if t.is_list(dtype) else pa.large_list(item)
+    if t.is_map(dtype):
+        key, value = dtype.key_field, dtype.item_field
+        return pa.map_(key.with_type(_unviewed(key.type)), value.with_type(_unviewed(value.type)))
+    if t.is_struct(dtype):
+        return pa.struct([f.with_type(_unviewed(f.type)) for f in dtype])
+    return dtype
 
 
 def _is_view(dtype: pa.DataType) -> bool:

@@ -20,7 +20,7 @@ from raylake.format.evolution import SchemaUpdate
 from raylake.format.schema import TableSchema
 from raylake.format.schema_files import load_schema, schema_by_id, write_schema
 from raylake.io import FileIO
-from raylake.table.conform import ArrowData, check_schema, iter_input
+from raylake.table.conform import ArrowData, check_schema, iter_input, unviewed
 
 if TYPE_CHECKING:
     from raylake.table.table import Table
@@ -126,7 +126,7 @@ def with_new_columns(tbl: Table, data_schema: pa.Schema) -> tuple[TableSchema, T
     table_schema = update.base.arrow_schema
     known = pa.schema([f for f in data_schema if f.name in table_schema.names])
     check_schema(known, merged_columns(table_schema, known))
-    update.union_by_name(data_schema)
+    update.union_by_name(unviewed(data_schema))
     return update.base, update.apply()
 
 

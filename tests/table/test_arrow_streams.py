@@ -197,3 +197,34 @@ def test_a_stream_of_arrays_is_refused_with_nothing_written(tmp_path: Path) -> N
     with pytest.raises(raylake.SchemaMismatchError, match="not a stream of record batches"):
         tbl.write(pa.chunked_array([[1, 2]]))
     assert tbl.latest_snapshot() is None
+
+
+def test_merge_mode_write_of_views_adds_plain_columns(tmp_path: Path) -> None:
+    """A stream of views (polars' strings, lists of strings and Categoricals) brings its
+    new columns as string and binary, the types its views are written into."""
+    tbl = raylake.create_table(str(tmp_path), pa.schema([("id", pa.int64())]))
+    categories = pa.DictionaryArray.from_arrays(
+        pa.array([0], pa.uint32()), pa.array(["x"], pa.string_view())
+    )
+    data = pa.table(
+        {
+            "id": [1],
+            "s": pa.array(["a"], pa.string_view()),
+            "b": pa.array([b"z"], pa.binary_view()),
+            "l": pa.array([["p", None]], pa.large_list(pa.string_view())),
+            "c": categories,
+        }
+    )
+    tbl.write(_Exporter(data), schema_mode="merge")
+    assert raylake.open_table(str(tmp_path)).schema == pa.schema(
+        [
+            ("id", pa.int64()),
+            ("s", pa.string()),
+            ("b", pa.binary()),
+            ("l", pa.large_list(pa.string())),
+            ("c", pa.string()),
+        ]
+    )
+    assert tbl.to_arrow().to_pylist() == [
+        {"id": 1, "s": "a", "b": b"z", "l": ["p", None], "c": "x"}
+    ]
