@@ -225,7 +225,10 @@ def arrow_to_pandas(
         pa.uint64(): pd.UInt64Dtype(),
     }
     try:
-        df = pa_table.to_pandas(types_mapper=types_mapper)
+        # Integers with nulls inside structs and lists as Python ints, not float64, which
+        # rounds values above 2**53 and gives a type the table's column refuses; the
+        # top-level ones become nullable below.
+        df = pa_table.to_pandas(types_mapper=types_mapper, integer_object_nulls=True)
     except (pa.ArrowInvalid, ValueError, OverflowError) as exc:
         raise _unconvertible(pa_table, types_mapper, exc) from exc
     for name, column in zip(pa_table.column_names, pa_table.columns):
