@@ -6,9 +6,12 @@ rows go from the Parquet reader to the engine batch by batch, never through pand
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from raylake.errors import InvalidArgumentError, MissingDependencyError
+import pyarrow as pa
+
+from raylake.errors import InvalidArgumentError, MissingDependencyError, UnsupportedTypeError
 
 if TYPE_CHECKING:
     from raylake.table.scan import TableScan
@@ -37,4 +40,58 @@ def to_polars_frame(scan: TableScan) -> Any:
         import polars as pl
     except ImportError as exc:
         raise MissingDependencyError("polars", "polars") from exc
-    return pl.DataFrame(scan)
+    schema = scan.to_arrow_reader().schema
+    wanted = pa.schema([f.with_type(_polars_type(f.name, f.type)) for f in schema])
+    if wanted.equals(schema):
+        return pl.DataFrame(scan)
+    return pl.DataFrame(_Stream(pa.RecordBatchReader.from_batches(wanted, _cast(scan, wanted))))
+
+
+class _Stream:
+    """A reader as nothing but an Arrow stream: polars before 1.31 takes a pyarrow
+    RecordBatchReader for a sequence of rows, but reads any stream exporter."""
+
+    def __init__(self, reader: pa.RecordBatchReader) -> None:
+        self._reader = reader
+
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
+        return self._reader.__arrow_c_stream__(requested_schema)
+
+
+# polars' decimals are 128-bit: it panics (a Rust PanicException, not an error) on Arrow's
+# decimal256, which holds up to 76 digits.
+_POLARS_DECIMAL_DIGITS = 38
+
+
+def _polars_type(column: str, dtype: pa.DataType) -> pa.DataType:
+    """``dtype`` as polars reads it: a decimal256 of at most 38 digits as a decimal128
+    (the same values); one of more digits is refused, naming ``column``."""
+    t = pa.types
+    if isinstance(dtype, pa.Decimal256Type):
+        if dtype.precision > _POLARS_DECIMAL_DIGITS:
+            raise UnsupportedTypeError(
+                column,
+                dtype,
+                "polars' 128-bit decimals",
+                "leave it out with columns=, or read it with to_arrow()",
+            )
+        return pa.decimal128(dtype.precision, dtype.scale)
+    if t.is_list(dtype) or t.is_large_list(dtype) or t.is_fixed_size_list(dtype):
+        item = dtype.value_field.with_type(_polars_type(column, dtype.value_type))
+        if t.is_fixed_size_list(dtype):
+            return pa.list_(item, dtype.list_size)
+        return pa.list_(item) if t.is_list(dtype) else pa.large_list(item)
+    if t.is_map(dtype):
+        key, value = dtype.key_field, dtype.item_field
+        return pa.map_(
+            key.with_type(_polars_type(column, key.type)),
+            value.with_type(_polars_type(column, value.type)),
+        )
+    if t.is_struct(dtype):
+        return pa.struct([f.with_type(_polars_type(column, f.type)) for f in dtype])
+    return dtype
+
+
+def _cast(scan: TableScan, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    for batch in scan.to_batches():
+        yield from pa.Table.from_batches([batch]).cast(schema).to_batches()

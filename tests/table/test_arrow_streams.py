@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
@@ -228,3 +229,24 @@ def test_merge_mode_write_of_views_adds_plain_columns(tmp_path: Path) -> None:
     assert tbl.to_arrow().to_pylist() == [
         {"id": 1, "s": "a", "b": b"z", "l": ["p", None], "c": "x"}
     ]
+
+
+def test_to_polars_reads_decimal256_that_fits_and_refuses_what_does_not(tmp_path: Path) -> None:
+    """polars' decimals are 128-bit: it panics on decimal256 (a Rust PanicException)."""
+    pl = pytest.importorskip("polars")
+    schema = pa.schema(
+        [
+            ("id", pa.int64()),
+            ("d", pa.decimal256(20, 2)),
+            ("s", pa.struct([("d", pa.decimal256(20, 2))])),
+            ("wide", pa.decimal256(50, 2)),
+        ]
+    )
+    tbl = raylake.create_table(str(tmp_path), schema)
+    d, wide = Decimal("123456789012345678.25"), Decimal("1" * 48 + ".25")
+    tbl.write(pa.table({"id": [1], "d": [d], "s": [{"d": d}], "wide": [wide]}, schema=schema))
+    frame = tbl.to_polars(columns=["id", "d", "s"])
+    assert isinstance(frame, pl.DataFrame)
+    assert frame.to_dicts() == [{"id": 1, "d": d, "s": {"d": d}}]
+    with pytest.raises(raylake.errors.UnsupportedTypeError, match=r"'wide'.*columns="):
+        tbl.to_polars()
