@@ -2,6 +2,9 @@
 
 Both read through the Arrow PyCapsule stream interface (``__arrow_c_stream__``), so
 rows go from the Parquet reader to the engine batch by batch, never through pandas.
+Neither reads every Arrow type a table stores: a column is handed over in a type the
+engine reads with the same values (decimal256 of up to 38 digits as decimal128, and
+float16 as float32 for DuckDB), or refused by name before anything is read.
 """
 
 from __future__ import annotations
@@ -16,6 +19,10 @@ from raylake.errors import InvalidArgumentError, MissingDependencyError, Unsuppo
 if TYPE_CHECKING:
     from raylake.table.scan import TableScan
 
+# polars' and DuckDB's decimals are 128-bit: polars panics (a Rust PanicException, not an
+# error) on Arrow's decimal256, which holds up to 76 digits, and DuckDB fails each query.
+_DECIMAL128_DIGITS = 38
+
 
 def register_duckdb(scan: TableScan, name: str, connection: Any = None) -> Any:
     """Register ``scan`` as a DuckDB view called ``name``; returns the connection.
@@ -29,8 +36,10 @@ def register_duckdb(scan: TableScan, name: str, connection: Any = None) -> Any:
         raise MissingDependencyError("duckdb", "duckdb") from exc
     if not isinstance(name, str) or not name:
         raise InvalidArgumentError("name", name, "a non-empty view name")
+    pinned = scan.pin()
+    stream = _readable(pinned, "DuckDB", float16=False)
     con = duckdb.connect() if connection is None else connection
-    con.register(name, scan.pin())
+    con.register(name, pinned if stream is None else stream)
     return con
 
 
@@ -40,58 +49,62 @@ def to_polars_frame(scan: TableScan) -> Any:
         import polars as pl
     except ImportError as exc:
         raise MissingDependencyError("polars", "polars") from exc
-    schema = scan.to_arrow_reader().schema
-    wanted = pa.schema([f.with_type(_polars_type(f.name, f.type)) for f in schema])
-    if wanted.equals(schema):
-        return pl.DataFrame(scan)
-    return pl.DataFrame(_Stream(pa.RecordBatchReader.from_batches(wanted, _cast(scan, wanted))))
+    stream = _readable(scan, "polars", float16=True)
+    return pl.DataFrame(scan if stream is None else stream)
 
 
 class _Stream:
-    """A reader as nothing but an Arrow stream: polars before 1.31 takes a pyarrow
-    RecordBatchReader for a sequence of rows, but reads any stream exporter."""
+    """A scan's rows cast to ``schema``, as nothing but an Arrow stream (polars before
+    1.31 takes a pyarrow RecordBatchReader for a sequence of rows); each call of
+    ``__arrow_c_stream__`` reads the scan anew, as the scan's own does."""
 
-    def __init__(self, reader: pa.RecordBatchReader) -> None:
-        self._reader = reader
+    def __init__(self, scan: TableScan, schema: pa.Schema) -> None:
+        self._scan = scan
+        self._schema = schema
 
     def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
-        return self._reader.__arrow_c_stream__(requested_schema)
+        reader = pa.RecordBatchReader.from_batches(self._schema, self._batches())
+        return reader.__arrow_c_stream__(requested_schema)
+
+    def _batches(self) -> Iterator[pa.RecordBatch]:
+        for batch in self._scan.to_batches():
+            yield from pa.Table.from_batches([batch]).cast(self._schema).to_batches()
 
 
-# polars' decimals are 128-bit: it panics (a Rust PanicException, not an error) on Arrow's
-# decimal256, which holds up to 76 digits.
-_POLARS_DECIMAL_DIGITS = 38
+def _readable(scan: TableScan, engine: str, float16: bool) -> _Stream | None:
+    """A stream of ``scan`` in types ``engine`` reads, or None where it reads the scan's
+    own; a column it cannot hold is refused, naming it."""
+    schema = scan.to_arrow_reader().schema  # the scan's columns: nothing is planned
+    wanted = pa.schema([f.with_type(_engine_type(f.name, f.type, engine, float16)) for f in schema])
+    return None if wanted.equals(schema) else _Stream(scan, wanted)
 
 
-def _polars_type(column: str, dtype: pa.DataType) -> pa.DataType:
-    """``dtype`` as polars reads it: a decimal256 of at most 38 digits as a decimal128
-    (the same values); one of more digits is refused, naming ``column``."""
+def _engine_type(column: str, dtype: pa.DataType, engine: str, float16: bool) -> pa.DataType:
+    """``dtype`` as ``engine`` reads it, the same values (``float16``: whether it reads
+    float16); a decimal256 of more digits than 128 bits hold is refused."""
     t = pa.types
+
+    def inner(f: pa.Field) -> pa.Field:
+        return f.with_type(_engine_type(column, f.type, engine, float16))
+
     if isinstance(dtype, pa.Decimal256Type):
-        if dtype.precision > _POLARS_DECIMAL_DIGITS:
+        if dtype.precision > _DECIMAL128_DIGITS:
             raise UnsupportedTypeError(
                 column,
                 dtype,
-                "polars' 128-bit decimals",
+                f"the 128-bit decimals of {engine}",
                 "leave it out with columns=, or read it with to_arrow()",
             )
         return pa.decimal128(dtype.precision, dtype.scale)
+    if t.is_float16(dtype) and not float16:
+        return pa.float32()
     if t.is_list(dtype) or t.is_large_list(dtype) or t.is_fixed_size_list(dtype):
-        item = dtype.value_field.with_type(_polars_type(column, dtype.value_type))
+        item = inner(dtype.value_field)
         if t.is_fixed_size_list(dtype):
             return pa.list_(item, dtype.list_size)
         return pa.list_(item) if t.is_list(dtype) else pa.large_list(item)
     if t.is_map(dtype):
-        key, value = dtype.key_field, dtype.item_field
-        return pa.map_(
-            key.with_type(_polars_type(column, key.type)),
-            value.with_type(_polars_type(column, value.type)),
-        )
+        return pa.map_(inner(dtype.key_field), inner(dtype.item_field))
     if t.is_struct(dtype):
-        return pa.struct([f.with_type(_polars_type(column, f.type)) for f in dtype])
+        return pa.struct([inner(f) for f in dtype])
     return dtype
-
-
-def _cast(scan: TableScan, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
-    for batch in scan.to_batches():
-        yield from pa.Table.from_batches([batch]).cast(schema).to_batches()

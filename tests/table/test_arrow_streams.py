@@ -250,3 +250,30 @@ def test_to_polars_reads_decimal256_that_fits_and_refuses_what_does_not(tmp_path
     assert frame.to_dicts() == [{"id": 1, "d": d, "s": {"d": d}}]
     with pytest.raises(raylake.errors.UnsupportedTypeError, match=r"'wide'.*columns="):
         tbl.to_polars()
+
+
+def test_to_duckdb_reads_float16_and_decimal256_that_fits(tmp_path: Path) -> None:
+    """DuckDB reads neither float16 nor decimal256: each query of the view failed."""
+    pytest.importorskip("duckdb")
+    schema = pa.schema(
+        [
+            ("h", pa.float16()),
+            ("l", pa.list_(pa.float16())),
+            ("d", pa.decimal256(20, 2)),
+            ("wide", pa.decimal256(50, 2)),
+        ]
+    )
+    tbl = raylake.create_table(str(tmp_path), schema)
+    half = np.array([1.5], np.float16)
+    d = Decimal("123456789012345678.25")
+    tbl.write(
+        pa.table(
+            {"h": half, "l": [half], "d": [d], "wide": [Decimal("1" * 48 + ".25")]}, schema=schema
+        )
+    )
+    con = tbl.to_duckdb("v", columns=["h", "l", "d"])
+    tbl.write(tbl.to_arrow())  # not in the view, pinned at registration
+    for _ in range(2):
+        assert con.sql("select * from v").fetchall() == [(1.5, [1.5], d)]
+    with pytest.raises(raylake.errors.UnsupportedTypeError, match="'wide'"):
+        tbl.to_duckdb("w")
