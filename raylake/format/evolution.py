@@ -33,7 +33,7 @@ from raylake.errors import (
 )
 from raylake.format import options as opt
 from raylake.format.schema import FORMAT_VERSION, SYSTEM_PREFIX, TableSchema
-from raylake.format.types import normalize_type
+from raylake.format.types import column_type
 
 _SIGNED = (pa.int8(), pa.int16(), pa.int32(), pa.int64())
 _UNSIGNED = (pa.uint8(), pa.uint16(), pa.uint32(), pa.uint64())
@@ -122,7 +122,7 @@ class SchemaUpdate:
             position = self._index(after) + 1
         elif before is not None:
             position = self._index(before)
-        self._fields.insert(position, pa.field(name, normalize_type(field_type), nullable=True))
+        self._fields.insert(position, pa.field(name, column_type(name, field_type), nullable=True))
         self._ids.insert(position, self._next_id)
         self._next_id += 1
         self._changed = True
@@ -154,7 +154,7 @@ class SchemaUpdate:
         current = self._fields[i]
         new = current
         if field_type is not None:
-            requested = normalize_type(_check_type(name, field_type))
+            requested = column_type(name, _check_type(name, field_type))
             if not requested.equals(current.type):
                 self._check_protected(name, "change the type of")
                 if not can_widen(current.type, requested):

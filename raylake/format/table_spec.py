@@ -21,7 +21,7 @@ from raylake.arguments import check_names, check_optional_count
 from raylake.errors import InvalidOptionError, SchemaArgumentError, SchemaError
 from raylake.format.options import SEQUENCE_FIELD
 from raylake.format.schema import TableSchema
-from raylake.format.types import normalize_type
+from raylake.format.types import column_type
 
 
 @dataclass(frozen=True)
@@ -112,7 +112,9 @@ class TableSpec:
                 "groups or sorts by it; rename the column"
             )
         fields = [
-            pa.field(f.name, normalize_type(f.type), f.nullable and f.name not in self.primary_key)
+            pa.field(
+                f.name, column_type(f.name, f.type), f.nullable and f.name not in self.primary_key
+            )
             for f in schema
         ]
         return TableSchema(

@@ -138,6 +138,15 @@ def normalize_type(dtype: pa.DataType) -> pa.DataType:
     return type_from_json(type_to_json(dtype))
 
 
+def column_type(column: str, dtype: pa.DataType) -> pa.DataType:
+    """The type ``column`` is stored as; a type the format does not store is refused
+    naming the column (a DataFrame or a data schema may have many)."""
+    try:
+        return normalize_type(dtype)
+    except SchemaError as exc:
+        raise SchemaError(f"column {column!r}: {exc}") from None
+
+
 def has_min_max(dtype: pa.DataType) -> bool:
     """Whether per-file min/max statistics are kept for a column of this type."""
     return (

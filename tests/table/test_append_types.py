@@ -126,9 +126,17 @@ def test_dictionary_columns_store_their_value_type() -> None:
 def test_unsupported_types_are_rejected(dtype: pa.DataType, tmp_path: Path) -> None:
     with pytest.raises(SchemaError, match="cannot be stored"):
         type_to_json(dtype)
-    with pytest.raises(SchemaError):
-        raylake.create_table(str(tmp_path), pa.schema([("c", dtype)]))
+    with pytest.raises(SchemaError, match=r"column 'c': .*cannot be stored"):
+        raylake.create_table(str(tmp_path), pa.schema([("id", pa.int64()), ("c", dtype)]))
     assert not (tmp_path / "schema").exists()
+
+
+def test_a_write_bringing_a_column_of_a_type_not_stored_names_it(tmp_path: Path) -> None:
+    tbl = raylake.create_table(str(tmp_path), pa.schema([("id", pa.int64())]))
+    intervals = pa.array([(1, 2, 3)], pa.month_day_nano_interval())
+    with pytest.raises(SchemaError, match=r"column 'iv': .*cannot be stored"):
+        tbl.write(pa.table({"id": [1], "iv": intervals}), schema_mode="merge")
+    assert tbl.latest_snapshot() is None
 
 
 @pytest.mark.parametrize("value", ["int128", {"type": "tensor"}, {"no": "type"}])
