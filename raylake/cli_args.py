@@ -27,12 +27,16 @@ def parse_older_than(text: str) -> datetime | timedelta:
     if value and _DURATION_PART.sub("", value) == "":
         parts = _DURATION_PART.findall(value)
         return sum((int(n) * _UNITS[unit] for n, unit in parts), timedelta())
+    return iso_time_arg(text, "neither an age (e.g. 7d, 12h, 1d12h, 30m, 45s) nor")
+
+
+def iso_time_arg(text: str, what_else: str) -> datetime:
+    """``text`` as an ISO time, or argparse's error saying it is ``what_else`` an ISO time."""
     try:
         return iso_time(text)
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"{text!r} is neither an age (e.g. 7d, 12h, 1d12h, 30m, 45s) "
-            "nor an ISO time (e.g. 2024-05-01T12:00:00+00:00)"
+            f"{text!r} is {what_else} an ISO time (e.g. 2024-05-01T12:00:00+00:00)"
         ) from None
 
 
@@ -103,13 +107,7 @@ def start_arg(text: str) -> str | int | datetime:
         return value
     if value.isdigit() and int(value) >= 1:
         return int(value)
-    try:
-        return iso_time(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is none of {', '.join(START_NAMES)}, a snapshot id (>= 1) "
-            "or an ISO time (e.g. 2024-05-01T12:00:00+00:00)"
-        ) from None
+    return iso_time_arg(text, f"none of {', '.join(START_NAMES)}, a snapshot id (>= 1) or")
 
 
 def seconds_arg(text: str) -> float:

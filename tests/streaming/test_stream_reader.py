@@ -21,6 +21,7 @@ from raylake.errors import (
     TableNotFoundError,
 )
 from raylake.streaming import ROW_KIND, ShardSpec, StreamPosition, StreamReader
+from raylake.table import Table
 from raylake.table.pk.bucket import bucket_ids
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
@@ -382,22 +383,28 @@ def test_table_deleted_mid_stream(warehouse: Path, commits: int) -> None:
         reader.poll()
 
 
+def created_again(path: Path, commits: int) -> Table:
+    """The table at ``path`` dropped and created again, with ``commits`` new commits."""
+    import shutil
+
+    shutil.rmtree(path)
+    again = raylake.create_table(str(path), SCHEMA)
+    for i in range(commits):
+        again.write(rows([100 + i]))
+    return again
+
+
 @pytest.mark.parametrize("commits", [0, 1, 5])
 def test_table_created_again_mid_stream(warehouse: Path, commits: int) -> None:
     """The new table's snapshots are no changes of the old one's: the reader says so
     rather than read snapshot 4 of the new table as what followed snapshot 3."""
-    import shutil
-
     tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
     for i in range(3):
         tbl.write(rows([i]))
     reader = tbl.stream(consumer_id="c", start="earliest", prefetch=False)
     assert len(drain(reader)) == 3
     reader.checkpoint()
-    shutil.rmtree(warehouse / "t")
-    again = raylake.create_table(str(warehouse / "t"), SCHEMA)
-    for i in range(commits):
-        again.write(rows([100 + i]))
+    again = created_again(warehouse / "t", commits)
     with pytest.raises(StreamError, match=r"dropped and created again.*read snapshot 3"):
         reader.poll()
     assert again.consumers() == []
@@ -410,17 +417,12 @@ def test_table_created_again_before_the_first_plan(
 ) -> None:
     """A reader that starts at changes has read no plan yet: it read snapshots 4.. of the
     new table as what followed snapshot 3 of the old one, losing the new table's first."""
-    import shutil
-
     tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
     for i in range(3):
         tbl.write(rows([i]))
     reader = tbl.stream(start="latest-new" if start == "latest-new" else StreamPosition(4))
     assert drain(reader) == []
-    shutil.rmtree(warehouse / "t")
-    again = raylake.create_table(str(warehouse / "t"), SCHEMA)
-    for i in range(commits):
-        again.write(rows([100 + i]))
+    created_again(warehouse / "t", commits)
     with pytest.raises(StreamError, match=r"dropped and created again.*read snapshot 3"):
         reader.poll()
 
