@@ -141,12 +141,18 @@ def snapshot_files(file_io: FileIO, info: PaimonInfo, snap: Snapshot) -> list[Pa
 
 
 def batch_slices(
-    file_io: FileIO, ts: PaimonTableSchema, snap: Snapshot, files: list[PaimonFile], pruning: Expr
+    file_io: FileIO,
+    ts: PaimonTableSchema,
+    snap: Snapshot,
+    files: list[PaimonFile],
+    pruning: Expr,
+    all_levels: bool = False,
 ) -> list[PaimonFileSlice]:
     """``files`` (live at ``snap``) as a batch read sees them: level 0 left out where
-    Paimon's batch read leaves it out, pruned, with their deletion vectors."""
+    Paimon's batch read leaves it out (unless ``all_levels``), pruned, with their
+    deletion vectors."""
     info = ts.info
-    if skips_level0(info):
+    if skips_level0(info) and not all_levels:
         files = [f for f in files if f.level > 0]
     if info.options.data_evolution:
         # A file's statistics cover only the columns it holds, and may be of values a

@@ -84,6 +84,19 @@ class PaimonSource(TableSource):
         files = snapshot_files(self.file_io, pts.info, snap)
         return batch_slices(self.file_io, pts, snap, files, pruning)
 
+    def stream_files(self, ts: TableSchema, snap: Snapshot, pruning: Expr) -> list[PaimonFileSlice]:
+        """A stream's view of ``snap``: level 0 too, as Paimon's streaming scans read it.
+        A batch read leaves it out (deletion vectors, first-row), but the COMPACT snapshot
+        that later makes its rows visible there gives a stream nothing; only where the
+        changelog producer writes their changelog at that compaction (``lookup``,
+        ``full-compaction``) are they left to it, so that they do not come twice."""
+        from raylake.paimon.scan import batch_slices, snapshot_files
+
+        pts = _paimon(ts)
+        files = snapshot_files(self.file_io, pts.info, snap)
+        at_compaction = self.kind(ts).changelog_at_compaction
+        return batch_slices(self.file_io, pts, snap, files, pruning, not at_compaction)
+
     def added_files(self, ts: TableSchema, snap: Snapshot, pruning: Expr) -> list[PaimonFileSlice]:
         return self._added(ts, delta_manifests(self.file_io, snap), pruning)
 

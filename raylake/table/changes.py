@@ -310,7 +310,7 @@ class ChangeRange:
         return self._cache[name]
 
     def _live(self, snap: Snapshot) -> list[DataFile]:
-        return self._mine(self.source.live_files(self.ts, snap, self.pruning))
+        return self._mine(self.source.stream_files(self.ts, snap, self.pruning))
 
     def _mine(self, files: list[DataFile]) -> list[DataFile]:
         return files if self.take is None else [f for f in files if self.take(f)]

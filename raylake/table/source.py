@@ -166,6 +166,12 @@ class TableSource(ABC):
     def live_files(self, ts: TableSchema, snap: Snapshot, pruning: Expr) -> list[Any]:
         """The files live at ``snap`` that may hold rows matching ``pruning``."""
 
+    def stream_files(self, ts: TableSchema, snap: Snapshot, pruning: Expr) -> list[Any]:
+        """The live files of ``snap`` whose rows a stream (or a change's comparison of
+        two snapshots) has delivered by ``snap``: :meth:`live_files`, unless the
+        format's batch reads leave out rows that no later snapshot's changes give."""
+        return self.live_files(ts, snap, pruning)
+
     @abstractmethod
     def added_files(self, ts: TableSchema, snap: Snapshot, pruning: Expr) -> list[Any]:
         """The files ``snap`` added (its delta), pruned like :meth:`live_files`."""
