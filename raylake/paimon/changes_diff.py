@@ -3,8 +3,9 @@
 An OVERWRITE snapshot's delta manifests name the files it removed and the files it
 wrote, not the rows that changed, and it writes no changelog. So, as raylake's own
 ``Table.changes`` does (docs/changes.md), the buckets an OVERWRITE of the range touched
-are compared at both ends of the range, each end read as a batch read of that snapshot
-reads it (deletion vectors, levels):
+are compared at both ends of the range, each end read as a stream reads that snapshot
+(deletion vectors applied; level 0 too where a batch read leaves it out until a COMPACT
+that gives no changes):
 
 - primary-key tables: each bucket merged at both ends and compared (``diff_states``):
   ``+I`` new keys, ``-D`` removed keys, ``-U``/``+U`` changed keys; a key the overwrite
@@ -22,7 +23,6 @@ files (raylake/paimon/changes.py).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -34,12 +34,14 @@ from raylake.format.snapshot import Snapshot
 from raylake.paimon.manifest import delta_manifests
 from raylake.paimon.meta import PaimonFileSlice, PaimonTableSchema
 from raylake.paimon.read import read_file, read_plan
-from raylake.paimon.scan import PaimonScan, decoder
+from raylake.paimon.scan import DEFAULT_TARGET, decoder
 from raylake.table.changes import DiffSplit
+from raylake.table.kind import kind_of
 from raylake.table.pk.changelog import diff_merged
 from raylake.table.pk.read import ReadPlan
 from raylake.table.pk.schema import DELETE, INSERT, KIND
 from raylake.table.scan import ReadContext
+from raylake.table.source import TableSource
 from raylake.table.split import Split, bucket_order, by_bucket
 
 # (partition, bucket) of the compared group; bucket -1: every bucket of the partition,
@@ -75,23 +77,35 @@ def overwritten(ctx: Any, snap: Snapshot, group: Callable[..., Group]) -> set[Gr
 
 
 def diff_splits(
-    ctx: Any, start: int, end: int, groups: set[Group], group: Callable[..., Group]
+    ctx: Any,
+    source: TableSource,
+    start: int,
+    end: int,
+    groups: set[Group],
+    group: Callable[..., Group],
 ) -> list[DiffSplit]:
     """The splits of ``groups`` at snapshots ``start`` (0: the empty table) and ``end``,
     pruned by the filter as a scan of each is; groups whose files are the same at both
-    ends are left out."""
+    ends are left out. Each end is the files a stream has delivered by then (level 0
+    too, where a batch read leaves it out until a COMPACT that gives no changes)."""
     if not groups:
         return []
-    ts: PaimonTableSchema = ctx.table_schema
-    scan = PaimonScan(ctx.file_io, ts, filter=ctx.filter)
-    before = _by_group(replace(scan, snapshot_id=start).plan() if start else [], groups, group)
-    after = _by_group(replace(scan, snapshot_id=end).plan(), groups, group)
+    before = _by_group(_end_splits(ctx, source, start) if start else [], groups, group)
+    after = _by_group(_end_splits(ctx, source, end), groups, group)
     splits = []
     for key in sorted(before.keys() | after.keys(), key=bucket_order):
         old, new = tuple(before.get(key, ())), tuple(after.get(key, ()))
         if _identities(old) != _identities(new):
             splits.append(DiffSplit(key[0], key[1], old, new))
     return splits
+
+
+def _end_splits(ctx: Any, source: TableSource, snapshot_id: int) -> list[Split]:
+    ts: PaimonTableSchema = ctx.table_schema
+    kind = kind_of(ts)
+    snap = source.get(snapshot_id)
+    files = source.stream_files(ts, snap, kind.pruning_filter(ctx.filter))
+    return kind.plan_splits(snapshot_id, files, None, DEFAULT_TARGET)
 
 
 def _by_group(

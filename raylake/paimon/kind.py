@@ -207,7 +207,7 @@ class _PaimonKind(TableKind):
             else:
                 net = source == "delta"
                 splits.append(ChangelogSplit(end.id, partition, bucket, tuple(fs), net))
-        splits += diff_splits(ctx, first, end.id, compared, group)
+        splits += diff_splits(ctx, rng.source, first, end.id, compared, group)
         return sorted(splits, key=lambda s: bucket_order((s.partition, s.bucket)))
 
     def _compare(self, rng: ChangeRange) -> list[ChangeSplit]:
