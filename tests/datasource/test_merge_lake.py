@@ -142,7 +142,9 @@ def test_a_key_of_another_name_and_type_joins_in_the_tasks(
 ) -> None:
     """``t.k = s.key`` with an int32 key: each task casts it to the target key's type,
     so it hashes to the bucket of its target row (the driver refused it as another type)."""
-    tbl = raylake.create_table(str(tmp_path / "t"), SCHEMA, primary_key=primary_key, buckets=4)
+    tbl = raylake.create_table(
+        str(tmp_path / "t"), SCHEMA, primary_key=primary_key, buckets=4 if primary_key else None
+    )
     tbl.write(target_rows())
     ds = ray.data.from_arrow(pa.table({"key": pa.array([3, 5, 400], pa.int32()), "n": [9] * 3}))
     result = (
@@ -216,7 +218,9 @@ def test_a_schema_change_while_planning_keeps_the_new_column(
     merge runs again under the new schema (its tasks read and rewrote the rows without
     it, and the column's values were lost)."""
     schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("n", pa.int64())])
-    tbl = raylake.create_table(str(tmp_path / "t"), schema, primary_key=primary_key, buckets=2)
+    tbl = raylake.create_table(
+        str(tmp_path / "t"), schema, primary_key=primary_key, buckets=2 if primary_key else None
+    )
     tbl.write(pa.table({"id": [1, 2], "n": [1, 2]}, schema=schema))
     meanwhile = change_schema_meanwhile(monkeypatch, LakeMerger, tbl.uri)
     ds = ray.data.from_arrow(pa.table({"id": [1], "n": [1]}))

@@ -172,7 +172,9 @@ def test_spark_merge_after_a_schema_change_while_planning_keeps_the_new_column(
     attempt merges under the schema it finds (its tasks read and rewrote the rows under
     the planned schema, and the column's values were lost)."""
     schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("n", pa.int64())])
-    tbl = raylake.create_table(str(warehouse / "t"), schema, primary_key=primary_key, buckets=2)
+    tbl = raylake.create_table(
+        str(warehouse / "t"), schema, primary_key=primary_key, buckets=2 if primary_key else None
+    )
     tbl.write(pa.table({"id": [1, 2], "n": [1, 2]}, schema=schema))
     meanwhile = change_schema_meanwhile(monkeypatch, SparkMerger, tbl.uri)
     df = spark.createDataFrame([(1, 1)], "id long, n long")
