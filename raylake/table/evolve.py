@@ -20,10 +20,12 @@ from raylake.format.evolution import SchemaUpdate
 from raylake.format.schema import TableSchema
 from raylake.format.schema_files import load_schema, schema_by_id, write_schema
 from raylake.io import FileIO
+from raylake.table.aborted import abort_messages
 from raylake.table.conform import ArrowData, check_schema, iter_input, unviewed
 
 if TYPE_CHECKING:
     from raylake.table.table import Table
+    from raylake.table.writer import CommitMessage
 
 SchemaMode = Literal["strict", "merge"]
 SCHEMA_MODES = ("strict", "merge")
@@ -117,16 +119,18 @@ def _merge_once(tbl: Table, data_schema: pa.Schema) -> TableSchema:
     return tbl.table_schema
 
 
-def with_new_columns(tbl: Table, data_schema: pa.Schema) -> tuple[TableSchema, TableSchema]:
-    """The table's latest schema and the next version, with the columns of
-    ``data_schema`` it lacks (the latest itself where it lacks none): checked, not
+def with_new_columns(tbl: Table, *data_schemas: pa.Schema) -> tuple[TableSchema, TableSchema]:
+    """The table's latest schema and the next version, with the columns of the
+    ``data_schemas`` it lacks (the latest itself where it lacks none): checked, not
     committed."""
     update = UpdateSchema(tbl)
     # A write refused for the columns the table has adds none: check them first.
     table_schema = update.base.arrow_schema
-    known = pa.schema([f for f in data_schema if f.name in table_schema.names])
-    check_schema(known, merged_columns(table_schema, known))
-    update.union_by_name(unviewed(data_schema))
+    for data_schema in data_schemas:
+        known = pa.schema([f for f in data_schema if f.name in table_schema.names])
+        check_schema(known, merged_columns(table_schema, known))
+    for data_schema in data_schemas:
+        update.union_by_name(unviewed(data_schema))
     return update.base, update.apply()
 
 
@@ -147,15 +151,44 @@ def commit_planned_schema(file_io: FileIO, ts: TableSchema) -> None:
         )
 
 
-def merged_input(tbl: Table, data: Any) -> Iterator[ArrowData]:
-    """The data of a ``schema_mode="merge"`` write: its new columns are added to the table
-    first (from the first chunk's schema), and table columns it lacks are written null."""
+def merged_input(tbl: Table, data: Any) -> tuple[Table, Iterator[ArrowData]]:
+    """The table a ``schema_mode="merge"`` write writes under, and its data: the table's
+    latest schema plus the data's new columns, planned but not committed (the write
+    commits it with its data, :func:`adopt_planned_schema`, so a refused write adds no
+    column); table columns the data lacks are written null.
+
+    A list or tuple of chunks (in memory already) brings the new columns of every chunk;
+    a stream brings its first chunk's, and a later chunk with others is refused."""
     chunks = iter_input(data, tbl.schema)
-    first = next(chunks, None)
-    if first is None:
-        return iter(())
-    ts = merge_new_columns(tbl, first.schema)
-    return (fill_missing_columns(chunk, ts) for chunk in itertools.chain([first], chunks))
+    if isinstance(data, list | tuple):
+        listed = list(chunks)
+        schemas = [chunk.schema for chunk in listed]
+        chunks = iter(listed)
+    else:
+        first = next(chunks, None)
+        if first is None:
+            return tbl, iter(())
+        schemas = [first.schema]
+        chunks = itertools.chain([first], chunks)
+    from raylake.table.table import Table
+
+    _, planned = with_new_columns(tbl, *schemas)
+    target = Table(tbl.file_io, planned, tbl.source)
+    return target, (fill_missing_columns(chunk, planned) for chunk in chunks)
+
+
+def adopt_planned_schema(tbl: Table, target: Table, messages: list[CommitMessage]) -> None:
+    """Commit the schema ``target`` (from :func:`merged_input`) planned, if new, just
+    before the data's commit, and take it on ``tbl``; if that fails, delete the files of
+    ``messages``."""
+    if target is tbl:
+        return
+    try:
+        commit_planned_schema(tbl.file_io, target.table_schema)
+    except BaseException:
+        abort_messages(tbl.file_io, messages)
+        raise
+    tbl.table_schema = target.table_schema
 
 
 def merged_columns(table_schema: pa.Schema, data_schema: pa.Schema) -> pa.Schema:

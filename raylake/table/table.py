@@ -30,7 +30,12 @@ from raylake.table.commit_args import (
     overwrite_arg,
 )
 from raylake.table.consumer_reset import reset_consumer
-from raylake.table.evolve import UpdateSchema, merged_input, schema_mode_arg
+from raylake.table.evolve import (
+    UpdateSchema,
+    adopt_planned_schema,
+    merged_input,
+    schema_mode_arg,
+)
 from raylake.table.kind import TableKind, kind_of
 from raylake.table.maintenance import (
     DEFAULT_ORPHAN_AGE,
@@ -228,18 +233,20 @@ class Table(TableReads):
         properties = properties_arg(properties)
         check_flag("allow_empty", allow_empty)
         overwrite = overwrite_arg(mode, overwrite_filter, self.table_schema)
+        target = self  # under merge mode, a copy under the planned schema
         if schema_mode_arg(schema_mode) == "merge":
-            data = merged_input(self, data)
+            target, data = merged_input(self, data)
         base = self.source.latest_id()
         try:
-            with writing(self.new_writer()) as writer:
+            with writing(target.new_writer()) as writer:
                 writer.write(data)
                 if overwrite_filter is not None and overwrite is not None:
-                    check_rows_inside(writer, self.table_schema, overwrite)
+                    check_rows_inside(writer, target.table_schema, overwrite)
                 messages = writer.prepare_commit()
         except OSError as exc:  # the writer deleted what it wrote
             raise_named(self.file_io, exc)
             raise
+        adopt_planned_schema(self, target, messages)
         request = commit_request(
             messages,
             overwrite,

@@ -181,6 +181,27 @@ def test_a_refused_merge_write_adds_no_column(tmp_path: Path, data: dict, named:
     assert tbl.refresh().schema.names == ["k", "v"]
 
 
+def test_merge_mode_takes_the_new_columns_of_every_chunk_of_a_list(tmp_path: Path) -> None:
+    tbl = raylake.create_table(str(tmp_path), pa.schema([("x", pa.int64())]))
+    chunks = [pa.table({"x": [1], "a": [1.5]}), pa.table({"x": [2], "b": ["s"]}).to_batches()[0]]
+    tbl.write(chunks, schema_mode="merge")
+    assert schema_ids(tbl.file_io) == [0, 1]  # one schema change
+    assert rows(tbl.refresh(), key="x") == [
+        {"x": 1, "a": 1.5, "b": None},
+        {"x": 2, "a": None, "b": "s"},
+    ]
+
+
+def test_a_stream_refused_for_a_later_chunk_adds_no_column(tmp_path: Path) -> None:
+    tbl = raylake.create_table(str(tmp_path), pa.schema([("x", pa.int64())]))
+    chunks = iter([pa.table({"x": [1], "a": [1.5]}), pa.table({"x": [2], "b": ["s"]})])
+    with pytest.raises(SchemaMismatchError, match="'b'"):
+        tbl.write(chunks, schema_mode="merge")
+    assert schema_ids(tbl.file_io) == [0]
+    assert tbl.schema.names == tbl.refresh().schema.names == ["x"]
+    assert not data_files(tmp_path)
+
+
 @pytest.mark.parametrize(
     ("change", "error"),
     [
