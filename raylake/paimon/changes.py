@@ -60,9 +60,9 @@ def check_deltas_merge(ts: PaimonTableSchema, uri: str) -> None:
     if ts.info.options.merge_engine != "deduplicate":
         raise UnsupportedPaimonError(
             uri,
-            f"following a {ts.info.options.merge_engine} table needs a changelog producer "
-            "('changelog-producer' = 'input', 'lookup' or 'full-compaction'): its delta "
-            "files hold partial rows",
+            f"following a table of the {ts.info.options.merge_engine!r} merge engine needs "
+            "a changelog producer ('changelog-producer' = 'input', 'lookup' or "
+            "'full-compaction'): its delta files hold partial rows",
         )
 
 

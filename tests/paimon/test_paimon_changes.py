@@ -146,8 +146,10 @@ def test_bad_ranges_and_unreadable_ranges_are_refused() -> None:
     with pytest.raises(SnapshotNotFoundError, match="snapshot 9"):
         tbl.changes(1, 9)
     # Other engines' delta files hold partial rows: they need a changelog producer.
-    with pytest.raises(UnsupportedPaimonError, match="partial-update"):
+    with pytest.raises(UnsupportedPaimonError, match="of the 'partial-update' merge engine"):
         _table("pk_partial_update").changes(1, 2).to_arrow()
+    with pytest.raises(UnsupportedPaimonError, match="of the 'aggregation' merge engine"):
+        _table("pk_aggregation").changes(1, 2).to_arrow()
     # (An OVERWRITE in the range gives its net change: test_paimon_overwrite_changes.py.)
 
 
