@@ -26,7 +26,8 @@ so a refusal names the same type whatever the pandas.
 The index follows pyarrow's ``preserve_index`` convention for named indexes: each named
 level becomes a column (``df.groupby("user").sum()`` keeps ``user``). An unnamed index
 (the default ``RangeIndex``, or what a filter leaves of it) is row numbering and is not
-stored; pyarrow would store a non-range one as ``__index_level_0__``.
+stored; pyarrow would store a non-range one as ``__index_level_0__``. A MultiIndex with
+both named and unnamed levels is refused, naming the unnamed ones.
 
 Reading back (:func:`arrow_to_pandas`) gives the installed pandas' own defaults (pandas 3:
 ``str`` columns), except that an integer column holding nulls comes back as pandas'
@@ -129,7 +130,13 @@ def with_index_columns(df: Any) -> Any:
         )
     unnamed = [i for i, n in enumerate(df.index.names) if n is None]
     if unnamed:
-        df = df.reset_index(level=unnamed, drop=True)
+        # Beside named levels an unnamed one holds data (a groupby key), not row numbers:
+        # dropping it silently would lose its values.
+        raise SchemaError(
+            f"the DataFrame's index level(s) {unnamed} have no name, beside named ones: "
+            "name them (df.index.set_names) to keep them as columns, or drop them "
+            f"(df.reset_index(level={unnamed}, drop=True))"
+        )
     return df.reset_index()
 
 

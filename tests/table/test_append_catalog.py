@@ -296,6 +296,20 @@ def test_an_index_named_as_a_column_is_refused(tmp_path: Path) -> None:
     assert not list(tmp_path.iterdir())
 
 
+def test_a_partly_named_multiindex_is_refused(tmp_path: Path) -> None:
+    df = pd.DataFrame({"k": [1, 1, 2], "v": [1, 2, 3]})
+    partly = df.groupby(["k", pd.Index([7, 8, 7])]).sum()  # levels ['k', None]
+    with pytest.raises(SchemaError, match=r"index level\(s\) \[1\] have no name"):
+        raylake.from_pandas(partly, str(tmp_path / "t"))
+    assert not list(tmp_path.iterdir())
+    tbl = raylake.create_table(
+        str(tmp_path / "t"), pa.schema([("k", pa.int64()), ("v", pa.int64())])
+    )
+    with pytest.raises(SchemaError, match="reset_index"):
+        tbl.write(partly)
+    assert tbl.latest_snapshot() is None
+
+
 # -- open or create: the one function both sinks (Ray Data, Spark) use ----------------------
 
 
