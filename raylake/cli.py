@@ -215,10 +215,10 @@ def cmd_tail(args: argparse.Namespace) -> int:
                 if plan.first_snapshot_id == plan.snapshot_id
                 else (f"{plan.first_snapshot_id}..{plan.snapshot_id}")
             )
-            rows = plan.to_arrow()
+            counts = _kind_counts(plan.to_batches())
             print(
                 f"snapshot {span:>9}  {plan.commit_kind:<9}  {plan.kind:<9}  "
-                f"{rows.num_rows:>13,} rows{_row_kinds(rows)}",
+                f"{sum(counts.values()):>13,} rows{_row_kinds(counts)}",
                 flush=True,
             )
             if args.consumer is not None:
@@ -230,14 +230,22 @@ def cmd_tail(args: argparse.Namespace) -> int:
     return 0
 
 
-def _row_kinds(rows: pa.Table) -> str:
+def _kind_counts(batches: Iterator[pa.RecordBatch]) -> dict[str, int]:
+    """How many change rows of each kind the batches hold, counted batch by batch: a
+    commit may not fit in memory."""
+    counts: dict[str, int] = {}
+    for batch in batches:
+        for c in pc.value_counts(batch.column(ROW_KIND)).to_pylist():
+            counts[c["values"]] = counts.get(c["values"], 0) + c["counts"]
+    return counts
+
+
+def _row_kinds(counts: dict[str, int]) -> str:
     """'  (+U 2, -U 2, -D 1)': how many change rows of each kind, where any is not an
     insert ('' for inserts alone)."""
-    counts = pc.value_counts(rows.column(ROW_KIND)).to_pylist()
-    if all(c["values"] == "+I" for c in counts):
+    if all(kind == "+I" for kind in counts):
         return ""
-    found = {c["values"]: c["counts"] for c in counts}
-    return "  (" + ", ".join(f"{k} {found[k]:,}" for k in _KINDS if k in found) + ")"
+    return "  (" + ", ".join(f"{k} {counts[k]:,}" for k in _KINDS if k in counts) + ")"
 
 
 _KINDS = ("+I", "-U", "+U", "-D")

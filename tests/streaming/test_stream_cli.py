@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from committer import SCHEMA, batch
 
@@ -58,3 +60,32 @@ def test_tail_counts_deletes_and_updates(
         (2, "(-U 1, +U 1)"),
         (2, "(-D 2)"),
     ]
+
+
+def test_tail_counts_a_commit_batch_by_batch(
+    warehouse: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit may not fit in memory: tail read it whole (to_arrow) only to count it."""
+    from raylake.streaming.plan import StreamPlan
+
+    tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
+    writers = [tbl.new_writer() for _ in range(3)]
+    for i, writer in enumerate(writers):
+        writer.write(batch(i, 4))
+    tbl.commit([m for w in writers for m in w.prepare_commit()])  # one commit, three files
+    read: list[int] = []
+    to_batches = StreamPlan.to_batches
+
+    def counted(plan: StreamPlan) -> Iterator[pa.RecordBatch]:
+        for b in to_batches(plan):
+            read.append(b.num_rows)
+            yield b
+
+    def whole(plan: StreamPlan) -> pa.Table:
+        raise AssertionError("the whole commit read at once")
+
+    monkeypatch.setattr(StreamPlan, "to_batches", counted)
+    monkeypatch.setattr(StreamPlan, "to_arrow", whole)
+    assert main(["tail", tbl.uri, "--start", "earliest", "--timeout", "0"]) == 0
+    assert capsys.readouterr().out.splitlines()[1].split()[-2] == "12"
+    assert len(read) > 1 and sum(read) == 12
