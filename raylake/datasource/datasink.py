@@ -47,10 +47,11 @@ from raylake.table.catalog import (
 )
 from raylake.table.conform import check_schema as check_table_schema
 from raylake.table.evolve import (
+    commit_planned_schema,
     fill_missing_columns,
-    merge_new_columns,
     merged_columns,
     schema_mode_arg,
+    with_new_columns,
 )
 from raylake.table.source import check_writable, raylake_kind_class
 from raylake.table.table import create_writer
@@ -194,8 +195,8 @@ class LakeDatasink(Datasink[TaskCommit]):
         self._new_table = None
         data_schema = _typed_nulls(_arrow_schema(schema), self._known_schema)
         tbl = self._open_or_create(data_schema)
-        if data_schema is not None and self.merge:  # the new columns first (issue 18)
-            merge_new_columns(tbl, tbl.kind.input_schema(data_schema))
+        if data_schema is not None and self.merge:
+            tbl = self._with_new_columns(tbl, data_schema)
         self._pin(tbl)
         if data_schema is not None:
             # Fails on the driver, naming the column, before any task writes a file.
@@ -204,6 +205,15 @@ class LakeDatasink(Datasink[TaskCommit]):
             except Exception as exc:
                 self.on_write_failed(exc)  # drops the table if this call created it
                 raise
+
+    def _with_new_columns(self, tbl: Table, data_schema: pa.Schema) -> Table:
+        """``tbl`` under its latest schema plus the new columns of the first bundle and
+        of the whole dataset (its blocks may bring different ones), planned but not
+        committed: ``on_write_complete`` commits them with the data, so that a failed
+        write adds no column."""
+        schemas = [s for s in (data_schema, self._known_schema) if s is not None]
+        _, planned = with_new_columns(tbl, *(tbl.kind.input_schema(s) for s in schemas))
+        return Table(tbl.file_io, planned, tbl.source)
 
     def _check(self, tbl: Table, data_schema: pa.Schema) -> None:
         data = tbl.kind.input_schema(data_schema)
@@ -276,6 +286,8 @@ class LakeDatasink(Datasink[TaskCommit]):
             (r for r in write_result.write_returns if r is not None), key=lambda r: r.task_index
         )
         messages = [m for r in results for m in r.messages]
+        if self.merge:  # the columns on_write_start planned, just before the data
+            commit_planned_schema(self.file_io, self._table_schema)
         if not any(not m.is_empty for m in messages) and self.mode != "overwrite":
             logger.info("nothing to commit to %s", self.file_io.uri)
             return

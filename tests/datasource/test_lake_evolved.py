@@ -79,3 +79,24 @@ def test_write_lake_in_merge_mode_adds_the_datasets_columns(
         {"id": 2, "v": None, "note": "b"},
         {"id": 3, "v": None, "note": "c"},
     ]
+
+
+def test_write_lake_in_merge_mode_adds_every_blocks_columns_with_the_data(
+    ray_cluster: Any, tmp_path: Path
+) -> None:
+    """Only the first block's new columns were added, before the write: the later
+    block's were refused in its task, and the first block's stayed without data."""
+    tbl = raylake.create_table(str(tmp_path / "t"), pa.schema([("id", pa.int64())]))
+    blocks = [pa.table({"id": [1], "a": [1.5]}), pa.table({"id": [2], "b": ["s"]})]
+    write_lake(ray.data.from_arrow(blocks), tbl.uri, schema_mode="merge")
+    assert rows(raylake.open_table(tbl.uri).to_arrow()) == [
+        {"id": 1, "a": 1.5, "b": None},
+        {"id": 2, "a": None, "b": "s"},
+    ]
+    # Unknown before the run (after a map), a later block's new column is refused and
+    # the first one's is not added.
+    other = raylake.create_table(str(tmp_path / "o"), pa.schema([("id", pa.int64())]))
+    mapped = ray.data.from_arrow(blocks).map_batches(lambda b: b, batch_format="pyarrow")
+    with pytest.raises(Exception, match="'b'"):
+        write_lake(mapped, other.uri, schema_mode="merge")
+    assert raylake.open_table(other.uri).schema.names == ["id"]
