@@ -48,10 +48,11 @@ from raylake.table.aborted import abort_messages, outcome_unknown
 from raylake.table.catalog import drop_new_table, open_or_create_table
 from raylake.table.conform import check_schema
 from raylake.table.evolve import (
+    commit_planned_schema,
     fill_missing_columns,
-    merge_new_columns,
     merged_columns,
     schema_mode_arg,
+    with_new_columns,
 )
 from raylake.table.kind import kind_of
 from raylake.table.source import check_writable
@@ -101,8 +102,9 @@ def write(
     ``partition_by``, ``primary_key``, ``buckets``, ``options``) unless
     ``create_if_missing=False``. Returns None when there was nothing to commit.
 
-    ``schema_mode="merge"`` (Spark's ``mergeSchema``) first adds the DataFrame's columns
-    that the table lacks, and writes nulls for the table columns the DataFrame lacks.
+    ``schema_mode="merge"`` (Spark's ``mergeSchema``) adds the DataFrame's columns that
+    the table lacks, with the data (a failed job adds none), and writes nulls for the
+    table columns the DataFrame lacks.
     """
     check_dataframe(df)
     refuse_process_local(uri, "raylake.spark.write")
@@ -126,8 +128,9 @@ def write(
         mode = mode or tbl.kind.default_write_mode  # type: ignore[assignment]
         assert mode is not None
         tbl.kind.check_write_mode(mode, where=uri)
-        if merge:  # before any Spark job: the tasks write under the merged schema
-            merge_new_columns(tbl, tbl.kind.input_schema(arrow_schema))
+        if merge:  # planned, not committed: the tasks write under it, the commit adds it
+            _, planned = with_new_columns(tbl, tbl.kind.input_schema(arrow_schema))
+            tbl = Table(tbl.file_io, planned, tbl.source)
         columns = _check_columns(tbl, arrow_schema, merge)
         base = tbl.latest_snapshot()
         credentials = broadcast_credentials(df.sparkSession.sparkContext, tbl.file_io)
@@ -148,6 +151,8 @@ def write(
             messages = _run_tasks(df.select(*[column(n) for n in columns]), job)
         finally:
             destroy(job.credentials)
+        if merge:  # the new columns, just before the data: a failed job adds none
+            commit_planned_schema(tbl.file_io, tbl.table_schema)
         if not any(not m.is_empty for m in messages) and mode != "overwrite":
             _delete_job_files(job, keep=())
             return None

@@ -240,3 +240,15 @@ def test_evolved_tables_read_in_spark_and_merge_spark_columns(
         {"id": 2, "v2": 20, "note": None},
         {"id": 3, "v2": None, "note": "new"},
     ]
+
+
+def test_a_failed_merge_mode_write_adds_no_column(spark: Any, warehouse: Path) -> None:
+    """The new columns were added before the Spark job, and stayed when its tasks failed
+    (here on a null in a column that may not hold one)."""
+    uri = str(warehouse / "strict")
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False)])
+    raylake.create_table(uri, schema)
+    df = spark.createDataFrame([(None, "x")], "id long, note string")
+    with pytest.raises(Exception, match="id"):
+        rs.write(df, uri, schema_mode="merge")
+    assert raylake.open_table(uri).schema.names == ["id"]
