@@ -149,8 +149,9 @@ class RetriedReads(pafs.FSSpecHandler):  # type: ignore[misc]
             return call_with_retries(fn, policy, "read", path, policy.max_attempts, self.retry_here)
 
     def open_input_file(self, path: str) -> Any:
-        if not self._retried(lambda: self.fs.isfile(path), path):
-            raise FileNotFoundError(path)
+        # No isfile() first, as pyarrow's handler asks: opening to read looks the file up
+        # (its size), and raises FileNotFoundError where it is missing; a second request
+        # per data file would cost a round trip on an object store.
         opened = self._retried(lambda: self.fs.open(path, mode="rb"), path)
         return pa.PythonFile(_RetriedFile(opened, self, path), mode="r")
 
