@@ -147,15 +147,20 @@ def cmd_compact(args: argparse.Namespace) -> int:
 def cmd_expire(args: argparse.Namespace) -> int:
     tbl = _open(args)
     result = tbl.expire_snapshots(
-        retain_last=args.retain_last, older_than=args.older_than, dry_run=args.dry_run
+        retain_last=args.retain_last,
+        older_than=args.older_than,
+        consumers_older_than=args.consumers_older_than,
+        dry_run=args.dry_run,
     )
     verb = "would expire" if args.dry_run else "expired"
     ids = result.expired_snapshot_ids
     which = f" ({ids[0]}..{ids[-1]})" if ids else ""
+    consumers = result.expired_consumer_ids
     print(
         f"{verb} {len(ids)} snapshot(s){which}, "
         f"{len(result.deleted_data_files)} data file(s), "
         f"{len(result.deleted_manifests)} manifest(s)"
+        + (f", {len(consumers)} consumer(s) ({', '.join(consumers)})" if consumers else "")
     )
     return 0
 
@@ -340,6 +345,11 @@ def _add_maintenance_commands(sub: Any) -> None:
     )
     expire.add_argument(
         "--older-than", type=parse_older_than, help=f"expire only older snapshots: {age_help}"
+    )
+    expire.add_argument(
+        "--consumers-older-than",
+        type=parse_older_than,
+        help=f"remove consumers idle since (default: table option): {age_help}",
     )
     expire.add_argument("--dry-run", action="store_true", help="report, delete nothing")
     expire.set_defaults(func=cmd_expire)

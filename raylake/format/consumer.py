@@ -26,7 +26,7 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -202,10 +202,28 @@ class ConsumerManager:
         self.file_io.delete(rel)
         return existed
 
-    def min_next_snapshot(self) -> int | None:
-        """The smallest next snapshot of any consumer: expiration keeps it and all after it."""
-        progress = self.list()
+    def min_next_snapshot(self, ignoring: Collection[str] = ()) -> int | None:
+        """The smallest next snapshot of any consumer but those ``ignoring`` (expired):
+        expiration keeps it and all after it."""
+        progress = [p for p in self.list() if p.consumer_id not in ignoring]
         return min((p.next_snapshot_id for p in progress), default=None)
+
+    def expire(self, cutoff_millis: int, *, dry_run: bool = False) -> tuple[str, ...]:
+        """Remove the consumers whose progress was last recorded before ``cutoff_millis``
+        (Paimon's ``consumer.expiration-time``); their ids, by id. Each is read again
+        just before it is deleted, and kept if it recorded progress meanwhile."""
+        stale = [p.consumer_id for p in self.list() if p.updated_millis < cutoff_millis]
+        if dry_run:
+            return tuple(stale)
+        removed = []
+        for consumer_id in stale:
+            current = self.get(consumer_id)
+            if current is not None and current.updated_millis < cutoff_millis:
+                self.file_io.delete(consumer_path(consumer_id))
+                removed.append(consumer_id)
+        if removed:
+            logger.info("expired consumers %s of %s", removed, self.file_io.uri)
+        return tuple(removed)
 
     def register(
         self,

@@ -6,6 +6,7 @@ and Iceberg's table properties; :class:`TableOptions` is their typed view.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -23,6 +24,9 @@ COMMIT_MAX_RETRIES = "commit.max-retries"
 # create a file atomically if absent (docs/object-stores.md).
 COMMIT_SINGLE_WRITER = "commit.single-writer"
 SNAPSHOT_RETAIN_MIN = "snapshot.num-retained.min"
+# Paimon's key: a consumer whose progress is older than this stops protecting snapshots,
+# and expiration removes it (docs/maintenance.md, "Consumer expiry").
+CONSUMER_EXPIRATION_TIME = "consumer.expiration-time"
 # Primary-key tables (docs/primary-keys.md).
 MERGE_ENGINE = "merge-engine"
 SEQUENCE_FIELD = "sequence.field"
@@ -83,6 +87,29 @@ def _boolean(key: str, raw: Any) -> bool:
     return value == "true"
 
 
+# Flink's and Paimon's duration units (``TimeUtils.parseDuration``), in milliseconds; a
+# number without a unit is milliseconds.
+_DURATION_UNITS = {
+    **dict.fromkeys(("", "ms", "milli", "millis", "millisecond", "milliseconds"), 1),
+    **dict.fromkeys(("s", "sec", "secs", "second", "seconds"), 1000),
+    **dict.fromkeys(("m", "min", "mins", "minute", "minutes"), 60_000),
+    **dict.fromkeys(("h", "hour", "hours"), 3_600_000),
+    **dict.fromkeys(("d", "day", "days"), 86_400_000),
+}
+_DURATION = re.compile(r"(\d+)\s*([a-z]*)")
+
+
+def _duration_millis(key: str, raw: Any) -> int:
+    """A positive duration as Paimon writes it (``7 d``, ``12h``, ``30 min``), in ms."""
+    found = _DURATION.fullmatch(str(raw).strip().lower())
+    if found is None or found.group(2) not in _DURATION_UNITS:
+        raise InvalidOptionError(key, raw, "expected a duration such as '7 d', '12 h' or '30 min'")
+    millis = int(found.group(1)) * _DURATION_UNITS[found.group(2)]
+    if millis <= 0:
+        raise InvalidOptionError(key, raw, "expected a positive duration")
+    return millis
+
+
 def _column_name(key: str, raw: Any) -> str:
     value = str(raw).strip()
     if not value:
@@ -111,6 +138,7 @@ class TableOptions:
     commit_max_retries: int = 50
     commit_single_writer: bool = False
     snapshot_retain_min: int = 1
+    consumer_expiration_millis: int | None = None  # None: consumers never expire
     merge_engine: str = "deduplicate"
     sequence_field: str | None = None
     changelog_producer: str = "none"
@@ -156,6 +184,7 @@ _KEYS: dict[str, str] = {
     COMMIT_MAX_RETRIES: "commit_max_retries",
     COMMIT_SINGLE_WRITER: "commit_single_writer",
     SNAPSHOT_RETAIN_MIN: "snapshot_retain_min",
+    CONSUMER_EXPIRATION_TIME: "consumer_expiration_millis",
     MERGE_ENGINE: "merge_engine",
     SEQUENCE_FIELD: "sequence_field",
     CHANGELOG_PRODUCER: "changelog_producer",
@@ -172,6 +201,7 @@ _PARSERS: dict[str, Any] = {
     "default_aggregate": _choice(AGGREGATE_FUNCTIONS),
     "compaction_auto": _boolean,
     "commit_single_writer": _boolean,
+    "consumer_expiration_millis": _duration_millis,
 }
 assert set(_KEYS.values()) <= {f.name for f in fields(TableOptions)}
 

@@ -14,8 +14,8 @@ import logging
 import re
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from dataclasses import dataclass, replace
+from datetime import timedelta
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -29,7 +29,7 @@ from raylake.format.schema_files import load_schema
 from raylake.format.snapshot import SNAPSHOT_DIR, Snapshot, SnapshotManager, snapshot_path
 from raylake.io import FileIO
 from raylake.progress import track
-from raylake.table.args import datetime_millis
+from raylake.table.ages import OlderThan, cutoff_millis
 from raylake.table.writer import DATA_DIR
 
 logger = logging.getLogger(__name__)
@@ -42,41 +42,6 @@ _REFERENCED_DIRS = (DATA_DIR, MANIFEST_DIR)
 _TMP_ONLY_DIRS = (SNAPSHOT_DIR, CONSUMER_DIR, SCHEMA_DIR)
 _TMP_SUFFIX = ".tmp"
 DEFAULT_ORPHAN_AGE = timedelta(days=1)
-# An int older_than is a time in epoch milliseconds. One before 2000 cannot be a
-# snapshot's or a file's: it is most likely an age meant in days or hours (7), which
-# would silently match nothing, so it is refused.
-_EARLIEST_MILLIS = 946_684_800_000  # 2000-01-01T00:00:00Z
-
-# When to expire or collect: an absolute time (datetime, or epoch milliseconds) or an age.
-OlderThan = datetime | timedelta | int
-
-
-def cutoff_millis(older_than: OlderThan, now_millis: int) -> int:
-    """Epoch milliseconds before which something counts as old."""
-    if isinstance(older_than, bool):
-        raise InvalidOptionError("older_than", older_than, "expected a datetime, timedelta or int")
-    if isinstance(older_than, int):
-        if older_than < _EARLIEST_MILLIS:
-            when = (
-                datetime.fromtimestamp(older_than / 1000, timezone.utc) if older_than >= 0 else None
-            )
-            raise InvalidOptionError(
-                "older_than",
-                older_than,
-                "an int is a time in epoch milliseconds"
-                + (f" ({when.isoformat()}, before anything a table holds)" if when else "")
-                + "; for an age pass a timedelta, e.g. timedelta(days=7)",
-            )
-        return older_than
-    if isinstance(older_than, timedelta):
-        if older_than < timedelta(0):
-            raise InvalidOptionError("older_than", older_than, "an age cannot be negative")
-        return now_millis - int(older_than.total_seconds() * 1000)
-    if isinstance(older_than, datetime):
-        return datetime_millis(older_than)  # naive times are local, as in scan(as_of=)
-    raise InvalidOptionError(
-        "older_than", older_than, "expected a datetime, a timedelta or epoch milliseconds (int)"
-    )
 
 
 @dataclass(frozen=True)
@@ -87,6 +52,7 @@ class ExpireResult:
     deleted_data_files: tuple[str, ...]
     deleted_manifests: tuple[str, ...]
     dry_run: bool = False
+    expired_consumer_ids: tuple[str, ...] = ()  # removed (dry run: to be removed)
 
     @property
     def snapshots_removed(self) -> int:
@@ -114,6 +80,7 @@ def expire_snapshots(
     *,
     retain_last: int,
     older_than: OlderThan | None = None,
+    consumers_older_than: OlderThan | None = None,
     dry_run: bool = False,
 ) -> ExpireResult:
     """Expire the oldest snapshots and delete the files only they reference.
@@ -122,26 +89,42 @@ def expire_snapshots(
     *and* not among the newest ``retain_last``, *and* older than the next
     snapshot of every registered consumer. Only a prefix of the history is
     expired: the first snapshot that must stay ends it. The latest snapshot is
-    never expired.
+    never expired. Consumers whose progress was last recorded before
+    ``consumers_older_than`` are removed first, and protect nothing.
     """
     if isinstance(retain_last, bool) or not isinstance(retain_last, int) or retain_last < 1:
         raise InvalidOptionError("retain_last", retain_last, "expected a positive integer")
-    cutoff = None if older_than is None else cutoff_millis(older_than, _now_millis())
+    now = _now_millis()
+    cutoff = None if older_than is None else cutoff_millis(older_than, now)
+    consumer_cutoff = (
+        None
+        if consumers_older_than is None
+        else cutoff_millis(consumers_older_than, now, "consumers_older_than")
+    )
     snapshots = SnapshotManager(file_io)
     consumers = ConsumerManager(file_io)
+    gone = () if consumer_cutoff is None else consumers.expire(consumer_cutoff, dry_run=dry_run)
+    # A dry run leaves them: they only count as gone. (After a real run one of those ids
+    # found again has registered anew, and protects what it reads.)
+    ignoring = gone if dry_run else ()
     ids = snapshots.snapshot_ids()
-    expired = _expirable(snapshots, ids, retain_last, cutoff, consumers.min_next_snapshot())
+    protected = consumers.min_next_snapshot(ignoring)
+    expired = _expirable(snapshots, ids, retain_last, cutoff, protected)
     if not expired:
-        return ExpireResult((), (), (), dry_run)
+        return ExpireResult((), (), (), dry_run, gone)
     if dry_run:
-        return _expire(file_io, snapshots, ids, expired, dry_run=True)
+        return replace(
+            _expire(file_io, snapshots, ids, expired, dry_run=True), expired_consumer_ids=gone
+        )
     # A consumer registering now either shows up in this second read, or waits for the
     # marker to go and then finds out what is left (raylake/format/consumer.py).
     with consumers.expiring():
         expired = _protect(expired, consumers.min_next_snapshot())
         if not expired:
-            return ExpireResult((), (), (), dry_run)
-        return _expire(file_io, snapshots, ids, expired, dry_run=False)
+            return ExpireResult((), (), (), dry_run, gone)
+        return replace(
+            _expire(file_io, snapshots, ids, expired, dry_run=False), expired_consumer_ids=gone
+        )
 
 
 def _protect(expired: list[Snapshot], protected_from: int | None) -> list[Snapshot]:

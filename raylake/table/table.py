@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 import pyarrow as pa
@@ -390,6 +390,7 @@ class Table(TableReads):
         *,
         retain_last: int | None = None,
         older_than: OlderThan | None = None,
+        consumers_older_than: OlderThan | None = None,
         dry_run: bool = False,
     ) -> ExpireResult:
         """Expire snapshots older than ``older_than`` beyond the newest ``retain_last``.
@@ -397,14 +398,19 @@ class Table(TableReads):
         ``retain_last`` defaults to the option ``snapshot.num-retained.min``;
         ``older_than`` (a datetime, an age as timedelta, or epoch millis) defaults to
         no age condition. Snapshots a registered consumer still needs, and the latest
-        snapshot, are never expired. Files only expired snapshots use are deleted.
+        snapshot, are never expired. Files only expired snapshots use are deleted. Consumers
+        idle since ``consumers_older_than`` (option ``consumer.expiration-time``) go first.
         """
+        options = self.table_schema.table_options
         if retain_last is None:
-            retain_last = self.table_schema.table_options.snapshot_retain_min
+            retain_last = options.snapshot_retain_min
+        if consumers_older_than is None and options.consumer_expiration_millis is not None:
+            consumers_older_than = timedelta(milliseconds=options.consumer_expiration_millis)
         return expire_snapshots(
             self.file_io,
             retain_last=retain_last,
             older_than=older_than,
+            consumers_older_than=consumers_older_than,
             dry_run=check_flag("dry_run", dry_run),
         )
 
