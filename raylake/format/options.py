@@ -99,7 +99,7 @@ _DURATION_UNITS = {
 _DURATION = re.compile(r"(\d+)\s*([a-z]*)")
 
 
-def _duration_millis(key: str, raw: Any) -> int:
+def duration_millis(key: str, raw: Any) -> int:
     """A positive duration as Paimon writes it (``7 d``, ``12h``, ``30 min``), in ms."""
     found = _DURATION.fullmatch(str(raw).strip().lower())
     if found is None or found.group(2) not in _DURATION_UNITS:
@@ -201,7 +201,7 @@ _PARSERS: dict[str, Any] = {
     "default_aggregate": _choice(AGGREGATE_FUNCTIONS),
     "compaction_auto": _boolean,
     "commit_single_writer": _boolean,
-    "consumer_expiration_millis": _duration_millis,
+    "consumer_expiration_millis": duration_millis,
 }
 assert set(_KEYS.values()) <= {f.name for f in fields(TableOptions)}
 

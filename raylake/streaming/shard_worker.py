@@ -5,13 +5,15 @@ what a shard guarantees."""
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 import pyarrow as pa
 
-from raylake.errors import StreamError
+from raylake.errors import InvalidOptionError, StreamError
+from raylake.format.options import CONSUMER_EXPIRATION_TIME, duration_millis
 from raylake.streaming.options import JobSpec
 from raylake.streaming.plan import StreamPlan
 from raylake.streaming.reader import StreamReader
@@ -48,6 +50,8 @@ class ShardWorker:
         self.reader = self._open_reader()
         self._sink_base = self._resume()
         self._rewinding = False  # a failed step's rewind failed too: redo it first
+        self._expiry_ms = consumer_expiry_millis(self.source)
+        self._recorded = time.monotonic()  # when this shard last recorded its position
 
     def _open_reader(self) -> StreamReader:
         options = self.spec.reader_options(self.shard)
@@ -134,7 +138,20 @@ class ShardWorker:
                 self._flush(batch, outputs)
                 batch, outputs = [], []
         self._flush(batch, outputs)
+        if not plans:
+            self._renew()
         return ShardStatus(self.shard, self.reader.next_snapshot_id, plans, rows_in, rows_out)
+
+    def _renew(self) -> None:
+        """Record the position again while the source is quiet, a quarter of the source's
+        ``consumer.expiration-time`` after the last time: an expiration (raylake's, or
+        Paimon's) must not take a running job's consumer for a stopped one's."""
+        if self._expiry_ms is None or (time.monotonic() - self._recorded) * 4000 < self._expiry_ms:
+            return
+        self.reader.notify_checkpoint_complete(
+            self.reader.next_snapshot_id, {SINK_SNAPSHOT: str(self._sink_base)}
+        )
+        self._recorded = time.monotonic()
 
     def _apply(self, plan: StreamPlan) -> tuple[int, list[pa.Table]]:
         rows_in = 0
@@ -157,6 +174,7 @@ class ShardWorker:
         self.reader.notify_checkpoint_complete(
             last.next_snapshot_id, {SINK_SNAPSHOT: str(self._sink_base)}
         )
+        self._recorded = time.monotonic()
 
     def _commit(self, last: StreamPlan, outputs: list[pa.Table]) -> Any:
         assert self.sink is not None
@@ -207,6 +225,19 @@ class ShardActor:
 
     def step(self) -> ShardStatus:
         return self._made().step()
+
+
+def consumer_expiry_millis(table: Table) -> int | None:
+    """The table's ``consumer.expiration-time`` in milliseconds, as raylake or Paimon
+    stores it (None: consumers do not expire, or a value this reader cannot parse)."""
+    raw = table.table_schema.stored_options.get(CONSUMER_EXPIRATION_TIME)
+    if raw is None:
+        return None
+    try:
+        return duration_millis(CONSUMER_EXPIRATION_TIME, raw)
+    except InvalidOptionError:
+        logger.warning("%s: cannot read %s=%r", table.uri, CONSUMER_EXPIRATION_TIME, raw)
+        return None
 
 
 def _rows(tables: list[pa.Table]) -> int:
