@@ -16,6 +16,7 @@ import pyarrow.dataset as ds
 
 from raylake.expr import AlwaysTrue, Expr, nan_sensitive, referenced_columns, to_arrow
 from raylake.format.manifest import DataFile
+from raylake.format.snapshot import Snapshot
 from raylake.io import FileIO
 from raylake.table.changes import InsertSplit
 from raylake.table.fragments import (
@@ -115,7 +116,14 @@ class AppendKind(TableKind):
         deletes: files are independent, so that is the whole change."""
         if rng.step:
             return [InsertSplit(s) for s in rng.splits(rng.after.id, rng.added())]
-        return rng.file_changes()
+        from raylake.table.append_changes import through_compactions
+
+        return rng.file_changes(expand=through_compactions(rng))
+
+    def compact(self, file_io: FileIO, *, full: bool) -> Snapshot | None:
+        from raylake.table.append_compaction import compact_append
+
+        return compact_append(file_io, self.ts, full=full)
 
     @property
     def shards_by_file(self) -> bool:

@@ -263,12 +263,21 @@ class ChangeRange:
     def before_id(self) -> int:
         return 0 if self.before is None else self.before.id
 
-    def file_changes(self, identity: Callable[[Any], Any] = _path) -> list[ChangeSplit]:
+    def file_changes(
+        self,
+        identity: Callable[[Any], Any] = _path,
+        expand: Callable[[list[Any]], list[Any]] | None = None,
+    ) -> list[ChangeSplit]:
         """The files live only at the end as inserts, only at the start as removals: the
         whole change where files are independent (append tables). ``identity``: what
         makes a live file the same at both ends (its path; a Paimon file's deletion vector
-        too)."""
-        before, after = self.live_before(), self.live_after()
+        too). ``expand``: the end's files with those a compaction in the range wrote in
+        place of the files they replaced (which hold the same rows), before they are taken."""
+        before = self.live_before()
+        if expand is None:
+            after = self.live_after()
+        else:
+            after = self._mine(expand(self.source.stream_files(self.ts, self.after, self.pruning)))
         old, new = {identity(f) for f in before}, {identity(f) for f in after}
         added = [f for f in after if identity(f) not in old]
         removed = [f for f in before if identity(f) not in new]

@@ -298,11 +298,10 @@ class Table(TableReads):
     @writes("compact()")
     @refuse_unknown_keywords
     def compact(self, *, full: bool = False) -> Snapshot | None:
-        """Merge overlapping files of each bucket into sorted runs (a COMPACT snapshot).
-
-        ``full=True`` rewrites every bucket with more than one file into one sorted run.
-        Returns None when there was nothing to compact. Reads return the same rows
-        before and after.
+        """Rewrite files without changing what reads return (a COMPACT snapshot); None
+        when there was nothing to compact. Primary-key tables merge each bucket's
+        overlapping files (``full``: every bucket into one sorted run); append tables
+        rewrite runs of small files (``full``: every partition whole; docs/maintenance.md).
         """
         # Compaction rewrites files under the latest schema, never an older one that
         # would leave out newer columns.

@@ -227,6 +227,31 @@ class AppendTableMachine(RuleBasedStateMachine):
         by_time = self.tbl.to_arrow(as_of=snap.time_millis).to_pylist()
         assert [tuple(r.values()) for r in by_time] == in_read_order(self.states[newest], NAMES)
 
+    @rule(full=st.booleans())
+    def compact(self, full: bool) -> None:
+        """Compaction changes no row, nor the order of any (a COMPACT snapshot, or None)."""
+        snap = self.tbl.compact(full=full)
+        if snap is None:  # nothing to compact: no snapshot
+            assert len(self.tbl.snapshots()) == len(self.states) - 1
+            return
+        assert snap.commit_kind == "COMPACT" and snap.id == len(self.states)
+        self.states.append(self.current)
+
+    @precondition(lambda self: len(self.states) > 1)
+    @rule(data=st.data())
+    def changes(self, data: st.DataObject) -> None:
+        """The net change after a snapshot (compactions in between change nothing):
+        rows there now and not then (+I), rows there then and not now (-D)."""
+        start = data.draw(st.integers(0, len(self.states) - 2))
+        then = {r["id"]: r for r in self.states[start]}
+        now = {r["id"]: r for r in self.current}
+        rows = self.tbl.changes(start, include_row_kind=True).to_arrow().to_pylist()
+        kinds = {(r["_rl_kind"], r["id"]) for r in rows}
+        assert len(kinds) == len(rows)  # no row twice
+        expected = {("+I", i) for i in now.keys() - then.keys()}
+        expected |= {("-D", i) for i in then.keys() - now.keys()}
+        assert kinds == expected
+
     @precondition(lambda self: len(self.states) > 1)
     @rule()
     def split_union_equals_scan(self) -> None:
