@@ -272,3 +272,20 @@ def test_a_primary_key_sink_is_compacted_by_the_policy(warehouse: Path) -> None:
     assert sorted(sink.to_arrow().to_pylist(), key=lambda r: r["id"]) == [
         {"id": i, "v": 2} for i in range(10)
     ]
+
+
+def test_a_sink_compacted_between_steps_keeps_every_row_once(warehouse: Path) -> None:
+    source, sink, spec = make(warehouse)
+    worker = ShardWorker(spec, 0)
+    for i in range(3):
+        source.write(batch(i, 10))
+        assert worker.step().plans == 1
+    compacted = sink.compact()
+    assert compacted is not None and compacted.commit_kind == "COMPACT"
+    source.write(batch(3, 10))
+    assert worker.step().plans == 1
+    restarted = ShardWorker(spec, 0)  # finds its last commit below the compaction
+    source.write(batch(4, 10))
+    assert restarted.step().plans == 1
+    ids = Counter(sink.to_arrow().column("id").to_pylist())
+    assert set(ids) == set(range(50)) and set(ids.values()) == {1}
