@@ -85,7 +85,7 @@ class StreamingJob:
     ``output_schema`` declares the schema of ``fn``'s output: :meth:`start` checks it
     against the sink's, with the tables and consumers, before any actor starts.
     ``schema_mode="merge"`` adds the columns of ``fn``'s output that the sink lacks
-    before each commit, so a sink follows a source that gained columns (the stream's
+    with each commit, so a sink follows a source that gained columns (the stream's
     plans carry the source's new schema from the snapshot that first has it).
     """
 

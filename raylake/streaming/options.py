@@ -197,7 +197,7 @@ class JobSpec:
     storage_options: StorageOptions | None = field(default=None, repr=False)
     sink_storage_options: StorageOptions | None = field(default=None, repr=False)
     max_plans_per_step: int = 8
-    # "merge": columns of fn's output that the sink lacks are added to it first.
+    # "merge": columns of fn's output that the sink lacks are added with its commit.
     schema_mode: str = "strict"
 
     def shard_consumer(self, shard: int) -> str:

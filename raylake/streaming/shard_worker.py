@@ -12,18 +12,21 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from raylake.errors import InvalidOptionError, StreamError
+from raylake.errors import CommitConflictError, InvalidOptionError, StreamError
 from raylake.format.options import CONSUMER_EXPIRATION_TIME, duration_millis
 from raylake.streaming.options import JobSpec
 from raylake.streaming.plan import StreamPlan
 from raylake.streaming.reader import StreamReader
 from raylake.table import Table, open_table
-from raylake.table.evolve import merged_tables
-from raylake.table.writer import writing
+from raylake.table.evolve import adopt_planned_schema, merged_input
+from raylake.table.writer import CommitMessage, writing
 
 logger = logging.getLogger(__name__)
 
 SINK_SNAPSHOT = "stream.sink-snapshot"
+# Shards that add different columns to the sink at once race on its next schema file;
+# the loser writes its output again under the winner's schema, this many times at most.
+SCHEMA_ATTEMPTS = 5
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,7 @@ class ShardWorker:
         self._rewinding = False  # a failed step's rewind failed too: redo it first
         self._expiry_ms = consumer_expiry_millis(self.source)
         self._recorded = time.monotonic()  # when this shard last recorded its position
+        self._prefix = f"stream-{shard}"  # of the sink's data file names
 
     def _open_reader(self) -> StreamReader:
         options = self.spec.reader_options(self.shard)
@@ -178,12 +182,7 @@ class ShardWorker:
 
     def _commit(self, last: StreamPlan, outputs: list[pa.Table]) -> Any:
         assert self.sink is not None
-        if self.spec.schema_mode == "merge":  # follow a source whose schema grew
-            outputs = merged_tables(self.sink, outputs)
-        with writing(self.sink.new_writer(file_prefix=f"stream-{self.shard}")) as writer:
-            for out in outputs:
-                writer.write(out)
-            messages = writer.prepare_commit()
+        messages = self._write(outputs)
         return self.sink.commit(
             messages,
             mode="overwrite" if last.is_refresh else "append",
@@ -197,6 +196,26 @@ class ShardWorker:
             commit_identifier=last.snapshot_id,
             properties={"stream.source": self.spec.uri, "stream.consumer": self.consumer_id},
         )
+
+    def _write(self, outputs: list[pa.Table]) -> list[CommitMessage]:
+        """The sink's files of ``outputs``. Under ``schema_mode="merge"`` they are written
+        under the sink's schema plus their new columns, planned, and that schema is
+        committed just before the data, as ``Table.write`` does: a step that fails
+        (``fn``, a refused output, the commit) adds no column to the sink."""
+        assert self.sink is not None
+        if self.spec.schema_mode != "merge":
+            return _written(self.sink, outputs, self._prefix)
+        for attempt in range(SCHEMA_ATTEMPTS):
+            target, chunks = merged_input(self.sink, outputs)
+            messages = _written(target, chunks, self._prefix)
+            try:
+                adopt_planned_schema(self.sink, target, messages)  # deletes them if it fails
+            except CommitConflictError:
+                if attempt == SCHEMA_ATTEMPTS - 1:
+                    raise
+                continue
+            return messages
+        raise AssertionError("unreachable")
 
     def position(self) -> int:
         return self.reader.next_snapshot_id
@@ -238,6 +257,13 @@ def consumer_expiry_millis(table: Table) -> int | None:
     except InvalidOptionError:
         logger.warning("%s: cannot read %s=%r", table.uri, CONSUMER_EXPIRATION_TIME, raw)
         return None
+
+
+def _written(sink: Table, outputs: Any, prefix: str) -> list[CommitMessage]:
+    with writing(sink.new_writer(file_prefix=prefix)) as writer:
+        for out in outputs:
+            writer.write(out)
+        return writer.prepare_commit()
 
 
 def _rows(tables: list[pa.Table]) -> int:

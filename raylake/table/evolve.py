@@ -90,35 +90,6 @@ def schema_mode_arg(schema_mode: str) -> SchemaMode:
     return schema_mode  # type: ignore[return-value]
 
 
-def merge_new_columns(tbl: Table, data_schema: pa.Schema, attempts: int = 5) -> TableSchema:
-    """Add the columns of ``data_schema`` that the table lacks (one schema change).
-
-    Writers that add the same column at once (the shards of a streaming job) race on the
-    next schema file; the loser starts again from the winner's schema.
-    """
-    for attempt in range(attempts):
-        try:
-            return _merge_once(tbl, data_schema)
-        except CommitConflictError:
-            if attempt == attempts - 1:
-                raise
-    raise AssertionError("unreachable")
-
-
-def merged_tables(tbl: Table, tables: list[pa.Table]) -> list[pa.Table]:
-    """Tables to write with ``schema_mode="merge"``: new columns added to the table
-    first, columns they lack written null."""
-    for pa_table in tables:
-        merge_new_columns(tbl, pa_table.schema)
-    return [fill_missing_columns(t, tbl.table_schema) for t in tables]
-
-
-def _merge_once(tbl: Table, data_schema: pa.Schema) -> TableSchema:
-    base, new = with_new_columns(tbl, data_schema)
-    tbl.table_schema = commit_schema(tbl.file_io, base, new)
-    return tbl.table_schema
-
-
 def with_new_columns(tbl: Table, *data_schemas: pa.Schema) -> tuple[TableSchema, TableSchema]:
     """The table's latest schema and the next version, with the columns of the
     ``data_schemas`` it lacks (the latest itself where it lacks none): checked, not

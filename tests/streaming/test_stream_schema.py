@@ -96,3 +96,67 @@ def test_a_job_sink_in_merge_mode_follows_its_source(warehouse: Path) -> None:
     raylake.create_table(strict.sink_uri, SCHEMA)  # type: ignore[arg-type]
     with pytest.raises(raylake.errors.SchemaMismatchError):
         ShardWorker(strict, 0).step()
+
+
+def test_a_failed_merge_mode_step_adds_no_column_to_the_sink(warehouse: Path) -> None:
+    """The new columns are committed with the step's data: a step refused on the way
+    (here its second output, whose 'v' cannot fit) leaves the sink's schema as it was,
+    and the step after the fix commits columns and rows together."""
+    source = raylake.create_table(str(warehouse / "src"), SCHEMA)
+    sink = raylake.create_table(str(warehouse / "dst"), SCHEMA)
+    bad = [True]
+
+    def fn(t: pa.Table) -> pa.Table:
+        if t["id"][0].as_py() == 1:
+            return t.append_column("w", pa.array(["x"] * t.num_rows))
+        v = pa.array(["bad"] * t.num_rows) if bad else t["v"]
+        return pa.table({"id": t["id"], "v": v})
+
+    spec = JobSpec(source.uri, fn, "job", 1, sink_uri=sink.uri, schema_mode="merge")
+    for i in (1, 2):
+        source.write(pa.table({"id": [i], "v": pa.array([i], pa.int32())}))
+    worker = ShardWorker(spec, 0)
+    with pytest.raises(raylake.errors.SchemaMismatchError, match="'v'"):
+        worker.step()
+    after = raylake.open_table(sink.uri)
+    assert after.schema.names == ["id", "v"] and after.latest_snapshot() is None
+    assert not list((warehouse / "dst" / "data").rglob("*.parquet"))
+    bad.clear()
+    assert worker.step().plans == 2
+    assert sink.refresh().schema.names == ["id", "v", "w"]
+    assert sorted(sink.to_arrow().to_pylist(), key=lambda r: r["id"]) == [
+        {"id": 1, "v": 1, "w": "x"},
+        {"id": 2, "v": 2, "w": None},
+    ]
+
+
+def test_a_merge_mode_shard_that_loses_the_schema_race_writes_again(
+    warehouse: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another shard adds a different column between this shard's planning and its
+    commit: this one writes its output again under the winner's schema plus its own
+    column, and the files of its first try are deleted."""
+    from raylake.streaming import shard_worker
+
+    source = raylake.create_table(str(warehouse / "src"), SCHEMA)
+    sink = raylake.create_table(str(warehouse / "dst"), SCHEMA)
+    spec = JobSpec(
+        source.uri, lambda t: t.append_column("w", t["v"]), "job", 1, sink_uri=sink.uri,
+        schema_mode="merge",
+    )  # fmt: skip
+    source.write(pa.table({"id": [1], "v": pa.array([1], pa.int32())}))
+    written, tries = shard_worker._written, []
+
+    def other_shard_first(*args: object) -> object:
+        if not tries:  # the other shard commits its column first
+            with raylake.open_table(sink.uri).update_schema() as u:
+                u.add_column("other", pa.string())
+        tries.append(1)
+        return written(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(shard_worker, "_written", other_shard_first)
+    assert ShardWorker(spec, 0).step().plans == 1
+    assert len(tries) == 2
+    assert sink.refresh().schema.names == ["id", "v", "other", "w"]
+    assert sink.to_arrow().to_pylist() == [{"id": 1, "v": 1, "other": None, "w": 1}]
+    assert len(list((warehouse / "dst" / "data").rglob("*.parquet"))) == 1
