@@ -160,5 +160,14 @@ class TableReads:
         return scan.select(columns).where(filter).read_context().read(split)
 
     @refuse_unknown_keywords
-    def count(self, *, filter: str | Expr | None = None, snapshot_id: int | None = None) -> int:
-        return self.scan(filter=filter, snapshot_id=snapshot_id).count()
+    def count(
+        self,
+        *,
+        filter: str | Expr | None = None,
+        snapshot_id: int | None = None,
+        as_of: datetime | int | None = None,
+    ) -> int:
+        """The number of rows a read returns (after ``filter`` and, for a primary-key
+        table, the merge), of the latest snapshot or the one ``snapshot_id`` or ``as_of``
+        chooses, as in :meth:`scan`; without a filter, from the manifests where they tell."""
+        return self.scan(filter=filter, snapshot_id=snapshot_id, as_of=as_of).count()

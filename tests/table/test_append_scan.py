@@ -17,7 +17,7 @@ import pytest
 
 import raylake
 from raylake import col
-from raylake.errors import SnapshotNotFoundError
+from raylake.errors import InvalidArgumentError, SnapshotNotFoundError
 from raylake.table import Split, Table
 
 SCHEMA = pa.schema([("id", pa.int64()), ("dt", pa.string()), ("x", pa.float64())])
@@ -258,6 +258,19 @@ def test_time_travel_by_timestamp(history: Table) -> None:
     assert expired.expired_snapshot_ids == (1, 2)
     future = datetime.now(timezone.utc) + timedelta(days=1)
     assert history.to_arrow(as_of=future).num_rows == 30
+
+
+def test_count_travels_in_time_as_scans_do(history: Table) -> None:
+    """``count`` takes ``as_of`` (epoch milliseconds or a datetime) as every read does."""
+    for snap in history.snapshots():
+        expected = snap.total_record_count
+        assert history.count(as_of=snap.time_millis) == expected
+        assert history.count(as_of=snap.time) == expected
+        assert history.count(as_of=snap.time, filter="id >= 5") == expected - 5
+    with pytest.raises(SnapshotNotFoundError, match="no snapshot at or before"):
+        history.count(as_of=history.snapshot(1).time_millis - 1)
+    with pytest.raises(InvalidArgumentError):
+        history.count(snapshot_id=1, as_of=history.snapshot(1).time)
 
 
 def test_time_travel_before_the_first_snapshot(history: Table) -> None:
