@@ -19,6 +19,7 @@ ids, column lists, URIs) are in raylake/table/args.py."""
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence, Set
 from typing import Any, TypeVar
 
@@ -40,6 +41,28 @@ def is_number(value: object) -> bool:
 def is_int(value: object) -> bool:
     """An int that is not a bool."""
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def integer(value: object) -> int | None:
+    """``value`` as a Python int if it is an integer that is not a bool: an int, or a
+    numpy integer (``numbers.Integral``: what ``for epoch in np.arange(n)`` or a config
+    read with numpy gives); else None."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    return None
+
+
+def check_integer(
+    name: str, value: object, minimum: int | None = 0, error: Refusal = InvalidArgumentError
+) -> int:
+    """``value`` as a Python int if it is an integer (:func:`integer`) >= ``minimum``
+    (None: any); else InvalidArgumentError naming ``name``. The training loaders' keywords
+    take numpy integers as torch and TensorFlow do; the int returned keeps them out of
+    saved states (``json``, ``torch.load(weights_only=True)`` refuse numpy scalars)."""
+    number = integer(value)
+    if number is None or (minimum is not None and number < minimum):
+        raise error(name, value, "an int" if minimum is None else f"an int >= {minimum}")
+    return number
 
 
 def check_count(

@@ -30,8 +30,11 @@ from typing import Any
 import torch
 from torch.utils.data import Sampler
 
-from raylake.arguments import check_count, check_flag
+from raylake.arguments import check_flag, check_integer
 from raylake.errors import InvalidArgumentError, ResumeStateError
+
+# The seeds torch.Generator.manual_seed takes: a signed or an unsigned 64-bit integer.
+_SEEDS = range(-(1 << 63), 1 << 64)
 
 
 def _batch_count(n: int, batch_size: int, drop_last: bool) -> int:
@@ -99,7 +102,7 @@ class RandomBatchSampler(Sampler[list[int]]):
         generator: torch.Generator | None = None,
     ) -> None:
         self.data_source = data_source
-        self.batch_size = check_count("batch_size", batch_size, 1)
+        self.batch_size = check_integer("batch_size", batch_size, 1)
         self.drop_last = check_flag("drop_last", drop_last)
         if generator is None:
             generator = torch.Generator()
@@ -169,20 +172,30 @@ class DistributedBatchSampler(Sampler[list[int]]):
                 torch.distributed.get_world_size() if num_replicas is None else num_replicas
             )
             rank = torch.distributed.get_rank() if rank is None else rank
-        self.num_replicas = check_count("num_replicas", num_replicas, 1)
-        self.rank = check_count("rank", rank)
+        self.num_replicas = check_integer("num_replicas", num_replicas, 1)
+        self.rank = check_integer("rank", rank)
         if self.rank >= self.num_replicas:
             raise InvalidArgumentError("rank", rank, f"in [0, {self.num_replicas - 1}]")
         self.dataset = dataset
-        self.batch_size = check_count("batch_size", batch_size, 1)
+        self.batch_size = check_integer("batch_size", batch_size, 1)
         self.shuffle = check_flag("shuffle", shuffle)
-        self.seed = check_count("seed", seed)
+        # Any seed torch's generator takes, negative ones too, as DistributedSampler does.
+        self.seed = check_integer("seed", seed, None)
+        if self.seed not in _SEEDS:
+            raise InvalidArgumentError("seed", seed, "an int in [-2**63, 2**64) (torch's seeds)")
         self.drop_last = check_flag("drop_last", drop_last)
         self.batch_drop_last = check_flag("batch_drop_last", batch_drop_last)
         self.epoch = 0
 
     def set_epoch(self, epoch: int) -> None:
-        self.epoch = check_count("epoch", epoch)
+        """Epoch ``epoch``'s order next: any int (a numpy one from ``np.arange`` too), as
+        DistributedSampler takes it; the order is drawn with seed ``seed + epoch``."""
+        epoch = check_integer("epoch", epoch, None)
+        if self.seed + epoch not in _SEEDS:
+            raise InvalidArgumentError(
+                "epoch", epoch, f"an int that keeps seed + epoch (seed={self.seed}) a torch seed"
+            )
+        self.epoch = epoch
 
     @property
     def num_samples(self) -> int:

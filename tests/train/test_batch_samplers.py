@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pytest
 import torch
@@ -96,7 +97,7 @@ def test_an_empty_dataset_has_no_batches() -> None:
     data=st.data(),
     batch_size=st.integers(1, 40),
     shuffle=st.booleans(),
-    seed=st.integers(0, 1_000),
+    seed=st.integers(-(2**63), 2**64 - 6),  # any torch seed, as seed + epoch
     epoch=st.integers(0, 5),
     drop_last=st.booleans(),
     batch_drop_last=st.booleans(),
@@ -210,13 +211,30 @@ def test_a_lake_map_dataset_takes_its_batches(tmp_path: Path) -> None:
         (lambda: DistributedBatchSampler(Rows(5), 2, num_replicas=2, rank=2), "rank"),
         (lambda: DistributedBatchSampler(Rows(5), 2, num_replicas=0, rank=0), "num_replicas"),
         (lambda: DistributedBatchSampler(Rows(5), 2, num_replicas=2), "rank"),
-        (lambda: DistributedBatchSampler(Rows(5), 2, 2, 0, seed=-1), "seed"),
+        (lambda: DistributedBatchSampler(Rows(5), 2, 2, 0, seed=2**64), "seed"),
+        (lambda: DistributedBatchSampler(Rows(5), 2, 2, 0, seed=True), "seed"),
+        (lambda: DistributedBatchSampler(Rows(5), 2, 2, 0, seed=2**64 - 1).set_epoch(1), "epoch"),
+        (lambda: DistributedBatchSampler(Rows(5), 2, 2, 0).set_epoch(1.0), "epoch"),
         (lambda: DistributedBatchSampler(Rows(5), 2, 2, 0, shuffle=1), "shuffle"),
     ],
 )
 def test_bad_arguments_are_named(make: Callable[[], object], named: str) -> None:
     with pytest.raises(InvalidArgumentError, match=named):
         make()
+
+
+@pytest.mark.parametrize("seed", [-1, -(2**63), 2**64 - 3, np.int64(-7), np.uint64(5)])
+def test_distributed_batches_take_any_torch_seed_and_numpy_epochs(seed: int) -> None:
+    """Any seed torch's generator takes, as DistributedSampler takes it, and epochs from a
+    numpy loop (which DistributedSampler takes, then fails on at its first batch)."""
+    for epoch in np.arange(3):
+        sampler: DistributedSampler[int] = DistributedSampler(Rows(50), 3, 1, seed=int(seed))
+        sampler.set_epoch(int(epoch))
+        ours = DistributedBatchSampler(Rows(50), 4, np.int64(3), np.int64(1), seed=seed)
+        ours.set_epoch(epoch)
+        assert list(ours) == list(BatchSampler(sampler, 4, False))
+        state = iter(ours).state_dict()  # type: ignore[attr-defined]
+        assert type(state["epoch"]) is int and type(ours.seed) is int
 
 
 def test_a_state_of_another_sampler_is_refused_by_name() -> None:
