@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from raylake.arguments import check_count, check_flag
+from raylake.arguments import check_count, check_flag, check_integer
 from raylake.errors import InvalidArgumentError, ResumeStateError
 from raylake.train.convert import Converter
 from raylake.train.passes import Feed, NumpyFeed, Pass, Taken
@@ -101,11 +101,11 @@ class Epochs:
     shuffle_window: int
 
     def __post_init__(self) -> None:
-        check_count("batch_size", self.batch_size, 1)
+        # Numpy integers taken, kept as ints (saved states record these).
+        for name, minimum in (("batch_size", 1), ("seed", 0), ("shuffle_window", 1)):
+            object.__setattr__(self, name, check_integer(name, getattr(self, name), minimum))
         check_flag("shuffle", self.shuffle)
-        check_count("seed", self.seed)
         check_flag("drop_last", self.drop_last)
-        check_count("shuffle_window", self.shuffle_window, 1)
 
 
 class ShardedLoader:
@@ -125,10 +125,10 @@ class ShardedLoader:
         self.source = source
         self.converter = converter
         self.epochs = epochs
-        self.read_ahead = check_count("read_ahead", read_ahead)
-        self.read_ahead_bytes = check_count("read_ahead_bytes", read_ahead_bytes)
-        self.convert_ahead = check_count("convert_ahead", convert_ahead)  # chunks, on a thread
-        self.loader_threads = check_count("loader_threads", loader_threads)  # 0: no cap
+        self.read_ahead = check_integer("read_ahead", read_ahead)
+        self.read_ahead_bytes = check_integer("read_ahead_bytes", read_ahead_bytes)
+        self.convert_ahead = check_integer("convert_ahead", convert_ahead)  # chunks, on a thread
+        self.loader_threads = check_integer("loader_threads", loader_threads)  # 0: no cap
         self.epoch = 0
         self._pending: Position | None = None  # a loaded position, used by the next pass
         self._live: Position | None = None  # the pass in progress in this process
@@ -153,7 +153,7 @@ class ShardedLoader:
 
     def set_epoch(self, epoch: int) -> None:
         """Use epoch ``epoch``'s order; a loaded position of another epoch is dropped."""
-        check_count("epoch", epoch)
+        epoch = check_integer("epoch", epoch)
         if self._pending is not None and self._pending.epoch != epoch:
             self._pending = None
         self.epoch = epoch

@@ -31,7 +31,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Generic, TypeVar
 
-from raylake.arguments import check_count
+from raylake.arguments import check_integer
 
 T = TypeVar("T")
 
@@ -45,7 +45,7 @@ _ITEM, _ERROR, _DONE = 0, 1, 2
 def check_loader_threads(value: object) -> int:
     """``loader_threads``: None or 0 for no cap (pyarrow decodes on its process-wide pool),
     else the cap."""
-    return 0 if value is None else check_count("loader_threads", value)
+    return 0 if value is None else check_integer("loader_threads", value)
 
 
 class CpuSlots:
@@ -53,8 +53,8 @@ class CpuSlots:
     (0: no cap). Waits for reads or for other stages happen outside the block."""
 
     def __init__(self, threads: int) -> None:
-        self.threads = check_count("loader_threads", threads)
-        self._slots = threading.BoundedSemaphore(threads) if threads else None
+        self.threads = check_integer("loader_threads", threads)
+        self._slots = threading.BoundedSemaphore(self.threads) if self.threads else None
 
     def __enter__(self) -> None:
         if self._slots is not None:
@@ -91,13 +91,15 @@ class PieceWindow(Generic[T]):
         observe: Callable[[float, bool], None] | None = None,
         ramp: bool = False,
     ) -> None:
-        self.pieces = check_count("read_ahead", pieces)
+        self.pieces = check_integer("read_ahead", pieces)
         # Until the first piece is taken only it is read: what the consumer waits for
         # first does not share the cores with the reads behind it.
         self._ramp = ramp
         self._observe = observe  # (share of the window in flight, piece already read)
-        self.threads = pieces if threads is None else check_count("loader_threads", threads, 1)
-        self.max_bytes = check_count("read_ahead_bytes", max_bytes)
+        self.threads = (
+            self.pieces if threads is None else check_integer("loader_threads", threads, 1)
+        )
+        self.max_bytes = check_integer("read_ahead_bytes", max_bytes)
         self._read = read
         self._plan = iter(plan)
         self._peeked: int | None = None
@@ -198,7 +200,7 @@ def background(
     ``depth=0`` produces them on the calling thread, as they are asked for. At most
     ``depth`` items wait in the queue and one more is being produced.
     """
-    depth = check_count("prefetch", depth)
+    depth = check_integer("prefetch", depth)
     if depth == 0:
         yield from items
         return

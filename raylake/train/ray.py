@@ -16,7 +16,7 @@ import itertools
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from raylake.arguments import check_callable, check_count, check_flag, refuse_unknown_keywords
+from raylake.arguments import check_callable, check_flag, check_integer, refuse_unknown_keywords
 from raylake.errors import InvalidArgumentError
 from raylake.train.convert import FillNull
 from raylake.train.passes import Pass, close
@@ -48,13 +48,13 @@ def iter_torch_batches(
     The iterator's ``stats()`` tells how it fed the trainer, as the Lake datasets'
     ``ds.stats()`` does (docs/training.md, "Is the GPU starved?"); Ray's blocks are its
     windows. Nothing is read before the first batch is asked for."""
-    check_count("batch_size", batch_size, 1)
+    batch_size = check_integer("batch_size", batch_size, 1)
     check_flag("drop_last", drop_last)
-    check_count("prefetch_blocks", prefetch_blocks)
+    prefetch_blocks = check_integer("prefetch_blocks", prefetch_blocks)
     check_device(device)
     # Checked here as the output's others are, not at the first block Ray has read.
     check_callable("transform", transform)
-    check_count("feed_bytes", feed_bytes, 1)
+    feed_bytes = check_integer("feed_bytes", feed_bytes, 1)
     if not hasattr(data, "iter_batches"):
         raise InvalidArgumentError(
             "data", data, "a ray.data.Dataset or DataIterator (ray.train.get_dataset_shard)"

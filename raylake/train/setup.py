@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 import numpy as np
 import pyarrow as pa
 
-from raylake.arguments import check_count
+from raylake.arguments import check_integer
 from raylake.errors import InvalidArgumentError
 from raylake.expr import Expr
 from raylake.table import Table
@@ -38,19 +38,22 @@ DEFAULT_SHUFFLE_WINDOW = 1 << 16
 """Rows shuffled together within a piece (``shuffle_window=``)."""
 
 
-def check_rank(rank: int | None, world_size: int | None) -> None:
-    """Both None, or ``0 <= rank < world_size`` (ints): a wrong one fails here, not in the
-    first batch (a tf.data pipeline used to raise it from inside TensorFlow's iterator)."""
+def check_rank(rank: int | None, world_size: int | None) -> tuple[int | None, int | None]:
+    """Both None, or ``0 <= rank < world_size`` (ints, numpy ones too): a wrong one fails
+    here, not in the first batch (a tf.data pipeline used to raise it from inside
+    TensorFlow's iterator). Returns them as Python ints."""
     if (rank is None) != (world_size is None):
         raise InvalidArgumentError(
             "world_size" if world_size is None else "rank",
             world_size if world_size is None else rank,
             "given together with the other (pass both rank and world_size, or neither)",
         )
-    if world_size is not None and check_count("rank", rank) >= check_count(
-        "world_size", world_size, 1
-    ):
+    if world_size is None:
+        return None, None
+    checked = check_integer("rank", rank), check_integer("world_size", world_size, 1)
+    if checked[0] >= checked[1]:
         raise InvalidArgumentError("rank", rank, f"an int in [0, world_size={world_size})")
+    return checked
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from raylake.arguments import check_callable, check_count, is_int
+from raylake.arguments import check_callable, check_integer, is_int
 from raylake.errors import InvalidArgumentError, UnsupportedOperationError
 from raylake.train.binary import BinaryColumns
 from raylake.train.convert import FEATURES, FEATURES_T, FillNull, Layout
@@ -124,8 +124,8 @@ class TensorBatches:
         device = check_device(device)
         self.device = None if device is None else torch.device(device)
         self.pin_memory = pin_memory
-        self.prefetch = check_count("prefetch", prefetch)
-        self.feed_bytes = check_count("feed_bytes", feed_bytes, 1)
+        self.prefetch = check_integer("prefetch", prefetch)
+        self.feed_bytes = check_integer("feed_bytes", feed_bytes, 1)
         # Binary and string columns, as lists for the transform (Converter.binary).
         self.binary = tuple(binary)
         if self.binary and self.device is not None and self.device.type != "cpu":

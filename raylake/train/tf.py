@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from raylake.arguments import check_count, check_flag, is_int, refuse_unknown_keywords
+from raylake.arguments import check_flag, check_integer, integer, refuse_unknown_keywords
 from raylake.errors import InvalidArgumentError, MissingDependencyError
 
 if importlib.util.find_spec("tensorflow") is None:
@@ -89,7 +89,7 @@ def to_tf_dataset(
     tf = _tensorflow()
     check_flag("prefetch", prefetch)
     check_flag("reshuffle_each_iteration", reshuffle_each_iteration)
-    check_count("epoch", epoch)  # not at the first iteration, inside TensorFlow's iterator
+    epoch = check_integer("epoch", epoch)  # here, not inside TensorFlow's iterator
     if input_context is not None:
         if not hasattr(input_context, "num_input_pipelines"):
             raise InvalidArgumentError(
@@ -101,18 +101,19 @@ def to_tf_dataset(
                 input_context,
                 "None where rank/world_size are given (one or the other)",
             )
-        rank, world_size = input_context.input_pipeline_id, input_context.num_input_pipelines
+        given = input_context.input_pipeline_id, input_context.num_input_pipelines
+        rank, world_size = integer(given[0]), integer(given[1])
         # InputContext takes any numbers: a wrong one would fail inside TensorFlow's iterator.
-        if not (is_int(rank) and is_int(world_size) and 0 <= rank < world_size):
+        if rank is None or world_size is None or not 0 <= rank < world_size:
             raise InvalidArgumentError(
                 "input_context",
                 input_context,
                 "an InputContext whose input_pipeline_id is an int in [0, "
-                f"num_input_pipelines) (it has input_pipeline_id={rank!r}, "
-                f"num_input_pipelines={world_size!r})",
+                f"num_input_pipelines) (it has input_pipeline_id={given[0]!r}, "
+                f"num_input_pipelines={given[1]!r})",
             )
     else:
-        check_rank(rank, world_size)
+        rank, world_size = check_rank(rank, world_size)
     sharded = world_size is not None and world_size > 1
     rank, world_size = rank or 0, world_size or 1
 
@@ -131,7 +132,7 @@ def to_tf_dataset(
     source, converter = open_source(rows, spec)
     layout = converter.layout
     loader = ShardedLoader(source, converter, epochs)
-    batch = None if not drop_last else batch_size
+    batch = None if not drop_last else epochs.batch_size
     signature = output_signature(source, converter, batch, runs=True)
     passes = [0]
 

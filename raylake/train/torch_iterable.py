@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
-from raylake.arguments import check_count, check_flag, refuse_unknown_keywords
+from raylake.arguments import check_flag, check_integer, refuse_unknown_keywords
 from raylake.errors import UnsupportedOperationError
 from raylake.expr import Expr
 from raylake.table import Table
@@ -108,17 +108,17 @@ class LakeIterableDataset(IterableDataset):
         storage_options: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
-        check_rank(rank, world_size)
+        rank, world_size = check_rank(rank, world_size)
         check_device(device)
         if prefetch is None:
             prefetch = default_prefetch(device)
-        check_count("prefetch", prefetch)
-        check_count("read_ahead", read_ahead)
+        prefetch = check_integer("prefetch", prefetch)
+        read_ahead = check_integer("read_ahead", read_ahead)
         loader_threads = check_loader_threads(loader_threads)
         check_flag("worker_file_sharing", worker_file_sharing)
         if pin_memory is not None:  # a config file's "false" would pin
             check_flag("pin_memory", pin_memory)
-        check_count("feed_bytes", feed_bytes, 1)
+        feed_bytes = check_integer("feed_bytes", feed_bytes, 1)
         epochs = Epochs(batch_size, shuffle, seed, drop_last, shuffle_window)
         # With a transform, binary and string columns reach it as lists (docs/training.md,
         # "Binary and string columns"); without one they are refused, naming the column.

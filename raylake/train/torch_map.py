@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from raylake.arguments import check_count, refuse_unknown_keywords
+from raylake.arguments import check_integer, refuse_unknown_keywords
 from raylake.caching import LruCache
 from raylake.errors import InvalidArgumentError, ResumeStateError
 from raylake.expr import Expr
@@ -83,8 +83,8 @@ class LakeMapDataset(Dataset):
         rows = TableRows(table, filter, snapshot_id, storage_options)
         self._source, self._converter = open_source(rows, spec)
         self._output = TensorBatches(self._converter.layout, dtype, transform, None, False)
-        self._cache_bytes = check_count("cache_bytes", cache_bytes)
-        self._cache = _piece_cache(cache_bytes)
+        self._cache_bytes = check_integer("cache_bytes", cache_bytes)
+        self._cache = _piece_cache(self._cache_bytes)
         self._recorder = FeedRecorder()
 
     def stats(self) -> FeedStats:

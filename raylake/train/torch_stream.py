@@ -11,8 +11,8 @@ import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 from raylake.arguments import (
-    check_count,
     check_flag,
+    check_integer,
     check_optional_count,
     check_seconds,
     refuse_unknown_keywords,
@@ -69,10 +69,10 @@ class LakeStreamDataset(IterableDataset):
         storage_options: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
-        check_rank(rank, world_size)
-        check_count("batch_size", batch_size, 1)
+        rank, world_size = check_rank(rank, world_size)
+        batch_size = check_integer("batch_size", batch_size, 1)
         check_flag("shuffle", shuffle)
-        check_count("seed", seed)
+        seed = check_integer("seed", seed)
         check_flag("drop_last", drop_last)
         # Checked as poll_interval is (StreamOptions): 0 or a float would end the stream
         # at once or at a snapshot no rank names, a string fail at the first poll.

@@ -4,12 +4,15 @@ used to fail deep in the read, ``shuffle="false"`` used to shuffle)."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
+import numpy as np
 import pytest
 
-from raylake.arguments import check_count, check_flag
+import raylake
+from raylake.arguments import check_count, check_flag, check_integer
 from raylake.errors import InvalidArgumentError, StreamArgumentError
 from raylake.train.ray import iter_torch_batches
 from raylake.train.torch import LakeIterableDataset, LakeStreamDataset
@@ -120,3 +123,35 @@ def test_checks_return_good_values_and_raise_both_type_and_value_errors() -> Non
         check_flag("f", 0)
     with pytest.raises(ValueError):
         check_count("n", 0, 1)
+
+
+def test_the_loaders_take_numpy_integers_as_ints(append_table: raylake.Table) -> None:
+    """What ``for epoch in np.arange(n)`` and numpy configs give: the same batches as
+    Python ints, and a saved position of plain ints (torch.load(weights_only=True) and
+    json refuse numpy scalars)."""
+    given = {"batch_size": 64, "seed": 3, "shuffle_window": 100, "rank": 1, "world_size": 2}
+    as_numpy = {k: np.int64(v) for k, v in given.items()}
+    plain = LakeIterableDataset(append_table, feature_columns=["x"], label_column="id", **given)
+    numpy = LakeIterableDataset(
+        append_table, feature_columns=["x"], label_column="id", read_ahead=np.int32(2),
+        prefetch=np.int8(1), feed_bytes=np.uint64(1 << 24), loader_threads=np.int16(1),
+        **as_numpy,
+    )  # fmt: skip
+    for epoch in np.arange(2):
+        plain.set_epoch(int(epoch))
+        numpy.set_epoch(epoch)
+        ours, theirs = [b[1].tolist() for b in numpy], [b[1].tolist() for b in plain]
+        assert ours == theirs and ours
+    state = numpy.state_dict()
+    assert json.loads(json.dumps(state)) == json.loads(json.dumps(plain.state_dict()))
+    stream = LakeStreamDataset(
+        append_table, columns=["x"], batch_size=np.int64(8), seed=np.int64(1), rank=np.int64(0),
+        world_size=np.int64(1),
+    )  # fmt: skip
+    assert type(stream._config.batch_size) is int and type(stream._config.seed) is int
+
+
+def test_a_numpy_bool_is_not_an_int() -> None:
+    with pytest.raises(InvalidArgumentError, match="batch_size must be an int >= 1"):
+        check_integer("batch_size", np.True_, 1)
+    assert check_integer("seed", np.int64(-1), None) == -1

@@ -166,6 +166,24 @@ def test_an_input_context_of_a_pipeline_out_of_range_is_refused_when_made(
         to_tf_dataset(append_table, ["x"], "label", input_context=ctx)
 
 
+def test_numpy_integers_are_taken_as_ints(append_table: raylake.Table) -> None:
+    """``epoch=np.int64(e)`` from a numpy loop, a numpy batch size and an InputContext of
+    numpy ids read what Python ints read (they were refused, or failed inside TensorFlow)."""
+    ctx = tf.distribute.InputContext(
+        num_input_pipelines=np.int64(2), input_pipeline_id=np.int64(1)
+    )
+    numpy = to_tf_dataset(
+        append_table, ["id"], batch_size=np.int32(32), seed=np.int64(4), epoch=np.int64(2),
+        drop_last=True, input_context=ctx,
+    )  # fmt: skip
+    plain = to_tf_dataset(
+        append_table, ["id"], batch_size=32, seed=4, epoch=2, drop_last=True, rank=1,
+        world_size=2,
+    )  # fmt: skip
+    assert numpy.element_spec.shape == (32, 1)
+    assert [f.numpy().tolist() for f in numpy] == [f.numpy().tolist() for f in plain]
+
+
 @pytest.mark.parametrize("dtype", ["string", "qint8", "resource", "variant"])
 def test_a_dtype_numbers_are_not_cast_to_is_refused_when_made(
     append_table: raylake.Table, dtype: str
