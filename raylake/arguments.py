@@ -4,7 +4,8 @@ and before any task or actor starts: a wrong type or value raises
 :class:`~raylake.errors.InvalidArgumentError` naming the keyword (both a TypeError and
 a ValueError), never a later error from inside Ray or a read. A string such as
 ``"false"`` is truthy, so a flag taken by truthiness would do the opposite of what it
-says (``compact(full="no")`` used to compact fully): flags take True or False only.
+says (``compact(full="no")`` used to compact fully): flags take True or False only
+(numpy's too).
 
 Every refusal of an argument is an :class:`InvalidArgumentError`, whichever layer
 makes it. Where a layer raised its own error for argument mistakes before (streams a
@@ -22,6 +23,8 @@ from __future__ import annotations
 import numbers
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence, Set
 from typing import Any, TypeVar
+
+import numpy as np
 
 from raylake.errors import InvalidArgumentError, UnknownKeywordError
 
@@ -160,10 +163,11 @@ def check_instance(
 
 
 def check_flag(name: str, value: object, error: Refusal = InvalidArgumentError) -> bool:
-    """``value`` if it is True or False; else InvalidArgumentError naming ``name``."""
-    if not isinstance(value, bool):
+    """``value`` as a bool if it is True or False, a numpy bool too (what ``arr.any()``
+    or a config read with numpy gives); else InvalidArgumentError naming ``name``."""
+    if not isinstance(value, bool | np.bool_):
         raise error(name, value, "True or False")
-    return value
+    return bool(value)
 
 
 def check_mapping(

@@ -104,8 +104,8 @@ class Epochs:
         # Numpy integers taken, kept as ints (saved states record these).
         for name, minimum in (("batch_size", 1), ("seed", 0), ("shuffle_window", 1)):
             object.__setattr__(self, name, check_integer(name, getattr(self, name), minimum))
-        check_flag("shuffle", self.shuffle)
-        check_flag("drop_last", self.drop_last)
+        for flag in ("shuffle", "drop_last"):
+            object.__setattr__(self, flag, check_flag(flag, getattr(self, flag)))
 
 
 class ShardedLoader:

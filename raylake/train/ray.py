@@ -49,7 +49,7 @@ def iter_torch_batches(
     ``ds.stats()`` does (docs/training.md, "Is the GPU starved?"); Ray's blocks are its
     windows. Nothing is read before the first batch is asked for."""
     batch_size = check_integer("batch_size", batch_size, 1)
-    check_flag("drop_last", drop_last)
+    drop_last = check_flag("drop_last", drop_last)
     prefetch_blocks = check_integer("prefetch_blocks", prefetch_blocks)
     check_device(device)
     # Checked here as the output's others are, not at the first block Ray has read.

@@ -87,8 +87,8 @@ def to_tf_dataset(
     ``epoch + 1``, ...) unless ``reshuffle_each_iteration=False``.
     """
     tf = _tensorflow()
-    check_flag("prefetch", prefetch)
-    check_flag("reshuffle_each_iteration", reshuffle_each_iteration)
+    prefetch = check_flag("prefetch", prefetch)
+    reshuffle_each_iteration = check_flag("reshuffle_each_iteration", reshuffle_each_iteration)
     epoch = check_integer("epoch", epoch)  # here, not inside TensorFlow's iterator
     if input_context is not None:
         if not hasattr(input_context, "num_input_pipelines"):

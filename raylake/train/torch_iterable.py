@@ -115,9 +115,9 @@ class LakeIterableDataset(IterableDataset):
         prefetch = check_integer("prefetch", prefetch)
         read_ahead = check_integer("read_ahead", read_ahead)
         loader_threads = check_loader_threads(loader_threads)
-        check_flag("worker_file_sharing", worker_file_sharing)
+        worker_file_sharing = check_flag("worker_file_sharing", worker_file_sharing)
         if pin_memory is not None:  # a config file's "false" would pin
-            check_flag("pin_memory", pin_memory)
+            pin_memory = check_flag("pin_memory", pin_memory)
         feed_bytes = check_integer("feed_bytes", feed_bytes, 1)
         epochs = Epochs(batch_size, shuffle, seed, drop_last, shuffle_window)
         # With a transform, binary and string columns reach it as lists (docs/training.md,
@@ -146,7 +146,7 @@ class LakeIterableDataset(IterableDataset):
             feed_bytes,
             binary=converter.binary,
         )
-        check_flag("window_process", window_process)
+        window_process = check_flag("window_process", window_process)
         if window_process and converter.binary:
             raise UnsupportedOperationError(
                 f"window_process=True hands windows over in shared memory, which holds no "

@@ -71,9 +71,9 @@ class LakeStreamDataset(IterableDataset):
         super().__init__()
         rank, world_size = check_rank(rank, world_size)
         batch_size = check_integer("batch_size", batch_size, 1)
-        check_flag("shuffle", shuffle)
+        shuffle = check_flag("shuffle", shuffle)
         seed = check_integer("seed", seed)
-        check_flag("drop_last", drop_last)
+        drop_last = check_flag("drop_last", drop_last)
         # Checked as poll_interval is (StreamOptions): 0 or a float would end the stream
         # at once or at a snapshot no rank names, a string fail at the first poll.
         check_optional_count(

@@ -155,3 +155,22 @@ def test_a_numpy_bool_is_not_an_int() -> None:
     with pytest.raises(InvalidArgumentError, match="batch_size must be an int >= 1"):
         check_integer("batch_size", np.True_, 1)
     assert check_integer("seed", np.int64(-1), None) == -1
+
+
+def test_the_loaders_take_numpy_bools_as_flags(append_table: raylake.Table) -> None:
+    """``shuffle=np.True_`` (what ``arr.any()`` or a numpy config gives) is True, as torch
+    and tf.data take it; the strings and ints a flag refuses stay refused."""
+    flags = {"shuffle": False, "drop_last": True}
+    plain = LakeIterableDataset(append_table, columns=["id"], batch_size=64, **flags)
+    numpy = LakeIterableDataset(
+        append_table, columns=["id"], batch_size=64, pin_memory=np.False_,
+        worker_file_sharing=np.False_, window_process=np.False_,
+        **{k: np.bool_(v) for k, v in flags.items()},
+    )  # fmt: skip
+    assert [b["id"].tolist() for b in numpy] == [b["id"].tolist() for b in plain]
+    assert json.dumps(numpy.state_dict()) == json.dumps(plain.state_dict())
+    stream = LakeStreamDataset(append_table, columns=["id"], shuffle=np.True_, drop_last=np.True_)
+    assert stream._config.shuffle is True and stream._config.drop_last is True
+    assert check_flag("f", np.True_) is True
+    with pytest.raises(InvalidArgumentError, match="f must be True or False, got int 1"):
+        check_flag("f", 1)
