@@ -18,14 +18,15 @@ pinned snapshot (no ``snapshot_id``).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
 
-from raylake.arguments import check_integer
-from raylake.errors import InvalidArgumentError
+from raylake.arguments import check_integer, check_names
+from raylake.errors import InvalidArgumentError, SchemaArgumentError
 from raylake.expr import Expr
 from raylake.table import Table
 from raylake.table.args import columns_arg
@@ -91,6 +92,19 @@ class BatchSpec:
 
     def __post_init__(self) -> None:
         columns_arg(self.columns)  # a str is refused: columns='id' is not ['i', 'd']
+        features = self.feature_columns
+        # Checked here, before the table is opened: a pandas Index or an int failed inside
+        # the layout with pandas' "truth value is ambiguous" or a bare TypeError. One
+        # string is one feature column (Layout.of); a set has no order to stack them in.
+        if features is not None and not isinstance(features, str):
+            if isinstance(features, AbstractSet):
+                raise SchemaArgumentError(
+                    "feature_columns", features, "a list of column names, in the order to "
+                    "stack them (a set has none)",
+                )  # fmt: skip
+            check_names("feature_columns", features, SchemaArgumentError)
+        if self.label_column is not None and not isinstance(self.label_column, str):
+            raise SchemaArgumentError("label_column", self.label_column, "a column name or None")
 
     def converter(self, schema: pa.Schema) -> Converter:
         """The conversion of rows of ``schema`` to these batches (bad columns, types and

@@ -9,13 +9,14 @@ import re
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import raylake
 from raylake.arguments import check_count, check_flag, check_integer
-from raylake.errors import InvalidArgumentError, StreamArgumentError
+from raylake.errors import InvalidArgumentError, SchemaArgumentError, StreamArgumentError
 from raylake.train.ray import iter_torch_batches
-from raylake.train.torch import LakeIterableDataset, LakeStreamDataset
+from raylake.train.torch import LakeIterableDataset, LakeMapDataset, LakeStreamDataset
 
 BAD = [
     ({"batch_size": 0}, "batch_size must be an int >= 1, got int 0"),
@@ -37,6 +38,28 @@ def test_a_torch_dataset_names_a_bad_keyword_before_opening_the_table(
 ) -> None:
     """Here there is no table: opening it would raise another error."""
     with pytest.raises(InvalidArgumentError, match=re.escape(message)):
+        loader(str(tmp_path / "no-table"), **kwargs)
+
+
+@pytest.mark.parametrize("loader", [LakeIterableDataset, LakeMapDataset, LakeStreamDataset])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"feature_columns": pd.Index(["x"])}, "feature_columns must be a list of column names"),
+        ({"feature_columns": np.array(["x"])}, "feature_columns must be a list of column names"),
+        ({"feature_columns": 5}, "feature_columns must be a list of column names, got int 5"),
+        ({"feature_columns": [1]}, "feature_columns must be a list of column names (strings)"),
+        ({"feature_columns": {"x", "y"}}, "in the order to stack them (a set has none)"),
+        ({"label_column": ["y"]}, "label_column must be a column name or None, got list"),
+    ],
+)
+def test_column_keywords_are_checked_before_opening_the_table(
+    tmp_path: Any, loader: type, kwargs: dict[str, Any], message: str
+) -> None:
+    """A pandas Index or an int as ``feature_columns`` failed inside the layout, after the
+    table was opened, with pandas' "truth value of an Index is ambiguous" or a bare
+    TypeError; a set stacked its columns in an order that changes between runs."""
+    with pytest.raises(SchemaArgumentError, match=re.escape(message)):
         loader(str(tmp_path / "no-table"), **kwargs)
 
 
