@@ -20,6 +20,7 @@ from raylake.format.consumer import STREAM_MODE
 from raylake.streaming.options import ON_OVERWRITE, JobSpec, StreamPosition
 from raylake.table import Table, open_table
 from raylake.table.conform import check_schema
+from raylake.table.evolve import with_new_columns
 
 
 def check_job(
@@ -37,8 +38,8 @@ def check_job(
     source = open_table(spec.uri, storage_options=storage_options)
     if spec.sink_uri is not None:
         sink = open_table(spec.sink_uri, storage_options=sink_storage_options)
-        if output_schema is not None and spec.schema_mode != "merge":
-            check_schema(sink.kind.input_schema(output_schema), sink.schema)
+        if output_schema is not None:
+            _check_output_schema(sink, sink.kind.input_schema(output_schema), spec)
     elif output_schema is not None:
         raise StreamArgumentError(
             "output_schema",
@@ -48,6 +49,16 @@ def check_job(
     _check_shard_count(source, spec)
     for shard in range(spec.num_shards):
         _check_shard(source, spec, shard)
+
+
+def _check_output_schema(sink: Table, output_schema: pa.Schema, spec: JobSpec) -> None:
+    """``fn``'s declared output against the sink: the columns and types the sink takes,
+    or under ``schema_mode="merge"`` the columns the sink has (its new ones must be ones
+    a table can add), planned as a shard's commit plans them and not committed."""
+    if spec.schema_mode == "merge":
+        with_new_columns(sink, output_schema)
+    else:
+        check_schema(output_schema, sink.schema)
 
 
 def _check_shard_count(source: Table, spec: JobSpec) -> None:

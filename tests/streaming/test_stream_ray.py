@@ -199,7 +199,11 @@ def test_streaming_job_is_checked_before_any_actor_starts(
     refused(SchemaMismatchError, r"missing column\(s\) \['v'\]", sink_uri=sink.uri,
             output_schema=pa.schema([("id", pa.int64())]))  # fmt: skip
     refused(StreamError, "sink_uri", output_schema=SCHEMA)
+    text_v_and_w = text_v.append(pa.field("w", pa.string()))  # merge: 'w' new, 'v' refused
+    refused(SchemaMismatchError, "'v' has type string", sink_uri=sink.uri,
+            output_schema=text_v_and_w, schema_mode="merge")  # fmt: skip
     assert source.consumers() == [] and sink.snapshots() == []
+    assert raylake.open_table(sink.uri).schema.names == ["id", "v"]
 
     job = StreamingJob(source.uri, double, consumer_id="j", sink_uri=sink.uri, output_schema=SCHEMA)
     with job:

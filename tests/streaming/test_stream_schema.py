@@ -11,6 +11,7 @@ import raylake
 from raylake.errors import SchemaEvolutionError
 from raylake.streaming import ROW_KIND
 from raylake.streaming.job import JobSpec, ShardWorker
+from raylake.streaming.job_check import check_job
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.int32())])
 
@@ -160,3 +161,23 @@ def test_a_merge_mode_shard_that_loses_the_schema_race_writes_again(
     assert sink.refresh().schema.names == ["id", "v", "other", "w"]
     assert sink.to_arrow().to_pylist() == [{"id": 1, "v": 1, "other": None, "w": 1}]
     assert len(list((warehouse / "dst" / "data").rglob("*.parquet"))) == 1
+
+
+def test_a_merge_mode_jobs_output_schema_is_checked_before_any_actor(warehouse: Path) -> None:
+    """Under ``schema_mode="merge"`` the declared output is checked as a shard's commit
+    checks it (the sink's columns must fit, the new ones must be storable), without
+    adding any: it was not checked at all, and a shard failed at its first commit."""
+    source = raylake.create_table(str(warehouse / "src"), SCHEMA)
+    sink = raylake.create_table(str(warehouse / "dst"), SCHEMA)
+    spec = JobSpec(source.uri, lambda t: t, "job", 1, sink_uri=sink.uri, schema_mode="merge")
+
+    def check(output_schema: pa.Schema) -> None:
+        check_job(spec, output_schema=output_schema, storage_options=None,
+                  sink_storage_options=None)  # fmt: skip
+
+    with pytest.raises(raylake.errors.SchemaMismatchError, match="'v' has type string"):
+        check(pa.schema([("id", pa.int64()), ("v", pa.string()), ("w", pa.string())]))
+    with pytest.raises(raylake.errors.SchemaError, match="'i'"):
+        check(pa.schema([("id", pa.int64()), ("i", pa.month_day_nano_interval())]))
+    check(pa.schema([("id", pa.int64()), ("w", pa.string())]))  # new columns are fine
+    assert raylake.open_table(sink.uri).schema.names == ["id", "v"]  # and none was added
