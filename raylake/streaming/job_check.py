@@ -21,6 +21,7 @@ from raylake.streaming.options import ON_OVERWRITE, JobSpec, StreamPosition
 from raylake.table import Table, open_table
 from raylake.table.conform import check_schema
 from raylake.table.evolve import with_new_columns
+from raylake.table.source import check_writable
 
 
 def check_job(
@@ -38,6 +39,8 @@ def check_job(
     source = open_table(spec.uri, storage_options=storage_options)
     if spec.sink_uri is not None:
         sink = open_table(spec.sink_uri, storage_options=sink_storage_options)
+        # A Paimon sink: every shard failed at its first commit, its consumer registered.
+        check_writable(sink, "StreamingJob writing to sink_uri")
         if output_schema is not None:
             _check_output_schema(sink, sink.kind.input_schema(output_schema), spec)
     elif output_schema is not None:

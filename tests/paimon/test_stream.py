@@ -272,3 +272,20 @@ def test_a_deletion_vector_stream_gives_level_0_before_a_batch_read_does() -> No
     assert dv.count() < mor.count()
     assert _streamed(dv, start="latest") == _streamed(mor, start="latest")
     assert len(_streamed(dv, start="earliest")) == mor.count()
+
+
+def test_a_streaming_job_into_a_paimon_sink_is_refused_before_any_shard(tmp_path: Any) -> None:
+    """raylake does not write Paimon tables: the driver's check refuses the sink, naming
+    its format, where every shard failed at its first commit with its consumer on the
+    source registered."""
+    import pyarrow as pa
+
+    from raylake.streaming.job import JobSpec
+    from raylake.streaming.job_check import check_job
+
+    source = raylake.create_table(str(tmp_path / "src"), pa.schema([("id", pa.int64())]))
+    for mode in ("strict", "merge"):
+        spec = JobSpec(source.uri, lambda t: t, "copy", 1, sink_uri=PK, schema_mode=mode)
+        with pytest.raises(UnsupportedOperationError, match=r"sink_uri is not supported: .*Paimon"):
+            check_job(spec, output_schema=None, storage_options=None, sink_storage_options=None)
+    assert source.consumers() == []
