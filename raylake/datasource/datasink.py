@@ -193,7 +193,7 @@ class LakeDatasink(Datasink[TaskCommit]):
         """Open or create the table, check the data's schema, pin the base snapshot."""
         self._job_id = uuid.uuid4().hex[:16]
         self._new_table = None
-        data_schema = _typed_nulls(_arrow_schema(schema), self._known_schema)
+        data_schema = _dataset_types(_arrow_schema(schema), self._known_schema)
         tbl = self._open_or_create(data_schema)
         if data_schema is not None and self.merge:
             tbl = self._with_new_columns(tbl, data_schema)
@@ -367,16 +367,21 @@ def _arrow_schema(schema: Any) -> pa.Schema | None:
     return pa.schema([pa.field(n, t) for n, t in zip(wrapped.names, types, strict=True)])
 
 
-def _typed_nulls(first: pa.Schema | None, known: pa.Schema | None) -> pa.Schema | None:
-    """The first bundle's schema with the type of each all-null column taken from the
-    dataset's whole schema: a first block whose values of a column are all None has it as
-    null, and a table created from it (or a column ``schema_mode="merge"`` adds) would
-    refuse the typed values of the later blocks."""
+def _dataset_types(first: pa.Schema | None, known: pa.Schema | None) -> pa.Schema | None:
+    """The first bundle's schema with each column typed as in the dataset's whole schema
+    (Ray's unification of every block's, where it is known): a first block whose values
+    of a column are all None has it as null, one of int32 ints or without nulls has it as
+    int32 or non-nullable, and a table created from it (or a column ``schema_mode="merge"``
+    adds) would refuse the int64 values or the nulls of the later blocks."""
     if first is None or known is None:
         return first
     for i, field in enumerate(first):
-        if pa.types.is_null(field.type) and known.get_field_index(field.name) >= 0:
-            first = first.set(i, field.with_type(known.field(field.name).type))
+        index = known.get_field_index(field.name)
+        wider = known.field(index) if index >= 0 else None
+        if wider is None or pa.types.is_null(wider.type):
+            continue
+        nullable = field.nullable or wider.nullable
+        first = first.set(i, field.with_type(wider.type).with_nullable(nullable))
     return first
 
 

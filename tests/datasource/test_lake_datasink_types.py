@@ -38,3 +38,19 @@ def test_a_merged_column_takes_the_datasets_type(ray_cluster: Any, tmp_path: Pat
     tbl = raylake.open_table(str(tmp_path / "t"))
     assert tbl.schema.field("b").type == pa.string()
     assert sorted(tbl.to_arrow().column("b").to_pylist(), key=str) == [None, None, "x"]
+
+
+def test_a_narrower_first_block_does_not_type_a_new_table(ray_cluster: Any, tmp_path: Path) -> None:
+    """Ray unifies int32 and int64 blocks as int64, and a first block without nulls with
+    a later one holding some as nullable: the table was created with the first block's
+    int32 (non-nullable) column, and the next block was refused in its write task."""
+    strict = pa.schema([pa.field("a", pa.int32(), nullable=False)])
+    first = pa.table({"id": [1], "a": pa.array([1], pa.int32())}).cast(
+        pa.schema([pa.field("id", pa.int64()), *strict])
+    )
+    later = pa.table({"id": [2, 3], "a": pa.array([2**40, None], pa.int64())})
+    write_lake(ray.data.from_arrow([first, later]), str(tmp_path / "t"))
+    tbl = raylake.open_table(str(tmp_path / "t"))
+    assert tbl.schema.field("a") == pa.field("a", pa.int64())
+    rows = sorted(tbl.to_arrow().to_pylist(), key=lambda r: r["id"])
+    assert [r["a"] for r in rows] == [1, 2**40, None]
