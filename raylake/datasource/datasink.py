@@ -87,6 +87,13 @@ class LakeDatasink(Datasink[TaskCommit]):
     write starts, and writes nulls for the table columns the dataset lacks.
     """
 
+    # What one job pins (reset by _end_job).
+    _table_schema: TableSchema | None
+    _base_snapshot_id: int | None
+    _job_id: str
+    _new_table: Table | None  # the table this job created, if it did
+    _known_schema: pa.Schema | None  # the dataset's, from check_schema
+
     @refuse_unknown_keywords
     def __init__(
         self,
@@ -122,11 +129,7 @@ class LakeDatasink(Datasink[TaskCommit]):
             ),
         )
         self._properties = dict(check_mapping("commit_properties", commit_properties, "str") or {})
-        self._table_schema: TableSchema | None = None
-        self._base_snapshot_id: int | None = None
-        self._job_id = ""
-        self._new_table: Table | None = None  # the table this job created, if it did
-        self._known_schema: pa.Schema | None = None  # the dataset's, from check_schema
+        self._end_job()
         self.snapshot: Snapshot | None = None
         if table_exists(uri, storage_options=storage_options):
             self._resolve_mode(open_table(uri, storage_options=storage_options))
@@ -189,9 +192,21 @@ class LakeDatasink(Datasink[TaskCommit]):
         if data_schema is not None and self._create.schema is not None:
             check_table_schema(table_columns(data_schema), table_columns(self._create.schema))
 
+    def _end_job(self) -> None:
+        """Forget what one job pinned, so that a sink used for another job starts afresh:
+        Ray calls ``on_write_start`` only when a first bundle arrives, and a job without
+        any (``ds.limit(0)``) went on from the last job's base snapshot, so that its
+        overwrite conflicted with that job's own commit."""
+        self._table_schema = None
+        self._base_snapshot_id = None
+        self._job_id = ""
+        self._new_table = None
+        self._known_schema = None
+
     def on_write_start(self, schema: pa.Schema | None = None) -> None:
         """Open or create the table, check the data's schema, pin the base snapshot."""
         self._job_id = uuid.uuid4().hex[:16]
+        self.snapshot = None
         self._new_table = None
         data_schema = _dataset_types(_arrow_schema(schema), self._known_schema)
         tbl = self._open_or_create(data_schema)
@@ -278,6 +293,7 @@ class LakeDatasink(Datasink[TaskCommit]):
 
     def on_write_complete(self, write_result: WriteResult[TaskCommit]) -> None:
         """Commit every task's messages as one snapshot, in task order (upsert order)."""
+        self.snapshot = None
         if self._table_schema is None:  # no input bundle ever arrived: an empty dataset
             self._job_id = uuid.uuid4().hex[:16]
             self._pin(self._open_or_create(None))
@@ -290,15 +306,16 @@ class LakeDatasink(Datasink[TaskCommit]):
             commit_planned_schema(self.file_io, self._table_schema)
         if not any(not m.is_empty for m in messages) and self.mode != "overwrite":
             logger.info("nothing to commit to %s", self.file_io.uri)
-            return
-        tbl = Table(self.file_io, self._table_schema)
-        self.snapshot = tbl.commit(
-            messages,
-            mode=self.mode or "append",
-            base_snapshot_id=self._base_snapshot_id,
-            commit_user=self._file_prefix,
-            properties=self._properties,
-        )
+        else:
+            tbl = Table(self.file_io, self._table_schema)
+            self.snapshot = tbl.commit(
+                messages,
+                mode=self.mode or "append",
+                base_snapshot_id=self._base_snapshot_id,
+                commit_user=self._file_prefix,
+                properties=self._properties,
+            )
+        self._end_job()  # a failed commit keeps it: on_write_failed cleans up after it
 
     def _job_committed(self) -> bool:
         """Whether a snapshot made after this job started was committed by this job, or
@@ -317,7 +334,13 @@ class LakeDatasink(Datasink[TaskCommit]):
         """Delete every data file this job wrote; remove a table this job created, if no
         snapshot landed in it (left behind, it would refuse the corrected job)."""
         if not self._job_id:
-            return
+            return  # Ray calls this again after on_write_start's own call
+        try:
+            self._clean_up(error)
+        finally:
+            self._end_job()
+
+    def _clean_up(self, error: Exception) -> None:
         if outcome_unknown(error):  # the commit may be visible: its files must stay
             logger.warning(
                 "commit to %s has an unknown outcome; keeping its files", self.file_io.uri
@@ -338,9 +361,7 @@ class LakeDatasink(Datasink[TaskCommit]):
         self.file_io.delete_quietly(mine)
         logger.warning("write to %s failed; deleted %d file(s)", self.file_io.uri, len(mine))
         if self._new_table is not None:
-            # Ray calls this again after on_write_start's own call: drop the table once.
-            tbl, self._new_table = self._new_table, None
-            drop_new_table(tbl)
+            drop_new_table(self._new_table)
 
 
 @dataclass(frozen=True)

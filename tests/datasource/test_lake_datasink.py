@@ -154,6 +154,26 @@ def test_blocks_a_filter_emptied_are_skipped(ray_cluster: Any, tmp_path: Path) -
     assert snap is not None and snap.commit_kind == "OVERWRITE" and tbl.count() == 0
 
 
+def test_a_sink_used_again_starts_each_job_afresh(ray_cluster: Any, tmp_path: Path) -> None:
+    """Ray calls on_write_start only when a first bundle arrives: a sink's next job
+    without any (limit(0)) went on from the last job's base snapshot, so its overwrite
+    conflicted with that job's own commit, and its snapshot stayed the last job's."""
+    tbl = make_events(tmp_path / "t", rows_per_day=10)
+    sink = LakeDatasink(tbl.uri, mode="overwrite")
+    read_lake(tbl.uri).write_datasink(sink)
+    first = sink.snapshot
+    assert first is not None and tbl.count() == 30
+    read_lake(tbl.uri).limit(0).write_datasink(sink)
+    assert sink.snapshot is not None and sink.snapshot.id == first.id + 1
+    assert tbl.count() == 0
+
+    appends = LakeDatasink(tbl.uri)
+    ray.data.from_arrow(events_batch(0, 5, "d", seed=0)).write_datasink(appends)
+    assert appends.snapshot is not None
+    ray.data.from_arrow(events_batch(5, 5, "d", seed=1)).limit(0).write_datasink(appends)
+    assert appends.snapshot is None and tbl.count() == 5
+
+
 # -- failures leave nothing behind ------------------------------------------------------
 
 
