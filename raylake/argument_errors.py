@@ -48,8 +48,11 @@ class UnknownKeywordError(InvalidArgumentError):
 
     __module__ = "raylake.errors"
 
-    def __init__(self, where: str, keyword: str, valid: Collection[str]) -> None:
-        close = difflib.get_close_matches(keyword, list(valid), n=1, cutoff=0.5)
+    def __init__(
+        self, where: str, keyword: str, valid: Collection[str], renamed: str | None = None
+    ) -> None:
+        # ``renamed``: the keyword's new name, where it is a known old one (not a typo).
+        close = [renamed] if renamed else difflib.get_close_matches(keyword, list(valid), 1, 0.5)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         Exception.__init__(
             self,

@@ -22,7 +22,7 @@ from raylake.datasource._ray_compat import (
 )
 from raylake.datasource.datasink import LakeDatasink, SinkMode
 from raylake.datasource.datasource import FilterLike, LakeDatasource
-from raylake.errors import InvalidArgumentError
+from raylake.errors import InvalidArgumentError, UnknownKeywordError
 from raylake.table import Snapshot
 
 if TYPE_CHECKING:
@@ -63,6 +63,10 @@ def check_task_option(name: str, value: object) -> None:
 def check_read_args(read_args: Mapping[str, Any]) -> None:
     """The ``ray.data.read_datasource`` keywords of ``read_lake``, checked on the driver
     as ``ray_remote_args`` are (:func:`check_task_options`)."""
+    if "parallelism" in read_args:
+        # Ray's deprecated name of override_num_blocks, where difflib offers max_calls.
+        keywords = _read_lake_keywords()
+        raise UnknownKeywordError("read_lake", "parallelism", keywords, "override_num_blocks")
     check_keywords("read_lake", read_args, _read_lake_keywords())
     check_optional_count("concurrency", read_args.get("concurrency"))
     for key in READ_TASK_PARAMETERS & read_args.keys():

@@ -51,6 +51,8 @@ READS = [
     ({"memory": -5}, "memory must be a value Ray takes"),
     ({"ray_remote_args": {"num_cpus": -1}}, "ray_remote_args must be Ray task options (The"),
     ({"ray_remote_args": {"num_cpu": 1}}, "Invalid option keyword num_cpu for remote functions"),
+    # Ray's old name of override_num_blocks: difflib's closest name was max_calls.
+    ({"parallelism": 4}, "unknown keyword 'parallelism'; did you mean 'override_num_blocks'?"),
 ]
 
 
