@@ -39,6 +39,7 @@ from raylake.io import FileIO
 from raylake.table import CommitMessage, Snapshot, Table, open_table
 from raylake.table.aborted import outcome_unknown
 from raylake.table.catalog import (
+    check_new_location,
     drop_new_table,
     new_table_schema,
     open_or_create_table,
@@ -135,6 +136,7 @@ class LakeDatasink(Datasink[TaskCommit]):
             self._resolve_mode(open_table(uri, storage_options=storage_options))
         elif create_if_missing:
             self._check_new_mode()
+            check_new_location(uri, storage_options)
 
     def __repr__(self) -> str:
         done = "" if self.snapshot is None else f", committed snapshot {self.snapshot.id}"

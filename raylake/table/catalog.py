@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any, Literal, TypeAlias
 
 import pyarrow as pa
@@ -165,8 +166,22 @@ def open_or_create_table(
         raise SchemaError(f"cannot create the table at {uri!r}: no schema is known. {schema_hint}")
     spec = spec or TableSpec()
     ts = new_table_schema(table_columns(schema), spec)
-    try:
+    with _sink_location():
         return _create(uri_arg(uri), ts, storage_options, exist_ok=True, spec=spec), True
+
+
+def check_new_location(uri: str, storage_options: OptionsLike | None = None) -> None:
+    """Refuse, as :func:`open_or_create_table` would when it creates the table, a place
+    that holds other files: a sink checks it on the driver before its job runs, where
+    creating the table waits for the job's first block (the work before it done)."""
+    with _sink_location():
+        check_empty_location(FileIO(uri_arg(uri), storage_options), allow_other_files=False)
+
+
+@contextmanager
+def _sink_location() -> Iterator[None]:
+    try:
+        yield
     except TableLocationError as exc:
         if not exc.found:  # the path is a file
             raise

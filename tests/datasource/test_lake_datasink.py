@@ -30,6 +30,7 @@ from raylake.errors import (  # noqa: E402
     NullConstraintError,
     SchemaError,
     SchemaMismatchError,
+    TableLocationError,
     TableNotFoundError,
     UnsupportedOperationError,
 )
@@ -378,6 +379,27 @@ def test_bad_arguments_for_a_new_table_are_refused_before_execution(
     with pytest.raises(error, match=match):
         write_lake(from_batches([events_batch(0, 5, "d", 0)]), str(tmp_path / "new"), **arguments)
     assert not (tmp_path / "new").exists()
+
+
+def test_a_directory_holding_other_files_is_refused_before_execution(
+    ray_cluster: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The table is created when the first block reaches the write: a dataset whose schema
+    Ray knows only by running it (after a map) ran its first tasks before the directory's
+    other files refused the table."""
+
+    def executed(self: Any, schema: Any = None) -> None:
+        raise AssertionError("Ray started executing the dataset")
+
+    monkeypatch.setattr(LakeDatasink, "on_write_start", executed)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.csv").write_text("a\n1\n")
+    mapped = from_batches([events_batch(0, 5, "d", 0)]).map_batches(lambda b: b)
+    with pytest.raises(TableLocationError, match=r"holds notes\.csv.*create_table\(\.\.\., allow"):
+        write_lake(mapped, str(tmp_path / "other"))
+    with pytest.raises(TableLocationError, match=r"holds notes\.csv"):
+        LakeDatasink(str(tmp_path / "other"))
+    assert sorted(p.name for p in (tmp_path / "other").iterdir()) == ["notes.csv"]
 
 
 def test_bad_modes(ray_cluster: Any, tmp_path: Path) -> None:
