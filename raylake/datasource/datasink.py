@@ -298,7 +298,8 @@ class LakeDatasink(Datasink[TaskCommit]):
         self.snapshot = None
         if self._table_schema is None:  # no input bundle ever arrived: an empty dataset
             self._job_id = uuid.uuid4().hex[:16]
-            self._pin(self._open_or_create(None))
+            # A new table takes the dataset's schema where Ray knew it (ds.limit(0)).
+            self._pin(self._open_or_create(self._known_schema))
         assert self._table_schema is not None
         results = sorted(
             (r for r in write_result.write_returns if r is not None), key=lambda r: r.task_index

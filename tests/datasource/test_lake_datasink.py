@@ -137,6 +137,19 @@ def test_empty_dataset(ray_cluster: Any, tmp_path: Path) -> None:
     assert snap is not None and tbl.count() == 0
 
 
+def test_a_dataset_without_blocks_creates_the_table_from_its_known_schema(
+    ray_cluster: Any, tmp_path: Path
+) -> None:
+    """limit(0) brings the write no block, so on_write_start never ran: the table was not
+    created ("no schema is known"), though Ray knew the dataset's schema."""
+    empty = ray.data.from_arrow(events_batch(0, 5, "d", seed=0)).limit(0)
+    assert write_lake(empty, str(tmp_path / "t"), partition_by=["dt"]) is None
+    tbl = raylake.open_table(str(tmp_path / "t"))
+    assert tbl.schema == EVENTS_SCHEMA and tbl.table_schema.partition_keys == ("dt",)
+    snap = write_lake(empty, str(tmp_path / "o"), mode="overwrite")
+    assert snap is not None and raylake.open_table(str(tmp_path / "o")).count() == 0
+
+
 def test_blocks_a_filter_emptied_are_skipped(ray_cluster: Any, tmp_path: Path) -> None:
     """A filter that keeps no row of a block leaves Ray a block without rows and without
     columns; the write skips it rather than checking its (empty) schema."""
