@@ -312,11 +312,10 @@ def test_missing_table_without_creation(ray_cluster: Any, tmp_path: Path) -> Non
     uri = str(tmp_path / "missing")
     with pytest.raises(TableNotFoundError):
         write_lake(from_batches([events_batch(0, 5, "d", 0)]), uri, create_if_missing=False)
-    # An empty dataset that yields no block, so no schema reaches the sink: Ray's own
-    # read planning (read_lake's whole task blocks hand the sink an empty block that
-    # carries the read's schema).
+    # An empty dataset that yields no block and whose schema Ray does not know before
+    # running it (a map), so no schema reaches the sink.
     source = LakeDatasource(make_events(tmp_path / "t", rows_per_day=5).uri, filter="id < 0")
-    empty = ray.data.read_datasource(source)
+    empty = ray.data.read_datasource(source).map_batches(lambda b: b).limit(0)
     with pytest.raises(SchemaError, match="pass schema="):
         write_lake(empty, uri)
     assert not table_exists(uri)
