@@ -63,7 +63,7 @@ def create_table(
     )
     ts = new_table_schema(schema, spec)
     allow = check_flag("allow_other_files", allow_other_files)
-    return _create(uri, ts, storage_options, check_flag("exist_ok", exist_ok), allow, spec)
+    return _create(uri, ts, storage_options, check_flag("exist_ok", exist_ok), allow, spec)[0]
 
 
 def new_table_schema(schema: pa.Schema, spec: TableSpec) -> TableSchema:
@@ -80,7 +80,9 @@ def _create(
     exist_ok: bool,
     allow_other_files: bool = False,
     spec: TableSpec | None = None,
-) -> Table:
+) -> tuple[Table, bool]:
+    """The table made at ``uri`` and True, or with ``exist_ok`` the table found there
+    (of the same schema and layout) and False."""
     file_io = FileIO(uri, storage_options)
     check_commit_safety(file_io, ts)
     forget_schemas()  # a table deleted and created again at this place is a new table
@@ -109,8 +111,8 @@ def _create(
                 f"a table with another schema exists at {uri!r}: {existing.schema} "
                 f"(asked for {ts.arrow_schema})"
             )
-        return existing
-    return Table(file_io, ts)
+        return existing, False
+    return Table(file_io, ts), True
 
 
 def _check_layout(existing: Table, spec: TableSpec | None, given_only: bool = False) -> None:
@@ -167,7 +169,9 @@ def open_or_create_table(
     spec = spec or TableSpec()
     ts = new_table_schema(table_columns(schema), spec)
     with _sink_location():
-        return _create(uri_arg(uri), ts, storage_options, exist_ok=True, spec=spec), True
+        # The loser of a race to create it opened the winner's: not created, so a failed
+        # job of the loser's does not drop the table the winner's job writes into.
+        return _create(uri_arg(uri), ts, storage_options, exist_ok=True, spec=spec)
 
 
 def check_new_location(uri: str, storage_options: OptionsLike | None = None) -> None:
@@ -275,7 +279,7 @@ def from_pandas(
         # Rows the new table would refuse (nulls in a key) fail before it is created;
         # the write then finds them conformed.
         pa_table = conform(pa_table, ts.arrow_schema)
-        tbl = _create(uri_arg(uri), ts, storage_options, exist_ok=False, allow_other_files=allow)
+        tbl, _ = _create(uri_arg(uri), ts, storage_options, False, allow_other_files=allow)
     write_mode: Literal["overwrite"] | None = "overwrite" if mode == "overwrite" else None
     tbl.write(pa_table, mode=write_mode)
     return tbl

@@ -329,6 +329,22 @@ def test_open_or_create_drops_system_columns_whatever_the_kind(
     assert not created and again.schema == tbl.schema
 
 
+def test_the_loser_of_a_race_to_create_a_table_did_not_create_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two sinks that both found no table: the second to create it opens the first's.
+    It said it had created it, so a failure of its job dropped the table (drop_new_table)
+    that the other job was writing into."""
+    from raylake.table import catalog
+
+    uri = str(tmp_path / "t")
+    winner, created = catalog.open_or_create_table(uri, SCHEMA)
+    assert created
+    monkeypatch.setattr(catalog, "table_exists", lambda *a, **k: False)  # the race's window
+    loser, created = catalog.open_or_create_table(uri, SCHEMA)
+    assert not created and loser.schema == winner.schema
+
+
 def test_open_or_create_refuses_before_writing_anything(tmp_path: Path) -> None:
     from raylake.table.catalog import open_or_create_table
 
