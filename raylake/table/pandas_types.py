@@ -56,7 +56,9 @@ def pandas_to_arrow(df: Any, schema: pa.Schema | None = None) -> pa.Table:
     return normalized(pa_table, explicit=arrow_dtype_columns(df))
 
 
-_CONVERSION_ERRORS = (pa.ArrowException, TypeError, ValueError)
+# OverflowError: an object column's Python int beyond 64 bits (pyarrow's "Python int too
+# large to convert to C long").
+_CONVERSION_ERRORS = (pa.ArrowException, TypeError, ValueError, OverflowError)
 
 
 def dataframe_to_arrow(
@@ -106,7 +108,7 @@ def _conversion_error(df: Any, schema: pa.Schema | None, exc: Exception) -> Exce
             dtype = schema.field(str(name)).type
         try:
             pa.Array.from_pandas(df[name], type=dtype)
-        except (pa.ArrowException, TypeError, ValueError) as error:
+        except _CONVERSION_ERRORS as error:
             target = "Arrow" if dtype is None else str(dtype)
             return SchemaMismatchError(
                 f"DataFrame column {str(name)!r} of dtype {df[name].dtype} does not convert "

@@ -118,6 +118,13 @@ CASES: list[tuple[str, bool, Call, type[Exception], str]] = [
      SchemaMismatchError, "DataFrame column 'z' of dtype complex128 does not convert"),
     ("write-pandas-mixed-object", False, lambda t, _: t.write(pd.DataFrame({"id": [1, "x"]})),
      SchemaMismatchError, "DataFrame column 'id' of dtype object does not convert to Arrow"),
+    # A Python int beyond 64 bits raised pyarrow's bare OverflowError, naming no column.
+    ("from-pandas-int-beyond-64-bits", False,
+     _pandas(pd.DataFrame({"id": [1], "big": pd.Series([2**64], dtype=object)})),
+     SchemaMismatchError, "DataFrame column 'big' of dtype object does not convert"),
+    ("write-pandas-int-beyond-64-bits", False,
+     lambda t, _: t.write(pd.DataFrame({"id": pd.Series([2**64], dtype=object), "v": ["z"]})),
+     SchemaMismatchError, "DataFrame column 'id' of dtype object does not convert"),
     # Schema changes.
     ("add-column-nullable-str", False,
      _schema_change(lambda u: u.add_column("z", pa.int64(), nullable="no")),

@@ -3,6 +3,7 @@ and reads back in the installed pandas' defaults (docs/pandas.md)."""
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
@@ -180,6 +181,14 @@ def test_what_to_pandas_gives_writes_back(tmp_path: Path, primary_key: tuple) ->
     assert got == sorted(want, key=lambda r: r["id"])
     with pytest.raises(SchemaError, match="'m'"):
         tbl.write(pd.DataFrame({"id": [3], "m": [[1, 2]], "l": [[1]], "extra": ["x"]}))
+
+
+def test_python_ints_beyond_64_bits_write_into_a_decimal_column(tmp_path: Path) -> None:
+    """pyarrow infers no type for them (OverflowError): the table's type takes them."""
+    schema = pa.schema([("id", pa.int64()), ("big", pa.decimal128(38, 0))])
+    tbl = raylake.create_table(str(tmp_path / "t"), schema)
+    tbl.write(pd.DataFrame({"id": [1, 2], "big": pd.Series([2**64, None], dtype=object)}))
+    assert tbl.to_arrow().column("big").to_pylist() == [Decimal(2**64), None]
 
 
 def test_integers_with_nulls_in_structs_and_lists_keep_their_values(tmp_path: Path) -> None:
