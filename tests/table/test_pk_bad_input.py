@@ -10,6 +10,7 @@ import pytest
 
 import raylake
 from raylake.errors import (
+    InvalidArgumentError,
     InvalidOptionError,
     NullConstraintError,
     SchemaError,
@@ -161,6 +162,45 @@ def test_delete_keys_need_every_key_column_and_no_nulls(tmp_path: Path) -> None:
         tbl.delete("nope = 1")
     assert tbl.latest_snapshot().id == 1  # type: ignore[union-attr]
     assert tbl.to_arrow().num_rows == 1
+
+
+@pytest.mark.parametrize(
+    ("keys", "error", "message"),
+    [
+        # Key values without their column's name said "cannot write an iterable of int".
+        ([1, 2], InvalidArgumentError, r"keys_or_filter must be a filter, or keys in columns"),
+        (1, InvalidArgumentError, r"a dict \(\{'id': \[1, 2\]\}\)"),
+        # pyarrow's bare OverflowError came out.
+        ({"id": [2**64]}, InvalidArgumentError, "keys that fit the key columns"),
+        ([{"id": 2**64}], InvalidArgumentError, "keys that fit the key columns"),
+        # Only the first chunk was checked: a later one gave pyarrow's KeyError.
+        (
+            [pa.table({"id": [1]}), pa.table({"x": [2]})],
+            SchemaMismatchError,
+            r"lack primary-key column\(s\) \['id'\]",
+        ),
+    ],
+    ids=[
+        "list-of-values",
+        "one-value",
+        "dict-int-beyond-64-bits",
+        "row-int-beyond-64-bits",
+        "later-chunk-without-key",
+    ],
+)
+def test_delete_keys_of_a_form_it_does_not_take_are_refused_naming_them(
+    tmp_path: Path, keys: Any, error: type[Exception], message: str
+) -> None:
+    tbl = create(tmp_path)
+    tbl.write(
+        pa.table(
+            {"id": [1, 2], "dt": ["a"] * 2, "v": [1.0] * 2, "s": ["x"] * 2, "tags": [["t"]] * 2}
+        )
+    )
+    with pytest.raises(error, match=message):
+        tbl.delete(keys)
+    assert tbl.latest_snapshot().id == 1  # type: ignore[union-attr]
+    assert tbl.count() == 2
 
 
 def test_changelog_needs_a_producer(tmp_path: Path) -> None:

@@ -115,28 +115,40 @@ def _current_rows(tbl: Table, keys_or_filter: Any, snapshot_id: int) -> pa.Table
 
 def _key_table(data: Any, ts: TableSchema) -> pa.Table:
     """The key columns of user-given keys, conformed to the key types, nulls rejected."""
-    if isinstance(data, Mapping):
-        try:
-            data = pa.table(dict(data))
-        except (TypeError, pa.ArrowInvalid) as exc:  # {"id": 1}: a scalar, not a column
-            raise InvalidArgumentError(
-                "keys_or_filter", data, "a dict of key columns (lists of values), e.g. {'id': [1]}"
-            ) from exc
-    elif isinstance(data, list) and data and isinstance(data[0], Mapping):
-        data = pa.Table.from_pylist(data)
-    chunks = [
-        c if isinstance(c, pa.Table) else pa.Table.from_batches([c]) for c in iter_input(data)
-    ]
-    key_schema = pa.schema([ts.arrow_schema.field(k) for k in ts.primary_key])
-    if not chunks:
-        return key_schema.empty_table()
-    missing = [k for k in ts.primary_key if k not in chunks[0].column_names]
-    if missing:
-        raise SchemaMismatchError(
-            f"keys to delete lack primary-key column(s) {missing} (the key is "
-            f"{list(ts.primary_key)})",
-            column=missing[0],
+    if np.isscalar(data) or (
+        isinstance(data, list | tuple | set | frozenset)
+        and any(item is None or np.isscalar(item) for item in data)
+    ):  # delete(1) or delete([1, 2]) for a one-column key: the column's name is needed
+        example = {ts.primary_key[0]: [1, 2]}
+        raise InvalidArgumentError(
+            "keys_or_filter",
+            data,
+            f"a filter, or keys in columns: a dict ({example}), a "
+            "list of dicts, a pyarrow Table or a pandas DataFrame",
         )
-    return pa.concat_tables(
-        [conform(c.select(list(ts.primary_key)), key_schema, ts.primary_key) for c in chunks]
-    )
+    try:
+        if isinstance(data, Mapping):
+            data = pa.table(dict(data))
+        elif isinstance(data, list) and data and isinstance(data[0], Mapping):
+            data = pa.Table.from_pylist(data)
+    except (TypeError, pa.ArrowInvalid) as exc:  # {"id": 1}: a scalar, not a column
+        raise InvalidArgumentError(
+            "keys_or_filter", data, "a dict of key columns (lists of values), e.g. {'id': [1]}"
+        ) from exc
+    except OverflowError as exc:  # pyarrow's "Python int too large to convert to C long"
+        raise InvalidArgumentError(
+            "keys_or_filter", data, f"keys that fit the key columns ({exc})"
+        ) from exc
+    key_schema = pa.schema([ts.arrow_schema.field(k) for k in ts.primary_key])
+    chunks = []
+    for chunk in iter_input(data):
+        missing = [k for k in ts.primary_key if k not in chunk.schema.names]
+        if missing:  # in any chunk: a later one lacking a key gave pyarrow's KeyError
+            raise SchemaMismatchError(
+                f"keys to delete lack primary-key column(s) {missing} (the key is "
+                f"{list(ts.primary_key)})",
+                column=missing[0],
+            )
+        chunk = chunk if isinstance(chunk, pa.Table) else pa.Table.from_batches([chunk])
+        chunks.append(conform(chunk.select(list(ts.primary_key)), key_schema, ts.primary_key))
+    return pa.concat_tables(chunks) if chunks else key_schema.empty_table()
