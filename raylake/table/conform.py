@@ -8,7 +8,8 @@ kind of type (integer to wider integer, integer to float, between string,
 large_string and string_view, between the binary types and binary_view, timestamp units)
 and only when the cast loses nothing (a narrower float rounds, as its type means, but a
 value beyond its range is refused); anything else is a :class:`SchemaMismatchError`
-naming the column. A dictionary column is written as its values (polars' Categorical).
+naming the column. A dictionary column is written as its values, in a list or struct too
+(polars' Categorical, List(Categorical)).
 """
 
 from __future__ import annotations
@@ -259,16 +260,19 @@ def _overflowed(before: pa.ChunkedArray, after: pa.ChunkedArray) -> int:
 def _cast(column: pa.ChunkedArray, dtype: pa.DataType) -> pa.ChunkedArray:
     try:
         return column.cast(dtype, safe=True)
-    except pa.ArrowNotImplementedError:
-        views = _unviewed(column.type) != column.type
-        if not (views and _unviewed(column.type).equals(_unviewed(dtype))) and not (
-            _kind(column.type) == _kind(dtype) and _kind(dtype) in ("text", "bytes")
-        ):
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid):
+        if _unviewed(column.type) == column.type or not _castable(column.type, dtype):
             raise
-        # pyarrow before 17 has no cast from string_view or binary_view (polars' strings
-        # and binaries, also in lists and structs): through Python.
-        chunks = [pa.array(chunk.to_pylist(), dtype) for chunk in column.chunks]
-        return pa.chunked_array(chunks, dtype)
+    # pyarrow casts no dictionary of views to its values (polars' Categorical in a list
+    # or struct): with its views made strings first, it does.
+    try:
+        return column.cast(_unviewed(column.type), safe=True).cast(dtype, safe=True)
+    except pa.ArrowNotImplementedError:
+        pass
+    # pyarrow before 17 has no cast from string_view or binary_view (polars' strings
+    # and binaries, also in lists and structs): through Python.
+    chunks = [pa.array(chunk.to_pylist(), dtype) for chunk in column.chunks]
+    return pa.chunked_array(chunks, dtype)
 
 
 def _decoded(column: pa.ChunkedArray) -> pa.ChunkedArray:
@@ -350,6 +354,10 @@ def _is_bytes(dtype: pa.DataType) -> bool:
 def _castable(src: pa.DataType, dst: pa.DataType) -> bool:
     if pa.types.is_null(src):
         return True  # an all-null column (pandas object column of None) fits any type
+    if pa.types.is_dictionary(src):  # written as its values, in a list or struct too
+        src = src.value_type
+        if src == dst:
+            return True
     if pa.types.is_floating(src) and pa.types.is_integer(dst):
         return False  # would truncate
     if pa.types.is_decimal(src) and pa.types.is_integer(dst):

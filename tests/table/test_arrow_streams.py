@@ -231,6 +231,39 @@ def test_merge_mode_write_of_views_adds_plain_columns(tmp_path: Path) -> None:
     ]
 
 
+def test_dictionaries_in_lists_and_structs_are_written_as_their_values(tmp_path: Path) -> None:
+    """As a dictionary column is (polars' List(Categorical) is a list of dictionaries of
+    string_view): they were refused, even by the table made from their own schema."""
+    values = pa.array(["x", "y", "x"]).dictionary_encode()
+    data = pa.table(
+        {
+            "l": pa.ListArray.from_arrays(pa.array([0, 2, 2, 3], pa.int32()), values),
+            "s": pa.StructArray.from_arrays([values], names=["f"]),
+        }
+    )
+    tbl = raylake.create_table(str(tmp_path / "own"), data.schema)
+    assert tbl.schema == pa.schema(
+        [("l", pa.list_(pa.string())), ("s", pa.struct([("f", pa.string())]))]
+    )
+    tbl.write(data)
+    assert tbl.to_arrow().to_pydict() == {
+        "l": [["x", "y"], [], ["x"]],
+        "s": [{"f": "x"}, {"f": "y"}, {"f": "x"}],
+    }
+    views = pa.DictionaryArray.from_arrays(
+        pa.array([0, 1, None], pa.uint32()), pa.array(["p", "q"], pa.string_view())
+    )
+    listed = pa.LargeListArray.from_arrays(pa.array([0, 2, 3]), views)
+    plain = raylake.create_table(str(tmp_path / "plain"), pa.schema([("l", pa.list_(pa.string()))]))
+    plain.write(pa.table({"l": listed}))
+    plain.write(pa.table({"l": listed}), schema_mode="merge")
+    assert plain.to_arrow().column("l").to_pylist() == [["p", "q"], [None]] * 2
+    with pytest.raises(raylake.SchemaMismatchError, match="'l'"):
+        raylake.create_table(
+            str(tmp_path / "ints"), pa.schema([("l", pa.list_(pa.int64()))])
+        ).write(pa.table({"l": listed}))
+
+
 def test_to_polars_reads_decimal256_that_fits_and_refuses_what_does_not(tmp_path: Path) -> None:
     """polars' decimals are 128-bit: it panics on decimal256 (a Rust PanicException)."""
     pl = pytest.importorskip("polars")
