@@ -200,6 +200,8 @@ def plain_literal(value: Any) -> Any:
     nanoseconds, which ``datetime`` (of which ``pandas.Timestamp`` is a subclass)
     cannot hold: they become Arrow timestamps of their own unit.
     """
+    if _is_pandas_missing(value):
+        return None
     if isinstance(value, np.datetime64):
         unit = np.datetime_data(value.dtype)[0]
         if np.isnat(value):
@@ -216,6 +218,14 @@ def plain_literal(value: Any) -> Any:
         nanos = int(value.value)  # type: ignore[attr-defined]
         return pa.scalar(nanos, pa.timestamp("ns", "UTC" if value.tzinfo else None))
     return value
+
+
+def _is_pandas_missing(value: Any) -> bool:
+    """``pandas.NaT`` or ``pandas.NA`` (in ``df.x.unique()`` of a column with missing
+    values), told apart without importing pandas. NaT is a ``datetime`` whose ``value`` is
+    the int64 minimum: taken as a time it compared as the instant 1677-09-21."""
+    kind = type(value)
+    return kind.__name__ in ("NaTType", "NAType") and kind.__module__.startswith("pandas")
 
 
 def half(value: float) -> np.float16:

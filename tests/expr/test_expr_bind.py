@@ -353,6 +353,25 @@ def test_pandas_and_numpy_times_keep_their_nanoseconds() -> None:
         _ = col("t") == np.datetime64("NaT", "ns")
 
 
+def test_pandas_missing_values_are_nulls() -> None:
+    """pandas.NaT (in ``df.t.unique()`` of a column with missing times) compared as the
+    instant 1677-09-21, so ``t != NaT`` selected every time; pandas.NA was 'expected an
+    integer'. Both are refused as None is, with the way to ask for nulls."""
+    pd = pytest.importorskip("pandas")
+    times = pd.Series(pd.to_datetime(["2024-01-01", None]))
+    for build in (
+        lambda: col("t") != pd.NaT,
+        lambda: col("t") > pd.NaT,
+        lambda: col("i") == pd.NA,
+        lambda: col("t").between(pd.NaT, pd.Timestamp("2024-01-02")),
+    ):
+        with pytest.raises(FilterError, match="with null is never true; use is_null"):
+            build()
+    for values in (times.unique(), [1, pd.NA], pd.array([1, None], dtype="Int64")):
+        with pytest.raises(FilterError, match="null never matches; use is_null"):
+            col("t").isin(values)
+
+
 def test_half_float_columns_filter() -> None:
     """Arrow has no comparison kernels for float16: the column is compared as float32."""
     np = pytest.importorskip("numpy")
