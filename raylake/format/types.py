@@ -83,6 +83,10 @@ def type_to_json(dtype: pa.DataType) -> JsonType:
             "item": field_to_json(dtype.item_field),
         }
     if pa.types.is_struct(dtype):
+        if dtype.num_fields == 0:  # Parquet has no group without fields: no write would work
+            raise SchemaError(
+                f"Arrow type {dtype} cannot be stored in a raylake table: a struct needs a field"
+            )
         return {"type": "struct", "fields": [field_to_json(f) for f in dtype]}
     if pa.types.is_dictionary(dtype):
         # Dictionary encoding is a property of the in-memory batch, not of the table.
