@@ -7,6 +7,7 @@ import argparse
 import re
 from datetime import datetime, timedelta
 
+from raylake.arguments import iso_time
 from raylake.streaming.options import START_NAMES
 
 _DURATION_PART = re.compile(r"(\d+)(ms|s|m|h|d|w)")
@@ -38,15 +39,6 @@ def iso_time_arg(text: str, what_else: str) -> datetime:
         raise argparse.ArgumentTypeError(
             f"{text!r} is {what_else} an ISO time (e.g. 2024-05-01T12:00:00+00:00)"
         ) from None
-
-
-def iso_time(text: str) -> datetime:
-    """``datetime.fromisoformat``, with a trailing Z read as UTC everywhere: Python 3.10's
-    refuses it (2024-05-01T12:00:00Z), 3.11's reads it."""
-    value = text.strip()
-    if value[-1:] in ("Z", "z"):
-        value = value[:-1] + "+00:00"
-    return datetime.fromisoformat(value)
 
 
 def count_arg(text: str) -> int:

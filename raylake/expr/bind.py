@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from raylake.arguments import iso_time
 from raylake.errors import FilterError, UnknownColumnError
 from raylake.expr.tree import (
     And,
@@ -93,7 +94,7 @@ def _to_date(raw: Any) -> datetime.date:
             return datetime.date.fromisoformat(raw.strip())
         except ValueError:
             try:
-                raw = datetime.datetime.fromisoformat(raw.strip())
+                raw = iso_time(raw)
             except ValueError:
                 raise _Mismatch("expected a date such as '2024-01-31'") from None
     if isinstance(raw, datetime.datetime):
@@ -108,7 +109,7 @@ def _to_date(raw: Any) -> datetime.date:
 def _to_datetime(raw: Any) -> datetime.datetime:
     if isinstance(raw, str):
         try:
-            return datetime.datetime.fromisoformat(raw.strip())
+            return iso_time(raw)
         except ValueError:
             raise _Mismatch(
                 "expected an ISO 8601 timestamp such as '2024-01-31 12:00:00'"

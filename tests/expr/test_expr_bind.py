@@ -372,6 +372,18 @@ def test_pandas_missing_values_are_nulls() -> None:
             col("t").isin(values)
 
 
+@pytest.mark.parametrize(
+    "text",
+    ["2024-01-01T12:00:00Z", "2024-01-01 12:00:00.5z", "2024-01-01T21:00+0900", "2024-01-01T12Z"],
+)
+def test_timestamp_literals_in_utc_or_with_offsets_bind_on_every_python(text: str) -> None:
+    """Python 3.10's fromisoformat refuses the Z and a colonless offset that 3.11's reads:
+    the same filter was a FilterError on 3.10 only."""
+    table = pa.table({"t": pa.array([1704110400_000000000], pa.timestamp("ns", "UTC"))})
+    got = table.filter(to_arrow(bind(parse_filter(f"t >= '{text}'"), table.schema)))
+    assert got.num_rows == (0 if ".5" in text else 1)
+
+
 def test_half_float_columns_filter() -> None:
     """Arrow has no comparison kernels for float16: the column is compared as float32."""
     np = pytest.importorskip("numpy")
