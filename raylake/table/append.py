@@ -18,6 +18,7 @@ from raylake.expr import AlwaysTrue, Expr, nan_sensitive, referenced_columns, to
 from raylake.format.manifest import DataFile
 from raylake.format.snapshot import Snapshot
 from raylake.io import FileIO
+from raylake.table.append_writer import AppendTableWriter
 from raylake.table.changes import InsertSplit
 from raylake.table.fragments import (
     fragments_dataset,
@@ -30,7 +31,7 @@ from raylake.table.projection import FileProjection, projection_of
 from raylake.table.readahead import read_ahead
 from raylake.table.rowfilter import filter_rows, widen
 from raylake.table.split import Split, pack_slices, partition_sort_key, slice_file
-from raylake.table.writer import AppendTableWriter, TableWriter
+from raylake.table.writer import TableWriter
 
 if TYPE_CHECKING:
     from raylake.table.changes import ChangeRange, ChangeSplit

@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from raylake.caching import ProcessThreads
+from raylake.errors import UnsupportedOperationError
 from raylake.format.manifest import DataFile
 from raylake.format.options import TableOptions
 from raylake.format.schema import TableSchema
@@ -30,7 +31,6 @@ from raylake.io import FileIO
 from raylake.io.read_errors import named_store_errors
 from raylake.pyvalues import exact_pylist
 from raylake.table.codecs import column_codecs
-from raylake.table.conform import conform, iter_input
 
 logger = logging.getLogger(__name__)
 
@@ -373,53 +373,15 @@ class TableWriter(Protocol):
     def abort(self) -> None: ...
 
 
-class AppendTableWriter:
-    """Writer for append tables: conform, split by partition, roll files."""
-
-    def __init__(self, file_io: FileIO, ts: TableSchema, *, file_prefix: str = "data") -> None:
-        self.file_io = file_io
-        self.ts = ts
-        self.options = ts.table_options
-        # A job-specific prefix lets a distributed job find and delete its own files if it
-        # fails after some tasks succeeded (see raylake/datasource/datasink.py).
-        self.file_prefix = file_prefix
-        self._writers: dict[tuple[Any, ...], RollingFileWriter] = {}
-        self._closed = False
-
-    def __repr__(self) -> str:
-        return f"AppendTableWriter({self.file_io.uri!r}, file_prefix={self.file_prefix!r})"
-
-    def write(self, data: Any) -> None:
-        """Write any accepted input (see conform.iter_input); may be called many times."""
-        for chunk in iter_input(data, self.ts.arrow_schema):
-            self.write_arrow(conform(chunk, self.ts.arrow_schema))
-
-    def write_arrow(self, pa_table: pa.Table) -> None:
-        """Write data already conformed to the table schema."""
-        for partition, part in split_by_partition(pa_table, self.ts.partition_keys):
-            writer = self._writers.get(partition)
-            if writer is None:
-                writer = RollingFileWriter(
-                    self.file_io, self.ts, self.options, partition, 0, prefix=self.file_prefix
-                )
-                self._writers[partition] = writer
-            writer.write(part)
-
-    def partitions(self) -> list[tuple[Any, ...]]:
-        """Partition values written so far."""
-        return list(self._writers)
-
-    def prepare_commit(self) -> list[CommitMessage]:
-        files: list[DataFile] = []
-        for writer in self._writers.values():
-            files.extend(writer.close())
-        self._closed = True
-        return [CommitMessage(new_files=tuple(files))] if files else []
-
-    def abort(self) -> None:
-        """Delete every file this writer wrote (the commit did not happen)."""
-        for writer in self._writers.values():
-            writer.abort()
+def refuse_after_prepare(writer: object, prepared: bool) -> None:
+    """A writer hands its files out once, in ``prepare_commit``: a write or a second
+    ``prepare_commit`` after it handed out the first messages' files again, which a
+    second commit added twice."""
+    if prepared:
+        raise UnsupportedOperationError(
+            f"{writer!r} gave its commit messages already (prepare_commit): write the next "
+            "data with a new writer (tbl.new_writer())"
+        )
 
 
 class Abortable(Protocol):

@@ -234,6 +234,21 @@ def test_a_writer_can_stream_many_chunks(tbl: Table) -> None:
     assert snap.delta_record_count == 50
 
 
+@pytest.mark.parametrize("primary_key", [False, True])
+def test_a_writer_hands_its_files_out_once(tmp_path: Path, primary_key: bool) -> None:
+    """A write after prepare_commit was taken, and the next prepare_commit handed out the
+    committed files again: committing its messages read every earlier row twice."""
+    key = ["id", "dt"] if primary_key else []
+    tbl = raylake.create_table(str(tmp_path / "t"), SCHEMA, partition_by=["dt"], primary_key=key)
+    writer = tbl.new_writer()
+    writer.write(rows(0, 3))
+    tbl.commit(writer.prepare_commit())
+    for again in (lambda: writer.write(rows(3, 1)), writer.prepare_commit):
+        with pytest.raises(UnsupportedOperationError, match="gave its commit messages already"):
+            again()
+    assert ids(tbl) == [0, 1, 2] and [s.id for s in tbl.snapshots()] == [1]
+
+
 def test_an_aborted_writer_leaves_nothing(tbl: Table) -> None:
     writer = tbl.new_writer()
     writer.write(rows(1000, 10))

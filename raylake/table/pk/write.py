@@ -49,7 +49,13 @@ from raylake.table.pk.schema import (
     file_schema,
 )
 from raylake.table.split import BucketKey
-from raylake.table.writer import CommitMessage, RollingFileWriter, group_positions, writing
+from raylake.table.writer import (
+    CommitMessage,
+    RollingFileWriter,
+    group_positions,
+    refuse_after_prepare,
+    writing,
+)
 
 # Files written at once by one writer, each while the next bucket is merged.
 WRITE_THREADS = 2
@@ -207,6 +213,7 @@ class PrimaryKeyTableWriter:
         self._partitions: dict[tuple[Any, ...], None] = {}
         self._files: list[DataFile] = []
         self._changelog_files: list[DataFile] = []
+        self._prepared = False
 
     def __repr__(self) -> str:
         return f"PrimaryKeyTableWriter({self.file_io.uri!r}, file_prefix={self.file_prefix!r})"
@@ -219,6 +226,7 @@ class PrimaryKeyTableWriter:
 
     def write_arrow(self, pa_table: pa.Table, kinds: pa.Array | None = None) -> None:
         """Write data already conformed to the table schema, with optional int8 row kinds."""
+        refuse_after_prepare(self, self._prepared)
         if pa_table.num_rows == 0:
             return
         if kinds is None:
@@ -374,7 +382,9 @@ class PrimaryKeyTableWriter:
         return [tuple(c[i] for c in columns) for i in range(distinct.num_rows)]
 
     def prepare_commit(self) -> list[CommitMessage]:
+        refuse_after_prepare(self, self._prepared)
         self.flush()
+        self._prepared = True
         if not (self._files or self._changelog_files):
             return []
         return [
