@@ -13,6 +13,7 @@ from raylake.table.conform import conform, iter_input
 from raylake.table.writer import (
     CommitMessage,
     RollingFileWriter,
+    committed,
     refuse_after_prepare,
     split_by_partition,
 )
@@ -30,6 +31,7 @@ class AppendTableWriter:
         self.file_prefix = file_prefix
         self._writers: dict[tuple[Any, ...], RollingFileWriter] = {}
         self._prepared = False
+        self._messages: list[CommitMessage] = []  # what prepare_commit handed out
 
     def __repr__(self) -> str:
         return f"AppendTableWriter({self.file_io.uri!r}, file_prefix={self.file_prefix!r})"
@@ -62,9 +64,13 @@ class AppendTableWriter:
         for writer in self._writers.values():
             files.extend(writer.close())
         self._prepared = True
-        return [CommitMessage(new_files=tuple(files))] if files else []
+        self._messages = [CommitMessage(new_files=tuple(files))] if files else []
+        return self._messages
 
     def abort(self) -> None:
-        """Delete every file this writer wrote (the commit did not happen)."""
+        """Delete every file this writer wrote (the commit did not happen); after a commit
+        of its messages, nothing (an ``except`` around the commit and later work)."""
+        if committed(self._messages):
+            return
         for writer in self._writers.values():
             writer.abort()

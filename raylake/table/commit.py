@@ -56,7 +56,7 @@ from raylake.io import FileIO
 from raylake.table.aborted import FilesCheck, abort_messages, raise_named
 from raylake.table.idempotent import already_committed, drop_unused_files
 from raylake.table.kind import kind_of
-from raylake.table.writer import CommitMessage
+from raylake.table.writer import COMMITTED_AS, CommitMessage
 
 logger = logging.getLogger(__name__)
 
@@ -383,12 +383,8 @@ def commit_or_abort(
     kind_of(ts).after_commit(file_io, list(request.messages))
     for message in request.messages:
         if not message.is_empty:  # the message objects remember it (and copies made later)
-            object.__setattr__(message, _COMMITTED_AS, snapshot.id)
+            object.__setattr__(message, COMMITTED_AS, snapshot.id)
     return snapshot
-
-
-# The attribute a committed message carries: the snapshot that committed it.
-_COMMITTED_AS = "_raylake_committed_as"
 
 
 def _refuse_committed(request: CommitRequest) -> None:
@@ -399,7 +395,7 @@ def _refuse_committed(request: CommitRequest) -> None:
     commit is what makes a retry safe there (docs/reliability.md)."""
     if request.commit_identifier is not None:
         return
-    done = [getattr(m, _COMMITTED_AS, None) for m in request.messages]
+    done = [getattr(m, COMMITTED_AS, None) for m in request.messages]
     committed = sorted({d for d in done if d is not None})
     if committed:
         raise CommitFailedError(

@@ -373,6 +373,16 @@ class TableWriter(Protocol):
     def abort(self) -> None: ...
 
 
+# The attribute a committed message carries: the snapshot that committed it (commit.py).
+COMMITTED_AS = "_raylake_committed_as"
+
+
+def committed(messages: list[CommitMessage]) -> bool:
+    """Whether this process committed any of ``messages``: their files are the table's
+    now, which a writer's ``abort`` must not delete."""
+    return any(getattr(m, COMMITTED_AS, None) is not None for m in messages)
+
+
 def refuse_after_prepare(writer: object, prepared: bool) -> None:
     """A writer hands its files out once, in ``prepare_commit``: a write or a second
     ``prepare_commit`` after it handed out the first messages' files again, which a

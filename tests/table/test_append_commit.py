@@ -249,6 +249,21 @@ def test_a_writer_hands_its_files_out_once(tmp_path: Path, primary_key: bool) ->
     assert ids(tbl) == [0, 1, 2] and [s.id for s in tbl.snapshots()] == [1]
 
 
+@pytest.mark.parametrize("primary_key", [False, True])
+def test_abort_after_the_commit_keeps_the_committed_files(
+    tmp_path: Path, primary_key: bool
+) -> None:
+    """An ``except`` that aborts the writer around a commit and later work deleted the
+    committed files, and no read of the table worked again."""
+    key = ["id", "dt"] if primary_key else []
+    tbl = raylake.create_table(str(tmp_path / "t"), SCHEMA, partition_by=["dt"], primary_key=key)
+    writer = tbl.new_writer()
+    writer.write(rows(0, 3))
+    tbl.commit(writer.prepare_commit())
+    writer.abort()
+    assert ids(raylake.open_table(tbl.uri)) == [0, 1, 2]
+
+
 def test_an_aborted_writer_leaves_nothing(tbl: Table) -> None:
     writer = tbl.new_writer()
     writer.write(rows(1000, 10))

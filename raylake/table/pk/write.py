@@ -52,6 +52,7 @@ from raylake.table.split import BucketKey
 from raylake.table.writer import (
     CommitMessage,
     RollingFileWriter,
+    committed,
     group_positions,
     refuse_after_prepare,
     writing,
@@ -214,6 +215,7 @@ class PrimaryKeyTableWriter:
         self._files: list[DataFile] = []
         self._changelog_files: list[DataFile] = []
         self._prepared = False
+        self._messages: list[CommitMessage] = []  # what prepare_commit handed out
 
     def __repr__(self) -> str:
         return f"PrimaryKeyTableWriter({self.file_io.uri!r}, file_prefix={self.file_prefix!r})"
@@ -385,16 +387,16 @@ class PrimaryKeyTableWriter:
         refuse_after_prepare(self, self._prepared)
         self.flush()
         self._prepared = True
-        if not (self._files or self._changelog_files):
-            return []
-        return [
-            CommitMessage(
-                new_files=tuple(self._files), changelog_files=tuple(self._changelog_files)
-            )
-        ]
+        if self._files or self._changelog_files:
+            files, changelog = tuple(self._files), tuple(self._changelog_files)
+            self._messages = [CommitMessage(new_files=files, changelog_files=changelog)]
+        return self._messages
 
     def abort(self) -> None:
-        """Delete every file this writer wrote (the commit did not happen)."""
+        """Delete every file this writer wrote (the commit did not happen); after a commit
+        of its messages, nothing (an ``except`` around the commit and later work)."""
+        if committed(self._messages):
+            return
         self.file_io.delete_quietly([f.path for f in (*self._files, *self._changelog_files)])
         self._files, self._changelog_files = [], []
         self._buffer, self._buffered_bytes = [], 0
