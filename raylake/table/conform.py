@@ -14,6 +14,7 @@ naming the column. A dictionary column is written as its values, in a list or st
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Collection, Iterable, Iterator
 from typing import Any, TypeAlias
 
@@ -44,7 +45,7 @@ def iter_input(data: Any, types: pa.Schema | None = None) -> Iterator[ArrowData]
         yield data
     elif isinstance(data, pa.RecordBatchReader):
         yield from data
-    elif _is_pandas(data):
+    elif is_dataframe(data):
         yield pandas_to_arrow(data, types)
     elif hasattr(data, "__arrow_c_stream__"):
         yield from _arrow_stream(data)
@@ -52,7 +53,7 @@ def iter_input(data: Any, types: pa.Schema | None = None) -> Iterator[ArrowData]
         for item in data:
             if isinstance(item, pa.Table | pa.RecordBatch):
                 yield item
-            elif _is_pandas(item):
+            elif is_dataframe(item):
                 yield pandas_to_arrow(item, types)
             elif hasattr(item, "__arrow_c_stream__"):
                 yield from _arrow_stream(item)
@@ -82,8 +83,12 @@ def _arrow_stream(data: Any) -> Iterator[pa.RecordBatch]:
     yield from reader
 
 
-def _is_pandas(data: Any) -> bool:
-    return type(data).__module__.startswith("pandas") and hasattr(data, "columns")
+def is_dataframe(data: Any) -> bool:
+    """A pandas DataFrame, or a subclass (defined anywhere: a user's, geopandas'), which
+    was taken for an Arrow stream of another shape or refused; pandas is not imported
+    for the question (a DataFrame means it is)."""
+    pd = sys.modules.get("pandas")
+    return pd is not None and isinstance(data, pd.DataFrame)
 
 
 def pandas_to_arrow(df: Any, types: pa.Schema | None = None) -> pa.Table:

@@ -191,6 +191,37 @@ def test_python_ints_beyond_64_bits_write_into_a_decimal_column(tmp_path: Path) 
     assert tbl.to_arrow().column("big").to_pylist() == [Decimal(2**64), None]
 
 
+class _Frame(pd.DataFrame):
+    """A DataFrame subclass defined outside pandas, as users and geopandas make them."""
+
+    @property
+    def _constructor(self) -> type:
+        return _Frame
+
+
+@pytest.mark.parametrize("primary_key", [(), ("id",)])
+def test_a_dataframe_subclass_is_written_as_a_dataframe(tmp_path: Path, primary_key: tuple) -> None:
+    """It was taken for an Arrow stream (pandas 2.2 and later), whose filtered index came
+    as a column '__index_level_0__' and whose named index was dropped, or refused as 'an
+    iterable of str' (pandas before 2.2)."""
+    schema = pa.schema([pa.field("id", pa.int64(), not primary_key), ("s", pa.string())])
+    tbl = raylake.create_table(str(tmp_path / "t"), schema, primary_key=list(primary_key))
+    frame = _Frame({"id": [1, 2, 3], "s": ["a", None, "c"]})
+    tbl.write(frame[frame.id > 1])
+    tbl.write(frame.set_index("id").head(1))
+    got = tbl.to_arrow().sort_by("id").to_pylist()
+    assert got == [{"id": 1, "s": "a"}, {"id": 2, "s": None}, {"id": 3, "s": "c"}]
+    result = (
+        tbl.merge(_Frame({"id": [3], "s": ["z"]}), on="id")
+        .when_matched_update({"s": "s.s"})
+        .execute()
+    )
+    assert result.updated == 1
+    if primary_key:
+        tbl.delete(_Frame({"id": [1]}))
+        assert tbl.count() == 2
+
+
 def test_integers_with_nulls_in_structs_and_lists_keep_their_values(tmp_path: Path) -> None:
     """pyarrow makes them float64 by default: 2**60 + 1 rounded, and a struct of floats
     that the table's column of integers refuses on the way back."""

@@ -35,6 +35,7 @@ from raylake.expr.values import (
 from raylake.table.conform import (
     _castable,
     _conform_column,
+    is_dataframe,
     iter_input,
     pandas_to_arrow,
 )
@@ -222,7 +223,7 @@ def source_table(source: Any, target: pa.Schema | None = None) -> pa.Table:
         return pa.Table.from_batches([source])
     if isinstance(source, pa.RecordBatchReader):
         return source.read_all()
-    if type(source).__module__.startswith("pandas") and hasattr(source, "columns"):
+    if is_dataframe(source):
         return pandas_to_arrow(source, target)
     if hasattr(source, "__arrow_c_stream__"):
         return pa.RecordBatchReader.from_stream(source).read_all()
