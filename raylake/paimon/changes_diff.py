@@ -5,7 +5,7 @@ wrote, not the rows that changed, and it writes no changelog. So, as raylake's o
 ``Table.changes`` does (docs/changes.md), the buckets an OVERWRITE of the range touched
 are compared at both ends of the range, each end read as a stream reads that snapshot
 (deletion vectors applied; level 0 too where a batch read leaves it out until a COMPACT
-that gives no changes):
+that gives no changes; the levels left to a changelog written at compaction left out):
 
 - primary-key tables: each bucket merged at both ends and compared (``diff_states``):
   ``+I`` new keys, ``-D`` removed keys, ``-U``/``+U`` changed keys; a key the overwrite
@@ -86,8 +86,8 @@ def diff_splits(
 ) -> list[DiffSplit]:
     """The splits of ``groups`` at snapshots ``start`` (0: the empty table) and ``end``,
     pruned by the filter as a scan of each is; groups whose files are the same at both
-    ends are left out. Each end is the files a stream has delivered by then (level 0
-    too, where a batch read leaves it out until a COMPACT that gives no changes)."""
+    ends are left out. Each end is the files a stream has delivered by then
+    (PaimonSource.stream_files)."""
     if not groups:
         return []
     before = _by_group(_end_splits(ctx, source, start) if start else [], groups, group)

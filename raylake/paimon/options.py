@@ -135,6 +135,9 @@ class PaimonOptions:
     index_in_data_dir: bool = False
     data_evolution: bool = False
     fallback_branch: str | None = None
+    # Paimon's numLevels(): 'num-levels', else 'num-sorted-run.compaction-trigger' + 1.
+    # A full compaction writes the top level, num_levels - 1.
+    num_levels: int = 6
 
 
 def parse_options(
@@ -196,7 +199,16 @@ def parse_options(
         index_in_data_dir=_flag(options, "index-file-in-data-file-dir"),
         data_evolution=_flag(options, "data-evolution.enabled"),
         fallback_branch=options.get("scan.fallback-branch") or None,
+        num_levels=_num_levels(options, uri),
     )
+
+
+def _num_levels(options: Mapping[str, str], uri: str) -> int:
+    key = "num-levels" if "num-levels" in options else "num-sorted-run.compaction-trigger"
+    try:
+        return int(options[key]) if key == "num-levels" else int(options.get(key, "5")) + 1
+    except ValueError:
+        raise UnsupportedPaimonError(uri, f"the table option {key!r}={options[key]!r}") from None
 
 
 def _known_keys(columns: list[str]) -> set[str]:

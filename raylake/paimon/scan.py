@@ -146,13 +146,15 @@ def batch_slices(
     snap: Snapshot,
     files: list[PaimonFile],
     pruning: Expr,
-    all_levels: bool = False,
+    levels: Callable[[int], bool] | None = None,
 ) -> list[PaimonFileSlice]:
     """``files`` (live at ``snap``) as a batch read sees them: level 0 left out where
-    Paimon's batch read leaves it out (unless ``all_levels``), pruned, with their
+    Paimon's batch read leaves it out (or the ``levels`` given kept), pruned, with their
     deletion vectors."""
     info = ts.info
-    if skips_level0(info) and not all_levels:
+    if levels is not None:
+        files = [f for f in files if levels(f.level)]
+    elif skips_level0(info):
         files = [f for f in files if f.level > 0]
     if info.options.data_evolution:
         # A file's statistics cover only the columns it holds, and may be of values a
@@ -161,6 +163,22 @@ def batch_slices(
         pruning = filter_on_columns(pruning, set(ts.partition_keys))
     dvs = deletion_files(file_io, snap, info.options.index_in_data_dir)
     return [file_slice(f, dvs, 1.0, info) for f in prune_files(files, ts, pruning)]
+
+
+def stream_levels(info: PaimonInfo, producer: str) -> Callable[[int], bool]:
+    """The levels whose rows a Paimon stream has delivered by a snapshot, as its whole
+    start reads them (DataTableStreamScan.tryFirstPlan): with a ``lookup`` changelog
+    producer levels above 0 (a compaction will look level 0 up and write its
+    changelog), with ``full-compaction`` the top level only (the next full compaction
+    writes the changelog of the rest); otherwise every level, level 0 too where a batch
+    read leaves it out (deletion vectors, first-row: the COMPACT that makes those rows
+    visible there gives a stream nothing)."""
+    if producer == "lookup":
+        return lambda level: level > 0
+    if producer == "full-compaction":
+        top = info.options.num_levels - 1
+        return lambda level: level == top
+    return lambda level: True
 
 
 def skips_level0(info: PaimonInfo) -> bool:

@@ -85,17 +85,19 @@ class PaimonSource(TableSource):
         return batch_slices(self.file_io, pts, snap, files, pruning)
 
     def stream_files(self, ts: TableSchema, snap: Snapshot, pruning: Expr) -> list[PaimonFileSlice]:
-        """A stream's view of ``snap``: level 0 too, as Paimon's streaming scans read it.
-        A batch read leaves it out (deletion vectors, first-row), but the COMPACT snapshot
-        that later makes its rows visible there gives a stream nothing; only where the
-        changelog producer writes their changelog at that compaction (``lookup``,
-        ``full-compaction``) are they left to it, so that they do not come twice."""
-        from raylake.paimon.scan import batch_slices, snapshot_files
+        """A stream's view of ``snap``: the levels Paimon's streaming start reads. Level
+        0 too where a batch read leaves it out (deletion vectors, first-row): the COMPACT
+        snapshot that later makes its rows visible there gives a stream nothing. Where
+        the changelog producer writes the changelog at compaction (``lookup``: level 0;
+        ``full-compaction``: every level below the top) those files are left to it, so
+        that their rows do not come twice (raylake/paimon/scan.py: stream_levels)."""
+        from raylake.paimon.changes import changelog_producer
+        from raylake.paimon.scan import batch_slices, snapshot_files, stream_levels
 
         pts = _paimon(ts)
         files = snapshot_files(self.file_io, pts.info, snap)
-        at_compaction = self.kind(ts).changelog_at_compaction
-        return batch_slices(self.file_io, pts, snap, files, pruning, not at_compaction)
+        levels = stream_levels(pts.info, changelog_producer(pts))
+        return batch_slices(self.file_io, pts, snap, files, pruning, levels)
 
     def added_files(self, ts: TableSchema, snap: Snapshot, pruning: Expr) -> list[PaimonFileSlice]:
         return self._added(ts, delta_manifests(self.file_io, snap), pruning)

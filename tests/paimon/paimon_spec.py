@@ -120,8 +120,10 @@ def commit(
     added: Sequence[dict[str, Any]] = (),
     deleted: Sequence[dict[str, Any]] = (),
     index_manifest: str | None = None,
+    changelog: Sequence[dict[str, Any]] = (),
 ) -> int:
-    """A new snapshot whose delta manifest ADDs ``added`` and DELETEs ``deleted``."""
+    """A new snapshot whose delta manifest ADDs ``added`` and DELETEs ``deleted``, and
+    whose changelog manifest (where ``changelog`` is given) ADDs those files."""
     snap = latest_snapshot(table)
     sample = next((table / "manifest").glob("manifest-[0-9a-f]*"))
     entry_schema, _ = _read(sample)
@@ -158,6 +160,14 @@ def commit(
     )
     if index_manifest is not None:
         new["indexManifest"] = index_manifest
+    new.pop("changelogManifestList", None)
+    if changelog:
+        name = f"manifest-{uuid.uuid4()}-0"
+        entries = [dict(copy.deepcopy(r), _KIND=0) for r in changelog]
+        size = _write(table / "manifest" / name, entry_schema, entries)
+        listed = dict(delta, _FILE_NAME=name, _FILE_SIZE=size, _NUM_ADDED_FILES=len(changelog))
+        _write(table / "manifest" / f"{stem}-2", list_schema, [dict(listed, _NUM_DELETED_FILES=0)])
+        new["changelogManifestList"] = f"{stem}-2"
     (table / "snapshot" / f"snapshot-{new_id}").write_text(json.dumps(new))
     (table / "snapshot" / "LATEST").write_text(str(new_id))
     return int(new_id)
@@ -171,13 +181,15 @@ def data_file(
     level: int,
     bucket: int | None = None,
     key: str = "id",
+    prefix: str = "data",
 ) -> dict[str, Any]:
     """Write a primary-key data file (rows with the system columns) into the template's
-    bucket directory; return its manifest record (the template's, updated)."""
+    bucket directory; return its manifest record (the template's, updated). ``prefix``
+    "changelog" names a changelog file."""
     record = copy.deepcopy(template)
     if bucket is not None:
         record["_BUCKET"] = bucket
-    name = f"data-{uuid.uuid4()}-0.parquet"
+    name = f"{prefix}-{uuid.uuid4()}-0.parquet"
     old = next(table.rglob(template["_FILE"]["_FILE_NAME"]))
     path = old.parent.parent / f"bucket-{record['_BUCKET']}" / name
     path.parent.mkdir(exist_ok=True)

@@ -289,3 +289,63 @@ def test_a_streaming_job_into_a_paimon_sink_is_refused_before_any_shard(tmp_path
         with pytest.raises(UnsupportedOperationError, match=r"sink_uri is not supported: .*Paimon"):
             check_job(spec, output_schema=None, storage_options=None, sink_storage_options=None)
     assert source.consumers() == []
+
+
+def _compact_with_changelog(table: Any, level: int) -> int:
+    """A COMPACT of every (level-0) file of each bucket into one file at ``level``, with
+    the changelog a lookup or full compaction writes: nothing lay above level 0, so an
+    insert of each live key."""
+    import pyarrow as pa
+    from paimon_spec import commit, data_file, live_entries
+    from test_compacted import _merge, _rows
+
+    by_bucket: dict[int, list[Any]] = {}
+    for entry in live_entries(table):
+        by_bucket.setdefault(entry["_BUCKET"], []).append(entry)
+    added, changelog = [], []
+    for entries in by_bucket.values():
+        merged = _merge(pa.concat_tables([_rows(table, e) for e in entries]), newest=True)
+        added.append(data_file(table, entries[0], merged, level=level))
+        inserts = pa.array([0] * merged.num_rows, pa.int8())
+        merged = merged.set_column(
+            merged.schema.get_field_index("_VALUE_KIND"), "_VALUE_KIND", inserts
+        )
+        changelog.append(data_file(table, entries[0], merged, level=0, prefix="changelog"))
+    deleted = [e for entries in by_bucket.values() for e in entries]
+    return commit(table, kind="COMPACT", added=added, deleted=deleted, changelog=changelog)
+
+
+@pytest.mark.parametrize(
+    ("options", "level"),
+    [
+        ({"changelog-producer": "lookup"}, 1),
+        ({"changelog-producer": "full-compaction"}, 5),
+        ({"changelog-producer": "full-compaction", "num-levels": "3"}, 2),
+    ],
+)
+@pytest.mark.parametrize("catch_up_after", [None, 1])
+def test_a_changelog_written_at_compaction_delivers_level_0_once(
+    paimon_copy: Any, options: dict[str, str], level: int, catch_up_after: int | None
+) -> None:
+    """With a lookup (full-compaction) changelog producer Paimon's streaming start reads
+    levels above 0 (the top level) only: the rows below come in the changelog of the
+    compaction. A stream that read them in its whole start got every key twice."""
+    table = paimon_copy("pk_deduplicate")
+    schema = json.loads((table / "schema" / "schema-0").read_text())
+    schema["options"].update(options)
+    (table / "schema" / "schema-0").write_text(json.dumps(schema))
+    tbl = raylake.open_table(str(table))
+    readers = [tbl.stream(start=s, include_row_kind=True) for s in ("earliest", "latest")]
+    before = [list(r.plans(timeout=0)) for r in readers]
+    assert all(p.to_arrow().num_rows == 0 for plans in before for p in plans)
+    compacted = _compact_with_changelog(table, level)
+    want = sorted(tbl.to_arrow(columns=["id"]).column("id").to_pylist())
+    for reader in readers:
+        (plan,) = reader.plans(timeout=0)
+        assert (plan.snapshot_id, plan.kind) == (compacted, "changelog")
+        rows = plan.to_arrow()
+        assert sorted(rows.column("id").to_pylist()) == want
+        assert set(rows.column("_rl_kind").to_pylist()) == {"+I"}
+    assert sorted(_streamed(tbl, start="earliest", catch_up_after=catch_up_after)) == [
+        (k,) for k in want
+    ]
