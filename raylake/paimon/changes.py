@@ -27,7 +27,7 @@ _UPSERTS = pa.array([0, 2], pa.int8())
 
 
 def changelog_producer(ts: PaimonTableSchema) -> str:
-    return ts.info.current.options.get("changelog-producer", "none")
+    return ts.info.options.changelog_producer
 
 
 def read_change_files(

@@ -25,6 +25,7 @@ AGGREGATES = {
     "first_non_null_value": "first-non-null",
 }
 ENGINES = ("deduplicate", "partial-update", "first-row", "aggregation")
+PRODUCERS = ("none", "input", "lookup", "full-compaction")
 BUCKET_UNAWARE, BUCKET_POSTPONE = -1, -2
 
 # Options a reader may ignore: writers, compaction, expiration, catalogs, file encoding.
@@ -118,6 +119,7 @@ class PaimonOptions:
 
     bucket: int = -1
     merge_engine: str = "deduplicate"
+    changelog_producer: str = "none"
     # sequence.field, in its order, and sequence.field.sort-order (raylake/paimon/sequence.py).
     sequence_fields: tuple[str, ...] = ()
     sequence_ascending: bool = True
@@ -156,9 +158,14 @@ def parse_options(
             "'bucket'='-2' (postponed bucket): its rows wait in bucket-postpone until a "
             "compaction assigns them, and a read would miss them",
         )
-    engine = options.get("merge-engine", "deduplicate")
+    # Paimon reads enum options in any case (OptionsUtils.convertToEnum): 'LOOKUP' is
+    # the lookup producer, whose changelog comes in COMPACT snapshots.
+    engine = options.get("merge-engine", "deduplicate").lower()
     if engine not in ENGINES:
-        raise UnsupportedPaimonError(uri, f"the merge engine {engine!r}")
+        raise UnsupportedPaimonError(uri, f"the merge engine {options['merge-engine']!r}")
+    producer = options.get("changelog-producer", "none").lower()
+    if producer not in PRODUCERS:
+        raise UnsupportedPaimonError(uri, f"'changelog-producer'={options['changelog-producer']!r}")
     sequence = tuple(f.strip() for f in options.get("sequence.field", "").split(",") if f.strip())
     if sequence:
         if engine != "deduplicate":
@@ -185,6 +192,7 @@ def parse_options(
     return PaimonOptions(
         bucket=bucket,
         merge_engine=engine,
+        changelog_producer=producer,
         sequence_fields=sequence,
         sequence_ascending=order == "ascending",
         ignore_delete=_ignore_delete(options),

@@ -26,6 +26,7 @@ def _set_options(table: Path, **options: str) -> None:
     [
         ("pk_deduplicate", {"bucket": "-2"}, "postponed bucket"),
         ("pk_deduplicate", {"merge-engine": "lookup-something"}, "'lookup-something'"),
+        ("pk_deduplicate", {"changelog-producer": "Lookups"}, "'changelog-producer'='Lookups'"),
         ("pk_aggregation", {"fields.x.aggregate-function": "product"}, "'product'"),
         ("pk_partial_update", {"fields.name.sequence-group": "x"}, "fields.name.sequence-group"),
         ("append_unaware", {"file.format": "lance"}, "'lance'"),
@@ -60,6 +61,17 @@ def test_harmless_writer_options_are_accepted(paimon_copy: Any) -> None:
         },
     )
     assert raylake.open_table(str(table)).count() == 37
+
+
+def test_enum_options_are_read_in_any_case(paimon_copy: Any) -> None:
+    """As Paimon reads them (OptionsUtils.convertToEnum): 'LOOKUP' is the lookup producer,
+    whose changelog a stream read nowhere when it took the value for another producer."""
+    table = paimon_copy("pk_deduplicate")
+    _set_options(table, **{"merge-engine": "DEDUPLICATE", "changelog-producer": "LOOKUP"})
+    tbl = raylake.open_table(str(table))
+    assert tbl.count() == 37
+    assert tbl.table_schema.info.options.changelog_producer == "lookup"
+    assert tbl.table_schema.info.options.merge_engine == "deduplicate"
 
 
 def test_options_that_change_no_read_are_accepted(paimon_copy: Any) -> None:

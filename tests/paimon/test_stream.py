@@ -319,6 +319,7 @@ def _compact_with_changelog(table: Any, level: int) -> int:
     ("options", "level"),
     [
         ({"changelog-producer": "lookup"}, 1),
+        ({"changelog-producer": "LOOKUP"}, 1),
         ({"changelog-producer": "full-compaction"}, 5),
         ({"changelog-producer": "full-compaction", "num-levels": "3"}, 2),
     ],
