@@ -113,6 +113,10 @@ class StreamReader(NotPicklable):
         self.resumed_from: ConsumerProgress | None = progress
         if progress is not None:
             self._check_not_expired(progress.next_snapshot_id)
+            # Past the next snapshot (a position moved there by hand, or kept from a table
+            # created again): waiting would skip the snapshots before it. Paimon refuses too.
+            at, why = progress.next_snapshot_id, "moved there, or the table was created again"
+            check_reachable(self._snapshots, table.uri, at, f"consumer {consumer_id!r} at", why)
             self.next_snapshot_id = progress.next_snapshot_id
             self._full_next = progress.properties.get(_MODE) == "full"
         else:

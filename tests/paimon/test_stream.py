@@ -120,6 +120,26 @@ def test_an_expired_consumer_is_told_how_a_paimon_table_moves_it(paimon_copy: An
         tbl.reset_consumer("late", 2)
 
 
+def test_a_java_consumer_resumes_and_one_past_the_next_snapshot_is_refused(
+    paimon_copy: Any,
+) -> None:
+    """Consumer files as Java writes them; one past the next snapshot (moved there with
+    reset_consumer, or of a table created again) waited for that snapshot and skipped
+    every one committed before it, where Paimon's reader raises OutOfRangeException."""
+    from raylake.errors import SnapshotNotFoundError
+
+    table = paimon_copy("pk_deduplicate")
+    (table / "consumer").mkdir()
+    for consumer, next_id in (("flink", 3), ("waiting", 6), ("ahead", 7)):
+        text = f'{{\n  "nextSnapshot" : {next_id}\n}}'
+        (table / "consumer" / f"consumer-{consumer}").write_text(text)
+    tbl = raylake.open_table(str(table))
+    assert [p.snapshot_id for p in tbl.stream(consumer_id="flink").plans(timeout=0)] == [3, 4, 5]
+    assert tbl.stream(consumer_id="waiting").poll() is None
+    with pytest.raises(SnapshotNotFoundError, match="consumer 'ahead' at 7 is past snapshot 6"):
+        tbl.stream(consumer_id="ahead")
+
+
 def test_partial_rows_need_a_changelog_producer() -> None:
     """Refused when the snapshot is planned, on the driver: reading the plan's splits
     (in Ray tasks, in a Spark job) raised it only once that work had started."""
