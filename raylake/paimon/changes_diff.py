@@ -69,6 +69,20 @@ def bucket_counts(ts: PaimonTableSchema, snaps: Iterable[Snapshot]) -> set[str]:
     }
 
 
+def rescaled_between(ts: PaimonTableSchema, files: Iterable[Any]) -> bool:
+    """Whether ``files`` were written under several bucket counts (a rescale between
+    them: keys moved between buckets), by their manifests' ``_TOTAL_BUCKETS`` (where
+    recorded) and their schemas' ``bucket`` options."""
+    schemas = ts.info.schemas
+    counts = set()
+    for f in files:
+        schema = schemas.get(f.schema_id)
+        counts.add(schema.options.get("bucket", "-1").strip() if schema is not None else "?")
+        if f.total_buckets:
+            counts.add(str(f.total_buckets))
+    return len(counts) > 1
+
+
 def overwritten(ctx: Any, snap: Snapshot, group: Callable[..., Group]) -> set[Group]:
     """The groups whose files the OVERWRITE ``snap`` removed or wrote."""
     info = ctx.table_schema.info

@@ -211,13 +211,16 @@ class _PaimonKind(TableKind):
         return sorted(splits, key=lambda s: bucket_order((s.partition, s.bucket)))
 
     def _compare(self, rng: ChangeRange) -> list[ChangeSplit]:
-        """The change between the live files of two snapshots (a stream's catch-up)."""
-        from raylake.paimon.changes_diff import group_of
+        """The change between the live files of two snapshots (a stream's catch-up): where
+        the bucket count changed in between, whole partitions (keys moved between
+        buckets: compared bucket by bucket, a key's insert could come before its delete)."""
+        from raylake.paimon.changes_diff import group_of, rescaled_between
 
         ts = self.pts
         if not ts.primary_key:
             return rng.file_changes(_identity)
-        return rng.diffs(group_of(ts, rescaled=False), _identity)
+        rescaled = rescaled_between(ts, [*rng.live_before(), *rng.live_after()])
+        return rng.diffs(group_of(ts, rescaled), _identity)
 
     def read_changes(self, ctx: ChangeReadContext, split: ChangeSplit) -> Iterator[pa.RecordBatch]:
         from raylake.paimon.changes import read_change_files

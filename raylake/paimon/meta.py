@@ -55,6 +55,8 @@ class PaimonFileSlice(FileSlice):
     # Where the file lives: stream shards and change planning group files by bucket.
     partition: tuple[Any, ...] = ()
     bucket: int = 0
+    # The bucket count it was written under (_TOTAL_BUCKETS; 0 where not recorded).
+    total_buckets: int = 0
     # Data evolution: the row id of the first row, and the columns the file holds (by
     # its schema's names; None: all). raylake/paimon/evolution.py joins them.
     first_row_id: int | None = None

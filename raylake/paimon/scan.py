@@ -242,6 +242,7 @@ def file_slice(
         write_cols=f.write_cols,
         partition=f.partition,
         bucket=f.bucket,
+        total_buckets=f.total_buckets,
     )
 
 
