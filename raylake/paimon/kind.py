@@ -125,11 +125,17 @@ class _PaimonKind(TableKind):
     def read_changelog(
         self, file_io: FileIO, snap: Snapshot, columns: Sequence[str] | None
     ) -> pa.Table:
-        """The rows ``snap`` changed: its changelog files, or its delta files (merged)."""
+        """The rows ``snap`` changed: its changelog files, or its delta files (merged); an
+        OVERWRITE's net change, as ``changes()`` gives it (it writes no changelog)."""
         from raylake.paimon.source import PaimonSource
         from raylake.table.changes import ChangeRange, ChangeReadContext
 
-        rng = ChangeRange(PaimonSource(file_io), self.ts, None, snap, step=True)
+        source = PaimonSource(file_io)
+        if snap.commit_kind == "OVERWRITE":
+            parent = None if snap.parent_id is None else source.get(snap.parent_id)
+            rng = ChangeRange(source, self.ts, parent, snap, load_snapshots=lambda: [snap])
+        else:
+            rng = ChangeRange(source, self.ts, None, snap, step=True)
         picked = None if columns is None else tuple(columns)
         ctx = ChangeReadContext(file_io, self.ts, picked, include_row_kind=True)
         return ctx.read_table(self.plan_changes(rng))
