@@ -70,11 +70,9 @@ def deltas_need_both_ends(ts: PaimonTableSchema) -> bool:
     """Whether a primary-key table's changes without a changelog are the diff of the
     range's two ends rather than its delta files: with ``sequence.field`` a row written
     in the range loses to an older version of its key with a higher sequence value, which
-    the delta files do not hold, so they gave it as the key's new value. (Not with level
-    0 left out of the ends' reads: there only the delta files hold the newest rows.)"""
-    from raylake.paimon.scan import skips_level0
-
-    return bool(ts.info.options.sequence_fields) and not skips_level0(ts.info)
+    the delta files do not hold, so they gave it as the key's new value. (With deletion
+    vectors too: the ends are read as a stream reads them, level 0 included.)"""
+    return bool(ts.info.options.sequence_fields)
 
 
 def _merge_delta(rows: pa.Table, ts: PaimonTableSchema, plan: ReadPlan, uri: str) -> pa.Table:
