@@ -208,7 +208,8 @@ class StreamReader(NotPicklable):
         hint = self._snapshots.read_hint()
         if hint is None or hint - snap.id + 1 <= self.catch_up_after:
             return None
-        last_read = self._get(snap.id - 1)
+        # Not from the cache: Paimon's expiration keeps a consumer's next snapshot only.
+        last_read = self._snapshots.read_if_present(snap.id - 1)
         latest = self._snapshots.latest()
         if last_read is None or latest is None:
             return None

@@ -140,6 +140,43 @@ def test_a_java_consumer_resumes_and_one_past_the_next_snapshot_is_refused(
         tbl.stream(consumer_id="ahead")
 
 
+def _expire_before(table: Any, first_kept: int) -> None:
+    """Expire as Paimon's ExpireSnapshotsImpl does: the manifest lists only the expired
+    snapshots name, then their snapshot files, then the EARLIEST hint. It keeps a
+    consumer's next snapshot, not the one before it."""
+    snaps = {
+        int(p.name.split("-")[1]): json.loads(p.read_text())
+        for p in table.glob("snapshot/snapshot-*")
+    }
+    lists = ("baseManifestList", "deltaManifestList", "changelogManifestList")
+    kept = {s.get(k) for i, s in snaps.items() if i >= first_kept for k in lists}
+    for i, snap in snaps.items():
+        if i < first_kept:
+            for name in {snap.get(k) for k in lists} - kept - {None}:
+                (table / "manifest" / name).unlink()
+            (table / "snapshot" / f"snapshot-{i}").unlink()
+    (table / "snapshot" / "EARLIEST").write_text(str(first_kept))
+
+
+def test_a_catch_up_after_paimon_expired_the_last_read_snapshot(paimon_copy: Any) -> None:
+    """A live reader that checkpointed (consumer at 7), then fell behind: Paimon expired
+    snapshot 6, the one it read last, and the catch-up read 6's manifests from the
+    reader's cache of it: FileNotFoundError. It now reads the snapshots one by one."""
+    from paimon_spec import commit
+
+    table = paimon_copy("pk_deduplicate")
+    tbl = raylake.open_table(str(table))
+    reader = tbl.stream(consumer_id="c", catch_up_after=2, prefetch=False)
+    assert [p.kind for p in reader.plans(timeout=0)] == ["full"]
+    commit(table, kind="APPEND")
+    assert [p.snapshot_id for p in reader.plans(timeout=0)] == [6]
+    reader.checkpoint()
+    for _ in range(4):
+        commit(table, kind="APPEND")
+    _expire_before(table, 7)
+    assert [p.snapshot_id for p in reader.plans(timeout=0)] == [7, 10]
+
+
 def test_partial_rows_need_a_changelog_producer() -> None:
     """Refused when the snapshot is planned, on the driver: reading the plan's splits
     (in Ray tasks, in a Spark job) raised it only once that work had started."""
