@@ -134,8 +134,9 @@ class _PaimonKind(TableKind):
         if snap.commit_kind == "OVERWRITE":
             parent = None if snap.parent_id is None else source.get(snap.parent_id)
             rng = ChangeRange(source, self.ts, parent, snap, load_snapshots=lambda: [snap])
-        else:
-            rng = ChangeRange(source, self.ts, None, snap, step=True)
+        else:  # the parent, where kept, as a stream's step reads it (sequence.field)
+            parent = None if snap.parent_id is None else source.read_if_present(snap.parent_id)
+            rng = ChangeRange(source, self.ts, parent, snap, step=True)
         picked = None if columns is None else tuple(columns)
         ctx = ChangeReadContext(file_io, self.ts, picked, include_row_kind=True)
         return ctx.read_table(self.plan_changes(rng))
@@ -202,7 +203,10 @@ class _PaimonKind(TableKind):
         source = next(iter(sources), "delta")
         if source == "delta" and ts.primary_key and by_bucket:
             check_deltas_merge(ts, rng.file_io.uri)
-            if deltas_need_both_ends(ts):
+            # A step whose parent Paimon expired (it keeps a consumer's next snapshot, not
+            # the one before) reads its delta files, as Paimon's own stream does.
+            expired = rng.step and rng.before is None and end.parent_id is not None
+            if deltas_need_both_ends(ts) and not expired:
                 compared |= {group(partition, bucket) for partition, bucket in by_bucket}
                 by_bucket = {}
         rng.from_changelog = source == "changelog"

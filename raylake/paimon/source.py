@@ -52,6 +52,7 @@ class PaimonSource(TableSource):
     changes_read_start = False
     plain_files = False
     consumer_properties = False
+    keeps_step_parent = False
 
     def __init__(self, file_io: FileIO) -> None:
         super().__init__(file_io, PaimonSnapshots(file_io))

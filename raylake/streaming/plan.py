@@ -149,7 +149,10 @@ class StreamPlanner:
             return self.full(snap, kind="refresh")
         parent = None
         if snap.parent_id is not None and self._kind.step_needs_parent():
-            parent = self.source.get(snap.parent_id)
+            if self.source.keeps_step_parent:
+                parent = self.source.get(snap.parent_id)
+            else:  # perhaps expired: then the kind plans from the snapshot's own files
+                parent = self.source.read_if_present(snap.parent_id)
         rng = self._range(parent, snap, step=True)
         splits = self._kind.plan_changes(rng)
         kind: PlanKind = "changelog" if rng.from_changelog else "delta"

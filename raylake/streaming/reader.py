@@ -194,6 +194,7 @@ class StreamReader(NotPicklable):
         # Not from the cache: the base must still be on the store when the diff reads it.
         if (
             parent is not None
+            and self._snapshots.keeps_step_parent
             and kind_of(self.table.table_schema).step_needs_parent()
             and self._snapshots.read_if_present(parent) is None
         ):

@@ -93,6 +93,10 @@ class TableSource(ABC):
     # Whether a change range reads its start snapshot (raylake compares the files live
     # at both ends), or only the snapshots after it (Paimon's delta and changelog files).
     changes_read_start: ClassVar[bool] = True
+    # Whether expiration keeps the snapshot before a consumer's next one, which a step
+    # that compares a snapshot with its parent reads (raylake's); Paimon's keeps the next
+    # one on only, so there such a step reads the snapshot's own files instead.
+    keeps_step_parent: ClassVar[bool] = True
     # Whether raylake writes tables of this format (commits, schema changes, consumers
     # moved by hand, maintenance); checked once, by ``Table``, before any such work.
     writable: ClassVar[bool]

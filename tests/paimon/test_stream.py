@@ -177,6 +177,25 @@ def test_a_catch_up_after_paimon_expired_the_last_read_snapshot(paimon_copy: Any
     assert [p.snapshot_id for p in reader.plans(timeout=0)] == [7, 10]
 
 
+def test_a_sequence_field_consumer_resumes_after_paimon_expired_the_parent(
+    paimon_copy: Any,
+) -> None:
+    """A step of a sequence.field table compares the snapshot with its parent, which
+    Paimon's expiration does not keep for a consumer (it keeps the next snapshot on):
+    the resumed consumer was refused as expired (and told to move to where it was), for
+    good. Without the parent the step reads the snapshot's delta files, as Paimon does."""
+    table = paimon_copy("pk_sequence_field")
+    tbl = raylake.open_table(str(table))
+    reader = tbl.stream(consumer_id="c", start="earliest", catch_up_after=None)
+    assert [p.snapshot_id for p in reader.plans(max_plans=4)] == [1, 2, 3, 4]
+    reader.checkpoint()
+    _expire_before(table, 5)
+    (plan,) = tbl.stream(consumer_id="c", include_row_kind=True).plans(timeout=0)
+    rows = plan.to_arrow()
+    assert plan.snapshot_id == 5 and rows.num_rows > 0
+    assert rows.equals(tbl.changelog(5))
+
+
 def test_partial_rows_need_a_changelog_producer() -> None:
     """Refused when the snapshot is planned, on the driver: reading the plan's splits
     (in Ray tasks, in a Spark job) raised it only once that work had started."""
