@@ -60,12 +60,17 @@ _MARKER_PREFIX = "EXPIRING-"
 MARKER_STALE_MS = 10 * 60 * 1000
 
 
+def is_consumer_id(name: str) -> bool:
+    """Whether ``name`` is an id raylake names consumers by (see validate_consumer_id)."""
+    return bool(_ID_PATTERN.match(name)) and not name.endswith(_TMP_SUFFIX)
+
+
 def validate_consumer_id(consumer_id: Any) -> str:
     """Return ``consumer_id`` if it is a safe file-name component, else raise
     :class:`ConsumerArgumentError` (an InvalidArgumentError and a ConsumerError)."""
     if not isinstance(consumer_id, str):
         raise ConsumerArgumentError("consumer_id", consumer_id, "a string")
-    if not _ID_PATTERN.match(consumer_id) or consumer_id.endswith(_TMP_SUFFIX):
+    if not is_consumer_id(consumer_id):
         raise ConsumerArgumentError(
             "consumer_id",
             consumer_id,
@@ -152,7 +157,7 @@ class ConsumerManager:
         """Ids of the registered consumers; other files in the directory are ignored."""
         names = self.file_io.list_names(CONSUMER_DIR)
         ids = [n[len(_PREFIX) :] for n in names if n.startswith(_PREFIX)]
-        return [i for i in ids if _ID_PATTERN.match(i) and not i.endswith(_TMP_SUFFIX)]
+        return [i for i in ids if is_consumer_id(i)]
 
     def list(self) -> list[ConsumerProgress]:
         """Every registered consumer, by id. A corrupt file raises: expiration must not guess."""

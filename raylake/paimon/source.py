@@ -17,7 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 from raylake.errors import ConsumerError, UnsupportedOperationError
 from raylake.expr import Expr
-from raylake.format.consumer import STREAM_MODE, ConsumerProgress
+from raylake.format.consumer import (
+    STREAM_MODE,
+    ConsumerProgress,
+    is_consumer_id,
+    validate_consumer_id,
+)
 from raylake.format.schema import TableSchema
 from raylake.format.snapshot import Snapshot
 from raylake.io import FileIO
@@ -126,17 +131,25 @@ class PaimonSource(TableSource):
         return [consumer_id for consumer_id, _ in self._consumer_files()]
 
     def consumer(self, consumer_id: str) -> ConsumerProgress | None:
-        return next((c for c in self.consumers() if c.consumer_id == consumer_id), None)
+        found = self._progress(validate_consumer_id(consumer_id))
+        return found[0] if found else None
 
     def consumers(self) -> list[ConsumerProgress]:
         """The consumers and the snapshot each reads next; ``updated_millis`` is the
-        file's modification time."""
+        file's modification time. Those of Paimon's own readers whose ids raylake does
+        not name consumers by (free text: ``job:1``) are left out; Paimon's expiration
+        still keeps what they need."""
+        return sorted(self._progress(), key=lambda c: c.consumer_id)
+
+    def _progress(self, only: str | None = None) -> list[ConsumerProgress]:
         found = []
         for consumer_id, mtime in self._consumer_files():
+            if (only is not None and consumer_id != only) or not is_consumer_id(consumer_id):
+                continue
             next_id = read_consumer(self.file_io, consumer_id)
             if next_id is not None:
                 found.append(ConsumerProgress(consumer_id, next_id, int((mtime or 0) * 1000)))
-        return sorted(found, key=lambda c: c.consumer_id)
+        return found
 
     def register_consumer(
         self, consumer_id: str, next_snapshot_id: int, properties: Mapping[str, str] | None = None

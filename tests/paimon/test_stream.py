@@ -196,6 +196,19 @@ def test_a_sequence_field_consumer_resumes_after_paimon_expired_the_parent(
     assert rows.equals(tbl.changelog(5))
 
 
+def test_a_java_consumer_raylake_cannot_name_leaves_the_others_alone(paimon_copy: Any) -> None:
+    """Paimon's consumer ids are free text: one named 'job:1' made consumers(), consumer()
+    and every stream with a consumer of the table raise ConsumerArgumentError."""
+    table = paimon_copy("pk_deduplicate")
+    (table / "consumer").mkdir()
+    for consumer in ("job:1", "my job", "trainer"):
+        (table / "consumer" / f"consumer-{consumer}").write_text('{"nextSnapshot": 3}')
+    tbl = raylake.open_table(str(table))
+    assert [(c.consumer_id, c.next_snapshot_id) for c in tbl.consumers()] == [("trainer", 3)]
+    assert tbl.consumer("trainer").next_snapshot_id == 3
+    assert [p.snapshot_id for p in tbl.stream(consumer_id="trainer").plans(timeout=0)] == [3, 4, 5]
+
+
 def test_partial_rows_need_a_changelog_producer() -> None:
     """Refused when the snapshot is planned, on the driver: reading the plan's splits
     (in Ray tasks, in a Spark job) raised it only once that work had started."""
