@@ -86,7 +86,8 @@ _HARMLESS_PREFIXES = (
     "local-merge-buffer-size",
     "row-kind",
     "format-table.",
-    "incremental-between",
+    "incremental-between-scan-mode",  # tunes an incremental read (refused: below)
+    "incremental-between-tag-to-snapshot",
     "force-lookup",
     "lookup-compact",
     "changelog-producer.",
@@ -110,6 +111,16 @@ _SCAN_OPTIONS = (
     "scan.file-creation-time-millis",
     "scan.bounded.watermark",
     "scan.version",
+    "scan.creation-time-millis",
+    "scan.bucket",
+    "scan.primary-branch",
+    "scan.fallback-delta-branch",
+    "scan.fallback-snapshot-branch",
+    # A batch read of only the changes between two snapshots or tags (startup mode
+    # incremental), not the table.
+    "incremental-between",
+    "incremental-between-timestamp",
+    "incremental-to-auto-tag",
 )
 
 

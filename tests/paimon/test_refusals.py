@@ -31,6 +31,11 @@ def _set_options(table: Path, **options: str) -> None:
         ("pk_partial_update", {"fields.name.sequence-group": "x"}, "fields.name.sequence-group"),
         ("append_unaware", {"file.format": "lance"}, "'lance'"),
         ("append_unaware", {"scan.snapshot-id": "1"}, "scan.snapshot-id"),
+        ("pk_deduplicate", {"incremental-between": "1,3"}, "incremental-between"),
+        ("pk_deduplicate", {"incremental-between-timestamp": "0,1"}, "incremental-between"),
+        ("pk_deduplicate", {"scan.creation-time-millis": "0"}, "scan.creation-time-millis"),
+        ("pk_deduplicate", {"scan.bucket": "0"}, "scan.bucket"),
+        ("pk_deduplicate", {"scan.primary-branch": "b"}, "scan.primary-branch"),
         ("pk_deduplicate", {"data-evolution.enabled": "true"}, "data-evolution.enabled"),
         ("append_unaware", {"data-file.external-paths": "s3://b/x"}, "external-paths"),
         ("append_unaware", {"scan.fallback-branch": "rt"}, "scan.fallback-branch"),
@@ -58,6 +63,7 @@ def test_harmless_writer_options_are_accepted(paimon_copy: Any) -> None:
             "changelog-producer": "lookup",
             "snapshot.num-retained.min": "5",
             "num-sorted-run.compaction-trigger": "3",
+            "incremental-between-scan-mode": "delta",
         },
     )
     assert raylake.open_table(str(table)).count() == 37
