@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from raylake.errors import UnsupportedPaimonError
+from raylake.errors import SnapshotExpiredError, UnsupportedPaimonError
 from raylake.expr import filter_on_columns
 from raylake.format.snapshot import Snapshot
 from raylake.paimon.manifest import delta_manifests
@@ -117,7 +117,9 @@ def diff_splits(
 def _end_splits(ctx: Any, source: TableSource, snapshot_id: int) -> list[Split]:
     ts: PaimonTableSchema = ctx.table_schema
     kind = kind_of(ts)
-    snap = source.get(snapshot_id)
+    snap = source.read_if_present(snapshot_id)
+    if snap is None:  # a range's start (read only here: sequence.field, an overwrite)
+        raise SnapshotExpiredError(snapshot_id, source.earliest_id() or 0, source.file_io.uri)
     files = source.stream_files(ts, snap, kind.pruning_filter(ctx.filter))
     return kind.plan_splits(snapshot_id, files, None, DEFAULT_TARGET)
 

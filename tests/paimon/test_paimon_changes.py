@@ -163,3 +163,15 @@ def test_a_range_past_the_earliest_snapshot_is_expired(paimon_copy: Any) -> None
     assert rows_by_key(tbl.changes(2, 5).to_arrow(), ["id"]) == rows_by_key(
         _table("pk_deduplicate").changes(2, 5).to_arrow(), ["id"]
     )
+
+
+def test_a_range_that_compares_its_expired_start_is_expired(paimon_copy: Any) -> None:
+    """A sequence.field table's range compares its start's state, which is gone: it
+    raised SnapshotNotFoundError ('does not exist'), not the SnapshotExpiredError of any
+    other range past the earliest snapshot."""
+    table = paimon_copy("pk_sequence_field")
+    for sid in (1, 2):
+        (table / "snapshot" / f"snapshot-{sid}").unlink()
+    tbl = raylake.open_table(str(table))
+    with pytest.raises(SnapshotExpiredError, match=r"snapshot 2 .* earliest snapshot is 3"):
+        tbl.changes(2, 5).to_arrow()
