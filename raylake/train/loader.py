@@ -87,6 +87,16 @@ class Position:
         rest = p.division(self.remaining).remaining_after(p.batches)
         return Position(self.epoch, rest)
 
+    def finished(self, batch_size: int, world_size: int, drop_last: bool) -> bool:
+        """Whether the pass that saved this position had no batch left: nothing remains,
+        or (``drop_last``) only the rows it drops, which a later epoch's loop must not
+        go back for."""
+        p = self.progress
+        if p is not None:
+            return not p.division(self.remaining).worker_batches(p.rank, p.worker, p.batches)
+        division = Division(self.remaining, batch_size, world_size, 1, drop_last)
+        return not self.remaining or division.steps == 0
+
 
 @dataclass(frozen=True)
 class Epochs:
@@ -322,22 +332,26 @@ class ShardedLoader:
         """Resume from a position (or from a StatefulDataLoader's whole state dict)."""
         state = _position_state(state)
         source = self.source.for_saved(state, "position")
-        position = self._check(state, source)
+        position, saved = self._check(state, source)
         if source is not self.source:
             self.source, self._carry = source, None  # the carried piece is of the other order
         self._live = None
         pending = position.normalized()
-        if not pending.remaining and pending.epoch < self.epoch:
+        if pending.epoch < self.epoch and pending.finished(*saved):
             # A finished epoch loaded after the loop set a later one: in the main process,
             # StatefulDataLoader loads the dataset's state when its iterator is made, after
-            # the loop's set_epoch(e + 1). The finished epoch leaves nothing to resume.
+            # the loop's set_epoch(e + 1). The finished epoch leaves nothing to resume
+            # (with drop_last, its dropped rows remain, and stay dropped).
             self._pending = None
             return
         self.epoch = position.epoch
         self._pending = pending
 
-    def _check(self, state: Mapping[str, Any], src: LakeSource) -> Position:
-        """The position ``state`` names in ``src`` (its selection already checked)."""
+    def _check(
+        self, state: Mapping[str, Any], src: LakeSource
+    ) -> tuple[Position, tuple[int, int, bool]]:
+        """The position ``state`` names in ``src`` (its selection already checked), and
+        the batch size, world size and drop_last of the pass that saved it."""
         for name in ("seed", "shuffle", "shuffle_window"):
             mine = getattr(self.epochs, name)
             if state.get(name) != mine:
@@ -350,13 +364,15 @@ class ShardedLoader:
             remaining = normalize(state["remaining"])
             progress = None if state["progress"] is None else Progress(**state["progress"])
             epoch = int(state["epoch"])
+            saved = (int(state["batch_size"]), int(state.get("world_size") or 1))
+            drop_last = bool(state["drop_last"])
         except (KeyError, TypeError, ValueError) as exc:
             raise ResumeStateError(f"malformed position: {exc}") from exc
         if remaining and (remaining[0][0] < 0 or remaining[-1][1] > src.total):
             raise ResumeStateError(f"position names rows outside [0, {src.total})")
         if self.epochs.shuffle and remaining != normalize([(0, src.total)]):
             check_shuffle_stream(state, "position")  # part of a shuffled epoch is read
-        return Position(epoch, remaining, progress)
+        return Position(epoch, remaining, progress), (*saved, drop_last)
 
 
 def _position_state(state: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -131,6 +131,34 @@ def test_stateful_dataloader_saved_at_an_epoch_end_goes_on_with_the_next_epoch(
     assert [ids_of(b) for b in resumed] == epochs[1]
 
 
+@pytest.mark.parametrize("drop_last", [False, True])
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_state_saved_at_an_epoch_last_batch_goes_on_with_the_next_epoch(
+    append_table: raylake.Table, workers: int, drop_last: bool
+) -> None:
+    """Saved after the epoch's last batch, before the loader saw its end (a checkpoint
+    every n steps), each worker's position has read its whole block; with drop_last the
+    dropped rows remain in it. Neither leaves anything of that epoch to resume."""
+    ds = make(append_table, drop_last=drop_last)
+    loader = StatefulDataLoader(ds, batch_size=None, num_workers=workers)
+    batches = iter(loader)
+    take(batches, len(loader))
+    state = loader.state_dict()
+    del batches
+    ds.set_epoch(1)
+    epoch1 = sorted(ids_of(b) for b in loader)
+    resumed_ds = make(append_table, drop_last=drop_last)
+    resumed = StatefulDataLoader(resumed_ds, batch_size=None, num_workers=workers)
+    resumed.load_state_dict(state)
+    resumed_ds.set_epoch(1)
+    assert sorted(ids_of(b) for b in resumed) == epoch1  # DataLoader's round-robin goes on
+    elastic = make(append_table, drop_last=drop_last)
+    elastic.set_epoch(1)
+    elastic.load_state_dict(state)
+    assert elastic.epoch == 1 and len(elastic) == len(epoch1)
+    assert sorted(ids_of(b) for b in DataLoader(elastic, batch_size=None)) == epoch1
+
+
 def test_a_resume_under_another_batch_size_keeps_its_batches_to_that_size(
     append_table: raylake.Table,
 ) -> None:
