@@ -32,7 +32,7 @@ _LAZY = {
     "LakeMapDataset": "raylake.train.torch",
     "LakeStreamDataset": "raylake.train.torch",
     "RandomBatchSampler": "raylake.train.torch",
-    "consumed_rows": "raylake.train.loader",
+    "consumed_rows": "raylake.train.positions",
     "fit": "raylake.train.trainer",
     "iter_torch_batches": "raylake.train.ray",
     "to_tf_dataset": "raylake.train.tf",

@@ -3,15 +3,8 @@
 :class:`ShardedLoader` owns what LakeIterableDataset (torch) and to_tf_dataset
 share: the pinned source, the epoch's order, the division of the positions left
 among ranks and workers, and the resumable position (``state_dict`` /
-``load_state_dict``). The frameworks only say who the consumer is and turn numpy
-batches into tensors.
-
-A position (docs/training.md, "Resume") names the table, snapshot and order it is
-relative to, the positions of the epoch not yet read when the current division
-started, and the division's progress: ``batches`` read by one consumer. A position
-made by a consumer that is alone on its rank (no DataLoader workers) is saved as
-plain remaining positions, so it resumes under any world size or worker count; one DataLoader worker's position (what StatefulDataLoader keeps per worker)
-resumes that same worker, and the loader's whole state dict resumes anything.
+``load_state_dict``; what a position holds: raylake/train/positions.py). The
+frameworks only say who the consumer is and turn numpy batches into tensors.
 """
 
 from __future__ import annotations
@@ -25,15 +18,20 @@ from raylake.arguments import check_count, check_flag, check_integer
 from raylake.errors import InvalidArgumentError, ResumeStateError
 from raylake.train.convert import Converter
 from raylake.train.passes import Feed, NumpyFeed, Pass, Taken
+from raylake.train.positions import (
+    STATE_KEY,
+    STATE_VERSION,
+    Position,
+    Progress,
+    position_state,
+)
 from raylake.train.prefetch import DEFAULT_BYTES, DEFAULT_PIECES, background
 from raylake.train.sharding import (
     Division,
     EpochOrder,
     Interval,
-    Intervals,
     check_shuffle_stream,
     normalize,
-    size,
     stream_fields,
 )
 from raylake.train.source import LakeSource
@@ -47,55 +45,6 @@ from raylake.train.stream import (
 )
 
 Transform = Callable[[Any], Any]  # applied to each batch
-STATE_KEY = "raylake_train_state"
-STATE_VERSION = 1
-
-
-@dataclass(frozen=True)
-class Progress:
-    """A division and how far one of its consumers got."""
-
-    batch_size: int
-    drop_last: bool
-    world_size: int
-    num_workers: int
-    rank: int
-    worker: int
-    batches: int  # batches this consumer has yielded
-
-    def division(self, remaining: Intervals) -> Division:
-        return Division(
-            remaining, self.batch_size, self.world_size, self.num_workers, self.drop_last
-        )
-
-
-@dataclass(frozen=True)
-class Position:
-    epoch: int
-    remaining: Intervals  # positions not read when the division started
-    progress: Progress | None = None
-
-    def normalized(self) -> Position:
-        """The same position as plain remaining positions, when that is exact.
-
-        A consumer alone on its rank has read ``batches`` steps; every rank has read as
-        many (equal step counts, synchronous training), so what all of them read is known.
-        """
-        p = self.progress
-        if p is None or p.num_workers != 1:
-            return self
-        rest = p.division(self.remaining).remaining_after(p.batches)
-        return Position(self.epoch, rest)
-
-    def finished(self, batch_size: int, world_size: int, drop_last: bool) -> bool:
-        """Whether the pass that saved this position had no batch left: nothing remains,
-        or (``drop_last``) only the rows it drops, which a later epoch's loop must not
-        go back for."""
-        p = self.progress
-        if p is not None:
-            return not p.division(self.remaining).worker_batches(p.rank, p.worker, p.batches)
-        division = Division(self.remaining, batch_size, world_size, 1, drop_last)
-        return not self.remaining or division.steps == 0
 
 
 @dataclass(frozen=True)
@@ -330,7 +279,7 @@ class ShardedLoader:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Resume from a position (or from a StatefulDataLoader's whole state dict)."""
-        state = _position_state(state)
+        state = position_state(state)
         source = self.source.for_saved(state, "position")
         position, saved = self._check(state, source)
         if source is not self.source:
@@ -373,66 +322,3 @@ class ShardedLoader:
         if self.epochs.shuffle and remaining != normalize([(0, src.total)]):
             check_shuffle_stream(state, "position")  # part of a shuffled epoch is read
         return Position(epoch, remaining, progress), (*saved, drop_last)
-
-
-def _position_state(state: Mapping[str, Any]) -> Mapping[str, Any]:
-    """Our own position, or the one inside a StatefulDataLoader's state dict."""
-    if not isinstance(state, Mapping):
-        raise ResumeStateError(f"a position is a dict, got {type(state).__name__}")
-    if STATE_KEY in state:
-        if state[STATE_KEY] != STATE_VERSION:
-            raise ResumeStateError(f"position version {state[STATE_KEY]} is not supported")
-        return state
-    return from_loader_state(state)
-
-
-def from_loader_state(state: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The position a StatefulDataLoader's state dict stands for, as plain remaining rows.
-
-    The loader's state holds how many batches this rank received (``_num_yielded``, or
-    its last snapshot's step plus the steps since) and each worker's dataset position
-    as of that snapshot; with every rank at the same step, what all ranks read is known.
-    """
-    since = 0
-    if "_snapshot" in state:  # worker processes: their positions as of the snapshot
-        snap = state["_snapshot"]
-        since = int(state.get("_steps_since_snapshot", 0))
-        steps = int(snap["_snapshot_step"]) + since
-        workers = snap.get("_worker_snapshots", {})
-        datasets = [w.get("dataset_state") for w in workers.values() if isinstance(w, Mapping)]
-    elif "_num_yielded" in state:  # in-process: the dataset's position is current
-        steps = int(state["_num_yielded"])
-        datasets = [state.get("dataset_state")]
-    else:
-        raise ResumeStateError(
-            "not a raylake position nor a StatefulDataLoader state dict (expected the key "
-            f"{STATE_KEY!r}, '_snapshot' or '_num_yielded')"
-        )
-    ours = [d for d in datasets if isinstance(d, Mapping) and STATE_KEY in d]
-    if not ours:
-        raise ResumeStateError("the StatefulDataLoader state holds no raylake dataset position")
-    base = ours[0]
-    remaining = normalize(base["remaining"])
-    if base.get("progress") is not None:  # one of several workers: the loader knows the steps
-        rest = Progress(**base["progress"]).division(remaining).remaining_after(steps)
-    elif since and base.get("world_size"):  # a lone worker, saved ``since`` steps ago
-        division = Division(remaining, base["batch_size"], base["world_size"], 1, base["drop_last"])
-        rest = division.remaining_after(since)
-    else:
-        rest = remaining
-    return {**base, "remaining": [list(i) for i in rest], "progress": None}
-
-
-def consumed_rows(state: Mapping[str, Any]) -> int:
-    """Rows of the epoch a position has read on all ranks together (for progress reports).
-
-    One DataLoader worker's position does not know what the other workers read; pass
-    the StatefulDataLoader's whole state dict instead.
-    """
-    state = _position_state(state)
-    if state.get("progress") is not None:
-        raise ResumeStateError(
-            "one DataLoader worker's position does not tell what the others read; "
-            "pass the StatefulDataLoader's state_dict()"
-        )
-    return int(state["total_rows"]) - size(normalize(state["remaining"]))

@@ -360,8 +360,13 @@ class Division:
 
     def consumed(self, steps: int) -> Intervals:
         """Positions every rank together has read after ``steps`` steps each."""
+        return self.consumed_by(self.delivered(steps))
+
+    def consumed_by(self, delivered: Sequence[int]) -> Intervals:
+        """Positions every rank together has read when worker ``i`` of each rank has
+        delivered ``delivered[i]`` batches."""
         parts: list[Interval] = []
-        for worker, n in enumerate(self.delivered(steps)):
+        for worker, n in enumerate(delivered):
             first, _ = self.worker_block(worker)
             for rank in range(self.world_size):
                 full = min(first + n, self.per_rank) - first

@@ -19,8 +19,9 @@ import torch
 
 from raylake.errors import LoaderProcessError
 from raylake.train.device import Backend, Finish, Tensors
-from raylake.train.loader import Position, Progress, ShardedLoader
+from raylake.train.loader import ShardedLoader
 from raylake.train.passes import close
+from raylake.train.positions import Position, Progress
 from raylake.train.sharding import normalize
 from raylake.train.tensors import TensorBatches
 from raylake.train.window_process import counters_of, picklable, shared_dir

@@ -50,7 +50,8 @@ from raylake.train.stats import FeedRecorder
 from raylake.train.windows import Unpack, Window
 
 if TYPE_CHECKING:
-    from raylake.train.loader import Position, Progress, ShardedLoader
+    from raylake.train.loader import ShardedLoader
+    from raylake.train.positions import Position, Progress
     from raylake.train.tensors import TensorBatches
 
 Counters = tuple[int, int, int, int, float, int]  # what the child's recorder counted

@@ -17,7 +17,7 @@ from torchdata.stateful_dataloader import StatefulDataLoader
 
 import raylake
 from raylake.errors import ResumeStateError
-from raylake.train.loader import consumed_rows
+from raylake.train.positions import consumed_rows
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:This DataLoader will create"),
@@ -157,6 +157,33 @@ def test_a_state_saved_at_an_epoch_last_batch_goes_on_with_the_next_epoch(
     elastic.load_state_dict(state)
     assert elastic.epoch == 1 and len(elastic) == len(epoch1)
     assert sorted(ids_of(b) for b in DataLoader(elastic, batch_size=None)) == epoch1
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_a_state_of_an_epoch_a_resumed_loader_went_on_to_resumes_elastically(
+    append_table: raylake.Table, workers: int
+) -> None:
+    """A loader resumed from a state saved after an epoch's last batch counts its steps
+    on into the next epoch, and asks the worker after the last one it heard from first;
+    a state it saves there still resumes another worker count exactly."""
+    loader = StatefulDataLoader(make(append_table), batch_size=None, num_workers=workers)
+    batches = iter(loader)
+    take(batches, len(loader))
+    state = loader.state_dict()
+    del batches
+    ds = make(append_table)
+    resumed = StatefulDataLoader(ds, batch_size=None, num_workers=workers)
+    resumed.load_state_dict(state)
+    ds.set_epoch(1)
+    batches = iter(resumed)
+    head = take(batches, 9)
+    later = resumed.state_dict()
+    del batches
+    elastic = make(append_table)
+    elastic.set_epoch(1)
+    elastic.load_state_dict(later)
+    rest = [ids_of(b) for b in DataLoader(elastic, batch_size=None, num_workers=1)]
+    check_exact(flat(head) + flat(rest), expected_ids(append_table), 0)
 
 
 def test_a_resume_under_another_batch_size_keeps_its_batches_to_that_size(

@@ -20,7 +20,7 @@ from torchdata.stateful_dataloader import StatefulDataLoader
 
 import raylake
 from raylake.errors import ResumeStateError, WorkerPositionError
-from raylake.train.loader import consumed_rows
+from raylake.train.positions import consumed_rows
 from raylake.train.torch import LakeStreamDataset
 
 pytestmark = [
