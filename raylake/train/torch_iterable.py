@@ -195,6 +195,7 @@ class LakeIterableDataset(IterableDataset):
         """Read epoch ``epoch``'s order next (call it at the start of every epoch)."""
         self._loader.set_epoch(epoch)
         self._workers.position_set()
+        self._workers.epoch_set(epoch)  # persistent DataLoader workers follow it
 
     def rank_and_world_size(self) -> tuple[int, int]:
         return distributed(self._rank, self._world_size)
@@ -214,6 +215,9 @@ class LakeIterableDataset(IterableDataset):
             # A position loaded in the main process is for the workers' next pass only;
             # every later DataLoader iteration gets the main copy with it again.
             self._loader.forget_loaded()
+        epoch = self._workers.epoch_to_follow()
+        if epoch is not None:  # set in the main process since this persistent copy was made
+            self._loader.set_epoch(epoch)
         if self._maker is not None:
             raise UnsupportedOperationError(
                 "window_process=True makes windows in a process of its own for a dataset "

@@ -39,6 +39,11 @@ class WorkerPasses:
     def __init__(self) -> None:
         self._flag = torch.zeros(1, dtype=torch.uint8).share_memory_()
         self._loaded_used = torch.zeros(_TRACKED_WORKERS, dtype=torch.bool).share_memory_()
+        # The epoch the main process set last, and how many times it set one: persistent
+        # workers (DataLoader(persistent_workers=True)) keep the copy they were made with,
+        # and would read its epoch's order again at every epoch.
+        self._epoch = torch.zeros(2, dtype=torch.int64).share_memory_()
+        self._epochs_followed = 0  # the sets this copy has followed
 
     def pass_started(self) -> None:
         """A pass begins in this process: a worker marks it; in the main process the
@@ -49,6 +54,23 @@ class WorkerPasses:
         """The main process set the position (a new epoch, a loaded position)."""
         if not in_worker():
             self._flag[0] = 0
+
+    def epoch_set(self, epoch: int) -> None:
+        """The main process set epoch ``epoch``: its workers' copies follow it."""
+        if not in_worker():
+            self._epoch[1] = epoch
+            self._epoch[0] += 1
+            self._epochs_followed = int(self._epoch[0])
+
+    def epoch_to_follow(self) -> int | None:
+        """In a worker starting a pass: the epoch the main process set since this copy
+        was made or last followed it (a persistent worker's copy outlives the loop's
+        epochs), else None."""
+        sets = int(self._epoch[0])
+        if not in_worker() or sets == self._epochs_followed:
+            return None
+        self._epochs_followed = sets
+        return int(self._epoch[1])
 
     def position_loaded(self) -> None:
         """A position was loaded: in the main process, for the next pass of every worker
@@ -82,14 +104,21 @@ class WorkerPasses:
             raise WorkerPositionError(dataset, resume)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"flag": self._flag, "loaded_used": self._loaded_used}
+        return {
+            "flag": self._flag,
+            "loaded_used": self._loaded_used,
+            "epoch": self._epoch,
+            "epochs_followed": self._epochs_followed,
+        }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         # torch's multiprocessing pickler (spawned workers) hands over the shared tensors
         # themselves; a plain pickle is an independent copy, which gets its own.
-        flag, used = state["flag"], state["loaded_used"]
+        flag, used, epoch = state["flag"], state["loaded_used"], state["epoch"]
         self._flag = flag if flag.is_shared() else flag.clone().share_memory_()
         self._loaded_used = used if used.is_shared() else used.clone().share_memory_()
+        self._epoch = epoch if epoch.is_shared() else epoch.clone().share_memory_()
+        self._epochs_followed = state["epochs_followed"]
 
 
 def share_by_file_name() -> None:

@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from conftest import expected_ids
-from test_torch_iterable import ids_of, make
+from test_torch_iterable import epoch_by_rank, ids_of, make
 from torch.utils.data import DataLoader
 from torchdata.stateful_dataloader import StatefulDataLoader
 
@@ -102,6 +102,23 @@ def test_spawned_workers_are_seen_too(append_table: raylake.Table) -> None:
     assert sorted(i for b in loader for i in ids_of(b)) == expected_ids(append_table)
     with pytest.raises(WorkerPositionError, match=FIX):
         ds.state_dict()
+
+
+@pytest.mark.parametrize("context", ["fork", pytest.param("spawn", marks=pytest.mark.slow)])
+def test_persistent_workers_read_the_epoch_the_loop_sets(
+    append_table: raylake.Table, context: str
+) -> None:
+    """DataLoader(persistent_workers=True) keeps its workers' copies from one epoch to
+    the next: set_epoch in the main process reaches them, as it reaches a
+    DistributedSampler, where they read their first epoch's order every epoch."""
+    ds = make(append_table, batch_size=64)
+    loader = DataLoader(
+        ds, batch_size=None, num_workers=2, persistent_workers=True, multiprocessing_context=context
+    )
+    for epoch in (0, 1, 3):
+        ds.set_epoch(epoch)
+        expected = epoch_by_rank(append_table, 1, 2, real=False, epoch=epoch, batch_size=64)
+        assert [ids_of(b) for b in loader] == expected[0]
 
 
 def test_a_pickled_copy_shares_nothing_with_the_original(append_table: raylake.Table) -> None:
