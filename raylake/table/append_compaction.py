@@ -32,9 +32,10 @@ from raylake.format.snapshot import Snapshot, SnapshotManager
 from raylake.io import FileIO
 from raylake.progress import track
 from raylake.table.aborted import abort_messages
+from raylake.table.append_writer import AppendTableWriter
 from raylake.table.commit import CommitRequest, Committer
 from raylake.table.split import partition_sort_key
-from raylake.table.writer import AppendTableWriter, CommitMessage, writing
+from raylake.table.writer import CommitMessage, writing
 
 logger = logging.getLogger(__name__)
 

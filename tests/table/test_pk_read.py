@@ -155,6 +155,21 @@ def test_keys_at_the_ends_of_their_type(tmp_path: Path, dtype: pa.DataType) -> N
     assert {r["k"]: r["n"] for r in tbl.to_arrow().to_pylist()} == expected
 
 
+def test_delete_takes_python_keys_of_a_uint64_column_above_int64(tmp_path: Path) -> None:
+    # Python ints are inferred as int64, which 2**63 and above overflow: the keys to
+    # delete take the key column's type instead, where pyarrow's OverflowError came out.
+    schema = pa.schema([pa.field("k", pa.uint64(), nullable=False), ("v", pa.int64())])
+    tbl = raylake.create_table(str(tmp_path / "t"), schema, primary_key=["k"], buckets=2)
+    keys = [2**64 - 1, 2**63, 2**63 - 1, 5]
+    tbl.write(pa.table({"k": pa.array(keys, pa.uint64()), "v": [1, 2, 3, 4]}))
+    tbl.delete({"k": [2**64 - 1], "v": [2**70]})  # other columns are ignored
+    tbl.delete([{"k": 2**63}])
+    assert sorted(tbl.to_arrow().column("k").to_pylist()) == [5, 2**63 - 1]
+    with pytest.raises(raylake.InvalidArgumentError, match=r"keys that fit the key columns.*'k'"):
+        tbl.delete({"k": [2**64]})
+    assert tbl.count() == 2
+
+
 @pytest.mark.parametrize("key_type", [pa.int8(), pa.int16(), pa.int32(), pa.uint64()])
 def test_newest_first_read_keeps_keys_across_the_whole_range_of_narrow_types(
     tmp_path: Path, key_type: pa.DataType

@@ -126,20 +126,12 @@ def _key_table(data: Any, ts: TableSchema) -> pa.Table:
             f"a filter, or keys in columns: a dict ({example}), a "
             "list of dicts, a pyarrow Table or a pandas DataFrame",
         )
-    try:
-        if isinstance(data, Mapping):
-            data = pa.table(dict(data))
-        elif isinstance(data, list) and data and isinstance(data[0], Mapping):
-            data = pa.Table.from_pylist(data)
-    except (TypeError, pa.ArrowInvalid) as exc:  # {"id": 1}: a scalar, not a column
-        raise InvalidArgumentError(
-            "keys_or_filter", data, "a dict of key columns (lists of values), e.g. {'id': [1]}"
-        ) from exc
-    except OverflowError as exc:  # pyarrow's "Python int too large to convert to C long"
-        raise InvalidArgumentError(
-            "keys_or_filter", data, f"keys that fit the key columns ({exc})"
-        ) from exc
     key_schema = pa.schema([ts.arrow_schema.field(k) for k in ts.primary_key])
+    if isinstance(data, list) and data and isinstance(data[0], Mapping):
+        names = {name for row in data for name in row}
+        data = {name: [row.get(name) for row in data] for name in names}
+    if isinstance(data, Mapping):
+        data = _python_columns(data, key_schema)
     chunks = []
     for chunk in iter_input(data):
         missing = [k for k in ts.primary_key if k not in chunk.schema.names]
@@ -152,3 +144,29 @@ def _key_table(data: Any, ts: TableSchema) -> pa.Table:
         chunk = chunk if isinstance(chunk, pa.Table) else pa.Table.from_batches([chunk])
         chunks.append(conform(chunk.select(list(ts.primary_key)), key_schema, ts.primary_key))
     return pa.concat_tables(chunks) if chunks else key_schema.empty_table()
+
+
+def _python_columns(data: Mapping[Any, Any], key_schema: pa.Schema) -> pa.Table:
+    """A dict of key columns as Arrow, the columns other than the key left out (they are
+    ignored, and need not convert)."""
+    columns = {name: data[name] for name in key_schema.names if name in data}
+    try:
+        return pa.table(columns)
+    except (TypeError, pa.ArrowInvalid) as exc:  # {"id": 1}: a scalar, not a column
+        raise InvalidArgumentError(
+            "keys_or_filter", data, "a dict of key columns (lists of values), e.g. {'id': [1]}"
+        ) from exc
+    except OverflowError:  # Python ints are taken as int64 first: 2**63 and above fail
+        pass
+    typed = {}
+    for name, values in columns.items():
+        field = key_schema.field(name)
+        try:
+            typed[name] = pa.array(values, type=field.type)
+        except (OverflowError, pa.ArrowException) as exc:
+            raise InvalidArgumentError(
+                "keys_or_filter",
+                data,
+                f"keys that fit the key columns: column {name!r} is {field.type} ({exc})",
+            ) from None
+    return pa.table(typed)
