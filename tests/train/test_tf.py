@@ -169,9 +169,7 @@ def test_an_input_context_of_a_pipeline_out_of_range_is_refused_when_made(
 def test_numpy_integers_are_taken_as_ints(append_table: raylake.Table) -> None:
     """``epoch=np.int64(e)`` from a numpy loop, a numpy batch size and an InputContext of
     numpy ids read what Python ints read (they were refused, or failed inside TensorFlow)."""
-    ctx = tf.distribute.InputContext(
-        num_input_pipelines=np.int64(2), input_pipeline_id=np.int64(1)
-    )
+    ctx = tf.distribute.InputContext(num_input_pipelines=np.int64(2), input_pipeline_id=np.int64(1))
     numpy = to_tf_dataset(
         append_table, ["id"], batch_size=np.int32(32), seed=np.int64(4), epoch=np.int64(2),
         drop_last=True, input_context=ctx,
