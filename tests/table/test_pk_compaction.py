@@ -130,6 +130,39 @@ def test_concurrent_compactions_conflict_and_clean_up(tmp_path: Path) -> None:
     assert {r["v"] for r in state(tbl)} == {2}
 
 
+def test_an_overwrite_started_before_a_compaction_replaces_its_files(tmp_path: Path) -> None:
+    """A compaction changes no row, so an overwrite whose writer started before it is
+    not refused: it replaces the compacted files (was: CommitConflictError, the user's
+    overwrite lost to background maintenance)."""
+    tbl = make(tmp_path)
+    for v in range(3):
+        upsert(tbl, range(10), v)
+    base = tbl.latest_snapshot().id
+    writer = tbl.new_writer()
+    writer.write(pa.table({"id": [100, 101], "v": [7, 7], "ts": [0, 0]}, schema=SCHEMA))
+    messages = writer.prepare_commit()
+    assert tbl.compact(full=True).commit_kind == "COMPACT"
+    snap = tbl.commit(messages, mode="overwrite", base_snapshot_id=base)
+    assert snap is not None and snap.commit_kind == "OVERWRITE"
+    assert state(tbl) == [{"id": 100, "v": 7, "ts": 0}, {"id": 101, "v": 7, "ts": 0}]
+    assert tbl.to_arrow(snapshot_id=base + 1).num_rows == 10  # the compaction kept its rows
+
+
+def test_a_compaction_committed_after_an_overwrite_loses(tmp_path: Path) -> None:
+    """The other order: the compaction's files were replaced, so it conflicts and the
+    overwritten rows do not come back."""
+    tbl = make(tmp_path)
+    for v in range(3):
+        upsert(tbl, range(10), v)
+    job = prepare_compaction(tbl.file_io, tbl.table_schema, full=True)
+    assert job is not None
+    tbl.write(pa.table({"id": [100], "v": [7], "ts": [0]}, schema=SCHEMA), mode="overwrite")
+    with pytest.raises(CommitConflictError):
+        commit_compaction(tbl.file_io, tbl.table_schema, job)
+    assert state(tbl) == [{"id": 100, "v": 7, "ts": 0}]
+    assert all(not tbl.file_io.exists(f.path) for m in job.messages for f in m.new_files)
+
+
 def test_files_replaced_and_expired_while_compacting_are_a_conflict(
     tmp_path: Path, monkeypatch: Any
 ) -> None:
