@@ -262,12 +262,23 @@ def _to_bytes(raw: Any) -> bytes:
     raise _Mismatch("expected bytes or a string")
 
 
+def _holds_nan(typ: pa.DataType) -> bool:
+    return bool(pa.types.is_floating(typ))
+
+
 def bind_literal(column: str, value: Any, typ: pa.DataType) -> pa.Scalar:
     """Convert one literal to a scalar of the column's type, or raise :class:`FilterError`."""
     target = typ.value_type if pa.types.is_dictionary(typ) else typ
     if isinstance(value, pa.Scalar) and value.type == target:
         return value
     raw = value.as_py() if isinstance(value, pa.Scalar) else value
+    if isinstance(raw, float) and raw != raw and not _holds_nan(target):
+        # pandas' missing value in a column of strings (pandas 3's str), dates, objects:
+        # what df.x.unique() holds where x has nulls.
+        raise FilterError(
+            f"cannot compare column {column!r} of type {typ} with nan, pandas' missing "
+            "value: a null never matches; use is_null()"
+        )
     try:
         if pa.types.is_timestamp(target):
             return _timestamp_scalar(value, target)

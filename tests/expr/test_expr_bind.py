@@ -372,6 +372,16 @@ def test_pandas_missing_values_are_nulls() -> None:
             col("t").isin(values)
 
 
+def test_nan_in_a_column_that_holds_no_nan_is_named_a_missing_value() -> None:
+    """pandas 3 gives a missing string as nan, so ``isin(df.s.unique())`` of a column
+    with nulls held one: it was 'expected a string'. A float column compares with NaN."""
+    schema = pa.schema([("s", pa.string()), ("d", pa.date32()), ("f", pa.float64())])
+    for expr in (col("s").isin(["a", float("nan")]), col("d") == float("nan")):
+        with pytest.raises(FilterError, match="nan, pandas' missing value: a null never matches"):
+            bind(expr, schema)
+    bind(col("f").isin([1.0, float("nan")]), schema)
+
+
 @pytest.mark.parametrize(
     "text",
     ["2024-01-01T12:00:00Z", "2024-01-01 12:00:00.5z", "2024-01-01T21:00+0900", "2024-01-01T12Z"],
