@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from raylake.errors import UnsupportedPaimonError
 from raylake.paimon.meta import PaimonFileSlice, PaimonTableSchema
@@ -24,6 +25,7 @@ from raylake.table.pk.schema import KIND, SEQ
 from raylake.table.split import by_bucket
 
 _UPSERTS = pa.array([0, 2], pa.int8())
+_RETRACTS = pa.array([1, 3], pa.int8())
 
 
 def changelog_producer(ts: PaimonTableSchema) -> str:
@@ -50,6 +52,13 @@ def read_change_files(
             if merge_delta:
                 rows = _merge_delta(rows, ts, plan, ctx.file_io.uri)
         parts.append(rows)
+    if merge_delta and len(parts) > 1 and ts.primary_key:
+        # Several buckets' merged deltas (a table whose keys move partitions): each holds
+        # a key once, and a moved key's -D (old bucket) must come before its +I.
+        rows = pa.concat_tables(parts, promote_options="default")  # nullability may differ
+        retract = pc.is_in(rows.column(KIND), _RETRACTS)
+        order = pc.sort_indices(pa.table({"r": pc.invert(retract)}), [("r", "ascending")])
+        return [rows.take(order)]
     return parts
 
 

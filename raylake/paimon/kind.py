@@ -168,7 +168,13 @@ class _PaimonKind(TableKind):
         the buckets an OVERWRITE touched give their net change, both ends compared
         (raylake/paimon/changes_diff.py)."""
         from raylake.paimon.changes import check_deltas_merge, deltas_need_both_ends
-        from raylake.paimon.changes_diff import bucket_counts, diff_splits, group_of, overwritten
+        from raylake.paimon.changes_diff import (
+            ALL_BUCKETS,
+            bucket_counts,
+            diff_splits,
+            group_of,
+            overwritten,
+        )
         from raylake.table.changes import ChangelogSplit, InsertSplit
         from raylake.table.scan import ReadContext
 
@@ -209,6 +215,10 @@ class _PaimonKind(TableKind):
             if deltas_need_both_ends(ts) and not expired:
                 compared |= {group(partition, bucket) for partition, bucket in by_bucket}
                 by_bucket = {}
+            elif not set(ts.partition_keys) <= set(ts.primary_key):
+                # A key moves partitions by a -D in its old bucket and a +I in its new
+                # one: one split, whose deletes come first (raylake/paimon/changes.py).
+                by_bucket = {((), ALL_BUCKETS): [f for fs in by_bucket.values() for f in fs]}
         rng.from_changelog = source == "changelog"
         splits: list[ChangeSplit] = []
         for (partition, bucket), fs in by_bucket.items():
