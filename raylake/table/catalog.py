@@ -261,25 +261,35 @@ def from_pandas(
     _check_dataframe(df)
     source = source_for(FileIO(uri_arg(uri), storage_options))
     exists = source.exists()
+    fix = "pass mode='append' or mode='overwrite' to write into it"
     if exists and mode == "error":
-        fix = "pass mode='append' or mode='overwrite' to write into it"
         if not source.writable:
             fix = "raylake reads it (open_table) but never writes it"
         raise TableAlreadyExistsError(source.file_io.uri, fix, what=source.described)
-    # Only a new table takes the inferred types; into one that exists the DataFrame is
-    # cast to the table's types as Table.write casts it (a time before 1678 fits a
-    # microsecond column, though not the nanoseconds a new table would get).
-    pa_table = _arrow_from_pandas(df, schema, infer=not exists)
-    if exists:
-        tbl = open_table(uri, storage_options=storage_options)
-        _check_layout(tbl, spec, given_only=True)
-    else:
+    tbl: Table | None = None
+    if not exists:
+        # Only a new table takes the inferred types; into one that exists the DataFrame is
+        # cast to the table's types as Table.write casts it (a time before 1678 fits a
+        # microsecond column, though not the nanoseconds a new table would get).
+        pa_table = _arrow_from_pandas(df, schema, infer=True)
         _check_no_null_keys(pa_table, spec.primary_key)
         ts = new_table_schema(pa_table.schema, spec)
         # Rows the new table would refuse (nulls in a key) fail before it is created;
         # the write then finds them conformed.
         pa_table = conform(pa_table, ts.arrow_schema)
-        tbl, _ = _create(uri_arg(uri), ts, storage_options, False, allow_other_files=allow)
+        try:
+            tbl, _ = _create(
+                uri_arg(uri), ts, storage_options, exist_ok=False, allow_other_files=allow
+            )
+        except TableAlreadyExistsError as exc:
+            if mode == "error":
+                raise TableAlreadyExistsError(source.file_io.uri, fix) from exc
+            # Another writer created it since (parallel jobs appending to a new table):
+            # the rows go into that table, as into any that exists.
+    if tbl is None:
+        pa_table = _arrow_from_pandas(df, schema, infer=False)
+        tbl = open_table(uri, storage_options=storage_options)
+        _check_layout(tbl, spec, given_only=True)
     write_mode: Literal["overwrite"] | None = "overwrite" if mode == "overwrite" else None
     tbl.write(pa_table, mode=write_mode)
     return tbl

@@ -225,6 +225,35 @@ def test_from_pandas_modes(tmp_path: Path) -> None:
     assert tbl.count() == 1
 
 
+@pytest.mark.parametrize("mode", ["append", "overwrite"])
+def test_from_pandas_into_a_table_another_writer_just_created(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    """Parallel jobs appending to a new table: the ones that lost the race to create it
+    raised TableAlreadyExistsError (saying to pass exist_ok, which from_pandas does not
+    take), and their rows were lost."""
+    from raylake.table import catalog
+
+    uri = str(tmp_path / "t")
+    raylake.from_pandas(pd.DataFrame({"id": [1], "s": ["a"]}), uri)
+    real, looks = catalog.source_for, []
+
+    def seen_before_the_other_writer(file_io: object) -> object:
+        source = real(file_io)  # type: ignore[arg-type]
+        if not looks:  # the first look, made before the other writer's create
+            looks.append(source)
+            monkeypatch.setattr(source, "exists", lambda: False)
+        return source
+
+    monkeypatch.setattr(catalog, "source_for", seen_before_the_other_writer)
+    tbl = raylake.from_pandas(pd.DataFrame({"id": [2], "s": ["b"]}), uri, mode=mode)
+    want = [1, 2] if mode == "append" else [2]
+    assert sorted(tbl.to_arrow().column("id").to_pylist()) == want
+    looks.clear()
+    with pytest.raises(TableAlreadyExistsError, match="pass mode='append' or mode='overwrite'"):
+        raylake.from_pandas(pd.DataFrame({"id": [3], "s": ["c"]}), uri)  # mode="error"
+
+
 def test_from_pandas_with_partitions_and_options(tmp_path: Path) -> None:
     df = sample(9).to_pandas()
     tbl = raylake.from_pandas(
