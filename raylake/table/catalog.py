@@ -18,7 +18,7 @@ from raylake.errors import (
     TableLocationError,
     TableNotFoundError,
 )
-from raylake.format.schema import SYSTEM_PREFIX, TableSchema
+from raylake.format.schema import SCHEMA_DIR, SYSTEM_PREFIX, TableSchema
 from raylake.format.schema_files import forget_schemas, schema_path
 from raylake.format.table_spec import TableSpec
 from raylake.io import FileIO
@@ -196,17 +196,19 @@ def _sink_location() -> Iterator[None]:
         ) from None
 
 
-def drop_new_table(tbl: Table) -> None:
+def drop_new_table(tbl: Table, beside_other_files: bool = False) -> None:
     """Remove ``tbl``, which the caller created for a write that then failed, if no
     snapshot has landed in it: left behind, the empty table would make the corrected
     call fail ("already exists"). Its directory held nothing before (``create_table``
-    refuses other files), so everything under it is the table's. A failure to remove it
-    is logged, not raised: it must not hide the write's error.
+    refuses other files), so everything under it is the table's; ``beside_other_files``
+    (a table made with ``allow_other_files=True``): only its schema goes. A failure to
+    remove it is logged, not raised: it must not hide the write's error.
     """
     if tbl.latest_snapshot() is not None:
         return
+    path = tbl.file_io.full_path(SCHEMA_DIR) if beside_other_files else tbl.file_io.root
     try:
-        tbl.file_io.fs.rm(tbl.file_io.root, recursive=True)
+        tbl.file_io.fs.rm(path, recursive=True)
     except OSError as exc:
         logger.warning("could not remove the table created at %s: %s", tbl.uri, exc)
 
@@ -286,12 +288,18 @@ def from_pandas(
                 raise TableAlreadyExistsError(source.file_io.uri, fix) from exc
             # Another writer created it since (parallel jobs appending to a new table):
             # the rows go into that table, as into any that exists.
+    created = tbl is not None
     if tbl is None:
         pa_table = _arrow_from_pandas(df, schema, infer=False)
         tbl = open_table(uri, storage_options=storage_options)
         _check_layout(tbl, spec, given_only=True)
     write_mode: Literal["overwrite"] | None = "overwrite" if mode == "overwrite" else None
-    tbl.write(pa_table, mode=write_mode)
+    try:
+        tbl.write(pa_table, mode=write_mode)
+    except BaseException:
+        if created:  # left empty, it would make the corrected call fail ("already exists")
+            drop_new_table(tbl, beside_other_files=allow)
+        raise
     return tbl
 
 

@@ -254,6 +254,25 @@ def test_from_pandas_into_a_table_another_writer_just_created(
         raylake.from_pandas(pd.DataFrame({"id": [3], "s": ["c"]}), uri)  # mode="error"
 
 
+def test_from_pandas_whose_rows_the_new_table_refuses_leaves_no_table(tmp_path: Path) -> None:
+    """A date beyond year 9999 cannot partition, which the write found after the table
+    was created: the empty table stayed, and the corrected call failed 'already
+    exists'. Beside other files (allow_other_files=True), only the table goes."""
+    far = pa.array([3_000_000], pa.date32())  # beyond Python's year 9999
+    df = pd.DataFrame({"d": pd.array(far, dtype=pd.ArrowDtype(pa.date32())), "v": [1]})
+    uri = tmp_path / "t"
+    with pytest.raises(SchemaMismatchError, match="'d'"):
+        raylake.from_pandas(df, str(uri), partition_by=["d"])
+    assert not uri.exists()
+    beside = tmp_path / "shared"
+    beside.mkdir()
+    (beside / "notes.txt").write_text("mine")
+    with pytest.raises(SchemaMismatchError, match="'d'"):
+        raylake.from_pandas(df, str(beside), partition_by=["d"], allow_other_files=True)
+    assert [p.name for p in beside.iterdir()] == ["notes.txt"]
+    assert raylake.from_pandas(df.head(0), str(uri), partition_by=["d"]).count() == 0
+
+
 def test_from_pandas_with_partitions_and_options(tmp_path: Path) -> None:
     df = sample(9).to_pandas()
     tbl = raylake.from_pandas(
