@@ -42,7 +42,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from raylake.errors import SchemaError, SchemaMismatchError, UnsupportedTypeError
+from raylake.errors import (
+    InvalidArgumentError,
+    SchemaError,
+    SchemaMismatchError,
+    UnsupportedTypeError,
+)
 
 TIME_UNIT = "ns"
 
@@ -213,6 +218,20 @@ def arrow_dtype_columns(df: Any) -> frozenset[str]:
     import pandas as pd
 
     return frozenset(str(n) for n, d in df.dtypes.items() if isinstance(d, pd.ArrowDtype))
+
+
+def types_mapper_arg(value: Any) -> Callable[[pa.DataType], Any] | None:
+    """``to_pandas``' ``types_mapper``, checked before anything is read: pyarrow's own
+    refusal of a dict or a dtype came out as a bare TypeError ("'dict' object is not
+    callable") after the whole read."""
+    if value is not None and not callable(value):
+        raise InvalidArgumentError(
+            "types_mapper",
+            value,
+            "a function from an Arrow type to a pandas dtype (pd.ArrowDtype, or a dict's "
+            ".get) or None",
+        )
+    return value  # type: ignore[no-any-return]
 
 
 def arrow_to_pandas(

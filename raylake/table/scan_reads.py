@@ -44,8 +44,9 @@ class ScanReads:
     def to_pandas(self, *, types_mapper: Callable[[pa.DataType], Any] | None = None) -> Any:
         """The rows as a DataFrame in the installed pandas' defaults, an integer column
         holding nulls as ``Int64`` (docs/pandas.md); ``types_mapper`` is pyarrow's."""
-        from raylake.table.pandas_types import arrow_to_pandas
+        from raylake.table.pandas_types import arrow_to_pandas, types_mapper_arg
 
+        types_mapper = types_mapper_arg(types_mapper)
         return arrow_to_pandas(self.to_arrow(), types_mapper)
 
     def to_arrow_reader(self) -> pa.RecordBatchReader:

@@ -21,7 +21,7 @@ from raylake.expr import Expr
 from raylake.format.schema import TableSchema
 from raylake.io import FileIO
 from raylake.table.interop import register_duckdb, to_polars_frame
-from raylake.table.pandas_types import arrow_to_pandas
+from raylake.table.pandas_types import arrow_to_pandas, types_mapper_arg
 from raylake.table.scan import TableScan
 from raylake.table.source import TableSource
 from raylake.table.split import Split
@@ -108,6 +108,7 @@ class TableReads:
         """The rows as a ``pandas.DataFrame`` in the installed pandas' defaults, an integer
         column holding nulls as ``Int64`` (docs/pandas.md); ``types_mapper`` is pyarrow's
         (``pd.ArrowDtype``, ...); the other keywords are :meth:`scan`'s."""
+        types_mapper = types_mapper_arg(types_mapper)
         return arrow_to_pandas(self.to_arrow(**scan), types_mapper)
 
     @_keywords_of(scan)

@@ -12,7 +12,12 @@ import pyarrow as pa
 import pytest
 
 import raylake
-from raylake.errors import NullConstraintError, SchemaError, UnknownKeywordError
+from raylake.errors import (
+    InvalidArgumentError,
+    NullConstraintError,
+    SchemaError,
+    UnknownKeywordError,
+)
 
 STRING_DTYPES = [object, "string", "string[pyarrow]", pd.StringDtype("python")]
 if hasattr(pd, "ArrowDtype"):
@@ -107,6 +112,17 @@ def test_to_pandas_takes_a_types_mapper(tmp_path: Path) -> None:
     back = tbl.to_pandas(types_mapper=pd.ArrowDtype, columns=["i", "s"])
     assert back.dtypes.tolist() == [pd.ArrowDtype(pa.int64()), pd.ArrowDtype(pa.string())]
     assert tbl.scan().to_pandas(types_mapper=pd.ArrowDtype)["i"].dtype == pd.ArrowDtype(pa.int64())
+
+
+@pytest.mark.parametrize("mapper", [{pa.int64(): pd.Int64Dtype()}, pd.Int64Dtype()], ids=str)
+def test_a_types_mapper_that_is_not_a_function_is_refused_naming_it(
+    tmp_path: Path, mapper: object
+) -> None:
+    """pyarrow's bare TypeError ("'dict' object is not callable") came after the read."""
+    tbl = raylake.from_pandas(pd.DataFrame({"i": [1, 2]}), str(tmp_path / "t"))
+    for to_pandas in (tbl.to_pandas, tbl.scan().to_pandas, tbl.changes(0).to_pandas):
+        with pytest.raises(InvalidArgumentError, match="types_mapper must be a function"):
+            to_pandas(types_mapper=mapper)
 
 
 def test_an_unknown_keyword_of_a_read_names_the_closest(tmp_path: Path) -> None:
