@@ -39,6 +39,7 @@ from raylake.io import FileIO
 from raylake.table import CommitMessage, Snapshot, Table, open_table
 from raylake.table.aborted import outcome_unknown
 from raylake.table.catalog import (
+    check_layout,
     check_new_location,
     drop_new_table,
     new_table_schema,
@@ -133,7 +134,11 @@ class LakeDatasink(Datasink[TaskCommit]):
         self._end_job()
         self.snapshot: Snapshot | None = None
         if table_exists(uri, storage_options=storage_options):
-            self._resolve_mode(open_table(uri, storage_options=storage_options))
+            tbl = open_table(uri, storage_options=storage_options)
+            # A layout asked for that the table lacks: refused here, not once Ray has run
+            # the dataset up to its first block.
+            check_layout(tbl, self._create.layout, given_only=True)
+            self._resolve_mode(tbl)
         elif create_if_missing:
             self._check_new_mode()
             check_new_location(uri, storage_options)

@@ -105,7 +105,7 @@ def _create(
         if not exist_ok:
             raise TableAlreadyExistsError(file_io.uri)
         existing = open_table(uri, storage_options=storage_options)
-        _check_layout(existing, spec)
+        check_layout(existing, spec)
         if existing.schema != ts.arrow_schema:
             raise SchemaError(
                 f"a table with another schema exists at {uri!r}: {existing.schema} "
@@ -115,7 +115,7 @@ def _create(
     return Table(file_io, ts), True
 
 
-def _check_layout(existing: Table, spec: TableSpec | None, given_only: bool = False) -> None:
+def check_layout(existing: Table, spec: TableSpec | None, given_only: bool = False) -> None:
     """Refuse a table found in place of the one asked for, naming what differs."""
     if spec is None or not existing.source.writable:
         return
@@ -160,7 +160,7 @@ def open_or_create_table(
     """
     if table_exists(uri, storage_options=storage_options):
         existing = open_table(uri, storage_options=storage_options)
-        _check_layout(existing, spec, given_only=True)  # a layout asked for, if any
+        check_layout(existing, spec, given_only=True)  # a layout asked for, if any
         return existing, False
     if not create_if_missing:
         raise TableNotFoundError(uri)
@@ -292,7 +292,7 @@ def from_pandas(
     if tbl is None:
         pa_table = _arrow_from_pandas(df, schema, infer=False)
         tbl = open_table(uri, storage_options=storage_options)
-        _check_layout(tbl, spec, given_only=True)
+        check_layout(tbl, spec, given_only=True)
     write_mode: Literal["overwrite"] | None = "overwrite" if mode == "overwrite" else None
     try:
         tbl.write(pa_table, mode=write_mode)

@@ -414,6 +414,32 @@ def test_a_directory_holding_other_files_is_refused_before_execution(
     assert sorted(p.name for p in (tmp_path / "other").iterdir()) == ["notes.csv"]
 
 
+@pytest.mark.parametrize(
+    "layout",
+    [
+        {"primary_key": ["id"]},
+        {"partition_by": ["tag"]},
+        {"options": {"merge-engine": "first-row"}},
+    ],
+    ids=["primary_key", "partition_by", "options"],
+)
+def test_an_existing_table_of_another_layout_is_refused_before_execution(
+    ray_cluster: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layout: dict[str, Any]
+) -> None:
+    """The layout asked for was compared with the table's only when the first block
+    reached the write, after the dataset's first tasks (a map) had run."""
+    tbl = make_events(tmp_path / "t", rows_per_day=5)
+
+    def executed(self: Any, schema: Any = None) -> None:
+        raise AssertionError("Ray started executing the dataset")
+
+    monkeypatch.setattr(LakeDatasink, "on_write_start", executed)
+    mapped = from_batches([events_batch(0, 5, "d", 0)]).map_batches(lambda b: b)
+    with pytest.raises(SchemaError, match="a table of another layout exists"):
+        write_lake(mapped, tbl.uri, **layout)
+    assert len(tbl.snapshots()) == 3
+
+
 def test_bad_modes(ray_cluster: Any, tmp_path: Path) -> None:
     tbl = make_events(tmp_path / "t", rows_per_day=5)
     with pytest.raises(InvalidOptionError, match="mode"):
