@@ -142,6 +142,7 @@ class LakeDatasink(Datasink[TaskCommit]):
         elif create_if_missing:
             self._check_new_mode()
             check_new_location(uri, storage_options)
+            self._check_new_table(None)  # schema= without a layout column: refused here
 
     def __repr__(self) -> str:
         done = "" if self.snapshot is None else f", committed snapshot {self.snapshot.id}"

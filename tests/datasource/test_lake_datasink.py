@@ -440,6 +440,17 @@ def test_an_existing_table_of_another_layout_is_refused_before_execution(
     assert len(tbl.snapshots()) == 3
 
 
+def test_a_schema_without_the_layouts_columns_is_refused_by_the_sink(tmp_path: Path) -> None:
+    """For ds.write_datasink, which runs no check_schema: the sink was made, and the
+    refusal came once Ray had run the dataset up to its first block."""
+    uri = str(tmp_path / "new")
+    with pytest.raises(SchemaError, match=r"primary key column\(s\) \['key'\]"):
+        LakeDatasink(uri, schema=EVENTS_SCHEMA, primary_key=["key"])
+    with pytest.raises(SchemaError, match=r"partition column\(s\) \['day'\]"):
+        LakeDatasink(uri, schema=EVENTS_SCHEMA, partition_by=["day"])
+    assert not (tmp_path / "new").exists()
+
+
 def test_bad_modes(ray_cluster: Any, tmp_path: Path) -> None:
     tbl = make_events(tmp_path / "t", rows_per_day=5)
     with pytest.raises(InvalidOptionError, match="mode"):
