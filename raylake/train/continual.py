@@ -31,12 +31,15 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from raylake.errors import RaylakeError, ResumeStateError
+from raylake.errors import RaylakeError, ResumeStateError, SchemaError
+from raylake.expr import as_expr
+from raylake.format.schema import TableSchema
 from raylake.streaming.options import StreamOptions, StreamPosition
 from raylake.streaming.plan import StreamPlan
 from raylake.table import Split, Table
 from raylake.table.changes import InsertSplit
 from raylake.table.counting import exact_counts
+from raylake.table.projection import follow_columns
 from raylake.table.scan import ReadContext
 from raylake.train.sharding import check_shuffle_stream, stream_fields
 from raylake.train.stream import Block
@@ -63,6 +66,9 @@ class ContinualConfig:
     drop_last: bool
     until_snapshot: int | None
     idle_timeout: float | None
+    # The table's schema when the dataset was made: its batches keep the names and types
+    # of these columns while the table's schema changes under the stream.
+    made_under: TableSchema
 
 
 class ContinualReader:
@@ -87,6 +93,10 @@ class ContinualReader:
         if resume is not None:
             options = options.replace(start=StreamPosition.from_dict(resume["position"]))
             self._skip = int(resume["batches_done"])
+        made, now = config.made_under, table.table_schema
+        if now.schema_id != made.schema_id:  # the columns as the table names them now
+            _, expr = follow_columns(made, now, None, as_expr(options.filter))
+            options = options.replace(columns=self._names_in(now), filter=expr)
         self.reader = table.stream(options=options)
         self.position = self.reader.position  # of the plan being read
         self.batches_done = self._skip
@@ -140,9 +150,50 @@ class ContinualReader:
     def _rows(self, plan: StreamPlan) -> pa.Table:
         """This consumer's share of the plan's rows, in the order it delivers them."""
         splits = whole_row_splits(plan)
+        ts = plan.context.table_schema
         if splits is None:
-            return self._strided(plan.to_arrow(), plan.snapshot_id)
-        return self._dealt(plan.context.read_context(), splits, plan.snapshot_id)
+            return self._strided(self._as_made(plan.to_arrow(), ts), plan.snapshot_id)
+        rows = self._dealt(plan.context.read_context(), splits, plan.snapshot_id)
+        return self._as_made(rows, ts)
+
+    def _names_in(self, ts: TableSchema) -> tuple[str, ...]:
+        """The dataset's columns as schema ``ts`` names them (the same fields, by id)."""
+        made = self.config.made_under
+        names = ts.names_by_id
+        out = []
+        for column in self.config.stream.columns or ():
+            now = names.get(made.field_id(column))
+            if now is None:
+                raise SchemaError(
+                    f"column {column!r}, which this LakeStreamDataset reads, was deleted by "
+                    f"schema {ts.schema_id} of {self.table.uri}; make the dataset again "
+                    "with the columns the table has now"
+                )
+            out.append(now)
+        return tuple(out)
+
+    def _as_made(self, rows: pa.Table, ts: TableSchema) -> pa.Table:
+        """A plan's rows (of schema ``ts``) as the columns the dataset was made with: a
+        renamed column under its name then, a widened one in its type then, so that
+        batches keep their keys and dtypes (a value the type cannot hold raises)."""
+        made = self.config.made_under
+        if ts.schema_id == made.schema_id:
+            return rows
+        arrays, columns = [], list(self.config.stream.columns or ())
+        for column, now in zip(columns, self._names_in(ts)):
+            values, want = rows.column(now), made.arrow_schema.field(column).type
+            if values.type != want:
+                try:
+                    values = values.cast(want)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                    raise SchemaError(
+                        f"column {column!r} is {values.type} since schema {ts.schema_id} of "
+                        f"{self.table.uri}, and a value of it does not fit the {want} this "
+                        "LakeStreamDataset was made with (its batches keep their dtypes); "
+                        "make the dataset again"
+                    ) from exc
+            arrays.append(values)
+        return pa.table(arrays, names=columns)
 
     def _dealt(self, ctx: ReadContext, splits: list[Split], snapshot_id: int) -> pa.Table:
         counts = np.asarray(exact_counts(ctx, splits), dtype=np.int64)

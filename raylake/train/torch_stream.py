@@ -94,7 +94,15 @@ class LakeStreamDataset(IterableDataset):
         )  # fmt: skip
         stream = stream.replace(start=tbl.stream(options=stream).position)
         self._config = ContinualConfig(
-            tbl.uri, stream, batch_size, shuffle, seed, drop_last, until_snapshot, idle_timeout
+            tbl.uri,
+            stream,
+            batch_size,
+            shuffle,
+            seed,
+            drop_last,
+            until_snapshot,
+            idle_timeout,
+            tbl.table_schema,
         )
         self._output = TensorBatches(layout, dtype, transform, None, False)
         self._rank = rank

@@ -282,3 +282,45 @@ def test_stats_count_the_batches_of_the_stream(tbl: raylake.Table) -> None:
     stats = ds.stats()
     assert stats.batches == len(batches) and stats.rows == sum(len(b["id"]) for b in batches)
     assert stats.bytes == 8 * stats.rows and stats.wait_s <= stats.elapsed_s
+
+
+def test_batches_keep_their_columns_while_another_writer_changes_the_schema(
+    tbl: raylake.Table,
+) -> None:
+    """Another writer renames x and widens it to float64 while the dataset follows the
+    table: batches keep the keys and dtypes the dataset was made with, in the pass that
+    was running and in one started after the change (a DataLoader worker, a resume)."""
+    ds = LakeStreamDataset(
+        tbl, start="earliest", batch_size=37, until_snapshot=6, columns=["id", "x"], shuffle=False,
+        filter="x >= 0",
+    )  # fmt: skip
+    batches = iter(ds)
+    head = [next(batches) for _ in range(5)]
+    writer = raylake.open_table(tbl.uri)
+    with writer.update_schema() as u:
+        u.rename_column("x", "x2")
+        u.update_column("x2", pa.float64())
+    ids = np.arange(5 * 37, 6 * 37, dtype=np.int64)
+    writer.write(pa.table({"id": ids, "x2": ids.astype(np.float64)}))
+    running = list(batches)
+    tbl.refresh()  # the dataset's Table: a pass started now plans under the new schema
+    for rest in (running, list(ds)[5:]):
+        assert [sorted(b) for b in rest] == [["id", "x"]]
+        assert rest[0]["x"].dtype == torch.float32 and rest[0]["x"].tolist() == ids.tolist()
+    assert ids_of(head + rest) == list(range(6 * 37))
+
+
+def test_a_column_deleted_under_the_stream_is_named(tbl: raylake.Table) -> None:
+    ds = LakeStreamDataset(
+        tbl, start="earliest", batch_size=37, until_snapshot=6, columns=["id", "x"]
+    )
+    batches = iter(ds)
+    [next(batches) for _ in range(5)]
+    writer = raylake.open_table(tbl.uri)
+    with writer.update_schema() as u:
+        u.delete_column("x")
+    writer.write(pa.table({"id": np.arange(5 * 37, 6 * 37, dtype=np.int64)}))
+    with pytest.raises(
+        raylake.SchemaError, match="column 'x', which this LakeStreamDataset reads, was deleted"
+    ):
+        next(batches)
