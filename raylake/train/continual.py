@@ -89,17 +89,19 @@ class ContinualReader:
         self.consumer = consumer
         self.consumers = consumers
         options = config.stream
-        self._skip = 0
+        self._skip = 0  # rows of the first plan's share delivered before a resume
+        self.batches_done = 0
         if resume is not None:
             options = options.replace(start=StreamPosition.from_dict(resume["position"]))
-            self._skip = int(resume["batches_done"])
+            self.batches_done = int(resume["batches_done"])
+            self._skip = rows_done(resume, config.batch_size)
         made, now = config.made_under, table.table_schema
         if now.schema_id != made.schema_id:  # the columns as the table names them now
             _, expr = follow_columns(made, now, None, as_expr(options.filter))
             options = options.replace(columns=self._names_in(now), filter=expr)
         self.reader = table.stream(options=options)
         self.position = self.reader.position  # of the plan being read
-        self.batches_done = self._skip
+        self.rows_done = self._skip  # of this consumer's share of that plan
 
     def state_dict(self) -> dict[str, Any]:
         return {
@@ -109,6 +111,8 @@ class ContinualReader:
             "consumer": [self.consumer, self.consumers],
             "position": self.position.to_dict(),
             "batches_done": self.batches_done,
+            "rows_done": self.rows_done,
+            "shuffle": self.config.shuffle,
             "sharding": SHARDING_RULE,
             **stream_fields(),
         }
@@ -116,15 +120,13 @@ class ContinualReader:
     def __iter__(self) -> Iterator[Block]:
         try:
             for plan in self._plans():
-                blocks = self._batches(plan)
-                for i, block in enumerate(blocks):
-                    if i < self._skip:
-                        continue
-                    self.batches_done = i + 1
+                for block in self._batches(plan, self._skip):
+                    self.batches_done += 1
+                    self.rows_done += len(next(iter(block.values())))
                     yield block
                 self._skip = 0
                 self.position = StreamPosition(plan.next_snapshot_id)
-                self.batches_done = 0
+                self.batches_done = self.rows_done = 0
         finally:
             self.reader.close()
 
@@ -137,15 +139,17 @@ class ContinualReader:
                 return  # idle for idle_timeout seconds
             yield plan
 
-    def _batches(self, plan: StreamPlan) -> list[Block]:
+    def _batches(self, plan: StreamPlan, skip: int = 0) -> list[Block]:
+        """This consumer's batches of the plan, after the first ``skip`` rows of its
+        share (delivered before a resume, perhaps in batches of another size)."""
         rows = self._rows(plan)
         share = rows.num_rows
-        if share == 0:
+        if share <= skip:
             return []
         block = self.convert(rows)
         size = self.config.batch_size
-        stop = share - share % size if self.config.drop_last else share
-        return [{k: v[i : i + size] for k, v in block.items()} for i in range(0, stop, size)]
+        stop = share - (share - skip) % size if self.config.drop_last else share
+        return [{k: v[i : i + size] for k, v in block.items()} for i in range(skip, stop, size)]
 
     def _rows(self, plan: StreamPlan) -> pa.Table:
         """This consumer's share of the plan's rows, in the order it delivers them."""
@@ -268,8 +272,20 @@ def read_positions(
     return pa.concat_tables(parts)
 
 
+def rows_done(state: Mapping[str, Any], batch_size: int) -> int:
+    """Rows of its consumer's share of the plan a position had delivered: recorded, or
+    (positions saved before they were) its batches, taken to be of ``batch_size``. None
+    where ``batches_done`` was set to 0, to read the plan again."""
+    batches = int(state["batches_done"])
+    return int(state.get("rows_done", batches * batch_size)) if batches else 0
+
+
 def check_resume_state(
-    state: Mapping[str, Any], uri: str, seed: int, consumer: Sequence[int]
+    state: Mapping[str, Any],
+    uri: str,
+    seed: int,
+    consumer: Sequence[int],
+    shuffle: bool | None = None,
 ) -> Mapping[str, Any]:
     """The state of this consumer, or ResumeStateError naming what differs."""
     if state.get("kind") != STATE_KIND:
@@ -292,4 +308,13 @@ def check_resume_state(
         )
     if state.get("batches_done", 0):
         check_shuffle_stream(state, "position")  # a plan's shares are dealt by numpy's draws
+        saved = state.get("shuffle", shuffle)
+        if saved != shuffle:  # the rows of the plan delivered are the first of its order
+            raise ResumeStateError(
+                f"the position was saved {state['batches_done']} batches into snapshot "
+                f"{state.get('position', {}).get('next_snapshot_id')} with shuffle={saved!r}, "
+                f"and this dataset has shuffle={shuffle!r}: the rows it delivered are not the "
+                f"first of this order. Pass shuffle={saved!r}, or set 'batches_done' to 0 to "
+                "read that snapshot again in full"
+            )
     return state

@@ -128,7 +128,13 @@ class LakeStreamDataset(IterableDataset):
         consumer, consumers = self._consumer()
         resume = self._resume
         if resume is not None:
-            check_resume_state(resume, self._table.uri, self._config.seed, (consumer, consumers))
+            check_resume_state(
+                resume,
+                self._table.uri,
+                self._config.seed,
+                (consumer, consumers),
+                self._config.shuffle,
+            )
         self._reader = ContinualReader(
             self._table, self._config, self._converter, consumer, consumers, resume
         )
@@ -183,7 +189,8 @@ class LakeStreamDataset(IterableDataset):
         consumer = state.get("consumer") if isinstance(state, Mapping) else None
         if not isinstance(consumer, list | tuple) or len(consumer) != 2:
             raise ResumeStateError(f"not a continual-training position: {state!r}")
-        check_resume_state(state, self._table.uri, self._config.seed, list(consumer))
+        config = self._config
+        check_resume_state(state, self._table.uri, config.seed, list(consumer), config.shuffle)
         self._resume = dict(state)
         self._reader = None  # the loaded position is the answer until the next pass
         self._workers.position_set()

@@ -324,3 +324,28 @@ def test_a_column_deleted_under_the_stream_is_named(tbl: raylake.Table) -> None:
         raylake.SchemaError, match="column 'x', which this LakeStreamDataset reads, was deleted"
     ):
         next(batches)
+
+
+@pytest.mark.parametrize("batch_size", [7, 25])
+def test_a_resume_under_another_batch_size_reads_the_rest_of_the_snapshot(
+    tbl: raylake.Table, batch_size: int
+) -> None:
+    """A position three batches of 10 into a snapshot resumes in batches of another size
+    with the rows after those 30, as LakeIterableDataset's does (it skipped three
+    batches of the new size); under another shuffle it is refused."""
+
+    def make(size: int, shuffle: bool = True) -> LakeStreamDataset:
+        return LakeStreamDataset(tbl, start="earliest", batch_size=size, until_snapshot=5,
+                                 seed=3, columns=["id"], shuffle=shuffle)  # fmt: skip
+
+    first = make(10)
+    batches = iter(first)
+    head = ids_of([next(batches) for _ in range(3)])
+    state = first.state_dict()
+    resumed = make(batch_size)
+    resumed.load_state_dict(state)
+    rest = list(resumed)
+    assert sorted(head + ids_of(rest)) == list(range(5 * 37))
+    assert max(len(b["id"]) for b in rest) == batch_size
+    with pytest.raises(ResumeStateError, match="with shuffle=True, and this dataset has"):
+        make(10, shuffle=False).load_state_dict(state)
