@@ -32,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 
 from raylake.errors import RaylakeError, ResumeStateError, SchemaError
-from raylake.expr import as_expr
+from raylake.expr import AlwaysTrue, as_expr
 from raylake.format.schema import TableSchema
 from raylake.streaming.options import StreamOptions, StreamPosition
 from raylake.streaming.plan import StreamPlan
@@ -69,6 +69,15 @@ class ContinualConfig:
     # The table's schema when the dataset was made: its batches keep the names and types
     # of these columns while the table's schema changes under the stream.
     made_under: TableSchema
+
+    def order(self) -> dict[str, Any]:
+        """What decides the order of a consumer's share of a plan, beside the seed and
+        the consumers: a position inside a plan resumes only under the same."""
+        expr = as_expr(self.stream.filter)
+        return {
+            "shuffle": self.shuffle,
+            "filter": "" if isinstance(expr, AlwaysTrue) else str(expr),
+        }
 
 
 class ContinualReader:
@@ -112,7 +121,7 @@ class ContinualReader:
             "position": self.position.to_dict(),
             "batches_done": self.batches_done,
             "rows_done": self.rows_done,
-            "shuffle": self.config.shuffle,
+            **self.config.order(),
             "sharding": SHARDING_RULE,
             **stream_fields(),
         }
@@ -285,7 +294,7 @@ def check_resume_state(
     uri: str,
     seed: int,
     consumer: Sequence[int],
-    shuffle: bool | None = None,
+    order: Mapping[str, Any] | None = None,
 ) -> Mapping[str, Any]:
     """The state of this consumer, or ResumeStateError naming what differs."""
     if state.get("kind") != STATE_KIND:
@@ -308,13 +317,14 @@ def check_resume_state(
         )
     if state.get("batches_done", 0):
         check_shuffle_stream(state, "position")  # a plan's shares are dealt by numpy's draws
-        saved = state.get("shuffle", shuffle)
-        if saved != shuffle:  # the rows of the plan delivered are the first of its order
-            raise ResumeStateError(
-                f"the position was saved {state['batches_done']} batches into snapshot "
-                f"{state.get('position', {}).get('next_snapshot_id')} with shuffle={saved!r}, "
-                f"and this dataset has shuffle={shuffle!r}: the rows it delivered are not the "
-                f"first of this order. Pass shuffle={saved!r}, or set 'batches_done' to 0 to "
-                "read that snapshot again in full"
-            )
+        for name, mine in (order or {}).items():  # the rows delivered: the first of an order
+            saved = state.get(name, mine)
+            if saved != mine:
+                raise ResumeStateError(
+                    f"the position was saved {state['batches_done']} batches into snapshot "
+                    f"{state.get('position', {}).get('next_snapshot_id')} with {name}="
+                    f"{saved!r}, and this dataset has {name}={mine!r}: the rows it delivered "
+                    f"are not the first of this dataset's share. Pass {name}={saved!r}, or "
+                    "set 'batches_done' to 0 to read that snapshot again in full"
+                )
     return state

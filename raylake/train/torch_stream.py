@@ -133,7 +133,7 @@ class LakeStreamDataset(IterableDataset):
                 self._table.uri,
                 self._config.seed,
                 (consumer, consumers),
-                self._config.shuffle,
+                self._config.order(),
             )
         self._reader = ContinualReader(
             self._table, self._config, self._converter, consumer, consumers, resume
@@ -190,7 +190,7 @@ class LakeStreamDataset(IterableDataset):
         if not isinstance(consumer, list | tuple) or len(consumer) != 2:
             raise ResumeStateError(f"not a continual-training position: {state!r}")
         config = self._config
-        check_resume_state(state, self._table.uri, config.seed, list(consumer), config.shuffle)
+        check_resume_state(state, self._table.uri, config.seed, list(consumer), config.order())
         self._resume = dict(state)
         self._reader = None  # the loaded position is the answer until the next pass
         self._workers.position_set()
