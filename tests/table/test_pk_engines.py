@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +106,36 @@ def test_sum_keeps_the_column_type(tmp_path: Path) -> None:
     tbl.write(pa.table({"id": [1, 1], "n": [2, 3]}, schema=schema))
     result = tbl.to_arrow()
     assert result.schema == schema and result.to_pylist() == [{"id": 1, "n": 5}]
+
+
+def test_a_decimal_sum_beyond_the_precision_is_null(tmp_path: Path) -> None:
+    # Cast unchecked into decimal(5, 2), 1999.98 was an invalid value: reads returned it,
+    # and a write or compaction that merged it failed in pyarrow (manifest statistics).
+    dtype = pa.decimal128(5, 2)
+    schema = pa.schema([pa.field("id", pa.int32(), nullable=False), ("d", dtype)])
+    tbl = raylake.create_table(
+        str(tmp_path / "t"),
+        schema,
+        primary_key=["id"],
+        options={
+            "merge-engine": "aggregation",
+            "fields.d.aggregate-function": "sum",
+            "compaction.auto": "false",
+        },
+    )
+    for values in (["999.99", "-500.00"], ["0.01", "-499.99"]):
+        data = {"id": [1, 2], "d": pa.array([Decimal(v) for v in values], dtype)}
+        tbl.write(pa.table(data, schema=schema))
+    expected = [{"id": 1, "d": None}, {"id": 2, "d": Decimal("-999.99")}]
+    merged = tbl.to_arrow()
+    merged.validate(full=True)
+    assert sorted(merged.to_pylist(), key=lambda r: r["id"]) == expected
+    assert tbl.compact(full=True) is not None
+    assert sorted(tbl.to_arrow().to_pylist(), key=lambda r: r["id"]) == expected
+    # Within one write the buffer is merged before its statistics are taken.
+    data = {"id": [3, 3], "d": pa.array([Decimal("999.99")] * 2, dtype)}
+    tbl.write(pa.table(data, schema=schema))
+    assert tbl.to_arrow(filter="id = 3").to_pylist() == [{"id": 3, "d": None}]
 
 
 def test_row_kinds_apply_a_changelog(tmp_path: Path) -> None:

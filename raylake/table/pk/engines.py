@@ -16,6 +16,7 @@ that merging the result again with older or newer rows gives the same answer
 from __future__ import annotations
 
 from dataclasses import dataclass
+from decimal import Decimal
 
 import numpy as np
 import pyarrow as pa
@@ -229,6 +230,22 @@ def _hash_aggregate(column: pa.Array, function: str, runs: _Runs, valid: np.ndar
     order = pc.sort_indices(result.column("run"))
     values = result.column(f"v_{function}").take(order).combine_chunks()
     if values.type != column.type:
+        if pa.types.is_decimal(column.type):
+            values = _null_beyond_precision(values, column.type)
         # Sums widen (int32 -> int64); the table keeps its type and wraps like Java's ints.
         values = values.cast(column.type, safe=False)
     return values
+
+
+def _null_beyond_precision(values: pa.Array, dtype: pa.Decimal128Type) -> pa.Array:
+    """Decimal sums that do not fit the column's precision, as null.
+
+    A decimal has no wrap-around: cast unchecked, such a sum would be an invalid value
+    of the column's type, which statistics, filters and Parquet refuse. Null is Paimon's
+    answer (Flink's DecimalData) and Spark's without ANSI mode.
+    """
+    digits = dtype.precision - dtype.scale
+    largest = Decimal(f"{'9' * digits or '0'}.{'9' * dtype.scale}")
+    bound = pa.scalar(largest, values.type)
+    fits = pc.and_(pc.greater_equal(values, pc.negate(bound)), pc.less_equal(values, bound))
+    return pc.if_else(fits, values, pa.scalar(None, values.type))
