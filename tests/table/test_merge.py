@@ -555,6 +555,20 @@ def test_one_column_in_two_key_equalities(
     assert [r["id"] for r in rows(tbl) if r["dt"] == "hit"] == updated
 
 
+def test_a_primary_key_of_three_columns_merges(tmp_path: Path) -> None:
+    # The source's keys were checked for nulls with one and_kleene of every key column,
+    # which takes two: a key of three columns failed with Python's bare TypeError.
+    fields = [pa.field(c, pa.int64(), nullable=False) for c in "abc"]
+    schema = pa.schema([*fields, ("v", pa.int64())])
+    tbl = raylake.create_table(str(tmp_path / "t"), schema, primary_key=["a", "b", "c"], buckets=2)
+    tbl.write(pa.table({"a": [1, 2], "b": [1, 2], "c": [1, 2], "v": [1, 1]}, schema=schema))
+    source = pa.table({"a": [1, 3], "b": [1, 3], "c": [1, 3], "v": [10, 30]}, schema=schema)
+    merger = tbl.merge(source, on=["a", "b", "c"])
+    result = merger.when_matched_update().when_not_matched_insert().execute()
+    assert (result.updated, result.inserted) == (1, 1)
+    assert tbl.to_arrow().sort_by("a").column("v").to_pylist() == [10, 1, 30]
+
+
 def test_a_merge_update_that_lowers_the_sequence_field_is_written_but_not_read(
     tmp_path: Path,
 ) -> None:

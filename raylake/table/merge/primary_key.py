@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -153,12 +154,8 @@ def _lookup(
     ts = tbl.table_schema
     names = {t: s for t, s in on.pairs}
     keys = pa.table({k: source.column(names[k]) for k in ts.primary_key})
-    valid = (
-        pc.and_kleene(*[pc.is_valid(c) for c in keys.columns])
-        if keys.num_columns > 1
-        else (pc.is_valid(keys.column(0)))
-    )
-    keys = keys.filter(valid)
+    # and_ takes two arrays: a key of three columns or more is folded pairwise.
+    keys = keys.filter(reduce(pc.and_, [pc.is_valid(c) for c in keys.columns]))
     schema = ts.arrow_schema
     if columns is not None:
         schema = pa.schema([schema.field(c) for c in columns])
