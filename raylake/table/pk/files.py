@@ -57,20 +57,34 @@ def read_file(
 
 
 def table_fields(rows: pa.Table, schema: pa.Schema) -> pa.Table:
-    """``rows`` with ``schema``'s fields where a file marked a nullable column non-null.
+    """``rows`` with ``schema``'s fields where a file marked a nullable column non-null,
+    or stored a column in a type Parquet has in place of the table's.
 
     Writers store a column non-null in a file where it has no null (pk/write.py), so
     rows of different files would otherwise differ in their schemas (and could not be
-    concatenated). No data is copied.
+    concatenated); no data is copied for that. Parquet has no seconds: timestamp[s] and
+    time32[s] columns come back in milliseconds, date64 as date32, and rows read from
+    files could not be concatenated with rows of the table's types (an empty bucket's).
     """
-    fields, changed = [], False
-    for f in rows.schema:
+    fields, columns, changed = [], list(rows.columns), False
+    for n, f in enumerate(rows.schema):
         i = schema.get_field_index(f.name)
-        if not f.nullable and i >= 0 and schema.field(i).nullable:
+        if i < 0:
+            fields.append(f)
+            continue
+        target = schema.field(i)
+        if not f.nullable and target.nullable:
             f, changed = f.with_nullable(True), True
+        if _stored_otherwise(f.type, target.type):
+            columns[n] = columns[n].cast(target.type)
+            f, changed = f.with_type(target.type), True
         fields.append(f)
     if not changed:
         return rows
-    return pa.Table.from_arrays(
-        rows.columns, schema=pa.schema(fields, metadata=rows.schema.metadata)
-    )
+    return pa.Table.from_arrays(columns, schema=pa.schema(fields, metadata=rows.schema.metadata))
+
+
+def _stored_otherwise(stored: pa.DataType, wanted: pa.DataType) -> bool:
+    """A top-level temporal column Parquet gave back in another unit or width."""
+    temporal = pa.types.is_temporal
+    return temporal(stored) and temporal(wanted) and not stored.equals(wanted)
