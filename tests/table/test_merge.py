@@ -569,6 +569,18 @@ def test_a_primary_key_of_three_columns_merges(tmp_path: Path) -> None:
     assert tbl.to_arrow().sort_by("a").column("v").to_pylist() == [10, 1, 30]
 
 
+def test_a_primary_key_with_a_duration_column_merges(tmp_path: Path) -> None:
+    # The source's key range prunes the target's files; pyarrow's min_max has no
+    # duration kernel, and its bare ArrowNotImplementedError came out of the merge.
+    schema = pa.schema([pa.field("d", pa.duration("ms"), nullable=False), ("v", pa.int64())])
+    tbl = raylake.create_table(str(tmp_path / "t"), schema, primary_key=["d"], buckets=2)
+    tbl.write(pa.table({"d": pa.array([1000, 2000], pa.duration("ms")), "v": [1, 1]}))
+    source = pa.table({"d": pa.array([2000, 3000], pa.duration("ms")), "v": [20, 30]})
+    merger = tbl.merge(source, on="d").when_matched_update().when_not_matched_insert()
+    assert (merger.execute().updated, tbl.count()) == (1, 3)
+    assert tbl.to_arrow().sort_by("d").column("v").to_pylist() == [1, 20, 30]
+
+
 def test_a_merge_update_that_lowers_the_sequence_field_is_written_but_not_read(
     tmp_path: Path,
 ) -> None:

@@ -230,6 +230,8 @@ def _key_bounds(t: str, column: pa.ChunkedArray, partition: bool) -> list[Expr]:
         values = pc.unique(column.drop_null())
         if 0 < len(values) <= _MAX_IN_VALUES:
             return [In(t, tuple(exact_pylist(values, t)))]
+    if pa.types.is_duration(column.type):  # pyarrow's min_max has no duration kernel
+        return []
     bounds = pc.min_max(column)
     low, high = exact_py(bounds["min"], t), exact_py(bounds["max"], t)
     if low is None or isinstance(low, bool | bytes | list | dict):
