@@ -170,6 +170,24 @@ def test_columns_parquet_stores_in_another_unit(
     assert rows.column("t").to_pylist() == values
 
 
+def test_nested_columns_parquet_stores_in_another_unit(tmp_path: Path) -> None:
+    day = datetime.date(2024, 1, 1)
+    schema = pa.schema(
+        [
+            pa.field("i", pa.int32(), nullable=False),
+            ("l", pa.list_(pa.timestamp("s"))),
+            ("s", pa.struct([("d", pa.date64())])),
+        ]
+    )
+    tbl = raylake.create_table(
+        str(tmp_path / "t"), schema, primary_key=["i"], options={"changelog-producer": "lookup"}
+    )
+    rows = [{"i": 1, "l": [datetime.datetime(2024, 1, 1)], "s": {"d": day}}]
+    tbl.write(pa.Table.from_pylist(rows, schema=schema))
+    assert tbl.changes(0).to_arrow().to_pylist() == rows
+    assert tbl.to_arrow().schema == schema
+
+
 def test_from_pandas_with_a_primary_key(tmp_path: Path) -> None:
     df = pd.DataFrame({"id": [1, 2, 1], "v": [0.5, 1.5, 2.5]})
     tbl = raylake.from_pandas(df, str(tmp_path / "t"), primary_key=["id"], buckets=2)

@@ -85,6 +85,6 @@ def table_fields(rows: pa.Table, schema: pa.Schema) -> pa.Table:
 
 
 def _stored_otherwise(stored: pa.DataType, wanted: pa.DataType) -> bool:
-    """A top-level temporal column Parquet gave back in another unit or width."""
-    temporal = pa.types.is_temporal
-    return temporal(stored) and temporal(wanted) and not stored.equals(wanted)
+    """A column Parquet gave back in another type (a temporal unit or width, also inside
+    a list or struct); dictionary-encoded reads are left to their readers."""
+    return not stored.equals(wanted) and not pa.types.is_dictionary(stored)
