@@ -2,9 +2,10 @@
 
 A hypothesis state machine drives one table and a dict-of-keys model. The key is one
 or two columns of any key type (strings, binaries, fixed-size binaries, dates, times,
-timestamps with a time zone, decimals, booleans, narrow and unsigned 64-bit integers),
-with or without a partition column in it (a string ``p``, or the first key column
-itself); the table may order versions by a sequence field of another of those types.
+timestamps of any unit and time zone, durations, decimals, booleans, narrow and unsigned
+64-bit integers), with or without a partition column in it (a string ``p``, or the
+first key column itself); the table may order versions by a sequence field of another
+of those types.
 Steps: upserts (duplicate keys within one write), overwrites of a partition and of the
 whole table, deletes by key and by filter, minor and full compactions, expirations, and
 schema changes of the value columns (add, rename, delete, widen). Every read must equal
@@ -51,12 +52,30 @@ TYPES: dict[str, tuple[pa.DataType, list[Any]]] = {
         pa.timestamp("ms", tz="America/New_York"),
         [dt.datetime(2024, 3, 10, 7, tzinfo=UTC), dt.datetime(2024, 3, 10, 8, tzinfo=UTC)],
     ),
+    "timestamp_s": (
+        pa.timestamp("s"),
+        [dt.datetime(1969, 12, 31, 23, 59, 59), dt.datetime(2024, 1, 1)],
+    ),
+    "date64": (pa.date64(), [dt.date(1969, 12, 31), dt.date(2024, 2, 29)]),
+    "time32": (pa.time32("s"), [dt.time(0, 0, 1), dt.time(23, 59, 59)]),
+    "duration": (pa.duration("ms"), [dt.timedelta(0), dt.timedelta(days=-1, milliseconds=5)]),
     "decimal": (pa.decimal128(9, 2), [Decimal("-1.50"), Decimal("0.00"), Decimal("12345.67")]),
     "bool": (pa.bool_(), [False, True]),
     "int16": (pa.int16(), [-32768, 7, 32767]),
     "uint64": (pa.uint64(), [0, 2**63, 2**64 - 1]),
 }
-SEQUENCE_TYPES = ["int16", "uint64", "date", "timestamp_ny", "decimal", "string", "binary", "bool"]
+SEQUENCE_TYPES = [
+    "int16",
+    "uint64",
+    "date",
+    "date64",
+    "timestamp_s",
+    "timestamp_ny",
+    "decimal",
+    "string",
+    "binary",
+    "bool",
+]
 VALUES: dict[str, tuple[pa.DataType, list[Any]]] = {
     "int32": (pa.int32(), [-5, 0, 3, None]),
     "string": (pa.string(), ["m", "", None]),
