@@ -150,6 +150,11 @@ CASES: list[tuple[str, bool, Call, type[Exception], str]] = [
     # Primary-key deletes.
     ("delete-dict-of-scalars", True, lambda t, _: t.delete({"id": 1}), InvalidArgumentError,
      "a dict of key columns (lists of values)"),
+    # A bare key, or a list of them, said the table "cannot write int".
+    ("delete-a-key", True, lambda t, _: t.delete(1), InvalidArgumentError,
+     "keys_or_filter must be a filter, or keys in columns"),
+    ("delete-a-list-of-keys", True, lambda t, _: t.delete([1, 2]), InvalidArgumentError,
+     "keys_or_filter must be a filter, or keys in columns"),
 ]  # fmt: skip
 
 
