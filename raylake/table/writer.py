@@ -89,7 +89,7 @@ def group_positions(key_columns: pa.Table) -> list[tuple[tuple[Any, ...], np.nda
     once per distinct key (partition, or partition and bucket).
     """
     keys = key_columns.column_names
-    index_name = "__raylake_row__"
+    index_name = "_rl_row"  # the reserved prefix: no partition column has the name
     indexed = key_columns.append_column(
         index_name, pa.array(np.arange(key_columns.num_rows, dtype=np.int64))
     )

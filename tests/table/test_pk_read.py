@@ -188,6 +188,31 @@ def test_nested_columns_parquet_stores_in_another_unit(tmp_path: Path) -> None:
     assert tbl.to_arrow().schema == schema
 
 
+@pytest.mark.parametrize(
+    "name", ["__raylake_after__", "__raylake_bucket__", "__raylake_row__", "__raylake_order__"]
+)
+def test_a_column_may_have_the_name_of_a_helper_column(tmp_path: Path, name: str) -> None:
+    # Writes, deletes, lookups and changes add helper columns to the table's; they were
+    # named like these, which a table may have, and pyarrow refused the duplicate name.
+    schema = pa.schema(
+        [pa.field("i", pa.int32(), nullable=False), pa.field(name, pa.int64(), nullable=False)]
+    )
+    tbl = raylake.create_table(
+        str(tmp_path / "t"),
+        schema,
+        primary_key=["i", name],
+        partition_by=[name],
+        buckets=2,
+        options={"changelog-producer": "lookup"},
+    )
+    tbl.write(pa.table({"i": [1, 2], name: [1, 2]}, schema=schema))
+    tbl.write(pa.table({"i": [1, 3], name: [1, 3]}, schema=schema))
+    tbl.delete({"i": [2], name: [2]})
+    assert tbl.changelog(3).to_pylist() == [{"i": 2, name: 2, "_rl_kind": "-D"}]
+    changes = tbl.changes(0).to_arrow().sort_by("i").to_pylist()
+    assert changes == [{"i": 1, name: 1}, {"i": 3, name: 3}]
+
+
 def test_from_pandas_with_a_primary_key(tmp_path: Path) -> None:
     df = pd.DataFrame({"id": [1, 2, 1], "v": [0.5, 1.5, 2.5]})
     tbl = raylake.from_pandas(df, str(tmp_path / "t"), primary_key=["id"], buckets=2)

@@ -50,7 +50,7 @@ from raylake.table.pk.schema import (
 from raylake.table.split import FileSlice, by_bucket
 from raylake.table.writer import RollingFileWriter, writing
 
-_TAG = "__raylake_after__"
+_TAG = "_rl_after"  # the reserved prefix: no table column has the name
 
 
 def changelog_files(file_io: FileIO, ts: TableSchema, snap: Snapshot) -> list[DataFile]:

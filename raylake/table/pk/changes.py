@@ -51,7 +51,7 @@ from raylake.table.pk.schema import (
 from raylake.table.scan import ReadContext
 from raylake.table.split import Split, bucket_order, by_bucket
 
-_ORDER = "__raylake_order__"
+_ORDER = "_rl_order"  # the reserved prefix: no table column has the name
 
 
 def plan_changes(rng: ChangeRange) -> list[ChangeSplit]:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
-_ROW = "__raylake_row__"
+_ROW = "_rl_row"  # the reserved prefix: no key column has the name
 
 
 def rows_with_keys(rows: pa.Table, keys: pa.Table, names: Sequence[str]) -> pa.Table:

@@ -60,7 +60,7 @@ from raylake.table.writer import (
 
 # Files written at once by one writer, each while the next bucket is merged.
 WRITE_THREADS = 2
-BUCKET_COLUMN = "__raylake_bucket__"
+BUCKET_COLUMN = "_rl_bucket"  # the reserved prefix: no table column has the name
 
 
 # Row groups of primary-key files when the table does not set write.row-group-rows: a
