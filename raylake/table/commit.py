@@ -308,7 +308,7 @@ def _select_partitions(entries: pa.Table, expr: Expr, ts: TableSchema) -> pa.Tab
         return entries
     bound = bind(expr, ts.partition_schema)
     partitions = pa.Table.from_struct_array(entries.column("partition").combine_chunks())
-    index_name = "__raylake_entry__"
+    index_name = "_rl_entry"  # the reserved prefix: no partition column has the name
     indexed = partitions.append_column(
         index_name, pa.array(np.arange(entries.num_rows, dtype=np.int64))
     )

@@ -189,7 +189,14 @@ def test_nested_columns_parquet_stores_in_another_unit(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["__raylake_after__", "__raylake_bucket__", "__raylake_row__", "__raylake_order__"]
+    "name",
+    [
+        "__raylake_after__",
+        "__raylake_bucket__",
+        "__raylake_row__",
+        "__raylake_order__",
+        "__raylake_entry__",
+    ],
 )
 def test_a_column_may_have_the_name_of_a_helper_column(tmp_path: Path, name: str) -> None:
     # Writes, deletes, lookups and changes add helper columns to the table's; they were
@@ -211,6 +218,9 @@ def test_a_column_may_have_the_name_of_a_helper_column(tmp_path: Path, name: str
     assert tbl.changelog(3).to_pylist() == [{"i": 2, name: 2, "_rl_kind": "-D"}]
     changes = tbl.changes(0).to_arrow().sort_by("i").to_pylist()
     assert changes == [{"i": 1, name: 1}, {"i": 3, name: 3}]
+    replaced = pa.table({"i": [4], name: [1]}, schema=schema)
+    tbl.write(replaced, mode="overwrite", overwrite_filter=raylake.col(name) == 1)
+    assert tbl.to_arrow().sort_by("i").to_pylist() == [{"i": 3, name: 3}, {"i": 4, name: 1}]
 
 
 def test_from_pandas_with_a_primary_key(tmp_path: Path) -> None:
