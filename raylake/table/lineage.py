@@ -28,17 +28,20 @@ logger = logging.getLogger(__name__)
 
 class _Verdict(enum.Enum):
     KEPT = "kept"  # in the history
+    BEHIND = "behind"  # in the history, newer snapshots made on it already
     STRAY = "stray"  # below the latest, in no snapshot's history: nothing committed
     EXPIRED_STRAY = "expired stray"  # a stray, and an expiration removed it already
     UNKNOWN = "unknown"
 
 
-def check_lineage(snapshots: SnapshotManager, snap: Snapshot) -> bool:
-    """Whether the created ``snap`` is in the table's history. A stray is deleted and
-    False returned: nothing was committed, and the commit tries again on the latest
-    snapshot, as when another writer took the id (expiration leaves a stray's data files
-    alone, :func:`strays`). Where it cannot be told, CommitLineageUnknownError, and
-    nothing is deleted."""
+def check_lineage(snapshots: SnapshotManager, snap: Snapshot) -> bool | None:
+    """Whether the created ``snap`` is in the table's history: True, or None where newer
+    snapshots were made on it already (the LATEST hint must not name it then: it may be
+    a create made again after its snapshot expired). A stray is deleted and False
+    returned: nothing was committed, and the commit tries again on the latest snapshot,
+    as when another writer took the id (expiration leaves a stray's data files alone,
+    :func:`strays`). Where it cannot be told, CommitLineageUnknownError, and nothing is
+    deleted."""
     file_io = snapshots.file_io
     path = file_io.full_path(snapshot_path(snap.id))
     try:
@@ -49,6 +52,8 @@ def check_lineage(snapshots: SnapshotManager, snap: Snapshot) -> bool:
         raise CommitStateUnknownError(path, file_io.retry_policy.max_attempts, exc) from exc
     if verdict is _Verdict.KEPT:
         return True
+    if verdict is _Verdict.BEHIND:
+        return None
     if verdict is _Verdict.STRAY:
         try:
             # Before its manifests (the committer deletes those): a reader that lists it
@@ -94,24 +99,30 @@ def _verdict(snapshots: SnapshotManager, snap: Snapshot) -> tuple[_Verdict, bool
         return _Verdict.KEPT, replaced
     child = snapshots.read_if_present(snap.id + 1)
     if child is not None and child.parent_commit_id == snap.commit_id:
-        return _Verdict.KEPT, replaced
-    # N+1 is gone (expired, which removes N first if N+1 was made on it), or made on
-    # another N (an older writer's, without parent_commit_id, tells nothing): if N is
-    # still this commit's, it was created after another N, a stray.
-    if child is None or child.parent_commit_id:
-        mine = snapshots.read_if_present(snap.id)
-        if mine is not None and mine.commit_id == snap.commit_id:
-            return _Verdict.STRAY, replaced
-    # N is gone too. Only snapshots made on it name the manifests it wrote (its delta,
-    # or the merged base it made) among their base manifests, until a merge folds them
-    # in; each snapshot's base is its parent's and its delta, or one merged manifest.
+        return _Verdict.BEHIND, replaced
+    # N+1 is gone or made on another commit. Only snapshots made on N name the
+    # manifests it wrote (its delta, or the merged base it made) among their base
+    # manifests, until a merge folds them in: each snapshot's base is its parent's and
+    # its delta, or one merged manifest. (N may still be there and in the history: a
+    # create that the store carried out, answered with an error, and whose read back
+    # found N expired already, was made again.)
     latest = snapshots.latest()
     if latest is None:
         return _Verdict.UNKNOWN, replaced
     delta = snap.delta_manifests[-1].path
     wrote = {delta, snap.base_manifests[-1].path} if snap.base_manifests else {delta}
     if wrote & {m.path for m in latest.base_manifests}:
-        return _Verdict.KEPT, replaced
+        return _Verdict.BEHIND, replaced
+    if len(latest.base_manifests) <= latest.id - snap.id:  # a merge after N may hide them
+        return _Verdict.UNKNOWN, replaced
+    mine = snapshots.read_if_present(snap.id)
+    if mine is not None and mine.commit_id == snap.commit_id:
+        return _Verdict.STRAY, replaced
+    return _Verdict.EXPIRED_STRAY, replaced
+    delta = snap.delta_manifests[-1].path
+    wrote = {delta, snap.base_manifests[-1].path} if snap.base_manifests else {delta}
+    if wrote & {m.path for m in latest.base_manifests}:
+        return _Verdict.BEHIND, replaced
     if len(latest.base_manifests) > latest.id - snap.id:  # no merge after N hides them
         return _Verdict.EXPIRED_STRAY, replaced
     return _Verdict.UNKNOWN, replaced
