@@ -24,6 +24,7 @@ from pyspark.sql import DataFrame, DataFrameReader, SparkSession
 from raylake.arguments import refuse_unknown_keywords
 from raylake.expr import AlwaysTrue, Expr, referenced_columns, to_arrow
 from raylake.format.schema import TableSchema
+from raylake.spark.batches import to_spark_batch
 from raylake.spark.columns import case_collisions, columns, map_in_arrow
 from raylake.spark.credentials import broadcast_credentials, install_credentials
 from raylake.spark.session import check_session
@@ -148,7 +149,7 @@ def _filter_batches(
     batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
     for batch in filter_rows(batches, row_filter, output):
-        yield batch.cast(schema) if batch.num_columns else _to_spark_batch(batch, schema)
+        yield batch.cast(schema) if batch.num_columns else to_spark_batch(batch, schema)
 
 
 def _read_with_raylake(spark: SparkSession, ctx: ReadContext, splits: Sequence[Split]) -> DataFrame:
@@ -187,56 +188,4 @@ def _read_splits(
         for blob in batch.column("split").to_pylist():
             split: Split = pickle.loads(blob)
             for rows in ctx.read(split):
-                yield _to_spark_batch(rows, target)
-
-
-def _to_spark_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
-    """Cast to the exact Arrow types Spark expects for the DataFrame's schema."""
-    if batch.schema.equals(target):
-        return batch
-    if batch.num_columns == 0:  # the placeholder of _carrying_rows, one null per row
-        return pa.RecordBatch.from_arrays([pa.nulls(batch.num_rows, pa.bool_())], schema=target)
-    arrays = [_cast(batch.column(i), target.field(i).type) for i in range(batch.num_columns)]
-    return pa.RecordBatch.from_arrays(arrays, schema=target)
-
-
-def _cast(array: pa.Array, dtype: pa.DataType) -> pa.Array:
-    if pa.types.is_dictionary(array.type):
-        array = array.dictionary_decode()
-    # Spark keeps microseconds: finer timestamps are truncated (docs/spark.md).
-    return _floor_nanos(array).cast(dtype, safe=not pa.types.is_timestamp(dtype))
-
-
-def _floor_nanos(array: pa.Array) -> pa.Array:
-    """Nanosecond timestamps (also in structs, lists and maps) floored to microseconds, as
-    Spark floors them: Arrow's unsafe cast truncates toward zero, which made a time
-    before 1970 (1899-01-01 00:59:20.001001002) a microsecond later (.001002)."""
-    dtype = array.type
-    if pa.types.is_timestamp(dtype) and dtype.unit == "ns":
-        floored = pc.floor_temporal(array.view(pa.timestamp("ns")), unit="microsecond")
-        return floored.view(dtype)  # floored as UTC instants, whatever the zone
-    if not _has_nanos(dtype):
-        return array
-    if pa.types.is_struct(dtype):
-        fields = [_floor_nanos(array.field(i)) for i in range(dtype.num_fields)]
-        return pa.StructArray.from_arrays(fields, fields=list(dtype), mask=_nulls(array))
-    if pa.types.is_map(dtype):  # a list of key/value structs, as stored
-        struct = pa.struct([dtype.key_field, dtype.item_field])
-        entries = pa.list_(pa.field("entries", struct, nullable=False))
-        return _floor_nanos(array.view(entries)).view(dtype)
-    if pa.types.is_list(dtype) or pa.types.is_large_list(dtype):
-        if array.offset:  # from_arrays takes no null mask with sliced offsets
-            array = pa.concat_arrays([array])
-        values = _floor_nanos(array.values)
-        return type(array).from_arrays(array.offsets, values, dtype, mask=_nulls(array))
-    return array
-
-
-def _has_nanos(dtype: pa.DataType) -> bool:
-    if pa.types.is_timestamp(dtype):
-        return bool(dtype.unit == "ns")
-    return any(_has_nanos(dtype.field(i).type) for i in range(dtype.num_fields))
-
-
-def _nulls(array: pa.Array) -> pa.Array | None:
-    return array.is_null() if array.null_count else None
+                yield to_spark_batch(rows, target)

@@ -75,3 +75,36 @@ def test_table_hand_off_never_replaces_a_table_unasked(
     assert sorted(ds.to_pandas()["id"].tolist()) == list(range(61, 100))
     assert spark_jobs() != jobs_before  # the control: this test's jobs are counted
     assert tbl.count() == 39 and tbl.to_arrow(snapshot_id=before.id).num_rows == 100
+
+
+def test_from_ray_keeps_values_and_types_pandas_cannot_hold(spark: Any) -> None:
+    """The blocks reached Spark through pandas: an int64 with a null became float64
+    (2**60 + 1 arrived as 2**60), a map failed in the Spark task, a timestamp without a
+    zone became Spark's ``timestamp``, and uint8, uint64 or float16 were refused."""
+    import ray
+
+    big = 2**60 + 1
+    block = pa.table(
+        {
+            "i": pa.array([big, None], pa.int64()),
+            "s": pa.array([{"a": big}, {"a": None}], pa.struct([("a", pa.int64())])),
+            "m": pa.array([[("k", big)], None], pa.map_(pa.string(), pa.int64())),
+            "ntz": pa.array([dt.datetime(2024, 1, 1, 1, 2, 3, 4), None], pa.timestamp("us")),
+            "u8": pa.array([255, None], pa.uint8()),
+            "u64": pa.array([2**64 - 1, None], pa.uint64()),
+            "f16": pa.array([1.5, None], pa.float16()),
+        }
+    )
+    back = rs.from_ray(ray.data.from_arrow([block, block.slice(1)]), spark)
+    assert back.schema.simpleString() == (
+        "struct<i:bigint,s:struct<a:bigint>,m:map<string,bigint>,ntz:timestamp_ntz,"
+        "u8:smallint,u64:decimal(20,0),f16:float>"
+    )
+    rows = [r.asDict(recursive=True) for r in back.collect()]
+    nulls = dict.fromkeys(block.column_names)
+    assert rows == [
+        {"i": big, "s": {"a": big}, "m": {"k": big}, "ntz": dt.datetime(2024, 1, 1, 1, 2, 3, 4),
+         "u8": 255, "u64": Decimal(2**64 - 1), "f16": 1.5},
+        {**nulls, "s": {"a": None}},
+        {**nulls, "s": {"a": None}},
+    ]  # fmt: skip

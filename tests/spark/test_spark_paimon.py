@@ -44,7 +44,7 @@ def test_spark_floors_nanoseconds_before_1970(spark: Any) -> None:
 def test_spark_floors_nested_nanoseconds() -> None:
     """Timestamps in structs, lists and maps are floored too: a safe cast of the nested
     column refused their nanoseconds in the Spark task."""
-    from raylake.spark.read import _to_spark_batch
+    from raylake.spark.batches import to_spark_batch
 
     ns = pa.array([-2240521239998998998, 1, None], pa.timestamp("ns"))
     batch = pa.RecordBatch.from_arrays(
@@ -59,7 +59,7 @@ def test_spark_floors_nested_nanoseconds() -> None:
     target = pa.schema(
         [("s", pa.struct([("t", us)])), ("l", pa.list_(us)), ("m", pa.map_(pa.string(), us))]
     )
-    out = _to_spark_batch(batch.slice(0, 2), target).to_pylist()
+    out = to_spark_batch(batch.slice(0, 2), target).to_pylist()
     first = [out[0]["s"]["t"], out[0]["l"][0], out[0]["m"][0][1]]
     assert [(t.year, t.second, t.microsecond) for t in first] == [(1899, 20, 1001)] * 3
     assert out[1]["m"] == [("b", dt.datetime(1970, 1, 1))]
