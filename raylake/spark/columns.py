@@ -13,7 +13,7 @@ read through raylake's reader, and a write of them needs a case-sensitive sessio
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
 from typing import Any
 
@@ -88,3 +88,28 @@ def check_case_distinct(df: DataFrame, schema: pa.Schema) -> None:
             "spark.conf.set('spark.sql.caseSensitive', 'true') or rename one; nothing "
             "was written"
         )
+
+
+def with_table_case(df: DataFrame, names: Sequence[str]) -> DataFrame:
+    """``df`` with each column that names a table column in another case (``ID`` for
+    ``id``) renamed to the table's spelling, in a case-insensitive session.
+
+    Spark resolves names ignoring case there, and its own writers (Parquet's
+    ``mergeSchema``, Delta) write ``ID`` into ``id``; matched exactly, a write was
+    refused, and one with ``schema_mode="merge"`` added a second column ``ID`` and wrote
+    the rows' ids as nulls into ``id``. A name two table columns share ignoring case
+    (``a`` and ``A``) is left as it is: it is only matched exactly."""
+    if case_sensitive(df.sparkSession):
+        return df
+    exact = set(names)
+    spellings: dict[str, list[str]] = {}
+    for name in names:
+        spellings.setdefault(name.lower(), []).append(name)
+    renamed = {}
+    for name in df.columns:
+        match = spellings.get(name.lower(), [])
+        if name not in exact and len(match) == 1:
+            renamed[name] = match[0]
+    if not renamed:
+        return df
+    return df.select(*[column(n).alias(renamed.get(n, n)) for n in df.columns])

@@ -32,7 +32,7 @@ from raylake.format.schema import TableSchema
 from raylake.format.snapshot import Snapshot
 from raylake.format.table_spec import TableSpec
 from raylake.io import FileIO
-from raylake.spark.columns import check_case_distinct, column, map_in_arrow
+from raylake.spark.columns import check_case_distinct, column, map_in_arrow, with_table_case
 from raylake.spark.credentials import broadcast_credentials, destroy, install_credentials
 from raylake.spark.session import check_dataframe
 from raylake.spark.task_results import (
@@ -125,6 +125,8 @@ def write(
     )
     try:
         check_writable(tbl, "writing")  # a Paimon table: refused, naming its format
+        df = with_table_case(df, tbl.schema.names)  # `ID` writes `id`, as Spark resolves it
+        arrow_schema = arrow_schema_of(df.schema)
         mode = mode or tbl.kind.default_write_mode  # type: ignore[assignment]
         assert mode is not None
         tbl.kind.check_write_mode(mode, where=uri)

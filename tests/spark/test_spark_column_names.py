@@ -68,3 +68,24 @@ def test_columns_that_differ_only_in_case(spark: Any, warehouse: Path, spark_job
             rs.write(df, uri)
     assert spark_jobs() == jobs and len(tbl.snapshots()) == 1
     assert not (warehouse / "new").exists()
+
+
+@pytest.mark.parametrize("primary_key", [[], ["id"]])
+def test_a_column_named_in_another_case_writes_the_tables_column(
+    spark: Any, warehouse: Path, primary_key: list[str]
+) -> None:
+    """In a case-insensitive session (Spark's default) `ID` is `id`, as Spark resolves it:
+    a write of `ID` was refused, and with schema_mode="merge" it added a column `ID` and
+    wrote the ids as nulls into `id` (of an append table)."""
+    uri = str(warehouse / "t")
+    schema = pa.schema([("id", pa.int64()), ("Name", pa.string())])
+    raylake.create_table(uri, schema, primary_key=primary_key, buckets=1 if primary_key else None)
+    rs.write(spark.createDataFrame([(1, "a")], "ID long, name string"), uri)
+    df = spark.createDataFrame([(2, "b", 2.5)], "Id long, NAME string, score double")
+    rs.write(df, uri, schema_mode="merge")
+    tbl = raylake.open_table(uri)
+    assert tbl.schema.names == ["id", "Name", "score"]
+    assert sorted(tbl.to_arrow().to_pylist(), key=lambda r: r["id"]) == [
+        {"id": 1, "Name": "a", "score": None},
+        {"id": 2, "Name": "b", "score": 2.5},
+    ]
