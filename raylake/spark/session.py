@@ -220,9 +220,17 @@ def _wait_until_gone(actor_name: str, timeout: float = MASTER_EXIT_TIMEOUT_S) ->
 
 def check_dataframe(df: Any) -> None:
     """``df`` is a Spark DataFrame, checked before any Spark job (a pandas DataFrame used
-    to fail as an AttributeError)."""
+    to fail as an AttributeError), and not a streaming one: its rows exist only batch by
+    batch, and Spark's AnalysisException about ``writeStream.start()`` came out."""
     if not isinstance(df, DataFrame):
         raise InvalidArgumentError("df", df, "a pyspark.sql.DataFrame")
+    if df.isStreaming:
+        raise InvalidArgumentError(
+            "df",
+            df,
+            "a batch DataFrame, not a streaming one: pass each micro-batch, e.g. "
+            "df.writeStream.foreachBatch(lambda batch, _: raylake.spark.write(batch, uri))",
+        )
 
 
 def check_session(spark: Any) -> None:

@@ -99,3 +99,22 @@ def test_a_memory_table_is_refused_before_any_spark_job(
         assert spark_jobs() == [] and raylake.open_table(uri).snapshots() == []
     finally:
         raylake.open_table(uri).file_io.fs.rm("/raylake-spark-reach", recursive=True)
+
+
+def test_a_streaming_dataframe_is_refused_naming_foreach_batch(spark: Any, warehouse: Path) -> None:
+    """Its rows exist only batch by batch: Spark's AnalysisException about
+    writeStream.start() came out of write, merge and the hand-off."""
+    uri = str(warehouse / "t")
+    raylake.create_table(uri, pa.schema([("id", pa.int64())]), primary_key=["id"], buckets=1)
+    stream = spark.readStream.format("rate").load().selectExpr("value AS id")
+    before = files(warehouse)
+    calls = [
+        lambda: rs.write(stream, uri),
+        lambda: rs.write(stream, str(warehouse / "new")),
+        lambda: rs.merge(stream, uri, on="id").when_not_matched_insert().execute(),
+        lambda: rs.to_ray(stream, via="table", uri=str(warehouse / "h")),
+    ]
+    for call in calls:
+        with pytest.raises(InvalidArgumentError, match=r"not a streaming one.*foreachBatch"):
+            call()
+    assert files(warehouse) == before
