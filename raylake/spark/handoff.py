@@ -80,6 +80,7 @@ def to_ray(
         snapshot_id = snap.id if snap is not None else None
         return read_lake(uri, snapshot_id=snapshot_id, storage_options=storage_options)
     check_choice("via", via, ("raydp", "table"))
+    _refuse_table_arguments(uri, mode, storage_options, write_args)
     ray = _ray(df.sparkSession)
     from raydp.spark import from_spark_recoverable
 
@@ -89,6 +90,19 @@ def to_ray(
         if "fault_tolerant_mode" not in str(exc):
             raise
         return ray.data.from_spark(df)
+
+
+def _refuse_table_arguments(
+    uri: str | None, mode: str, storage_options: Any, write_args: Mapping[str, Any]
+) -> None:
+    """The RayDP hand-off writes no table: an argument of the table hand-off given without
+    ``via="table"`` (``to_ray(df, uri=...)``) was ignored, and nothing was written."""
+    given = [name for name, value in (("uri", uri), ("storage_options", storage_options)) if value]
+    given += [*(["mode"] if mode != "error" else []), *write_args]
+    if given:
+        raise InvalidArgumentError(
+            "via", "raydp", f"'table' with {', '.join(given)} (the RayDP hand-off writes no table)"
+        )
 
 
 def from_ray(ds: Dataset, spark: SparkSession) -> DataFrame:

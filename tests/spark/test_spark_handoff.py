@@ -108,3 +108,14 @@ def test_from_ray_keeps_values_and_types_pandas_cannot_hold(spark: Any) -> None:
         {**nulls, "s": {"a": None}},
         {**nulls, "s": {"a": None}},
     ]  # fmt: skip
+
+
+def test_table_arguments_without_via_table_are_refused(spark: Any, warehouse: Path) -> None:
+    """to_ray(df, uri=...) forgot via='table': it handed off through RayDP, ignoring the
+    uri (and mode, partition_by, ...), and wrote nothing."""
+    df = spark.createDataFrame(ROWS[:3], DDL)
+    uri = str(warehouse / "staged")
+    for kwargs in ({"uri": uri}, {"mode": "overwrite"}, {"uri": uri, "partition_by": ["day"]}):
+        with pytest.raises(RaylakeError, match=r"via must be 'table' with (uri|mode)"):
+            rs.to_ray(df, **kwargs)
+    assert not (warehouse / "staged").exists()
