@@ -22,12 +22,13 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Literal
 
+import numpy as np
 import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
 from raylake.arguments import check_flag, check_mapping, refuse_unknown_keywords
-from raylake.errors import SchemaMismatchError
+from raylake.errors import RaylakeError, SchemaMismatchError
 from raylake.format.schema import TableSchema
 from raylake.format.snapshot import Snapshot
 from raylake.format.table_spec import TableSpec
@@ -215,7 +216,13 @@ def _run_tasks(df: DataFrame, job: _WriteJob) -> list[CommitMessage]:
 def _add_buckets(job: _WriteJob, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     kind = kind_of(job.table_schema)
     for batch in batches:
-        ids = kind.bucket_ids(pa.Table.from_batches([batch]))
+        try:
+            ids = kind.bucket_ids(pa.Table.from_batches([batch]))
+        except RaylakeError:
+            # Rows the writer refuses (a null key, a key that does not fit): any bucket
+            # will do, and the write task raises the same error on the driver as itself.
+            # Raised here, Spark retried the task and raised a PythonException.
+            ids = pa.array(np.zeros(batch.num_rows, dtype=np.int32))
         yield batch.append_column(BUCKET_COLUMN, ids)
 
 

@@ -207,3 +207,18 @@ def test_check_java_names_the_fix(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
     monkeypatch.setenv("JAVA_HOME", str(tmp_path / "missing-jdk"))
     with pytest.raises(EnvironmentSetupError, match="openjdk-17"):
         check_java()
+
+
+def test_a_null_key_is_raised_as_itself_by_the_bucket_pass(spark: Any, warehouse: Path) -> None:
+    """A primary-key write's first pass computes each row's bucket, and a null key failed
+    it: Spark retried the task and raised a PythonException holding the traceback."""
+    uri = str(warehouse / "null-key")
+    schema = pa.schema([("k", pa.string()), ("id", pa.int64())])
+    tbl = raylake.create_table(uri, schema, primary_key=["k", "id"], buckets=2)
+    tbl.write(pa.table({"k": ["a"], "id": [1]}, schema=schema))
+    before, files = tbl.latest_snapshot(), _files(tbl)
+    df = spark.createDataFrame([("b", 2), (None, 3)], "k string, id long")
+    with pytest.raises(NullConstraintError, match="'k'") as excinfo:
+        rs.write(df, uri)
+    assert excinfo.value.column == "k"
+    assert tbl.latest_snapshot() == before and _files(tbl) == files
