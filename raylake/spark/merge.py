@@ -32,7 +32,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from raylake.arguments import refuse_unknown_keywords
-from raylake.errors import CommitConflictError, UnsupportedOperationError
+from raylake.errors import CommitConflictError, RaylakeError, UnsupportedOperationError
 from raylake.format.schema import TableSchema
 from raylake.io import FileIO
 from raylake.spark.columns import map_in_arrow
@@ -239,8 +239,14 @@ def _add_buckets(
         for column in keys.columns:  # a null key matches nothing: any bucket will do
             valid &= pc.is_valid(column).to_numpy(zero_copy_only=False)
         ids = np.zeros(batch.num_rows, dtype=np.int32)
-        if valid.any():
-            ids[valid] = kind.bucket_ids(keys.filter(pa.array(valid))).to_numpy()
+        try:
+            if valid.any():
+                ids[valid] = kind.bucket_ids(keys.filter(pa.array(valid))).to_numpy()
+        except RaylakeError:
+            # A key that does not fit the column: any bucket will do, the merge task
+            # raises the same error on the driver as itself (raised here, Spark retried
+            # the task and raised a PythonException).
+            pass
         yield batch.append_column(BUCKET_COLUMN, pa.array(ids))
 
 

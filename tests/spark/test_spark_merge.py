@@ -197,3 +197,16 @@ def test_spark_insert_only_merge_into_an_append_table_skips_matched_rows(
     remote = rs.merge(df, tables[1].uri, on="k").when_not_matched_insert().execute()
     assert remote.inserted == local.inserted == 1
     assert tables[1].to_arrow().sort_by("k") == tables[0].to_arrow().sort_by("k")
+
+
+def test_spark_merge_raises_a_key_that_does_not_fit_as_itself(spark: Any, warehouse: Path) -> None:
+    """The bucket pass failed on a source key too large for the key column: Spark retried
+    the task and raised a PythonException holding the traceback."""
+    schema = pa.schema([pa.field("id", pa.int32(), nullable=False), ("v", pa.string())])
+    tbl = raylake.create_table(str(warehouse / "t"), schema, primary_key=["id"], buckets=2)
+    tbl.write(pa.table({"id": pa.array([1], pa.int32()), "v": ["a"]}, schema=schema))
+    before = tbl.latest_snapshot()
+    src = spark.createDataFrame([(2, "b"), (2**40, "x")], "id long, v string")
+    with pytest.raises(SchemaMismatchError, match=r"'id'.*does not fit int32"):
+        rs.merge(src, tbl.uri, on="id").when_matched_update().when_not_matched_insert().execute()
+    assert tbl.latest_snapshot() == before
