@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+from ab import best_of
 
 import raylake
 from raylake.table import Table
@@ -45,13 +46,8 @@ def build(uri: str, appends: int, rows: int, storage_options: dict | None = None
 
 
 def best(fn: Callable[[], object], repeat: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+    """The best wall seconds of ``repeat`` runs after a warm-up (bench/ab.py's)."""
+    return best_of(fn, repeat)[1]
 
 
 def compare(name: str, small: Table, compacted: Table, repeat: int) -> tuple[float, float]:
