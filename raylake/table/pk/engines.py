@@ -229,9 +229,9 @@ def _hash_aggregate(column: pa.Array, function: str, runs: _Runs, valid: np.ndar
     result = grouped.group_by("run", use_threads=False).aggregate([("v", function)])
     order = pc.sort_indices(result.column("run"))
     values = result.column(f"v_{function}").take(order).combine_chunks()
+    if pa.types.is_decimal(column.type):  # pyarrow < 17 sums in the column's own type
+        values = _null_beyond_precision(values, column.type)
     if values.type != column.type:
-        if pa.types.is_decimal(column.type):
-            values = _null_beyond_precision(values, column.type)
         # Sums widen (int32 -> int64); the table keeps its type and wraps like Java's ints.
         values = values.cast(column.type, safe=False)
     return values
