@@ -86,23 +86,19 @@ class CommitStateUnknownError(RaylakeError):
 
 class CommitLineageUnknownError(CommitStateUnknownError):
     """A commit created its snapshot, but the snapshot it was based on was expired by
-    then (or ``replaced``: its id holds another commit, re-created after expiration),
-    and the new snapshot and the one after it were expired too: another writer may have
-    made the same snapshot id meanwhile, and snapshot expiration deleted it, so that
-    this create took a free name below the table's latest snapshot. Whether the commit
-    is part of the table's history cannot be told; nothing it wrote was deleted. (Where
-    it can be told, a snapshot outside the history is withdrawn and the commit made
-    again.)"""
+    then (or ``replaced``: its id holds another commit, re-created after expiration):
+    another writer may have made the same snapshot id meanwhile, and snapshot expiration
+    deleted it, so that this create took a free name below the table's latest snapshot.
+    Whether the commit is part of the table's history cannot be told; nothing it wrote
+    was deleted."""
 
     __module__ = "raylake.errors"
 
     def __init__(self, path: str, parent_id: int, *, replaced: bool = False) -> None:
         fate = "holds another commit" if replaced else "was expired by then"
-        # The table's first snapshot has no parent: newer ones existed after its create.
-        what = f"its parent, snapshot {parent_id}, {fate}" if parent_id else "newer ones exist"
         RaylakeError.__init__(
             self,
-            f"created {path!r}, but {what}: "
+            f"created {path!r}, but its parent, snapshot {parent_id}, {fate}: "
             "another commit may have taken this snapshot id before expiration deleted it, "
             "so the commit may not be part of the table's history. Nothing it wrote was "
             "deleted; read the table's latest snapshot before committing again",

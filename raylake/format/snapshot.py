@@ -160,31 +160,28 @@ class SnapshotManager:
         return None if latest is None else latest.id
 
     def latest(self) -> Snapshot | None:
-        """The newest snapshot: the hint's where it is current, otherwise the listing's.
+        """The newest snapshot: start at the hint, then read forward (the hint may lag).
 
         Reads, not existence checks: on an object store a read of a missing key is one
         request, while an existence check of a missing key costs two (HEAD, then LIST).
-        The hint's snapshot must hold the commit the hint names: a late write of the hint
-        can land after its snapshot was expired and its id made again by a slow writer's
-        stray (docs/format.md 6.6). Where the hint lags, the listing is asked rather than
-        the snapshots after it read one by one: a stray there is made on a snapshot of
-        the history, so its parent cannot tell it, while the largest id listed is never
-        one (a stray lies below a newer snapshot, which expiration keeps).
         """
-        hint, hint_commit = self.hint()
-        if hint is not None and hint_commit:
-            if self.file_io.is_remote:
-                # The hint is usually right: read it and the next one at once, one round
-                # trip instead of two before a scan's first data request.
-                with ThreadPoolExecutor(2, thread_name_prefix="raylake-snapshot") as pool:
-                    found, following = pool.map(self.read_if_present, (hint, hint + 1))
-            else:
-                found = self.read_if_present(hint)
-                following = None if found is None else self.read_if_present(hint + 1)
-            if found is not None and found.commit_id == hint_commit and following is None:
-                return found
-        ids = self.snapshot_ids()
-        return self.get(ids[-1]) if ids else None
+        hint = self.read_hint()
+        found = following = None
+        if hint is not None and self.file_io.is_remote:
+            # The hint is usually right: read it and the next one at once, one round
+            # trip instead of two before a scan's first data request (issue 16).
+            with ThreadPoolExecutor(2, thread_name_prefix="raylake-snapshot") as pool:
+                found, following = pool.map(self.read_if_present, (hint, hint + 1))
+        elif hint is not None:
+            found = self.read_if_present(hint)
+            following = None if found is None else self.read_if_present(hint + 1)
+        if found is None:  # no hint, or it names an expired snapshot: list
+            ids = self.snapshot_ids()
+            return self.get(ids[-1]) if ids else None
+        while following is not None:
+            found = following
+            following = self.read_if_present(found.id + 1)
+        return found
 
     def read_if_present(self, snapshot_id: int) -> Snapshot | None:
         """Snapshot ``snapshot_id``, or None if it does not exist (yet, or any more)."""
@@ -232,42 +229,32 @@ class SnapshotManager:
             raise SnapshotNotFoundError(f"{self.file_io.uri} has no snapshot at or before {when}")
         return found
 
-    def try_create(self, snap: Snapshot, *, then: Callable[[], bool | None] | None = None) -> bool:
+    def try_create(self, snap: Snapshot, *, then: Callable[[], None] | None = None) -> bool:
         """The commit point: create ``snapshot-<id>.json`` unless another writer did.
 
         True where the file holds this snapshot (its commit id) afterwards, even when the
         store's answer to the create was lost; raises CommitStateUnknownError where that
         cannot be told (raylake/io/fileio.py, ``create_if_absent``). Once created,
-        ``then`` runs (the committer's check of its lineage; False: the snapshot was made
-        outside the history and withdrawn, as if another writer had taken the id; None:
-        kept, newer snapshots made on it), and the LATEST hint is written only if it
-        returns True: a hint naming a snapshot created
-        below the table's latest would make readers and writers take it for the latest
+        ``then`` runs (the committer's check of the parent), and the LATEST hint is
+        written only if it returns: a hint naming a snapshot created below the table's
+        latest (``then`` raises) would make readers and writers take it for the latest
         where the snapshot after it was expired too."""
         created = self.file_io.create_if_absent(snapshot_path(snap.id), snap.to_bytes())
-        kept = then() if created and then is not None else created
-        if kept is False:
-            return False
-        if kept:  # None: kept, but newer snapshots were made on it
-            self._write_hint(snap)
+        if created:
+            if then is not None:
+                then()
+            self._write_hint(snap.id)
         return created
 
     def read_hint(self) -> int | None:
         """The id the ``LATEST`` hint names (it may lag behind, never run ahead), or None."""
-        return self.hint()[0]
-
-    def hint(self) -> tuple[int | None, str]:
-        """The ``LATEST`` hint's id and the commit id it names ("" where it has none: a
-        hint an older version wrote). The commit id tells a late write of the hint, which
-        lands after its snapshot was expired and its id made again by a stray, apart."""
         try:
-            words = self.file_io.read_bytes(LATEST_HINT).decode().split()
-            return int(words[0]), words[1] if len(words) > 1 else ""
-        except (FileNotFoundError, ValueError, UnicodeDecodeError, IndexError):
-            return None, ""
+            return int(self.file_io.read_bytes(LATEST_HINT).decode().strip())
+        except (FileNotFoundError, ValueError, UnicodeDecodeError):
+            return None
 
-    def _write_hint(self, snap: Snapshot) -> None:
+    def _write_hint(self, snapshot_id: int) -> None:
         try:
-            self.file_io.write_bytes(LATEST_HINT, f"{snap.id} {snap.commit_id}".strip().encode())
+            self.file_io.write_bytes(LATEST_HINT, str(snapshot_id).encode())
         except Exception:  # only a hint, and the commit already happened: never fail it
             logger.warning("could not update %s", LATEST_HINT, exc_info=True)

@@ -83,6 +83,3 @@ class PaimonSnapshots(SnapshotManager):
             return int(self.file_io.read_bytes(f"{SNAPSHOT_DIR}/LATEST").decode().strip())
         except (FileNotFoundError, ValueError, UnicodeDecodeError):
             return None
-
-    def hint(self) -> tuple[int | None, str]:
-        return self.read_hint(), ""  # Paimon's hint names no commit

@@ -30,7 +30,6 @@ from raylake.format.snapshot import SNAPSHOT_DIR, Snapshot, SnapshotManager, sna
 from raylake.io import FileIO
 from raylake.progress import track
 from raylake.table.ages import OlderThan, cutoff_millis
-from raylake.table.lineage import strays
 from raylake.table.writer import DATA_DIR
 
 logger = logging.getLogger(__name__)
@@ -218,11 +217,9 @@ def _exclusive_files(
     old_manifests = manifest_paths(expired)
     doomed_manifests = [m for m in old_manifests if m not in kept_manifests]
     # Every manifest of an expired snapshot, shared ones too: a file a shared manifest adds
-    # may have been deleted since and be referenced by no retained snapshot. Not a stray's
-    # (its committer retries with its files); a manifest gone names only orphans.
-    strayed = strays([*expired, *retained])
-    history = manifest_paths(s for s in expired if s.id not in strayed)
-    old_refs = [_refs_if_present(file_io, m) for m in history]
+    # may have been deleted since and be referenced by no retained snapshot.
+    # A manifest already gone (a crashed or concurrent expiration) names only orphans.
+    old_refs = [_refs_if_present(file_io, m) for m in old_manifests]
     candidates = pc.unique(data_paths(r for r in old_refs if r is not None))
     kept = kept_data_paths(file_io, retained)
     doomed = candidates.filter(pc.invert(pc.is_in(candidates, value_set=kept)))

@@ -59,9 +59,7 @@ def faulty(s3_server: LocalS3Server) -> Iterator[LocalS3Server]:
     s3_server.set_faults(None)
 
 
-def _race(
-    uri: str, options: dict[str, Any], tmp_path: Path, *, workers: int = WORKERS
-) -> list[dict[str, Any]]:
+def _race(uri: str, options: dict[str, Any], tmp_path: Path) -> list[dict[str, Any]]:
     go = tmp_path / "go"
     children = [
         subprocess.Popen(
@@ -78,7 +76,7 @@ def _race(
             stderr=subprocess.PIPE,
             text=True,
         )
-        for w in range(workers)
+        for w in range(WORKERS)
     ]
     go.touch()
     reports = []
@@ -136,57 +134,3 @@ def test_reads_and_a_loader_epoch_at_five_percent_faults_are_exact(
     faulty.set_faults(None)
     assert sum(injected.values()) > 0
     assert sorted(seen) == list(range(total))  # every row once: no batch skipped or repeated
-
-
-_EXPIRER = textwrap.dedent(
-    """
-    import json, os, sys, time
-    import raylake
-
-    uri, options, go = sys.argv[1:4]
-    tbl = raylake.open_table(uri, storage_options=json.loads(options))
-    while not os.path.exists(go):
-        time.sleep(0.002)
-    while not os.path.exists(go + ".stop"):
-        try:
-            tbl.expire_snapshots(retain_last=1)
-        except Exception as exc:  # a fault after the retry bound: try again
-            print(json.dumps({"expire": repr(exc)}), flush=True)
-    """
-)
-
-
-@pytest.mark.slow
-def test_processes_commit_through_faults_while_expiration_keeps_only_the_latest(
-    faulty: LocalS3Server, storage_options: dict[str, Any], tmp_path: Path
-) -> None:
-    """Slow commits under faults find snapshot ids that others took and expiration freed
-    again: each is withdrawn and made again, never acknowledged outside the history, and
-    no snapshot names a manifest or file that was deleted (was: CommitLineageUnknownError;
-    with the withdrawal alone, a late hint led writers onto a stray and the withdrawal
-    took manifests the history named)."""
-    uri = f"s3://{faulty.create_bucket()}/t"
-    raylake.create_table(uri, SCHEMA, storage_options=storage_options)
-    faulty.set_faults(FaultPlan.transient(0.08, seed=9, lost_creates=0.30))
-    go = tmp_path / "go"
-    expirer = subprocess.Popen(
-        [sys.executable, "-c", _EXPIRER, uri, json.dumps(storage_options), str(go)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        reports = _race(uri, storage_options, tmp_path, workers=3)
-    finally:
-        (tmp_path / "go.stop").touch()
-        _, err = expirer.communicate(timeout=600)
-    faulty.set_faults(None)
-    assert expirer.returncode == 0, err
-    failed = [r for r in reports if "failed" in r]
-    assert not failed, failed
-    raylake.open_table(uri, storage_options=storage_options).expire_snapshots(retain_last=1)
-    state = inspect_table(uri, storage_options)
-    assert not state.missing
-    tbl = raylake.open_table(uri, storage_options=storage_options)
-    counts = Counter(tbl.to_arrow()["id"].to_pylist())
-    assert set(counts) == set(range(3 * COMMITS * ROWS)) and set(counts.values()) == {1}
