@@ -58,12 +58,7 @@ class AppendKind(TableKind):
     ) -> list[Split]:
         """Files in partition order, each partition's in the order they were written,
         large ones cut into row-group ranges, packed."""
-        # Partitions are few: compute each one's sort key once, not once per file.
-        partition_keys = {f.partition: partition_sort_key(f.partition) for f in files}
-        # A commit numbers its new files in order (sequence_base), so within a partition
-        # this is the order rows were written: the same for two tables written alike,
-        # whatever their random file names (docs/format.md, "Row order").
-        files = sorted(files, key=lambda f: (partition_keys[f.partition], f.sequence_base, f.path))
+        files = in_read_order(files)
         pieces = [
             (f.partition, f.bucket, piece)
             for f in files
@@ -131,6 +126,15 @@ class AppendKind(TableKind):
         # Every file of a raylake append table lies in bucket 0, whatever ``buckets`` the
         # table was created with: sharded by bucket, one shard would read it all.
         return True
+
+
+def in_read_order(files: Sequence[DataFile]) -> list[DataFile]:
+    """Files in partition order, each partition's in the order they were written: a
+    commit numbers its new files in order (sequence_base), the same for two tables
+    written alike, whatever their random file names (docs/format.md, "Row order")."""
+    # Partitions are few: compute each one's sort key once, not once per file.
+    partition_keys = {f.partition: partition_sort_key(f.partition) for f in files}
+    return sorted(files, key=lambda f: (partition_keys[f.partition], f.sequence_base, f.path))
 
 
 def columns_of(ctx: ReadContext) -> list[str] | None:

@@ -18,7 +18,7 @@ another compaction (whose files then stand for them) or an overwrite of the part
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pyarrow.compute as pc
@@ -30,9 +30,10 @@ from raylake.table.append_compaction import COMPACTED_PREFIX
 from raylake.table.changes import ChangeRange
 
 Replaced = dict[tuple[Any, ...], list[DataFile]]  # partition -> files replaced there
+Lookup = Callable[[int], Replaced | None]  # snapshot id -> what it compacted (None: no compaction)
 
 
-def through_compactions(rng: ChangeRange) -> Any:
+def through_compactions(rng: ChangeRange) -> Callable[[list[DataFile]], list[DataFile]]:
     """``ChangeRange.file_changes``'s ``expand`` for ``rng``: files written by a COMPACT
     snapshot in the range, replaced by the files it compacted (read once per snapshot)."""
     first, last = rng.before_id, rng.after.id
@@ -62,7 +63,7 @@ def through_compactions(rng: ChangeRange) -> Any:
     return expand
 
 
-def _expanded(files: list[DataFile], first: int, last: int, of: Any) -> Iterator[DataFile]:
+def _expanded(files: list[DataFile], first: int, last: int, of: Lookup) -> Iterator[DataFile]:
     pending = list(files)
     seen: set[tuple[int, tuple[Any, ...]]] = set()
     while pending:

@@ -19,9 +19,9 @@ file it replaces (an overwrite), and loses; concurrent appends do not conflict.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
 from collections.abc import Iterator
-from typing import Any
 
 import pyarrow as pa
 
@@ -34,7 +34,6 @@ from raylake.progress import track
 from raylake.table.aborted import abort_messages
 from raylake.table.append_writer import AppendTableWriter
 from raylake.table.commit import CommitRequest, Committer
-from raylake.table.split import partition_sort_key
 from raylake.table.writer import CommitMessage, writing
 
 logger = logging.getLogger(__name__)
@@ -82,11 +81,10 @@ def compaction_runs(
 ) -> Iterator[list[DataFile]]:
     """The runs to rewrite: per partition, in read order, consecutive small files (two
     or more); with ``full``, a partition's files whole where it has more than one."""
-    by_partition: dict[tuple[Any, ...], list[DataFile]] = {}
-    for f in files:
-        by_partition.setdefault(f.partition, []).append(f)
-    for partition in sorted(by_partition, key=partition_sort_key):
-        ordered = sorted(by_partition[partition], key=lambda f: (f.sequence_base, f.path))
+    from raylake.table.append import in_read_order
+
+    for _, partition in itertools.groupby(in_read_order(files), key=lambda f: f.partition):
+        ordered = list(partition)
         if full:
             if len(ordered) > 1:
                 yield ordered
