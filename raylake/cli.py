@@ -296,6 +296,13 @@ def build_parser() -> argparse.ArgumentParser:
     write.add_argument("files", nargs="+")
     write.add_argument("--format", choices=["auto", "parquet", "csv", "json"], default="auto")
     write.add_argument("--mode", choices=["append", "overwrite", "upsert"], help="table default")
+    write.add_argument(
+        "--partition-overwrite-mode",
+        choices=["static", "dynamic"],
+        default="static",
+        help="with --mode overwrite: replace the whole table (static, the default) or only "
+        "the partitions the files have rows in (dynamic)",
+    )
     write.add_argument("--create", action="store_true", help="create the table from the files")
     write.add_argument(
         "--partition-by", type=key_columns_arg, help="with --create: comma-separated columns"

@@ -85,7 +85,11 @@ def _write_files(args: argparse.Namespace, tbl: Table) -> int:
     before = tbl.latest_snapshot()
     rows = _RowCount()
     try:
-        snap = tbl.write(rows.of(file_batches(args.files, args.format, tbl.schema)), mode=args.mode)
+        snap = tbl.write(
+            rows.of(file_batches(args.files, args.format, tbl.schema)),
+            mode=args.mode,
+            partition_overwrite_mode=args.partition_overwrite_mode,
+        )
     except SchemaError as exc:  # rows the table refuses: which of the files holds them
         if rows.path is None:
             raise
@@ -96,7 +100,7 @@ def _write_files(args: argparse.Namespace, tbl: Table) -> int:
     # The snapshot's delta is rows added minus rows removed: an overwrite's is no count
     # of rows written, so the rows read from the files are counted instead.
     line = f"wrote {rows.total} row(s) from {len(args.files)} file(s): snapshot {snap.id}"
-    print(line + _replaced(tbl, before, snap))
+    print(line + _replaced(tbl, before, snap, rows.total))
     return 0
 
 
@@ -115,9 +119,12 @@ class _RowCount:
         self.path = None
 
 
-def _replaced(tbl: Table, before: Snapshot | None, snap: Snapshot) -> str:
-    """What an overwrite of an append table replaced, from the manifests' counts. A
-    primary-key table's live rows need a merge of the keys, too much for a message."""
+def _replaced(tbl: Table, before: Snapshot | None, snap: Snapshot, written: int) -> str:
+    """What an overwrite of an append table replaced, from the manifests' counts (the
+    rows before, plus those written, less those after: a dynamic overwrite replaces only
+    some). A primary-key table's live rows need a merge of the keys, too much for a
+    message."""
     if snap.commit_kind != "OVERWRITE" or tbl.is_primary_key_table:
         return ""
-    return f" (replaced {0 if before is None else before.total_record_count} row(s))"
+    had = 0 if before is None else before.total_record_count
+    return f" (replaced {had + written - snap.total_record_count} row(s))"

@@ -24,6 +24,7 @@ from raylake.datasource.datasink import LakeDatasink, SinkMode
 from raylake.datasource.datasource import FilterLike, LakeDatasource
 from raylake.errors import InvalidArgumentError, UnknownKeywordError
 from raylake.table import Snapshot
+from raylake.table.written_partitions import PartitionOverwriteMode
 
 if TYPE_CHECKING:
     from ray.data import Dataset
@@ -161,6 +162,7 @@ def write_lake(
     concurrency: int | None = None,
     ray_remote_args: dict[str, Any] | None = None,
     schema_mode: str = "strict",
+    partition_overwrite_mode: PartitionOverwriteMode = "static",
 ) -> Snapshot | None:
     """Write ``ds`` into the table at ``uri`` as one snapshot and return it.
 
@@ -185,6 +187,7 @@ def write_lake(
         storage_options=storage_options,
         commit_properties=commit_properties,
         schema_mode=schema_mode,
+        partition_overwrite_mode=partition_overwrite_mode,
     )
     sink.check_schema(_known_schema(ds))
     ds.write_datasink(

@@ -31,6 +31,7 @@ from raylake.errors import (
     InvalidOptionError,
     SchemaArgumentError,
     TableNotFoundError,
+    UnsupportedOperationError,
 )
 from raylake.format.schema import TableSchema
 from raylake.format.snapshot import SnapshotManager
@@ -59,6 +60,11 @@ from raylake.table.source import check_writable, raylake_kind_class
 from raylake.table.table import create_writer
 from raylake.table.visible import check_visible, refuse_process_local
 from raylake.table.writer import DATA_DIR, writing
+from raylake.table.written_partitions import (
+    PartitionOverwriteMode,
+    is_dynamic,
+    partition_overwrite_mode_arg,
+)
 
 if TYPE_CHECKING:
     from raylake.datasource._ray_compat import TaskContext
@@ -81,7 +87,9 @@ class LakeDatasink(Datasink[TaskCommit]):
     """Write with ``ds.write_datasink(LakeDatasink(uri, mode=...))``.
 
     ``mode`` defaults to ``"append"`` for append tables and ``"upsert"`` for
-    primary-key tables; ``"overwrite"`` replaces the whole table. A missing table is
+    primary-key tables; ``"overwrite"`` replaces the whole table, or with
+    ``partition_overwrite_mode="dynamic"`` (Spark's) only the partitions the dataset
+    has rows in. A missing table is
     created (``create_if_missing``) from ``schema`` or else from the dataset's schema,
     with ``partition_by``/``primary_key``/``buckets``/``options``. After the write,
     :attr:`snapshot` holds the committed snapshot (None if nothing was committed).
@@ -111,11 +119,17 @@ class LakeDatasink(Datasink[TaskCommit]):
         storage_options: Mapping[str, Any] | None = None,
         commit_properties: Mapping[str, str] | None = None,
         schema_mode: str = "strict",
+        partition_overwrite_mode: PartitionOverwriteMode = "static",
     ) -> None:
         self.merge = schema_mode_arg(schema_mode) == "merge"
         if mode is not None and mode not in get_args(SinkMode):
             # An InvalidOptionError, as it always was: an InvalidArgumentError now.
             raise InvalidOptionError("mode", mode, f"expected one of {list(get_args(SinkMode))}")
+        self.partition_overwrite_mode = partition_overwrite_mode_arg(partition_overwrite_mode)
+        if self.partition_overwrite_mode == "dynamic" and mode != "overwrite":
+            raise UnsupportedOperationError(
+                "partition_overwrite_mode='dynamic' applies only to mode='overwrite'"
+            )
         if schema is not None:
             check_instance(
                 "schema", schema, pa.Schema, "a pyarrow.Schema or None", SchemaArgumentError
@@ -313,13 +327,17 @@ class LakeDatasink(Datasink[TaskCommit]):
         messages = [m for r in results for m in r.messages]
         if self.merge:  # the columns on_write_start planned, just before the data
             commit_planned_schema(self.file_io, self._table_schema)
-        if not any(not m.is_empty for m in messages) and self.mode != "overwrite":
+        overwrites = self.mode == "overwrite" and not is_dynamic(
+            self.mode, self.partition_overwrite_mode, self._table_schema.partition_keys
+        )  # a dynamic overwrite of no rows replaces no partition
+        if not any(not m.is_empty for m in messages) and not overwrites:
             logger.info("nothing to commit to %s", self.file_io.uri)
         else:
             tbl = Table(self.file_io, self._table_schema)
             self.snapshot = tbl.commit(
                 messages,
                 mode=self.mode or "append",
+                partition_overwrite_mode=self.partition_overwrite_mode,
                 base_snapshot_id=self._base_snapshot_id,
                 commit_user=self._file_prefix,
                 properties=self._properties,

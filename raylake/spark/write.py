@@ -28,7 +28,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
 from raylake.arguments import check_flag, check_mapping, refuse_unknown_keywords
-from raylake.errors import RaylakeError, SchemaMismatchError
+from raylake.errors import RaylakeError, SchemaMismatchError, UnsupportedOperationError
 from raylake.format.schema import TableSchema
 from raylake.format.snapshot import Snapshot
 from raylake.format.table_spec import TableSpec
@@ -60,6 +60,11 @@ from raylake.table.source import check_writable
 from raylake.table.table import create_writer
 from raylake.table.visible import check_visible, refuse_process_local
 from raylake.table.writer import DATA_DIR, writing
+from raylake.table.written_partitions import (
+    PartitionOverwriteMode,
+    is_dynamic,
+    partition_overwrite_mode_arg,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -95,6 +100,7 @@ def write(
     create_if_missing: bool = True,
     commit_properties: Mapping[str, str] | None = None,
     schema_mode: str = "strict",
+    partition_overwrite_mode: PartitionOverwriteMode | None = None,
 ) -> Snapshot | None:
     """Write ``df`` into the table at ``uri`` as one atomic snapshot and return it.
 
@@ -106,8 +112,15 @@ def write(
     ``schema_mode="merge"`` (Spark's ``mergeSchema``) adds the DataFrame's columns that
     the table lacks, with the data (a failed job adds none), and writes nulls for the
     table columns the DataFrame lacks.
+
+    ``mode="overwrite"`` replaces the whole table, or with
+    ``partition_overwrite_mode="dynamic"`` only the partitions the DataFrame has rows
+    in. Left out, it is the session's ``spark.sql.sources.partitionOverwriteMode``, as
+    for Spark's own ``df.write.mode("overwrite")``.
     """
     check_dataframe(df)
+    if partition_overwrite_mode is not None:
+        partition_overwrite_mode = partition_overwrite_mode_arg(partition_overwrite_mode)
     refuse_process_local(uri, "raylake.spark.write")
     check_flag("create_if_missing", create_if_missing)
     layout = TableSpec.of(
@@ -131,6 +144,8 @@ def write(
         mode = mode or tbl.kind.default_write_mode  # type: ignore[assignment]
         assert mode is not None
         tbl.kind.check_write_mode(mode, where=uri)
+        overwrite_mode = _partition_overwrite_mode(df, mode, partition_overwrite_mode)
+        dynamic = is_dynamic(mode, overwrite_mode, tbl.table_schema.partition_keys)
         if merge:  # planned, not committed: the tasks write under it, the commit adds it
             _, planned = with_new_columns(tbl, tbl.kind.input_schema(arrow_schema))
             tbl = Table(tbl.file_io, planned, tbl.source)
@@ -156,12 +171,13 @@ def write(
             destroy(job.credentials)
         if merge:  # the new columns, just before the data: a failed job adds none
             commit_planned_schema(tbl.file_io, tbl.table_schema)
-        if not any(not m.is_empty for m in messages) and mode != "overwrite":
-            _delete_job_files(job, keep=())
+        if not any(not m.is_empty for m in messages) and (mode != "overwrite" or dynamic):
+            _delete_job_files(job, keep=())  # (a dynamic overwrite of no rows replaces none)
             return None
         snap = tbl.commit(
             messages,
             mode=mode,
+            partition_overwrite_mode=overwrite_mode,
             base_snapshot_id=None if base is None else base.id,
             properties={"spark.job": job.prefix, **properties},
         )
@@ -175,6 +191,24 @@ def write(
     # Files of attempts Spark discarded (a retried or speculative task) are not committed.
     _delete_job_files(job, keep={f.path for m in messages for f in _files(m)})
     return snap
+
+
+def _partition_overwrite_mode(
+    df: DataFrame, mode: str, given: PartitionOverwriteMode | None
+) -> PartitionOverwriteMode:
+    """The ``partition_overwrite_mode`` given, else for an overwrite the session's
+    ``spark.sql.sources.partitionOverwriteMode`` (a user who set it to DYNAMIC expects
+    an overwrite to keep the partitions the DataFrame has no rows in)."""
+    if given is not None:
+        if given == "dynamic" and mode != "overwrite":
+            raise UnsupportedOperationError(
+                "partition_overwrite_mode='dynamic' applies only to mode='overwrite'"
+            )
+        return given
+    if mode != "overwrite":
+        return "static"
+    conf = df.sparkSession.conf.get("spark.sql.sources.partitionOverwriteMode", "static")
+    return partition_overwrite_mode_arg(conf or "static")
 
 
 def _check_columns(tbl: Table, arrow_schema: pa.Schema, merge: bool) -> tuple[str, ...]:

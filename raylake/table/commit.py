@@ -57,6 +57,7 @@ from raylake.table.aborted import FilesCheck, abort_messages, raise_named
 from raylake.table.idempotent import already_committed, drop_unused_files
 from raylake.table.kind import kind_of
 from raylake.table.writer import COMMITTED_AS, CommitMessage
+from raylake.table.written_partitions import WrittenPartitions
 
 logger = logging.getLogger(__name__)
 
@@ -70,8 +71,9 @@ class CommitRequest:
     messages: Sequence[CommitMessage]
     kind: CommitKind = "APPEND"
     # None: no files are replaced. Otherwise a filter on partition columns (AlwaysTrue for
-    # the whole table): every live file in those partitions is replaced.
-    overwrite: Expr | None = None
+    # the whole table), or the partitions a dynamic overwrite wrote: every live file in
+    # those partitions is replaced.
+    overwrite: Expr | WrittenPartitions | None = None
     # The snapshot the writer read or started from; changes after it are checked for conflicts.
     base_snapshot_id: int | None = None
     commit_user: str = ""
@@ -96,7 +98,7 @@ class Committer:
     def commit(self, request: CommitRequest) -> Snapshot:
         check_commit_safety(self.file_io, self.ts)
         check_same_table(self.file_io, self.ts)
-        if request.overwrite is not None:
+        if isinstance(request.overwrite, Expr):
             check_partition_filter(request.overwrite, self.ts)
         user = request.commit_user or default_commit_user()
         commit_id = uuid.uuid4().hex
@@ -341,8 +343,13 @@ def check_partition_filter(expr: Expr, ts: TableSchema) -> None:
         )
 
 
-def _select_partitions(entries: pa.Table, expr: Expr, ts: TableSchema) -> pa.Table:
-    """Manifest entries whose partition values satisfy a filter on partition columns."""
+def _select_partitions(
+    entries: pa.Table, expr: Expr | WrittenPartitions, ts: TableSchema
+) -> pa.Table:
+    """Manifest entries whose partition values satisfy a filter on partition columns, or
+    that lie in the partitions a dynamic overwrite wrote."""
+    if isinstance(expr, WrittenPartitions):
+        return expr.select(entries, ts)
     if isinstance(expr, AlwaysTrue) or entries.num_rows == 0:
         return entries
     bound = bind(expr, ts.partition_schema)

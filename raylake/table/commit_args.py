@@ -12,6 +12,10 @@ from raylake.format.schema import TableSchema
 from raylake.table.args import is_int
 from raylake.table.commit import CommitRequest, check_partition_filter
 from raylake.table.writer import CommitMessage
+from raylake.table.written_partitions import (
+    WrittenPartitions,
+    partition_overwrite_mode_arg,
+)
 
 
 def check_rows_inside(writer: Any, ts: TableSchema, expr: Expr) -> None:
@@ -61,14 +65,33 @@ def check_commit_args(
         raise InvalidArgumentError("commit_identifier", commit_identifier, "an int or None")
 
 
-def overwrite_arg(mode: str, overwrite_filter: str | Expr | None, ts: TableSchema) -> Expr | None:
-    """What ``mode`` and ``overwrite_filter`` replace: None for no overwrite, AlwaysTrue for
-    the whole table, else a filter on partition columns only (checked here, before any
-    data file is written)."""
+def overwrite_arg(
+    mode: str,
+    overwrite_filter: str | Expr | None,
+    ts: TableSchema,
+    partition_overwrite_mode: str = "static",
+) -> Expr | WrittenPartitions | None:
+    """What ``mode``, ``overwrite_filter`` and ``partition_overwrite_mode`` replace: None
+    for no overwrite, AlwaysTrue for the whole table, a filter on partition columns only
+    (checked here, before any data file is written), or, for a dynamic overwrite of a
+    partitioned table, the partitions the data will be written into (known at commit)."""
+    dynamic = partition_overwrite_mode_arg(partition_overwrite_mode) == "dynamic"
     if mode != "overwrite":
         if overwrite_filter is not None:
             raise UnsupportedOperationError("overwrite_filter applies only to mode='overwrite'")
+        if dynamic:
+            raise UnsupportedOperationError(
+                "partition_overwrite_mode='dynamic' applies only to mode='overwrite'"
+            )
         return None
+    if dynamic and overwrite_filter is not None:
+        raise UnsupportedOperationError(
+            "overwrite_filter names the partitions an overwrite replaces, "
+            "partition_overwrite_mode='dynamic' replaces those the data is written into: "
+            "give one of them"
+        )
+    if dynamic and ts.partition_keys:  # an unpartitioned table is replaced whole, as Spark does
+        return WrittenPartitions.to_come(ts)
     overwrite = AlwaysTrue() if overwrite_filter is None else as_expr(overwrite_filter)
     check_partition_filter(overwrite, ts)
     return overwrite
@@ -76,7 +99,7 @@ def overwrite_arg(mode: str, overwrite_filter: str | Expr | None, ts: TableSchem
 
 def commit_request(
     messages: list[CommitMessage],
-    overwrite: Expr | None,
+    overwrite: Expr | WrittenPartitions | None,
     *,
     allow_empty: bool,
     base_snapshot_id: int | None,
@@ -85,7 +108,12 @@ def commit_request(
     properties: Mapping[str, str] | None = None,
 ) -> CommitRequest | None:
     """The request that commits checked arguments; None where there is nothing to commit
-    (messages that add and remove nothing, no overwrite, no ``allow_empty``)."""
+    (messages that add and remove nothing, no overwrite, no ``allow_empty``). A dynamic
+    overwrite replaces the partitions the messages' files lie in: none where they wrote
+    no rows, which commits nothing, as an append of no rows."""
+    if isinstance(overwrite, WrittenPartitions):
+        written = overwrite.written_by(messages)
+        overwrite = written if written.values else None
     if overwrite is None and not allow_empty and all(m.is_empty for m in messages):
         return None
     return CommitRequest(

@@ -18,24 +18,12 @@ from raylake.format.schema_files import schema_ids as schema_ids  # their home b
 from raylake.format.schema_files import schema_path as schema_path
 from raylake.format.snapshot import Snapshot
 from raylake.io import FileIO
-from raylake.table.aborted import raise_named
 from raylake.table.args import file_prefix_arg, properties_arg, snapshot_id_arg
 from raylake.table.changes_scan import ChangesScan, changes_scan
 from raylake.table.commit import commit_or_abort
-from raylake.table.commit_args import (
-    check_commit_args,
-    check_rows_inside,
-    commit_request,
-    messages_arg,
-    overwrite_arg,
-)
+from raylake.table.commit_args import check_commit_args, commit_request, messages_arg, overwrite_arg
 from raylake.table.consumer_reset import reset_consumer
-from raylake.table.evolve import (
-    UpdateSchema,
-    adopt_planned_schema,
-    merged_input,
-    schema_mode_arg,
-)
+from raylake.table.evolve import UpdateSchema
 from raylake.table.kind import TableKind, kind_of
 from raylake.table.maintenance import (
     DEFAULT_ORPHAN_AGE,
@@ -48,7 +36,9 @@ from raylake.table.maintenance import (
 from raylake.table.source import RaylakeSource, TableSource, writes
 from raylake.table.stale_schema import stale_schema_errors
 from raylake.table.table_reads import TableReads
-from raylake.table.writer import CommitMessage, TableWriter, writing
+from raylake.table.write_once import write_once
+from raylake.table.writer import CommitMessage, TableWriter
+from raylake.table.written_partitions import PartitionOverwriteMode
 
 if TYPE_CHECKING:
     from raylake.streaming.reader import StreamOptions, StreamReader
@@ -163,6 +153,7 @@ class Table(TableReads):
         *,
         mode: WriteMode = "append",
         overwrite_filter: str | Expr | None = None,
+        partition_overwrite_mode: PartitionOverwriteMode = "static",
         base_snapshot_id: int | None = None,
         commit_user: str = "",
         commit_identifier: int | None = None,
@@ -183,7 +174,9 @@ class Table(TableReads):
         check_commit_args(mode, base_snapshot_id, commit_user, commit_identifier)
         properties = properties_arg(properties)
         allow_empty = check_flag("allow_empty", allow_empty)
-        overwrite = overwrite_arg(mode, overwrite_filter, self.table_schema)
+        overwrite = overwrite_arg(
+            mode, overwrite_filter, self.table_schema, partition_overwrite_mode
+        )
         request = commit_request(
             messages,
             overwrite,
@@ -205,6 +198,7 @@ class Table(TableReads):
         *,
         mode: WriteMode | None = None,
         overwrite_filter: str | Expr | None = None,
+        partition_overwrite_mode: PartitionOverwriteMode = "static",
         properties: Mapping[str, str] | None = None,
         allow_empty: bool = False,
         schema_mode: str = "strict",
@@ -222,41 +216,22 @@ class Table(TableReads):
 
         ``mode="append"`` adds rows; ``mode="overwrite"`` replaces the whole table, or,
         with ``overwrite_filter`` (a filter on partition columns only), just those
-        partitions, and then every written row must lie inside them. Primary-key
-        tables default to ``"upsert"``.
+        partitions, and then every written row must lie inside them; or, with
+        ``partition_overwrite_mode="dynamic"`` (Spark's), just the partitions the data
+        has rows in (none for no rows). Primary-key tables default to ``"upsert"``.
         """
         if mode is None:
             mode = cast(WriteMode, self.kind.default_write_mode)
-        self.kind.check_write_mode(mode)
-        # Every argument is checked before any data file is written, so that from here on
-        # a failure can only be the commit's, which deletes what was written.
-        properties = properties_arg(properties)
-        check_flag("allow_empty", allow_empty)
-        overwrite = overwrite_arg(mode, overwrite_filter, self.table_schema)
-        target = self  # under merge mode, a copy under the planned schema
-        if schema_mode_arg(schema_mode) == "merge":
-            target, data = merged_input(self, data)
-        base = self.source.latest_id()
-        try:
-            with writing(target.new_writer()) as writer:
-                writer.write(data)
-                if overwrite_filter is not None and overwrite is not None:
-                    check_rows_inside(writer, target.table_schema, overwrite)
-                messages = writer.prepare_commit()
-        except OSError as exc:  # the writer deleted what it wrote
-            raise_named(self.file_io, exc)
-            raise
-        adopt_planned_schema(self, target, messages)
-        request = commit_request(
-            messages,
-            overwrite,
-            allow_empty=allow_empty,
-            base_snapshot_id=base,
+        return write_once(
+            self,
+            data,
+            mode=mode,
+            overwrite_filter=overwrite_filter,
+            partition_overwrite_mode=partition_overwrite_mode,
             properties=properties,
+            allow_empty=allow_empty,
+            schema_mode=schema_mode,
         )
-        if request is None:
-            return self.latest_snapshot()
-        return commit_or_abort(self.file_io, self.table_schema, request)
 
     @writes("merge()")
     @refuse_unknown_keywords

@@ -9,12 +9,14 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 ray = pytest.importorskip("ray")
 from lake_ray_util import (  # noqa: E402
+    DAYS,
     EVENTS_SCHEMA,
     ds_to_arrow,
     events_batch,
@@ -101,6 +103,29 @@ def test_append_and_overwrite_commit_one_snapshot_each(ray_cluster: Any, tmp_pat
     assert snap is not None and snap.commit_kind == "OVERWRITE"
     assert rows(tbl.to_arrow()) == rows(extra[0])
     assert rows(tbl.to_arrow(snapshot_id=4)) == rows(pa.concat_tables([before, *extra]))
+
+
+def test_a_dynamic_overwrite_replaces_only_the_days_written(
+    ray_cluster: Any, tmp_path: Path
+) -> None:
+    tbl = make_events(tmp_path / "t", rows_per_day=100)
+    before = tbl.to_arrow()
+    new_day, other_day = events_batch(5_000, 30, DAYS[0], seed=7), events_batch(6_000, 5, "d9", 8)
+    snap = write_lake(
+        from_batches([new_day, other_day]),
+        tbl.uri,
+        mode="overwrite",
+        partition_overwrite_mode="dynamic",
+    )
+    assert snap is not None and snap.commit_kind == "OVERWRITE"
+    kept = before.filter(pc.not_equal(before.column("dt"), DAYS[0]))
+    assert rows(tbl.to_arrow()) == rows(pa.concat_tables([kept, new_day, other_day]))
+    # No rows: no partition is replaced, and nothing is committed.
+    assert write_lake(from_batches([new_day.slice(0, 0)]), tbl.uri, mode="overwrite",
+                      partition_overwrite_mode="dynamic") is None  # fmt: skip
+    assert tbl.latest_snapshot() == snap
+    with pytest.raises(UnsupportedOperationError, match="only to mode='overwrite'"):
+        LakeDatasink(tbl.uri, partition_overwrite_mode="dynamic")
 
 
 def test_datasink_object_with_write_datasink(ray_cluster: Any, tmp_path: Path) -> None:

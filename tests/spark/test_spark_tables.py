@@ -140,6 +140,32 @@ def test_overwrite_replaces_the_table(spark: Any, warehouse: Path) -> None:
     assert raylake.open_table(uri).count() == 5
 
 
+def test_overwrite_follows_the_sessions_partition_overwrite_mode(
+    spark: Any, warehouse: Path
+) -> None:
+    """A session with ``partitionOverwriteMode=dynamic`` keeps the partitions the
+    DataFrame has no rows in, as Spark's own writers do; the keyword overrides it."""
+    uri = str(warehouse / "dynamic")
+    rs.write(_df(spark), uri, partition_by=["dt"])
+    day_two = [(1000 + i, "2024-01-02", 0.0, "new") for i in range(4)]
+    key = "spark.sql.sources.partitionOverwriteMode"
+    spark.conf.set(key, "DYNAMIC")
+    try:
+        snap = rs.write(_df(spark, day_two), uri, mode="overwrite")
+        assert snap is not None and snap.commit_kind == "OVERWRITE"
+        counts = raylake.open_table(uri).to_pandas().groupby("dt").size().to_dict()
+        assert counts == {"2024-01-01": 100, "2024-01-02": 4, "2024-01-03": 100}
+        assert rs.write(_df(spark, []), uri, mode="overwrite") is None  # replaces nothing
+        rs.write(_df(spark, day_two[:1]), uri, mode="overwrite", partition_overwrite_mode="static")
+        assert raylake.open_table(uri).count() == 1
+        rs.write(_df(spark), uri)  # a session setting never turns an append into anything else
+        assert raylake.open_table(uri).count() == 301
+    finally:
+        spark.conf.unset(key)
+    rs.write(_df(spark, day_two), uri, mode="overwrite")  # static again: the whole table
+    assert raylake.open_table(uri).count() == 4
+
+
 def test_every_spark_type_round_trips(spark: Any, warehouse: Path) -> None:
     ddl = (
         "b boolean, i8 tinyint, i16 smallint, i32 int, i64 bigint, f32 float, f64 double, "

@@ -197,6 +197,21 @@ class AppendTableMachine(RuleBasedStateMachine):
         kept = [r for r in self.current if r["dt"] not in partitions]
         self.states.append(kept + rows)
 
+    @rule(values=st.lists(row_values, max_size=9))
+    def overwrite_written_partitions(self, values: list[Row]) -> None:
+        """A dynamic overwrite: the partitions the rows lie in (a null dt included) are
+        replaced, the others kept; no rows replace nothing and commit nothing."""
+        rows = self.make_rows(values)
+        data = pa.Table.from_pylist(rows, schema=SCHEMA)
+        snap = self.tbl.write(data, mode="overwrite", partition_overwrite_mode="dynamic")
+        if not rows:
+            self.check_no_commit(snap)
+            return
+        assert snap is not None and snap.id == len(self.states)
+        written = {r["dt"] for r in rows}
+        kept = [r for r in self.current if r["dt"] not in written]
+        self.states.append(kept + rows)
+
     @rule(
         columns=st.none() | st.lists(st.sampled_from(NAMES), min_size=1, unique=True),
         exprs=st.lists(st.none() | predicates(), min_size=1, max_size=4),
