@@ -36,6 +36,7 @@ from raylake.table.writer import TableWriter
 if TYPE_CHECKING:
     from raylake.table.changes import ChangeRange, ChangeSplit
     from raylake.table.scan import ReadContext
+    from raylake.table.table import Table
 
 
 class AppendKind(TableKind):
@@ -120,6 +121,11 @@ class AppendKind(TableKind):
         from raylake.table.append_compaction import compact_append
 
         return compact_append(file_io, self.ts, full=full)
+
+    def delete(self, tbl: Table, keys_or_filter: Any) -> Snapshot | None:
+        from raylake.table.append_delete import delete_append_rows
+
+        return delete_append_rows(tbl, keys_or_filter)
 
     @property
     def shards_by_file(self) -> bool:

@@ -11,14 +11,15 @@ Only files named as compaction writes them (``compact-*``) send the snapshot tha
 them to be read: a catch-up over many appends reads no snapshot more than before. (A
 file of another writer named so costs one read, and is taken as it is.)
 
-Within one partition and one COMPACT snapshot its new files stand or go together: only
-another compaction (whose files then stand for them) or an overwrite of the partition
-(which removes them all) can remove one.
+A compaction's new files in a partition stand for the files it replaced there only
+while all of them are live (or stood for by a later compaction's): a merge or a delete
+that rewrote one leaves its siblings taken as they are, so that the rows it removed
+come out (with the kept rows of the files involved out and in again, unchanged).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow.compute as pc
@@ -29,7 +30,8 @@ from raylake.format.snapshot import SnapshotManager
 from raylake.table.append_compaction import COMPACTED_PREFIX
 from raylake.table.changes import ChangeRange
 
-Replaced = dict[tuple[Any, ...], list[DataFile]]  # partition -> files replaced there
+# partition -> (the files a compaction replaced there, the paths of those it wrote there)
+Replaced = dict[tuple[Any, ...], tuple[list[DataFile], set[str]]]
 Lookup = Callable[[int], Replaced | None]  # snapshot id -> what it compacted (None: no compaction)
 
 
@@ -50,30 +52,48 @@ def through_compactions(rng: ChangeRange) -> Callable[[list[DataFile]], list[Dat
             if snap.commit_kind == "COMPACT":
                 with snapshots.reading(snapshot_id):
                     entries = read_entries(rng.file_io, snap.delta_manifests, rng.ts, ())
-                gone = entries.filter(pc.equal(entries.column("kind"), DELETE))
                 found = {}
-                for f in data_files_from_table(gone, rng.ts):
-                    found.setdefault(f.partition, []).append(f)
+                for f in data_files_from_table(entries, rng.ts):
+                    found.setdefault(f.partition, ([], set()))
+                for f in data_files_from_table(
+                    entries.filter(pc.equal(entries.column("kind"), DELETE)), rng.ts
+                ):
+                    found[f.partition][0].append(f)
+                for f in data_files_from_table(
+                    entries.filter(pc.not_equal(entries.column("kind"), DELETE)), rng.ts
+                ):
+                    found[f.partition][1].add(f.path)
             replaced[snapshot_id] = found
         return replaced[snapshot_id]
 
     def expand(files: list[DataFile]) -> list[DataFile]:
-        return list({f.path: f for f in _expanded(files, first, last, of)}.values())
+        return _expanded(files, first, last, of)
 
     return expand
 
 
-def _expanded(files: list[DataFile], first: int, last: int, of: Lookup) -> Iterator[DataFile]:
-    pending = list(files)
-    seen: set[tuple[int, tuple[Any, ...]]] = set()
-    while pending:
-        f = pending.pop()
-        added = f.added_snapshot
-        written = f.path.rsplit("/", 1)[-1].startswith(COMPACTED_PREFIX + "-")
-        sources = of(added) if written and first < added <= last else None
-        if sources is None:
-            yield f
-            continue
-        if (added, f.partition) not in seen:  # its partition's files of that compaction
-            seen.add((added, f.partition))
-            pending.extend(sources.get(f.partition, []))
+def _expanded(files: list[DataFile], first: int, last: int, of: Lookup) -> list[DataFile]:
+    """``files`` with the files each compaction in the range wrote in a partition put
+    back as the files it replaced there, where all of them are at hand: a merge or a
+    delete that rewrote one of them since leaves the others as they are (their rows
+    then come out and in again, unchanged, as the rewrite's do). Put back, a compaction's
+    files can complete an earlier compaction's: repeated until nothing changes."""
+    present = {f.path: f for f in files}
+    changed = True
+    while changed:
+        changed = False
+        for f in list(present.values()):
+            if f.path not in present:
+                continue
+            added = f.added_snapshot
+            written = f.path.rsplit("/", 1)[-1].startswith(COMPACTED_PREFIX + "-")
+            found = of(added) if written and first < added <= last else None
+            if found is None or f.partition not in found:
+                continue
+            sources, outputs = found[f.partition]
+            if outputs <= present.keys():
+                for path in outputs:
+                    del present[path]
+                present.update((s.path, s) for s in sources)
+                changed = True
+    return list(present.values())

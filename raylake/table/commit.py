@@ -83,6 +83,9 @@ class CommitRequest:
     # commits landed after the base: a merge checks that none changed what it read. It
     # raises CommitConflictError; running it per attempt keeps it atomic with the commit.
     conflict_check: Callable[[Snapshot], None] | None = None
+    # New files keep the sequence_base they carry, as a compaction's do: an append
+    # table's delete rewrites files whose rows stay where they were in the read order.
+    keep_sequences: bool = False
     # Waited for before each create and before an idempotent retry returns: raises to
     # refuse the commit. It runs meanwhile (commit_or_abort's existence checks).
     before_create: Callable[[], None] | None = None
@@ -226,7 +229,7 @@ class Committer:
         added: list[DataFile] = []
         for message in request.messages:
             for f in message.new_files:
-                if request.kind == "COMPACT":  # compaction output keeps merged sequences
+                if request.kind == "COMPACT" or request.keep_sequences:  # (as numbered)
                     added.append(with_commit_fields(f, snapshot_id, f.sequence_base))
                     continue
                 added.append(with_commit_fields(f, snapshot_id, next_sequence))

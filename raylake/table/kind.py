@@ -177,8 +177,7 @@ class TableKind(ABC):
 
     def delete(self, tbl: Table, keys_or_filter: Any) -> Snapshot | None:
         raise UnsupportedOperationError(
-            f"delete() needs a primary-key table, but {tbl.uri} is {self.described}; "
-            "replace partitions with write(..., mode='overwrite', overwrite_filter=...)"
+            f"delete() applies to raylake tables; {tbl.uri} is {self.described}"
         )
 
 

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import posixpath
 
+import pyarrow.compute as pc
+
 from raylake.errors import CommitConflictError, SnapshotNotFoundError
-from raylake.format.manifest import live_files_of
+from raylake.format.manifest import ADD, live_files_of, read_entries
 from raylake.format.schema import TableSchema
-from raylake.format.snapshot import SnapshotManager
+from raylake.format.snapshot import Snapshot, SnapshotManager
 from raylake.io import FileIO
 
 
@@ -59,3 +61,30 @@ def _expired_meanwhile(file_io: FileIO, exc: SnapshotNotFoundError, what: str) -
         expected=exc.snapshot_id,
         actual=None,
     )
+
+
+def check_files_kept(
+    file_io: FileIO,
+    ts: TableSchema,
+    base: Snapshot | None,
+    latest: Snapshot,
+    paths: set[str],
+    what: str,
+) -> None:
+    """A commit after ``base`` that removed a file the operation read: its rows may have
+    moved (an overwrite, a merge, a delete, a compaction), so what the operation decided
+    from them is stale. Run on each commit attempt (``CommitRequest.conflict_check``)."""
+    from raylake.table.commit import snapshots_after
+
+    manager = SnapshotManager(file_io)
+    for snap in snapshots_after(manager, base.id if base else 0, latest, what):
+        entries = read_entries(file_io, snap.delta_manifests, ts, ())
+        removed = pc.filter(entries.column("path"), pc.not_equal(entries.column("kind"), ADD))
+        hit = paths.intersection(removed.to_pylist())
+        if hit:
+            raise CommitConflictError(
+                f"snapshot {snap.id} ({snap.commit_kind}) removed {len(hit)} file(s) the "
+                f"{what} read, e.g. {sorted(hit)[0]}",
+                expected=base.id if base else 0,
+                actual=latest.id,
+            )

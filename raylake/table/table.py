@@ -261,12 +261,14 @@ class Table(TableReads):
     @writes("delete()")
     @refuse_unknown_keywords
     def delete(self, keys_or_filter: Any) -> Snapshot | None:
-        """Delete rows of a primary-key table as one commit.
+        """Delete rows as one commit.
 
-        ``keys_or_filter`` is a filter (a string or expression, on any columns) or the
-        keys to delete (a pyarrow Table, pandas DataFrame, dict of columns or list of
-        dicts holding the key columns). Keys that do not exist are ignored; if none
-        matches, nothing is committed and the latest snapshot is returned.
+        ``keys_or_filter`` is a filter (a string or expression, on any columns) or, for
+        a primary-key table, the keys to delete (a pyarrow Table, pandas DataFrame, dict
+        of columns or list of dicts holding the key columns). Keys that do not exist are
+        ignored; if nothing matches, nothing is committed and the latest snapshot is
+        returned. An append table rewrites the files holding matching rows without
+        them (copy-on-write); a filter on partition columns only drops whole files.
         """
         return self.kind.delete(self, keys_or_filter)
 

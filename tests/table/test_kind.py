@@ -39,8 +39,6 @@ def test_kind_is_chosen_once_per_schema(warehouse: Path) -> None:
 
 def test_kind_refuses_what_it_cannot_do(warehouse: Path) -> None:
     tbl = _append(warehouse)
-    with pytest.raises(UnsupportedOperationError, match="primary-key table"):
-        tbl.delete("id = 1")
     with pytest.raises(UnsupportedOperationError, match="'upsert' is not supported"):
         tbl.write(pa.table({"id": [1], "v": ["a"]}), mode="upsert")
     with pytest.raises(UnsupportedOperationError, match="no changelog"):

@@ -134,7 +134,7 @@ def test_a_retried_merge_adds_its_columns_once(tmp_path: Path, kind: str, monkey
 
     monkeypatch.setattr(commit, "commit_planned_schema", schema_then_other_writer)
     if kind == "append":  # an append elsewhere conflicts with no append merge: remove one
-        monkeypatch.setattr(execute, "_check_files_kept", _always_conflict(1))
+        monkeypatch.setattr(execute, "check_files_kept", _always_conflict(1))
     else:
         monkeypatch.setattr(primary_key, "_check_buckets_unchanged", _always_conflict(1))
     merge = tbl.merge(SOURCE, on="id", schema_mode="merge").when_matched_update()

@@ -141,10 +141,9 @@ def test_bad_row_kinds_are_rejected(tmp_path: Path, kinds: pa.Array, match: str)
     assert tbl.latest_snapshot() is None
 
 
-def test_delete_on_an_append_table_is_unsupported(tmp_path: Path) -> None:
+def test_delete_and_compact_of_an_append_table_without_files_do_nothing(tmp_path: Path) -> None:
     tbl = raylake.create_table(str(tmp_path / "a"), SCHEMA)
-    with pytest.raises(UnsupportedOperationError, match="append table"):
-        tbl.delete("id = 1")
+    assert tbl.delete("id = 1") is None  # append tables delete by filter (copy-on-write)
     assert tbl.compact() is None  # append tables compact; this one has no file
     assert tbl.latest_snapshot() is None
 

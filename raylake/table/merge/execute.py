@@ -24,14 +24,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from raylake.errors import CommitConflictError, SnapshotNotFoundError
 from raylake.expr import AlwaysTrue, Expr
-from raylake.format.manifest import ADD, DataFile, read_entries
+from raylake.format.manifest import DataFile
 from raylake.format.snapshot import Snapshot, SnapshotManager
 from raylake.table.aborted import abort_messages
-from raylake.table.commit import snapshots_after
 from raylake.table.merge.builder import MergeResult
 from raylake.table.merge.commit import check_schema_current, commit_merge, unchanged
 from raylake.table.merge.plan import (
@@ -43,7 +41,7 @@ from raylake.table.merge.plan import (
     others,
 )
 from raylake.table.merge.primary_key import _merge_primary_key, by_key_lookup, key_pruning
-from raylake.table.replaced import conflict_if_replaced
+from raylake.table.replaced import check_files_kept, conflict_if_replaced
 from raylake.table.scan import ReadContext, pruned_live_files
 from raylake.table.split import Split, slice_file
 from raylake.table.writer import CommitMessage, writing
@@ -164,7 +162,7 @@ def commit_append_parts(
     read_paths = {f.path for f in files}
 
     def check(latest: Snapshot) -> None:
-        _check_files_kept(tbl, snap, latest, read_paths)
+        check_files_kept(tbl.file_io, tbl.table_schema, snap, latest, read_paths, "merge")
 
     kind = "OVERWRITE" if rewritten else "APPEND"
     return commit_merge(tbl, messages, snap, kind, check, parts, len(rewritten))
@@ -248,23 +246,6 @@ def _read_files(tbl: Table, snap: Snapshot | None, files: Sequence[DataFile]) ->
 
     with ThreadPoolExecutor(max_workers=min(4, len(files))) as pool:
         return list(pool.map(read, files))
-
-
-def _check_files_kept(tbl: Table, base: Snapshot | None, latest: Snapshot, paths: set[str]) -> None:
-    """A commit after ``base`` that removed a file the merge read: its rows may have
-    moved (an overwrite, another merge), so the merge's decisions are stale."""
-    manager = SnapshotManager(tbl.file_io)
-    for snap in snapshots_after(manager, base.id if base else 0, latest, "merge"):
-        entries = read_entries(tbl.file_io, snap.delta_manifests, tbl.table_schema, ())
-        removed = pc.filter(entries.column("path"), pc.not_equal(entries.column("kind"), ADD))
-        hit = paths.intersection(removed.to_pylist())
-        if hit:
-            raise CommitConflictError(
-                f"snapshot {snap.id} ({snap.commit_kind}) removed {len(hit)} file(s) the merge "
-                f"read, e.g. {sorted(hit)[0]}",
-                expected=base.id if base else 0,
-                actual=latest.id,
-            )
 
 
 def split_by(ts: Any, on: JoinOn, clauses: tuple[Clause, ...]) -> str | None:

@@ -1,0 +1,199 @@
+"""``Table.delete`` on append tables: copy-on-write deletes by filter.
+
+The model test of append tables (tests/table/test_append_model.py) deletes with random
+filters against its oracle; these pin what the model cannot see: which files are
+rewritten or dropped, schema changes, changes across a compaction, and processes
+deleting while others append and compact."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import raylake
+from raylake.errors import FilterError, InvalidArgumentError, UnknownColumnError
+from raylake.table import Table
+
+SCHEMA = pa.schema([("id", pa.int64()), ("dt", pa.string()), ("v", pa.float64())])
+
+
+def rows(ids: list[int], dt: str = "d1") -> pa.Table:
+    return pa.table({"id": ids, "dt": [dt] * len(ids), "v": [float(i) for i in ids]}, schema=SCHEMA)
+
+
+def live_paths(tbl: Table) -> set[str]:
+    return {p for split in tbl.scan().plan() for p in split.paths}
+
+
+def data_files_on_disk(tbl: Table) -> set[str]:
+    return {rel for rel, _ in tbl.file_io.list_files("data") if rel.endswith(".parquet")}
+
+
+@pytest.fixture
+def tbl(tmp_path: Path) -> Table:
+    t = raylake.create_table(str(tmp_path / "t"), SCHEMA, partition_by=["dt"])
+    t.write(rows([1, 2, 3]))
+    t.write(rows([4, 5], "d2"))
+    t.write(rows([6, 7]))
+    return t
+
+
+def test_only_the_files_holding_matching_rows_are_rewritten(tbl: Table) -> None:
+    before = live_paths(tbl)
+    snap = tbl.delete("v >= 2 and v < 4")  # rows of the first file only
+    assert snap is not None and snap.commit_kind == "OVERWRITE" and snap.delta_record_count == -2
+    assert tbl.to_arrow().column("id").to_pylist() == [1, 6, 7, 4, 5]  # the order kept
+    after = live_paths(tbl)
+    assert len(before - after) == 1 and len(after - before) == 1
+    assert data_files_on_disk(tbl) >= after
+
+
+def test_a_filter_on_partition_columns_drops_whole_files_unread(tbl: Table) -> None:
+    snap = tbl.delete("dt = 'd1'")
+    assert snap is not None and tbl.to_arrow().column("id").to_pylist() == [4, 5]
+    assert len(live_paths(tbl)) == 1 and len(data_files_on_disk(tbl)) == 3  # none written
+
+
+def test_nothing_matching_commits_nothing(tbl: Table) -> None:
+    latest = tbl.latest_snapshot()
+    assert tbl.delete("id > 100") == latest and tbl.delete("v is null") == latest
+    assert len(tbl.snapshots()) == 3
+
+
+def test_a_null_value_is_not_selected_by_a_comparison(tmp_path: Path) -> None:
+    t = raylake.create_table(str(tmp_path / "n"), SCHEMA)
+    t.write(pa.table({"id": [1, 2], "dt": ["a", "b"], "v": [None, 5.0]}, schema=SCHEMA))
+    t.delete("v > 1")
+    assert t.to_arrow().column("id").to_pylist() == [1]
+    t.delete("v is null")
+    assert t.count() == 0
+
+
+def test_everything_goes_with_true(tbl: Table) -> None:
+    tbl.delete("true")
+    assert tbl.count() == 0 and tbl.to_arrow(snapshot_id=3).num_rows == 7
+
+
+@pytest.mark.parametrize(
+    ("arg", "error", "match"),
+    [
+        (None, FilterError, "needs a filter"),
+        ({"id": [1]}, InvalidArgumentError, "no primary key"),
+        ("nope = 1", UnknownColumnError, "nope"),
+    ],
+)
+def test_wrong_arguments_change_nothing(
+    tbl: Table, arg: object, error: type[Exception], match: str
+) -> None:
+    files = data_files_on_disk(tbl)
+    with pytest.raises(error, match=match):
+        tbl.delete(arg)
+    assert data_files_on_disk(tbl) == files and len(tbl.snapshots()) == 3
+
+
+def test_files_of_an_older_schema_are_rewritten_under_the_latest(tbl: Table) -> None:
+    stale = raylake.open_table(tbl.uri)  # opened before the schema change
+    with tbl.update_schema() as update:
+        update.add_column("score", pa.float64())
+    tbl = tbl.refresh()
+    tbl.write(pa.table({"id": [8], "dt": ["d1"], "v": [8.0], "score": [0.5]}))
+    stale.delete("id in (1, 8)")  # rewrites the newer file under its own schema
+    got = tbl.refresh().to_arrow()
+    assert got.column("id").to_pylist() == [2, 3, 6, 7, 4, 5]
+    assert got.schema.names == ["id", "dt", "v", "score"]
+    tbl.write(pa.table({"id": [9], "dt": ["d1"], "v": [9.0], "score": [1.5]}))
+    stale.delete("id = 9")
+    assert tbl.refresh().count() == 6
+
+
+def test_changes_give_each_deleted_row_once(tbl: Table) -> None:
+    tbl.delete("id = 2")
+    changed = tbl.changes(3, include_row_kind=True).to_arrow().to_pylist()
+    kinds = sorted((r["_rl_kind"], r["id"]) for r in changed)
+    # The deleted row goes; the kept rows of its file come out and in again, unchanged.
+    assert kinds == [("+I", 1), ("+I", 3), ("-D", 1), ("-D", 2), ("-D", 3)]
+    assert tbl.changes(3).to_arrow().num_rows == 2  # upserts only: the kept rows
+
+
+@pytest.mark.parametrize("rewrite", ["delete", "merge"])
+def test_changes_across_a_compaction_whose_file_was_then_rewritten(
+    tmp_path: Path, rewrite: str
+) -> None:
+    """A compaction that wrote two files, one of them rewritten since (by a delete or a
+    merge): a range that holds both still gives the deleted row, once."""
+    t = raylake.create_table(
+        str(tmp_path / "c"), SCHEMA, options={"write.row-group-rows": 3,
+                                              "write.target-file-size": 1})  # fmt: skip
+    t.write(rows([0, 1, 2]))
+    t.write(rows([3]))
+    t.write(rows([4]))
+    assert t.compact(full=True) is not None and len(live_paths(t)) == 2
+    if rewrite == "delete":
+        t.delete("id = 0")
+    else:
+        t.merge(rows([0]), on="id").when_matched_delete().execute()
+    assert sum("compact-" in p for p in live_paths(t)) == 1
+    changed = t.changes(1, include_row_kind=True).to_arrow().to_pylist()
+    kinds = sorted((r["_rl_kind"], r["id"]) for r in changed)
+    # Rows 1 and 2 were in the file rewritten: out and in again, unchanged.
+    assert kinds == [("+I", 1), ("+I", 2), ("+I", 3), ("+I", 4), ("-D", 0), ("-D", 1), ("-D", 2)]
+
+
+_WORKER = textwrap.dedent(
+    """
+    import os, sys, time
+    import pyarrow as pa
+    import raylake
+    from raylake.errors import CommitConflictError
+
+    uri, role, worker, rounds, go = sys.argv[1:6]
+    worker, rounds = int(worker), int(rounds)
+    tbl = raylake.open_table(uri)
+    while not os.path.exists(go):  # start together, so the commits really race
+        time.sleep(0.002)
+    for r in range(rounds):
+        if role == "compact":
+            try:
+                tbl.compact(full=True)
+            except CommitConflictError:
+                pass
+            continue
+        first = (worker * rounds + r) * 10
+        ids = list(range(first, first + 10))
+        tbl.write(pa.table({"id": ids, "dt": ["d%d" % (r % 2)] * 10,
+                            "v": [float(i) for i in ids]}))
+        while True:  # its own odd rows: a lost race runs the delete again
+            try:
+                odd = ", ".join(str(i) for i in ids if i % 2)
+                tbl.delete(f"id in ({odd})")
+                break
+            except CommitConflictError:
+                continue
+    """
+)
+
+
+def test_processes_delete_while_others_append_and_compact(tmp_path: Path) -> None:
+    tbl = raylake.create_table(str(tmp_path / "t"), SCHEMA, partition_by=["dt"])
+    go = tmp_path / "go"
+    roles = [("write", 0), ("write", 1), ("compact", 2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _WORKER, tbl.uri, role, str(w), "4", str(go)],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for role, w in roles
+    ]
+    go.touch()
+    for p in procs:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+    ids = sorted(tbl.refresh().to_arrow().column("id").to_pylist())
+    assert ids == [i for i in range(80) if i % 2 == 0]
+    assert data_files_on_disk(tbl) >= live_paths(tbl)
