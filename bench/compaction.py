@@ -7,9 +7,12 @@ hold the same rows: checked), alternating, best of ``--repeat``:
 
 - ``to_arrow()`` on local files (wall seconds);
 - on an S3 server on 127.0.0.1 (moto), ``to_arrow()`` with every request delayed by
-  ``--latency-ms``, and the number of requests a scan makes.
+  ``--latency-ms``, and the number of requests a scan makes;
+- ``compact()`` itself on S3 at that latency, over a table of ``--partitions``
+  partitions of 10 small files each: the runs rewritten one at a time (the code before)
+  against ``RUN_THREADS`` at once, on two tables written alike.
 
-    python bench/compaction.py [--appends 200] [--rows 2000] [--repeat 3]
+    python bench/compaction.py [--appends 200] [--rows 2000] [--repeat 3] [--partitions 16]
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import pyarrow as pa
 from ab import best_of
 
 import raylake
-from raylake.table import Table
+from raylake.table import Table, append_compaction
 from raylake.testing.s3server import LocalS3Server
 
 COLUMNS = [f"f{i}" for i in range(8)]
@@ -43,6 +46,40 @@ def build(uri: str, appends: int, rows: int, storage_options: dict | None = None
     for i in range(1, appends):
         tbl.write(batch(i, rows))
     return tbl
+
+
+def build_partitioned(uri: str, partitions: int, rows: int, options: dict) -> Table:
+    """``partitions`` partitions of 10 files each: 10 commits, each a file per partition."""
+    first = batch(0, rows * partitions)
+    day = pa.array([f"p{i % partitions:02d}" for i in range(first.num_rows)])
+    tbl = raylake.create_table(
+        uri, first.append_column("part", day).schema, partition_by=["part"],
+        storage_options=options,
+    )  # fmt: skip
+    for i in range(10):
+        part = batch(i, rows * partitions)
+        tbl.write(part.append_column("part", day))
+    return tbl
+
+
+def compact_speed(server: LocalS3Server, bucket: str, args: argparse.Namespace) -> None:
+    options = server.storage_options
+    server.latency_s = 0
+    tables = [build_partitioned(f"s3://{bucket}/parts-{n}", args.partitions, args.rows // 10,
+                                options) for n in ("serial", "threads")]  # fmt: skip
+    server.latency_s = args.latency_ms / 1000
+    default = append_compaction.RUN_THREADS
+    took = []
+    for tbl, threads in zip(tables, (1, default)):
+        append_compaction.RUN_THREADS = threads
+        t0 = time.perf_counter()
+        assert tbl.compact() is not None
+        took.append(time.perf_counter() - t0)
+    append_compaction.RUN_THREADS = default
+    assert tables[0].to_arrow().equals(tables[1].to_arrow())
+    print(f"{f'compact(), {args.partitions} partitions x 10 files, S3':<44} "
+          f"{took[0]:10.2f} s {took[1]:10.2f} s {took[0] / took[1]:7.2f}x  "
+          f"(1 run at once / {default})")  # fmt: skip
 
 
 def best(fn: Callable[[], object], repeat: int) -> float:
@@ -66,6 +103,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=2000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--latency-ms", type=float, default=20.0)
+    parser.add_argument("--partitions", type=int, default=16)
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="raylake-compaction-"))
     try:
@@ -104,6 +142,7 @@ def main() -> None:
                 raylake.open_table(f"s3://{bucket}/compacted", storage_options=options),
                 args.repeat,
             )
+            compact_speed(server, bucket, args)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

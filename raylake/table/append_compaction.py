@@ -22,6 +22,7 @@ import dataclasses
 import itertools
 import logging
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 
@@ -41,6 +42,10 @@ logger = logging.getLogger(__name__)
 # The names of the files compaction writes begin so: changes() looks up only their
 # snapshots to find what they replaced.
 COMPACTED_PREFIX = "compact"
+# Runs rewritten at once. Each streams its rows (a batch and the writer's row group in
+# memory, not the run), so more than the primary-key buckets' two: on an object store a
+# partition's run is mostly waiting on requests.
+RUN_THREADS = 4
 
 
 def compact_append(file_io: FileIO, ts: TableSchema, *, full: bool) -> Snapshot | None:
@@ -56,15 +61,23 @@ def compact_append(file_io: FileIO, ts: TableSchema, *, full: bool) -> Snapshot 
     runs = list(compaction_runs(live, ts.table_options.target_file_size, full=full))
     if not runs:
         return None
-    messages: list[CommitMessage] = []
-    try:
-        for run in track(runs, "compact: runs"):
-            message = _rewrite(file_io, ts, latest.id, run)
+    # Runs are independent: read and write a few at once (pyarrow releases the GIL, and
+    # on an object store each run's requests wait on the network).
+    with ThreadPoolExecutor(RUN_THREADS, thread_name_prefix="raylake-compact") as pool:
+        futures = [pool.submit(_rewrite, file_io, ts, latest.id, run) for run in runs]
+        messages: list[CommitMessage] = []
+        errors: list[BaseException] = []
+        for future in track(futures, "compact: runs"):
+            try:
+                message = future.result()
+            except BaseException as exc:
+                errors.append(exc)
+                continue
             if message is not None:
                 messages.append(message)
-    except BaseException:
+    if errors:
         abort_messages(file_io, messages)
-        raise
+        raise errors[0]
     if not messages:
         return None
     request = CommitRequest(messages=tuple(messages), kind="COMPACT", base_snapshot_id=latest.id)

@@ -103,3 +103,18 @@ def test_a_stream_across_a_compaction_delivers_each_row_once(
     tbl.write(rows(range(40, 42), "b"))
     delivered += [r for plan in iter(reader.poll, None) for r in plan.to_arrow().to_pylist()]
     assert sorted(r["id"] for r in delivered) == list(range(42))
+
+
+def test_a_run_that_fails_leaves_no_file_of_the_others(tmp_path: Path) -> None:
+    """Runs are rewritten several at once: where one fails (here a file damaged under
+    it), the new files of every other run are deleted and nothing is committed."""
+    tbl = raylake.create_table(str(tmp_path / "t"), SCHEMA, partition_by=["p"])
+    for i in range(12):
+        tbl.write(rows(range(i * 10, i * 10 + 10), "abcd"[i % 4]))
+    lost = next(p for p in live_files(tbl) if "p=c" in p)
+    (tmp_path / "t" / lost).unlink()
+    on_disk = {p.name for p in (tmp_path / "t" / "data").rglob("*.parquet")}
+    with pytest.raises(FileNotFoundError):
+        tbl.compact()
+    assert {p.name for p in (tmp_path / "t" / "data").rglob("*.parquet")} == on_disk
+    assert len(tbl.snapshots()) == 12
