@@ -25,7 +25,7 @@ from raylake.cli_args import (
 from raylake.cli_args import parse_older_than as parse_older_than
 from raylake.cli_json import json_line
 from raylake.cli_show import printable, table_text
-from raylake.cli_write import cmd_write
+from raylake.cli_write import cmd_delete, cmd_write
 from raylake.errors import InvalidArgumentError, RaylakeError
 from raylake.progress import progress_enabled
 from raylake.streaming.splits import ROW_KIND
@@ -318,6 +318,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --create: create the table in a directory that holds other files",
     )
     write.set_defaults(func=cmd_write)
+
+    delete = sub.add_parser("delete", help="delete the rows a filter selects, one commit")
+    delete.add_argument("uri")
+    delete.add_argument("filter", help="e.g. \"dt < '2024-01-01'\" ('true' deletes every row)")
+    delete.set_defaults(func=cmd_delete)
 
     tail = sub.add_parser("tail", help="print commits as they arrive (Ctrl-C to stop)")
     tail.add_argument("uri")

@@ -34,6 +34,23 @@ def cmd_write(args: argparse.Namespace) -> int:
         raise
 
 
+def cmd_delete(args: argparse.Namespace) -> int:
+    """``raylake delete URI FILTER``: the rows the filter selects, as one commit."""
+    tbl = open_table(args.uri)
+    before = tbl.latest_snapshot()
+    snap = tbl.delete(args.filter)
+    if snap is None or snap == before:
+        print("no row matched: nothing to delete")
+        return 0
+    if tbl.is_primary_key_table:  # its files hold -D rows: a count needs a merge
+        print(f"deleted the matching rows: snapshot {snap.id}")
+    else:
+        assert before is not None
+        gone = before.total_record_count - snap.total_record_count
+        print(f"deleted {gone} row(s): snapshot {snap.id}")
+    return 0
+
+
 def _refuse_create_options(args: argparse.Namespace) -> None:
     options = ("partition_by", "primary_key", "buckets", "allow_other_files")
     given = [f for f in options if getattr(args, f) is not None]

@@ -252,3 +252,19 @@ def test_csv_writes_float16_and_duration_columns(
         {"h": 1.5, "d": timedelta(milliseconds=250), "s": "x"},
         {"h": None, "d": None, "s": ""},
     ]
+
+
+def test_delete_removes_the_rows_a_filter_selects(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    uri = str(tmp_path / "t")
+    raylake.from_pandas(ROWS.to_pandas(), uri)
+    assert _run(capsys, "delete", uri, "id >= 2") == (0, "deleted 2 row(s): snapshot 2\n", "")
+    assert _run(capsys, "delete", uri, "id = 9")[1] == "no row matched: nothing to delete\n"
+    code, _, err = _run(capsys, "delete", uri, "nope = 1")
+    assert code == 2 and "unknown column 'nope'" in err
+    pk = str(tmp_path / "pk")
+    raylake.from_pandas(ROWS.to_pandas(), pk, primary_key=["id"])
+    assert _run(capsys, "delete", pk, "name = 'a'")[1] == "deleted the matching rows: snapshot 2\n"
+    assert raylake.open_table(pk).to_arrow().column("id").to_pylist() == [2, 3]
+    assert raylake.open_table(uri).to_arrow().column("id").to_pylist() == [1]
