@@ -102,6 +102,10 @@ def _rows(splits: list[StreamSplit]) -> int:
     return sum(s.row_count for s in splits)
 
 
+def _schema_id(plan: StreamPlan) -> int:
+    return plan.context.table_schema.schema_id
+
+
 def _bucket_of(split: StreamSplit) -> tuple[Any, int]:
     return (split.partition, split.bucket)
 
@@ -172,7 +176,10 @@ class LakeStream:
                 raise
             if more is None:
                 break
-            if more.is_refresh:  # a whole new state starts a dataset of its own
+            # A whole new state starts a dataset of its own, and so does a plan under
+            # another schema: a dataset has one schema, and reading the later plan under
+            # the first one's would drop its new columns and keep renamed ones' old names.
+            if more.is_refresh or _schema_id(more) != _schema_id(plans[0]):
                 self._carried = [more]
                 break
             plans.append(more)

@@ -338,6 +338,36 @@ def test_a_refresh_starts_a_dataset_of_its_own(ray_cluster: Any, warehouse: Path
     assert sorted(next(datasets).to_pandas()["id"]) == list(range(30, 40))
 
 
+def test_a_plan_under_another_schema_starts_a_dataset_of_its_own(
+    ray_cluster: Any, warehouse: Path
+) -> None:
+    """A micro-batch read every plan under its first plan's schema: the column a later
+    snapshot added was dropped, and a renamed one kept its old name."""
+    schema = pa.schema([("id", pa.int64()), ("x", pa.int64())])
+    tbl = raylake.create_table(str(warehouse / "t"), schema)
+    tbl.write(pa.table({"id": [1], "x": [10]}))
+    stream = read_lake_stream(
+        tbl.uri, start="earliest", catch_up_after=None, max_snapshots_per_dataset=8
+    )  # opened under the first schema
+    tbl.update_schema().add_column("y", pa.string()).commit()
+    tbl = tbl.refresh()
+    tbl.write(pa.table({"id": [2], "x": [20], "y": ["b"]}))
+    tbl.write(pa.table({"id": [3], "x": [30], "y": ["c"]}))
+    tbl.update_schema().rename_column("x", "z").commit()
+    tbl.refresh().write(pa.table({"id": [4], "z": [40], "y": ["d"]}))
+    rows, spans = [], []
+    for ds in stream.datasets(timeout=0):
+        rows += sorted(ds.take_all(), key=lambda row: row["id"])
+        spans.append([p.snapshot_id for p in stream.last_plans])
+    assert spans == [[1], [2, 3], [4]]
+    assert rows == [
+        {"id": 1, "x": 10},
+        {"id": 2, "x": 20, "y": "b"},
+        {"id": 3, "x": 30, "y": "c"},
+        {"id": 4, "z": 40, "y": "d"},
+    ]
+
+
 def test_a_failed_poll_for_more_loses_no_plan(ray_cluster: Any, warehouse: Path) -> None:
     """The plans a micro-batch held when a poll for more failed open the next call's
     dataset: the reader is past them, so dropping them skipped their rows for good."""
