@@ -162,10 +162,18 @@ class StreamPlanner:
         """One plan for everything after ``last_read`` up to ``latest``, or None when the
         snapshots must be read one by one (an append table lost files in between, so
         ``on_overwrite`` decides)."""
-        self.follow_schema(latest)
-        rng = self._range(last_read, latest, use_changelog=False)
-        splits = self._kind.plan_changes(rng)
+        # Read one by one (or planned again after a failure), the snapshots keep their
+        # own schemas, not the latest one: a column deleted since would be missing.
+        before = self.context, self._kind
+        try:
+            self.follow_schema(latest)
+            rng = self._range(last_read, latest, use_changelog=False)
+            splits = self._kind.plan_changes(rng)
+        except BaseException:
+            self.context, self._kind = before
+            raise
         if any(isinstance(s, RemovedSplit) for s in splits):
+            self.context, self._kind = before
             return None
         return self._plan(latest, last_read.id + 1, "diff", splits)
 
