@@ -20,6 +20,7 @@ effects, at least once.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -182,12 +183,13 @@ class StreamingJob:
             raise StreamArgumentError(
                 "actor_options", self.actor_options, f"Ray actor options ({exc})"
             ) from exc
-        check_job(
+        schema_id = check_job(
             self.spec,
             output_schema=self.output_schema,
             storage_options=self._driver_options[0],
             sink_storage_options=self._driver_options[1],
         )
+        self.spec = dataclasses.replace(self.spec, source_schema_id=schema_id)
         self.actors = [remote.remote(self.spec, i) for i in range(self.spec.num_shards)]
         return self
 

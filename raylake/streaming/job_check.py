@@ -30,8 +30,9 @@ def check_job(
     output_schema: pa.Schema | None,
     storage_options: Mapping[str, Any] | None,
     sink_storage_options: Mapping[str, Any] | None,
-) -> None:
-    """Raise the error a shard would raise at start, or refuse what would go wrong later.
+) -> int:
+    """Raise the error a shard would raise at start, or refuse what would go wrong later;
+    the id of the source schema the job's columns and filter were checked under.
 
     The options are the caller's, secrets included: the driver opens the tables with
     them, while the shards get theirs through their runtime environment.
@@ -52,6 +53,7 @@ def check_job(
     _check_shard_count(source, spec)
     for shard in range(spec.num_shards):
         _check_shard(source, spec, shard)
+    return source.table_schema.schema_id
 
 
 def _check_output_schema(sink: Table, output_schema: pa.Schema, spec: JobSpec) -> None:

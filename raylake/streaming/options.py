@@ -199,6 +199,9 @@ class JobSpec:
     max_plans_per_step: int = 8
     # "merge": columns of fn's output that the sink lacks are added with its commit.
     schema_mode: str = "strict"
+    # The source schema the stream's columns and filter name (the driver's, at start): a
+    # shard restarted after a rename takes them by field id under the new names.
+    source_schema_id: int | None = None
 
     def shard_consumer(self, shard: int) -> str:
         return f"{self.consumer_id}.shard-{shard}-of-{self.num_shards}"

@@ -12,13 +12,20 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from raylake.errors import CommitConflictError, InvalidOptionError, StreamError
+from raylake.errors import (
+    CommitConflictError,
+    CorruptMetadataError,
+    InvalidOptionError,
+    SchemaError,
+    StreamError,
+)
 from raylake.format.options import CONSUMER_EXPIRATION_TIME, duration_millis
-from raylake.streaming.options import JobSpec
+from raylake.streaming.options import JobSpec, StreamOptions
 from raylake.streaming.plan import StreamPlan
 from raylake.streaming.reader import StreamReader
 from raylake.table import Table, open_table
 from raylake.table.evolve import adopt_planned_schema, merged_input
+from raylake.table.projection import follow_columns
 from raylake.table.writer import CommitMessage, writing
 
 logger = logging.getLogger(__name__)
@@ -58,7 +65,7 @@ class ShardWorker:
         self._prefix = f"stream-{shard}"  # of the sink's data file names
 
     def _open_reader(self) -> StreamReader:
-        options = self.spec.reader_options(self.shard)
+        options = _following(self.source, self.spec, self.spec.reader_options(self.shard))
         return self.source.stream(consumer_id=self.consumer_id, options=options)
 
     def _resume(self) -> int:
@@ -244,6 +251,29 @@ class ShardActor:
 
     def step(self) -> ShardStatus:
         return self._made().step()
+
+
+def _following(source: Table, spec: JobSpec, options: StreamOptions) -> StreamOptions:
+    """``options`` whose columns and filter name the fields of the schema the job was
+    checked under, by their names in ``source``'s schema. A running shard's reader
+    follows renames snapshot by snapshot; an actor Ray restarted after one opens the
+    source anew, and its reader refused the job's old names (UnknownColumnError at
+    every step)."""
+    checked, now = spec.source_schema_id, source.table_schema
+    if (
+        checked is None
+        or checked >= now.schema_id
+        or (options.columns, options.filter) == (None, None)
+    ):
+        return options
+    try:
+        then = Table(source.file_io, source.source.schema(checked), source.source)
+        then.source.check_opened_schema(then.table_schema, then.source.latest())
+    except (SchemaError, CorruptMetadataError, FileNotFoundError, KeyError):
+        return options  # the source was created again: its names are its own
+    scan = then.scan(columns=options.columns, filter=options.filter)
+    columns, expr = follow_columns(then.table_schema, now, scan.columns, scan.filter)
+    return options.replace(columns=columns, filter=expr)
 
 
 def consumer_expiry_millis(table: Table) -> int | None:

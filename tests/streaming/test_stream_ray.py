@@ -95,6 +95,8 @@ def test_streaming_job_into_a_sink(ray_cluster: Any, warehouse: Path) -> None:
         include_row_kind=True,
     )  # fmt: skip
     with job:
+        # The schema the job's columns and filter name, for shards restarted after a rename.
+        assert job.spec.source_schema_id == source.table_schema.schema_id
         job.run(until_snapshot=1)
         source.write(batch(0, 50))  # updates: the changelog reaches the sink as -U/+U
         source.delete(pa.table({"id": list(range(150, 200))}))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pyarrow as pa
@@ -12,6 +13,7 @@ from raylake.errors import SchemaEvolutionError
 from raylake.streaming import ROW_KIND
 from raylake.streaming.job import JobSpec, ShardWorker
 from raylake.streaming.job_check import check_job
+from raylake.streaming.options import JOB_DEFAULTS
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.int32())])
 
@@ -120,6 +122,30 @@ def test_a_job_sink_in_merge_mode_follows_its_source(warehouse: Path) -> None:
     raylake.create_table(strict.sink_uri, SCHEMA)  # type: ignore[arg-type]
     with pytest.raises(raylake.errors.SchemaMismatchError):
         ShardWorker(strict, 0).step()
+
+
+def test_a_shard_restarted_after_a_rename_reads_the_jobs_columns_by_field_id(
+    warehouse: Path,
+) -> None:
+    """A running shard follows a rename; an actor Ray restarts opens the source anew, and
+    its reader refused the job's old names with UnknownColumnError at every step."""
+    source = raylake.create_table(str(warehouse / "src"), SCHEMA)
+    sink = raylake.create_table(str(warehouse / "dst"), pa.schema([("id", pa.int64())]))
+    source.write(pa.table({"id": [1, -2], "v": [1, 1]}, schema=SCHEMA))
+    stream = JOB_DEFAULTS.replace(columns=["id"], filter="id > 0 and v > 0")
+    spec = JobSpec(source.uri, lambda t: t.rename_columns(["id"]), "job", 1, sink_uri=sink.uri,
+                   stream=stream)  # fmt: skip
+    spec = dataclasses.replace(spec, source_schema_id=check_job(
+        spec, output_schema=None, storage_options=None, sink_storage_options=None
+    ))  # fmt: skip
+    assert ShardWorker(spec, 0).step().plans == 1
+    with source.update_schema() as u:
+        u.rename_column("id", "key")
+        u.rename_column("v", "v2")
+    source.refresh().write(pa.table({"key": [3, 4], "v2": [1, 0]}))
+    restarted = ShardWorker(spec, 0)  # the actor, restarted by Ray on another node
+    assert restarted.step().plans == 1
+    assert sorted(sink.to_arrow().column("id").to_pylist()) == [1, 3]
 
 
 def test_a_failed_merge_mode_step_adds_no_column_to_the_sink(warehouse: Path) -> None:
