@@ -39,11 +39,7 @@ from raylake.errors import (
     StreamPositionExpiredError,
     TableNotFoundError,
 )
-from raylake.format.consumer import (
-    STREAM_MODE,
-    ConsumerProgress,
-    validate_consumer_id,
-)
+from raylake.format.consumer import STREAM_MODE, ConsumerProgress, validate_consumer_id
 from raylake.format.snapshot import Snapshot
 from raylake.streaming.options import DEFAULT_CATCH_UP_AFTER as DEFAULT_CATCH_UP_AFTER
 from raylake.streaming.options import START_NAMES as START_NAMES
@@ -111,6 +107,7 @@ class StreamReader(NotPicklable):
         # The consumer's progress as read at open (None: a new consumer), for callers
         # that keep more in it (a job's sink snapshot) without reading it again.
         self.resumed_from: ConsumerProgress | None = progress
+        self._kept: dict[str, str] = {} if progress is None else dict(progress.properties)
         if progress is not None:
             self._check_not_expired(progress.next_snapshot_id)
             # Past the next snapshot (a position moved there by hand, or kept from a table
@@ -430,10 +427,14 @@ class StreamReader(NotPicklable):
     ) -> ConsumerProgress:
         assert self.consumer_id is not None
         check_mapping("properties", properties, "str", ConsumerArgumentError)  # JSON strings
-        props = {**(properties or {}), _MODE: "full" if full else "delta"}
-        if forward_only:
-            return self._snapshots.commit_consumer(self.consumer_id, next_snapshot_id, props)
-        return self._snapshots.register_consumer(self.consumer_id, next_snapshot_id, props)
+        # None keeps what was recorded last (the reader is its consumer's one writer).
+        kept = self._kept if properties is None else dict(properties)
+        props = {**kept, _MODE: "full" if full else "delta"}
+        snapshots = self._snapshots
+        record = snapshots.commit_consumer if forward_only else snapshots.register_consumer
+        progress = record(self.consumer_id, next_snapshot_id, props)
+        self._kept = kept
+        return progress
 
     def close(self) -> None:
         self._closed = True

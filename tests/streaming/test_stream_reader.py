@@ -551,6 +551,28 @@ def test_consumer_properties_must_be_strings(warehouse: Path) -> None:
     assert reader.checkpoint(properties={"a": "1"}).properties["a"] == "1"
 
 
+def test_a_checkpoint_without_properties_keeps_those_recorded(warehouse: Path) -> None:
+    """A checkpoint() after checkpoint({"epoch": "3"}) wrote the consumer with no
+    property but the stream's own: what a reader stored to have back after a restart
+    was gone at the next plain checkpoint."""
+    tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
+    for i in range(3):
+        tbl.write(rows([i]))
+    reader = tbl.stream(start="earliest", consumer_id="c", catch_up_after=None)
+    assert reader.poll() is not None
+    reader.checkpoint({"epoch": "3"})
+    assert reader.poll() is not None
+    assert reader.checkpoint().properties["epoch"] == "3"
+    assert reader.notify_checkpoint_complete(3).properties["epoch"] == "3"
+    reader.close()
+    resumed = tbl.stream(consumer_id="c")
+    assert resumed.resumed_from is not None and resumed.resumed_from.properties["epoch"] == "3"
+    assert resumed.poll() is not None
+    assert resumed.checkpoint().properties["epoch"] == "3"  # kept across restarts
+    assert resumed.checkpoint({"epoch": "4"}).properties["epoch"] == "4"  # given: replaced
+    assert "epoch" not in resumed.checkpoint({}).properties
+
+
 @pytest.mark.parametrize("start", ["earliest", "latest", 2])
 def test_a_new_consumer_whose_named_start_expires_as_it_registers_starts_again(
     warehouse: Path, monkeypatch: pytest.MonkeyPatch, start: str | int
