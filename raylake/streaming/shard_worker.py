@@ -269,9 +269,10 @@ def _following(source: Table, spec: JobSpec, options: StreamOptions) -> StreamOp
     try:
         then = Table(source.file_io, source.source.schema(checked), source.source)
         then.source.check_opened_schema(then.table_schema, then.source.latest())
+        # A source created again may hold that schema id with other columns.
+        scan = then.scan(columns=options.columns, filter=options.filter)
     except (SchemaError, CorruptMetadataError, FileNotFoundError, KeyError):
         return options  # the source was created again: its names are its own
-    scan = then.scan(columns=options.columns, filter=options.filter)
     columns, expr = follow_columns(then.table_schema, now, scan.columns, scan.filter)
     return options.replace(columns=columns, filter=expr)
 

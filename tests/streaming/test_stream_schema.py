@@ -148,6 +148,30 @@ def test_a_shard_restarted_after_a_rename_reads_the_jobs_columns_by_field_id(
     assert sorted(sink.to_arrow().column("id").to_pylist()) == [1, 3]
 
 
+def test_a_shard_restarted_on_a_source_created_again_takes_the_jobs_names_as_they_are(
+    warehouse: Path,
+) -> None:
+    """The new source's schema of the id the job was checked under lacks a column the
+    filter names, which its latest schema has: the restarted shard failed with
+    UnknownColumnError looking the names up there."""
+    import shutil
+
+    source = raylake.create_table(str(warehouse / "src"), SCHEMA)
+    sink = raylake.create_table(str(warehouse / "dst"), pa.schema([("id", pa.int64())]))
+    source.write(pa.table({"id": [1], "v": [1]}, schema=SCHEMA))
+    stream = JOB_DEFAULTS.replace(columns=["id"], filter="v > 0")
+    spec = JobSpec(source.uri, lambda t: t, "job", 1, sink_uri=sink.uri, stream=stream)
+    spec = dataclasses.replace(spec, source_schema_id=source.table_schema.schema_id)
+    assert ShardWorker(spec, 0).step().plans == 1
+    shutil.rmtree(warehouse / "src")
+    source = raylake.create_table(str(warehouse / "src"), pa.schema([("id", pa.int64())]))
+    with source.update_schema() as u:
+        u.add_column("v", pa.int32())
+    source.refresh().write(pa.table({"id": [5, 6], "v": [3, 0]}, schema=SCHEMA))
+    assert ShardWorker(spec, 0).step().plans == 1
+    assert sorted(sink.to_arrow().column("id").to_pylist()) == [1, 5]
+
+
 def test_a_failed_merge_mode_step_adds_no_column_to_the_sink(warehouse: Path) -> None:
     """The new columns are committed with the step's data: a step refused on the way
     (here its second output, whose 'v' cannot fit) leaves the sink's schema as it was,
