@@ -318,8 +318,11 @@ class Division:
                 tails.append(cut(leftover, offset, n))
                 offset += n
             else:
-                wrap = (rank - rows) % size(self.remaining)
-                tails.append(cut(self.remaining, wrap, 1))
+                # One of the epoch's first rows, the same one after a resume: an epoch's
+                # positions are [0, n) and the rows left for its tails end at n, while the
+                # first rows still to read move on with every step taken before a resume.
+                wrap = (rank - rows) % self.remaining[-1][1]
+                tails.append(((wrap, wrap + 1),))
         return tuple(tails)
 
     @property

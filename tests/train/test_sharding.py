@@ -68,7 +68,12 @@ def test_division_reads_each_position_once_with_equal_steps(
         if not remaining or remaining == ((0, remaining[-1][1]),):  # a whole epoch
             assert total - sum(seen.values()) < world * batch_size  # less than a round dropped
     else:
-        assert set(seen) == set(positions(remaining))
+        # Every position once; a short rank repeats one of the epoch's first rows.
+        assert (
+            set(positions(remaining))
+            <= set(seen)
+            <= set(range(remaining[-1][1] if remaining else 0))
+        )
         repeats = sum(seen.values()) - total
         assert repeats <= world - 1
         assert repeats == 0 or total % (world * batch_size) < world
@@ -156,6 +161,28 @@ def test_tails_spread_leftover_rows_evenly() -> None:
     assert Division(((0, 25),), 10, 2, drop_last=True).steps == 1
     tiny = Division(((0, 2),), 10, 4)  # fewer rows than ranks: ranks 2 and 3 repeat rows 0, 1
     assert tiny.tails == (((0, 1),), ((1, 2),), ((0, 1),), ((1, 2),))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    total=st.integers(1, 60),
+    batch_size=st.integers(1, 12),
+    world=st.integers(1, 6),
+    steps=st.integers(0, 12),
+)
+@example(total=7, batch_size=1, world=2, steps=1)
+def test_a_resumed_division_reads_the_batches_of_the_whole_one(
+    total: int, batch_size: int, world: int, steps: int
+) -> None:
+    """Resumed after some steps under the same batch size and world size, every rank
+    reads the rest of its batches of the whole epoch, the padding row included: it
+    repeated the first row still to read, so the short ranks' last batch changed."""
+    whole = Division(((0, total),), batch_size, world)
+    steps = min(steps, whole.steps)
+    resumed = Division(whole.remaining_after(steps), batch_size, world)
+    for rank in range(world):
+        expected = [whole.batch(rank, i) for i in range(steps, whole.steps)]
+        assert [resumed.batch(rank, i) for i in range(resumed.steps)] == expected
 
 
 def test_interval_helpers() -> None:
