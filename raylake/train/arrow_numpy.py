@@ -154,6 +154,11 @@ def fill_scalar(dtype: pa.DataType, fill: Any) -> pa.Scalar:
         raise TypeError(f"{fill!r} is not a value of a {dtype} column")
     if pa.types.is_boolean(dtype) and not (isinstance(fill, (bool, np.bool_)) or fill in (0, 1)):
         raise TypeError(f"{fill!r} is not a bool")
+    if _is_temporal(dtype) and isinstance(fill, (int, np.integer)) and not isinstance(fill, bool):
+        # An int is the column's integer storage, as its tensors hold it (date32: days):
+        # Arrow casts an int64 to date64 and time64 but not to date32 or time32.
+        storage = pa.int32() if dtype.bit_width == 32 else pa.int64()
+        return pa.scalar(fill, storage).cast(dtype)
     return pa.scalar(fill).cast(dtype)
 
 

@@ -253,6 +253,29 @@ def test_a_date_written_as_text_fills_a_timestamp_column(tmp_path: Path) -> None
     assert batch["ts"].tolist() == [1_704_067_200_000, 1_000]
 
 
+@pytest.mark.parametrize("kind", ["iterable", "map", "tf"])
+def test_an_int_fills_every_date_and_time_column_as_its_storage(tmp_path: Path, kind: str) -> None:
+    """Dates and times reach tensors as their integer storage, and an int fills them so,
+    32-bit ones too: date32 and time32 columns refused 0 as a value they cannot hold
+    (Arrow casts no int64 to them), where date64 and time64 columns took it."""
+    rows = pa.table(
+        {
+            "d32": pa.array([None, 3], pa.date32()),
+            "t32": pa.array([None, 4], pa.time32("s")),
+            "d64": pa.array([None, 86_400_000], pa.date64()),
+            "t64": pa.array([None, 5], pa.time64("us")),
+        }
+    )
+    tbl = raylake.create_table(str(tmp_path / "t"), rows.schema)
+    tbl.write(rows)
+    names = rows.column_names
+    for fill in (0, {name: 0 for name in names}):
+        order = {} if kind == "map" else {"shuffle": False}
+        ds = make_loader(kind, tbl.uri, feature_columns=names, fill_null=fill, **order)
+        features = ds[[0, 1]] if kind == "map" else next(iter(ds))
+        assert features.numpy().tolist() == [[0, 0, 0, 0], [3, 4, 86_400_000, 5]]
+
+
 @pytest.mark.parametrize("kind", LOADERS)
 def test_a_fill_dict_names_columns_the_loader_reads(uri: str, kind: str) -> None:
     not_read = "a dict of columns the loader reads, ['x'] ('id' is a column of the table, but"
