@@ -13,7 +13,7 @@ each of those per batch).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from raylake.arguments import check_callable, check_flag, check_integer, refuse_unknown_keywords
@@ -21,7 +21,7 @@ from raylake.errors import InvalidArgumentError
 from raylake.train.convert import FillNull
 from raylake.train.passes import Pass, close
 from raylake.train.prefetch import background
-from raylake.train.stats import FeedRecorder
+from raylake.train.stats import FeedRecorder, FeedStats
 from raylake.train.tensors import TensorBatches, check_device, torch_spec
 from raylake.train.windows import DEFAULT_FEED_BYTES
 
@@ -41,13 +41,15 @@ def iter_torch_batches(
     transform: Any = None,
     prefetch_blocks: int = 1,
     feed_bytes: int = DEFAULT_FEED_BYTES,
-) -> Pass:
+) -> RayBatches:
     """Batches of tensors from a Ray ``Dataset`` or ``DataIterator``, shaped as the Lake
     datasets shape them: ``(features, label)``, a dict of tensors, or ``(dict, label)``.
 
-    The iterator's ``stats()`` tells how it fed the trainer, as the Lake datasets'
-    ``ds.stats()`` does (docs/training.md, "Is the GPU starved?"); Ray's blocks are its
-    windows. Nothing is read before the first batch is asked for."""
+    As Ray's own ``iter_torch_batches``, the result is an iterable whose every iteration
+    reads the data again (one epoch each). Its ``stats()`` tells how the latest pass fed
+    the trainer, as the Lake datasets' ``ds.stats()`` does (docs/training.md, "Is the
+    GPU starved?"); Ray's blocks are its windows. Nothing is read before the first
+    batch is asked for."""
     batch_size = check_integer("batch_size", batch_size, 1)
     drop_last = check_flag("drop_last", drop_last)
     prefetch_blocks = check_integer("prefetch_blocks", prefetch_blocks)
@@ -60,12 +62,44 @@ def iter_torch_batches(
             "data", data, "a ray.data.Dataset or DataIterator (ray.train.get_dataset_shard)"
         )
     spec = torch_spec(columns, feature_columns, label_column, dtype, fill_null)
-    recorder = FeedRecorder()
-    batches = _batches(
-        data, spec, batch_size, drop_last, dtype, device, transform, prefetch_blocks,
-        feed_bytes, recorder,
-    )  # fmt: skip
-    return Pass(batches, [], recorder)
+
+    def start(recorder: FeedRecorder) -> Iterator[tuple[Any, int]]:
+        return _batches(
+            data, spec, batch_size, drop_last, dtype, device, transform, prefetch_blocks,
+            feed_bytes, recorder,
+        )  # fmt: skip
+
+    return RayBatches(start)
+
+
+class RayBatches(Iterable[Any]):
+    """What :func:`iter_torch_batches` returns: as Ray's own, an iterable whose every
+    ``iter()`` is a new pass over the data, so a loop over epochs that holds it reads
+    every epoch (a single pass read the first epoch and then nothing, without a word).
+    ``next()`` takes the next batch of the pass in progress (the first pass, at first)."""
+
+    def __init__(self, start: Callable[[FeedRecorder], Iterator[tuple[Any, int]]]) -> None:
+        self._start = start
+        self._pass: Pass | None = None
+        self._recorder = FeedRecorder()
+
+    def __iter__(self) -> Pass:
+        self.close()  # one pass at a time: an earlier one left mid-way stops its threads
+        self._recorder = FeedRecorder()
+        self._pass = Pass(self._start(self._recorder), [], self._recorder)
+        return self._pass
+
+    def __next__(self) -> Any:
+        return next(self._pass if self._pass is not None else iter(self))
+
+    def stats(self) -> FeedStats:
+        """How the pass in progress, or the last one, fed the trainer."""
+        return self._recorder.snapshot()
+
+    def close(self) -> None:
+        """Stop the pass in progress (its threads are joined)."""
+        if self._pass is not None:
+            self._pass.close()
 
 
 def _batches(

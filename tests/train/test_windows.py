@@ -298,6 +298,23 @@ class Blocks:
         return iter(pa.Table.from_batches([b]) for b in batches)
 
 
+def test_ray_batches_read_every_epoch_of_a_loop_that_holds_them(
+    append_table: raylake.Table,
+) -> None:
+    """As with Ray's own iter_torch_batches, every iteration reads the data again: held
+    outside an epoch loop, the batches were one pass, and every epoch after the first
+    read nothing, without a word."""
+    from raylake.train.ray import iter_torch_batches
+
+    batches = iter_torch_batches(Blocks(append_table), columns=["id"], batch_size=40)
+    first = next(batches)["id"]  # next() takes the batches of the pass in progress
+    assert len(first) == 40 and not torch.equal(first, next(batches)["id"])
+    for _ in range(2):  # each loop a new pass (the one in progress stopped)
+        assert sorted(int(i) for b in batches for i in b["id"]) == list(range(700))
+        assert batches.stats().rows == 700 and batches.stats().batches == -(-700 // 40)
+    assert not raylake_threads()
+
+
 @pytest.mark.parametrize("drop_last", [False, True])
 def test_the_ray_path_copies_once_per_block(
     append_table: raylake.Table, simulated: list[SimulatedDevice], drop_last: bool
