@@ -102,12 +102,14 @@ def _delete_once(tbl: Table, expr: Expr) -> Snapshot | None:
         return None
     # Rewritten under an older schema than the snapshot's, rows would lose newer columns.
     ts = schema_at_least(file_io, tbl.table_schema, snap.schema_id)
+    # Typed literals (a date given as a string): pruning compares them with statistics.
+    expr = bind(expr, ts.arrow_schema)
     candidates = pruned_live_files(file_io, ts, snap, expr)
     dropped = _selected_by_partition(candidates, expr, ts)
     to_read = [f for f in candidates if f.path not in {d.path for d in dropped}]
     removed: list[DataFile] = list(dropped)
     messages: list[CommitMessage] = []
-    row_filter = to_arrow(bind(expr, ts.arrow_schema))
+    row_filter = to_arrow(expr)
     try:
         for batch in _batches(to_read):
             for f, rows in zip(batch, _read_files(file_io, ts, snap, batch)):

@@ -10,6 +10,8 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from datetime import date, datetime, timezone
+from decimal import Decimal
 from pathlib import Path
 
 import pyarrow as pa
@@ -72,6 +74,35 @@ def test_a_null_value_is_not_selected_by_a_comparison(tmp_path: Path) -> None:
     assert t.to_arrow().column("id").to_pylist() == [1]
     t.delete("v is null")
     assert t.count() == 0
+
+
+def test_literals_are_typed_as_the_columns_are(tmp_path: Path) -> None:
+    # A date or timestamp given as a string and a decimal given as an int, as scans take
+    # them: the files' statistics were compared with the literal as written.
+    ts_type, dec_type = pa.timestamp("us", tz="UTC"), pa.decimal128(10, 2)
+    schema = pa.schema([("id", pa.int64()), ("d", pa.date32()), ("ts", ts_type), ("dec", dec_type)])
+    t = raylake.create_table(str(tmp_path / "typed"), schema, partition_by=["d"])
+    t.write(
+        pa.table(
+            {
+                "id": [1, 2, 3, 4],
+                "d": [date(2024, 1, 1), date(2024, 1, 5), None, date(2024, 1, 6)],
+                "ts": [datetime(2024, 1, 1, h, tzinfo=timezone.utc) for h in range(4)],
+                "dec": [Decimal("1.00"), Decimal("2.50"), Decimal("1"), None],
+            },
+            schema=schema,
+        )
+    )
+    for filter, left in [
+        ("dec = 1", [2, 4]),
+        ("ts > '2024-01-01T02:00:00Z'", [2]),
+        ("d >= '2024-01-04'", []),
+    ]:
+        assert sorted(set(t.to_arrow().column("id").to_pylist()) - {*left}) == sorted(
+            t.to_arrow(filter=filter).column("id").to_pylist()
+        )
+        t.delete(filter)
+        assert sorted(t.to_arrow().column("id").to_pylist()) == left
 
 
 def test_everything_goes_with_true(tbl: Table) -> None:
