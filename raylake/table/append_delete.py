@@ -47,6 +47,7 @@ from raylake.io import FileIO
 from raylake.table.aborted import abort_messages
 from raylake.table.commit import CommitRequest, commit_or_abort
 from raylake.table.kind import kind_of
+from raylake.table.projection import follow_columns
 from raylake.table.replaced import check_files_kept, conflict_if_replaced
 from raylake.table.scan import ReadContext
 from raylake.table.source import pruned_live_files
@@ -102,6 +103,9 @@ def _delete_once(tbl: Table, expr: Expr) -> Snapshot | None:
         return None
     # Rewritten under an older schema than the snapshot's, rows would lose newer columns.
     ts = schema_at_least(file_io, tbl.table_schema, snap.schema_id)
+    # The filter names the columns of the caller's schema: a column renamed since is
+    # followed by id (a newer column may have taken its name), as a read follows it.
+    _, expr = follow_columns(tbl.table_schema, ts, None, expr)
     # Typed literals (a date given as a string): pruning compares them with statistics.
     expr = bind(expr, ts.arrow_schema)
     candidates = pruned_live_files(file_io, ts, snap, expr)

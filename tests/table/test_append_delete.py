@@ -18,7 +18,12 @@ import pyarrow as pa
 import pytest
 
 import raylake
-from raylake.errors import FilterError, InvalidArgumentError, UnknownColumnError
+from raylake.errors import (
+    FilterError,
+    InvalidArgumentError,
+    SchemaEvolutionError,
+    UnknownColumnError,
+)
 from raylake.table import Table
 
 SCHEMA = pa.schema([("id", pa.int64()), ("dt", pa.string()), ("v", pa.float64())])
@@ -140,6 +145,26 @@ def test_files_of_an_older_schema_are_rewritten_under_the_latest(tbl: Table) -> 
     tbl.write(pa.table({"id": [9], "dt": ["d1"], "v": [9.0], "score": [1.5]}))
     stale.delete("id = 9")
     assert tbl.refresh().count() == 6
+
+
+def test_a_column_renamed_since_the_table_was_opened_is_followed_by_id(tbl: Table) -> None:
+    stale = raylake.open_table(tbl.uri)  # opened before the rename
+    with tbl.update_schema() as update:
+        update.rename_column("v", "w")
+    with tbl.refresh().update_schema() as update:
+        update.add_column("v", pa.float64())  # a new column takes the old name
+    tbl = tbl.refresh()
+    tbl.write(pa.table({"id": [8], "dt": ["d1"], "w": [8.0], "v": [2.0]}))
+    assert stale.to_arrow(filter="v = 2").column("id").to_pylist() == [2]
+    stale.delete("v = 2")  # the rows a read of the same filter gives: not the new column's
+    assert sorted(tbl.to_arrow().column("id").to_pylist()) == [1, 3, 4, 5, 6, 7, 8]
+    with tbl.update_schema() as update:
+        update.delete_column("w")
+    tbl = tbl.refresh()
+    tbl.write(pa.table({"id": [9], "dt": ["d1"], "v": [1.0]}))
+    with pytest.raises(SchemaEvolutionError, match="deleted"):
+        stale.delete("v = 3")
+    assert tbl.count() == 8
 
 
 def test_changes_give_each_deleted_row_once(tbl: Table) -> None:
