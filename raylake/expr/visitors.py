@@ -230,12 +230,16 @@ def arrow_value_set(values: tuple[Any, ...]) -> pa.Array:
     """The values of an ``in`` list as one typed array (bind first for mixed types).
 
     ``is_in`` hashes floats bitwise, so ``0.0`` would not match ``-0.0`` although
-    ``=`` does; a float zero in the list is therefore added with both signs.
+    ``=`` does; a float zero in the list is therefore added with both signs. For the
+    same reason a NaN would match NaN, which ``=`` never does: it is left out.
     """
     plain = [_literal(v) for v in values]
+    typ = values[0].type if values and all(isinstance(v, pa.Scalar) for v in values) else None
+    if any(isinstance(v, float) and v != v for v in plain):  # NaN
+        plain = [v for v in plain if not (isinstance(v, float) and v != v)]
+        typ = typ or pa.float64()
     if any(isinstance(v, float) and v == 0.0 for v in plain):
         plain += [0.0, -0.0]
-    typ = values[0].type if values and all(isinstance(v, pa.Scalar) for v in values) else None
     if typ is not None and pa.types.is_float16(typ):
         plain = [half(v) for v in plain]  # pyarrow before 17 takes only numpy's float16
     try:

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pytest
 
 import raylake
+from raylake import col
 from raylake.errors import (
     FilterError,
     InvalidArgumentError,
@@ -108,6 +109,19 @@ def test_literals_are_typed_as_the_columns_are(tmp_path: Path) -> None:
         )
         t.delete(filter)
         assert sorted(t.to_arrow().column("id").to_pylist()) == left
+
+
+def test_nan_in_a_list_deletes_what_a_read_selects(tmp_path: Path) -> None:
+    nan = float("nan")
+    t = raylake.create_table(str(tmp_path / "nan"), SCHEMA)
+    t.write(pa.table({"id": [1, 2, 3], "dt": ["a"] * 3, "v": [1.0, nan, 5.0]}, schema=SCHEMA))
+    t.write(pa.table({"id": [4, 5], "dt": ["a"] * 2, "v": [nan, 1.0]}, schema=SCHEMA))
+    for expr in (col("v").isin([nan]), col("v").isin([nan, 1.0])):
+        selected = t.to_arrow(filter=expr).column("id").to_pylist()
+        left = set(t.to_arrow().column("id").to_pylist()) - set(selected)
+        t.delete(expr)
+        assert set(t.to_arrow().column("id").to_pylist()) == left
+    assert sorted(t.to_arrow().column("id").to_pylist()) == [2, 3, 4]  # NaN equals nothing
 
 
 def test_everything_goes_with_true(tbl: Table) -> None:
