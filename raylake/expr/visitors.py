@@ -10,6 +10,7 @@ import operator
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -235,8 +236,8 @@ def arrow_value_set(values: tuple[Any, ...]) -> pa.Array:
     """
     plain = [_literal(v) for v in values]
     typ = values[0].type if values and all(isinstance(v, pa.Scalar) for v in values) else None
-    if any(isinstance(v, float) and v != v for v in plain):  # NaN
-        plain = [v for v in plain if not (isinstance(v, float) and v != v)]
+    if any(_is_nan(v) for v in plain):
+        plain = [v for v in plain if not _is_nan(v)]
         typ = typ or pa.float64()
     if any(isinstance(v, float) and v == 0.0 for v in plain):
         plain += [0.0, -0.0]
@@ -246,6 +247,11 @@ def arrow_value_set(values: tuple[Any, ...]) -> pa.Array:
         return pa.array(plain, type=typ)
     except (pa.ArrowException, TypeError, ValueError) as exc:
         raise FilterError(f"cannot build a value list from {values!r}: {exc}") from None
+
+
+def _is_nan(value: Any) -> bool:
+    # numpy's float16 too: pyarrow before 17 gives a half float's value as one
+    return isinstance(value, float | np.floating) and bool(value != value)
 
 
 def _is_half(value: Any) -> bool:
