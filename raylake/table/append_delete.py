@@ -110,7 +110,8 @@ def _delete_once(tbl: Table, expr: Expr) -> Snapshot | None:
     expr = bind(expr, ts.arrow_schema)
     candidates = pruned_live_files(file_io, ts, snap, expr)
     dropped = _selected_by_partition(candidates, expr, ts)
-    to_read = [f for f in candidates if f.path not in {d.path for d in dropped}]
+    dropped_paths = {f.path for f in dropped}
+    to_read = [f for f in candidates if f.path not in dropped_paths]
     removed: list[DataFile] = list(dropped)
     messages: list[CommitMessage] = []
     row_filter = to_arrow(expr)
