@@ -10,7 +10,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-from datetime import date, datetime, timezone
+from datetime import date, datetime, time, timezone
 from decimal import Decimal
 from pathlib import Path
 
@@ -122,6 +122,33 @@ def test_nan_in_a_list_deletes_what_a_read_selects(tmp_path: Path) -> None:
         t.delete(expr)
         assert set(t.to_arrow().column("id").to_pylist()) == left
     assert sorted(t.to_arrow().column("id").to_pylist()) == [2, 3, 4]  # NaN equals nothing
+
+
+@pytest.mark.parametrize(
+    ("typ", "values", "where"),
+    [
+        (pa.date32(), [date(2024, 1, 1), date(2024, 1, 2)], "v >= '2024-01-02'"),
+        (
+            pa.timestamp("us", "UTC"),
+            [datetime(2024, 1, 1), datetime(2024, 1, 2)],
+            "v >= '2024-01-02'",
+        ),
+        (pa.time64("us"), [time(1), time(2)], "v >= '02:00'"),
+        (pa.decimal128(10, 2), [Decimal("1.10"), Decimal("2.20")], "v > 2"),
+        (pa.float32(), [0.5, 0.1], "v = 0.1"),
+        (pa.uint64(), [1, 2**63 + 5], f"v = {2**63 + 5}"),
+    ],
+)
+def test_files_are_pruned_with_the_literal_of_the_columns_type(
+    tmp_path: Path, typ: pa.DataType, values: list[object], where: str
+) -> None:
+    # The statistics compared unconverted literals: pyarrow's bare errors came out, and a
+    # float32 0.1 compared with the double 0.1 pruned the file holding it (nothing deleted).
+    t = raylake.create_table(str(tmp_path / "p"), pa.schema([("id", pa.int64()), ("v", typ)]))
+    t.write(pa.table({"id": [1, 2], "v": pa.array(values, typ)}))
+    assert t.to_arrow(filter=where).column("id").to_pylist() == [2]
+    t.delete(where)
+    assert t.to_arrow().column("id").to_pylist() == [1]
 
 
 def test_everything_goes_with_true(tbl: Table) -> None:
