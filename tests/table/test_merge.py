@@ -3,9 +3,11 @@ append merge rewrites, retries after a concurrent commit, and input refused by n
 
 from __future__ import annotations
 
+from datetime import date
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -426,6 +428,25 @@ def test_expressions_literals_and_types(tmp_path: Path, kind: str) -> None:
     )
     got = [(r["id"], r["n"], r["v"], r["dt"]) for r in rows(tbl)]
     assert got == [(1, 3, 3.5, "z"), (2, 6, 3.0, "z"), (3, 10, 4.0, "z"), (4, 7, None, None)]
+
+
+def test_numpy_numbers_and_pandas_missing_values_are_literals(tmp_path: Path, kind: str) -> None:
+    # What df.n.max() and df.v.unique() hand back: numpy's int64 and bool were refused as
+    # not being literals.
+    tbl = make(tmp_path, kind)
+    tbl.write(data([1, 2], [10, 20]))
+    source = pa.table({"id": [1, 2, 3], "f": [True, False, True]})
+    (
+        tbl.merge(source, on="id")
+        .when_matched_update({"n": np.int64(5), "v": np.float32(0.5)}, predicate="s.f = true")
+        .when_matched_update({"n": pd.NA, "v": np.float64(1.5)})
+        .when_not_matched_insert({"id": "s.id", "n": np.uint8(7), "v": np.bool_(True)})
+        .execute()
+    )
+    got = [(r["id"], r["n"], r["v"]) for r in rows(tbl)]
+    assert got == [(1, 5, 0.5), (2, None, 1.5), (3, 7, 1.0)]
+    with pytest.raises(MergeError, match="quoted literal"):
+        tbl.merge(source, on="id").when_matched_update({"dt": date(2024, 1, 31)})
 
 
 @pytest.mark.parametrize(

@@ -23,6 +23,7 @@ from raylake.errors import (
     UnknownColumnError,
     UnsupportedOperationError,
 )
+from raylake.expr.tree import plain_literal
 from raylake.expr.values import (
     Lit,
     Op,
@@ -360,9 +361,16 @@ def _target_name(name: Any) -> str:
 def _value(expr: Any, sides: str) -> ValueExpr:
     if isinstance(expr, str):
         return parse_value(expr, sides)
-    if expr is None or isinstance(expr, bool | int | float):
-        return Lit(expr)
-    raise MergeArgumentError("a merge value", expr, "an expression string or a literal")
+    # numpy's numbers and bools (df.n.max(), np.True_) and pandas' NA, as filters take them
+    plain = plain_literal(expr)
+    if plain is None or isinstance(plain, bool | int | float):
+        return Lit(plain)
+    raise MergeArgumentError(
+        "a merge value",
+        expr,
+        "an expression string (a date or timestamp as a quoted literal in it: "
+        "\"'2024-01-31'\") or a number, bool or None",
+    )
 
 
 def _complete(clause: Clause, schema: pa.Schema, source: pa.Schema, ts: Any) -> Clause:
