@@ -190,6 +190,7 @@ class Compare(Predicate):
 
 
 _TIME_UNITS = ("s", "ms", "us", "ns")
+_COARSE_UNITS = ("Y", "M", "W", "D", "h", "m")  # whole seconds
 
 
 def plain_literal(value: Any) -> Any:
@@ -202,15 +203,17 @@ def plain_literal(value: Any) -> Any:
     """
     if _is_pandas_missing(value):
         return None
+    if isinstance(value, np.datetime64 | np.timedelta64) and np.isnat(value):
+        return None
     if isinstance(value, np.datetime64):
         unit = np.datetime_data(value.dtype)[0]
-        if np.isnat(value):
-            return None
         if unit in _TIME_UNITS:
             return pa.scalar(int(value.astype(np.int64)), pa.timestamp(unit))
+        if unit not in _COARSE_UNITS:
+            raise FilterError(f"a numpy datetime64 of unit {unit!r} is finer than nanoseconds")
         return value.astype("datetime64[s]").item()  # days, hours, minutes: exact
     if isinstance(value, np.timedelta64):
-        return pa.scalar(value)
+        return _duration_literal(value)
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, datetime.datetime) and getattr(value, "nanosecond", None):
@@ -218,6 +221,21 @@ def plain_literal(value: Any) -> Any:
         nanos = int(value.value)  # type: ignore[attr-defined]
         return pa.scalar(nanos, pa.timestamp("ns", "UTC" if value.tzinfo else None))
     return value
+
+
+def _duration_literal(value: np.timedelta64) -> pa.Scalar:
+    """A numpy duration as an Arrow one, which has units from seconds to nanoseconds:
+    weeks, days, hours and minutes (``np.timedelta64(1, "D")``) count seconds exactly;
+    months and years have no length in seconds."""
+    unit = np.datetime_data(value.dtype)[0]
+    if unit in _TIME_UNITS:
+        return pa.scalar(value)
+    if unit in ("W", "D", "h", "m"):
+        return pa.scalar(value.astype("timedelta64[s]"))
+    raise FilterError(
+        f"a numpy timedelta64 of unit {unit!r} is not a fixed duration of seconds to "
+        "nanoseconds: give it as a datetime.timedelta or in one of the units s, ms, us, ns"
+    )
 
 
 def _is_pandas_missing(value: Any) -> bool:

@@ -223,6 +223,25 @@ def test_duration_literals_keep_their_nanoseconds() -> None:
         bind(col("d") == "5 seconds", table.schema)
 
 
+def test_numpy_durations_of_any_fixed_unit_are_literals() -> None:
+    """np.timedelta64 of weeks, days, hours or minutes (Arrow's durations stop at
+    seconds) raised pyarrow's bare 'Unsupported timedelta64 time unit'; months and years
+    have no length, and a datetime64 finer than nanoseconds was truncated to its second:
+    FilterError names them."""
+    import numpy as np
+
+    table = pa.table({"d": pa.array([86_400, 7 * 86_400, None], pa.duration("s"))})
+    for literal in (np.timedelta64(1, "D"), np.timedelta64(24, "h"), np.timedelta64(1440, "m")):
+        assert table.filter(to_arrow(bind(col("d") == literal, table.schema))).num_rows == 1
+    in_weeks = col("d").isin([np.timedelta64(1, "W")])
+    assert table.filter(to_arrow(bind(in_weeks, table.schema))).num_rows == 1
+    for bad in (np.timedelta64(1, "M"), np.timedelta64(1, "Y")):
+        with pytest.raises(FilterError, match="not a fixed duration"):
+            _ = col("d") == bad
+    with pytest.raises(FilterError, match="finer than nanoseconds"):
+        _ = col("t") == np.datetime64("2024-01-01T00:00:00.000000000001", "ps")
+
+
 def test_date_strings_bind_to_date32() -> None:
     expr = bind(col("d").isin(["2024-01-01", datetime.date(2024, 1, 2)]), SCHEMA)
     assert expr == In(
