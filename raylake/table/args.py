@@ -10,16 +10,24 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from raylake.arguments import check_names, is_int
+from raylake.arguments import check_names, integer, is_int
 from raylake.errors import InvalidArgumentError
 
 
 def snapshot_id_arg(value: Any, name: str = "snapshot_id") -> int | None:
     if value is None:
         return None
-    if not is_int(value) or value < 1:
+    number = integer(value)
+    if number is None or number < 1:
         raise InvalidArgumentError(name, value, "a snapshot id (an int >= 1) or None")
-    return int(value)
+    return number
+
+
+def snapshot_ref_arg(value: Any) -> Any:
+    """A snapshot id given as a numpy integer (one read from a DataFrame or an array of
+    ids) as the Python int it is; any other value as given, for the caller's check."""
+    number = integer(value)
+    return value if number is None else number
 
 
 def datetime_millis(value: datetime) -> int:
@@ -35,6 +43,7 @@ def datetime_millis(value: datetime) -> int:
 
 
 def as_of_arg(value: Any) -> datetime | int | None:
+    value = snapshot_ref_arg(value)  # epoch milliseconds as a numpy integer
     if value is None or isinstance(value, datetime) or (is_int(value) and value >= 0):
         return value  # type: ignore[no-any-return]
     raise InvalidArgumentError("as_of", value, "a datetime, epoch milliseconds (an int) or None")

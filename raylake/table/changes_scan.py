@@ -19,7 +19,7 @@ from raylake.expr import AlwaysTrue, Expr
 from raylake.format.schema import TableSchema
 from raylake.format.snapshot import Snapshot
 from raylake.io import FileIO
-from raylake.table.args import is_int
+from raylake.table.args import is_int, snapshot_ref_arg
 from raylake.table.changes import ChangeRange, ChangeReadContext, ChangeSplit
 from raylake.table.kind import kind_of
 from raylake.table.scan import TableScan, _to_millis
@@ -122,6 +122,7 @@ def changes_scan(
 ) -> ChangesScan:
     """Check the arguments and resolve both ends, before any data is read."""
     row_kind_arg(include_row_kind)
+    start, end = snapshot_ref_arg(start), snapshot_ref_arg(end)
     kind_of(ts).check_changes("changes()")
     scan = TableScan(source.file_io, ts, table_source=source).select(columns).where(filter)
     manager = source

@@ -11,6 +11,7 @@ from raylake.format.consumer import (
     validate_next_snapshot_id,
 )
 from raylake.io import FileIO
+from raylake.table.args import snapshot_ref_arg
 from raylake.table.source import TableSource
 
 
@@ -18,7 +19,9 @@ def reset_consumer(
     source: TableSource, file_io: FileIO, consumer_id: str, snapshot_id: int
 ) -> ConsumerProgress:
     """Register ``consumer_id``, or move it, so that it reads ``snapshot_id`` next."""
-    validate_next_snapshot_id(validate_consumer_id(consumer_id), snapshot_id)
+    snapshot_id = validate_next_snapshot_id(
+        validate_consumer_id(consumer_id), snapshot_ref_arg(snapshot_id)
+    )
     latest = source.latest_id() or 0
     if snapshot_id != latest + 1:
         source.get(snapshot_id)  # SnapshotNotFoundError names what exists

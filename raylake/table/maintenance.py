@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from raylake.arguments import integer
 from raylake.errors import CorruptMetadataError, InvalidOptionError, SnapshotNotFoundError
 from raylake.format.consumer import CONSUMER_DIR, ConsumerManager, is_stale_marker
 from raylake.format.manifest import ADD, MANIFEST_DIR, live_files
@@ -92,8 +93,10 @@ def expire_snapshots(
     never expired. Consumers whose progress was last recorded before
     ``consumers_older_than`` are removed first, and protect nothing.
     """
-    if isinstance(retain_last, bool) or not isinstance(retain_last, int) or retain_last < 1:
+    number = integer(retain_last)  # numpy's too, kept as a Python int
+    if number is None or number < 1:
         raise InvalidOptionError("retain_last", retain_last, "expected a positive integer")
+    retain_last = number
     now = _now_millis()
     cutoff = None if older_than is None else cutoff_millis(older_than, now)
     consumer_cutoff = (

@@ -7,6 +7,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -39,6 +40,29 @@ def test_snapshot_id(tbl: raylake.Table, bad: Any) -> None:
     ):
         with pytest.raises(InvalidArgumentError, match=r"snapshot_id must be a snapshot id"):
             call()
+
+
+def test_numpy_integers_are_snapshot_ids(tbl: raylake.Table) -> None:
+    """An id read from a DataFrame or an array of ids (np.int64) was refused as not an
+    int by time travel, changes(), reset_consumer and expire_snapshots."""
+    tbl.write(pa.table({"id": [3], "v": ["c"]}, schema=SCHEMA))
+    one, two = np.array([s.id for s in tbl.snapshots()])
+    assert tbl.to_arrow(snapshot_id=one).num_rows == 2 and tbl.count(snapshot_id=two) == 3
+    assert tbl.snapshot(two).id == 2 and len(tbl.schema_at(np.int32(1))) == 2
+    assert tbl.scan().at(one).to_arrow().num_rows == 2
+    millis = np.int64(tbl.snapshot(1).time_millis)
+    assert tbl.to_arrow(as_of=millis).num_rows == 2
+    assert tbl.changes(one, two).to_arrow().column("id").to_pylist() == [3]
+    assert tbl.changes(np.int64(0), np.uint8(1)).to_arrow().num_rows == 2
+    progress = tbl.reset_consumer("c", two)
+    assert type(progress.next_snapshot_id) is int
+    assert tbl.consumer("c").next_snapshot_id == 2  # written to JSON and read back
+    tbl.delete_consumer("c")  # it would keep snapshot 1
+    tbl.expire_snapshots(retain_last=np.int64(1))
+    assert [s.id for s in tbl.snapshots()] == [2]
+    for bad in (np.float64(1.0), np.bool_(True), np.int64(0)):
+        with pytest.raises(InvalidArgumentError, match="snapshot_id must be"):
+            tbl.to_arrow(snapshot_id=bad)
 
 
 def test_a_string_snapshot_id_never_blames_the_metadata(tbl: raylake.Table) -> None:
