@@ -17,7 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from raylake.arguments import check_names, check_optional_count
+from raylake.arguments import check_names, check_optional_count, integer
 from raylake.errors import InvalidOptionError, SchemaArgumentError, SchemaError
 from raylake.format.options import SEQUENCE_FIELD
 from raylake.format.schema import TableSchema
@@ -41,7 +41,9 @@ class TableSpec:
             self, "partition_by", check_names("partition_by", self.partition_by, error)
         )
         object.__setattr__(self, "primary_key", check_names("primary_key", self.primary_key, error))
-        check_optional_count("buckets", self.buckets, 1, error)
+        as_int = integer(self.buckets)  # numpy's (a config read with numpy) as a Python int
+        buckets = self.buckets if as_int is None else as_int
+        object.__setattr__(self, "buckets", check_optional_count("buckets", buckets, 1, error))
         object.__setattr__(self, "options", _options(self.options))
 
     @classmethod

@@ -65,6 +65,18 @@ def test_numpy_integers_are_snapshot_ids(tbl: raylake.Table) -> None:
             tbl.to_arrow(snapshot_id=bad)
 
 
+def test_a_numpy_integer_bucket_count(warehouse: Path) -> None:
+    """buckets=np.int64(4) (a config read with numpy) was refused as not an int."""
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False)])
+    tbl = raylake.create_table(
+        str(warehouse / "b"), schema, primary_key=["id"], buckets=np.int64(4)
+    )
+    assert tbl.table_schema.buckets == 4 and type(tbl.table_schema.buckets) is int
+    assert raylake.open_table(str(warehouse / "b")).table_schema.buckets == 4
+    with pytest.raises(SchemaError, match="buckets must be"):
+        raylake.create_table(str(warehouse / "c"), schema, primary_key=["id"], buckets=np.int8(0))
+
+
 def test_a_string_snapshot_id_never_blames_the_metadata(tbl: raylake.Table) -> None:
     with pytest.raises(InvalidArgumentError) as info:
         tbl.to_arrow(snapshot_id="1")  # type: ignore[arg-type]
