@@ -3,7 +3,7 @@ append merge rewrites, retries after a concurrent commit, and input refused by n
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import date, time
 from pathlib import Path
 from typing import Any
 
@@ -428,6 +428,24 @@ def test_expressions_literals_and_types(tmp_path: Path, kind: str) -> None:
     )
     got = [(r["id"], r["n"], r["v"], r["dt"]) for r in rows(tbl)]
     assert got == [(1, 3, 3.5, "z"), (2, 6, 3.0, "z"), (3, 10, 4.0, "z"), (4, 7, None, None)]
+
+
+def test_a_time_of_day_literal_converts_into_a_time_column(tmp_path: Path) -> None:
+    # Arrow casts no text to a time: '10:30' (as filters take it) was refused.
+    schema = pa.schema([("id", pa.int64()), ("at", pa.time64("ns"))])
+    tbl = raylake.create_table(str(tmp_path / "times"), schema)
+    tbl.write(pa.table({"id": [1], "at": [time(1)]}, schema=schema))
+    (
+        tbl.merge(pa.table({"id": [1, 2]}), on="id")
+        .when_matched_update({"at": "'10:30:00.000000001'"})
+        .when_not_matched_insert({"id": "s.id", "at": "'23:59'"})
+        .execute()
+    )
+    got = tbl.to_arrow().sort_by("id").column("at").cast(pa.int64()).to_pylist()
+    assert got == [(10 * 60 + 30) * 60 * 10**9 + 1, (23 * 60 + 59) * 60 * 10**9]
+    with pytest.raises(SchemaMismatchError, match="from 00:00:00 to 23:59"):
+        tbl.merge(pa.table({"id": [1]}), on="id").when_matched_update({"at": "'25:00'"}).execute()
+    assert tbl.latest_snapshot().id == 2
 
 
 def test_numpy_numbers_and_pandas_missing_values_are_literals(tmp_path: Path, kind: str) -> None:

@@ -22,7 +22,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from raylake.errors import MergeCardinalityError, SchemaMismatchError
+from raylake.errors import FilterError, MergeCardinalityError, SchemaMismatchError
+from raylake.expr.bind import bind_literal
 from raylake.expr.values import Ref, ValueExpr, evaluate, evaluate_condition, refs
 
 _T_ROW = "__raylake_t_row__"
@@ -364,6 +365,8 @@ def _insert_rows(
 
 def assigned(name: str, value: Any, field: pa.Field) -> Any:
     """A computed column cast to the target column's type, or an error naming both."""
+    if pa.types.is_time(field.type) and _is_text(value.type):
+        value = _times_of_day(name, value, field.type)
     if value.type != field.type:
         try:
             value = value.cast(field.type, safe=True)
@@ -380,3 +383,27 @@ def assigned(name: str, value: Any, field: pa.Field) -> Any:
 
         raise NullConstraintError(name, value.null_count)
     return value
+
+
+def _is_text(typ: pa.DataType) -> bool:
+    return pa.types.is_string(typ) or pa.types.is_large_string(typ)
+
+
+def _times_of_day(name: str, value: Any, typ: pa.DataType) -> Any:
+    """Text such as '12:30' into a time-of-day column, read as filters read it: Arrow
+    casts no text to a time. Only a literal gets here (a source's string column is
+    refused as another kind), so its few distinct values are parsed one by one."""
+    distinct = pc.unique(value)
+    try:
+        times = [None if v is None else bind_literal(name, v, typ) for v in distinct.to_pylist()]
+    except FilterError as exc:
+        raise SchemaMismatchError(
+            f"the value assigned to column {name!r} does not fit {typ}: {exc}; nothing was written",
+            column=name,
+            expected=typ,
+            actual=value.type,
+        ) from None
+    storage = pa.int32() if typ.bit_width == 32 else pa.int64()  # as_py drops nanoseconds
+    counts = [None if t is None else t.cast(storage).as_py() for t in times]
+    parsed = pa.array(counts, storage).view(typ)
+    return pc.take(parsed, pc.index_in(value, value_set=distinct))
