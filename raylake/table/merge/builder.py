@@ -368,7 +368,7 @@ def _value(expr: Any, sides: str) -> ValueExpr:
     raise MergeArgumentError(
         "a merge value",
         expr,
-        "an expression string (a date or timestamp as a quoted literal in it: "
+        "an expression string (a date, time or timestamp as a quoted literal in it: "
         "\"'2024-01-31'\") or a number, bool or None",
     )
 
