@@ -79,7 +79,7 @@ def dataframe_to_arrow(
         dup = sorted({n for n in names if names.count(n) > 1})
         raise SchemaMismatchError(f"the DataFrame has duplicate column(s) {dup}", column=dup[0])
     try:
-        return pa.Table.from_pandas(df, schema=schema, preserve_index=False)
+        pa_table = pa.Table.from_pandas(df, schema=schema, preserve_index=False)
     except _CONVERSION_ERRORS as exc:
         if schema is None and types is not None:
             try:
@@ -87,6 +87,21 @@ def dataframe_to_arrow(
             except _CONVERSION_ERRORS:
                 pass
         raise _conversion_error(df, schema, exc) from exc
+    return pa_table if types is None else _maps_of_empty_lists(df, pa_table, types)
+
+
+def _maps_of_empty_lists(df: Any, pa_table: pa.Table, types: pa.Schema) -> pa.Table:
+    """A map column whose rows are all empty or missing (a slice of what ``to_pandas``
+    gives) is typed by pyarrow as a list of nulls, which no cast makes a map: it is
+    converted to its type in ``types`` as a column pyarrow cannot type is."""
+    position = {str(name): i for i, name in enumerate(df.columns)}
+    for i, field in enumerate(pa_table.schema):
+        wanted = types.field(field.name).type if field.name in types.names else None
+        untyped = pa.types.is_list(field.type) and pa.types.is_null(field.type.value_type)
+        if wanted is not None and pa.types.is_map(wanted) and untyped:
+            column = pa.Array.from_pandas(df.iloc[:, position[field.name]], type=wanted)
+            pa_table = pa_table.set_column(i, field.with_type(wanted), column)
+    return pa_table
 
 
 def _by_column(df: Any, types: pa.Schema) -> pa.Table:

@@ -199,6 +199,25 @@ def test_what_to_pandas_gives_writes_back(tmp_path: Path, primary_key: tuple) ->
         tbl.write(pd.DataFrame({"id": [3], "m": [[1, 2]], "l": [[1]], "extra": ["x"]}))
 
 
+@pytest.mark.parametrize("primary_key", [(), ("id",)])
+def test_a_slice_whose_maps_are_all_empty_or_missing_writes_back(
+    tmp_path: Path, primary_key: tuple
+) -> None:
+    """pyarrow types such a column list<null>, which was refused as not the map column."""
+    schema = pa.schema([("id", pa.int64()), ("m", pa.map_(pa.string(), pa.int64()))])
+    uri = str(tmp_path / "t")
+    tbl = raylake.create_table(uri, schema, primary_key=list(primary_key))
+    tbl.write(pa.table({"id": [1, 2, 3], "m": [[("a", 1)], [], None]}, schema=schema))
+    df = tbl.to_pandas().sort_values("id")
+    tbl.write(df.iloc[1:].assign(id=[4, 5]))
+    tbl.write(df.iloc[1:2].assign(id=[6]))
+    tbl.merge(df.iloc[1:], on="id").when_matched_update().execute()
+    got = tbl.to_arrow().sort_by("id").to_pylist()
+    assert [(r["id"], r["m"]) for r in got] == [
+        (1, [("a", 1)]), (2, []), (3, None), (4, []), (5, None), (6, [])
+    ]  # fmt: skip
+
+
 def test_python_ints_beyond_64_bits_write_into_a_decimal_column(tmp_path: Path) -> None:
     """pyarrow infers no type for them (OverflowError): the table's type takes them."""
     schema = pa.schema([("id", pa.int64()), ("big", pa.decimal128(38, 0))])
