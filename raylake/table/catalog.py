@@ -290,9 +290,11 @@ def from_pandas(
             # the rows go into that table, as into any that exists.
     created = tbl is not None
     if tbl is None:
-        pa_table = _arrow_from_pandas(df, schema, infer=False)
         tbl = open_table(uri, storage_options=storage_options)
         check_layout(tbl, spec, given_only=True)
+        # A column pyarrow cannot type alone (a map column as to_pandas gives it) takes
+        # the table's type, as in Table.write.
+        pa_table = _arrow_from_pandas(df, schema, infer=False, types=tbl.schema)
     write_mode: Literal["overwrite"] | None = "overwrite" if mode == "overwrite" else None
     try:
         tbl.write(pa_table, mode=write_mode)
@@ -319,11 +321,13 @@ def _check_dataframe(df: Any) -> None:
         raise InvalidArgumentError("df", df, f"a pandas DataFrame{hint}")
 
 
-def _arrow_from_pandas(df: Any, schema: SchemaSpec, infer: bool) -> pa.Table:
+def _arrow_from_pandas(
+    df: Any, schema: SchemaSpec, infer: bool, types: pa.Schema | None = None
+) -> pa.Table:
     df = with_index_columns(df)
     columns = [str(c) for c in df.columns]
     if schema is None:
-        return _converted(df, infer=infer)
+        return _converted(df, infer=infer, types=types)
     if isinstance(schema, pa.Schema):
         return _with_schema(df, schema)
     if isinstance(schema, str) or not isinstance(schema, Sequence):
@@ -338,7 +342,7 @@ def _arrow_from_pandas(df: Any, schema: SchemaSpec, infer: bool) -> pa.Table:
             f"columns {columns}"
         )
     if all(isinstance(i, str) for i in items):
-        return _converted(df.set_axis(items, axis=1), infer=infer)
+        return _converted(df.set_axis(items, axis=1), infer=infer, types=types)
     if all(isinstance(i, pa.DataType) for i in items):
         # Column labels may be ints (pd.DataFrame([[1, 2]])); the schema names are strings.
         return _with_schema(df.set_axis(columns, axis=1), pa.schema(list(zip(columns, items))))
@@ -358,10 +362,12 @@ def _with_schema(df: Any, schema: pa.Schema) -> pa.Table:
     return _converted(df[schema.names], schema)
 
 
-def _converted(df: Any, schema: pa.Schema | None = None, infer: bool = True) -> pa.Table:
+def _converted(
+    df: Any, schema: pa.Schema | None = None, infer: bool = True, types: pa.Schema | None = None
+) -> pa.Table:
     try:
         if schema is None and not infer:
-            return dataframe_as_written(df)
+            return dataframe_as_written(df, types)
         return pandas_to_arrow(df, schema)
     except SchemaError:
         raise  # names the column already

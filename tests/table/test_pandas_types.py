@@ -218,6 +218,24 @@ def test_a_slice_whose_maps_are_all_empty_or_missing_writes_back(
     ]  # fmt: skip
 
 
+@pytest.mark.parametrize("mode", ["append", "overwrite"])
+def test_from_pandas_into_an_existing_table_takes_what_to_pandas_gives(
+    tmp_path: Path, mode: str
+) -> None:
+    """A map column (lists of key-value pairs) was refused: only Table.write typed it by
+    the table."""
+    schema = pa.schema([("id", pa.int64()), ("m", pa.map_(pa.string(), pa.int64()))])
+    uri = str(tmp_path / "t")
+    tbl = raylake.create_table(uri, schema)
+    rows = pa.table({"id": [1, 2, 3], "m": [[("a", 1)], [], None]}, schema=schema)
+    tbl.write(rows)
+    df = tbl.to_pandas()
+    raylake.from_pandas(df, uri, mode=mode)
+    raylake.from_pandas(df.iloc[1:], uri, mode="append")
+    want = rows.to_pylist() * (2 if mode == "append" else 1) + rows.slice(1).to_pylist()
+    assert tbl.to_arrow().to_pylist() == want
+
+
 def test_python_ints_beyond_64_bits_write_into_a_decimal_column(tmp_path: Path) -> None:
     """pyarrow infers no type for them (OverflowError): the table's type takes them."""
     schema = pa.schema([("id", pa.int64()), ("big", pa.decimal128(38, 0))])
