@@ -243,3 +243,23 @@ def test_a_process_that_stops_reading_through_s3fs_early_exits(
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert int(done.stdout) > 0
+
+
+@pytest.mark.parametrize("operation", ["delete", "merge"])
+def test_an_append_delete_or_merge_whose_data_reads_fail_names_the_tries(
+    faulty: LocalS3Server, retrying: Callable[..., dict[str, Any]], operation: str
+) -> None:
+    # Both read the files they rewrite one by one: pyarrow's bare OSError ("AWS Error
+    # INTERNAL_FAILURE during GetObject operation") came out of them, unnamed.
+    options = retrying(2, backoff_s=0.01)
+    tbl = raylake.create_table(f"s3://{faulty.create_bucket()}/t", SCHEMA, storage_options=options)
+    tbl.write(_rows(5))
+    faulty.set_faults(FaultPlan((FaultRule("internal", **DATA_GET),), seed=3))
+    with pytest.raises(StorageRetriesExhaustedError, match="after 2 tries") as info:
+        if operation == "delete":
+            tbl.delete("id = 2")
+        else:
+            tbl.merge(_rows(3).slice(2), on="id").when_matched_update().execute()
+    faulty.set_faults(None)
+    assert info.value.path.endswith(".parquet")
+    assert [s.id for s in tbl.snapshots()] == [1] and tbl.to_arrow().num_rows == 5
