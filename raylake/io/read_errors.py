@@ -15,6 +15,7 @@ requests botocore retried.
 
 from __future__ import annotations
 
+import errno
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -42,6 +43,9 @@ _DENIED = frozenset(
 _UPLOADS = frozenset(
     {"PutObject", "CreateMultipartUpload", "UploadPart", "CompleteMultipartUpload"}
 )  # fmt: skip
+# The AWS SDK's error codes for an object that is not there (a GET's answer: NoSuchKey; a
+# HEAD's, without a body: its status, 404).
+_MISSING = frozenset({"NO_SUCH_KEY", "RESOURCE_NOT_FOUND"})
 _AWS = re.compile(
     r"AWS Error (?P<code>[A-Z_]+)(?: \(HTTP status (?P<status>\d+)\))? during (?P<operation>\w+)"
     r" operation"
@@ -90,6 +94,40 @@ def _transient(code: str, status: str | None) -> bool:
     return code in _TRANSIENT or (code == "UNKNOWN" and status is not None and status[0] == "5")
 
 
+def missing_object(exc: BaseException, path: str | None = None) -> FileNotFoundError | None:
+    """pyarrow's error for a data file that is not on the store as a FileNotFoundError
+    whose ``filename`` is the file (``bucket/key`` on S3), as a missing local file is, or
+    None for any other error. pyarrow's S3 client raises a bare ``OSError`` ("AWS Error
+    NO_SUCH_KEY during GetObject operation") or a FileNotFoundError without a filename:
+    the code that takes a file gone meanwhile for a concurrent commit's (an expiration
+    of replaced files) looks for both."""
+    if isinstance(exc, RaylakeError) or (
+        isinstance(exc, FileNotFoundError) and exc.filename is not None
+    ):
+        return None
+    message = str(exc)
+    if type(exc) is OSError:
+        aws = _AWS.search(message)
+        if aws is None or not (
+            aws["code"] in _MISSING or (aws["code"] == "UNKNOWN" and aws["status"] == "404")
+        ):
+            return None
+        before = message[: aws.start()]
+    elif isinstance(exc, FileNotFoundError):
+        before = message
+    else:
+        return None
+    in_bucket = _KEY_IN_BUCKET.search(before)
+    quoted = _QUOTED.findall(before)
+    if in_bucket is not None:
+        path = f"{in_bucket['bucket']}/{in_bucket['key']}"
+    elif quoted:
+        path = quoted[0]
+    if path is None:
+        return None
+    return FileNotFoundError(errno.ENOENT, f"{path!r} is not on the store ({message})", path)
+
+
 @contextmanager
 def access_denied_named(operation: str, path: str) -> Iterator[None]:
     """A request the store refused (s3fs's PermissionError) as StorageAccessDeniedError
@@ -105,11 +143,14 @@ def access_denied_named(operation: str, path: str) -> Iterator[None]:
 @contextmanager
 def named_store_errors(attempts: int, path: str | None = None) -> Iterator[None]:
     """Raise pyarrow's transient store errors inside (reads and uploads of data files) as
-    StorageRetriesExhaustedError; ``path`` names the file where pyarrow does not."""
+    StorageRetriesExhaustedError, and a missing data file as a FileNotFoundError naming
+    it (:func:`missing_object`); ``path`` names the file where pyarrow does not."""
     try:
         yield
     except OSError as exc:
-        named = retries_exhausted(exc, attempts, path)
+        named: OSError | None = retries_exhausted(exc, attempts, path)
+        if named is None:
+            named = missing_object(exc, path)
         if named is None:
             raise
         raise named from exc
