@@ -35,6 +35,7 @@ from raylake.progress import track
 from raylake.table.aborted import abort_messages
 from raylake.table.append_writer import AppendTableWriter
 from raylake.table.commit import CommitRequest, Committer
+from raylake.table.replaced import conflict_if_replaced
 from raylake.table.writer import CommitMessage, writing
 
 logger = logging.getLogger(__name__)
@@ -77,7 +78,12 @@ def compact_append(file_io: FileIO, ts: TableSchema, *, full: bool) -> Snapshot 
                 messages.append(message)
     if errors:
         abort_messages(file_io, messages)
-        raise errors[0]
+        # A file it read that a concurrent overwrite replaced and an expiration deleted:
+        # it loses to that change, as a primary-key compaction does (damage stays itself).
+        conflict = conflict_if_replaced(file_io, ts, errors[0], "compaction")
+        if conflict is errors[0]:
+            raise conflict
+        raise conflict from errors[0]
     if not messages:
         return None
     request = CommitRequest(messages=tuple(messages), kind="COMPACT", base_snapshot_id=latest.id)

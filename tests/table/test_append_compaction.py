@@ -3,13 +3,16 @@ changes and streams across it that give every row once."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
 
 import raylake
-from raylake.table import Table
+from raylake.errors import CommitConflictError
+from raylake.table import Table, append_compaction
 from raylake.table.maintenance import is_raylake_file
 
 SCHEMA = pa.schema([("id", pa.int64()), ("p", pa.string())])
@@ -118,3 +121,26 @@ def test_a_run_that_fails_leaves_no_file_of_the_others(tmp_path: Path) -> None:
         tbl.compact()
     assert {p.name for p in (tmp_path / "t" / "data").rglob("*.parquet")} == on_disk
     assert len(tbl.snapshots()) == 12
+
+
+def test_files_replaced_and_expired_while_compacting_are_a_conflict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Another process overwrites the table and expires the old files before the
+    # compaction reads them: it raised a bare FileNotFoundError.
+    tbl = table_of(tmp_path / "t")
+    rewrite = append_compaction._rewrite
+
+    def replaced_then_read(*args: Any) -> Any:
+        other = raylake.open_table(tbl.uri)
+        for i in (1, 2):  # the second overwrite lets expiration delete the first's files
+            other.write(rows(range(100, 100 + i), "a"), mode="overwrite")
+        assert other.expire_snapshots(retain_last=1).deleted_data_files
+        monkeypatch.setattr(append_compaction, "_rewrite", rewrite)
+        return rewrite(*args)
+
+    monkeypatch.setattr(append_compaction, "_rewrite", replaced_then_read)
+    with pytest.raises(CommitConflictError, match="replaced by a concurrent commit"):
+        tbl.compact(full=True)
+    assert tbl.to_arrow().column("id").to_pylist() == [100, 101]
+    assert tbl.remove_orphan_files(older_than=timedelta(0), dry_run=True).paths == ()
