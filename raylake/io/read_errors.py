@@ -84,6 +84,30 @@ def retries_exhausted(
     return StorageRetriesExhaustedError(operation, path, attempts, exc)
 
 
+# The AWS SDK writes the body of every answer into the buffer of a ranged read, an error's
+# too: an error's XML (a 503 SlowDown, a 500) larger than a small range (a column chunk of
+# a few dozen bytes) overflows it, and the SDK reports INTERNAL_FAILURE "Failed to flush
+# response stream", a failure of its own that its retry strategy does not retry. One
+# transient answer then failed the read at once.
+_OVERFLOWED = "Failed to flush response stream"
+
+
+def reads_retried(fn: Callable[[], T], policy: RetryPolicy) -> T:
+    """``fn()`` (a read of whole data files, which a retry repeats harmlessly), tried again
+    up to ``policy.max_attempts`` times where pyarrow's S3 client failed it on an error
+    answer that overflowed its buffer (the request the client did not retry)."""
+    for attempt in range(policy.max_attempts):
+        try:
+            return fn()
+        except OSError as exc:
+            if type(exc) is not OSError or _OVERFLOWED not in str(exc):
+                raise
+            if attempt == policy.max_attempts - 1:
+                raise
+        policy.wait(attempt)
+    raise AssertionError("unreachable")
+
+
 def _denied(code: str, status: str | None) -> bool:
     return code in _DENIED or (code == "UNKNOWN" and status == "403")
 

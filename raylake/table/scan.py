@@ -23,7 +23,7 @@ from raylake.format.schema import TableSchema
 from raylake.format.schema_files import schema_by_id
 from raylake.format.snapshot import Snapshot
 from raylake.io import FileIO
-from raylake.io.read_errors import named_batches, named_store_errors
+from raylake.io.read_errors import named_batches, named_store_errors, reads_retried
 from raylake.table.args import as_of_arg, columns_arg, datetime_millis, snapshot_id_arg
 from raylake.table.counting import count_rows
 from raylake.table.kind import kind_of
@@ -94,7 +94,8 @@ class ReadContext:
             named_store_errors(self.file_io.retry_policy.max_attempts),
             visible_errors(self.file_io),
         ):
-            return kind_of(self.table_schema).read_table(self, splits)
+            read = kind_of(self.table_schema).read_table
+            return reads_retried(lambda: read(self, splits), self.file_io.retry_policy)
 
     @refuse_unknown_keywords
     def read_tables(self, splits: Iterable[Split], window: int | None = None) -> Iterator[pa.Table]:

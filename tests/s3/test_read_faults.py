@@ -263,3 +263,25 @@ def test_an_append_delete_or_merge_whose_data_reads_fail_names_the_tries(
     faulty.set_faults(None)
     assert info.value.path.endswith(".parquet")
     assert [s.id for s in tbl.snapshots()] == [1] and tbl.to_arrow().num_rows == 5
+
+
+def test_one_error_answer_to_a_small_ranged_read_is_retried(
+    faulty: LocalS3Server, storage_options: dict[str, Any]
+) -> None:
+    # A merge into a primary-key table reads its key columns, ranges of a few dozen bytes.
+    # pyarrow's S3 client wrote the error's XML body into that range's buffer, which
+    # overflowed: INTERNAL_FAILURE "Failed to flush response stream", not retried, and one
+    # 500 failed the merge ("failed after 5 tries" of "a data file", after one).
+    uri = f"s3://{faulty.create_bucket()}/t"
+    tbl = raylake.create_table(
+        uri, SCHEMA, primary_key=["id"], buckets=2, storage_options=storage_options
+    )
+    for i in range(3):
+        tbl.write(pa.table({"id": [i, i + 1, i + 2], "v": [i] * 3}))
+    faulty.set_faults(FaultPlan((FaultRule("internal", after=1, times=2, **DATA_GET),), seed=3))
+    source = pa.table({"id": [1, 9], "v": [5, 5]})
+    tbl.merge(source, on="id").when_matched_update().when_not_matched_insert().execute()
+    assert faulty.fault_stats()["injected"] == {"internal": 2}
+    faulty.set_faults(None)
+    rows = {r["id"]: r["v"] for r in tbl.to_arrow().to_pylist()}
+    assert rows == {0: 0, 1: 5, 2: 2, 3: 2, 4: 2, 9: 5}
