@@ -24,7 +24,6 @@ times; concurrent appends do not conflict (their rows were not there to delete).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -49,9 +48,8 @@ from raylake.table.commit import CommitRequest, commit_or_abort
 from raylake.table.kind import kind_of
 from raylake.table.projection import follow_columns
 from raylake.table.replaced import check_files_kept, conflict_if_replaced
-from raylake.table.scan import ReadContext
 from raylake.table.source import pruned_live_files
-from raylake.table.split import Split, slice_file
+from raylake.table.whole_files import batches_of, read_whole_files
 from raylake.table.writer import CommitMessage, writing
 
 if TYPE_CHECKING:
@@ -116,7 +114,7 @@ def _delete_once(tbl: Table, expr: Expr) -> Snapshot | None:
     messages: list[CommitMessage] = []
     row_filter = to_arrow(expr)
     try:
-        for batch in _batches(to_read):
+        for batch in batches_of(to_read, BATCH_BYTES):
             for f, rows in zip(batch, _read_files(file_io, ts, snap, batch)):
                 kept = _rows_kept(rows, row_filter)
                 if kept.num_rows == rows.num_rows:
@@ -160,29 +158,10 @@ def _selected_by_partition(
     return [f for f in files if f.partition in selected]
 
 
-def _batches(files: Sequence[DataFile]) -> list[list[DataFile]]:
-    from raylake.table.merge.execute import batches_of
-
-    return batches_of(files, BATCH_BYTES)
-
-
 def _read_files(
     file_io: FileIO, ts: TableSchema, snap: Snapshot, files: Sequence[DataFile]
 ) -> list[pa.Table]:
-    """Each file's rows under ``ts``, in file order."""
-    ctx = ReadContext(file_io, ts)
-
-    def read(f: DataFile) -> pa.Table:
-        piece = next(iter(slice_file(f, 1 << 62, None)))
-        split = Split(
-            snap.id, f.partition, f.bucket, (piece,), f.row_count, piece.size_bytes,
-            schema_id=ts.schema_id,
-        )  # fmt: skip
-        # The context's read names a store that kept failing (StorageRetriesExhaustedError).
-        return ctx.read_table([split])
-
-    with ThreadPoolExecutor(max_workers=max(1, min(4, len(files)))) as pool:
-        return list(pool.map(read, files))
+    return read_whole_files(file_io, ts, snap.id, files)
 
 
 def _rows_kept(rows: pa.Table, row_filter: Any) -> pa.Table:

@@ -18,7 +18,6 @@ again on the new state, up to ``MAX_ATTEMPTS`` times, then raises
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -42,8 +41,9 @@ from raylake.table.merge.plan import (
 )
 from raylake.table.merge.primary_key import _merge_primary_key, by_key_lookup, key_pruning
 from raylake.table.replaced import check_files_kept, conflict_if_replaced
-from raylake.table.scan import ReadContext, pruned_live_files
-from raylake.table.split import Split, slice_file
+from raylake.table.scan import pruned_live_files
+from raylake.table.whole_files import batches_of as batches_of
+from raylake.table.whole_files import read_whole_files
 from raylake.table.writer import CommitMessage, writing
 
 if TYPE_CHECKING:
@@ -214,38 +214,12 @@ def finish_append(
     return commit_append_parts(tbl, snap, files, parts)
 
 
-def batches_of(files: Sequence[DataFile], limit: int) -> list[list[DataFile]]:
-    """Consecutive groups of files of about ``limit`` in-memory bytes each."""
-    batches: list[list[DataFile]] = []
-    size = 0
-    for f in files:
-        if not batches or size + f.in_memory_size > limit:
-            batches.append([])
-            size = 0
-        batches[-1].append(f)
-        size += f.in_memory_size
-    return batches
-
-
 def _read_files(tbl: Table, snap: Snapshot | None, files: Sequence[DataFile]) -> list[pa.Table]:
     """Each file's rows under the table's schema, in file order (to know which file
     holds a row, the one a rewrite replaces)."""
-    if snap is None or not files:
+    if snap is None:
         return []
-    ts = tbl.table_schema
-    ctx = ReadContext(tbl.file_io, ts)
-
-    def read(f: DataFile) -> pa.Table:
-        piece = next(iter(slice_file(f, 1 << 62, None)))
-        split = Split(
-            snap.id, f.partition, f.bucket, (piece,), f.row_count, piece.size_bytes,
-            schema_id=ts.schema_id,
-        )  # fmt: skip
-        # The context's read names a store that kept failing (StorageRetriesExhaustedError).
-        return ctx.read_table([split])
-
-    with ThreadPoolExecutor(max_workers=min(4, len(files))) as pool:
-        return list(pool.map(read, files))
+    return read_whole_files(tbl.file_io, tbl.table_schema, snap.id, files)
 
 
 def split_by(ts: Any, on: JoinOn, clauses: tuple[Clause, ...]) -> str | None:
