@@ -3,6 +3,7 @@ changes and streams across it that give every row once."""
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -130,13 +131,19 @@ def test_files_replaced_and_expired_while_compacting_are_a_conflict(
     # compaction reads them: it raised a bare FileNotFoundError.
     tbl = table_of(tmp_path / "t")
     rewrite = append_compaction._rewrite
+    # Runs are rewritten on several threads: the first to start replaces and expires
+    # the files; the others wait for it, so that every run reads after it.
+    first = threading.Lock()
+    fired: list[bool] = []
 
     def replaced_then_read(*args: Any) -> Any:
-        other = raylake.open_table(tbl.uri)
-        for i in (1, 2):  # the second overwrite lets expiration delete the first's files
-            other.write(rows(range(100, 100 + i), "a"), mode="overwrite")
-        assert other.expire_snapshots(retain_last=1).deleted_data_files
-        monkeypatch.setattr(append_compaction, "_rewrite", rewrite)
+        with first:
+            if not fired:
+                fired.append(True)
+                other = raylake.open_table(tbl.uri)
+                for i in (1, 2):  # the second overwrite lets expiration delete the first's
+                    other.write(rows(range(100, 100 + i), "a"), mode="overwrite")
+                assert other.expire_snapshots(retain_last=1).deleted_data_files
         return rewrite(*args)
 
     monkeypatch.setattr(append_compaction, "_rewrite", replaced_then_read)
