@@ -31,7 +31,6 @@ from raylake.errors import (
     InvalidOptionError,
     SchemaArgumentError,
     TableNotFoundError,
-    UnsupportedOperationError,
 )
 from raylake.format.schema import TableSchema
 from raylake.format.snapshot import SnapshotManager
@@ -62,6 +61,7 @@ from raylake.table.visible import check_visible, refuse_process_local
 from raylake.table.writer import DATA_DIR, writing
 from raylake.table.written_partitions import (
     PartitionOverwriteMode,
+    check_dynamic_mode,
     is_dynamic,
     partition_overwrite_mode_arg,
 )
@@ -126,10 +126,7 @@ class LakeDatasink(Datasink[TaskCommit]):
             # An InvalidOptionError, as it always was: an InvalidArgumentError now.
             raise InvalidOptionError("mode", mode, f"expected one of {list(get_args(SinkMode))}")
         self.partition_overwrite_mode = partition_overwrite_mode_arg(partition_overwrite_mode)
-        if self.partition_overwrite_mode == "dynamic" and mode != "overwrite":
-            raise UnsupportedOperationError(
-                "partition_overwrite_mode='dynamic' applies only to mode='overwrite'"
-            )
+        check_dynamic_mode(self.partition_overwrite_mode, mode)
         if schema is not None:
             check_instance(
                 "schema", schema, pa.Schema, "a pyarrow.Schema or None", SchemaArgumentError

@@ -28,7 +28,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
 from raylake.arguments import check_flag, check_mapping, refuse_unknown_keywords
-from raylake.errors import RaylakeError, SchemaMismatchError, UnsupportedOperationError
+from raylake.errors import RaylakeError, SchemaMismatchError
 from raylake.format.schema import TableSchema
 from raylake.format.snapshot import Snapshot
 from raylake.format.table_spec import TableSpec
@@ -62,6 +62,7 @@ from raylake.table.visible import check_visible, refuse_process_local
 from raylake.table.writer import DATA_DIR, writing
 from raylake.table.written_partitions import (
     PartitionOverwriteMode,
+    check_dynamic_mode,
     is_dynamic,
     partition_overwrite_mode_arg,
 )
@@ -200,10 +201,7 @@ def _partition_overwrite_mode(
     ``spark.sql.sources.partitionOverwriteMode`` (a user who set it to DYNAMIC expects
     an overwrite to keep the partitions the DataFrame has no rows in)."""
     if given is not None:
-        if given == "dynamic" and mode != "overwrite":
-            raise UnsupportedOperationError(
-                "partition_overwrite_mode='dynamic' applies only to mode='overwrite'"
-            )
+        check_dynamic_mode(given, mode)
         return given
     if mode != "overwrite":
         return "static"

@@ -14,6 +14,8 @@ from raylake.table.commit import CommitRequest, check_partition_filter
 from raylake.table.writer import CommitMessage
 from raylake.table.written_partitions import (
     WrittenPartitions,
+    check_dynamic_mode,
+    is_dynamic,
     partition_overwrite_mode_arg,
 )
 
@@ -75,14 +77,12 @@ def overwrite_arg(
     for no overwrite, AlwaysTrue for the whole table, a filter on partition columns only
     (checked here, before any data file is written), or, for a dynamic overwrite of a
     partitioned table, the partitions the data will be written into (known at commit)."""
-    dynamic = partition_overwrite_mode_arg(partition_overwrite_mode) == "dynamic"
+    partition_overwrite_mode = partition_overwrite_mode_arg(partition_overwrite_mode)
+    dynamic = partition_overwrite_mode == "dynamic"
+    check_dynamic_mode(partition_overwrite_mode, mode)
     if mode != "overwrite":
         if overwrite_filter is not None:
             raise UnsupportedOperationError("overwrite_filter applies only to mode='overwrite'")
-        if dynamic:
-            raise UnsupportedOperationError(
-                "partition_overwrite_mode='dynamic' applies only to mode='overwrite'"
-            )
         return None
     if dynamic and overwrite_filter is not None:
         raise UnsupportedOperationError(
@@ -90,7 +90,7 @@ def overwrite_arg(
             "partition_overwrite_mode='dynamic' replaces those the data is written into: "
             "give one of them"
         )
-    if dynamic and ts.partition_keys:  # an unpartitioned table is replaced whole, as Spark does
+    if is_dynamic(mode, partition_overwrite_mode, ts.partition_keys):
         return WrittenPartitions.to_come(ts)
     overwrite = AlwaysTrue() if overwrite_filter is None else as_expr(overwrite_filter)
     check_partition_filter(overwrite, ts)

@@ -16,7 +16,7 @@ from typing import Any, Literal
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from raylake.errors import InvalidArgumentError
+from raylake.errors import InvalidArgumentError, UnsupportedOperationError
 from raylake.format.schema import TableSchema
 from raylake.table.writer import CommitMessage
 
@@ -97,6 +97,15 @@ def partition_overwrite_mode_arg(value: Any) -> PartitionOverwriteMode:
             "partition_overwrite_mode", value, f"one of {list(PARTITION_OVERWRITE_MODES)}"
         )
     return mode  # type: ignore[no-any-return]
+
+
+def check_dynamic_mode(partition_overwrite_mode: str, mode: str | None) -> None:
+    """A dynamic partition overwrite is an overwrite: refused with any other ``mode``
+    (None: the table's default, append or upsert)."""
+    if partition_overwrite_mode == "dynamic" and mode != "overwrite":
+        raise UnsupportedOperationError(
+            "partition_overwrite_mode='dynamic' applies only to mode='overwrite'"
+        )
 
 
 def is_dynamic(mode: str, partition_overwrite_mode: str, partition_keys: Sequence[str]) -> bool:

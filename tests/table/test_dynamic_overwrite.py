@@ -148,6 +148,11 @@ def test_a_primary_key_table_replaces_the_written_partitions(tmp_path: Path) -> 
     ("kwargs", "error", "match"),
     [
         ({"mode": "append"}, UnsupportedOperationError, "only to mode='overwrite'"),
+        (
+            {"mode": "append", "partition_overwrite_mode": "DYNAMIC"},
+            UnsupportedOperationError,
+            "only to mode='overwrite'",
+        ),
         ({"overwrite_filter": "dt = 'd1'"}, UnsupportedOperationError, "give one of them"),
         ({"partition_overwrite_mode": "partial"}, InvalidArgumentError, "'static', 'dynamic'"),
     ],
