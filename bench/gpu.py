@@ -51,6 +51,7 @@ from feed import calibrate, make_step, steps_alone
 from merge import source_rows, upsert_batch
 
 import raylake
+from raylake.train import window_process as window_process_module
 from raylake.train.torch import LakeIterableDataset
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -166,9 +167,13 @@ def workers_epoch(tbl: raylake.Table, device: str, workers: int) -> Callable[[],
     return run
 
 
-def build_pk(root: Path, rows: int) -> raylake.Table:
+def build_pk(
+    root: Path, rows: int, buckets: int = 4, options: dict[str, Any] | None = None
+) -> raylake.Table:
     base = source_rows(rows)
-    pk = raylake.create_table(str(root), SCHEMA, primary_key=["id"], buckets=4)
+    pk = raylake.create_table(
+        str(root), SCHEMA, primary_key=["id"], buckets=buckets, options=options
+    )
     pk.write(base)
     for i in range(3):
         pk.write(upsert_batch(base, 0.25, seed=100 + i))
@@ -278,16 +283,25 @@ def ray_rows(uri: str, files: list[str], device: str, repeat: int, cpus: int) ->
 
 
 def overlap_rows(
-    tbl: raylake.Table, device: str, batch: int, repeat: int, window_process: bool = False
-) -> None:
+    tbl: raylake.Table, device: str, batch: int, repeat: int, window_process: bool = False,
+    niceness: int | None = None,
+) -> None:  # fmt: skip
     """An epoch with a step per batch against the longer of loading and stepping alone,
     the three alternated in each round (a GPU's clocks drift over a run): the median of
-    the rounds' ratios."""
-    ds, load = lake(tbl, device, batch_size=batch, window_process=window_process)
+    the rounds' ratios. ``niceness``: the window process's, instead of its default."""
+    default = window_process_module.CHILD_NICENESS
+    if niceness is not None:
+        window_process_module.CHILD_NICENESS = niceness  # read as the child is spawned
+    suffix = "_process" if window_process else ""
+    suffix += "" if niceness is None else f"_nice{niceness}"
     try:
-        _overlap(ds, load, device, batch, repeat, "_process" if window_process else "")
+        ds, load = lake(tbl, device, batch_size=batch, window_process=window_process)
+        try:
+            _overlap(ds, load, device, batch, repeat, suffix)
+        finally:
+            ds.close()
     finally:
-        ds.close()
+        window_process_module.CHILD_NICENESS = default
 
 
 def _overlap(ds: Any, load: Epoch, device: str, batch: int, repeat: int,
@@ -313,6 +327,7 @@ def _overlap(ds: Any, load: Epoch, device: str, batch: int, repeat: int,
     FIGURES[f"{key}_wait_fraction"] = round(ds.stats().wait_fraction, 3)
     FIGURES[f"{key}_first_wait_s"] = round(ds.stats().first_wait_s, 4)
     where = ", windows made in another process" if suffix else ""
+    where += f" at nice {suffix.rsplit('nice', 1)[1]}" if "nice" in suffix else ""
     print(f"overlap, batch {batch}{where}: load {t_load:.3f}s, step {t_step:.3f}s (matmul {n}), "
           f"both {t_both:.3f}s = {ratio:.2f}x the longer (<= 1.1x on a GPU; median of "
           f"{', '.join(f'{r[0]:.2f}' for r in rounds)}); the trainer waited "
@@ -405,6 +420,8 @@ def overlap_section(tbl: raylake.Table, device: str, repeat: int) -> None:
         for batch in (BATCH, 8 * BATCH):
             for window_process in (False, True):
                 overlap_rows(tbl, device, batch, repeat, window_process)
+            # The child at the trainer's own priority, for the lowered one's effect.
+            overlap_rows(tbl, device, batch, repeat, True, niceness=0)
     finally:
         torch.set_num_threads(threads)
 

@@ -21,6 +21,10 @@ thread's time in the window iterator split into its parts, after a gap and back 
 and each wait for a window by the window's index in the epoch (the first window's wait
 apart from waits inside the pass).
 
+``--pk`` times the primary-key epoch against the append one for a few layouts of the
+same rows (bench/gpu.py's 4 buckets, 16 buckets, 4 buckets of smaller row groups) and
+a whole-table read of each: whether the merged read's parallelism or its work bounds it.
+
 ``--overlap`` instead times bench/gpu.py's overlap case (a step per batch that the host
 waits for) under a few settings, with the window thread's wall and CPU time per window
 beside each: where its wall time exceeds its CPU time while the trainer steps, the
@@ -48,7 +52,7 @@ import numpy as np
 import torch
 from _synthetic import FEATURES, build_table
 from feed import calibrate, make_step, steps_alone
-from gpu import lake, sync, timed
+from gpu import build_pk, lake, sync, timed
 
 import raylake.train.fill as fill
 import raylake.train.window_process as window_process
@@ -247,6 +251,14 @@ def contention_probe(tbl: Any, device: str, repeat: int) -> None:
     # the steps feel is the loader's own threads, not a Python loop beside them.
     _, load_windows = lake(tbl, device, batch_size=1 << 16)
     elsewhere, load_elsewhere = lake(tbl, device, batch_size=1 << 16, window_process=True)
+    # The same with the child at the trainer's own priority (it reads the value as it
+    # is spawned, at its first pass).
+    level, window_process.CHILD_NICENESS = window_process.CHILD_NICENESS, 0
+    try:
+        even, load_even = lake(tbl, device, batch_size=1 << 16, window_process=True)
+        load_even()
+    finally:
+        window_process.CHILD_NICENESS = level
     t_load = best_seconds(load, repeat)
     sample = next(iter(ds))
     steps = len(ds)
@@ -294,6 +306,7 @@ def contention_probe(tbl: Any, device: str, repeat: int) -> None:
         "loader (cpu) on a thread here": lambda: beside(forever(load_cpu)),
         f"loader ({device}), 65,536-row batches": lambda: beside(forever(load_windows)),
         f"loader ({device}), 65,536, window_process": lambda: beside(forever(load_elsewhere)),
+        f"loader ({device}), 65,536, window_process, nice 0": lambda: beside(forever(load_even)),
         "loader (cpu) in another process": other_process,
         "numpy copies of 16 MB on a thread": lambda: beside(forever(lambda: np.copyto(into, big))),
         "nothing (again)": lambda: beside(None),
@@ -305,6 +318,7 @@ def contention_probe(tbl: Any, device: str, repeat: int) -> None:
         took = run()
         print(f"  beside {name:<40} {took:.3f}s = {took / alone:.2f}x")
     elsewhere.close()
+    even.close()
 
 
 class TrainerClock:
@@ -400,6 +414,31 @@ def process_probe(tbl: Any, device: str, repeat: int, window_rows: int | None) -
     ds.close()
 
 
+def pk_probe(tbl: Any, root: Path, rows: int, device: str, repeat: int) -> None:
+    """The primary-key epoch (3 upserts of 25%) against the append one, per layout."""
+    _, append = lake(tbl, device)
+    t_append = best_seconds(append, repeat)
+    t_read = min(timed(tbl.to_arrow) for _ in range(repeat))
+    print(f"append: epoch {rows / t_append / 1e6:.2f}M rows/s, to_arrow {t_read:.3f}s")
+    layouts = {
+        "4 buckets": (4, None),
+        "16 buckets": (16, None),
+        "4 buckets, row groups of 65,536": (4, {"write.row-group-rows": 65536}),
+    }
+    for name, (buckets, options) in layouts.items():
+        pk = build_pk(root / name.replace(" ", "_").replace(",", ""), rows, buckets, options)
+        ds, load = lake(pk, device)
+        load()  # a warm-up epoch, then the two alternated
+        t_pk = float("inf")
+        for _ in range(repeat):
+            t_pk, t_append = min(t_pk, timed(load)), min(t_append, timed(append))
+        t_pk_read = min(timed(pk.to_arrow) for _ in range(repeat))
+        print(f"{name:<34} epoch {rows / t_pk / 1e6:6.2f}M rows/s = {t_append / t_pk:.2f}x "
+              f"append; to_arrow {t_pk_read:.3f}s = {t_read / t_pk_read:.2f}x append's; "
+              f"{ds.stats()}")  # fmt: skip
+        ds.close()
+
+
 def copy_probe(device: str) -> None:
     """The host's time to queue one window's host-to-device copy (``non_blocking``),
     from pinned memory of torch's own, from shared memory registered with CUDA (what
@@ -455,12 +494,16 @@ def main() -> None:
     parser.add_argument("--process", action="store_true", help="window_process's overlap, timed")
     parser.add_argument("--window-rows", type=int, default=None, help="with --process")
     parser.add_argument("--copies", action="store_true", help="queueing a window's copy, timed")
+    parser.add_argument("--pk", action="store_true", help="primary-key layouts against append")
     args = parser.parse_args()
     if args.copies:
         copy_probe(args.device)
         return
     with tempfile.TemporaryDirectory() as tmp:
         tbl = build_table(Path(tmp) / "append", args.rows)
+        if args.pk:
+            pk_probe(tbl, Path(tmp), args.rows, args.device, args.repeat)
+            return
         if args.contention:
             contention_probe(tbl, args.device, args.repeat)
             return

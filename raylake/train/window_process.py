@@ -56,6 +56,12 @@ if TYPE_CHECKING:
 
 Counters = tuple[int, int, int, int, float, int]  # what the child's recorder counted
 
+# How much lower the child's threads are scheduled than the trainer's (a nice value, as
+# for a background job): where the child's reads and the trainer's thread want more
+# cores than the host has, the trainer's thread, whose launches the GPU waits for, runs
+# first. Read when a child is spawned.
+CHILD_NICENESS = 10
+
 
 def counters_of(recorder: FeedRecorder) -> Counters:
     r = recorder
@@ -149,7 +155,8 @@ class WindowProcess:
             ours, theirs = spawn.Pipe()
             maker = self._output.maker_args()
             process = spawn.Process(
-                target=serve, args=(theirs, self._loader, maker), name="raylake-windows",
+                target=serve, args=(theirs, self._loader, maker, CHILD_NICENESS),
+                name="raylake-windows",
                 daemon=True,
             )  # fmt: skip
             process.start()
@@ -340,11 +347,29 @@ class WindowsFromProcess(Iterator[Window]):
             self._finish()
 
 
-def serve(conn: Any, loader: ShardedLoader, maker: TensorBatches) -> None:
-    """The child: make the windows of each pass asked for (module docstring)."""
+def serve(conn: Any, loader: ShardedLoader, maker: TensorBatches, niceness: int = 0) -> None:
+    """The child: make the windows of each pass asked for (module docstring), at
+    ``niceness`` below the trainer's priority."""
     from raylake.train.window_child import serve_passes
 
+    lower_priority(niceness)
     serve_passes(conn, loader, maker)
+
+
+def lower_priority(by: int) -> None:
+    """Lower every thread of this process by ``by`` nice steps. On Linux a nice value
+    belongs to a thread, and threads started later take their starter's: the threads
+    the imports started are lowered too, and pyarrow's pool, started later, inherits."""
+    if by <= 0 or not hasattr(os, "setpriority"):
+        return
+    try:
+        threads = [int(task) for task in os.listdir("/proc/self/task")]
+    except OSError:  # not Linux: the call below is the whole process's
+        threads = [0]
+    for thread in threads:
+        with contextlib.suppress(OSError):  # (a thread that ended since the listing)
+            now = os.getpriority(os.PRIO_PROCESS, thread)
+            os.setpriority(os.PRIO_PROCESS, thread, min(now + by, 19))
 
 
 def picklable(error: BaseException) -> BaseException:

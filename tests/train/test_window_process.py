@@ -25,7 +25,7 @@ from test_torch_iterable import make
 
 import raylake
 from raylake.errors import LoaderProcessError, UnsupportedOperationError
-from raylake.train import LakeIterableDataset
+from raylake.train import LakeIterableDataset, window_process
 from raylake.train import device as device_module
 from raylake.train.device import SimulatedDevice
 from raylake.train.window_child import PROCESS_RING, SharedSlots
@@ -325,3 +325,22 @@ def test_a_forked_copy_leaves_the_child_alone(append_table: raylake.Table) -> No
         assert child_of(ds) is child and child.is_alive()
     finally:
         ds.close()
+
+
+def nice_values(pid: int) -> set[int]:
+    """The nice value of every thread of ``pid`` (field 19 of each task's stat)."""
+    values = set()
+    for stat in glob.glob(f"/proc/{pid}/task/*/stat"):
+        with open(stat) as f:
+            values.add(int(f.read().rsplit(")", 1)[1].split()[16]))
+    return values
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="Linux's per-thread nice values")
+def test_every_thread_of_the_child_runs_below_the_trainer(append_table: raylake.Table) -> None:
+    # The trainer's thread launches the GPU's work: the child's reads give way to it.
+    ds = make(append_table, window_process=True, shuffle=False)
+    list(ds)  # a whole pass: the child's pools and read threads have started
+    here = os.getpriority(os.PRIO_PROCESS, 0)
+    assert nice_values(child_of(ds).pid) == {min(here + window_process.CHILD_NICENESS, 19)}
+    ds.close()
