@@ -225,19 +225,25 @@ def test_a_position_loaded_before_dataloader_workers_is_for_their_next_pass_only
         assert sorted(flat([ids_of(b) for b in again])) == expected_ids(append_table)
 
 
-@pytest.mark.parametrize("workers", [0, 2])
-def test_stateful_dataloader_same_config(table: raylake.Table, workers: int) -> None:
+@pytest.mark.parametrize(("workers", "every"), [(0, 1), (2, 1), (2, 4)])
+def test_stateful_dataloader_same_config(table: raylake.Table, workers: int, every: int) -> None:
+    # every > 1: the workers' states are snapshotted every few batches, and the loader
+    # replays the batches after the last snapshot on resume (torchdata's protocol).
     expected = expected_ids(table)
     ds = make(table)
     ds.set_epoch(1)
-    loader = StatefulDataLoader(ds, batch_size=None, num_workers=workers)
+    loader = StatefulDataLoader(
+        ds, batch_size=None, num_workers=workers, snapshot_every_n_steps=every
+    )
     it = iter(loader)
     head = take(it, 9)
     state = loader.state_dict()
     del it
     ds2 = make(table)
     ds2.set_epoch(1)
-    loader2 = StatefulDataLoader(ds2, batch_size=None, num_workers=workers)
+    loader2 = StatefulDataLoader(
+        ds2, batch_size=None, num_workers=workers, snapshot_every_n_steps=every
+    )
     loader2.load_state_dict(state)
     rest = [ids_of(b) for b in loader2]
     assert len(head) + len(rest) == len(ds)
