@@ -32,10 +32,8 @@ import numpy as np
 import pyarrow as pa
 
 from raylake.errors import (
-    CommitConflictError,
     FilterError,
     InvalidArgumentError,
-    SnapshotNotFoundError,
 )
 from raylake.expr import Expr, as_expr, bind, evaluate_python, referenced_columns, to_arrow
 from raylake.format.manifest import DataFile
@@ -47,7 +45,7 @@ from raylake.table.aborted import abort_messages
 from raylake.table.commit import CommitRequest, commit_or_abort
 from raylake.table.kind import kind_of
 from raylake.table.projection import follow_columns
-from raylake.table.replaced import check_files_kept, conflict_if_replaced
+from raylake.table.replaced import check_files_kept, rerun_on_conflict, vanished_as_conflict
 from raylake.table.source import pruned_live_files
 from raylake.table.whole_files import batches_of, read_whole_files
 from raylake.table.writer import CommitMessage, writing
@@ -55,8 +53,6 @@ from raylake.table.writer import CommitMessage, writing
 if TYPE_CHECKING:
     from raylake.table.table import Table
 
-# Runs of the delete on a new state, after concurrent commits removed files it read.
-ATTEMPTS = 5
 # The candidate files are read (and their kept rows written) this many bytes at a time.
 BATCH_BYTES = 256 * 1024 * 1024
 _ROW = "_rl_row"  # the reserved prefix: no table column has the name
@@ -64,19 +60,15 @@ _ROW = "_rl_row"  # the reserved prefix: no table column has the name
 
 def delete_append_rows(tbl: Table, keys_or_filter: Any) -> Snapshot | None:
     """Delete the rows a filter selects as one commit; when none matches, nothing is
-    committed and the latest snapshot (None for a table without any) is returned."""
+    committed and the latest snapshot (None for a table without any) is returned. A
+    concurrent commit that removed a file it read makes it run again on the new state."""
     expr = _filter_arg(keys_or_filter, tbl.table_schema)
-    for attempt in range(1, ATTEMPTS + 1):
-        try:
+
+    def attempt() -> Snapshot | None:
+        with vanished_as_conflict(tbl.file_io, tbl.table_schema, "delete"):  # expired while read
             return _delete_once(tbl, expr)
-        except CommitConflictError:
-            if attempt == ATTEMPTS:
-                raise
-        except (FileNotFoundError, SnapshotNotFoundError) as exc:  # expired while read
-            conflict = conflict_if_replaced(tbl.file_io, tbl.table_schema, exc, "delete")
-            if conflict is exc or attempt == ATTEMPTS:
-                raise conflict from exc
-    raise AssertionError("unreachable")
+
+    return rerun_on_conflict(attempt)[0]
 
 
 def _filter_arg(value: Any, ts: TableSchema) -> Expr:

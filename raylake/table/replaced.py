@@ -13,6 +13,9 @@ it is damage, and stays the error it was.
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
 
 import pyarrow.compute as pc
 
@@ -21,6 +24,37 @@ from raylake.format.manifest import ADD, live_files_of, read_entries
 from raylake.format.schema import TableSchema
 from raylake.format.snapshot import Snapshot, SnapshotManager
 from raylake.io import FileIO
+
+T = TypeVar("T")
+
+# Runs of a merge or a delete on a new state, after concurrent commits changed what it read.
+ATTEMPTS = 5
+
+
+def rerun_on_conflict(attempt: Callable[[], T], attempts: int = ATTEMPTS) -> tuple[T, int]:
+    """``attempt()``'s result and the runs it took: run again after each
+    :class:`CommitConflictError` (a concurrent commit changed what it read; each run
+    reads the new latest state), up to ``attempts`` times, then the last one is raised."""
+    for n in range(1, attempts + 1):
+        try:
+            return attempt(), n
+        except CommitConflictError:
+            if n == attempts:
+                raise
+    raise AssertionError("unreachable")
+
+
+@contextmanager
+def vanished_as_conflict(file_io: FileIO, ts: TableSchema, what: str) -> Iterator[None]:
+    """A data file or snapshot that vanished while the block read it is raised as the
+    conflict it is (:func:`conflict_if_replaced`); a real loss stays the error it was."""
+    try:
+        yield
+    except (FileNotFoundError, SnapshotNotFoundError) as exc:
+        conflict = conflict_if_replaced(file_io, ts, exc, what)
+        if conflict is exc:
+            raise
+        raise conflict from exc
 
 
 def conflict_if_replaced(

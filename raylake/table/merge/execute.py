@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from raylake.errors import CommitConflictError, SnapshotNotFoundError
 from raylake.expr import AlwaysTrue, Expr
 from raylake.format.manifest import DataFile
 from raylake.format.snapshot import Snapshot, SnapshotManager
@@ -40,7 +39,12 @@ from raylake.table.merge.plan import (
     others,
 )
 from raylake.table.merge.primary_key import _merge_primary_key, by_key_lookup, key_pruning
-from raylake.table.replaced import check_files_kept, conflict_if_replaced
+from raylake.table.replaced import (
+    ATTEMPTS,
+    check_files_kept,
+    rerun_on_conflict,
+    vanished_as_conflict,
+)
 from raylake.table.scan import pruned_live_files
 from raylake.table.whole_files import batches_of as batches_of
 from raylake.table.whole_files import read_whole_files
@@ -49,7 +53,7 @@ from raylake.table.writer import CommitMessage, writing
 if TYPE_CHECKING:
     from raylake.table.table import Table
 
-MAX_ATTEMPTS = 5
+MAX_ATTEMPTS = ATTEMPTS
 # An append-table merge reads and rewrites its candidate files this many bytes at a time.
 BATCH_BYTES = 256 * 1024 * 1024
 
@@ -58,29 +62,17 @@ def merge_once(
     tbl: Table, source: pa.Table, on: JoinOn, clauses: tuple[Clause, ...]
 ) -> MergeResult:
     """One attempt of a checked merge: decide, write and commit, by the table's kind."""
-    try:
+    with vanished_as_conflict(tbl.file_io, tbl.table_schema, "merge"):  # expired while read
         if tbl.table_schema.is_primary_key_table:
             return _merge_primary_key(tbl, source, on, clauses)
         return _merge_append(tbl, source, on, clauses)
-    except (FileNotFoundError, SnapshotNotFoundError) as exc:  # expired while read
-        raise conflict_if_replaced(tbl.file_io, tbl.table_schema, exc, "merge") from exc
 
 
 def with_attempts(attempt: Callable[[], MergeResult]) -> MergeResult:
     """``attempt`` again after each concurrent commit that changed what it read, up to
     ``MAX_ATTEMPTS`` times (every engine's merge); the result counts the attempts."""
-    for n in range(1, MAX_ATTEMPTS + 1):
-        try:
-            result = attempt()
-        except CommitConflictError:
-            if n == MAX_ATTEMPTS:
-                raise
-            continue
-        return replace(result, attempts=n)
-    raise AssertionError("unreachable")
-
-
-# -- append tables: copy-on-write -------------------------------------------------------
+    result, attempts = rerun_on_conflict(attempt, MAX_ATTEMPTS)
+    return replace(result, attempts=attempts)
 
 
 @dataclass(frozen=True)

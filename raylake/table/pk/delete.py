@@ -17,7 +17,6 @@ from raylake.errors import (
     FilterError,
     InvalidArgumentError,
     SchemaMismatchError,
-    SnapshotNotFoundError,
 )
 from raylake.expr import Expr
 from raylake.format.schema import TableSchema
@@ -29,7 +28,7 @@ from raylake.table.pk.bucket import bucket_ids
 from raylake.table.pk.keyjoin import rows_with_keys
 from raylake.table.pk.schema import DELETE
 from raylake.table.pk.write import BUCKET_COLUMN, PrimaryKeyTableWriter
-from raylake.table.replaced import conflict_if_replaced
+from raylake.table.replaced import rerun_on_conflict, vanished_as_conflict
 from raylake.table.writer import split_by_partition, writing
 
 if TYPE_CHECKING:
@@ -44,10 +43,6 @@ def write_deletes(writer: PrimaryKeyTableWriter, rows: Iterable[pa.Table]) -> No
         writer.write_arrow(conform(pa_table, writer.ts.arrow_schema, writer.ts.primary_key), kinds)
 
 
-# Reads of the latest state a delete makes before it gives up (see delete_rows).
-ATTEMPTS = 5
-
-
 def delete_rows(tbl: Table, keys_or_filter: Any) -> Snapshot | None:
     """Delete the rows a filter selects, or the rows of the given keys, as one commit.
 
@@ -55,16 +50,12 @@ def delete_rows(tbl: Table, keys_or_filter: Any) -> Snapshot | None:
     the latest snapshot is returned. Where concurrent commits and an expiration removed
     the snapshot or a file the delete was reading, it reads the new latest state again.
     """
-    for attempt in range(1, ATTEMPTS + 1):
-        try:
+
+    def attempt() -> Snapshot | None:
+        with vanished_as_conflict(tbl.file_io, tbl.table_schema, "delete"):
             return _delete_once(tbl, keys_or_filter)
-        except (FileNotFoundError, SnapshotNotFoundError) as exc:
-            conflict = conflict_if_replaced(tbl.file_io, tbl.table_schema, exc, "delete")
-            if conflict is exc:
-                raise
-            if attempt == ATTEMPTS:
-                raise conflict from exc
-    raise AssertionError("unreachable")
+
+    return rerun_on_conflict(attempt)[0]
 
 
 def _delete_once(tbl: Table, keys_or_filter: Any) -> Snapshot | None:
