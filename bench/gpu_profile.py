@@ -54,6 +54,7 @@ from _synthetic import FEATURES, build_table
 from feed import calibrate, make_step, steps_alone
 from gpu import build_pk, lake, sync, timed
 
+import raylake.table.pk.group_readers as group_readers
 import raylake.train.fill as fill
 import raylake.train.window_process as window_process
 import raylake.train.windows as windows
@@ -438,6 +439,23 @@ def pk_probe(tbl: Any, root: Path, rows: int, device: str, repeat: int) -> None:
               f"append; to_arrow {t_pk_read:.3f}s = {t_read / t_pk_read:.2f}x append's; "
               f"{ds.stats()}")  # fmt: skip
         ds.close()
+    # The merged reads' row groups on a few threads (the default on 8 cores or more)
+    # against one after another, alternated over one table.
+    pk = build_pk(root / "4 buckets, groups", rows)
+    _, load_pk = lake(pk, device)
+    default = group_readers.GROUP_THREADS
+    best = {default: float("inf"), 0: float("inf")}
+    for _ in range(repeat + 1):
+        for threads in best:
+            group_readers.GROUP_THREADS = threads
+            load_pk()  # the first epoch after a switch is not counted
+            best[threads] = min(best[threads], timed(load_pk))
+            t_append = min(t_append, timed(append))
+    group_readers.GROUP_THREADS = default
+    print(f"row groups on {default} threads: {rows / best[default] / 1e6:.2f}M rows/s = "
+          f"{t_append / best[default]:.2f}x append; one after another: "
+          f"{rows / best[0] / 1e6:.2f}M rows/s = {t_append / best[0]:.2f}x append; "
+          f"{best[0] / best[default]:.2f}x faster")  # fmt: skip
     # The same epochs with every piece read beforehand and held (the reads excluded):
     # whether the merged reads or the pipeline after them hold the epoch.
     pk = build_pk(root / "4 buckets, held", rows)

@@ -17,10 +17,20 @@ import pyarrow.parquet as pq
 import pytest
 
 import raylake
+from raylake.table.pk import group_readers
 from raylake.table.pk.dedupe import unseen_in_newer
 from raylake.table.pk.kernel import decision_cache_info
 from raylake.table.pk.late import clear_decision_cache
 from raylake.train.source import LakeSource
+
+
+@pytest.fixture(autouse=True, params=[0, 3], ids=["groups-in-turn", "groups-on-threads"])
+def group_threads(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> int:
+    """Every read here twice: its row groups decoded one after another, and on three
+    threads at once (as on a host of 12 cores or more: group_readers.py)."""
+    monkeypatch.setattr(group_readers, "GROUP_THREADS", request.param)
+    return int(request.param)
+
 
 SCHEMA = pa.schema(
     [
@@ -253,3 +263,23 @@ def test_newest_first_decision_matches_a_model(
         seen |= {int(k) for k in keys}
     for got, want in zip(unseen_in_newer(arrays), expected):
         assert got.tolist() == want.tolist()
+
+
+def test_row_groups_on_threads_give_the_rows_in_turn_in_the_same_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    tbl = make(tmp_path, **{"write.row-group-rows": 100})
+    rng = np.random.default_rng(5)
+    for version in range(4):
+        ids = rng.choice(2000, 600 if version else 2000, replace=False)
+        put(tbl, [(int(i), version, f"s{i}", version) for i in ids])
+    reads = {}
+    for threads in (0, 3):
+        monkeypatch.setattr(group_readers, "GROUP_THREADS", threads)
+        clear_decision_cache()
+        reads[threads] = tbl.to_arrow()
+    assert reads[3].num_rows == 2000
+    assert reads[3].equals(reads[0])  # the same rows in the same order
+    assert not [t for t in threading.enumerate() if t.name.startswith("raylake-merge-groups")]

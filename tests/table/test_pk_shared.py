@@ -22,9 +22,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import raylake
+from raylake.table.pk import group_readers
 from raylake.table.pk.late import clear_decision_cache, shared_group_info
 from raylake.table.pk.shared import SharedGroups
 from raylake.train.source import LakeSource
+
+
+@pytest.fixture(autouse=True, params=[0, 3], ids=["groups-in-turn", "groups-on-threads"])
+def group_threads(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> int:
+    """Every read here twice: its row groups decoded one after another, and on three
+    threads at once (as on a host of 12 cores or more: group_readers.py)."""
+    monkeypatch.setattr(group_readers, "GROUP_THREADS", request.param)
+    return int(request.param)
+
 
 SCHEMA = pa.schema(
     [

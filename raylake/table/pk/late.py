@@ -19,7 +19,7 @@ every read of the same snapshot returns the same order.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -33,6 +33,7 @@ from raylake.io import FileIO
 from raylake.table.fragments import parquet_fragment
 from raylake.table.pk import kernel
 from raylake.table.pk.files import read_file, table_fields
+from raylake.table.pk.group_readers import GroupReaders, group_threads, run_in_order
 from raylake.table.pk.kernel import Decision, clear_decisions
 from raylake.table.pk.ranges import bounds, read_range
 from raylake.table.pk.schema import MergeSpec, file_schema
@@ -130,9 +131,20 @@ def materialize(
         if decision.total:
             yield pa.table({"n": pa.nulls(decision.total)}).select([])
         return
-    for i in decision.order:
-        if decision.winners[i]:
-            yield from _file_winners(file_io, ts, plan, section, part, decision, i)
+    # Each row group with a winner is a job: decoded, filtered and finished, in order.
+    threads = group_threads(file_io)
+    readers = GroupReaders(file_io, per_job=threads > 1)
+    try:
+        jobs = [
+            job
+            for i in decision.order
+            if decision.winners[i]
+            for job in _file_winners(file_io, ts, plan, section, part, decision, i, readers)
+        ]
+        for tables in run_in_order(jobs, threads):
+            yield from tables
+    finally:
+        readers.close()
 
 
 def _sharing_parts(
@@ -171,8 +183,9 @@ def _file_winners(
     part: KeyRange | None,
     decision: Decision,
     i: int,
-) -> Iterator[pa.Table]:
-    """File ``i``'s winners: its row groups that hold one, decoded whole and filtered.
+    readers: GroupReaders,
+) -> Iterator[Callable[[], list[pa.Table]]]:
+    """File ``i``'s winners, a job per row group that holds one: decoded whole and filtered.
 
     A row group at a time (256K rows in primary-key files) decodes with the fewest
     calls; 64K-row batches cost about a third more CPU here (issue 20). A group that
@@ -189,34 +202,34 @@ def _file_winners(
     projection = projection_of(file_io, ts, f.schema_id)
     stored = wanted if projection is None else projection.file_columns(wanted)
     starts, dictionary = _layout(file_io, f.path, metadata, stored)
-    with _open(file_io, f.path) as source:
-        reader = pq.ParquetFile(
-            source, metadata=metadata, read_dictionary=dictionary, pre_buffer=not file_io.is_local
-        )
 
-        def winners(g: int, masks: Mapping[int, pa.BooleanArray]) -> dict[int, pa.Table]:
+    def winners(g: int, masks: Mapping[int, pa.BooleanArray]) -> dict[int, pa.Table]:
+        with readers.reader(f.path, metadata, dictionary) as reader:
             rows = reader.read_row_group(g, columns=stored, use_threads=True)
-            return {p: rows if m.true_count == len(m) else rows.filter(m) for p, m in masks.items()}
+        return {p: rows if m.true_count == len(m) else rows.filter(m) for p, m in masks.items()}
 
-        for g in range(len(starts) - 1):
-            start, stop = starts[g], starts[g + 1]
-            if stop <= offset or start >= offset + n:
-                continue  # none of this part's rows
-            mask = decision.selection(i, start, stop)
-            if not mask.true_count:
-                continue  # a group where every row lost is never decoded
-            others: dict[int, pa.BooleanArray] = {}
-            if part is not None and (start < offset or stop > offset + n):
-                # The group holds rows of other parts: decode it once for those that win there.
-                others = _sharing_parts(file_io, section, part, i, start, stop)
-            if others and part is not None:
-                section_key = _decision_key(file_io, section, None)
-                key = (section_key, part.count, i, g, tuple(stored), tuple(dictionary))
-                masks = {part.index: mask, **others}
-                rows = _groups.take(key, part.index, partial(winners, g, masks))
-            else:
-                rows = winners(g, {0: mask})[0]
-            yield from _finish(plan, rows, dictionary, projection, wanted)
+    def job(g: int, mask: pa.BooleanArray, others: dict[int, pa.BooleanArray]) -> list[pa.Table]:
+        if others and part is not None:
+            section_key = _decision_key(file_io, section, None)
+            key = (section_key, part.count, i, g, tuple(stored), tuple(dictionary))
+            masks = {part.index: mask, **others}
+            rows = _groups.take(key, part.index, partial(winners, g, masks))
+        else:
+            rows = winners(g, {0: mask})[0]
+        return list(_finish(plan, rows, dictionary, projection, wanted))
+
+    for g in range(len(starts) - 1):
+        start, stop = starts[g], starts[g + 1]
+        if stop <= offset or start >= offset + n:
+            continue  # none of this part's rows
+        mask = decision.selection(i, start, stop)
+        if not mask.true_count:
+            continue  # a group where every row lost is never decoded
+        others: dict[int, pa.BooleanArray] = {}
+        if part is not None and (start < offset or stop > offset + n):
+            # The group holds rows of other parts: decode it once for those that win there.
+            others = _sharing_parts(file_io, section, part, i, start, stop)
+        yield partial(job, g, mask, others)
 
 
 def _layout(
@@ -232,18 +245,6 @@ def _layout(
         found = ([int(x) for x in np.cumsum([0, *sizes])], dictionary_columns(metadata, stored))
         _layouts.put(key, found)
     return found
-
-
-def _open(file_io: FileIO, path: str) -> pa.NativeFile:
-    """A data file to decode row groups from: over its memory map when it is local.
-
-    A merged read decodes every version of its rows (bench/merge.py: 7M row versions
-    for 4M rows), so copying the file's bytes into read buffers costs it more than a
-    plain read; a mapped file is decoded from the page cache in place, and the map is
-    kept for the next read (raylake/io/mapped.py). Elsewhere pyarrow's filesystem reads
-    it, with pre-buffering.
-    """
-    return file_io.arrow_filesystem().open_input_file(file_io.full_path(path))
 
 
 def _finish(
