@@ -445,17 +445,20 @@ def pk_probe(tbl: Any, root: Path, rows: int, device: str, repeat: int) -> None:
     _, load_pk = lake(pk, device)
     default = group_readers.GROUP_THREADS
     best = {default: float("inf"), 0: float("inf")}
+    whole = dict(best)  # the same for a whole-table to_arrow
     for _ in range(repeat + 1):
         for threads in best:
             group_readers.GROUP_THREADS = threads
             load_pk()  # the first epoch after a switch is not counted
             best[threads] = min(best[threads], timed(load_pk))
+            whole[threads] = min(whole[threads], timed(pk.to_arrow))
             t_append = min(t_append, timed(append))
     group_readers.GROUP_THREADS = default
     print(f"row groups on {default} threads: {rows / best[default] / 1e6:.2f}M rows/s = "
           f"{t_append / best[default]:.2f}x append; one after another: "
           f"{rows / best[0] / 1e6:.2f}M rows/s = {t_append / best[0]:.2f}x append; "
-          f"{best[0] / best[default]:.2f}x faster")  # fmt: skip
+          f"{best[0] / best[default]:.2f}x faster; to_arrow {whole[default]:.3f}s against "
+          f"{whole[0]:.3f}s one after another")  # fmt: skip
     # The same epochs with every piece read beforehand and held (the reads excluded):
     # whether the merged reads or the pipeline after them hold the epoch.
     pk = build_pk(root / "4 buckets, held", rows)
