@@ -2,7 +2,8 @@
 
 Build filters with ``col("x") > 3`` or parse them with ``parse_filter("x > 3")``;
 ``bind`` them to a schema; then ``to_arrow`` filters rows, ``might_match`` prunes
-files by statistics and ``filter_on_columns`` projects onto key columns.
+files by statistics, ``must_match`` proves from them that a file's every row matches,
+and ``filter_on_columns`` projects onto key columns.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from raylake.expr.column import Column, col
 from raylake.expr.like import escape_like
 from raylake.expr.parser import parse_filter
 from raylake.expr.pruning import StatsSource, might_match
+from raylake.expr.strict import must_match
 from raylake.expr.tree import (
     AlwaysFalse,
     AlwaysTrue,
@@ -86,6 +88,7 @@ __all__ = [
     "evaluate_python",
     "filter_on_columns",
     "might_match",
+    "must_match",
     "nan_sensitive",
     "negate_push_down",
     "not_",

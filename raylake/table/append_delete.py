@@ -35,8 +35,16 @@ from raylake.errors import (
     FilterError,
     InvalidArgumentError,
 )
-from raylake.expr import Expr, as_expr, bind, evaluate_python, referenced_columns, to_arrow
-from raylake.format.manifest import DataFile
+from raylake.expr import (
+    Expr,
+    as_expr,
+    bind,
+    evaluate_python,
+    must_match,
+    referenced_columns,
+    to_arrow,
+)
+from raylake.format.manifest import DataFile, data_files_from_table
 from raylake.format.schema import TableSchema
 from raylake.format.schema_files import schema_at_least
 from raylake.format.snapshot import Snapshot, SnapshotManager
@@ -46,7 +54,7 @@ from raylake.table.commit import CommitRequest, commit_or_abort
 from raylake.table.kind import kind_of
 from raylake.table.projection import follow_columns
 from raylake.table.replaced import check_files_kept, rerun_on_conflict, vanished_as_conflict
-from raylake.table.source import pruned_live_files
+from raylake.table.source import ManifestStats, pruned_live_entries
 from raylake.table.whole_files import batches_of, read_whole_files
 from raylake.table.writer import CommitMessage, writing
 
@@ -98,11 +106,14 @@ def _delete_once(tbl: Table, expr: Expr) -> Snapshot | None:
     _, expr = follow_columns(tbl.table_schema, ts, None, expr)
     # Typed literals (a date given as a string): pruning compares them with statistics.
     expr = bind(expr, ts.arrow_schema)
-    candidates = pruned_live_files(file_io, ts, snap, expr)
-    dropped = _selected_by_partition(candidates, expr, ts)
-    dropped_paths = {f.path for f in dropped}
+    entries = pruned_live_entries(file_io, ts, snap, expr)
+    candidates = data_files_from_table(entries, ts)
+    # Files the filter selects whole are dropped unread: by their partition, or by
+    # statistics proving that every row matches (as Delta and Iceberg drop them).
+    proven = data_files_from_table(entries.filter(must_match(expr, ManifestStats(ts))), ts)
+    dropped_paths = {f.path for f in (*_selected_by_partition(candidates, expr, ts), *proven)}
+    removed: list[DataFile] = [f for f in candidates if f.path in dropped_paths]
     to_read = [f for f in candidates if f.path not in dropped_paths]
-    removed: list[DataFile] = list(dropped)
     messages: list[CommitMessage] = []
     row_filter = to_arrow(expr)
     try:

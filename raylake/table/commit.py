@@ -189,7 +189,8 @@ class Committer:
             return
         deleted = [f for m in request.messages for f in m.deleted_files]
         if deleted:
-            live = live_files_of(self.file_io, latest.base_manifests, self.ts)
+            # Paths only: no statistics decoded (the set a plan without a filter shares).
+            live = live_files_of(self.file_io, latest.base_manifests, self.ts, ())
             live_paths = set(live.column("path").to_pylist())
             gone = [f.path for f in deleted if f.path not in live_paths]
             if gone:

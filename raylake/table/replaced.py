@@ -74,7 +74,7 @@ def conflict_if_replaced(
     latest = SnapshotManager(file_io).latest()
     if latest is None:
         return exc
-    live = live_files_of(file_io, latest.base_manifests, ts).column("path").to_pylist()
+    live = live_files_of(file_io, latest.base_manifests, ts, ()).column("path").to_pylist()
     if rel in set(live):
         return exc
     return CommitConflictError(

@@ -401,13 +401,21 @@ def pruned_live_files(
     file_io: FileIO, ts: TableSchema, snap: Snapshot, pruning: Expr
 ) -> list[DataFile]:
     """The live files of a snapshot that may hold rows matching ``pruning``."""
-    with SnapshotManager(file_io).reading(snap.id):
-        if isinstance(pruning, AlwaysTrue):
+    if isinstance(pruning, AlwaysTrue):
+        with SnapshotManager(file_io).reading(snap.id):
             return live_data_files(file_io, snap.base_manifests, ts)
-        # Decode the statistics of the filter's columns only (cold planning of wide
-        # tables), and only the rows that survive pruning.
+    # Decode only the rows that survive pruning.
+    return data_files_from_table(pruned_live_entries(file_io, ts, snap, pruning), ts)
+
+
+def pruned_live_entries(
+    file_io: FileIO, ts: TableSchema, snap: Snapshot, pruning: Expr
+) -> pa.Table:
+    """The manifest rows of a snapshot's live files that may hold rows matching
+    ``pruning``, with the statistics of its columns only (cold planning of wide tables)."""
+    with SnapshotManager(file_io).reading(snap.id):
         live = live_files_of(file_io, snap.base_manifests, ts, referenced_columns(pruning))
-        return data_files_from_table(prune_entries(live, ts, pruning), ts)
+    return prune_entries(live, ts, pruning)
 
 
 def prune_entries(entries: pa.Table, ts: TableSchema, pruning: Expr) -> pa.Table:

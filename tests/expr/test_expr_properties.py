@@ -30,6 +30,7 @@ from raylake.expr import (
     evaluate_python,
     filter_on_columns,
     might_match,
+    must_match,
     negate_push_down,
     parse_filter,
     referenced_columns,
@@ -106,14 +107,14 @@ EXPRS = st.recursive(
 
 
 @st.composite
-def tables(draw: st.DrawFn, max_rows: int = 30) -> pa.Table:
+def tables(draw: st.DrawFn, max_rows: int = 30, some_without_nulls: bool = False) -> pa.Table:
+    """``some_without_nulls``: each column may hold no null (half the values are null
+    otherwise, so a column of many rows always holds one)."""
     n = draw(st.integers(0, max_rows))
-    columns = {
-        c: pa.array(
-            draw(st.lists(st.none() | VALUES[c], min_size=n, max_size=n)), SCHEMA.field(c).type
-        )
-        for c in COLUMNS
-    }
+    columns = {}
+    for c in COLUMNS:
+        values = VALUES[c] if some_without_nulls and draw(st.booleans()) else st.none() | VALUES[c]
+        columns[c] = pa.array(draw(st.lists(values, min_size=n, max_size=n)), SCHEMA.field(c).type)
     return pa.table(columns, schema=SCHEMA)
 
 
@@ -246,3 +247,45 @@ def test_might_match_is_exact_where_stats_allow(table: pa.Table, predicate: Expr
         assert kept == matches
     if table[bound.column].null_count == table.num_rows and not isinstance(bound, IsNull):
         assert not kept  # an all-null (or empty) file matches no comparison
+
+
+# More, smaller files than for pruning: a proof needs a file without nulls whose bound
+# meets the literal.
+MUST_SETTINGS = settings(SETTINGS, max_examples=400)
+
+
+@MUST_SETTINGS
+@given(tables(max_rows=24, some_without_nulls=True), EXPRS, st.data())
+def test_must_match_proves_only_files_whose_every_row_matches(
+    table: pa.Table, expr: Expr, data: st.DataObject
+) -> None:
+    # A copy-on-write delete drops a proven file unread: one wrong proof deletes a row
+    # the user keeps.
+    bound = bind(expr, SCHEMA)
+    cuts = sorted(data.draw(st.lists(st.integers(0, table.num_rows), max_size=5)))
+    edges = [0, *cuts, table.num_rows]
+    files = [table.slice(a, b - a) for a, b in itertools.pairwise(edges)]
+    tracked = data.draw(st.sets(st.sampled_from(COLUMNS)) | st.just(set(COLUMNS)))
+    rng = data.draw(st.randoms(use_true_random=False))
+    forget_rate = data.draw(st.sampled_from([0.0, 0.0, 0.2]))
+    stats = stats_table(files, lambda: rng.random() < forget_rate)
+    proven = set(stats.filter(must_match(bound, TableStats(tracked)))["file"].to_pylist())
+    for index, file in enumerate(files):
+        if index in proven:
+            assert len(selected(bound, file)) == file.num_rows, f"file {index}, {bound}"
+
+
+@MUST_SETTINGS
+@given(tables(max_rows=8, some_without_nulls=True), predicates())
+def test_must_match_is_exact_where_stats_allow(table: pa.Table, predicate: Expr) -> None:
+    """With exact stats, one-sided comparisons and null tests prove exactly."""
+    bound = bind(predicate, SCHEMA)
+    assert isinstance(bound, Predicate)
+    stats = stats_table([table], lambda: False)
+    proven = stats.filter(must_match(bound, TableStats(set(COLUMNS)))).num_rows == 1
+    every = len(selected(bound, table)) == table.num_rows
+    assert every or not proven
+    if isinstance(bound, (IsNull, NotNull)) or (
+        isinstance(bound, Compare) and bound.op in ("<", "<=", ">", ">=") and table.num_rows
+    ):
+        assert proven == every

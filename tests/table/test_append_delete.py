@@ -13,6 +13,7 @@ import textwrap
 from datetime import date, datetime, time, timezone
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -65,6 +66,47 @@ def test_a_filter_on_partition_columns_drops_whole_files_unread(tbl: Table) -> N
     snap = tbl.delete("dt = 'd1'")
     assert snap is not None and tbl.to_arrow().column("id").to_pylist() == [4, 5]
     assert len(live_paths(tbl)) == 1 and len(data_files_on_disk(tbl)) == 3  # none written
+
+
+def read_files(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The data files each delete from now on reads (to rewrite them)."""
+    from raylake.table import append_delete
+
+    read: list[str] = []
+    real = append_delete._read_files
+
+    def recorded(file_io: object, ts: object, snap: object, files: list[Any]) -> Any:
+        read.extend(f.path for f in files)
+        return real(file_io, ts, snap, files)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(append_delete, "_read_files", recorded)
+    return read
+
+
+def test_files_whose_statistics_prove_every_row_matches_are_dropped_unread(
+    tbl: Table, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    read = read_files(monkeypatch)
+    snap = tbl.delete("id <= 5 and v >= 1")  # the first two files whole (ids 1-3, 4-5)
+    assert snap is not None and snap.delta_record_count == -5
+    assert read == [] and tbl.to_arrow().column("id").to_pylist() == [6, 7]
+    assert len(data_files_on_disk(tbl)) == 3  # none written
+    tbl.delete("id = 6 or id = 7")  # each row, but no one bound covers the file: read
+    assert len(read) == 1 and tbl.count() == 0
+
+
+@pytest.mark.parametrize(
+    ("values", "text"), [([1.0, None], "v < 10"), ([1.0, float("nan")], "v < 10")]
+)
+def test_a_file_with_a_null_or_a_nan_is_read_not_dropped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, values: list[Any], text: str
+) -> None:
+    # Neither a null nor NaN is selected by a comparison: the file holds a row to keep.
+    t = raylake.create_table(str(tmp_path / "n"), SCHEMA)
+    t.write(pa.table({"id": [1, 2], "dt": ["a", "b"], "v": values}, schema=SCHEMA))
+    read = read_files(monkeypatch)
+    t.delete(text)
+    assert len(read) == 1 and t.to_arrow().column("id").to_pylist() == [2]
 
 
 def test_nothing_matching_commits_nothing(tbl: Table) -> None:
