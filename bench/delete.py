@@ -25,10 +25,10 @@ import argparse
 import json
 import shutil
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
+import merge_into
 from merge_into import TARGET_FILES, make_data, setup_delta, setup_raylake
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -81,12 +81,7 @@ def worker(args: list[str]) -> None:
 
 
 def run(python: str, *args: str) -> str:
-    done = subprocess.run(
-        [python, __file__, "--worker", *args], capture_output=True, text=True, check=False
-    )
-    if done.returncode:
-        raise SystemExit(f"{args[0]} failed:\n{done.stderr}")
-    return done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+    return merge_into.run(python, *args, script=__file__)
 
 
 def main() -> None:

@@ -85,7 +85,7 @@ def settings(device: str) -> list[tuple[str, str, dict[str, Any]]]:
     return rows
 
 
-def profile_epoch(tbl: Any, device: str, top: int) -> None:
+def profile_epoch(tbl: Any, device: str, top: int, what: str = "", with_torch: bool = True) -> None:
     _, run = lake(tbl, device)
     run()
     profiler = cProfile.Profile()
@@ -96,8 +96,10 @@ def profile_epoch(tbl: Any, device: str, top: int) -> None:
     stats = pstats.Stats(profiler, stream=out)
     stats.sort_stats("tottime").print_stats(top)
     stats.sort_stats("cumulative").print_stats("raylake", top)  # the loader's own parts
-    print(f"--- cProfile of one epoch, {device} (every thread on Python >= 3.12) ---")
+    print(f"--- cProfile of one {what}epoch, {device} (every thread on Python >= 3.12) ---")
     print(out.getvalue())
+    if not with_torch:
+        return
     activities = [torch.profiler.ProfilerActivity.CPU]
     if device.startswith("cuda"):
         activities.append(torch.profiler.ProfilerActivity.CUDA)
@@ -480,16 +482,7 @@ def pk_probe(tbl: Any, root: Path, rows: int, device: str, repeat: int) -> None:
               f"{rows / t_append / 1e6:.2f}M rows/s: {t_append / t_pk:.2f}x")  # fmt: skip
     finally:
         LakeSource.read_piece = original  # type: ignore[method-assign]
-    _, load_pk = lake(pk, device)
-    load_pk()
-    profiler = cProfile.Profile()
-    profiler.enable()
-    load_pk()
-    profiler.disable()
-    out = io.StringIO()
-    pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(25)
-    print("--- cProfile of one primary-key epoch (every thread on Python >= 3.12) ---")
-    print(out.getvalue())
+    profile_epoch(pk, device, 25, "primary-key ", with_torch=False)
 
 
 def copy_probe(device: str) -> None:

@@ -148,9 +148,10 @@ def worker(args: list[str]) -> None:
 # -- the driver ----------------------------------------------------------------------
 
 
-def run(python: str, *args: str) -> str:
+def run(python: str, *args: str, script: str = __file__) -> str:
+    """``script --worker args`` under ``python`` in a fresh process: its last line."""
     done = subprocess.run(
-        [python, __file__, "--worker", *args], capture_output=True, text=True, check=False
+        [python, script, "--worker", *args], capture_output=True, text=True, check=False
     )
     if done.returncode:
         raise SystemExit(f"{args[0]} failed:\n{done.stderr}")

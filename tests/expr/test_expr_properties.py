@@ -212,19 +212,27 @@ def stats_table(files: list[pa.Table], forget: Callable[[], bool]) -> pa.Table:
     return pa.table(data)
 
 
-@SETTINGS
-@given(tables(max_rows=40), EXPRS, st.data())
-def test_might_match_never_prunes_a_matching_file(
-    table: pa.Table, expr: Expr, data: st.DataObject
-) -> None:
-    bound = bind(expr, SCHEMA)
+def files_and_stats(
+    table: pa.Table, data: st.DataObject
+) -> tuple[list[pa.Table], pa.Table, set[str]]:
+    """``table`` cut into files at drawn rows, their statistics (some drawn unknown), and
+    the columns whose statistics are tracked."""
     cuts = sorted(data.draw(st.lists(st.integers(0, table.num_rows), max_size=5)))
     edges = [0, *cuts, table.num_rows]
     files = [table.slice(a, b - a) for a, b in itertools.pairwise(edges)]
     tracked = data.draw(st.sets(st.sampled_from(COLUMNS)) | st.just(set(COLUMNS)))
     rng = data.draw(st.randoms(use_true_random=False))
     forget_rate = data.draw(st.sampled_from([0.0, 0.0, 0.2]))
-    stats = stats_table(files, lambda: rng.random() < forget_rate)
+    return files, stats_table(files, lambda: rng.random() < forget_rate), tracked
+
+
+@SETTINGS
+@given(tables(max_rows=40), EXPRS, st.data())
+def test_might_match_never_prunes_a_matching_file(
+    table: pa.Table, expr: Expr, data: st.DataObject
+) -> None:
+    bound = bind(expr, SCHEMA)
+    files, stats, tracked = files_and_stats(table, data)
     kept = set(stats.filter(might_match(bound, TableStats(tracked)))["file"].to_pylist())
     for index, file in enumerate(files):
         if selected(bound, file):
@@ -262,13 +270,7 @@ def test_must_match_proves_only_files_whose_every_row_matches(
     # A copy-on-write delete drops a proven file unread: one wrong proof deletes a row
     # the user keeps.
     bound = bind(expr, SCHEMA)
-    cuts = sorted(data.draw(st.lists(st.integers(0, table.num_rows), max_size=5)))
-    edges = [0, *cuts, table.num_rows]
-    files = [table.slice(a, b - a) for a, b in itertools.pairwise(edges)]
-    tracked = data.draw(st.sets(st.sampled_from(COLUMNS)) | st.just(set(COLUMNS)))
-    rng = data.draw(st.randoms(use_true_random=False))
-    forget_rate = data.draw(st.sampled_from([0.0, 0.0, 0.2]))
-    stats = stats_table(files, lambda: rng.random() < forget_rate)
+    files, stats, tracked = files_and_stats(table, data)
     proven = set(stats.filter(must_match(bound, TableStats(tracked)))["file"].to_pylist())
     for index, file in enumerate(files):
         if index in proven:
