@@ -32,6 +32,7 @@ from raylake.paimon.append_read import plain_batches, plain_table, split_files, 
 from raylake.paimon.evolution import group_rows, row_range_groups
 from raylake.paimon.fallback import conformed, fallback_context, is_fallback, split_by_branch
 from raylake.paimon.meta import PaimonFileSlice, PaimonTableSchema
+from raylake.paimon.options import BUCKET_UNAWARE
 from raylake.paimon.read import read_splits
 from raylake.paimon.scan import append_splits, column_fraction, section_splits, sized
 from raylake.table.kind import TableKind, kind_of
@@ -105,6 +106,17 @@ class _PaimonKind(TableKind):
         if fallback is not None and is_fallback(split):
             return kind_of(fallback).exact_row_count(split)
         return self._exact_row_count(split)
+
+    @property
+    def bucket_count(self) -> int | None:
+        # A rescale (a schema with another 'bucket', then an overwrite) leaves the
+        # partitions it did not overwrite in the old count's buckets: the largest count of
+        # any schema bounds them. A primary-key table's dynamic buckets (-1) have no bound;
+        # an unbucketed append table's files lie in bucket 0.
+        counts = [int(s.options.get("bucket", "-1")) for s in self.pts.info.schemas.values()]
+        if BUCKET_UNAWARE in counts and self.ts.primary_key:
+            return None
+        return max([1, *counts])
 
     def _fallback(self) -> TableSchema | None:
         info = self.pts.paimon

@@ -84,7 +84,7 @@ class StreamReader(NotPicklable):
         self.consumer_id = None if consumer_id is None else validate_consumer_id(consumer_id)
         self.poll_interval = options.poll_interval
         self.catch_up_after = options.catch_up_after
-        self.shard = ShardSpec.of_options(options)
+        self.shard = ShardSpec.of_options(options).within(table.kind, table.uri)
         scan = table.scan(columns=options.columns, filter=options.filter)
         context = StreamReadContext(
             table.file_io,

@@ -14,8 +14,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from raylake.errors import StreamArgumentError
+
 if TYPE_CHECKING:
     from raylake.streaming.options import StreamOptions
+    from raylake.table.kind import TableKind
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,22 @@ class ShardSpec:
         if options.bucket_filter is not None:
             return cls(bucket_filter=options.bucket_filter)
         return cls()
+
+    def within(self, kind: TableKind, uri: str) -> ShardSpec:
+        """This spec, once its bucket list is checked against the table's bucket count: a
+        bucket the table has no files in would be read as nothing, without a word."""
+        count = kind.bucket_count
+        if self.buckets is None or count is None:
+            return self
+        beyond = sorted(b for b in self.buckets if b >= count)
+        if beyond:
+            raise StreamArgumentError(
+                "buckets",
+                sorted(self.buckets),
+                f"bucket numbers below {count}: {uri} has {count} bucket(s), 0 to "
+                f"{count - 1}, so bucket {beyond[0]} holds none of its rows",
+            )
+        return self
 
     @property
     def is_everything(self) -> bool:

@@ -133,6 +133,10 @@ class AppendKind(TableKind):
         # table was created with: sharded by bucket, one shard would read it all.
         return True
 
+    @property
+    def bucket_count(self) -> int | None:
+        return 1  # the same: the ``buckets`` stored by a table made before meant nothing
+
 
 def in_read_order(files: Sequence[DataFile]) -> list[DataFile]:
     """Files in partition order, each partition's in the order they were written: a

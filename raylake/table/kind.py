@@ -168,6 +168,12 @@ class TableKind(ABC):
         """Whether stream shards split the table by data file rather than by bucket."""
         return False
 
+    @property
+    def bucket_count(self) -> int | None:
+        """How many buckets the table's files lie in (0 to n - 1): what a stream's
+        ``buckets`` may name. None where no count bounds them (Paimon's dynamic buckets)."""
+        return self.ts.buckets
+
     # -- maintenance -------------------------------------------------------------------
 
     def compact(self, file_io: FileIO, *, full: bool) -> Snapshot | None:

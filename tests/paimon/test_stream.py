@@ -11,7 +11,7 @@ from paimon_util import FIXTURES, expected, rows_by_key
 from test_compacted import compact
 
 import raylake
-from raylake.errors import StreamPositionExpiredError, UnsupportedOperationError
+from raylake.errors import StreamError, StreamPositionExpiredError, UnsupportedOperationError
 from raylake.paimon import UnsupportedPaimonError
 
 CHANGELOG = str(FIXTURES / "pk_changelog_input" / "table")
@@ -96,6 +96,28 @@ def test_shards_split_the_buckets() -> None:
         )
     assert not set(ids[0]) & set(ids[1])
     assert sorted(ids[0] + ids[1]) == list(range(40))
+
+
+def test_a_bucket_list_is_checked_against_every_bucket_count_the_table_had(
+    paimon_copy: Any,
+) -> None:
+    """A bucket beyond the table's is refused, naming it; after a rescale from 4 buckets
+    to 2 the partitions it did not overwrite may still lie in buckets 2 and 3, and a
+    dynamic-bucket table has no bound."""
+    from test_paimon_overwrite_changes import _rescale
+
+    with pytest.raises(StreamError, match=r"below 2: .* has 2 bucket\(s\), 0 to 1, so bucket 2"):
+        raylake.open_table(str(FIXTURES / "append_bucketed" / "table")).stream(buckets=[2])
+    with pytest.raises(StreamError, match="so bucket 1 holds none"):
+        raylake.open_table(str(FIXTURES / "append_unaware" / "table")).stream(buckets=[1])
+    raylake.open_table(str(FIXTURES / "pk_dynamic_overwrite" / "table")).stream(buckets=[99])
+    table = paimon_copy("pk_deduplicate")
+    _rescale(table)
+    tbl = raylake.open_table(str(table))
+    (full, *_) = tbl.stream(start="earliest", buckets=[2, 3]).plans(timeout=0)
+    assert full.to_arrow().num_rows > 0
+    with pytest.raises(StreamError, match=r"below 4: .* so bucket 4"):
+        tbl.stream(start="earliest", buckets=[4])
 
 
 def test_an_expired_position_is_an_error(paimon_copy: Any) -> None:

@@ -231,6 +231,24 @@ def test_bucket_lists_and_filters(warehouse: Path) -> None:
     assert by_list == by_fn and sorted(by_list + rest) == list(range(40))
 
 
+def test_a_bucket_the_table_does_not_have_is_refused_before_the_consumer_registers(
+    warehouse: Path,
+) -> None:
+    """buckets=[4] of a table of 4 buckets (0 to 3) read nothing, without a word; an
+    append table's files all lie in bucket 0."""
+    tbl = pk_table(warehouse / "pk", buckets=4)
+    tbl.write(rows(list(range(8))))
+    with pytest.raises(StreamError, match=r"below 4: .* has 4 bucket\(s\), 0 to 3, so bucket 4"):
+        tbl.stream(consumer_id="c", start="earliest", buckets=[1, 4, 9])
+    assert tbl.consumers() == []
+    assert ids_of(drain(tbl.stream(start="earliest", buckets=[0, 1, 2, 3]))) == list(range(8))
+    appended = raylake.create_table(str(warehouse / "append"), SCHEMA)
+    appended.write(rows([1, 2]))
+    with pytest.raises(StreamError, match=r"below 1: .* has 1 bucket\(s\), 0 to 0, so bucket 1"):
+        appended.stream(start="earliest", buckets=[1])
+    assert ids_of(drain(appended.stream(start="earliest", buckets=[0]))) == [1, 2]
+
+
 # -- progress ------------------------------------------------------------------------------
 
 
