@@ -32,6 +32,11 @@ from raylake.table.location import check_empty_location, created_at_location, ot
 from raylake.table.pandas_types import pandas_to_arrow, with_index_columns
 from raylake.table.source import source_for
 from raylake.table.table import Table
+from raylake.table.written_partitions import (
+    PartitionOverwriteMode,
+    check_dynamic_mode,
+    partition_overwrite_mode_arg,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -240,6 +245,7 @@ def from_pandas(
     options: Mapping[str, Any] | None = None,
     storage_options: Mapping[str, Any] | None = None,
     allow_other_files: bool = False,
+    partition_overwrite_mode: PartitionOverwriteMode = "static",
 ) -> Table:
     """Create a table from a pandas DataFrame and write it, in one call.
 
@@ -247,7 +253,9 @@ def from_pandas(
     pyarrow Schema, a list of column names (renames the DataFrame's columns by
     position, types inferred, as in ``spark.createDataFrame(pdf, ["a", "b"])``), or a
     list of pyarrow types (names from the DataFrame). ``mode`` says what to do when
-    a table already exists: raise (``"error"``), append, or overwrite.
+    a table already exists: raise (``"error"``), append, or overwrite: the whole table,
+    or with ``partition_overwrite_mode="dynamic"`` (Spark's) only the partitions the
+    DataFrame has rows in, as ``Table.write`` takes it.
 
     The index follows pyarrow's ``preserve_index`` convention for named indexes: each
     named level becomes a column, before the others (``df.groupby("user").sum()`` keeps
@@ -256,6 +264,8 @@ def from_pandas(
     strings are ``string``, times ``timestamp[ns]`` (docs/pandas.md).
     """
     check_choice("mode", mode, ("error", "append", "overwrite"))
+    partition_overwrite_mode = partition_overwrite_mode_arg(partition_overwrite_mode)
+    check_dynamic_mode(partition_overwrite_mode, mode)
     spec = TableSpec.of(
         partition_by=partition_by, primary_key=primary_key, buckets=buckets, options=options
     )
@@ -297,7 +307,7 @@ def from_pandas(
         pa_table = _arrow_from_pandas(df, schema, infer=False, types=tbl.schema)
     write_mode: Literal["overwrite"] | None = "overwrite" if mode == "overwrite" else None
     try:
-        tbl.write(pa_table, mode=write_mode)
+        tbl.write(pa_table, mode=write_mode, partition_overwrite_mode=partition_overwrite_mode)
     except BaseException:
         if created:  # left empty, it would make the corrected call fail ("already exists")
             drop_new_table(tbl, beside_other_files=allow)

@@ -178,3 +178,31 @@ def test_the_command_line_replaces_the_partitions_of_the_files(
     out = capsys.readouterr().out
     assert out == "wrote 3 row(s) from 1 file(s): snapshot 2 (replaced 2 row(s))\n"
     assert by_partition(tbl)[("d1", "eu")] == [80, 81, 82] and tbl.count() == 6
+
+
+def test_from_pandas_replaces_the_partitions_the_dataframe_has_rows_in(
+    tbl: Table, tmp_path: Path
+) -> None:
+    """from_pandas took no partition_overwrite_mode (an unknown keyword), though Table.write,
+    write_lake and raylake.spark.write take it: mode='overwrite' replaced the whole table."""
+    df = rows([90], "d1").to_pandas()
+    raylake.from_pandas(df, tbl.uri, mode="overwrite", partition_overwrite_mode="dynamic")
+    assert by_partition(tbl) == {
+        ("d1", "eu"): [90],
+        ("d1", "us"): [3],
+        ("d2", "eu"): [4],
+        (None, None): [5],
+    }
+    for mode in ("append", "error"):  # refused before anything is written or created
+        with pytest.raises(UnsupportedOperationError, match="only to mode='overwrite'"):
+            raylake.from_pandas(
+                df, str(tmp_path / "new"), mode=mode, partition_overwrite_mode="dynamic"
+            )
+    assert not (tmp_path / "new").exists() and len(tbl.snapshots()) == 2
+    with pytest.raises(InvalidArgumentError, match="partition_overwrite_mode must be one of"):
+        raylake.from_pandas(df, tbl.uri, mode="overwrite", partition_overwrite_mode="partial")  # type: ignore[arg-type]
+    new = raylake.from_pandas(
+        df, str(tmp_path / "new"), partition_by=["dt"], mode="overwrite",
+        partition_overwrite_mode="dynamic",
+    )  # fmt: skip
+    assert new.to_arrow().column("id").to_pylist() == [90]
