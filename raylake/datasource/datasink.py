@@ -27,6 +27,7 @@ from raylake.arguments import (
     check_mapping,
     refuse_unknown_keywords,
 )
+from raylake.datasource.block_schema import arrow_schema, dataset_types
 from raylake.errors import (
     InvalidOptionError,
     SchemaArgumentError,
@@ -179,7 +180,7 @@ class LakeDatasink(Datasink[TaskCommit]):
         that schema, or :class:`TableNotFoundError` when the table is missing and may not
         be created.
         """
-        data_schema = _arrow_schema(schema)
+        data_schema = arrow_schema(schema)
         self._known_schema = data_schema
         uri, storage_options = self.file_io.uri, self.file_io.storage_options
         if table_exists(uri, storage_options=storage_options):
@@ -227,7 +228,7 @@ class LakeDatasink(Datasink[TaskCommit]):
         self._job_id = uuid.uuid4().hex[:16]
         self.snapshot = None
         self._new_table = None
-        data_schema = _dataset_types(_arrow_schema(schema), self._known_schema)
+        data_schema = dataset_types(arrow_schema(schema), self._known_schema)
         tbl = self._open_or_create(data_schema)
         if data_schema is not None and self.merge:
             tbl = self._with_new_columns(tbl, data_schema)
@@ -395,39 +396,6 @@ class _Create:
     schema: pa.Schema | None
     create_if_missing: bool
     layout: TableSpec
-
-
-def _arrow_schema(schema: Any) -> pa.Schema | None:
-    """A dataset's schema as Arrow: Ray hands over Arrow schemas, ``ray.data.Schema``s and
-    pandas block schemas. A column whose type has no Arrow equivalent yet (a pandas
-    object column) becomes null: checked on the rows, not here."""
-    if schema is None or isinstance(schema, pa.Schema):
-        return schema
-    from ray.data import Schema
-
-    wrapped = schema if isinstance(schema, Schema) else Schema(schema)
-    if isinstance(wrapped.base_schema, pa.Schema):
-        return wrapped.base_schema
-    types = [t if isinstance(t, pa.DataType) else pa.null() for t in wrapped.types]
-    return pa.schema([pa.field(n, t) for n, t in zip(wrapped.names, types, strict=True)])
-
-
-def _dataset_types(first: pa.Schema | None, known: pa.Schema | None) -> pa.Schema | None:
-    """The first bundle's schema with each column typed as in the dataset's whole schema
-    (Ray's unification of every block's, where it is known): a first block whose values
-    of a column are all None has it as null, one of int32 ints or without nulls has it as
-    int32 or non-nullable, and a table created from it (or a column ``schema_mode="merge"``
-    adds) would refuse the int64 values or the nulls of the later blocks."""
-    if first is None or known is None:
-        return first
-    for i, field in enumerate(first):
-        index = known.get_field_index(field.name)
-        wider = known.field(index) if index >= 0 else None
-        if wider is None or pa.types.is_null(wider.type):
-            continue
-        nullable = field.nullable or wider.nullable
-        first = first.set(i, field.with_type(wider.type).with_nullable(nullable))
-    return first
 
 
 def _basename(rel: str) -> str:

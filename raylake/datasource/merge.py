@@ -64,9 +64,9 @@ def merge_lake(
 
     if not isinstance(ds, ray.data.Dataset):
         raise InvalidArgumentError("ds", ds, "a ray.data.Dataset")
-    from raylake.datasource.datasink import _arrow_schema
+    from raylake.datasource.block_schema import arrow_schema
 
-    schema = _arrow_schema(ds.schema())
+    schema = arrow_schema(ds.schema())
     if schema is None:
         raise InvalidArgumentError("ds", ds, "a dataset with a known schema")
     refuse_process_local(uri, "merge_lake")

@@ -37,6 +37,7 @@ and round values above 2**53.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -173,6 +174,24 @@ def normalized(pa_table: pa.Table, explicit: frozenset[str] = frozenset()) -> pa
         columns.append(column)
         fields.append(pa.field(field.name, dtype, field.nullable))
     return pa.Table.from_arrays(columns, schema=pa.schema(fields))
+
+
+def dataframe_schema(schema: pa.Schema) -> pa.Schema:
+    """``schema`` in the table types above where pyarrow made it of a DataFrame (it then
+    carries pandas' metadata: Ray's blocks of ``ray.data.from_pandas`` and of pandas
+    batches), so that a table made from those rows has the types ``from_pandas`` gives;
+    a ``pd.ArrowDtype`` column keeps its type, and any other schema is returned as is."""
+    try:
+        described = json.loads((schema.metadata or {})[b"pandas"])["columns"]
+    except (KeyError, TypeError, ValueError):
+        return schema
+    explicit = {
+        str(c.get("field_name", c.get("name")))
+        for c in described
+        if isinstance(c, dict) and str(c.get("numpy_type", "")).endswith("[pyarrow]")
+    }
+    fields = [f if f.name in explicit else f.with_type(_table_type(f.type)) for f in schema]
+    return pa.schema(fields, metadata=schema.metadata)
 
 
 def strings_normalized(pa_table: pa.Table) -> pa.Table:
