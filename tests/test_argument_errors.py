@@ -138,6 +138,7 @@ CASES: list[tuple[str, str, Call, str, type[Exception] | None]] = [
     ("names", "LakeStreamDataset", _stream_dataset(columns="id"), "columns", None),
     # a mode or other choice that is not one of the choices
     ("choice", "Table.commit", _messages(mode="sideways"), "mode", None),
+    ("choice", "Table.write", lambda t, p: t.write(ROWS, mode="apend"), "mode", None),
     ("choice", "from_pandas", _pandas(mode="ignore"), "mode", None),
     ("choice", "LakeDatasink", _sink(mode="sideways"), "mode", InvalidOptionError),
     ("choice", "Table.stream", lambda t, p: t.stream(on_overwrite="ignore"), "on_overwrite",

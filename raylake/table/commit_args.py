@@ -11,6 +11,7 @@ from raylake.expr import AlwaysTrue, Expr, as_expr
 from raylake.format.schema import TableSchema
 from raylake.table.args import is_int
 from raylake.table.commit import CommitRequest, check_partition_filter
+from raylake.table.kind import WRITE_MODES
 from raylake.table.writer import CommitMessage
 from raylake.table.written_partitions import (
     WrittenPartitions,
@@ -32,9 +33,6 @@ def check_rows_inside(writer: Any, ts: TableSchema, expr: Expr) -> None:
                 f"overwrite_filter {expr} replaces only some partitions, but the data has rows "
                 f"in partition {row}; nothing was committed"
             )
-
-
-WRITE_MODES = ("append", "overwrite", "upsert")
 
 
 def messages_arg(messages: Any) -> list[CommitMessage]:

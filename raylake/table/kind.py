@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import pyarrow as pa
 
-from raylake.errors import UnsupportedOperationError
+from raylake.errors import InvalidArgumentError, UnsupportedOperationError
 from raylake.expr import Expr
 from raylake.format.manifest import DataFile
 from raylake.format.schema import TableSchema
@@ -32,6 +32,10 @@ if TYPE_CHECKING:
     from raylake.table.changes import ChangeRange, ChangeReadContext, ChangeSplit
     from raylake.table.scan import ReadContext
     from raylake.table.table import Table
+
+
+# Every kind's write modes: any other is an argument mistake, whatever the kind.
+WRITE_MODES = ("append", "overwrite", "upsert")
 
 
 class TableKind(ABC):
@@ -61,6 +65,8 @@ class TableKind(ABC):
     @classmethod
     def check_write_mode(cls, mode: str, where: str = "") -> None:
         # A classmethod: a write checks its mode against the table it would create too.
+        if mode not in WRITE_MODES:  # a typo ("apend"), not a mode this kind lacks
+            raise InvalidArgumentError("mode", mode, f"one of {list(cls.write_modes)}")
         if mode not in cls.write_modes:
             at = f" at {where!r}" if where else ""
             raise UnsupportedOperationError(
