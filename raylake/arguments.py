@@ -57,6 +57,13 @@ def integer(value: object) -> int | None:
     return None
 
 
+def as_int(value: object) -> object:
+    """``value`` as a Python int where it is a numpy integer (:func:`integer`); anything
+    else as it is, for a check that then names it."""
+    number = integer(value)
+    return value if number is None else number
+
+
 def check_integer(
     name: str, value: object, minimum: int | None = 0, error: Refusal = InvalidArgumentError
 ) -> int:

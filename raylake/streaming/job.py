@@ -29,6 +29,7 @@ from typing import Any
 import pyarrow as pa
 
 from raylake.arguments import (
+    as_int,
     check_callable,
     check_count,
     check_instance,
@@ -289,7 +290,7 @@ class StreamingJob:
                 "until_snapshot", None, "a snapshot id, or duration= given (run() needs either)"
             )
         if until_snapshot is not None:  # 0: a table without snapshots yet
-            check_count("until_snapshot", until_snapshot)
+            until_snapshot = check_count("until_snapshot", as_int(until_snapshot))
         check_seconds("duration", duration)
         deadline = None if duration is None else time.monotonic() + duration
         while True:

@@ -20,17 +20,19 @@ from typing import Any, Literal
 import pyarrow as pa
 
 from raylake.arguments import (
+    as_int,
     check_callable,
     check_choice,
     check_exclusive,
     check_flag,
+    check_integer,
     check_keywords,
     check_names,
     check_optional_count,
     check_seconds,
-    is_int,
+    integer,
 )
-from raylake.errors import StreamArgumentError
+from raylake.errors import ConsumerArgumentError, StreamArgumentError
 from raylake.expr import Expr
 from raylake.io.credentials import StorageOptions
 
@@ -107,7 +109,7 @@ class StreamOptions:
 
     def __post_init__(self) -> None:
         error = StreamArgumentError
-        _check_start(self.start)
+        object.__setattr__(self, "start", _check_start(self.start))
         seconds = check_seconds("poll_interval", self.poll_interval, error, optional=False)
         object.__setattr__(self, "poll_interval", float(seconds))  # type: ignore[arg-type]
         check_exclusive(
@@ -125,7 +127,9 @@ class StreamOptions:
             object.__setattr__(self, "columns", check_names("columns", self.columns, error))
         if self.filter is not None and not isinstance(self.filter, str | Expr):
             raise error("filter", self.filter, "a filter string, a raylake expression or None")
-        check_optional_count("catch_up_after", self.catch_up_after, 1, error, "None (never)")
+        catch_up_after = as_int(self.catch_up_after)
+        check_optional_count("catch_up_after", catch_up_after, 1, error, "None (never)")
+        object.__setattr__(self, "catch_up_after", catch_up_after)
         check_flag("prefetch", self.prefetch, error)
 
     @classmethod
@@ -145,33 +149,42 @@ class StreamOptions:
 NAMES = frozenset(f.name for f in dataclasses.fields(StreamOptions))
 
 
-def _check_start(start: object) -> None:
+def next_snapshot_arg(value: object) -> int:
+    """A reader's ``next_snapshot_id`` to seek to or record (an int >= 1, numpy's too)."""
+    return check_integer("next_snapshot_id", value, 1, ConsumerArgumentError)
+
+
+def _check_start(start: Any) -> StartPosition:
+    """``start`` checked, a snapshot id as a Python int (numpy's too: an id read from a
+    DataFrame, as time travel takes it)."""
     if isinstance(start, StreamPosition | datetime):
-        return
+        return start
     expected = f"one of {list(START_NAMES)}, a snapshot id (an int >= 1) or a datetime"
     if isinstance(start, str):
         if start not in START_NAMES:
             raise StreamArgumentError("start", start, expected)
-        return
-    if not is_int(start) or start < 1:  # type: ignore[operator]
+        return start  # type: ignore[return-value]
+    snapshot_id = integer(start)
+    if snapshot_id is None or snapshot_id < 1:
         raise StreamArgumentError("start", start, expected)
+    return snapshot_id
 
 
 def _check_shard(shard: object) -> tuple[int, int]:
     expected = "a pair (index, count) of ints with 0 <= index < count"
     if not isinstance(shard, tuple | list) or len(shard) != 2:
         raise StreamArgumentError("shard", shard, expected)
-    first, second = shard
-    if not (is_int(first) and is_int(second)) or not 0 <= first < second:
+    first, second = integer(shard[0]), integer(shard[1])
+    if first is None or second is None or not 0 <= first < second:
         raise StreamArgumentError("shard", shard, expected)
-    return int(first), int(second)
+    return first, second
 
 
 def _check_buckets(buckets: Iterable[int]) -> frozenset[int]:
-    chosen = list(buckets) if isinstance(buckets, Iterable) else None
-    if not chosen or not all(is_int(b) and b >= 0 for b in chosen):
+    chosen = [integer(b) for b in buckets] if isinstance(buckets, Iterable) else None
+    if not chosen or not all(b is not None and b >= 0 for b in chosen):
         raise StreamArgumentError("buckets", buckets, "a non-empty list of ints >= 0")
-    return frozenset(chosen)
+    return frozenset(chosen)  # type: ignore[arg-type]
 
 
 # A StreamingJob reads everything once, into a sink: it starts at the earliest snapshot,

@@ -24,7 +24,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from raylake.arguments import (
-    check_count,
+    as_int,
     check_mapping,
     check_optional_count,
     check_seconds,
@@ -46,6 +46,7 @@ from raylake.streaming.options import START_NAMES as START_NAMES
 from raylake.streaming.options import StartPosition as StartPosition
 from raylake.streaming.options import StreamOptions as StreamOptions
 from raylake.streaming.options import StreamPosition as StreamPosition
+from raylake.streaming.options import next_snapshot_arg
 from raylake.streaming.plan import StreamPlan, StreamPlanner
 from raylake.streaming.reach import check_reachable
 from raylake.streaming.shard import ShardSpec
@@ -306,7 +307,7 @@ class StreamReader(NotPicklable):
         """Plans as they come, sleeping ``poll_interval`` between empty polls; ends after
         ``max_plans`` plans, ``timeout`` seconds without a new plan, or ``close()``."""
         # Checked here, not at the first next(): a generator's body runs only then.
-        check_optional_count("max_plans", max_plans, 0, StreamArgumentError)
+        max_plans = check_optional_count("max_plans", as_int(max_plans), 0, StreamArgumentError)
         check_seconds("timeout", timeout, StreamArgumentError)
         return self._plans(max_plans, timeout)
 
@@ -373,7 +374,7 @@ class StreamReader(NotPicklable):
     ) -> ConsumerProgress:
         """Record progress up to a plan's ``next_snapshot_id`` (a checkpoint taken
         earlier by the caller, e.g. a trainer's, completed)."""
-        check_count("next_snapshot_id", next_snapshot_id, 1, ConsumerArgumentError)
+        next_snapshot_id = next_snapshot_arg(next_snapshot_id)
         delivered = self.position.next_snapshot_id
         if next_snapshot_id > delivered:
             raise ConsumerArgumentError(
@@ -393,7 +394,7 @@ class StreamReader(NotPicklable):
         """Skip forward: continue with the changes of ``next_snapshot_id`` (for instance
         past snapshots whose output a job finds already committed). Recorded for a
         consumer; a reader cannot move backwards (``Table.reset_consumer`` can)."""
-        check_count("next_snapshot_id", next_snapshot_id, 1, ConsumerArgumentError)
+        next_snapshot_id = next_snapshot_arg(next_snapshot_id)
         if next_snapshot_id < self.next_snapshot_id:
             raise ConsumerArgumentError(
                 "next_snapshot_id",

@@ -11,6 +11,7 @@ import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 from raylake.arguments import (
+    as_int,
     check_flag,
     check_integer,
     check_optional_count,
@@ -76,8 +77,8 @@ class LakeStreamDataset(IterableDataset):
         drop_last = check_flag("drop_last", drop_last)
         # Checked as poll_interval is (StreamOptions): 0 or a float would end the stream
         # at once or at a snapshot no rank names, a string fail at the first poll.
-        check_optional_count(
-            "until_snapshot", until_snapshot, 1, StreamArgumentError, "None (no end)"
+        until_snapshot = check_optional_count(
+            "until_snapshot", as_int(until_snapshot), 1, StreamArgumentError, "None (no end)"
         )
         check_seconds("idle_timeout", idle_timeout, StreamArgumentError)
         spec = torch_spec(columns, feature_columns, label_column, dtype, fill_null)

@@ -157,6 +157,30 @@ def test_a_stream_position_that_is_not_one_is_an_argument_error() -> None:
     assert StreamPosition(np.int64(3)).next_snapshot_id.__class__ is int
 
 
+def test_numpy_integers_are_snapshot_ids_and_counts_of_a_stream(tmp_path: Path) -> None:
+    """An id read from a DataFrame (np.int64) is a snapshot id for time travel and
+    reset_consumer, but a stream's start, seek, notify_checkpoint_complete, until_snapshot,
+    shard, buckets, catch_up_after and max_plans refused it as not an int."""
+    tbl = raylake.create_table(str(tmp_path / "t"), pa.schema([("id", pa.int64())]))
+    for i in range(3):
+        tbl.write(pa.table({"id": [i]}))
+    one, two, three = np.array([s.id for s in tbl.snapshots()])
+    options = StreamOptions(start=two, shard=(np.int64(0), np.int64(1)), catch_up_after=np.int32(4))
+    assert (options.start, options.shard, options.catch_up_after) == (2, (0, 1), 4)
+    assert [type(v) for v in (options.start, *options.shard, options.catch_up_after)] == [int] * 4
+    assert StreamOptions(buckets=[np.int64(0)]).buckets == frozenset({0})
+    plans = list(tbl.stream(options=options).plans(max_plans=np.int64(5), timeout=0))
+    assert [p.snapshot_id for p in plans] == [2, 3]
+    reader = tbl.stream(consumer_id="c", start=one)
+    list(reader.plans(max_plans=np.int64(1), timeout=0))
+    assert reader.notify_checkpoint_complete(two).next_snapshot_id == 2
+    assert reader.seek(three).next_snapshot_id == 3
+    assert type(tbl.consumer("c").next_snapshot_id) is int  # written to JSON and read back
+    for bad in (np.float64(2.0), np.bool_(True), np.int64(0)):
+        with pytest.raises(InvalidArgumentError, match="start must be"):
+            tbl.stream(start=bad)
+
+
 def test_options_pickle(tbl: Table) -> None:
     import pickle
 

@@ -15,6 +15,7 @@ import pytest
 import raylake
 from raylake.arguments import check_count, check_flag, check_integer
 from raylake.errors import InvalidArgumentError, SchemaArgumentError, StreamArgumentError
+from raylake.streaming import StreamPosition
 from raylake.train.ray import iter_torch_batches
 from raylake.train.torch import LakeIterableDataset, LakeMapDataset, LakeStreamDataset
 
@@ -172,6 +173,11 @@ def test_the_loaders_take_numpy_integers_as_ints(append_table: raylake.Table) ->
         world_size=np.int64(1),
     )  # fmt: skip
     assert type(stream._config.batch_size) is int and type(stream._config.seed) is int
+    # A snapshot id read from a DataFrame starts and ends a stream, as it time-travels.
+    last = np.int64(append_table.latest_snapshot().id)  # type: ignore[union-attr]
+    stream = LakeStreamDataset(append_table, columns=["x"], start=last, until_snapshot=last)
+    assert type(stream._config.until_snapshot) is int
+    assert stream._config.stream.start == StreamPosition(int(last), True)
 
 
 def test_a_numpy_bool_is_not_an_int() -> None:
