@@ -27,6 +27,7 @@ from raylake.table.args import uri_arg
 from raylake.table.commit import check_commit_safety
 from raylake.table.conform import conform
 from raylake.table.conform import pandas_to_arrow as dataframe_as_written
+from raylake.table.evolve import schema_mode_arg
 from raylake.table.kind import kind_of
 from raylake.table.location import check_empty_location, created_at_location, other_files
 from raylake.table.pandas_types import pandas_to_arrow, with_index_columns
@@ -246,6 +247,7 @@ def from_pandas(
     storage_options: Mapping[str, Any] | None = None,
     allow_other_files: bool = False,
     partition_overwrite_mode: PartitionOverwriteMode = "static",
+    schema_mode: str = "strict",
 ) -> Table:
     """Create a table from a pandas DataFrame and write it, in one call.
 
@@ -255,7 +257,9 @@ def from_pandas(
     list of pyarrow types (names from the DataFrame). ``mode`` says what to do when
     a table already exists: raise (``"error"``), append, or overwrite: the whole table,
     or with ``partition_overwrite_mode="dynamic"`` (Spark's) only the partitions the
-    DataFrame has rows in, as ``Table.write`` takes it.
+    DataFrame has rows in, as ``Table.write`` takes it. Into a table that exists,
+    ``schema_mode="merge"`` adds the DataFrame's columns the table lacks, as
+    ``Table.write`` does (typed as a new table's would be).
 
     The index follows pyarrow's ``preserve_index`` convention for named indexes: each
     named level becomes a column, before the others (``df.groupby("user").sum()`` keeps
@@ -266,6 +270,7 @@ def from_pandas(
     check_choice("mode", mode, ("error", "append", "overwrite"))
     partition_overwrite_mode = partition_overwrite_mode_arg(partition_overwrite_mode)
     check_dynamic_mode(partition_overwrite_mode, mode)
+    schema_mode = schema_mode_arg(schema_mode)
     spec = TableSpec.of(
         partition_by=partition_by, primary_key=primary_key, buckets=buckets, options=options
     )
@@ -307,7 +312,12 @@ def from_pandas(
         pa_table = _arrow_from_pandas(df, schema, infer=False, types=tbl.schema)
     write_mode: Literal["overwrite"] | None = "overwrite" if mode == "overwrite" else None
     try:
-        tbl.write(pa_table, mode=write_mode, partition_overwrite_mode=partition_overwrite_mode)
+        tbl.write(
+            pa_table,
+            mode=write_mode,
+            partition_overwrite_mode=partition_overwrite_mode,
+            schema_mode=schema_mode,
+        )
     except BaseException:
         if created:  # left empty, it would make the corrected call fail ("already exists")
             drop_new_table(tbl, beside_other_files=allow)

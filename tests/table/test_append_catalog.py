@@ -225,6 +225,22 @@ def test_from_pandas_modes(tmp_path: Path) -> None:
     assert tbl.count() == 1
 
 
+def test_from_pandas_adds_new_columns_with_schema_mode_merge(tmp_path: Path) -> None:
+    """Table.write, write_lake and raylake.spark.write take schema_mode; from_pandas did
+    not (an unknown keyword), so a DataFrame with a new column could not be appended."""
+    uri = str(tmp_path)
+    raylake.from_pandas(DF, uri)
+    more = DF.head(1).assign(t=pd.to_datetime(["2024-01-02"]).astype("datetime64[us]"))
+    with pytest.raises(SchemaMismatchError, match=r"column\(s\) \['t'\]"):
+        raylake.from_pandas(more, uri, mode="append")
+    with pytest.raises(InvalidArgumentError, match="schema_mode must be 'strict' or 'merge'"):
+        raylake.from_pandas(more, uri, mode="append", schema_mode="MERGE")
+    assert len(raylake.open_table(uri).snapshots()) == 1  # nothing written by either
+    tbl = raylake.from_pandas(more, uri, mode="append", schema_mode="merge")
+    assert tbl.schema.field("t").type == pa.timestamp("ns")  # as from_pandas types it
+    assert tbl.count(filter="t is null") == 3 and tbl.count() == 4
+
+
 @pytest.mark.parametrize("mode", ["append", "overwrite"])
 def test_from_pandas_into_a_table_another_writer_just_created(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str
