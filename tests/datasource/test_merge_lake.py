@@ -189,6 +189,25 @@ def test_a_merge_that_adds_columns_equals_the_local_merge(
     assert got == expected
 
 
+def test_columns_a_dataframe_source_adds_take_the_types_of_the_local_merge(
+    tmp_path: Path, ray_cluster: Any
+) -> None:
+    """Table.merge of a DataFrame adds its columns as from_pandas types them (times in
+    nanoseconds); merge_lake of ray.data.from_pandas of it took Ray's types, microseconds
+    for a datetime64[us] column (what pandas 3's pd.to_datetime gives)."""
+    import pandas as pd
+
+    when = pd.to_datetime(["2024-01-01", "2024-01-02"]).astype("datetime64[us]")
+    source = pd.DataFrame({"k": [1, 9], "n": [5, 5], "t": when})
+    tables = _twin_tables(tmp_path, ["k"])
+    _upsert(tables[0].merge(source, on="k", schema_mode="merge"))
+    ds = ray.data.from_pandas(source)
+    _upsert(raylake.merge_lake(ds, tables[1].uri, on="k", schema_mode="merge"))
+    got, expected = (raylake.open_table(t.uri).to_arrow().sort_by("k") for t in tables)
+    assert got.schema.field("t").type == pa.timestamp("ns")
+    assert got == expected
+
+
 @pytest.mark.parametrize("primary_key", [["k"], []])
 @pytest.mark.parametrize("keep", [[9], []])
 def test_a_source_with_blocks_without_rows_equals_the_local_merge(
