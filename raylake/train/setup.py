@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, TypeVar
 
 import numpy as np
@@ -60,17 +61,28 @@ def check_rank(rank: int | None, world_size: int | None) -> tuple[int | None, in
 @dataclass(frozen=True)
 class TableRows:
     """The rows a loader reads: of ``table`` (a Table, or a URI opened with
-    ``storage_options``), kept by ``filter``, of snapshot ``snapshot_id`` (None: the
-    latest, pinned when the loader is made)."""
+    ``storage_options``), kept by ``filter``, of snapshot ``snapshot_id`` or of the one
+    current at ``as_of`` (a datetime or epoch millis; neither: the latest), pinned when
+    the loader is made."""
 
     table: str | Table
     filter: str | Expr | None = None
     snapshot_id: int | None = None
     # Credentials: out of reprs (an error or a log line may show the value).
     storage_options: Mapping[str, Any] | None = field(default=None, repr=False)
+    as_of: datetime | int | None = None
 
     def open(self) -> Table:
         return table_of(self.table, self.storage_options)
+
+    def snapshot_of(self, tbl: Table) -> int | None:
+        """The id of the snapshot to pin, as time travel resolves (and checks) it: found
+        once, so that every worker and rank reads that snapshot, and a saved position
+        names it. None: the latest, which the source pins."""
+        if self.as_of is None:
+            return self.snapshot_id
+        snap = tbl.scan(snapshot_id=self.snapshot_id, as_of=self.as_of).snapshot()
+        return None if snap is None else snap.id
 
 
 @dataclass(frozen=True)
@@ -128,20 +140,22 @@ class BatchSpec:
 
 def table_and_converter(rows: TableRows, spec: BatchSpec) -> tuple[Table, Converter]:
     """The table, and the conversion of its rows to the batches the user asked for (rows
-    of the schema of snapshot ``rows.snapshot_id``, when one is pinned: issue 18)."""
+    of the table's latest schema: a stream's, which pins no snapshot)."""
     tbl = rows.open()
-    schema = tbl.schema if rows.snapshot_id is None else tbl.schema_at(rows.snapshot_id)
-    return tbl, spec.converter(schema)
+    return tbl, spec.converter(tbl.schema)
 
 
 def open_source(rows: TableRows, spec: BatchSpec) -> tuple[LakeSource, Converter]:
-    """The pinned snapshot's pieces with their counts, and the conversion of their rows."""
-    tbl, converter = table_and_converter(rows, spec)
+    """The pinned snapshot's pieces with their counts, and the conversion of their rows
+    (of the schema of that snapshot, when one is named: issue 18)."""
+    tbl = rows.open()
+    snapshot_id = rows.snapshot_of(tbl)
+    converter = spec.converter(tbl.schema if snapshot_id is None else tbl.schema_at(snapshot_id))
     source = LakeSource.open(
         tbl,
         columns=converter.layout.columns,
         filter=rows.filter,
-        snapshot_id=rows.snapshot_id,
+        snapshot_id=snapshot_id,
     )
     return source, converter
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -53,6 +54,7 @@ def to_tf_dataset(
     columns: Sequence[str] | None = None,
     filter: str | Expr | None = None,
     snapshot_id: int | None = None,
+    as_of: datetime | int | None = None,
     shuffle: bool = True,
     seed: int = 0,
     epoch: int = 0,
@@ -67,7 +69,8 @@ def to_tf_dataset(
     prefetch: bool = True,
     storage_options: Mapping[str, Any] | None = None,
 ) -> tf.data.Dataset:
-    """A ``tf.data.Dataset`` of batches of a raylake table (one pinned snapshot).
+    """A ``tf.data.Dataset`` of batches of a raylake table (one pinned snapshot: the
+    latest, ``snapshot_id``, or the one current at ``as_of``, a datetime or epoch millis).
 
     Elements are ``(features, label)`` with the ``feature_columns`` stacked into one
     2-D tensor (cast to ``dtype``), or a dict of the ``columns`` (all by default; their
@@ -128,7 +131,7 @@ def to_tf_dataset(
         fill_null,
         strings=True,
     )
-    rows = TableRows(table, filter, snapshot_id, storage_options)
+    rows = TableRows(table, filter, snapshot_id, storage_options, as_of)
     source, converter = open_source(rows, spec)
     layout = converter.layout
     loader = ShardedLoader(source, converter, epochs)

@@ -11,6 +11,7 @@ under another world size or worker count.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 import torch
@@ -40,7 +41,8 @@ from raylake.train.workers import WorkerPasses, share_by_file_name
 class LakeIterableDataset(IterableDataset):
     """Batches of a raylake table for ``DataLoader(ds, batch_size=None, num_workers=k)``.
 
-    The snapshot is pinned when the dataset is made (the latest, or ``snapshot_id``),
+    The snapshot is pinned when the dataset is made (the latest, ``snapshot_id``, or the
+    one current at ``as_of``, a datetime or epoch millis, as ``Table.to_arrow`` takes it),
     and the exact row count of every piece is taken then (from manifests, or by one
     counting read when a filter or a primary-key merge decides it).
 
@@ -87,6 +89,7 @@ class LakeIterableDataset(IterableDataset):
         label_column: str | None = None,
         filter: str | Expr | None = None,
         snapshot_id: int | None = None,
+        as_of: datetime | int | None = None,
         batch_size: int = 1024,
         shuffle: bool = True,
         seed: int = 0,
@@ -125,7 +128,7 @@ class LakeIterableDataset(IterableDataset):
         spec = torch_spec(
             columns, feature_columns, label_column, dtype, fill_null, transform is not None
         )
-        rows = TableRows(table, filter, snapshot_id, storage_options)
+        rows = TableRows(table, filter, snapshot_id, storage_options, as_of)
         source, converter = open_source(rows, spec)
         self._loader = ShardedLoader(
             source,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -48,8 +49,9 @@ def _piece_cache(limit: int) -> LruCache[int, Block]:
 class LakeMapDataset(Dataset):
     """Rows of a raylake table by global index, for any ``Sampler``.
 
-    Global index ``i`` is the ``i``-th row of the pinned snapshot in plan order
-    (pieces in order, rows in their stable read order). Nothing is materialized: an
+    The snapshot is pinned when the dataset is made (the latest, ``snapshot_id``, or the
+    one current at ``as_of``). Global index ``i`` is the ``i``-th row of that snapshot in
+    plan order (pieces in order, rows in their stable read order). Nothing is materialized: an
     index finds its piece in the row-group index, and decoded pieces stay in a cache
     of at most ``cache_bytes`` (per process), converted once each (features
     column-stacked). ``ds[i]`` is one sample; ``ds[list]`` (what ``DataLoader(ds,
@@ -72,6 +74,7 @@ class LakeMapDataset(Dataset):
         label_column: str | None = None,
         filter: str | Expr | None = None,
         snapshot_id: int | None = None,
+        as_of: datetime | int | None = None,
         transform: Transform | None = None,
         dtype: torch.dtype | None = None,
         fill_null: FillNull = None,
@@ -80,7 +83,7 @@ class LakeMapDataset(Dataset):
     ) -> None:
         super().__init__()
         spec = torch_spec(columns, feature_columns, label_column, dtype, fill_null)
-        rows = TableRows(table, filter, snapshot_id, storage_options)
+        rows = TableRows(table, filter, snapshot_id, storage_options, as_of)
         self._source, self._converter = open_source(rows, spec)
         self._output = TensorBatches(self._converter.layout, dtype, transform, None, False)
         self._cache_bytes = check_integer("cache_bytes", cache_bytes)

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 import raylake
@@ -178,6 +179,23 @@ def test_the_loaders_take_numpy_integers_as_ints(append_table: raylake.Table) ->
     stream = LakeStreamDataset(append_table, columns=["x"], start=last, until_snapshot=last)
     assert type(stream._config.until_snapshot) is int
     assert stream._config.stream.start == StreamPosition(int(last), True)
+
+
+def test_the_loaders_travel_in_time_as_of_a_time(tmp_path: Any) -> None:
+    """Table.to_arrow, read_lake and raylake.spark.read take as_of beside snapshot_id; the
+    training loaders took snapshot_id alone (as_of was an unknown keyword)."""
+    tbl = raylake.create_table(str(tmp_path / "t"), pa.schema([("id", pa.int64())]))
+    tbl.write(pa.table({"id": [1, 2]}))
+    tbl.write(pa.table({"id": [3]}))
+    first = tbl.snapshot(1)
+    for as_of in (first.time, first.time_millis):
+        iterable = LakeIterableDataset(tbl, columns=["id"], as_of=as_of, shuffle=False)
+        assert iterable.snapshot_id == 1
+        assert [i for b in iterable for i in b["id"].tolist()] == [1, 2]
+        mapped = LakeMapDataset(tbl, columns=["id"], as_of=as_of)
+        assert mapped.snapshot_id == 1 and len(mapped) == 2
+    with pytest.raises(InvalidArgumentError, match="as_of must be None when snapshot_id"):
+        LakeMapDataset(tbl, columns=["id"], snapshot_id=2, as_of=first.time)
 
 
 def test_a_numpy_bool_is_not_an_int() -> None:

@@ -122,6 +122,13 @@ def test_batches_are_torch_batches_when_runs_straddle_windows(
         assert np.array_equal(f, wf) and np.array_equal(y, wy)
 
 
+def test_as_of_pins_the_snapshot_current_then(append_table: raylake.Table) -> None:
+    first = append_table.snapshot(1)
+    ds = to_tf_dataset(append_table, columns=["id"], as_of=first.time, shuffle=False)
+    ids = sorted(i for batch in ds for i in batch["id"].numpy().tolist())
+    assert ids == sorted(append_table.to_arrow(snapshot_id=1).column("id").to_pylist())
+
+
 def test_model_fit_runs(append_table: raylake.Table) -> None:
     ds = to_tf_dataset(append_table, ["x", "emb"], "label", batch_size=64, dtype=tf.float32)
     model = tf.keras.Sequential(
