@@ -184,6 +184,11 @@ class FilterError(RaylakeError, ValueError):
     """A filter cannot be parsed, bound to the schema, or evaluated."""
 
 
+class FilterArgumentError(InvalidArgumentError, FilterError):
+    """A ``filter=`` that is no filter at all (bytes, a number, a pyarrow expression): an
+    argument mistake, as a stream's refusal of it is, and a FilterError as it was."""
+
+
 class FilterParseError(FilterError):
     """A string filter is malformed."""
 

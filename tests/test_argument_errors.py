@@ -13,11 +13,13 @@ from typing import Any
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 import raylake
 from raylake.errors import (
     ConsumerError,
+    FilterError,
     InvalidArgumentError,
     InvalidOptionError,
     MergeError,
@@ -145,6 +147,14 @@ CASES: list[tuple[str, str, Call, str, type[Exception] | None]] = [
      StreamError),
     ("choice", "StreamingJob", _job(on_overwrite="ignore"), "on_overwrite", StreamError),
     ("choice", "Table.stream start", lambda t, p: t.stream(start="soon"), "start", StreamError),
+    # a filter that is no filter (a pyarrow expression, bytes)
+    ("filter", "Table.to_arrow", lambda t, p: t.to_arrow(filter=pc.field("id") > 1), "filter",
+     FilterError),
+    ("filter", "Table.changes", lambda t, p: t.changes(0, filter=b"id > 1"), "filter",
+     FilterError),
+    ("filter", "LakeIterableDataset", _iterable(columns=["id"], filter=b"id > 1"), "filter",
+     FilterError),
+    ("filter", "Table.stream", lambda t, p: t.stream(filter=b"id > 1"), "filter", StreamError),
     # a consumer id that cannot be one
     ("consumer", "Table.stream", lambda t, p: t.stream(consumer_id="a/b"), "consumer_id",
      ConsumerError),

@@ -26,7 +26,7 @@ from ray.data.expressions import Expr as RayExpr
 from raylake.arguments import refuse_unknown_keywords
 from raylake.datasource._ray_compat import BATCH_SIZE_STUB_COLUMN, column_references
 from raylake.datasource.ray_expr import from_ray_expr, render, split_ray_predicate
-from raylake.errors import FilterError, UnknownColumnError
+from raylake.errors import FilterArgumentError, FilterError, UnknownColumnError
 from raylake.expr import AlwaysTrue, Expr, and_, as_expr
 from raylake.table import Split, TableScan, open_table
 from raylake.table.counting import metadata_total
@@ -359,7 +359,8 @@ def _to_raylake_filter(filter: FilterLike, schema: pa.Schema) -> Expr:
         return from_ray_expr(filter, schema)
     if filter is None or isinstance(filter, (str, Expr)):
         return as_expr(filter)
-    raise FilterError(
-        "filter must be a string, a raylake expression or a ray.data.expressions.Expr, "
-        f"got {type(filter).__name__}"
+    raise FilterArgumentError(
+        "filter",
+        filter,
+        "a filter string, a raylake expression, a ray.data.expressions.Expr or None",
     )

@@ -8,7 +8,7 @@ and ``filter_on_columns`` projects onto key columns.
 
 from __future__ import annotations
 
-from raylake.errors import FilterError
+from raylake.errors import FilterArgumentError
 from raylake.expr.bind import bind, bind_literal, referenced_columns
 from raylake.expr.column import Column, col
 from raylake.expr.like import escape_like
@@ -48,7 +48,8 @@ def as_expr(filter: str | Expr | None) -> Expr:
     """Normalise the ``filter=`` argument that public APIs accept.
 
     ``None`` means no filter (AlwaysTrue), a string is parsed, an expression is
-    returned as is; anything else raises :class:`FilterError` naming its type.
+    returned as is; anything else raises :class:`FilterArgumentError` (an
+    InvalidArgumentError and a FilterError) naming it.
     """
     if filter is None:
         return AlwaysTrue()
@@ -56,9 +57,7 @@ def as_expr(filter: str | Expr | None) -> Expr:
         return parse_filter(filter)
     if isinstance(filter, Expr):
         return filter
-    raise FilterError(
-        f"a filter must be a string, a raylake expression or None, got {type(filter).__name__}"
-    )
+    raise FilterArgumentError("filter", filter, "a filter string, a raylake expression or None")
 
 
 __all__ = [
