@@ -180,18 +180,30 @@ def dataframe_schema(schema: pa.Schema) -> pa.Schema:
     """``schema`` in the table types above where pyarrow made it of a DataFrame (it then
     carries pandas' metadata: Ray's blocks of ``ray.data.from_pandas`` and of pandas
     batches), so that a table made from those rows has the types ``from_pandas`` gives;
-    a ``pd.ArrowDtype`` column keeps its type, and any other schema is returned as is."""
+    a column whose type was chosen rather than inferred keeps it (a ``pd.ArrowDtype``, or
+    a time in another unit than its dtype's: ``pa.Table.from_pandas(df, schema=...)``),
+    and any other schema is returned as is."""
     try:
         described = json.loads((schema.metadata or {})[b"pandas"])["columns"]
-    except (KeyError, TypeError, ValueError):
+        dtypes = {str(c.get("field_name", c.get("name"))): str(c["numpy_type"]) for c in described}
+    except (AttributeError, KeyError, TypeError, ValueError):
         return schema
-    explicit = {
-        str(c.get("field_name", c.get("name")))
-        for c in described
-        if isinstance(c, dict) and str(c.get("numpy_type", "")).endswith("[pyarrow]")
-    }
-    fields = [f if f.name in explicit else f.with_type(_table_type(f.type)) for f in schema]
+    fields = [
+        f if _chosen(f.type, dtypes.get(f.name)) else f.with_type(_table_type(f.type))
+        for f in schema
+    ]
     return pa.schema(fields, metadata=schema.metadata)
+
+
+def _chosen(dtype: pa.DataType, pandas_dtype: str | None) -> bool:
+    """Whether a column of a DataFrame's Arrow schema has a type its pandas dtype (as
+    pandas' metadata names it, e.g. ``datetime64[us]``) did not give it."""
+    if pandas_dtype is None or pandas_dtype.endswith("[pyarrow]"):
+        return True  # a column added since, or a pd.ArrowDtype: typed as named
+    if pa.types.is_timestamp(dtype) or pa.types.is_duration(dtype):
+        unit = pandas_dtype.partition("[")[2].partition(",")[0].rstrip("]")
+        return pandas_dtype.startswith(("datetime64", "timedelta64")) and unit != dtype.unit
+    return False
 
 
 def strings_normalized(pa_table: pa.Table) -> pa.Table:

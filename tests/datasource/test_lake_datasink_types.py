@@ -92,3 +92,10 @@ def test_a_new_table_of_dataframes_takes_the_types_from_pandas_gives(
         assert got.equals(raylake.open_table(str(tmp_path / "pandas")).to_arrow()), name
     write_lake(ray.data.from_arrow(pa.table({"t": arrow_typed})), str(tmp_path / "arrow"))
     assert raylake.open_table(str(tmp_path / "arrow")).schema.field("t").type == pa.timestamp("us")
+    # Arrow made of a DataFrame with a schema: the units chosen there are kept.
+    chosen = pa.schema([("id", pa.int64()), ("ts", pa.timestamp("ms"))])
+    made = pa.Table.from_pandas(df[["id", "ts"]], schema=chosen, preserve_index=False)
+    write_lake(ray.data.from_arrow(made), str(tmp_path / "chosen"))
+    assert raylake.open_table(str(tmp_path / "chosen")).schema.field("ts").type == pa.timestamp(
+        "ms"
+    )
