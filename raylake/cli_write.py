@@ -20,6 +20,14 @@ def cmd_write(args: argparse.Namespace) -> int:
     """Write Parquet, CSV or JSON-lines files into a table as one commit."""
     from raylake.files import check_files
 
+    if args.partition_overwrite_mode == "dynamic" and args.mode != "overwrite":
+        # Named by its flags: the library's refusal names its keywords.
+        raise InvalidArgumentError(
+            "--partition-overwrite-mode",
+            args.partition_overwrite_mode,
+            "static unless --mode overwrite is given (dynamic replaces the partitions the "
+            "files have rows in)",
+        )
     check_files(args.files, args.format)  # before a table is created for them
     if table_exists(args.uri) or not args.create:
         _refuse_create_options(args)

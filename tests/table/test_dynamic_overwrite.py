@@ -206,3 +206,20 @@ def test_from_pandas_replaces_the_partitions_the_dataframe_has_rows_in(
         partition_overwrite_mode="dynamic",
     )  # fmt: skip
     assert new.to_arrow().column("id").to_pylist() == [90]
+
+
+def test_the_command_line_names_its_flags_when_dynamic_lacks_mode_overwrite(
+    tbl: Table, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It said "partition_overwrite_mode='dynamic' applies only to mode='overwrite'", the
+    library's keywords, to a shell user who typed flags."""
+    import pyarrow.parquet as pq
+
+    pq.write_table(rows([90], "d1"), tmp_path / "d1.parquet")
+    new = str(tmp_path / "new")
+    for uri, more in ((tbl.uri, []), (new, ["--create", "--partition-by", "dt"])):
+        argv = ["write", uri, str(tmp_path / "d1.parquet"), *more]
+        assert main([*argv, "--partition-overwrite-mode", "dynamic"]) == 2
+        err = capsys.readouterr().err
+        assert "--partition-overwrite-mode must be static unless --mode overwrite" in err
+    assert tbl.count() == 5 and not (tmp_path / "new").exists()
