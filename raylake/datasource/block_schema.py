@@ -16,6 +16,8 @@ import pyarrow as pa
 
 from raylake.table.pandas_types import dataframe_schema
 
+_DTYPES = ("numpy", "pandas")  # the modules of the dtypes a DataFrame of pandas' own has
+
 
 def arrow_schema(schema: Any) -> pa.Schema | None:
     """``schema`` as Arrow, in the table types of a DataFrame's columns where it is one. A
@@ -38,10 +40,13 @@ def arrow_schema(schema: Any) -> pa.Schema | None:
 def _of_dtypes(block_schema: Any) -> pa.Schema | None:
     """A pandas block schema as pyarrow converts a DataFrame of its dtypes (None where it
     cannot): Ray's own conversion logs a traceback for a zoned ``datetime64`` and gives up
-    on the column."""
+    on the column. Another library's dtype (Ray's tensors) is left to Ray: an empty
+    column of it has no shape to convert."""
     import pandas as pd
 
     try:
+        if any(type(t).__module__.split(".")[0] not in _DTYPES for t in block_schema.types):
+            return None
         columns = zip(block_schema.names, block_schema.types, strict=True)
         empty = pd.DataFrame({name: pd.Series(dtype=dtype) for name, dtype in columns})
         return pa.Schema.from_pandas(empty, preserve_index=False)

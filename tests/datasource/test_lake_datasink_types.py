@@ -99,3 +99,17 @@ def test_a_new_table_of_dataframes_takes_the_types_from_pandas_gives(
     assert raylake.open_table(str(tmp_path / "chosen")).schema.field("ts").type == pa.timestamp(
         "ms"
     )
+
+
+def test_a_tensor_column_of_dataframes_is_refused_as_ray_types_it(
+    ray_cluster: Any, tmp_path: Path
+) -> None:
+    """Ray's tensor dtype is left to Ray's own conversion: an empty column of it, as the
+    DataFrame types are read, has no shape, and the refusal named a shape=() double."""
+    import numpy as np
+
+    vectors = [np.array([1.0, 2.0], dtype="float32"), np.array([3.0, 4.0], dtype="float32")]
+    ds = ray.data.from_pandas(pd.DataFrame({"id": [1, 2], "v": vectors}))
+    with pytest.raises(raylake.SchemaError, match=r"column 'v'.*shape=\(2,\), dtype=float"):
+        write_lake(ds, str(tmp_path / "t"))
+    assert not (tmp_path / "t").exists()
