@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 
 from raylake import __version__
 from raylake.cli_args import (
+    as_of_arg,
     columns_arg,
     count_arg,
     key_columns_arg,
@@ -98,7 +99,9 @@ def cmd_snapshots(args: argparse.Namespace) -> int:
 
 def cmd_scan(args: argparse.Namespace) -> int:
     tbl = _open(args)
-    scan = tbl.scan(columns=args.columns, filter=args.filter, snapshot_id=args.snapshot)
+    scan = tbl.scan(
+        columns=args.columns, filter=args.filter, snapshot_id=args.snapshot, as_of=args.as_of
+    )
     shown, more = _first_rows(scan.to_batches(), args.limit)
     result = printable(pa.Table.from_batches(shown, schema=scan.output_schema))
     if args.format == "json":
@@ -284,7 +287,11 @@ def build_parser() -> argparse.ArgumentParser:
         help='comma-separated column names; quote one with a comma: "a,b" or `a,b`',
     )
     scan.add_argument("--filter", help="filter, e.g. \"label = 1 and dt = '2024-01-01'\"")
-    scan.add_argument("--snapshot", type=positive_arg, help="read this snapshot id (time travel)")
+    at = scan.add_mutually_exclusive_group()
+    at.add_argument("--snapshot", type=positive_arg, help="read this snapshot id (time travel)")
+    at.add_argument(
+        "--as-of", type=as_of_arg, help="read the snapshot current at this ISO time (time travel)"
+    )
     scan.add_argument(
         "--limit", type=count_arg, default=20, help="print at most N rows (default 20)"
     )

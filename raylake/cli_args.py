@@ -102,6 +102,12 @@ def start_arg(text: str) -> str | int | datetime:
     return iso_time_arg(text, f"none of {', '.join(START_NAMES)}, a snapshot id (>= 1) or")
 
 
+def as_of_arg(text: str) -> datetime:
+    """An ISO time to read the table as of (argparse type; naive is local time, as in
+    ``scan(as_of=)``)."""
+    return iso_time_arg(text, "not")
+
+
 def seconds_arg(text: str) -> float:
     """Seconds >= 0 (argparse type)."""
     try:

@@ -112,6 +112,25 @@ def test_scan_json_with_columns_filter_limit_and_time_travel(
     assert all(set(r) == {"id", "label"} and r["label"] == 1 and r["id"] < 10 for r in got)
 
 
+def test_scan_travels_in_time_as_of_an_iso_time(
+    tbl: Table, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Table.to_arrow, read_lake and raylake.spark.read take as_of beside snapshot_id;
+    raylake scan took --snapshot alone."""
+    first = tbl.snapshot(1)
+    at = first.time.isoformat()
+    code, out, _ = run(capsys, "scan", tbl.uri, "--as-of", at, "--format", "json", "--limit", "99")
+    # The newest snapshot then (commits in the same millisecond as the first included).
+    then = max(s.id for s in tbl.snapshots() if s.time_millis <= first.time_millis)
+    expected = sorted(tbl.to_arrow(snapshot_id=then).column("id").to_pylist())
+    assert code == 0 and sorted(json.loads(line)["id"] for line in out.splitlines()) == expected
+    with pytest.raises(SystemExit):  # argparse: one or the other
+        main(["scan", tbl.uri, "--as-of", at, "--snapshot", "1"])
+    with pytest.raises(SystemExit):
+        main(["scan", tbl.uri, "--as-of", "yesterday"])
+    assert "'yesterday' is not an ISO time" in capsys.readouterr().err
+
+
 def test_scan_table_format(tbl: Table, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, "scan", tbl.uri, "--filter", "id = 25")
     assert code == 0 and err == ""
