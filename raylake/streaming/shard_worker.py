@@ -24,6 +24,7 @@ from raylake.streaming.options import JobSpec, StreamOptions
 from raylake.streaming.plan import StreamPlan
 from raylake.streaming.reader import StreamReader
 from raylake.table import Table, open_table
+from raylake.table.conform import pandas_to_arrow as dataframe_as_written
 from raylake.table.evolve import adopt_planned_schema, merged_input
 from raylake.table.projection import follow_columns
 from raylake.table.writer import CommitMessage, writing
@@ -171,7 +172,7 @@ class ShardWorker:
             rows_in += batch.num_rows
             out = self.spec.fn(pa.Table.from_batches([batch]))
             if out is not None:
-                outputs.append(_as_arrow(out))
+                outputs.append(_as_arrow(out, self.sink))
         return rows_in, outputs
 
     def _flush(self, plans: list[StreamPlan], outputs: list[pa.Table]) -> None:
@@ -301,13 +302,16 @@ def _rows(tables: list[pa.Table]) -> int:
     return sum(t.num_rows for t in tables)
 
 
-def _as_arrow(out: Any) -> pa.Table:
+def _as_arrow(out: Any, sink: Table | None) -> pa.Table:
     if isinstance(out, pa.Table):
         return out
     if isinstance(out, pa.RecordBatch):
         return pa.Table.from_batches([out])
     if isinstance(out, pd.DataFrame):
-        return pa.Table.from_pandas(out, preserve_index=False)
+        # As Table.write takes one: a named index (a groupby's key) is a column, a column
+        # pyarrow cannot type takes the sink's type, and one the sink lacks (merged in)
+        # takes the type from_pandas gives. pyarrow's own conversion dropped the index.
+        return dataframe_as_written(out, None if sink is None else sink.schema)
     raise StreamError(
         f"the job function must return a pyarrow Table or RecordBatch, a pandas DataFrame "
         f"or None, got {type(out).__name__}"

@@ -289,3 +289,35 @@ def test_a_sink_compacted_between_steps_keeps_every_row_once(warehouse: Path) ->
     assert restarted.step().plans == 1
     ids = Counter(sink.to_arrow().column("id").to_pylist())
     assert set(ids) == set(range(50)) and set(ids.values()) == {1}
+
+
+@pytest.mark.parametrize("schema_mode", ["strict", "merge"])
+def test_a_dataframe_output_is_written_as_table_write_takes_it(
+    warehouse: Path, schema_mode: str
+) -> None:
+    """The job converted a DataFrame with pyarrow's own from_pandas: a groupby's key (the
+    named index) was dropped, so the sink refused the output (strict) or took nulls for
+    it (merge), where Table.write of the same frame keeps it; a column merged in took
+    pandas' unit, not the nanoseconds from_pandas gives."""
+    import pandas as pd
+
+    source = raylake.create_table(str(warehouse / "src"), SCHEMA)
+    sink = raylake.create_table(
+        str(warehouse / "dst"), pa.schema([("v", pa.int64()), ("id", pa.int64())])
+    )
+    source.write(batch(0, 4))
+
+    def totals(rows: pa.Table) -> Any:
+        frame = rows.to_pandas().groupby("v")[["id"]].sum()
+        if schema_mode == "merge":
+            frame["at"] = pd.Series(pd.to_datetime(["2024-01-01"] * len(frame)), index=frame.index)
+            frame["at"] = frame["at"].astype("datetime64[us]")
+        return frame
+
+    spec = JobSpec(source.uri, totals, "job", 1, sink_uri=sink.uri, schema_mode=schema_mode)
+    ShardWorker(spec, 0).step()
+    expected = totals(source.to_arrow()).reset_index()
+    got = raylake.open_table(sink.uri).to_pandas().sort_values("v").reset_index(drop=True)
+    assert got[["v", "id"]].to_dict("list") == expected[["v", "id"]].to_dict("list")
+    if schema_mode == "merge":
+        assert raylake.open_table(sink.uri).schema.field("at").type == pa.timestamp("ns")
