@@ -155,6 +155,11 @@ CASES: list[tuple[str, str, Call, str, type[Exception] | None]] = [
     ("filter", "LakeIterableDataset", _iterable(columns=["id"], filter=b"id > 1"), "filter",
      FilterError),
     ("filter", "Table.stream", lambda t, p: t.stream(filter=b"id > 1"), "filter", StreamError),
+    # a schema that is none
+    ("schema", "from_pandas", _pandas(schema="id"), "schema", SchemaError),
+    ("schema", "create_table", lambda t, p: raylake.create_table(str(p / "new"), "id"),
+     "schema", SchemaError),
+    ("schema", "LakeDatasink", _sink(schema="id"), "schema", SchemaError),
     # a consumer id that cannot be one
     ("consumer", "Table.stream", lambda t, p: t.stream(consumer_id="a/b"), "consumer_id",
      ConsumerError),

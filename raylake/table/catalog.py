@@ -13,6 +13,7 @@ from raylake.arguments import check_choice, check_flag, refuse_unknown_keywords
 from raylake.errors import (
     InvalidArgumentError,
     NullConstraintError,
+    SchemaArgumentError,
     SchemaError,
     TableAlreadyExistsError,
     TableLocationError,
@@ -351,10 +352,10 @@ def _arrow_from_pandas(
     if isinstance(schema, pa.Schema):
         return _with_schema(df, schema)
     if isinstance(schema, str) or not isinstance(schema, Sequence):
-        raise SchemaError(
-            "schema must be None, a pyarrow.Schema, a list of column names or a list of "
-            f"pyarrow types; got {type(schema).__name__}"
-        )
+        raise SchemaArgumentError(
+            "schema", schema, "None, a pyarrow.Schema, a list of column names or a list of "
+            "pyarrow types",
+        )  # fmt: skip
     items = list(schema)
     if len(items) != len(columns):
         raise SchemaError(
@@ -366,9 +367,8 @@ def _arrow_from_pandas(
     if all(isinstance(i, pa.DataType) for i in items):
         # Column labels may be ints (pd.DataFrame([[1, 2]])); the schema names are strings.
         return _with_schema(df.set_axis(columns, axis=1), pa.schema(list(zip(columns, items))))
-    raise SchemaError(
-        "a list schema must hold only column names (str) or only pyarrow types, "
-        f"got {[type(i).__name__ for i in items]}"
+    raise SchemaArgumentError(
+        "schema", schema, "a list of only column names (str) or only pyarrow types"
     )
 
 
