@@ -28,7 +28,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
 from raylake.arguments import check_flag, check_mapping, refuse_unknown_keywords
-from raylake.errors import RaylakeError, SchemaMismatchError
+from raylake.errors import InvalidArgumentError, RaylakeError, SchemaMismatchError
 from raylake.format.schema import TableSchema
 from raylake.format.snapshot import Snapshot
 from raylake.format.table_spec import TableSpec
@@ -55,7 +55,7 @@ from raylake.table.evolve import (
     schema_mode_arg,
     with_new_columns,
 )
-from raylake.table.kind import kind_of
+from raylake.table.kind import WRITE_MODES, kind_of
 from raylake.table.source import check_writable
 from raylake.table.table import create_writer
 from raylake.table.visible import check_visible, refuse_process_local
@@ -120,6 +120,8 @@ def write(
     for Spark's own ``df.write.mode("overwrite")``.
     """
     check_dataframe(df)
+    if mode is not None and mode not in WRITE_MODES:  # before the table is created for it
+        raise InvalidArgumentError("mode", mode, f"one of {list(WRITE_MODES)} or None")
     if partition_overwrite_mode is not None:
         partition_overwrite_mode = partition_overwrite_mode_arg(partition_overwrite_mode)
     refuse_process_local(uri, "raylake.spark.write")

@@ -29,6 +29,7 @@ def files(root: Path) -> list[str]:
         ({"create_if_missing": "no"}, "create_if_missing must be True or False, got str 'no'"),
         ({"commit_properties": {"run": 1}}, "commit_properties must be a dict of strings to"),
         ({"commit_properties": "run=1"}, "commit_properties must be a dict with string keys"),
+        ({"mode": "apend"}, "mode must be one of ['append', 'overwrite', 'upsert'] or None"),
     ],
 )
 def test_write_names_a_bad_keyword_before_any_spark_job(
