@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+from raylake.arguments import integer
 from raylake.errors import InvalidOptionError
 from raylake.table.args import datetime_millis
 
@@ -21,7 +22,9 @@ def cutoff_millis(older_than: OlderThan, now_millis: int, name: str = "older_tha
     for its errors)."""
     if isinstance(older_than, bool):
         raise InvalidOptionError(name, older_than, "expected a datetime, timedelta or int")
-    if isinstance(older_than, int):
+    millis = integer(older_than)  # numpy's too, as as_of takes them (a time from a DataFrame)
+    if millis is not None:
+        older_than = millis
         if older_than < _EARLIEST_MILLIS:
             when = (
                 datetime.fromtimestamp(older_than / 1000, timezone.utc) if older_than >= 0 else None

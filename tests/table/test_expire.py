@@ -338,6 +338,22 @@ def test_bad_older_than(tmp_path: Path, bad: Any) -> None:
     assert ids_of(tbl) == [1, 2]
 
 
+def test_older_than_takes_numpy_epoch_milliseconds_as_as_of_does(tmp_path: Path) -> None:
+    """A time read from a DataFrame (np.int64 milliseconds) is a time for time travel
+    (as_of) but was refused as no int by expire_snapshots and remove_orphan_files."""
+    import numpy as np
+
+    tbl = make_table(tmp_path / "t")
+    commit_n(tbl, 3)
+    latest = np.int64(tbl.latest_snapshot().time_millis)  # type: ignore[union-attr]
+    assert tbl.to_arrow(as_of=latest).num_rows == 3
+    assert tbl.remove_orphan_files(older_than=latest, dry_run=True).paths == ()
+    result = tbl.expire_snapshots(retain_last=1, older_than=latest, consumers_older_than=latest)
+    assert result.expired_snapshot_ids == (1, 2) and ids_of(tbl) == [3]
+    with pytest.raises(InvalidOptionError, match="older_than"):
+        tbl.expire_snapshots(older_than=np.int64(7))  # 1970: an age meant as a time
+
+
 def test_a_corrupt_consumer_file_stops_expiration(tmp_path: Path) -> None:
     tbl = make_table(tmp_path / "t")
     commit_n(tbl, 3)
