@@ -12,6 +12,7 @@ kind's, checked when the schema is known (raylake/table/kind.py).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,14 @@ from raylake.errors import InvalidOptionError, SchemaArgumentError, SchemaError
 from raylake.format.options import SEQUENCE_FIELD
 from raylake.format.schema import TableSchema
 from raylake.format.types import column_type
+
+# What the order of a layout's columns decides: a set has none, and Python orders a set
+# of strings differently in every process, so a table made or checked from one would
+# differ from run to run (a key's bucket, a "layout differs" refusal of the same set).
+_ORDERED = {
+    "partition_by": "the order of the partition directories",
+    "primary_key": "the key's order hashes rows to buckets",
+}
 
 
 @dataclass(frozen=True)
@@ -37,10 +46,11 @@ class TableSpec:
 
     def __post_init__(self) -> None:
         error = SchemaArgumentError
-        object.__setattr__(
-            self, "partition_by", check_names("partition_by", self.partition_by, error)
-        )
-        object.__setattr__(self, "primary_key", check_names("primary_key", self.primary_key, error))
+        for name in ("partition_by", "primary_key"):
+            value = getattr(self, name)
+            if isinstance(value, AbstractSet):  # its order would change from run to run
+                raise error(name, value, f"a list of column names, in order ({_ORDERED[name]})")
+            object.__setattr__(self, name, check_names(name, value, error))
         as_int = integer(self.buckets)  # numpy's (a config read with numpy) as a Python int
         buckets = self.buckets if as_int is None else as_int
         object.__setattr__(self, "buckets", check_optional_count("buckets", buckets, 1, error))
