@@ -98,8 +98,7 @@ def cmd_snapshots(args: argparse.Namespace) -> int:
 
 
 def cmd_scan(args: argparse.Namespace) -> int:
-    tbl = _open(args)
-    scan = tbl.scan(
+    scan = _open(args).scan(
         columns=args.columns, filter=args.filter, snapshot_id=args.snapshot, as_of=args.as_of
     )
     shown, more = _first_rows(scan.to_batches(), args.limit)
@@ -289,9 +288,7 @@ def build_parser() -> argparse.ArgumentParser:
     scan.add_argument("--filter", help="filter, e.g. \"label = 1 and dt = '2024-01-01'\"")
     at = scan.add_mutually_exclusive_group()
     at.add_argument("--snapshot", type=positive_arg, help="read this snapshot id (time travel)")
-    at.add_argument(
-        "--as-of", type=as_of_arg, help="read the snapshot current at this ISO time (time travel)"
-    )
+    at.add_argument("--as-of", type=as_of_arg, help="read the snapshot current at an ISO time")
     scan.add_argument(
         "--limit", type=count_arg, default=20, help="print at most N rows (default 20)"
     )
