@@ -89,16 +89,22 @@ class CommitLineageUnknownError(CommitStateUnknownError):
     then (or ``replaced``: its id holds another commit, re-created after expiration):
     another writer may have made the same snapshot id meanwhile, and snapshot expiration
     deleted it, so that this create took a free name below the table's latest snapshot.
+    A table's first commit (no parent) is reported where newer snapshots were there.
     Whether the commit is part of the table's history cannot be told; nothing it wrote
     was deleted."""
 
     __module__ = "raylake.errors"
 
-    def __init__(self, path: str, parent_id: int, *, replaced: bool = False) -> None:
+    def __init__(self, path: str, parent_id: int | None, *, replaced: bool = False) -> None:
         fate = "holds another commit" if replaced else "was expired by then"
+        what = (
+            f"its parent, snapshot {parent_id}, {fate}"
+            if parent_id is not None
+            else "it is the table's first commit and newer snapshots were there"
+        )
         RaylakeError.__init__(
             self,
-            f"created {path!r}, but its parent, snapshot {parent_id}, {fate}: "
+            f"created {path!r}, but {what}: "
             "another commit may have taken this snapshot id before expiration deleted it, "
             "so the commit may not be part of the table's history. Nothing it wrote was "
             "deleted; read the table's latest snapshot before committing again",

@@ -156,12 +156,14 @@ class Committer:
         the parent this commit read: another slow writer may have re-created N-1 in the
         same way, and that stranger is told apart by its commit id (a parent written
         without one is checked for existence only). One read a commit; where the parent
-        is gone or a stranger, the outcome is reported unknown rather than acknowledged."""
-        if snap.parent_id is None:
-            return
+        is gone or a stranger, the outcome is reported unknown rather than acknowledged.
+        A table's first commit has no parent to read: it is checked as one whose parent
+        is gone (others may have made snapshot 1 and later ones, and expired 1)."""
         path = self.file_io.full_path(snapshot_path(snap.id))
         try:
-            parent = self.snapshots.read_if_present(snap.parent_id)
+            parent = None
+            if snap.parent_id is not None:
+                parent = self.snapshots.read_if_present(snap.parent_id)
             if parent is None and self._followed(snap):
                 return
         except Exception as exc:

@@ -57,6 +57,58 @@ def test_a_commit_into_an_expired_snapshot_id_is_not_acknowledged(tmp_path: Path
     )
 
 
+def test_a_first_commit_into_an_expired_snapshot_id_is_not_acknowledged(
+    tmp_path: Path,
+) -> None:
+    """A table's first commit, slow: another writer makes snapshots 1..4 and expiration
+    keeps only the latest before its create of snapshot 1 (was: acknowledged, and the
+    LATEST hint naming it made readers take it for the latest, the other rows hidden)."""
+    tbl = raylake.create_table(str(tmp_path / "t"), SCHEMA)
+    other = raylake.open_table(str(tmp_path / "t"))
+
+    def meanwhile() -> None:  # the slow writer found no snapshot
+        for i in range(4):
+            other.write(_rows(200 + 10 * i))  # snapshots 1..4
+        other.expire_snapshots(retain_last=1)  # deletes snapshots 1..3
+
+    request = CommitRequest(_messages(tbl, 100), base_snapshot_id=0, before_create=meanwhile)
+    with pytest.raises(CommitLineageUnknownError, match="the table's first commit"):
+        Committer(tbl.file_io, tbl.table_schema).commit(request)
+    assert (tmp_path / "t" / "snapshot" / "LATEST").read_text() == "4"
+    reopened = raylake.open_table(str(tmp_path / "t"))
+    assert reopened.latest_snapshot().id == 4
+    assert sorted(reopened.to_arrow().column("id").to_pylist()) == list(range(200, 240))
+
+
+@pytest.mark.parametrize("then_commits", [0, 1])
+def test_a_first_commit_is_acknowledged_where_it_is_the_history(
+    tmp_path: Path, then_commits: int
+) -> None:
+    """Without a parent to read, a first commit with no newer snapshot, or whose next one
+    was made on it, is the table's."""
+    tbl = raylake.create_table(str(tmp_path / "t"), SCHEMA)
+    other = raylake.open_table(str(tmp_path / "t"))
+    create = SnapshotManager.try_create
+
+    def committed_on(
+        self: SnapshotManager, snap: Snapshot, *, then: Callable[[], None] | None = None
+    ) -> bool:
+        def meanwhile() -> None:
+            for i in range(then_commits):
+                other.write(_rows(200 + 10 * i))
+            assert then is not None
+            then()
+
+        return create(self, snap, then=meanwhile if snap.id == 1 else then)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(SnapshotManager, "try_create", committed_on)
+        assert tbl.write(_rows(100)).id == 1
+    reopened = raylake.open_table(str(tmp_path / "t"))
+    assert reopened.latest_snapshot().id == 1 + then_commits
+    assert reopened.count() == 10 + 10 * then_commits
+
+
 def test_a_commit_whose_parent_is_kept_is_acknowledged(tmp_path: Path) -> None:
     tbl = raylake.create_table(str(tmp_path / "t"), SCHEMA)
     tbl.write(_rows(0))
