@@ -205,6 +205,24 @@ class SnapshotManager:
             earliest = snapshot_id + 1 if earliest is None else earliest
             raise SnapshotExpiredError(snapshot_id, earliest, self.file_io.uri) from exc
 
+    def history(self, latest: Snapshot, down_to: int = 0) -> Iterator[Snapshot]:
+        """``latest`` and its ancestors with ids above ``down_to``, newest first, each the
+        parent its child was made on. The walk ends at the first one missing (expired,
+        and every older one with it) or not that parent: a slow commit's stray snapshot,
+        created at an id that expiration had freed below a newer snapshot (docs/format.md
+        6.6), holds a commit whose rows are in no snapshot of the table. A child written
+        before snapshots named their parent's commit is taken to be made on its parent."""
+        if latest.id <= down_to:
+            return
+        yield latest
+        child = latest
+        for snapshot_id in range(latest.id - 1, down_to, -1):
+            snap = self.read_if_present(snapshot_id)
+            if snap is None or child.parent_commit_id not in ("", snap.commit_id):
+                return
+            yield snap
+            child = snap
+
     def earliest_id(self) -> int | None:
         ids = self.snapshot_ids()
         return ids[0] if ids else None

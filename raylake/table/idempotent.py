@@ -22,15 +22,12 @@ def already_committed(
     snapshots: SnapshotManager, request: CommitRequest, user: str, latest: Snapshot | None
 ) -> Snapshot | None:
     """The snapshot after the request's base that holds a commit of the same user and
-    identifier, if any."""
+    identifier, if any: in the history of ``latest`` only, as a slow commit's stray
+    snapshot holds its user and identifier while its rows are in no snapshot of the
+    table (the retry must commit them, not return it)."""
     if request.commit_identifier is None or latest is None:
         return None
-    # Snapshots expired meanwhile cannot hold the commit: they were older than the base.
-    first = max((request.base_snapshot_id or 0) + 1, snapshots.earliest_id() or 1)
-    for snapshot_id in range(latest.id, first - 1, -1):
-        snap = latest if snapshot_id == latest.id else snapshots.read_if_present(snapshot_id)
-        if snap is None:  # expired since the listing, and every older one with it
-            break
+    for snap in snapshots.history(latest, request.base_snapshot_id or 0):
         if snap.commit_user == user and snap.commit_identifier == request.commit_identifier:
             return snap
     return None

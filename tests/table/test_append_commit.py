@@ -349,24 +349,25 @@ def test_idempotent_overwrite_retry(tbl: Table) -> None:
 def test_a_named_commit_while_an_expiration_removes_what_it_looks_through(
     tbl: Table, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The commit lists the snapshots, then an expiration deletes the older ones before
-    the commit reads them for its identifier (was: SnapshotNotFoundError, the commit
-    refused and its files deleted)."""
-    from raylake.format.snapshot import SnapshotManager
+    """The commit read the latest snapshot, then an expiration deletes the older ones
+    before the commit reads them for its identifier (was: SnapshotNotFoundError, the
+    commit refused and its files deleted)."""
+    from raylake.format.snapshot import Snapshot, SnapshotManager
 
-    listed = SnapshotManager.earliest_id
-    expired: list[object] = []
+    read = SnapshotManager.read_if_present
+    expired: list[int] = []
 
-    def listing_then_expiry(self: SnapshotManager) -> int | None:
-        earliest = listed(self)
-        if not expired:
-            expired.append(raylake.open_table(tbl.uri).expire_snapshots(retain_last=1))
-        return earliest
+    def expiry_then_read(self: SnapshotManager, snapshot_id: int) -> Snapshot | None:
+        if snapshot_id == 2 and not expired:  # below the latest, 3
+            expired.append(0)  # the expiration reads snapshot 2 too
+            again = raylake.open_table(tbl.uri)
+            expired.extend(again.expire_snapshots(retain_last=1).expired_snapshot_ids)
+        return read(self, snapshot_id)
 
     messages = prepare(tbl, rows(500, 2))
-    monkeypatch.setattr(SnapshotManager, "earliest_id", listing_then_expiry)
+    monkeypatch.setattr(SnapshotManager, "read_if_present", expiry_then_read)
     snap = tbl.commit(messages, commit_user="sink", commit_identifier=5)
-    assert expired and snap is not None and snap.id == 4
+    assert expired == [0, 1, 2] and snap is not None and snap.id == 4
     assert tbl.count() == 32 and (snap.commit_user, snap.commit_identifier) == ("sink", 5)
 
 

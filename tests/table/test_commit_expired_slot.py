@@ -109,6 +109,39 @@ def test_a_first_commit_is_acknowledged_where_it_is_the_history(
     assert reopened.count() == 10 + 10 * then_commits
 
 
+def test_a_retry_of_a_commit_into_an_expired_snapshot_id_commits_it(tmp_path: Path) -> None:
+    """The slow commit names its user and identifier; its retry, as docs/reliability.md
+    says to retry a commit whose outcome is unknown, finds the stray snapshot 2 holding
+    them (was: returned it as the commit, whose rows were in no snapshot of the table)."""
+    tbl = raylake.create_table(str(tmp_path / "t"), SCHEMA)
+    tbl.write(_rows(0))  # snapshot 1
+    messages = _messages(tbl, 100)
+    other = raylake.open_table(str(tmp_path / "t"))
+
+    def meanwhile(latest: Snapshot) -> None:  # the slow writer has read snapshot 1
+        for i in range(4):
+            other.write(_rows(200 + 10 * i))  # snapshots 2..5
+        other.expire_snapshots(retain_last=3)  # deletes snapshots 1 and 2
+
+    request = CommitRequest(
+        messages,
+        base_snapshot_id=0,
+        conflict_check=meanwhile,
+        commit_user="job",
+        commit_identifier=7,
+    )
+    with pytest.raises(CommitLineageUnknownError):
+        Committer(tbl.file_io, tbl.table_schema).commit(request)
+    assert tbl.snapshot(2).commit_identifier == 7  # the stray, below snapshot 3
+    for _ in range(2):  # the second retry finds the first one's commit
+        retried = raylake.open_table(str(tmp_path / "t")).commit(
+            messages, base_snapshot_id=0, commit_user="job", commit_identifier=7
+        )
+        assert retried is not None and (retried.id, retried.parent_id) == (6, 5)
+    ids = raylake.open_table(str(tmp_path / "t")).to_arrow().column("id").to_pylist()
+    assert sorted(ids) == [*range(0, 10), *range(100, 110), *range(200, 240)]
+
+
 def test_a_commit_whose_parent_is_kept_is_acknowledged(tmp_path: Path) -> None:
     tbl = raylake.create_table(str(tmp_path / "t"), SCHEMA)
     tbl.write(_rows(0))
