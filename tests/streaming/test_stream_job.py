@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +13,9 @@ import pytest
 from committer import SCHEMA, batch
 
 import raylake
-from raylake.errors import ConsumerError, TableNotFoundError
+from raylake.errors import CommitLineageUnknownError, ConsumerError, TableNotFoundError
 from raylake.format.consumer import validate_consumer_id
+from raylake.format.snapshot import Snapshot, SnapshotManager
 from raylake.streaming.job import JobSpec, ShardWorker
 from raylake.streaming.options import JOB_DEFAULTS
 
@@ -321,3 +323,38 @@ def test_a_dataframe_output_is_written_as_table_write_takes_it(
     assert got[["v", "id"]].to_dict("list") == expected[["v", "id"]].to_dict("list")
     if schema_mode == "merge":
         assert raylake.open_table(sink.uri).schema.field("at").type == pa.timestamp("ns")
+
+
+def test_a_sink_commit_into_an_expired_snapshot_id_is_processed_again(
+    warehouse: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The shard's sink commit is slow: another writer commits four times to the sink
+    and an expiration frees the id it creates, so it raises CommitLineageUnknownError and
+    leaves a stray snapshot under the shard's commit user (was: the shard's rewind took
+    the stray for its commit and moved past the plan, whose rows the sink never got)."""
+    source, sink, spec = make(warehouse)
+    sink.write(batch(100, 1))  # sink snapshot 1, another writer's
+    source.write(batch(0, 10))
+    worker = ShardWorker(spec, 0)
+    create = SnapshotManager.try_create
+    slowed: list[int] = []
+
+    def slow(
+        self: SnapshotManager, snap: Snapshot, *, then: Callable[[], None] | None = None
+    ) -> bool:
+        if snap.commit_user == worker.commit_user and not slowed:
+            slowed.append(snap.id)
+            other = raylake.open_table(sink.uri)
+            for i in range(4):
+                other.write(batch(200 + i, 1))  # sink snapshots 2..5
+            other.expire_snapshots(retain_last=3)  # deletes 1 and 2
+        return create(self, snap, then=then)
+
+    monkeypatch.setattr(SnapshotManager, "try_create", slow)
+    with pytest.raises(CommitLineageUnknownError):
+        worker.step()
+    assert slowed == [2] and sink.snapshot(2).commit_user == worker.commit_user  # the stray
+    assert worker.reader.next_snapshot_id == 1
+    assert worker.step().plans == 1
+    ids = Counter(raylake.open_table(sink.uri).to_arrow().column("id").to_pylist())
+    assert {i for i in ids if i < 10} == set(range(10)) and set(ids.values()) == {1}
