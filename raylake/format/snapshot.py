@@ -126,7 +126,7 @@ class SnapshotManager:
     """Finds and reads the snapshots of one table.
 
     The file layout is three methods (:meth:`snapshot_ids`, :meth:`read_if_present`,
-    :meth:`read_hint`); everything else is built on them, so that another format's
+    :meth:`hint`); everything else is built on them, so that another format's
     snapshots (raylake/paimon/snapshot.py) are those three methods over its files.
     """
 
@@ -164,8 +164,11 @@ class SnapshotManager:
 
         Reads, not existence checks: on an object store a read of a missing key is one
         request, while an existence check of a missing key costs two (HEAD, then LIST).
+        The hinted snapshot must hold the commit the hint names: a late write of the
+        hint can land after its snapshot was expired and a slow commit made a stray
+        snapshot at that id (docs/format.md 6.6), which the listing's largest id never is.
         """
-        hint = self.read_hint()
+        hint, hint_commit = self.hint()
         found = following = None
         if hint is not None and self.file_io.is_remote:
             # The hint is usually right: read it and the next one at once, one round
@@ -175,7 +178,9 @@ class SnapshotManager:
         elif hint is not None:
             found = self.read_if_present(hint)
             following = None if found is None else self.read_if_present(hint + 1)
-        if found is None:  # no hint, or it names an expired snapshot: list
+        if found is not None and hint_commit and found.commit_id != hint_commit:
+            found = None  # another commit at the hint's id: a stray, below the latest
+        if found is None:  # no hint, or it names an expired snapshot (or a stray): list
             ids = self.snapshot_ids()
             return self.get(ids[-1]) if ids else None
         while following is not None:
@@ -261,18 +266,24 @@ class SnapshotManager:
         if created:
             if then is not None:
                 then()
-            self._write_hint(snap.id)
+            self._write_hint(snap)
         return created
 
     def read_hint(self) -> int | None:
         """The id the ``LATEST`` hint names (it may lag behind, never run ahead), or None."""
-        try:
-            return int(self.file_io.read_bytes(LATEST_HINT).decode().strip())
-        except (FileNotFoundError, ValueError, UnicodeDecodeError):
-            return None
+        return self.hint()[0]
 
-    def _write_hint(self, snapshot_id: int) -> None:
+    def hint(self) -> tuple[int | None, str]:
+        """The id the ``LATEST`` hint names, or None, and the commit id it names ("" where
+        it names none: a hint an older version wrote)."""
         try:
-            self.file_io.write_bytes(LATEST_HINT, str(snapshot_id).encode())
+            words = self.file_io.read_bytes(LATEST_HINT).decode().split()
+            return int(words[0]), words[1] if len(words) > 1 else ""
+        except (FileNotFoundError, ValueError, UnicodeDecodeError, IndexError):
+            return None, ""
+
+    def _write_hint(self, snap: Snapshot) -> None:
+        try:
+            self.file_io.write_bytes(LATEST_HINT, f"{snap.id} {snap.commit_id}".strip().encode())
         except Exception:  # only a hint, and the commit already happened: never fail it
             logger.warning("could not update %s", LATEST_HINT, exc_info=True)

@@ -78,8 +78,9 @@ class PaimonSnapshots(SnapshotManager):
             return None
         return parse_snapshot(raw, self.file_io.full_path(rel))
 
-    def read_hint(self) -> int | None:
+    def hint(self) -> tuple[int | None, str]:
+        """Paimon's hint names an id only."""
         try:
-            return int(self.file_io.read_bytes(f"{SNAPSHOT_DIR}/LATEST").decode().strip())
+            return int(self.file_io.read_bytes(f"{SNAPSHOT_DIR}/LATEST").decode().strip()), ""
         except (FileNotFoundError, ValueError, UnicodeDecodeError):
-            return None
+            return None, ""

@@ -74,7 +74,7 @@ def test_a_first_commit_into_an_expired_snapshot_id_is_not_acknowledged(
     request = CommitRequest(_messages(tbl, 100), base_snapshot_id=0, before_create=meanwhile)
     with pytest.raises(CommitLineageUnknownError, match="the table's first commit"):
         Committer(tbl.file_io, tbl.table_schema).commit(request)
-    assert (tmp_path / "t" / "snapshot" / "LATEST").read_text() == "4"
+    assert SnapshotManager(tbl.file_io).read_hint() == 4
     reopened = raylake.open_table(str(tmp_path / "t"))
     assert reopened.latest_snapshot().id == 4
     assert sorted(reopened.to_arrow().column("id").to_pylist()) == list(range(200, 240))
@@ -171,10 +171,59 @@ def test_the_hint_never_names_a_snapshot_created_below_the_latest(tmp_path: Path
     with pytest.raises(CommitLineageUnknownError, match="snapshot 1, was expired"):
         Committer(tbl.file_io, tbl.table_schema).commit(request)
     assert (tmp_path / "t" / "snapshot" / "snapshot-2.json").exists()  # the slow writer's
-    assert (tmp_path / "t" / "snapshot" / "LATEST").read_text() == "5"
+    assert SnapshotManager(tbl.file_io).read_hint() == 5
     reopened = raylake.open_table(str(tmp_path / "t"))
     assert reopened.latest_snapshot().id == 5 and reopened.count() == 50
     assert reopened.write(_rows(300)).id == 6
+
+
+def test_a_late_hint_never_leads_to_a_stray_snapshot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another writer's LATEST write for snapshot 2 lands after snapshots 3..5 were made
+    and 1..4 expired; then the slow writer, which read snapshot 1, makes a stray 2 (was:
+    readers followed the hint to the stray and took it for the latest, rows 2..5 hidden,
+    and the next writer was acknowledged on top of it, its rows outside the history)."""
+    tbl = raylake.create_table(str(tmp_path / "t"), SCHEMA)
+    tbl.write(_rows(0))  # snapshot 1
+    other = raylake.open_table(str(tmp_path / "t"))
+    write_hint = SnapshotManager._write_hint
+    held: list[tuple[SnapshotManager, Snapshot]] = []
+
+    def late(self: SnapshotManager, snap: Snapshot) -> None:
+        if snap.id == 2 and not held:
+            held.append((self, snap))
+        else:
+            write_hint(self, snap)
+
+    def meanwhile(latest: Snapshot) -> None:  # the slow writer has read snapshot 1
+        for i in range(4):
+            other.write(_rows(200 + 10 * i))  # snapshots 2..5, the hint for 2 held
+        other.expire_snapshots(retain_last=1)  # deletes snapshots 1..4
+        write_hint(*held[0])  # lands late
+
+    monkeypatch.setattr(SnapshotManager, "_write_hint", late)
+    request = CommitRequest(_messages(tbl, 100), base_snapshot_id=0, conflict_check=meanwhile)
+    with pytest.raises(CommitLineageUnknownError):
+        Committer(tbl.file_io, tbl.table_schema).commit(request)
+    monkeypatch.undo()
+    assert SnapshotManager(tbl.file_io).read_hint() == 2  # the late hint, naming the stray's id
+    reopened = raylake.open_table(str(tmp_path / "t"))
+    assert reopened.latest_snapshot().id == 5 and reopened.count() == 50
+    assert reopened.write(_rows(300)).id == 6
+    ids = raylake.open_table(str(tmp_path / "t")).to_arrow().column("id").to_pylist()
+    assert sorted(ids) == [*range(0, 10), *range(200, 240), *range(300, 310)]
+
+
+@pytest.mark.parametrize("hint", [b"3", b"3 ", b"3 \n"])
+def test_a_hint_naming_no_commit_is_followed(tmp_path: Path, hint: bytes) -> None:
+    """A hint an older version wrote names an id only."""
+    tbl = raylake.create_table(str(tmp_path / "t"), SCHEMA)
+    for i in range(3):
+        tbl.write(_rows(10 * i))
+    (tmp_path / "t" / "snapshot" / "LATEST").write_bytes(hint)
+    assert SnapshotManager(tbl.file_io).hint() == (3, "")
+    assert raylake.open_table(str(tmp_path / "t")).latest_snapshot().id == 3
 
 
 def _messages(tbl: raylake.Table, start: int) -> list[CommitMessage]:
