@@ -400,6 +400,9 @@ def kept_data_paths(
     Each commit's base is its parent's base plus its delta, so the files live in
     any retained snapshot are those live in the oldest retained one plus those
     added by a later retained delta: this reads one base, not one per snapshot.
+    A snapshot that is not the child of the one before it (a slow commit's stray,
+    created at an id expiration had freed, lies below a gap: docs/format.md 6.6)
+    starts another chain, whose base is read too.
     Files that a retained delta *deletes* are kept as well, so that a stream
     reader positioned at the oldest retained snapshot can still read its whole
     delta (an overwrite's removed rows included) -- except a compaction's: it
@@ -407,9 +410,12 @@ def kept_data_paths(
     """
     if read is None:
         read = lambda rel: read_manifest_refs(file_io, rel)  # noqa: E731
-    refs = [read(m.path) for m in retained[0].base_manifests]
-    if refs:
-        refs = [live_files(pa.concat_tables(refs))]
+    refs = []
+    for prev, snap in zip([None, *retained], retained):
+        if prev is None or snap.id != prev.id + 1 or snap.parent_commit_id != prev.commit_id:
+            base = [read(m.path) for m in snap.base_manifests]
+            if base:
+                refs.append(live_files(pa.concat_tables(base)))
     seen: set[str] = set()
     for snap in retained:
         for meta in (*snap.delta_manifests, *snap.changelog_manifests):

@@ -13,6 +13,7 @@ import shutil
 import threading
 from collections.abc import Callable
 from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 
 import pyarrow as pa
@@ -224,6 +225,28 @@ def test_a_hint_naming_no_commit_is_followed(tmp_path: Path, hint: bytes) -> Non
     (tmp_path / "t" / "snapshot" / "LATEST").write_bytes(hint)
     assert SnapshotManager(tbl.file_io).hint() == (3, "")
     assert raylake.open_table(str(tmp_path / "t")).latest_snapshot().id == 3
+
+
+def test_orphan_removal_beside_a_stray_snapshot_keeps_the_latest_files(tmp_path: Path) -> None:
+    """The slow writer's stray snapshot 2 lies below snapshot 5 with a gap between (was:
+    orphan removal took the files live in 5 as those of the stray's base plus the later
+    deltas, deleted the files of snapshots 2..4 that 5 holds, and no read worked)."""
+    tbl = raylake.create_table(str(tmp_path / "t"), SCHEMA)
+    tbl.write(_rows(0))  # snapshot 1
+    other = raylake.open_table(str(tmp_path / "t"))
+
+    def meanwhile(latest: Snapshot) -> None:  # the slow writer has read snapshot 1
+        for i in range(4):
+            other.write(_rows(200 + 10 * i))  # snapshots 2..5
+        other.expire_snapshots(retain_last=1)  # deletes snapshots 1..4
+
+    request = CommitRequest(_messages(tbl, 100), base_snapshot_id=0, conflict_check=meanwhile)
+    with pytest.raises(CommitLineageUnknownError):
+        Committer(tbl.file_io, tbl.table_schema).commit(request)
+    assert [s.id for s in tbl.snapshots()] == [2, 5]
+    assert tbl.remove_orphan_files(older_than=timedelta(0)).paths == ()
+    ids = raylake.open_table(str(tmp_path / "t")).to_arrow().column("id").to_pylist()
+    assert sorted(ids) == [*range(0, 10), *range(200, 240)]
 
 
 def _messages(tbl: raylake.Table, start: int) -> list[CommitMessage]:
