@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from itertools import pairwise
 from typing import Any, Literal
 
 from raylake.errors import CorruptMetadataError, SnapshotExpiredError, SnapshotNotFoundError
@@ -229,8 +230,25 @@ class SnapshotManager:
             child = snap
 
     def earliest_id(self) -> int | None:
-        ids = self.snapshot_ids()
+        """The earliest snapshot of the table's history (see :meth:`history_ids`)."""
+        ids = self.history_ids()
         return ids[0] if ids else None
+
+    def history_ids(self) -> list[int]:
+        """The ids of the snapshots in the table's history, oldest first. A slow commit's
+        stray snapshot, created at an id expiration had freed (docs/format.md 6.6), lies
+        below them: below a gap in the ids (expiration removes the oldest first, so the
+        history's ids have none), or just below and not the parent of the one after it."""
+        ids = self.snapshot_ids()
+        start = len(ids) - 1
+        while start > 0 and ids[start - 1] == ids[start] - 1:
+            start -= 1
+        run = ids[max(start, 0) :]
+        for i, (lower, upper) in enumerate(pairwise(run)):
+            below, above = self.read_if_present(lower), self.read_if_present(upper)
+            if below is None or above is None or above.parent_commit_id in ("", below.commit_id):
+                return run[i:]
+        return run[-1:]
 
     def all(self) -> list[Snapshot]:
         found = (self.read_if_present(i) for i in self.snapshot_ids())
@@ -239,7 +257,7 @@ class SnapshotManager:
     def as_of(self, time_millis: int) -> Snapshot:
         """The newest snapshot committed at or before a time."""
         found = None
-        ids = self.snapshot_ids()
+        ids = self.history_ids()
         for snapshot_id in reversed(ids):
             snap = self.get(snapshot_id)
             if snap.time_millis <= time_millis:

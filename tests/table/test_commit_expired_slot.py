@@ -8,6 +8,7 @@ storage faults). Two slow writers are ordered by events, never by sleeps."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import threading
@@ -20,7 +21,11 @@ import pyarrow as pa
 import pytest
 
 import raylake
-from raylake.errors import CommitLineageUnknownError, CommitStateUnknownError
+from raylake.errors import (
+    CommitLineageUnknownError,
+    CommitStateUnknownError,
+    SnapshotExpiredError,
+)
 from raylake.format.snapshot import Snapshot, SnapshotManager
 from raylake.table import clear_caches
 from raylake.table.commit import CommitRequest, Committer, commit_or_abort
@@ -247,6 +252,37 @@ def test_orphan_removal_beside_a_stray_snapshot_keeps_the_latest_files(tmp_path:
     assert tbl.remove_orphan_files(older_than=timedelta(0)).paths == ()
     ids = raylake.open_table(str(tmp_path / "t")).to_arrow().column("id").to_pylist()
     assert sorted(ids) == [*range(0, 10), *range(200, 240)]
+
+
+@pytest.mark.parametrize("retain_last", [1, 3])
+def test_the_earliest_snapshot_is_never_a_stray(tmp_path: Path, retain_last: int) -> None:
+    """The slow writer's stray snapshot 2 lies below a gap (expiration kept snapshot 5)
+    or just below snapshot 3 (kept 3..5), not its parent (was: a stream from "earliest"
+    read the stray whole, a row the table never had and none of 200..239, and time
+    travel to before snapshot 3 read the stray's state)."""
+    tbl = raylake.create_table(str(tmp_path / "t"), SCHEMA)
+    tbl.write(_rows(0))  # snapshot 1
+    other = raylake.open_table(str(tmp_path / "t"))
+
+    def meanwhile() -> None:  # the slow writer has made its snapshot 2, on snapshot 1
+        for i in range(4):
+            other.write(_rows(200 + 10 * i))  # snapshots 2..5
+        other.expire_snapshots(retain_last=retain_last)
+
+    request = CommitRequest(_messages(tbl, 100), base_snapshot_id=0, before_create=meanwhile)
+    with pytest.raises(CommitLineageUnknownError):
+        Committer(tbl.file_io, tbl.table_schema).commit(request)
+    earliest = 6 - retain_last
+    assert tbl.snapshot(2).parent_id == 1  # the stray
+    assert SnapshotManager(tbl.file_io).earliest_id() == earliest
+    reader = tbl.stream(start="earliest")
+    plan = reader.poll()
+    reader.close()
+    assert plan is not None and plan.snapshot_id == earliest
+    assert 100 not in plan.to_arrow().column("id").to_pylist()
+    at_the_stray = tbl.snapshot(2).time_millis  # no later than the snapshots after it
+    with contextlib.suppress(SnapshotExpiredError):  # all made later than that
+        assert tbl.scan(as_of=at_the_stray).snapshot().id >= earliest  # type: ignore[union-attr]
 
 
 def _messages(tbl: raylake.Table, start: int) -> list[CommitMessage]:
