@@ -13,24 +13,31 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import timedelta
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from raylake.arguments import integer
 from raylake.errors import CorruptMetadataError, InvalidOptionError, SnapshotNotFoundError
 from raylake.format.consumer import CONSUMER_DIR, ConsumerManager, is_stale_marker
-from raylake.format.manifest import ADD, MANIFEST_DIR, live_files
+from raylake.format.manifest import MANIFEST_DIR
 from raylake.format.schema import SCHEMA_DIR
 from raylake.format.schema_files import load_schema
 from raylake.format.snapshot import SNAPSHOT_DIR, Snapshot, SnapshotManager, snapshot_path
 from raylake.io import FileIO
 from raylake.progress import track
 from raylake.table.ages import OlderThan, cutoff_millis
+from raylake.table.references import (
+    data_paths,
+    kept_data_paths,
+    manifest_paths,
+    read_manifest_refs,
+    refs_if_present,
+    stray_added_paths,
+)
 from raylake.table.writer import DATA_DIR
 
 logger = logging.getLogger(__name__)
@@ -222,9 +229,11 @@ def _exclusive_files(
     # Every manifest of an expired snapshot, shared ones too: a file a shared manifest adds
     # may have been deleted since and be referenced by no retained snapshot.
     # A manifest already gone (a crashed or concurrent expiration) names only orphans.
-    old_refs = [_refs_if_present(file_io, m) for m in old_manifests]
+    old_refs = [refs_if_present(file_io, m) for m in old_manifests]
     candidates = pc.unique(data_paths(r for r in old_refs if r is not None))
-    kept = kept_data_paths(file_io, retained)
+    kept = pa.concat_arrays(
+        [kept_data_paths(file_io, retained), stray_added_paths(file_io, expired, retained)]
+    )
     doomed = candidates.filter(pc.invert(pc.is_in(candidates, value_set=kept)))
     return doomed_manifests, doomed.to_pylist()
 
@@ -327,7 +336,7 @@ def _referenced_paths(file_io: FileIO) -> pa.Array:
     manifests = manifest_paths(live)
     found: dict[str, pa.Table] = {}
     for rel in manifests:
-        ref = _refs_if_present(file_io, rel)
+        ref = refs_if_present(file_io, rel)
         if ref is None and _named_by_existing_snapshot(file_io, rel, live):
             read_manifest_refs(file_io, rel)  # raises CorruptMetadataError: a real loss
         if ref is not None:
@@ -345,88 +354,6 @@ def _referenced_paths(file_io: FileIO) -> pa.Array:
 def _named_by_existing_snapshot(file_io: FileIO, rel: str, snaps: list[Snapshot]) -> bool:
     """A missing manifest is a loss only if a snapshot naming it still exists (else: expired)."""
     return any(rel in manifest_paths([s]) and file_io.exists(snapshot_path(s.id)) for s in snaps)
-
-
-# -- what snapshots reference -------------------------------------------------------------
-
-
-def manifest_paths(snaps: Iterable[Snapshot]) -> list[str]:
-    """Unique paths of every base, delta and changelog manifest of some snapshots."""
-    seen: dict[str, None] = {}
-    for snap in snaps:
-        for meta in (*snap.base_manifests, *snap.delta_manifests, *snap.changelog_manifests):
-            seen.setdefault(meta.path, None)
-    return list(seen)
-
-
-def read_manifest_refs(file_io: FileIO, rel: str) -> pa.Table:
-    """The ``kind`` and ``path`` columns of a manifest.
-
-    Only these two columns are read, so this works whatever schema wrote the manifest.
-    """
-    try:
-        data = file_io.read_bytes(rel)
-    except FileNotFoundError as exc:
-        raise CorruptMetadataError(file_io.full_path(rel), "manifest file is missing") from exc
-    try:
-        return pq.read_table(pa.BufferReader(data), columns=["kind", "path"])
-    except (pa.ArrowException, OSError, ValueError) as exc:
-        raise CorruptMetadataError(
-            file_io.full_path(rel), f"not a readable manifest: {exc}"
-        ) from exc
-
-
-def _refs_if_present(file_io: FileIO, rel: str) -> pa.Table | None:
-    """Like :func:`read_manifest_refs`, but None for a manifest that no longer exists."""
-    try:
-        return read_manifest_refs(file_io, rel)
-    except CorruptMetadataError:
-        if not file_io.exists(rel):
-            return None
-        raise
-
-
-def data_paths(refs: Iterable[pa.Table]) -> pa.Array:
-    """The paths of manifest entries, ADD and DELETE alike, as one string array."""
-    chunks = [c for ref in refs for c in ref.column("path").chunks]
-    return pa.concat_arrays(chunks) if chunks else pa.array([], pa.string())
-
-
-def kept_data_paths(
-    file_io: FileIO, retained: list[Snapshot], read: Callable[[str], pa.Table] | None = None
-) -> pa.Array:
-    """Data and changelog files that retained snapshots need, as one string array.
-
-    Each commit's base is its parent's base plus its delta, so the files live in
-    any retained snapshot are those live in the oldest retained one plus those
-    added by a later retained delta: this reads one base, not one per snapshot.
-    A snapshot that is not the child of the one before it (a slow commit's stray,
-    created at an id expiration had freed, lies below a gap: docs/format.md 6.6)
-    starts another chain, whose base is read too.
-    Files that a retained delta *deletes* are kept as well, so that a stream
-    reader positioned at the oldest retained snapshot can still read its whole
-    delta (an overwrite's removed rows included) -- except a compaction's: it
-    removes rows that live on in its output, and stream readers skip it.
-    """
-    if read is None:
-        read = lambda rel: read_manifest_refs(file_io, rel)  # noqa: E731
-    refs = []
-    for prev, snap in zip([None, *retained], retained):
-        if prev is None or snap.id != prev.id + 1 or snap.parent_commit_id != prev.commit_id:
-            base = [read(m.path) for m in snap.base_manifests]
-            if base:
-                refs.append(live_files(pa.concat_tables(base)))
-    seen: set[str] = set()
-    for snap in retained:
-        for meta in (*snap.delta_manifests, *snap.changelog_manifests):
-            if meta.path in seen:
-                continue
-            seen.add(meta.path)
-            ref = read(meta.path)
-            if snap.commit_kind == "COMPACT":
-                ref = ref.filter(pc.equal(ref.column("kind"), ADD))
-            refs.append(ref)
-    return data_paths(refs)
 
 
 def _delete_all(file_io: FileIO, paths: Iterable[str], description: str = "deleting") -> None:

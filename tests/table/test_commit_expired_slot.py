@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -27,7 +28,7 @@ from raylake.errors import (
     SnapshotExpiredError,
 )
 from raylake.format.snapshot import Snapshot, SnapshotManager
-from raylake.table import clear_caches
+from raylake.table import clear_caches, maintenance
 from raylake.table.commit import CommitRequest, Committer, commit_or_abort
 from raylake.table.writer import CommitMessage
 
@@ -283,6 +284,40 @@ def test_the_earliest_snapshot_is_never_a_stray(tmp_path: Path, retain_last: int
     at_the_stray = tbl.snapshot(2).time_millis  # no later than the snapshots after it
     with contextlib.suppress(SnapshotExpiredError):  # all made later than that
         assert tbl.scan(as_of=at_the_stray).snapshot().id >= earliest  # type: ignore[union-attr]
+
+
+def test_an_expiration_of_a_stray_keeps_its_files_for_the_retry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An expiration chooses to remove the stray snapshot 2 and the files only it names;
+    before it deletes them, the slow writer's retry commits the same files as snapshot 6
+    (was: the expiration deleted them under snapshot 6, and no read of the table worked)."""
+    tbl = raylake.create_table(str(tmp_path / "t"), SCHEMA)
+    tbl.write(_rows(0))  # snapshot 1
+    messages = _messages(tbl, 100)
+    other = raylake.open_table(str(tmp_path / "t"))
+
+    def meanwhile(latest: Snapshot) -> None:  # the slow writer has read snapshot 1
+        for i in range(4):
+            other.write(_rows(200 + 10 * i))  # snapshots 2..5
+        other.expire_snapshots(retain_last=1)  # deletes snapshots 1..4
+
+    request = CommitRequest(messages, base_snapshot_id=0, conflict_check=meanwhile)
+    with pytest.raises(CommitLineageUnknownError):
+        Committer(tbl.file_io, tbl.table_schema).commit(request)
+    choose = maintenance._choose
+    retried: list[int] = []
+
+    def retry_meanwhile(*args: Any) -> tuple[list[str], list[str]]:
+        chosen = choose(*args)  # the stray's files among them
+        retried.append(tbl.commit(messages).id)  # type: ignore[union-attr]
+        return chosen
+
+    monkeypatch.setattr(maintenance, "_choose", retry_meanwhile)
+    assert other.expire_snapshots(retain_last=1).expired_snapshot_ids == (2,)
+    assert retried == [6]
+    ids = raylake.open_table(str(tmp_path / "t")).to_arrow().column("id").to_pylist()
+    assert sorted(ids) == [*range(0, 10), *range(100, 110), *range(200, 240)]
 
 
 def _messages(tbl: raylake.Table, start: int) -> list[CommitMessage]:

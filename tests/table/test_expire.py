@@ -16,7 +16,7 @@ import raylake
 from raylake.errors import CorruptMetadataError, InvalidOptionError, SnapshotExpiredError
 from raylake.format.snapshot import snapshot_path
 from raylake.table import Table
-from raylake.table.maintenance import manifest_paths
+from raylake.table.references import manifest_paths
 
 SCHEMA = pa.schema([("id", pa.int64()), ("p", pa.string())])
 PARTS = ("a", "b", "c")
