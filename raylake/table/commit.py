@@ -29,7 +29,6 @@ import pyarrow as pa
 from raylake.errors import (
     CommitConflictError,
     CommitFailedError,
-    CommitLineageUnknownError,
     CommitStateUnknownError,
     CorruptMetadataError,
     FilterError,
@@ -51,11 +50,12 @@ from raylake.format.manifest import (
 )
 from raylake.format.schema import TableSchema
 from raylake.format.schema_files import check_same_table, schema_at_least
-from raylake.format.snapshot import CommitKind, Snapshot, SnapshotManager, snapshot_path
+from raylake.format.snapshot import CommitKind, Snapshot, SnapshotManager
 from raylake.io import FileIO
 from raylake.table.aborted import FilesCheck, abort_messages, raise_named
 from raylake.table.idempotent import already_committed, drop_unused_files
 from raylake.table.kind import kind_of
+from raylake.table.lineage import check_lineage
 from raylake.table.writer import COMMITTED_AS, CommitMessage
 from raylake.table.written_partitions import WrittenPartitions
 
@@ -121,7 +121,8 @@ class Committer:
                 self._check_conflicts(request, latest)
                 snap = replace(self._prepare(request, user, latest, written), commit_id=commit_id)
                 _ready(request)
-                if self.snapshots.try_create(snap, then=partial(self._check_parent_kept, snap)):
+                lineage = partial(check_lineage, self.snapshots, self.ts, snap)
+                if self.snapshots.try_create(snap, then=lineage):
                     logger.info("committed snapshot %d (%s)", snap.id, snap.commit_kind)
                     return snap
             except CommitStateUnknownError:
@@ -143,48 +144,6 @@ class Committer:
             f"could not commit to {self.file_io.uri} after {self.max_retries} attempts "
             "(too many concurrent commits); nothing was committed"
         )
-
-    def _check_parent_kept(self, snap: Snapshot) -> None:
-        """Raise CommitLineageUnknownError where ``snap``'s parent is not the snapshot it
-        was made on after its create.
-
-        A writer slow between reading the latest snapshot (N-1) and creating N can find
-        N free because another writer made N and later ones, and expiration then deleted
-        N: the create succeeds, yet the snapshot is not in the table's history and its
-        rows are lost. Expiration deletes the oldest snapshot first, so a parent that
-        still exists after the create proves that N was never taken before it, if it is
-        the parent this commit read: another slow writer may have re-created N-1 in the
-        same way, and that stranger is told apart by its commit id (a parent written
-        without one is checked for existence only). One read a commit; where the parent
-        is gone or a stranger, the outcome is reported unknown rather than acknowledged.
-        A table's first commit has no parent to read: it is checked as one whose parent
-        is gone (others may have made snapshot 1 and later ones, and expired 1)."""
-        path = self.file_io.full_path(snapshot_path(snap.id))
-        try:
-            parent = None
-            if snap.parent_id is not None:
-                parent = self.snapshots.read_if_present(snap.parent_id)
-            if parent is None and self._followed(snap):
-                return
-        except Exception as exc:
-            # The snapshot is there and may be the table's: a failed look must not have
-            # the commit taken for failed, and what it wrote deleted.
-            raise CommitStateUnknownError(
-                path, self.file_io.retry_policy.max_attempts, exc
-            ) from exc
-        if parent is not None and parent.commit_id == snap.parent_commit_id:
-            return
-        raise CommitLineageUnknownError(path, snap.parent_id, replaced=parent is not None)
-
-    def _followed(self, snap: Snapshot) -> bool:
-        """Whether ``snap``, whose parent is gone, is in the table's history all the same:
-        an expiration that ran just after the create removed the parent. An id taken and
-        expired before the create leaves a newer snapshot (expiration keeps the latest),
-        so where none is newer, or the next one was made on this commit, it is."""
-        child = self.snapshots.read_if_present(snap.id + 1)
-        if child is not None:
-            return child.parent_commit_id == snap.commit_id
-        return max(self.snapshots.snapshot_ids(), default=snap.id) <= snap.id
 
     def _check_conflicts(self, request: CommitRequest, latest: Snapshot | None) -> None:
         if latest is None:

@@ -87,12 +87,13 @@ def test_a_first_commit_into_an_expired_snapshot_id_is_not_acknowledged(
     assert sorted(reopened.to_arrow().column("id").to_pylist()) == list(range(200, 240))
 
 
-@pytest.mark.parametrize("then_commits", [0, 1])
+@pytest.mark.parametrize("then_commits", [0, 1, 3])
 def test_a_first_commit_is_acknowledged_where_it_is_the_history(
     tmp_path: Path, then_commits: int
 ) -> None:
-    """Without a parent to read, a first commit with no newer snapshot, or whose next one
-    was made on it, is the table's."""
+    """Without a parent to read, a first commit with no newer snapshot, whose next one
+    was made on it, or whose files are live in the latest snapshot (the others went on
+    from it and expired all but the latest) is the table's."""
     tbl = raylake.create_table(str(tmp_path / "t"), SCHEMA)
     other = raylake.open_table(str(tmp_path / "t"))
     create = SnapshotManager.try_create
@@ -103,6 +104,8 @@ def test_a_first_commit_is_acknowledged_where_it_is_the_history(
         def meanwhile() -> None:
             for i in range(then_commits):
                 other.write(_rows(200 + 10 * i))
+            if then_commits > 1:
+                other.expire_snapshots(retain_last=1)
             assert then is not None
             then()
 
@@ -425,14 +428,15 @@ def test_a_commit_whose_latest_snapshot_expires_while_it_prepares_commits_on_the
     ]
 
 
-@pytest.mark.parametrize("then_commits", [0, 1])
+@pytest.mark.parametrize("then_commits", [0, 1, 2])
 def test_a_commit_whose_parent_expires_just_after_its_create_is_acknowledged(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, then_commits: int
 ) -> None:
     """Between the create of snapshot 3 and the committer's read of its parent, another
     process commits on it (or not) and expires all but the latest: the parent is gone
     because of the new snapshot, not before it (was: CommitLineageUnknownError for a
-    commit that was the table's)."""
+    commit that was the table's; with two commits on it, its child is gone too, and its
+    files live in the latest snapshot tell)."""
     tbl = raylake.create_table(str(tmp_path / "t"), SCHEMA)
     tbl.write(_rows(0))
     tbl.write(_rows(10))
