@@ -107,10 +107,10 @@ class Committer:
         commit_id = uuid.uuid4().hex
         for attempt in range(self.max_retries):
             latest = self.snapshots.latest()
-            done = already_committed(self.snapshots, request, user, latest)
+            done = already_committed(self.snapshots, self.ts, request, user, latest)
             if done is not None:
                 _ready(request)
-                drop_unused_files(self.file_io, self.ts, request, done)
+                drop_unused_files(self.file_io, self.ts, request, user, done)
                 return done
             if request.base_snapshot_id is None:
                 # No base given: the commit is based on what it first sees, so only commits

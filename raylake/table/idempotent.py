@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from raylake.format.manifest import read_entries
+from raylake.format.manifest import live_files_of, read_entries
 from raylake.format.schema import TableSchema
 from raylake.format.snapshot import Snapshot, SnapshotManager
 from raylake.io import FileIO
@@ -19,28 +19,52 @@ logger = logging.getLogger(__name__)
 
 
 def already_committed(
-    snapshots: SnapshotManager, request: CommitRequest, user: str, latest: Snapshot | None
+    snapshots: SnapshotManager,
+    ts: TableSchema,
+    request: CommitRequest,
+    user: str,
+    latest: Snapshot | None,
 ) -> Snapshot | None:
     """The snapshot after the request's base that holds a commit of the same user and
     identifier, if any: in the history of ``latest`` only, as a slow commit's stray
     snapshot holds its user and identifier while its rows are in no snapshot of the
-    table (the retry must commit them, not return it)."""
+    table (the retry must commit them, not return it).
+
+    Where an expiration removed snapshots after the base, the commit may be one of them:
+    it happened if a file it adds is live in the oldest snapshot left (file names are
+    unique), and that snapshot, which holds it, is returned."""
     if request.commit_identifier is None or latest is None:
         return None
-    for snap in snapshots.history(latest, request.base_snapshot_id or 0):
+    base = request.base_snapshot_id or 0
+    oldest = latest
+    for snap in snapshots.history(latest, base):
         if snap.commit_user == user and snap.commit_identifier == request.commit_identifier:
             return snap
-    return None
+        oldest = snap
+    added = {f.path for m in request.messages for f in m.new_files}
+    if oldest.id == base + 1 or not added:
+        return None  # every snapshot after the base looked at (or nothing to look for)
+    live = live_files_of(snapshots.file_io, oldest.base_manifests, ts, ())
+    if added.isdisjoint(live.column("path").to_pylist()):
+        return None
+    logger.info(
+        "commit %s/%s is in snapshot %d (the snapshot that made it was expired)",
+        user, request.commit_identifier, oldest.id,
+    )  # fmt: skip
+    return oldest
 
 
 def drop_unused_files(
-    file_io: FileIO, ts: TableSchema, request: CommitRequest, done: Snapshot
+    file_io: FileIO, ts: TableSchema, request: CommitRequest, user: str, done: Snapshot
 ) -> None:
     """An idempotent retry found its commit done: delete the files this attempt wrote
     that the committed snapshot does not name (a retry that rewrote its data), at once
-    rather than leaving them to orphan removal."""
+    rather than leaving them to orphan removal. Where the snapshot found holds the
+    commit but did not make it (that one was expired), nothing is deleted: its delta
+    does not name the commit's files, which are live."""
     attempt = {f.path for m in request.messages for f in (*m.new_files, *m.changelog_files)}
-    if not attempt:
+    made_it = done.commit_user == user and done.commit_identifier == request.commit_identifier
+    if not attempt or not made_it:
         return
     metas = [*done.delta_manifests, *done.changelog_manifests]
     try:

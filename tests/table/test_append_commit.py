@@ -329,6 +329,26 @@ def test_a_retry_that_rewrote_its_data_deletes_the_new_files_at_once(tbl: Table)
     assert data_files_on_disk(tbl) == live_data_files(tbl)
 
 
+@pytest.mark.parametrize("same_messages", [True, False])
+def test_a_retry_whose_commit_was_expired_commits_nothing_again(
+    tbl: Table, same_messages: bool
+) -> None:
+    """The commit is snapshot 4, whose answer the driver lost; later commits and an
+    expiration remove it before the retry by name (was: the retry did not find it and
+    committed the rows a second time). A retry that rewrote its data is not known by
+    its files: it commits again, as before."""
+    messages = prepare(tbl, rows(500, 5))
+    first = tbl.commit(messages, base_snapshot_id=3, commit_user="etl-job", commit_identifier=1)
+    assert first is not None and first.id == 4
+    tbl.write(rows(600, 1))  # snapshot 5, with snapshot 4's files live
+    assert tbl.expire_snapshots(retain_last=1).expired_snapshot_ids == (1, 2, 3, 4)
+    retry = messages if same_messages else prepare(tbl, rows(500, 5))
+    again = tbl.commit(retry, base_snapshot_id=3, commit_user="etl-job", commit_identifier=1)
+    assert again is not None and again.id == (5 if same_messages else 6)
+    assert tbl.count() == (36 if same_messages else 41)
+    assert data_files_on_disk(tbl) == live_data_files(tbl)
+
+
 def test_idempotence_is_per_user_and_identifier(tbl: Table) -> None:
     tbl.commit(prepare(tbl, rows(500, 1)), commit_user="a", commit_identifier=1)
     tbl.commit(prepare(tbl, rows(510, 1)), commit_user="b", commit_identifier=1)
