@@ -270,20 +270,26 @@ class SnapshotManager:
             raise SnapshotNotFoundError(f"{self.file_io.uri} has no snapshot at or before {when}")
         return found
 
-    def try_create(self, snap: Snapshot, *, then: Callable[[], None] | None = None) -> bool:
+    def try_create(self, snap: Snapshot, *, then: Callable[[], bool] | None = None) -> bool:
         """The commit point: create ``snapshot-<id>.json`` unless another writer did.
 
         True where the file holds this snapshot (its commit id) afterwards, even when the
         store's answer to the create was lost; raises CommitStateUnknownError where that
         cannot be told (raylake/io/fileio.py, ``create_if_absent``). Once created,
-        ``then`` runs (the committer's check of the parent), and the LATEST hint is
-        written only if it returns: a hint naming a snapshot created below the table's
-        latest (``then`` raises) would make readers and writers take it for the latest
-        where the snapshot after it was expired too."""
-        created = self.file_io.create_if_absent(snapshot_path(snap.id), snap.to_bytes())
-        if created:
-            if then is not None:
-                then()
+        ``then`` runs (the committer's check of its lineage), and the LATEST hint is
+        written only if it returns True: a hint naming a snapshot created below the
+        table's latest (``then`` raises, or returns False for a snapshot that is in the
+        history but below newer ones) would make readers and writers take it for the
+        latest where the snapshot after it was expired too."""
+        # A snapshot file absent after a create that may have been carried out may have
+        # been expired since, where a newer snapshot exists: made again, it would be a
+        # stray below the history, and a slow commit's parent check would pass on it.
+        created = self.file_io.create_if_absent(
+            snapshot_path(snap.id),
+            snap.to_bytes(),
+            gone_since=lambda: max(self.snapshot_ids(), default=0) > snap.id,
+        )
+        if created and (then is None or then()):
             self._write_hint(snap)
         return created
 

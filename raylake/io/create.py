@@ -34,11 +34,16 @@ def create_checked(
     policy: RetryPolicy,
     *,
     final_exists: bool,
+    gone_since: Callable[[], bool] | None = None,
 ) -> bool:
     """True where the file holds ``data`` because of this call, False where another
     writer's file is there. ``create_once`` tries the create once (False: exists);
     ``read_back`` gives the bytes there, None (absent) or UNREADABLE. With
     ``final_exists``, a first "exists" is taken as is (no retry inside the client).
+    ``gone_since``: whether a file found absent after a try that may have created it
+    may have been created and deleted since (a snapshot file that an expiration
+    removed): it is then neither created again, which would bring back a file the
+    store deleted, nor taken as another writer's, and the outcome is unknown.
 
     Raises StorageRetriesExhaustedError where every try failed and the file is absent
     (it was not created), CommitStateUnknownError where that cannot be told.
@@ -56,22 +61,37 @@ def create_checked(
             error = exc
             logger.info("create of %s failed (%r); reading it back", path, exc)
         held = read_back()
+        if held is not None and held is not UNREADABLE:
+            return held == data
+        if _may_be_gone(gone_since):  # a try again could bring a deleted file back
+            raise CommitStateUnknownError(path, attempt + 1, error or FileExistsError(path))
         if held is UNREADABLE:
             error = error or OSError(f"could not read back {path}")
-        elif held is not None:
-            return held == data
         elif error is None:  # told "exists", yet absent: deleted meanwhile (expired)
             return False
         policy.wait(attempt)
     if _is_timeout(error):  # a request still in flight may land after any look
         raise CommitStateUnknownError(path, policy.max_attempts, error)
     held = read_back()
+    if held is None and _may_be_gone(gone_since):
+        raise CommitStateUnknownError(path, policy.max_attempts, error)
     if held is None:
         assert error is not None
         raise StorageRetriesExhaustedError("create", path, policy.max_attempts, error)
     if held is UNREADABLE:
         raise CommitStateUnknownError(path, policy.max_attempts, error)
     return held == data
+
+
+def _may_be_gone(gone_since: Callable[[], bool] | None) -> bool:
+    """``gone_since()``, True where it cannot be told (its look failed too)."""
+    if gone_since is None:
+        return False
+    try:
+        return gone_since()
+    except Exception:
+        logger.info("could not tell whether the file was deleted since", exc_info=True)
+        return True
 
 
 def _is_timeout(error: BaseException | None) -> bool:

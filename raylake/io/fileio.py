@@ -299,7 +299,9 @@ class FileIO:
         else:
             self._call("write", rel, lambda: self.fs.pipe_file(path, data))
 
-    def create_if_absent(self, rel: str, data: bytes) -> bool:
+    def create_if_absent(
+        self, rel: str, data: bytes, *, gone_since: Callable[[], bool] | None = None
+    ) -> bool:
         """Atomically create a file with ``data`` unless it exists; True if this call did.
 
         This is the commit point of the table format. Local files use a hard link of
@@ -316,7 +318,8 @@ class FileIO:
         holding exactly ``data`` means this call created it (callers make ``data``
         unique: a snapshot holds its commit id). Absent, the create is tried again,
         up to the retry bound. Raises :class:`CommitStateUnknownError` where, after the
-        bound, the store could not be read to tell.
+        bound, the store could not be read to tell, or where ``gone_since`` says that a
+        file found absent after such a try may have been created and deleted since.
         """
         path = self.full_path(rel)
         self.makedirs(posixpath.dirname(rel))
@@ -328,6 +331,7 @@ class FileIO:
                 path,
                 self.retry_policy,
                 final_exists=not self.client_retries,
+                gone_since=gone_since,
             )
 
     def _create_once(self, path: str, data: bytes) -> bool:

@@ -55,7 +55,7 @@ from raylake.io import FileIO
 from raylake.table.aborted import FilesCheck, abort_messages, raise_named
 from raylake.table.idempotent import already_committed, drop_unused_files
 from raylake.table.kind import kind_of
-from raylake.table.lineage import check_lineage
+from raylake.table.lineage import check_lineage, held_after_unknown
 from raylake.table.writer import COMMITTED_AS, CommitMessage
 from raylake.table.written_partitions import WrittenPartitions
 
@@ -117,6 +117,7 @@ class Committer:
                 # that land while it retries can conflict (not all history since snapshot 1).
                 request = replace(request, base_snapshot_id=0 if latest is None else latest.id)
             written: list[str] = []  # filled as files are written, so a failure cleans them up
+            snap: Snapshot | None = None
             try:
                 self._check_conflicts(request, latest)
                 snap = replace(self._prepare(request, user, latest, written), commit_id=commit_id)
@@ -126,6 +127,11 @@ class Committer:
                     logger.info("committed snapshot %d (%s)", snap.id, snap.commit_kind)
                     return snap
             except CommitStateUnknownError:
+                # An expiration may have removed the snapshot since its create: where
+                # others went on from it, its files live in the latest snapshot tell.
+                if snap is not None and held_after_unknown(self.snapshots, self.ts, snap):
+                    logger.info("committed snapshot %d, expired since", snap.id)
+                    return snap
                 raise  # the snapshot may be visible and name what this attempt wrote
             except (CorruptMetadataError, FileNotFoundError):
                 self.file_io.delete_quietly(written)

@@ -278,7 +278,7 @@ def test_commit_retries_exhausted(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     t = raylake.create_table(str(tmp_path), SCHEMA, options={"commit.max-retries": 2})
     messages = prepare(t, rows(0, 3))
     # Fault injection: every attempt loses the race for the snapshot file.
-    monkeypatch.setattr(t.file_io, "create_if_absent", lambda rel, data: False)
+    monkeypatch.setattr(t.file_io, "create_if_absent", lambda rel, data, **kwargs: False)
     with pytest.raises(CommitFailedError, match="after 2 attempts") as info:
         t.commit(messages)
     monkeypatch.undo()

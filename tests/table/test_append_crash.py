@@ -56,10 +56,10 @@ _CHILD = textwrap.dedent(
         FileIO.write_bytes = after(FileIO.write_bytes)
     elif point == "before-snapshot":  # everything but the snapshot file
         original = FileIO.create_if_absent
-        def create(self, rel, data):
+        def create(self, rel, data, **kwargs):
             if rel.startswith("snapshot/"):
                 os._exit(%(exit)d)
-            return original(self, rel, data)
+            return original(self, rel, data, **kwargs)
         FileIO.create_if_absent = create
     elif point == "after-snapshot":  # committed; the LATEST hint not yet updated
         SnapshotManager._write_hint = die
@@ -189,10 +189,10 @@ def _nth_call_fails(original: Callable[..., Any], n: int) -> Callable[..., Any]:
 
 
 def _fail_snapshot_create(original: Callable[..., Any]) -> Callable[..., Any]:
-    def create(self: FileIO, rel: str, data: bytes) -> bool:
+    def create(self: FileIO, rel: str, data: bytes, **kwargs: Any) -> bool:
         if rel.startswith("snapshot/"):
             raise InjectedFault("injected at the snapshot file")
-        return original(self, rel, data)
+        return original(self, rel, data, **kwargs)
 
     return create
 

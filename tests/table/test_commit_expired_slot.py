@@ -9,6 +9,7 @@ storage faults). Two slow writers are ordered by events, never by sleeps."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import shutil
 import threading
@@ -28,6 +29,7 @@ from raylake.errors import (
     SnapshotExpiredError,
 )
 from raylake.format.snapshot import Snapshot, SnapshotManager
+from raylake.io import FileIO
 from raylake.table import clear_caches, maintenance
 from raylake.table.commit import CommitRequest, Committer, commit_or_abort
 from raylake.table.writer import CommitMessage
@@ -321,6 +323,63 @@ def test_an_expiration_of_a_stray_keeps_its_files_for_the_retry(
     assert retried == [6]
     ids = raylake.open_table(str(tmp_path / "t")).to_arrow().column("id").to_pylist()
     assert sorted(ids) == [*range(0, 10), *range(100, 110), *range(200, 240)]
+
+
+def test_a_create_answered_with_an_error_never_brings_back_an_expired_snapshot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first commit's create of snapshot 1 is carried out and answered with an error;
+    meanwhile the slow writer reads snapshot 1, others commit 2 and 3 on it and an
+    expiration keeps 3 only. The read-back finds 1 absent (was: it created 1 again, and
+    the slow writer's snapshot 2 made on it passed the parent check: acknowledged, its
+    rows in no snapshot of the table). The first commit, whose files 3 holds, is
+    acknowledged; the slow one's outcome is unknown."""
+    tbl = raylake.create_table(str(tmp_path / "t"), SCHEMA)
+    other = raylake.open_table(str(tmp_path / "t"))
+    slow_read, first_done = threading.Event(), threading.Event()
+    slow: list[object] = []
+
+    def slow_writer() -> None:
+        def stop(latest: Snapshot) -> None:  # it has read snapshot 1
+            slow_read.set()
+            assert first_done.wait(60), "the test never let the slow writer go on"
+
+        request = CommitRequest(_messages(tbl, 100), base_snapshot_id=0, conflict_check=stop)
+        try:
+            slow.append(Committer(tbl.file_io, tbl.table_schema).commit(request))
+        except CommitLineageUnknownError as exc:
+            slow.append(exc)
+
+    create_once = FileIO._create_once
+    thread = threading.Thread(target=slow_writer)
+
+    def answer_lost(self: FileIO, path: str, data: bytes) -> bool:
+        made = create_once(self, path, data)
+        if path.endswith("snapshot-1.json") and not thread.is_alive() and not slow:
+            thread.start()
+            assert slow_read.wait(60)
+            other.write(_rows(200))  # snapshot 2
+            other.write(_rows(300))  # snapshot 3
+            other.expire_snapshots(retain_last=1)  # deletes 1 and 2
+            raise OSError(errno.EIO, "the answer was lost")
+        return made
+
+    monkeypatch.setattr(FileIO, "_create_once", answer_lost)
+    try:
+        first = Committer(tbl.file_io, tbl.table_schema).commit(
+            CommitRequest(_messages(tbl, 0), base_snapshot_id=0)
+        )
+    finally:
+        first_done.set()
+        thread.join(60)
+    monkeypatch.undo()
+    assert first.id == 1 and not (tmp_path / "t" / "snapshot" / "snapshot-1.json").exists()
+    assert [type(x) for x in slow] == [CommitLineageUnknownError]
+    reopened = raylake.open_table(str(tmp_path / "t"))
+    assert reopened.latest_snapshot().id == 3
+    assert sorted(reopened.to_arrow().column("id").to_pylist()) == [
+        *range(0, 10), *range(200, 210), *range(300, 310)
+    ]  # fmt: skip
 
 
 def _messages(tbl: raylake.Table, start: int) -> list[CommitMessage]:
