@@ -134,3 +134,105 @@ def test_reads_and_a_loader_epoch_at_five_percent_faults_are_exact(
     faulty.set_faults(None)
     assert sum(injected.values()) > 0
     assert sorted(seen) == list(range(total))  # every row once: no batch skipped or repeated
+
+
+_NAMED_WRITER = textwrap.dedent(
+    """
+    import json, os, sys, time
+    import pyarrow as pa
+    import raylake
+    from raylake.errors import CommitStateUnknownError
+
+    uri, options, worker, commits, rows, go = sys.argv[1:7]
+    worker, commits, rows = int(worker), int(commits), int(rows)
+    tbl = raylake.open_table(uri, storage_options=json.loads(options))
+    while not os.path.exists(go):
+        time.sleep(0.002)
+    for c in range(commits):
+        start = (worker * commits + c) * rows
+        data = pa.table({"id": pa.array(range(start, start + rows), pa.int64()),
+                         "worker": pa.array([worker] * rows, pa.int32())})
+        writer = tbl.new_writer()
+        writer.write(data)
+        messages = writer.prepare_commit()
+        report = {"start": start, "failed": "unknown outcome on every try"}
+        for _ in range(10):  # an unknown outcome is retried by name (docs/reliability.md)
+            try:
+                tbl.commit(messages, base_snapshot_id=0, commit_user=f"w{worker}",
+                           commit_identifier=c)
+                report = {"start": start}
+                break
+            except CommitStateUnknownError:
+                continue
+            except Exception as exc:
+                report = {"start": start, "failed": repr(exc)}
+                break
+        print(json.dumps(report), flush=True)
+    """
+)
+
+_EXPIRER = textwrap.dedent(
+    """
+    import json, os, sys, time
+    import raylake
+
+    uri, options, go = sys.argv[1:4]
+    tbl = raylake.open_table(uri, storage_options=json.loads(options))
+    while not os.path.exists(go):
+        time.sleep(0.002)
+    while not os.path.exists(go + ".stop"):
+        try:
+            tbl.expire_snapshots(retain_last=1)
+        except Exception as exc:  # a fault after the retry bound: try again
+            print(json.dumps({"expire": repr(exc)}), flush=True)
+    """
+)
+
+
+@pytest.mark.slow
+def test_named_commits_through_faults_while_expiration_keeps_only_the_latest(
+    faulty: LocalS3Server, storage_options: dict[str, Any], tmp_path: Path
+) -> None:
+    """Three processes commit by name under faults while a fourth expires all but the
+    latest snapshot in a loop: slow commits find snapshot ids that others took and
+    expiration freed, and creates carried out and answered 500 meet expirations. A
+    commit whose outcome is unknown is retried by name; every commit is acknowledged,
+    every acknowledged row is there exactly once, and no snapshot names a missing file
+    (was: strays acknowledged on snapshots made again, their rows lost)."""
+    uri = f"s3://{faulty.create_bucket()}/t"
+    raylake.create_table(uri, SCHEMA, storage_options=storage_options)
+    faulty.set_faults(FaultPlan.transient(0.08, seed=16, lost_creates=0.30))
+    go = tmp_path / "go"
+    args = [uri, json.dumps(storage_options)]
+    expirer = subprocess.Popen(
+        [sys.executable, "-c", _EXPIRER, *args, str(go)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-c", _NAMED_WRITER, *args, *map(str, (w, 10, 5)), str(go)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for w in range(3)
+    ]
+    go.touch()
+    reports = []
+    try:
+        for child in writers:
+            out, err = child.communicate(timeout=600)
+            assert child.returncode == 0, err
+            reports += [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    finally:
+        (tmp_path / "go.stop").touch()
+        _, err = expirer.communicate(timeout=600)
+    faulty.set_faults(None)
+    assert expirer.returncode == 0, err
+    assert not [r for r in reports if "failed" in r] and len(reports) == 30
+    assert not inspect_table(uri, storage_options).missing
+    tbl = raylake.open_table(uri, storage_options=storage_options)
+    counts = Counter(tbl.to_arrow()["id"].to_pylist())
+    assert set(counts) == set(range(30 * 5)) and set(counts.values()) == {1}
