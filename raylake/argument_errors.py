@@ -47,6 +47,7 @@ class UnknownKeywordError(InvalidArgumentError):
     ignored or passed on, with the closest keyword it does take."""
 
     __module__ = "raylake.errors"
+    closest: str | None = None  # also where the error is rebuilt from its message alone
 
     def __init__(
         self, where: str, keyword: str, valid: Collection[str], renamed: str | None = None
