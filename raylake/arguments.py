@@ -39,8 +39,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def is_number(value: object) -> bool:
-    """An int or float that is not a bool."""
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    """A real number that is not a bool: an int or a float, numpy's too."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def is_int(value: object) -> bool:
@@ -94,10 +94,13 @@ def iso_time(text: str) -> datetime:
 def check_count(
     name: str, value: object, minimum: int = 0, error: Refusal = InvalidArgumentError
 ) -> int:
-    """``value`` if it is an int >= ``minimum``; else InvalidArgumentError naming ``name``."""
-    if not is_int(value) or value < minimum:  # type: ignore[operator]
+    """``value`` as a Python int if it is an integer (:func:`integer`: numpy's too, as the
+    table API takes them) >= ``minimum``; else InvalidArgumentError naming ``name``. Use
+    the int returned: a numpy one would reach Ray, JSON and saved states as it is."""
+    number = integer(value)
+    if number is None or number < minimum:
         raise error(name, value, f"an int >= {minimum}")
-    return value  # type: ignore[return-value]
+    return number
 
 
 def check_optional_count(
@@ -107,13 +110,14 @@ def check_optional_count(
     error: Refusal = InvalidArgumentError,
     none: str = "None",
 ) -> int | None:
-    """``value`` if it is None or an int >= ``minimum`` (a cap that None leaves open;
-    ``none`` says what None means)."""
+    """``value`` as a Python int (:func:`check_count`) or None, a cap that None leaves
+    open (``none`` says what None means)."""
     if value is None:
         return None
-    if not is_int(value) or value < minimum:  # type: ignore[operator]
+    number = integer(value)
+    if number is None or number < minimum:
         raise error(name, value, f"an int >= {minimum} or {none}")
-    return value  # type: ignore[return-value]
+    return number
 
 
 def check_seconds(
@@ -123,14 +127,14 @@ def check_seconds(
     optional: bool = True,
     positive: bool = False,
 ) -> float | None:
-    """``value`` if it is a number of seconds >= 0 (> 0 with ``positive``), or None where
-    ``optional``."""
+    """``value`` if it is a number of seconds >= 0 (> 0 with ``positive``), numpy's as a
+    Python float, or None where ``optional``."""
     if value is None and optional:
         return None
     if not is_number(value) or not (value > 0 if positive else value >= 0):  # type: ignore[operator]
         bound = "> 0" if positive else ">= 0"
         raise error(name, value, f"a number of seconds {bound}{' or None' if optional else ''}")
-    return value  # type: ignore[return-value]
+    return value if type(value) in (int, float) else float(value)  # type: ignore[arg-type,return-value]
 
 
 def check_choice(

@@ -11,12 +11,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
 import raylake
+from raylake.arguments import check_count, check_optional_count, check_seconds
 from raylake.errors import (
     ConsumerError,
     FilterError,
@@ -225,3 +227,25 @@ def test_the_cli_reports_an_argument_mistake_by_name(
 
     assert main(["tail", tbl.uri, "--consumer", "a/b", "--timeout", "0"]) == 2
     assert "consumer_id must be" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("check", "value", "expected"),
+    [
+        (lambda v: check_count("n", v), np.int64(3), 3),
+        (lambda v: check_count("n", v, 1), np.uint8(1), 1),
+        (lambda v: check_optional_count("n", v), np.int32(2), 2),
+        (lambda v: check_seconds("s", v), np.float32(0.5), 0.5),
+        (lambda v: check_seconds("s", v), np.int64(2), 2.0),
+    ],
+)
+def test_the_shared_checks_take_numpy_numbers_as_python_ones(
+    check: Callable[[Any], Any], value: Any, expected: Any
+) -> None:
+    """Counts and seconds from numpy (an array's length, a config read with numpy) are the
+    numbers they are, returned as Python ones for Ray, JSON and saved states; numpy's
+    bools stay refused."""
+    got = check(value)
+    assert got == expected and type(got) is type(expected)
+    with pytest.raises(InvalidArgumentError):
+        check(np.True_)

@@ -61,17 +61,21 @@ def check_task_option(name: str, value: object) -> None:
         raise InvalidArgumentError(name, value, f"a value Ray takes ({problem})")
 
 
-def check_read_args(read_args: Mapping[str, Any]) -> None:
+def check_read_args(read_args: Mapping[str, Any]) -> dict[str, Any]:
     """The ``ray.data.read_datasource`` keywords of ``read_lake``, checked on the driver
-    as ``ray_remote_args`` are (:func:`check_task_options`)."""
+    as ``ray_remote_args`` are (:func:`check_task_options`); a numpy ``concurrency`` as
+    the Python int Ray takes."""
     if "parallelism" in read_args:
         # Ray's deprecated name of override_num_blocks, where difflib offers max_calls.
         keywords = _read_lake_keywords()
         raise UnknownKeywordError("read_lake", "parallelism", keywords, "override_num_blocks")
     check_keywords("read_lake", read_args, _read_lake_keywords())
-    check_optional_count("concurrency", read_args.get("concurrency"))
-    for key in READ_TASK_PARAMETERS & read_args.keys():
-        check_task_option(key, read_args[key])
+    args = dict(read_args)
+    if "concurrency" in args:
+        args["concurrency"] = check_optional_count("concurrency", args["concurrency"])
+    for key in READ_TASK_PARAMETERS & args.keys():
+        check_task_option(key, args[key])
+    return args
 
 
 def read_lake(
@@ -94,8 +98,8 @@ def read_lake(
     Other keyword arguments go to ``ray.data.read_datasource`` if it names them (``num_cpus``,
     ``concurrency``, ...). Any other keyword (``colums=``) is refused, naming the closest.
     """
-    check_read_args(read_args)
-    check_optional_count("override_num_blocks", override_num_blocks)
+    read_args = check_read_args(read_args)
+    override_num_blocks = check_optional_count("override_num_blocks", override_num_blocks)
     read_options = read_task_options(ray_remote_args)
     source = LakeDatasource(
         uri,
@@ -173,7 +177,7 @@ def write_lake(
         raise InvalidArgumentError(
             "ds", ds, "a ray.data.Dataset (make one with ray.data.from_arrow or from_pandas)"
         )
-    check_optional_count("concurrency", concurrency)
+    concurrency = check_optional_count("concurrency", concurrency)
     check_task_options("ray_remote_args", ray_remote_args)
     sink = LakeDatasink(
         uri,

@@ -29,7 +29,6 @@ from typing import Any
 import pyarrow as pa
 
 from raylake.arguments import (
-    as_int,
     check_callable,
     check_count,
     check_instance,
@@ -117,8 +116,10 @@ class StreamingJob:
         ready_timeout: float | None = None,
     ) -> None:
         check_callable("fn", fn, StreamArgumentError, optional=False)
-        check_seconds("ready_timeout", ready_timeout, StreamArgumentError, positive=True)
-        check_count("num_shards", num_shards, 1, StreamArgumentError)
+        ready_timeout = check_seconds(
+            "ready_timeout", ready_timeout, StreamArgumentError, positive=True
+        )
+        num_shards = check_count("num_shards", num_shards, 1, StreamArgumentError)
         validate_consumer_id(consumer_id)
         stream = JOB_DEFAULTS.replace(
             start=start, poll_interval=poll_interval, columns=columns, filter=filter,
@@ -204,7 +205,8 @@ class StreamingJob:
         shards ask for and what the cluster has free, and after ``timeout`` seconds
         (default: the job's ``ready_timeout``; None waits on) stops the actors and
         raises StreamError with the same facts."""
-        check_seconds("timeout", timeout, StreamArgumentError, positive=True)  # before start
+        # Checked before the actors start.
+        timeout = check_seconds("timeout", timeout, StreamArgumentError, positive=True)
         ray = ray_module()
         timeout = self.ready_timeout if timeout is None else timeout
         self.start()
@@ -290,8 +292,8 @@ class StreamingJob:
                 "until_snapshot", None, "a snapshot id, or duration= given (run() needs either)"
             )
         if until_snapshot is not None:  # 0: a table without snapshots yet
-            until_snapshot = check_count("until_snapshot", as_int(until_snapshot))
-        check_seconds("duration", duration)
+            until_snapshot = check_count("until_snapshot", until_snapshot)
+        duration = check_seconds("duration", duration)
         deadline = None if duration is None else time.monotonic() + duration
         while True:
             statuses = self.step()

@@ -20,7 +20,6 @@ from typing import Any, Literal
 import pyarrow as pa
 
 from raylake.arguments import (
-    as_int,
     check_callable,
     check_choice,
     check_exclusive,
@@ -127,8 +126,9 @@ class StreamOptions:
             object.__setattr__(self, "columns", check_names("columns", self.columns, error))
         if self.filter is not None and not isinstance(self.filter, str | Expr):
             raise error("filter", self.filter, "a filter string, a raylake expression or None")
-        catch_up_after = as_int(self.catch_up_after)
-        check_optional_count("catch_up_after", catch_up_after, 1, error, "None (never)")
+        catch_up_after = check_optional_count(
+            "catch_up_after", self.catch_up_after, 1, error, "None (never)"
+        )
         object.__setattr__(self, "catch_up_after", catch_up_after)
         check_flag("prefetch", self.prefetch, error)
 

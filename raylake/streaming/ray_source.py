@@ -125,10 +125,11 @@ class LakeStream:
         override_num_blocks: int | None = None,
         task_options: dict[str, Any] | None = None,
     ) -> None:
-        check_count("max_snapshots_per_dataset", max_snapshots_per_dataset, 1, StreamArgumentError)
         self.reader = reader
-        self.max_snapshots_per_dataset = max_snapshots_per_dataset
-        self.override_num_blocks = override_num_blocks
+        self.max_snapshots_per_dataset = check_count(
+            "max_snapshots_per_dataset", max_snapshots_per_dataset, 1, StreamArgumentError
+        )
+        self.override_num_blocks = check_optional_count("override_num_blocks", override_num_blocks)
         self.task_options = task_options or {}  # read_datasource's Ray options (read_task_options)
         self.last_plans: list[StreamPlan] = []
         # Plans polled for a dataset not made yet: a refresh that starts the next one, or
@@ -142,9 +143,8 @@ class LakeStream:
         """Datasets as snapshots arrive; ends after ``max_datasets``, or ``timeout``
         seconds without a new snapshot."""
         # Checked here, not at the first next(): a generator's body runs only then.
-        check_optional_count("max_datasets", max_datasets, 0, StreamArgumentError)
-        check_seconds("timeout", timeout, StreamArgumentError)
-        return self._datasets(max_datasets, timeout)
+        max_datasets = check_optional_count("max_datasets", max_datasets, 0, StreamArgumentError)
+        return self._datasets(max_datasets, check_seconds("timeout", timeout, StreamArgumentError))
 
     def _datasets(self, max_datasets: int | None, timeout: float | None) -> Iterator[Dataset]:
         made = 0
@@ -217,8 +217,10 @@ def read_lake_stream(
     ``poll_interval``, ``shard``, ``columns``, ``filter``, ...), as ``Table.stream``."""
     # Every option first: a wrong one must fail before a consumer is registered.
     options = StreamOptions.of(options, **keywords)
-    check_optional_count("override_num_blocks", override_num_blocks)
-    check_count("max_snapshots_per_dataset", max_snapshots_per_dataset, 1, StreamArgumentError)
+    override_num_blocks = check_optional_count("override_num_blocks", override_num_blocks)
+    max_snapshots_per_dataset = check_count(
+        "max_snapshots_per_dataset", max_snapshots_per_dataset, 1, StreamArgumentError
+    )
     task_options = read_task_options(ray_remote_args)
     refuse_process_local(uri, "read_lake_stream")
     tbl = open_table(uri, storage_options=storage_options)

@@ -24,7 +24,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from raylake.arguments import (
-    as_int,
     check_mapping,
     check_optional_count,
     check_seconds,
@@ -307,9 +306,8 @@ class StreamReader(NotPicklable):
         """Plans as they come, sleeping ``poll_interval`` between empty polls; ends after
         ``max_plans`` plans, ``timeout`` seconds without a new plan, or ``close()``."""
         # Checked here, not at the first next(): a generator's body runs only then.
-        max_plans = check_optional_count("max_plans", as_int(max_plans), 0, StreamArgumentError)
-        check_seconds("timeout", timeout, StreamArgumentError)
-        return self._plans(max_plans, timeout)
+        max_plans = check_optional_count("max_plans", max_plans, 0, StreamArgumentError)
+        return self._plans(max_plans, check_seconds("timeout", timeout, StreamArgumentError))
 
     def _plans(self, max_plans: int | None, timeout: float | None) -> Iterator[StreamPlan]:
         delivered = 0
@@ -374,18 +372,18 @@ class StreamReader(NotPicklable):
     ) -> ConsumerProgress:
         """Record progress up to a plan's ``next_snapshot_id`` (a checkpoint taken
         earlier by the caller, e.g. a trainer's, completed)."""
-        next_snapshot_id = next_snapshot_arg(next_snapshot_id)
+        next_id = next_snapshot_arg(next_snapshot_id)
         delivered = self.position.next_snapshot_id
-        if next_snapshot_id > delivered:
+        if next_id > delivered:
             raise ConsumerArgumentError(
                 "next_snapshot_id",
-                next_snapshot_id,
+                next_id,
                 f"at most {delivered}: the reader has only delivered plans up to "
                 f"snapshot {delivered - 1}",
                 consumer_id=self.consumer_id,
             )
-        full = next_snapshot_id == self._full_start  # that start was not read yet
-        return self._commit(next_snapshot_id, full, properties)
+        full = next_id == self._full_start  # that start was not read yet
+        return self._commit(next_id, full, properties)
 
     @refuse_unknown_keywords
     def seek(
@@ -394,21 +392,21 @@ class StreamReader(NotPicklable):
         """Skip forward: continue with the changes of ``next_snapshot_id`` (for instance
         past snapshots whose output a job finds already committed). Recorded for a
         consumer; a reader cannot move backwards (``Table.reset_consumer`` can)."""
-        next_snapshot_id = next_snapshot_arg(next_snapshot_id)
-        if next_snapshot_id < self.next_snapshot_id:
+        next_id = next_snapshot_arg(next_snapshot_id)
+        if next_id < self.next_snapshot_id:
             raise ConsumerArgumentError(
                 "next_snapshot_id",
-                next_snapshot_id,
+                next_id,
                 f"at least {self.next_snapshot_id}: a reader cannot seek back "
                 "(Table.reset_consumer can)",
                 consumer_id=self.consumer_id,
             )
         why = "waiting for it would skip the snapshots before it"
-        check_reachable(self._snapshots, self.table.uri, next_snapshot_id, "seek", why)
+        check_reachable(self._snapshots, self.table.uri, next_id, "seek", why)
         recorded = None  # recorded first: a refused or failed record leaves the reader
         if self.consumer_id is not None:
-            recorded = self._record(next_snapshot_id, False, properties, forward_only=True)
-        self.next_snapshot_id, self._full_next = next_snapshot_id, False
+            recorded = self._record(next_id, False, properties, forward_only=True)
+        self.next_snapshot_id, self._full_next = next_id, False
         self._last_read = None  # snapshots skipped: none read last
         return recorded
 

@@ -11,7 +11,6 @@ import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 from raylake.arguments import (
-    as_int,
     check_flag,
     check_integer,
     check_optional_count,
@@ -78,9 +77,9 @@ class LakeStreamDataset(IterableDataset):
         # Checked as poll_interval is (StreamOptions): 0 or a float would end the stream
         # at once or at a snapshot no rank names, a string fail at the first poll.
         until_snapshot = check_optional_count(
-            "until_snapshot", as_int(until_snapshot), 1, StreamArgumentError, "None (no end)"
+            "until_snapshot", until_snapshot, 1, StreamArgumentError, "None (no end)"
         )
-        check_seconds("idle_timeout", idle_timeout, StreamArgumentError)
+        idle_timeout = check_seconds("idle_timeout", idle_timeout, StreamArgumentError)
         spec = torch_spec(columns, feature_columns, label_column, dtype, fill_null)
         rows = TableRows(table, filter, storage_options=storage_options)
         tbl, self._converter = table_and_converter(rows, spec)

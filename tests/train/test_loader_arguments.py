@@ -198,6 +198,20 @@ def test_the_loaders_travel_in_time_as_of_a_time(tmp_path: Any) -> None:
         LakeMapDataset(tbl, columns=["id"], snapshot_id=2, as_of=first.time)
 
 
+def test_the_stream_dataset_takes_numpy_numbers_of_its_stream(append_table: raylake.Table) -> None:
+    """until_snapshot, idle_timeout, start and poll_interval were refused as numpy numbers
+    (StreamArgumentError), though its other counts take them; kept as Python numbers."""
+    stream = LakeStreamDataset(
+        append_table, columns=["x"], start=np.int64(1), poll_interval=np.float32(0.5),
+        until_snapshot=np.int64(1), idle_timeout=np.int32(2),
+    )  # fmt: skip
+    config = stream._config
+    taken = (config.stream.start, config.until_snapshot, config.idle_timeout)
+    assert [type(v) for v in taken] == [StreamPosition, int, float] and taken[1:] == (1, 2.0)
+    assert type(config.stream.poll_interval) is float
+    assert sum(len(b["x"]) for b in stream) == append_table.count(snapshot_id=1)
+
+
 def test_a_numpy_bool_is_not_an_int() -> None:
     with pytest.raises(InvalidArgumentError, match="batch_size must be an int >= 1"):
         check_integer("batch_size", np.True_, 1)
