@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from raylake.arguments import integer, is_number
 from raylake.errors import InvalidOptionError, StorageRetriesExhaustedError
 
 T = TypeVar("T")
@@ -39,15 +40,19 @@ class RetryPolicy:
     max_backoff_s: float = 2.0
 
     def __post_init__(self) -> None:
-        attempts = self.max_attempts
-        if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
-            raise InvalidOptionError(f"{OPTION}.max_attempts", attempts, "must be an int >= 1")
+        # numpy's numbers (a config read with numpy) as the Python ones they are.
+        attempts = integer(self.max_attempts)
+        if attempts is None or attempts < 1:
+            raise InvalidOptionError(
+                f"{OPTION}.max_attempts", self.max_attempts, "must be an int >= 1"
+            )
+        object.__setattr__(self, "max_attempts", attempts)
         for name in ("backoff_s", "max_backoff_s"):
             value = getattr(self, name)
             # NaN passed a "< 0" test and failed the first retry's sleep; infinity slept.
-            number = not isinstance(value, bool) and isinstance(value, (int, float))
-            if not number or not 0 <= value < math.inf:
+            if not is_number(value) or not 0 <= value < math.inf:
                 raise InvalidOptionError(f"{OPTION}.{name}", value, "must be a finite number >= 0")
+            object.__setattr__(self, name, float(value))
 
     @classmethod
     def of(cls, options: Mapping[str, Any]) -> RetryPolicy:

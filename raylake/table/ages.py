@@ -22,13 +22,10 @@ def cutoff_millis(older_than: OlderThan, now_millis: int, name: str = "older_tha
     for its errors)."""
     if isinstance(older_than, bool):
         raise InvalidOptionError(name, older_than, "expected a datetime, timedelta or int")
-    millis = integer(older_than)  # numpy's too, as as_of takes them (a time from a DataFrame)
+    millis = integer(older_than)  # numpy's too, as scan(as_of=) takes them
     if millis is not None:
-        older_than = millis
-        if older_than < _EARLIEST_MILLIS:
-            when = (
-                datetime.fromtimestamp(older_than / 1000, timezone.utc) if older_than >= 0 else None
-            )
+        if millis < _EARLIEST_MILLIS:
+            when = datetime.fromtimestamp(millis / 1000, timezone.utc) if millis >= 0 else None
             raise InvalidOptionError(
                 name,
                 older_than,
@@ -36,7 +33,7 @@ def cutoff_millis(older_than: OlderThan, now_millis: int, name: str = "older_tha
                 + (f" ({when.isoformat()}, before anything a table holds)" if when else "")
                 + "; for an age pass a timedelta, e.g. timedelta(days=7)",
             )
-        return older_than
+        return millis
     if isinstance(older_than, timedelta):
         if older_than < timedelta(0):
             raise InvalidOptionError(name, older_than, "an age cannot be negative")

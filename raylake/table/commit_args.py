@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from raylake.arguments import integer
 from raylake.errors import InvalidArgumentError, UnsupportedOperationError
 from raylake.expr import AlwaysTrue, Expr, as_expr
 from raylake.format.schema import TableSchema
-from raylake.table.args import is_int
 from raylake.table.commit import CommitRequest, check_partition_filter
 from raylake.table.kind import WRITE_MODES
 from raylake.table.writer import CommitMessage
@@ -50,19 +50,24 @@ def messages_arg(messages: Any) -> list[CommitMessage]:
 
 def check_commit_args(
     mode: Any, base_snapshot_id: Any, commit_user: Any, commit_identifier: Any
-) -> None:
+) -> tuple[int | None, int | None]:
     """The keywords of :meth:`Table.commit`; a wrong one commits nothing (a string
-    ``commit_identifier`` used to be written, and the snapshot then failed to load)."""
+    ``commit_identifier`` used to be written, and the snapshot then failed to load).
+    Returns ``base_snapshot_id`` and ``commit_identifier``, numpy's as Python ints (the
+    snapshot file is JSON)."""
     if mode not in WRITE_MODES:
         raise InvalidArgumentError("mode", mode, f"one of {list(WRITE_MODES)}")
-    if base_snapshot_id is not None and not (is_int(base_snapshot_id) and base_snapshot_id >= 0):
+    base = integer(base_snapshot_id)
+    if base_snapshot_id is not None and (base is None or base < 0):
         raise InvalidArgumentError(
             "base_snapshot_id", base_snapshot_id, "a snapshot id (an int >= 0) or None"
         )
     if not isinstance(commit_user, str):
         raise InvalidArgumentError("commit_user", commit_user, "a string")
-    if commit_identifier is not None and not is_int(commit_identifier):
+    identifier = integer(commit_identifier)
+    if commit_identifier is not None and identifier is None:
         raise InvalidArgumentError("commit_identifier", commit_identifier, "an int or None")
+    return base, identifier
 
 
 def overwrite_arg(

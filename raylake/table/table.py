@@ -171,7 +171,9 @@ class Table(TableReads):
         what it replaces). See docs/decisions.md.
         """
         messages = messages_arg(messages)
-        check_commit_args(mode, base_snapshot_id, commit_user, commit_identifier)
+        base_snapshot_id, commit_identifier = check_commit_args(
+            mode, base_snapshot_id, commit_user, commit_identifier
+        )
         properties = properties_arg(properties)
         allow_empty = check_flag("allow_empty", allow_empty)
         overwrite = overwrite_arg(

@@ -65,6 +65,52 @@ def test_numpy_integers_are_snapshot_ids(tbl: raylake.Table) -> None:
             tbl.to_arrow(snapshot_id=bad)
 
 
+def _commit(tbl: raylake.Table, **keywords: Any) -> Any:
+    writer = tbl.new_writer()
+    writer.write(pa.table({"id": [3], "v": ["c"]}, schema=SCHEMA))
+    snap = tbl.commit(writer.prepare_commit(), **keywords)
+    return raylake.open_table(tbl.uri).snapshot(snap.id)  # written to JSON and read back
+
+
+def _retry(tbl: raylake.Table) -> Any:
+    retry = {"max_attempts": np.int64(3), "backoff_s": np.float32(0.5), "max_backoff_s": 1}
+    policy = raylake.open_table(tbl.uri, storage_options={"raylake_retry": retry}).file_io
+    return policy.retry_policy.max_attempts, policy.retry_policy.backoff_s
+
+
+_LATER = np.int64(4_102_444_800_000)  # 2100-01-01 in epoch milliseconds
+NUMPY_CASES: dict[str, tuple[Any, Any]] = {
+    "commit base_snapshot_id": (lambda t: _commit(t, base_snapshot_id=np.int64(1)).id, 2),
+    "commit commit_identifier": (
+        lambda t: _commit(t, commit_identifier=np.int64(7)).commit_identifier,
+        7,
+    ),
+    "expire_snapshots older_than": (
+        lambda t: t.expire_snapshots(older_than=_LATER, dry_run=True).expired_snapshot_ids,
+        (),
+    ),
+    "expire_snapshots consumers_older_than": (
+        lambda t: t.expire_snapshots(consumers_older_than=_LATER, dry_run=True).dry_run,
+        True,
+    ),
+    "remove_orphan_files older_than": (
+        lambda t: t.remove_orphan_files(older_than=np.int64(1_700_000_000_000)).dry_run,
+        False,
+    ),
+    "raylake_retry": (_retry, (3, 0.5)),
+}
+
+
+@pytest.mark.parametrize("case", NUMPY_CASES)
+def test_numpy_numbers_of_commits_maintenance_and_stores(tbl: raylake.Table, case: str) -> None:
+    """A commit's base_snapshot_id and commit_identifier, an age's epoch milliseconds and
+    a store's retry settings were refused as numpy numbers; kept as Python ones."""
+    call, expected = NUMPY_CASES[case]
+    got = call(tbl)
+    assert got == expected
+    assert all(type(v) in (int, float, bool) for v in (got if isinstance(got, tuple) else [got]))
+
+
 def test_a_numpy_integer_bucket_count(warehouse: Path) -> None:
     """buckets=np.int64(4) (a config read with numpy) was refused as not an int."""
     schema = pa.schema([pa.field("id", pa.int64(), nullable=False)])
