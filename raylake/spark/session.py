@@ -17,7 +17,14 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from raylake.arguments import refuse_unknown_keywords
+from raylake.arguments import (
+    check_count,
+    check_flag,
+    check_instance,
+    check_mapping,
+    integer,
+    refuse_unknown_keywords,
+)
 from raylake.errors import EnvironmentSetupError, InvalidArgumentError, MissingDependencyError
 from raylake.train.trainer import release_train_controller
 
@@ -93,7 +100,7 @@ def session(
     master: str | None = None,
     num_executors: int = 1,
     executor_cores: int = 1,
-    executor_memory: str = "1G",
+    executor_memory: str | int = "1G",
     configs: Mapping[str, str] | None = None,
 ) -> SparkSession:
     """A SparkSession with the options raylake and RayDP need.
@@ -103,6 +110,9 @@ def session(
     ``master`` (default ``local[*, 4]``: all cores, and a failed task is retried up to 4
     times as on a cluster; plain ``local[*]`` never retries).
     """
+    on_ray, num_executors, executor_cores, executor_memory = _check_session_args(
+        app_name, on_ray, master, num_executors, executor_cores, executor_memory, configs
+    )
     check_java()
     # PySpark sends executors the Python of PYSPARK_PYTHON (else "python3" on their PATH):
     # it must be this interpreter, which has raylake and pyarrow.
@@ -120,6 +130,37 @@ def session(
     for key, value in base_configs(configs).items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def _check_session_args(
+    app_name: Any,
+    on_ray: Any,
+    master: Any,
+    num_executors: Any,
+    executor_cores: Any,
+    executor_memory: Any,
+    configs: Any,
+) -> tuple[bool | None, int, int, str | int]:
+    """The keywords of :func:`session`, checked before a JVM or a Ray actor starts (a
+    string ``on_ray="false"`` ran Spark on Ray, a ``master`` that is no string killed
+    the Java gateway, ``configs`` that are no dict raised a bare AttributeError): those
+    that change, numpy's numbers as Python ones. RayDP's keywords are checked with local
+    Spark too: a mistake in them is one either way."""
+    check_instance("app_name", app_name, str, "a string")
+    if master is not None:
+        check_instance("master", master, str, "a Spark master URL (a string) or None")
+    check_mapping("configs", configs)
+    memory = executor_memory if isinstance(executor_memory, str) else integer(executor_memory)
+    if memory is None or (isinstance(memory, int) and memory < 1):
+        raise InvalidArgumentError(
+            "executor_memory", executor_memory, "a size ('1G', '512m') or a number of bytes"
+        )
+    return (
+        None if on_ray is None else check_flag("on_ray", on_ray),
+        check_count("num_executors", num_executors, 1),
+        check_count("executor_cores", executor_cores, 1),
+        memory,
+    )
 
 
 def stop() -> None:
@@ -162,7 +203,7 @@ def _raydp_session(
     app_name: str,
     num_executors: int,
     executor_cores: int,
-    executor_memory: str,
+    executor_memory: str | int,
     configs: Mapping[str, str] | None,
 ) -> SparkSession:
     try:

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -119,3 +120,34 @@ def test_a_streaming_dataframe_is_refused_naming_foreach_batch(spark: Any, wareh
         with pytest.raises(InvalidArgumentError, match=r"not a streaming one.*foreachBatch"):
             call()
     assert files(warehouse) == before
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"on_ray": "false"}, "on_ray must be True or False, got str 'false'"),
+        ({"master": 5}, "master must be a Spark master URL (a string) or None, got int 5"),
+        ({"configs": "a=b"}, "configs must be a dict with string keys, or None, got str"),
+        ({"app_name": None}, "app_name must be a string, got NoneType None"),
+        ({"num_executors": 0}, "num_executors must be an int >= 1, got int 0"),
+        ({"executor_cores": "2"}, "executor_cores must be an int >= 1, got str '2'"),
+        ({"executor_memory": 1.5}, "executor_memory must be a size ('1G', '512m') or a number"),
+    ],
+)
+def test_session_names_a_bad_keyword_before_starting_spark(
+    kwargs: dict[str, Any], message: str
+) -> None:
+    """on_ray='false' ran Spark on Ray (or said Ray was not running), a master that is no
+    string killed the Java gateway, configs that are no dict raised a bare AttributeError;
+    the others reached RayDP, or were ignored by local Spark."""
+    with pytest.raises(InvalidArgumentError, match=re.escape(message)):
+        rs.session(**{"on_ray": False, **kwargs})
+
+
+def test_session_takes_numpy_counts_as_ints() -> None:
+    from raylake.spark.session import _check_session_args
+
+    taken = _check_session_args(
+        "a", np.True_, None, np.int64(2), np.int32(1), np.int64(1 << 30), None
+    )
+    assert taken == (True, 2, 1, 1 << 30) and [type(v) for v in taken] == [bool, int, int, int]
