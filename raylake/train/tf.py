@@ -12,6 +12,7 @@ logging, which an import of raylake must not do.
 from __future__ import annotations
 
 import importlib.util
+import numbers
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -199,13 +200,14 @@ def _tensorflow() -> Any:
 
 def _tf_dtype(tf: Any, dtype: Any) -> Any:
     """``dtype`` as a TensorFlow dtype (``tf.float32``, ``np.float32`` or ``"float32"``);
-    an int is refused, though ``tf.as_dtype`` takes one as an enum value (5 is int16),
+    a number is refused, though ``tf.as_dtype`` takes one as an enum value (5 and
+    np.int64(5) are int16, 1.0 and np.True_ float32),
     and so is a dtype that numbers are not cast to (strings, resources, quantized
     types): TensorFlow's iterator failed on them at the first batch, or a KeyError."""
     refused = InvalidArgumentError(
         "dtype", dtype, "a numeric TensorFlow or numpy dtype (tf.float32, np.float32, 'float32')"
     )
-    if isinstance(dtype, int):
+    if isinstance(dtype, numbers.Number | np.bool_):
         raise refused
     try:
         tf_dtype = tf.as_dtype(dtype)

@@ -199,6 +199,16 @@ def test_a_dtype_numbers_are_not_cast_to_is_refused_when_made(
         to_tf_dataset(append_table, ["x"], "label", dtype=getattr(tf, dtype))
 
 
+@pytest.mark.parametrize(
+    "dtype", [np.int64(5), np.int32(1), 1.0, np.True_, np.float32(3)], ids=repr
+)
+def test_a_number_is_no_dtype(append_table: raylake.Table, dtype: Any) -> None:
+    """tf.as_dtype takes a number as an enum value: np.int64(5) made int16 features and
+    1.0 or np.True_ float32 ones, without a word (a Python int was refused already)."""
+    with pytest.raises(InvalidArgumentError, match="dtype must be a numeric TensorFlow"):
+        to_tf_dataset(append_table, ["x"], "label", dtype=dtype)
+
+
 def test_a_fixed_size_binary_column_is_a_binary_column(tmp_path: Path) -> None:
     """Hashes and UUIDs (fixed_size_binary) become tf.string as binaries do, and reach a
     torch transform as bytes (None for a null): both refused it as a type without
