@@ -53,7 +53,7 @@ def iter_torch_batches(
     batch_size = check_integer("batch_size", batch_size, 1)
     drop_last = check_flag("drop_last", drop_last)
     prefetch_blocks = check_integer("prefetch_blocks", prefetch_blocks)
-    check_device(device)
+    device = check_device(device)
     # Checked here as the output's others are, not at the first block Ray has read.
     check_callable("transform", transform)
     feed_bytes = check_integer("feed_bytes", feed_bytes, 1)

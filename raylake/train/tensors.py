@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from raylake.arguments import check_callable, check_integer, is_int
+from raylake.arguments import check_callable, check_integer, integer
 from raylake.errors import InvalidArgumentError, UnsupportedOperationError
 from raylake.train.binary import BinaryColumns
 from raylake.train.convert import FEATURES, FEATURES_T, FillNull, Layout
@@ -54,10 +54,13 @@ def to_tensor(array: np.ndarray) -> torch.Tensor:
 
 def check_device(device: Any) -> Any:
     """``device`` if torch can name it: a ``torch.device``, a device string (``"cpu"``,
-    ``"cuda:1"``; parsing one needs no GPU), an accelerator index, or None. An index is
-    taken as it is: which device it names only a host with an accelerator can tell."""
-    if device is None or isinstance(device, torch.device) or (is_int(device) and device >= 0):
+    ``"cuda:1"``; parsing one needs no GPU), an accelerator index (numpy's too, as a
+    Python int), or None."""
+    if device is None or isinstance(device, torch.device):
         return device
+    index = integer(device)
+    if index is not None and index >= 0:
+        return index
     if isinstance(device, str):
         try:
             torch.device(device)
@@ -67,6 +70,17 @@ def check_device(device: Any) -> Any:
     raise InvalidArgumentError(
         "device", device, "a torch device ('cpu', 'cuda', 'cuda:1', a torch.device) or None"
     )
+
+
+def torch_device(device: str | int | torch.device) -> torch.device:
+    """A checked ``device`` as a ``torch.device``. An index names the host's accelerator,
+    as torch takes it; on a host without one, a CUDA device (torch raised a bare
+    RuntimeError): the dataset may be made on a CPU driver and iterated on GPU workers,
+    and iterating it where torch finds no CUDA device raises EnvironmentSetupError, as
+    ``device="cuda"`` does."""
+    if isinstance(device, int) and not torch.accelerator.is_available():
+        return torch.device("cuda", device)
+    return torch.device(device)
 
 
 def numpy_dtype_for(dtype: torch.dtype | None) -> np.dtype | None:
@@ -122,7 +136,7 @@ class TensorBatches:
         self.dtype = dtype
         self.transform = check_callable("transform", transform)
         device = check_device(device)
-        self.device = None if device is None else torch.device(device)
+        self.device = None if device is None else torch_device(device)
         self.pin_memory = pin_memory
         self.prefetch = check_integer("prefetch", prefetch)
         self.feed_bytes = check_integer("feed_bytes", feed_bytes, 1)

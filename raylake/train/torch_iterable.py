@@ -31,6 +31,7 @@ from raylake.train.tensors import (
     check_device,
     distributed,
     rank_for_copy,
+    torch_device,
     torch_spec,
 )
 from raylake.train.window_process import WindowProcess
@@ -112,7 +113,7 @@ class LakeIterableDataset(IterableDataset):
     ) -> None:
         super().__init__()
         rank, world_size = check_rank(rank, world_size)
-        check_device(device)
+        device = check_device(device)
         if prefetch is None:
             prefetch = default_prefetch(device)
         prefetch = check_integer("prefetch", prefetch)
@@ -281,6 +282,6 @@ def default_prefetch(device: str | torch.device | None) -> int:
     CPU is the loader's and a thread hides the conversion; beside a CPU step, or with
     no step, the thread competes for the same cores and costs about a fifth of the
     in-process rate on 2 cores (docs/training.md, "Read-ahead")."""
-    if device is not None and torch.device(device).type == "cuda":
+    if device is not None and torch_device(device).type == "cuda":
         return DEFAULT_BATCHES
     return 0

@@ -10,6 +10,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 from read_threads import raylake_threads
@@ -174,6 +175,19 @@ def test_pinned_windows_without_a_device_through_the_pinning_seam(
 def test_a_cuda_device_without_cuda_is_refused_when_iterated(append_table: raylake.Table) -> None:
     ds = make(append_table, device="cuda")  # made on a CPU driver: fine
     with pytest.raises(EnvironmentSetupError, match="torch finds no CUDA device"):
+        next(iter(ds))
+
+
+@no_cuda
+@pytest.mark.parametrize("device", [0, np.int64(0)], ids=repr)
+def test_a_device_index_without_an_accelerator_is_refused_when_iterated(
+    append_table: raylake.Table, device: Any
+) -> None:
+    """As device="cuda" is: made on a CPU driver for GPU workers, and refused when read
+    where torch finds no CUDA device. An index raised torch's bare RuntimeError when the
+    dataset was made ('Cannot access accelerator device'), a numpy one InvalidArgumentError."""
+    ds = make(append_table, device=device)
+    with pytest.raises(EnvironmentSetupError, match="device='cuda:0' was asked for"):
         next(iter(ds))
 
 
