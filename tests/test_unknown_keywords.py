@@ -111,3 +111,23 @@ def test_schema_updates_and_scans(tmp_path: Path) -> None:
             "next_snapshot",
             "next_snapshot_id",
         )
+
+
+def test_stream_options_positions_and_batch_samplers() -> None:
+    """Python's bare TypeError named no keyword they take."""
+    from raylake.streaming import StreamOptions, StreamPosition
+
+    _refused(lambda: StreamOptions(shards=(0, 2)), "shards", "shard")
+    _refused(lambda: StreamPosition(next_snapshot=1), "next_snapshot", "next_snapshot_id")
+    assert StreamOptions(start="earliest").replace(shard=(0, 2)).shard == (0, 2)
+    torch = pytest.importorskip("torch")
+    from raylake.train.torch import DistributedBatchSampler, RandomBatchSampler
+
+    items = list(range(4))
+    _refused(lambda: RandomBatchSampler(items, 2, drop_lats=True), "drop_lats", "drop_last")
+    _refused(
+        lambda: DistributedBatchSampler(items, 2, num_replica=1, rank=0),
+        "num_replica",
+        "num_replicas",
+    )
+    assert len(list(RandomBatchSampler(items, 2, generator=torch.Generator()))) == 2

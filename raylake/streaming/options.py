@@ -30,6 +30,7 @@ from raylake.arguments import (
     check_optional_count,
     check_seconds,
     integer,
+    refuse_unknown_keywords,
 )
 from raylake.errors import ConsumerArgumentError, StreamArgumentError
 from raylake.expr import Expr
@@ -147,6 +148,9 @@ class StreamOptions:
 
 
 NAMES = frozenset(f.name for f in dataclasses.fields(StreamOptions))
+# Python's TypeError for a misspelled keyword names no option: refused with the closest.
+StreamOptions.__init__ = refuse_unknown_keywords(StreamOptions.__init__)  # type: ignore[method-assign]
+StreamPosition.__init__ = refuse_unknown_keywords(StreamPosition.__init__)  # type: ignore[method-assign]
 
 
 def next_snapshot_arg(value: object) -> int:

@@ -30,7 +30,7 @@ from typing import Any
 import torch
 from torch.utils.data import Sampler
 
-from raylake.arguments import check_flag, check_integer
+from raylake.arguments import check_flag, check_integer, refuse_unknown_keywords
 from raylake.errors import InvalidArgumentError, ResumeStateError
 
 # The seeds torch.Generator.manual_seed takes: a signed or an unsigned 64-bit integer.
@@ -94,6 +94,7 @@ class RandomBatchSampler(Sampler[list[int]]):
     (``StatefulDataLoader(ds, batch_sampler=sampler, generator=g)``) draws from ``g``
     in the same order, and then the two match epoch after epoch."""
 
+    @refuse_unknown_keywords
     def __init__(
         self,
         data_source: Sized,
@@ -150,6 +151,7 @@ class DistributedBatchSampler(Sampler[list[int]]):
     batch). Call ``set_epoch(epoch)`` before each epoch, as with DistributedSampler.
     ``num_replicas`` and ``rank`` default to the initialized process group's."""
 
+    @refuse_unknown_keywords
     def __init__(
         self,
         dataset: Sized,
