@@ -185,6 +185,12 @@ class StreamingJob:
             raise StreamArgumentError(
                 "actor_options", self.actor_options, f"Ray actor options ({exc})"
             ) from exc
+        try:  # as Ray will for each actor, whose TypeError named the job's spec, not fn
+            ray.cloudpickle.dumps(self.spec.fn)
+        except Exception as exc:
+            raise StreamArgumentError(
+                "fn", self.spec.fn, f"a function Ray can pickle for the shard actors ({exc})"
+            ) from exc
         schema_id = check_job(
             self.spec,
             output_schema=self.output_schema,

@@ -6,6 +6,7 @@ used to fail inside the shard actor; a max_plans_per_step of 0 processed nothing
 from __future__ import annotations
 
 import re
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +87,29 @@ def test_run_refuses_a_bad_bound_before_starting_the_shards(
     try:
         with pytest.raises(InvalidArgumentError, match=re.escape(message)):
             job.run(**kwargs)
+        assert job.actors == []
+    finally:
+        job.stop()
+    assert source.consumers() == [] and sink.latest_snapshot() is None
+
+
+@pytest.mark.ray
+def test_a_function_ray_cannot_pickle_is_named_before_the_shards_start(
+    ray_cluster: Any, warehouse: Path
+) -> None:
+    """Ray's TypeError ('Could not serialize the argument JobSpec(...)') named the job's
+    spec, not fn."""
+    source, sink = tables(warehouse)
+    lock = threading.Lock()
+
+    def fn(rows: Any) -> Any:
+        with lock:
+            return rows
+
+    job = StreamingJob(source.uri, fn, consumer_id="job", sink_uri=sink.uri)
+    try:
+        with pytest.raises(StreamArgumentError, match="fn must be a function Ray can pickle"):
+            job.run(until_snapshot=1)
         assert job.actors == []
     finally:
         job.stop()
