@@ -24,6 +24,8 @@ import threading
 import time
 from typing import Any
 
+from raylake.errors import InvalidArgumentError
+
 logger = logging.getLogger(__name__)
 
 # How long release_train_controller() waits for the controller actor to exit.
@@ -35,6 +37,8 @@ def fit(trainer: Any) -> Any:
     """``trainer.fit()`` (any Ray Train trainer), then the run's controller is stopped
     and the SIGINT handler of before is back, so that nothing of the run stays alive
     in the cluster. Returns what ``fit()`` returns; its errors propagate."""
+    if not callable(getattr(trainer, "fit", None)):  # Python's AttributeError named no argument
+        raise InvalidArgumentError("trainer", trainer, "a Ray Train trainer (with a fit() method)")
     main = threading.current_thread() is threading.main_thread()
     previous = signal.getsignal(signal.SIGINT) if main else None
     try:

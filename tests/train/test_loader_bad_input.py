@@ -298,3 +298,12 @@ def test_one_fill_value_is_not_checked_against_a_column_without_nulls(tmp_path: 
     # Named in a dict, it is checked all the same: the mistake is in the dict.
     with pytest.raises(InvalidArgumentError, match=re.escape(CANNOT_FILL_ID)):
         LakeIterableDataset(tbl, feature_columns=["id", "x"], fill_null={"id": float("nan")})
+
+
+@pytest.mark.parametrize("trainer", [None, 5, "TorchTrainer"], ids=repr)
+def test_fit_names_a_trainer_that_is_not_one(trainer: Any) -> None:
+    """Python's bare AttributeError ("'int' object has no attribute 'fit'") came out."""
+    from raylake.train import fit
+
+    with pytest.raises(InvalidArgumentError, match="trainer must be a Ray Train trainer"):
+        fit(trainer)
