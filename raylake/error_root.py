@@ -38,6 +38,9 @@ class RaylakeError(Exception):
         if init is not None and not hasattr(init, _PARAMETERS):
             cls.__init__ = _taking_message_alone(init)  # type: ignore[method-assign]
 
+    # torch re-raises a worker's error as cls(message=text) when the class has this
+    # attribute: the text then stays whole even for a class taking one string of its own
+    # (TableNotFoundError's URI), which cls(text) would quote into its message.
     @property
     def message(self) -> str:
         """The message, ``str(error)``."""
