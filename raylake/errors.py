@@ -286,6 +286,15 @@ class SchemaArgumentError(InvalidArgumentError, SchemaError):
     ``buckets``, ``options``) or names columns to read has the wrong type or value."""
 
 
+class SchemaEvolutionArgumentError(InvalidArgumentError, SchemaEvolutionError):
+    """A schema change's argument has the wrong type or value (a column name that is no
+    string, a type that is no pyarrow DataType, ``after=`` and ``before=`` both)."""
+
+    def __init__(self, name: str, value: Any, expected: str, *, column: str | None = None) -> None:
+        InvalidArgumentError.__init__(self, name, value, expected)
+        self.column = column
+
+
 class MergeError(RaylakeError, ValueError):
     """A merge (``Table.merge``) was given clauses or input it cannot apply."""
 

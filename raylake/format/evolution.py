@@ -17,17 +17,19 @@ the table's business (raylake/table/evolve.py). The rules (docs/schema-evolution
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 from typing import TypeVar
 
 import pyarrow as pa
 
-from raylake.arguments import check_flag, refuse_unknown_keywords
+from raylake.arguments import check_exclusive, check_flag, refuse_unknown_keywords
 from raylake.errors import (
     ColumnExistsError,
     IncompatibleTypeChangeError,
     InvalidArgumentError,
     ProtectedColumnError,
+    SchemaEvolutionArgumentError,
     SchemaEvolutionError,
     UnknownColumnError,
 )
@@ -113,10 +115,10 @@ class SchemaUpdate:
                 "values for it, and raylake does not support column defaults",
                 column=name,
             )
-        if after is not None and before is not None:
-            raise SchemaEvolutionError(
-                f"add_column({name!r}) takes after= or before=, not both", column=name
-            )
+        check_exclusive(
+            {"after": after, "before": before},
+            functools.partial(SchemaEvolutionArgumentError, column=name),
+        )
         position = len(self._fields)
         if after is not None:
             position = self._index(after) + 1
@@ -136,7 +138,7 @@ class SchemaUpdate:
         self._check_protected(name, "rename")
         if new_name == name:
             return self
-        self._check_new_name(new_name)
+        self._check_new_name(new_name, "new_name")
         self._fields[i] = self._fields[i].with_name(new_name)
         aggregate = _aggregate_key(name)
         if aggregate in self._options:
@@ -244,9 +246,9 @@ class SchemaUpdate:
                 return i
         raise UnknownColumnError(name, [f.name for f in self._fields])
 
-    def _check_new_name(self, name: str) -> None:
+    def _check_new_name(self, name: str, argument: str = "name") -> None:
         if not isinstance(name, str) or not name:
-            raise SchemaEvolutionError(f"a column name must be a non-empty string, got {name!r}")
+            raise SchemaEvolutionArgumentError(argument, name, "a column name (a non-empty string)")
         if name.startswith(SYSTEM_PREFIX):
             raise SchemaEvolutionError(
                 f"column name {name!r} uses the reserved prefix {SYSTEM_PREFIX!r}", column=name
@@ -277,9 +279,10 @@ def _aggregate_key(name: str) -> str:
 
 def _check_type(name: str, field_type: object) -> pa.DataType:
     if not isinstance(field_type, pa.DataType):
-        raise SchemaEvolutionError(
-            f"the type of column {name!r} must be a pyarrow DataType (pa.int64(), ...), "
-            f"got {field_type!r}",
+        raise SchemaEvolutionArgumentError(
+            "field_type",
+            field_type,
+            f"a pyarrow DataType (pa.int64(), ...) for column {name!r}",
             column=name,
         )
     return field_type

@@ -133,7 +133,7 @@ CASES: list[tuple[str, bool, Call, type[Exception], str]] = [
      _schema_change(lambda u: u.update_column("v", nullable="yes")),
      InvalidArgumentError, "nullable must be True or False"),
     ("update-column-type-str", False, _schema_change(lambda u: u.update_column("id", "int64")),
-     SchemaError, "the type of column 'id' must be a pyarrow DataType"),
+     InvalidArgumentError, "field_type must be a pyarrow DataType (pa.int64(), ...) for column 'id'"),
     ("union-by-name-str", False, _schema_change(lambda u: u.union_by_name("z")),
      InvalidArgumentError, "schema must be a pyarrow.Schema"),
     # Reads.

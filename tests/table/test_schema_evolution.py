@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -230,6 +231,30 @@ def test_bad_changes_are_refused_and_commit_nothing(
         change(u)
     assert schema_ids(tbl.file_io) == [0]
     assert tbl.schema == SCHEMA == raylake.open_table(tbl.uri).schema
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda u: u.add_column(5, pa.int64()), "name must be a column name (a non-empty"),
+        (lambda u: u.add_column("", pa.int64()), "name must be a column name (a non-empty"),
+        (lambda u: u.rename_column("x", None), "new_name must be a column name"),
+        (lambda u: u.add_column("z", "int64"), "field_type must be a pyarrow DataType"),
+        (lambda u: u.update_column("x", "int64"), "field_type must be a pyarrow DataType"),
+        (lambda u: u.add_column("z", pa.int64(), after="x", before="y"), "after and before"),
+    ],
+)
+def test_an_argument_mistake_is_an_invalid_argument_error(
+    tmp_path: Path, change: Any, message: str
+) -> None:
+    """As nullable='no' already was: these raised a SchemaEvolutionError alone, which
+    ``except InvalidArgumentError`` (a TypeError) did not catch. Still a
+    SchemaEvolutionError, for code that catches that."""
+    tbl = raylake.create_table(str(tmp_path), SCHEMA)
+    with pytest.raises(InvalidArgumentError, match=re.escape(message)) as caught:
+        change(tbl.update_schema())
+    assert isinstance(caught.value, SchemaEvolutionError) and isinstance(caught.value, TypeError)
+    assert schema_ids(tbl.file_io) == [0]
 
 
 def test_an_error_inside_the_block_commits_nothing(tmp_path: Path) -> None:
