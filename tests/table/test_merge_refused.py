@@ -13,6 +13,7 @@ import pytest
 
 import raylake
 from raylake.errors import (
+    InvalidArgumentError,
     MergeCardinalityError,
     MergeError,
     SchemaMismatchError,
@@ -325,3 +326,25 @@ def test_a_source_key_joining_target_keys_of_two_types_is_refused_before_any_wor
     tbl.write(pa.table({"id": [1], "small": pa.array([1], pa.int32())}))
     merge = tbl.merge(pa.table({"key": [1]}), on=on).when_matched_delete()
     refused(tbl, merge.execute, SchemaMismatchError, match)
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda m: m.when_matched_update("s.n"), "updates must be a non-empty dict"),
+        (lambda m: m.when_matched_update({}), "updates must be a non-empty dict"),
+        (lambda m: m.when_not_matched_insert(["s.n"]), "values must be a non-empty dict"),
+        (lambda m: m.when_not_matched_by_source_update("t.n"), "updates must be a non-empty"),
+        (lambda m: m.when_matched_delete(predicate=5), "predicate must be an expression string"),
+    ],
+)
+def test_a_clause_argument_of_the_wrong_kind_is_an_argument_error(
+    tmp_path: Path, build: Build, message: str
+) -> None:
+    """A merge's other argument mistakes are MergeArgumentError (an InvalidArgumentError
+    and a MergeError); these raised a MergeError or a FilterError alone."""
+    tbl = make(tmp_path, "append")
+    merger = tbl.merge(pa.table({"id": [1], "n": [5]}), on="id")
+    with pytest.raises(InvalidArgumentError, match=message) as caught:
+        build(merger)
+    assert isinstance(caught.value, MergeError)

@@ -117,13 +117,17 @@ class TableMerger:
         self, group: str, action: str, predicate: Any, values: Mapping[str, Any] | None
     ) -> TableMerger:
         sides = _SIDES[group]
+        if predicate is not None and not isinstance(predicate, str):
+            raise MergeArgumentError("predicate", predicate, "an expression string or None")
         parsed = None if predicate is None else parse_condition(predicate, sides)
         assignments = None
         if values is not None:
             if not isinstance(values, Mapping) or not values:
-                raise MergeError(
-                    f"the values of a merge clause must be a non-empty dict of column -> "
-                    f"expression, got {values!r}"
+                none = "" if group == BY_SOURCE else ", or None"
+                raise MergeArgumentError(
+                    "updates" if action == "update" else "values",
+                    values,
+                    f"a non-empty dict of column -> expression{none}",
                 )
             assignments = tuple(
                 (_target_name(name), _value(expr, sides)) for name, expr in values.items()
