@@ -358,9 +358,8 @@ def _arrow_from_pandas(
         )  # fmt: skip
     items = list(schema)
     if len(items) != len(columns):
-        raise SchemaError(
-            f"schema lists {len(items)} entries but the DataFrame has {len(columns)} "
-            f"columns {columns}"
+        raise SchemaArgumentError(
+            "schema", schema, f"a list of {len(columns)} entries, one per column {columns}"
         )
     if all(isinstance(i, str) for i in items):
         return _converted(df.set_axis(items, axis=1), infer=infer, types=types)

@@ -110,6 +110,13 @@ CASES: list[tuple[str, bool, Call, type[Exception], str]] = [
      "df must be a pandas DataFrame"),
     ("from-pandas-arrow", False, _pandas(ROWS), InvalidArgumentError,
      "df must be a pandas DataFrame (Table.write takes Arrow data)"),
+    # A SchemaError alone, which except InvalidArgumentError (a TypeError) did not catch.
+    ("from-pandas-schema-str", False, _pandas(NULL_KEY, schema="id"), InvalidArgumentError,
+     "schema must be None, a pyarrow.Schema, a list of column names or a list of pyarrow"),
+    ("from-pandas-schema-short", False, _pandas(NULL_KEY, schema=["id"]), InvalidArgumentError,
+     "schema must be a list of 2 entries, one per column ['id', 'v']"),
+    ("from-pandas-schema-mixed", False, _pandas(NULL_KEY, schema=["id", pa.string()]),
+     InvalidArgumentError, "schema must be a list of only column names (str) or only pyarrow"),
     ("from-pandas-null-key", False, _pandas(NULL_KEY, primary_key=["id"]), SchemaError,
      "primary-key column 'id' cannot hold nulls"),
     ("from-pandas-mixed-object", False, _pandas(pd.DataFrame({"id": [1, "x"]})),
