@@ -40,6 +40,8 @@ OnOverwrite = Literal["refresh", "skip", "fail"]
 ON_OVERWRITE: tuple[str, ...] = ("refresh", "skip", "fail")
 START_NAMES = ("latest", "earliest", "latest-new")
 DEFAULT_CATCH_UP_AFTER = 32
+# A week: longer waits between polls are no stream (and time.sleep refuses infinity).
+MAX_POLL_INTERVAL = 7 * 24 * 3600.0
 
 
 @dataclass(frozen=True)
@@ -111,6 +113,10 @@ class StreamOptions:
         error = StreamArgumentError
         object.__setattr__(self, "start", _check_start(self.start))
         seconds = check_seconds("poll_interval", self.poll_interval, error, optional=False)
+        if not seconds < MAX_POLL_INTERVAL:  # type: ignore[operator]  # sleep's OverflowError
+            raise error(
+                "poll_interval", self.poll_interval, "a number of seconds >= 0, below a week"
+            )
         object.__setattr__(self, "poll_interval", float(seconds))  # type: ignore[arg-type]
         check_exclusive(
             {"shard": self.shard, "buckets": self.buckets, "bucket_filter": self.bucket_filter},

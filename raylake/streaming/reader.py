@@ -322,9 +322,11 @@ class StreamReader(NotPicklable):
                 continue
             if timeout is not None and time.monotonic() - idle_since >= timeout:
                 return
-            # Polls start every poll_interval, however long the empty poll took: the
-            # wait for a commit is half the interval on average, not more.
-            time.sleep(max(0.0, self.poll_interval - (time.monotonic() - polled_at)))
+            # Polls start every poll_interval, however long the empty poll took (the wait
+            # for a commit is half the interval on average), and never past the timeout.
+            wake = polled_at + self.poll_interval
+            wake = wake if timeout is None else min(wake, idle_since + timeout)
+            time.sleep(max(0.0, wake - time.monotonic()))
 
     def __iter__(self) -> Iterator[StreamPlan]:
         return self.plans()

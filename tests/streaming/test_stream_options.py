@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +86,9 @@ BAD: list[tuple[dict[str, Any], str]] = [
     ({"start": True}, "start must be one of"),
     ({"poll_interval": -1}, "poll_interval must be a number of seconds >= 0, got int -1"),
     ({"poll_interval": "1"}, "poll_interval must be a number of seconds >= 0"),
+    # Taken, then time.sleep's bare OverflowError at the first empty poll.
+    ({"poll_interval": float("inf")}, "poll_interval must be a number of seconds >= 0, below"),
+    ({"poll_interval": 1e12}, "poll_interval must be a number of seconds >= 0, below a week"),
     ({"shard": (2, 2)}, "shard must be a pair (index, count) of ints with 0 <= index < count"),
     ({"shard": (0,)}, "shard must be a pair"),
     ({"shard": (0, 2), "buckets": [1]}, "shard and buckets must be one of"),
@@ -111,6 +115,16 @@ def test_a_bad_option_is_refused_alike_by_both_formats(
             make()
         assert isinstance(info.value, StreamError)  # what callers caught before
     assert tbl.consumers() == []  # refused before the consumer was registered
+
+
+def test_a_timeout_shorter_than_the_poll_interval_ends_the_wait(tbl: Table) -> None:
+    """plans(timeout=) ends after that long without a plan: it slept the whole
+    poll_interval first (here 60 s for a timeout of 0.1 s)."""
+    reader = tbl.stream(start="latest-new", poll_interval=60)
+    started = time.monotonic()
+    assert list(reader.plans(timeout=0.1)) == []
+    assert time.monotonic() - started < 30
+    reader.close()
 
 
 def test_an_unknown_option_names_the_closest_one(tbl: Table) -> None:
