@@ -309,8 +309,11 @@ class StreamingJob:
                 return statuses
             if deadline is not None and time.monotonic() >= deadline:
                 return statuses
-            if not any(s.plans for s in statuses):
-                time.sleep(self.spec.stream.poll_interval)
+            if not any(s.plans for s in statuses):  # and never past the duration
+                wait = self.spec.stream.poll_interval
+                if deadline is not None:
+                    wait = min(wait, deadline - time.monotonic())
+                time.sleep(max(0.0, wait))
 
     def stop(self) -> None:
         """Kill the actors; progress is in the consumers and the sink, not in them."""

@@ -109,6 +109,19 @@ def test_streaming_job_into_a_sink(ray_cluster: Any, warehouse: Path) -> None:
     assert users == {f"raylake-stream/double.shard-{i}-of-2" for i in range(2)}
 
 
+def test_a_run_for_a_duration_ends_then_however_long_poll_interval_is(
+    ray_cluster: Any, warehouse: Path
+) -> None:
+    """run(duration=) slept a whole poll_interval after an empty step first (60 s here)."""
+    source = raylake.create_table(str(warehouse / "src"), SCHEMA)
+    job = StreamingJob(source.uri, double, consumer_id="idle", poll_interval=60)
+    with job:
+        job.wait_ready()
+        started = time.monotonic()
+        job.run(duration=0.2)
+        assert time.monotonic() - started < 30
+
+
 def test_streaming_job_bad_arguments(ray_cluster: Any, warehouse: Path) -> None:
     tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
     with pytest.raises(StreamError, match="num_shards"):
