@@ -110,8 +110,8 @@ def _delete_once(tbl: Table, expr: Expr) -> Snapshot | None:
     candidates = data_files_from_table(entries, ts)
     # Files the filter selects whole are dropped unread: by their partition, or by
     # statistics proving that every row matches (as Delta and Iceberg drop them).
-    proven = data_files_from_table(entries.filter(must_match(expr, ManifestStats(ts))), ts)
-    dropped_paths = {f.path for f in (*_selected_by_partition(candidates, expr, ts), *proven)}
+    proven = entries.filter(must_match(expr, ManifestStats(ts))).column("path").to_pylist()
+    dropped_paths = {*proven, *(f.path for f in _selected_by_partition(candidates, expr, ts))}
     removed: list[DataFile] = [f for f in candidates if f.path in dropped_paths]
     to_read = [f for f in candidates if f.path not in dropped_paths]
     messages: list[CommitMessage] = []
