@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from raylake.errors import RaylakeError, StorageAccessDeniedError, StorageRetriesExhaustedError
+from raylake.io.arrow_held import held_by_arrow
 from raylake.io.retry import RetryPolicy, call_with_retries
 
 T = TypeVar("T")
@@ -218,7 +219,8 @@ class RetriedReads(pafs.FSSpecHandler):  # type: ignore[misc]
         # (its size), and raises FileNotFoundError where it is missing; a second request
         # per data file would cost a round trip on an object store.
         opened = self._retried(lambda: self.fs.open(path, mode="rb"), path)
-        return pa.PythonFile(_RetriedFile(opened, self, path), mode="r")
+        # pyarrow may let go of the file on one of its threads (raylake/io/arrow_held.py).
+        return pa.PythonFile(held_by_arrow(_RetriedFile(opened, self, path), keep=opened), mode="r")
 
     def open_input_stream(self, path: str) -> Any:
         return self.open_input_file(path)
@@ -238,7 +240,7 @@ class _RetriedFile:
         self._handler = handler
         self._path = path
 
-    def read(self, size: int = -1) -> bytes:
+    def read(self, size: int = -1) -> memoryview:
         start = self._file.tell()
 
         def once() -> bytes:
@@ -246,7 +248,9 @@ class _RetriedFile:
             data: bytes = self._file.read(size)
             return data
 
-        return self._handler._retried(once, self._path)
+        # A view, which a weak reference can count: pyarrow keeps the bytes as a buffer
+        # and may give it back on one of its threads (raylake/io/arrow_held.py).
+        return held_by_arrow(memoryview(self._handler._retried(once, self._path)))
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._file, name)
