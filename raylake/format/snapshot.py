@@ -62,6 +62,11 @@ class Snapshot:
     # The commit id of the parent this commit was made on: after its create, the
     # committer checks that the parent file still holds that commit (docs/format.md 6.6).
     parent_commit_id: str = ""
+    # Each user that named its commits (a streaming sink's shard): the identifier of its
+    # last one and the snapshot that made it, carried from parent to child by every
+    # commit, so they stay known after expiration removed that snapshot (docs/format.md
+    # 6.4).
+    named_commits: Mapping[str, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def time(self) -> datetime:
@@ -87,6 +92,11 @@ class Snapshot:
             "properties": dict(self.properties),
             "commit_id": self.commit_id,
             "parent_commit_id": self.parent_commit_id,
+            **(
+                {"named_commits": {u: list(c) for u, c in self.named_commits.items()}}
+                if self.named_commits
+                else {}
+            ),
         }
 
     def to_bytes(self) -> bytes:
@@ -118,6 +128,10 @@ class Snapshot:
                 properties=dict(data.get("properties", {})),
                 commit_id=str(data.get("commit_id", "")),
                 parent_commit_id=str(data.get("parent_commit_id", "")),
+                named_commits={
+                    str(u): (int(i), int(at))
+                    for u, (i, at) in dict(data.get("named_commits", {})).items()
+                },
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise CorruptMetadataError(path, f"not a valid snapshot: {exc!r}") from exc

@@ -20,6 +20,7 @@ from raylake.errors import (
     StreamError,
 )
 from raylake.format.options import CONSUMER_EXPIRATION_TIME, duration_millis
+from raylake.format.snapshot import Snapshot
 from raylake.streaming.options import JobSpec, StreamOptions
 from raylake.streaming.plan import StreamPlan
 from raylake.streaming.reader import StreamReader
@@ -85,30 +86,43 @@ class ShardWorker:
                 self.reader.next_snapshot_id, {SINK_SNAPSHOT: str(latest)}
             )
             return latest
-        # A Paimon consumer file keeps neither the sink snapshot nor a whole-state start
+        # Past the source's latest snapshot, a commit is of a source that was created
+        # again: seeking there would skip what this one has (refused).
+        committed = self._last_commit(newest_sink, progress)
+        newest = self.source.source.latest_id() or 0
+        if committed is not None and self.reader.next_snapshot_id <= committed <= newest:
+            logger.info(
+                "%s: output of source snapshot %d is in the sink (snapshot %d or before); "
+                "moving on", self.consumer_id, committed, latest,
+            )  # fmt: skip
+            self.reader.seek(committed + 1, {SINK_SNAPSHOT: str(latest)})
+        return latest
+
+    def _last_commit(self, newest_sink: Snapshot | None, progress: Any) -> int | None:
+        """The identifier of this shard's last sink commit: the source snapshot its
+        output ends with."""
+        if newest_sink is None or self.sink is None:
+            return None
+        since = 0 if progress is None else int(progress.properties.get(SINK_SNAPSHOT, "0"))
+        named = newest_sink.named_commits.get(self.commit_user)
+        if named is not None:
+            # Carried by every sink commit: known after expiration removed the snapshot
+            # that made it, which the history below no longer holds (docs/format.md 6.4).
+            # A commit at or before the checkpoint's sink snapshot was checkpointed.
+            identifier, made_in = named
+            return identifier if made_in > since else None
+        # A sink written before snapshots named their users' last commits, or a Paimon
+        # consumer file, which keeps neither the sink snapshot nor a whole-state start
         # (it is written at the first checkpoint past it): no progress may be a shard
         # killed between its first commit and that checkpoint, so the whole sink is
         # searched (docs/paimon.md: start over with another consumer id).
-        since = 0 if progress is None else int(progress.properties.get(SINK_SNAPSHOT, "0"))
         # The sink's history only: a slow commit of this shard, refused as made at an id
         # that expiration had freed, left a stray snapshot under its commit user, whose
         # rows the sink lacks (docs/format.md 6.6).
-        history = (
-            () if newest_sink is None else self.sink.source.snapshots.history(newest_sink, since)
-        )
-        for snap in history:
+        for snap in self.sink.source.snapshots.history(newest_sink, since):
             if snap.commit_user == self.commit_user:
-                # Past the source's latest snapshot, a commit is of a source that was
-                # created again: seeking there would skip what this one has (refused).
-                newest = self.source.source.latest_id() or 0
-                if self.reader.next_snapshot_id <= snap.commit_identifier <= newest:
-                    logger.info(
-                        "%s: output of source snapshot %d is in sink snapshot %d; moving on",
-                        self.consumer_id, snap.commit_identifier, snap.id,
-                    )  # fmt: skip
-                    self.reader.seek(snap.commit_identifier + 1, {SINK_SNAPSHOT: str(latest)})
-                break
-        return latest
+                return snap.commit_identifier
+        return None
 
     def step(self) -> ShardStatus:
         """Process the plans available now (at most ``max_plans_per_step``); their output

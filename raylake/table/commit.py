@@ -262,6 +262,7 @@ class Committer:
             changelog_record_count=sum(f.row_count for f in changelog),
             next_sequence=next_sequence,
             properties=dict(request.properties or {}),
+            named_commits=_named_commits(latest, user, request.commit_identifier, snapshot_id),
         )
         return snap
 
@@ -386,3 +387,14 @@ def _refuse_committed(request: CommitRequest) -> None:
             "files a second time; give commit_user and commit_identifier to make a "
             "retry return the snapshot that committed them"
         )
+
+
+def _named_commits(
+    latest: Snapshot | None, user: str, identifier: int | None, snapshot_id: int
+) -> dict[str, tuple[int, int]]:
+    """The parent's last commit of each user that names its commits (identifier,
+    snapshot), with this one where it names itself (docs/format.md 6.4)."""
+    named = {} if latest is None else dict(latest.named_commits)
+    if identifier is not None:
+        named[user] = (identifier, snapshot_id)
+    return named

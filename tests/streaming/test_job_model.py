@@ -1,6 +1,7 @@
 """Property test: a StreamingJob's shards (ShardWorker, without Ray) killed at seeded
 points of a step, restarted and reset, while the source is appended to, upserted,
-deleted from, compacted, overwritten and expired. The sink ends with exactly the
+deleted from, compacted, overwritten and expired, and the sink compacted and expired
+(the snapshots of commits a kill left unchecked too). The sink ends with exactly the
 source's rows: an append sink holds each row once, a primary-key sink the same state.
 
 A kill is an exception that skips the rest of the step and drops the worker, as a
@@ -73,6 +74,8 @@ class JobModel(ChangingSource):
         self.start_model()
 
     def teardown(self) -> None:
+        if hasattr(self, "spec"):
+            self.drain_and_check()  # every run ends with the sink checked
         for worker in getattr(self, "workers", {}).values():
             worker.reader.close()
         if hasattr(self, "dir"):
@@ -121,6 +124,15 @@ class JobModel(ChangingSource):
         with contextlib.suppress(Killed):
             worker._step()  # a dead actor does not go back to its checkpoint itself
         self.drop(shard)
+
+    @rule(compact_first=st.booleans())
+    def expire_sink(self, compact_first: bool) -> None:
+        """Another job's maintenance: the sink snapshots of commits whose checkpoint a
+        kill skipped go too (a compaction leaves the rows as they are)."""
+        sink = raylake.open_table(self.sink.uri)
+        if compact_first:
+            sink.compact(full=True)
+        sink.expire_snapshots(retain_last=1)
 
     @precondition(lambda self: self.pk)
     @rule(shard=st.integers(0, 2), back=st.integers(1, 4))

@@ -49,6 +49,32 @@ def test_restart_between_commit_and_checkpoint_skips_the_committed_plan(warehous
     assert [s.commit_identifier for s in sink.snapshots()] == [1, 2]
 
 
+def test_restart_after_expiration_removed_its_sink_commit_skips_the_committed_plan(
+    warehouse: Path,
+) -> None:
+    """Killed between its sink commit and its checkpoint; then other writers commit to
+    the sink and an expiration removes the snapshot of that commit (was: the restart
+    searched the sink's history, no longer held it, and wrote the plan's rows again)."""
+    source, sink, spec = make(warehouse)
+    source.write(batch(0, 10))
+    source.write(batch(1, 10))
+    worker = ShardWorker(spec, 0)
+    plan = worker.reader.poll()
+    assert plan is not None and plan.snapshot_id == 1
+    worker._commit(plan, [double(plan.to_arrow())])  # sink snapshot 1; then killed
+    other = raylake.open_table(sink.uri)
+    for i in range(3):
+        other.write(batch(100 + i, 1))
+    other.expire_snapshots(retain_last=1)
+    assert [s.id for s in raylake.open_table(sink.uri).snapshots()] == [4]
+
+    restarted = ShardWorker(spec, 0)
+    assert restarted.reader.next_snapshot_id == 2
+    assert restarted.step().plans == 1
+    ids = Counter(raylake.open_table(sink.uri).to_arrow().column("id").to_pylist())
+    assert {i for i in ids if i < 100} == set(range(20)) and set(ids.values()) == {1}
+
+
 def test_restart_before_commit_reprocesses_the_plan(warehouse: Path) -> None:
     source, sink, spec = make(warehouse)
     source.write(batch(0, 10))

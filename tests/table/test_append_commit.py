@@ -460,3 +460,20 @@ def test_manifests_merge_after_many_commits(tmp_path: Path) -> None:
 def test_unknown_columns_in_a_committed_filter(tbl: Table) -> None:
     with pytest.raises(UnknownColumnError):
         tbl.scan(filter="missing > 1")
+
+
+def test_each_snapshot_carries_the_last_identifier_of_each_user_naming_its_commits(
+    tbl: Table,
+) -> None:
+    """A streaming sink's restart knows what it committed last after expiration removed
+    the snapshot that did (docs/format.md 6.4)."""
+    assert tbl.latest_snapshot().named_commits == {}  # type: ignore[union-attr]
+    tbl.commit(prepare(tbl, rows(500, 5)), commit_user="job-a", commit_identifier=7)  # 4
+    tbl.commit(prepare(tbl, rows(510, 5)), commit_user="job-b", commit_identifier=3)  # 5
+    tbl.write(rows(600, 1))  # an unnamed commit carries them
+    tbl.commit(prepare(tbl, rows(520, 5)), commit_user="job-a", commit_identifier=8)  # 7
+    tbl.compact(full=True)
+    assert tbl.expire_snapshots(retain_last=1).expired_snapshot_ids == (1, 2, 3, 4, 5, 6, 7)
+    latest = raylake.open_table(tbl.uri).latest_snapshot()
+    assert latest is not None and latest.named_commits == {"job-a": (8, 7), "job-b": (3, 5)}
+    assert latest.commit_user != "job-a"
