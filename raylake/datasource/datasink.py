@@ -151,6 +151,10 @@ class LakeDatasink(Datasink[TaskCommit]):
             # the dataset up to its first block.
             check_layout(tbl, self._create.layout, given_only=True)
             self._resolve_mode(tbl)
+            if schema is not None:
+                # The data's schema, as Table.from_pandas takes it: checked as the data's
+                # is (SchemaMismatchError naming the column), not ignored for the table's.
+                self._check(tbl, schema)
         elif create_if_missing:
             self._check_new_mode()
             check_new_location(uri, storage_options)

@@ -476,6 +476,20 @@ def test_a_schema_without_the_layouts_columns_is_refused_by_the_sink(tmp_path: P
     assert not (tmp_path / "new").exists()
 
 
+def test_a_schema_that_does_not_fit_the_existing_table_is_refused_by_the_sink(
+    tmp_path: Path,
+) -> None:
+    """schema= was ignored where the table exists: the data was then checked against
+    the table only once Ray ran the dataset (or never, for an empty one)."""
+    tbl = make_events(tmp_path / "t", rows_per_day=5)
+    other = pa.schema([(f.name, pa.string()) for f in EVENTS_SCHEMA])
+    with pytest.raises(SchemaMismatchError, match="column"):
+        LakeDatasink(tbl.uri, schema=other)
+    before = len(tbl.snapshots())
+    LakeDatasink(tbl.uri, schema=EVENTS_SCHEMA)  # the table's own: taken
+    assert len(tbl.snapshots()) == before
+
+
 def test_bad_modes(ray_cluster: Any, tmp_path: Path) -> None:
     tbl = make_events(tmp_path / "t", rows_per_day=5)
     with pytest.raises(InvalidOptionError, match="mode"):
