@@ -18,7 +18,6 @@ from raylake.cli_args import (
     as_of_arg,
     columns_arg,
     count_arg,
-    key_columns_arg,
     positive_arg,
     seconds_arg,
     start_arg,
@@ -26,7 +25,7 @@ from raylake.cli_args import (
 from raylake.cli_args import parse_older_than as parse_older_than
 from raylake.cli_json import json_line
 from raylake.cli_show import printable, table_text
-from raylake.cli_write import cmd_delete, cmd_write
+from raylake.cli_write import add_write_command, cmd_delete
 from raylake.errors import InvalidArgumentError, RaylakeError
 from raylake.progress import progress_enabled
 from raylake.streaming.splits import ROW_KIND
@@ -295,33 +294,7 @@ def build_parser() -> argparse.ArgumentParser:
     scan.add_argument("--format", choices=["table", "json"], default="table")
     scan.set_defaults(func=cmd_scan)
 
-    write = sub.add_parser("write", help="write Parquet, CSV or JSON-lines files, one commit")
-    write.add_argument("uri")
-    write.add_argument("files", nargs="+")
-    write.add_argument("--format", choices=["auto", "parquet", "csv", "json"], default="auto")
-    write.add_argument("--mode", choices=["append", "overwrite", "upsert"], help="table default")
-    write.add_argument(
-        "--partition-overwrite-mode",
-        choices=["static", "dynamic"],
-        default="static",
-        help="with --mode overwrite: replace the whole table (static, the default) or only "
-        "the partitions the files have rows in (dynamic)",
-    )
-    write.add_argument("--create", action="store_true", help="create the table from the files")
-    write.add_argument(
-        "--partition-by", type=key_columns_arg, help="with --create: comma-separated columns"
-    )
-    write.add_argument(
-        "--primary-key", type=key_columns_arg, help="with --create: comma-separated key columns"
-    )
-    write.add_argument("--buckets", type=positive_arg, help="with --create: bucket count")
-    write.add_argument(
-        "--allow-other-files",
-        action="store_true",
-        default=None,
-        help="with --create: create the table in a directory that holds other files",
-    )
-    write.set_defaults(func=cmd_write)
+    add_write_command(sub)
 
     delete = sub.add_parser("delete", help="delete the rows a filter selects, one commit")
     delete.add_argument("uri")

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Iterator
+from typing import Any
 
 import pyarrow as pa
 
+from raylake.cli_args import key_columns_arg, positive_arg
 from raylake.errors import InvalidArgumentError, SchemaError, TableLocationError
 from raylake.format.table_spec import TableSpec
 from raylake.table import Snapshot, Table, create_table, open_table, table_exists
@@ -40,6 +42,44 @@ def cmd_write(args: argparse.Namespace) -> int:
         if not outcome_unknown(exc):  # a commit that may have landed keeps its table
             drop_new_table(tbl)
         raise
+
+
+def add_write_command(sub: Any) -> None:
+    """The ``write`` subcommand's arguments (``sub``: the parser's subparsers)."""
+    write = sub.add_parser("write", help="write Parquet, CSV or JSON-lines files, one commit")
+    write.add_argument("uri")
+    write.add_argument("files", nargs="+")
+    write.add_argument("--format", choices=["auto", "parquet", "csv", "json"], default="auto")
+    write.add_argument("--mode", choices=["append", "overwrite", "upsert"], help="table default")
+    write.add_argument(
+        "--partition-overwrite-mode",
+        choices=["static", "dynamic"],
+        default="static",
+        help="with --mode overwrite: replace the whole table (static, the default) or only "
+        "the partitions the files have rows in (dynamic)",
+    )
+    write.add_argument(
+        "--schema-mode",
+        choices=["strict", "merge"],
+        default="strict",
+        help="merge: add the columns the files have and the table lacks (strict, the "
+        "default: refuse them)",
+    )
+    write.add_argument("--create", action="store_true", help="create the table from the files")
+    write.add_argument(
+        "--partition-by", type=key_columns_arg, help="with --create: comma-separated columns"
+    )
+    write.add_argument(
+        "--primary-key", type=key_columns_arg, help="with --create: comma-separated key columns"
+    )
+    write.add_argument("--buckets", type=positive_arg, help="with --create: bucket count")
+    write.add_argument(
+        "--allow-other-files",
+        action="store_true",
+        default=None,
+        help="with --create: create the table in a directory that holds other files",
+    )
+    write.set_defaults(func=cmd_write)
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
@@ -114,6 +154,7 @@ def _write_files(args: argparse.Namespace, tbl: Table) -> int:
             rows.of(file_batches(args.files, args.format, tbl.schema)),
             mode=args.mode,
             partition_overwrite_mode=args.partition_overwrite_mode,
+            schema_mode=args.schema_mode,
         )
     except SchemaError as exc:  # rows the table refuses: which of the files holds them
         if rows.path is None:

@@ -268,3 +268,29 @@ def test_delete_removes_the_rows_a_filter_selects(
     assert _run(capsys, "delete", pk, "name = 'a'")[1] == "deleted the matching rows: snapshot 2\n"
     assert raylake.open_table(pk).to_arrow().column("id").to_pylist() == [2, 3]
     assert raylake.open_table(uri).to_arrow().column("id").to_pylist() == [1]
+
+
+@pytest.mark.parametrize("suffix", ["parquet", "csv", "jsonl"])
+def test_schema_mode_merge_adds_the_columns_the_files_bring(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], suffix: str
+) -> None:
+    """raylake write had no --schema-mode: a file with a new column could not be written
+    from the shell, where Table.write(schema_mode="merge") adds it."""
+    uri = str(tmp_path / "t")
+    raylake.create_table(uri, ROWS.schema).write(ROWS)
+    wider = pa.table({"id": pa.array([4], pa.int64()), "name": ["d"], "score": [0.5]})
+    path = tmp_path / f"wider.{suffix}"
+    if suffix == "parquet":
+        pq.write_table(wider, path)
+    elif suffix == "csv":
+        pcsv.write_csv(wider, path)
+    else:
+        path.write_text(json.dumps(wider.to_pylist()[0]) + "\n")
+    code, _, err = _run(capsys, "write", uri, str(path))
+    assert code == 2 and "score" in err  # strict, the default: refused, nothing written
+    assert len(raylake.open_table(uri).snapshots()) == 1
+    code, out, _ = _run(capsys, "write", uri, str(path), "--schema-mode", "merge")
+    assert code == 0 and "wrote 1 row(s)" in out
+    tbl = raylake.open_table(uri)
+    assert tbl.schema.field("score").type == pa.float64()
+    assert tbl.to_arrow().sort_by("id").column("score").to_pylist() == [None] * 3 + [0.5]
