@@ -63,10 +63,10 @@ class Snapshot:
     # committer checks that the parent file still holds that commit (docs/format.md 6.6).
     parent_commit_id: str = ""
     # Each user that named its commits (a streaming sink's shard): the identifier of its
-    # last one and the snapshot that made it, carried from parent to child by every
-    # commit, so they stay known after expiration removed that snapshot (docs/format.md
-    # 6.4).
-    named_commits: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    # last one, the snapshot that made it and the highest identifier it committed, carried
+    # from parent to child by every commit, so they stay known after expiration removed
+    # that snapshot (docs/format.md 6.4).
+    named_commits: Mapping[str, tuple[int, int, int]] = field(default_factory=dict)
 
     @property
     def time(self) -> datetime:
@@ -129,8 +129,8 @@ class Snapshot:
                 commit_id=str(data.get("commit_id", "")),
                 parent_commit_id=str(data.get("parent_commit_id", "")),
                 named_commits={
-                    str(u): (int(i), int(at))
-                    for u, (i, at) in dict(data.get("named_commits", {})).items()
+                    str(u): (int(i), int(at), int(top))
+                    for u, (i, at, top) in dict(data.get("named_commits", {})).items()
                 },
             )
         except (KeyError, TypeError, ValueError) as exc:

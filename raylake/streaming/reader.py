@@ -60,10 +60,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-# Consumer properties: whether the next plan is the full state at the next snapshot.
-_MODE = STREAM_MODE
-
-
 class StreamReader(NotPicklable):
     """Plans of a table's new snapshots, one per snapshot (or one per catch-up)."""
 
@@ -84,6 +80,9 @@ class StreamReader(NotPicklable):
         self.consumer_id = None if consumer_id is None else validate_consumer_id(consumer_id)
         self.poll_interval = options.poll_interval
         self.catch_up_after = options.catch_up_after
+        # No catch-up starts before this snapshot: a job's sink already holds the source
+        # up to the one before it (a reset's replay; streaming/shard_worker.py).
+        self.catch_up_from = 0
         self.shard = ShardSpec.of_options(options).within(table.kind, table.uri)
         scan = table.scan(columns=options.columns, filter=options.filter)
         context = StreamReadContext(
@@ -115,7 +114,7 @@ class StreamReader(NotPicklable):
             at, why = progress.next_snapshot_id, "moved there, or the table was created again"
             check_reachable(self._snapshots, table.uri, at, f"consumer {consumer_id!r} at", why)
             self.next_snapshot_id = progress.next_snapshot_id
-            self._full_next = progress.properties.get(_MODE) == "full"
+            self._full_next = progress.properties.get(STREAM_MODE) == "full"
         else:
             self._begin(options.start)
         # The snapshot the last plan ended at (at open, the one before a start at changes),
@@ -201,7 +200,7 @@ class StreamReader(NotPicklable):
         return self.planner.step(snap)
 
     def _catch_up(self, snap: Snapshot) -> tuple[StreamPlan, Snapshot] | None:
-        if self.catch_up_after is None:  # off: not even the hint is read
+        if self.catch_up_after is None or snap.id < self.catch_up_from:  # no hint read
             return None
         hint = self._snapshots.read_hint()
         if hint is None or hint - snap.id + 1 <= self.catch_up_after:
@@ -430,7 +429,7 @@ class StreamReader(NotPicklable):
         check_mapping("properties", properties, "str", ConsumerArgumentError)  # JSON strings
         # None keeps what was recorded last (the reader is its consumer's one writer).
         kept = self._kept if properties is None else dict(properties)
-        props = {**kept, _MODE: "full" if full else "delta"}
+        props = {**kept, STREAM_MODE: "full" if full else "delta"}
         snapshots = self._snapshots
         record = snapshots.commit_consumer if forward_only else snapshots.register_consumer
         progress = record(self.consumer_id, next_snapshot_id, props)

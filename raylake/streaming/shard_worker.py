@@ -90,6 +90,14 @@ class ShardWorker:
         # again: seeking there would skip what this one has (refused).
         committed = self._last_commit(newest_sink, progress)
         newest = self.source.source.latest_id() or 0
+        named = None if newest_sink is None else newest_sink.named_commits.get(self.commit_user)
+        if named is not None and named[2] <= newest:
+            # The sink holds changes of the source up to the highest snapshot this shard
+            # committed, also where a reset moved the shard back before it: a catch-up's
+            # net changes from before that would keep rows the sink got since and the
+            # source lost (the snapshots up to it are read one by one, each change applied
+            # again).
+            self.reader.catch_up_from = named[2] + 1
         if committed is not None and self.reader.next_snapshot_id <= committed <= newest:
             logger.info(
                 "%s: output of source snapshot %d is in the sink (snapshot %d or before); "
@@ -109,7 +117,7 @@ class ShardWorker:
             # Carried by every sink commit: known after expiration removed the snapshot
             # that made it, which the history below no longer holds (docs/format.md 6.4).
             # A commit at or before the checkpoint's sink snapshot was checkpointed.
-            identifier, made_in = named
+            identifier, made_in, _ = named
             return identifier if made_in > since else None
         # A sink written before snapshots named their users' last commits, or a Paimon
         # consumer file, which keeps neither the sink snapshot nor a whole-state start

@@ -391,10 +391,12 @@ def _refuse_committed(request: CommitRequest) -> None:
 
 def _named_commits(
     latest: Snapshot | None, user: str, identifier: int | None, snapshot_id: int
-) -> dict[str, tuple[int, int]]:
+) -> dict[str, tuple[int, int, int]]:
     """The parent's last commit of each user that names its commits (identifier,
-    snapshot), with this one where it names itself (docs/format.md 6.4)."""
+    snapshot, highest identifier), with this one where it names itself (docs/format.md
+    6.4)."""
     named = {} if latest is None else dict(latest.named_commits)
     if identifier is not None:
-        named[user] = (identifier, snapshot_id)
+        highest = max(identifier, named[user][2]) if user in named else identifier
+        named[user] = (identifier, snapshot_id, highest)
     return named

@@ -475,5 +475,8 @@ def test_each_snapshot_carries_the_last_identifier_of_each_user_naming_its_commi
     tbl.compact(full=True)
     assert tbl.expire_snapshots(retain_last=1).expired_snapshot_ids == (1, 2, 3, 4, 5, 6, 7)
     latest = raylake.open_table(tbl.uri).latest_snapshot()
-    assert latest is not None and latest.named_commits == {"job-a": (8, 7), "job-b": (3, 5)}
+    assert latest is not None
+    assert latest.named_commits == {"job-a": (8, 7, 8), "job-b": (3, 5, 3)}
+    tbl.commit(prepare(tbl, rows(530, 5)), commit_user="job-a", commit_identifier=2)  # 9
+    assert tbl.latest_snapshot().named_commits["job-a"] == (2, 9, 8)  # type: ignore[union-attr]
     assert latest.commit_user != "job-a"
