@@ -30,15 +30,21 @@ def make(warehouse: Path) -> tuple[raylake.Table, raylake.Table, JobSpec]:
     return source, sink, JobSpec(source.uri, double, "job", 1, sink_uri=sink.uri)
 
 
-def test_restart_between_commit_and_checkpoint_skips_the_committed_plan(warehouse: Path) -> None:
-    source, sink, spec = make(warehouse)
+def commit_the_first_of_two_plans(source: raylake.Table, spec: JobSpec) -> None:
+    """Two source snapshots; a shard commits the first one's output to the sink, and
+    is killed before its checkpoint."""
     source.write(batch(0, 10))
     source.write(batch(1, 10))
     worker = ShardWorker(spec, 0)
     plan = worker.reader.poll()
     assert plan is not None and plan.snapshot_id == 1
-    worker._commit(plan, [double(plan.to_arrow())])  # committed; killed before checkpoint
+    worker._commit(plan, [double(plan.to_arrow())])
     assert source.consumer("job.shard-0-of-1").next_snapshot_id == 1
+
+
+def test_restart_between_commit_and_checkpoint_skips_the_committed_plan(warehouse: Path) -> None:
+    source, sink, spec = make(warehouse)
+    commit_the_first_of_two_plans(source, spec)
 
     restarted = ShardWorker(spec, 0)
     assert restarted.reader.next_snapshot_id == 2  # found its commit in the sink
@@ -56,12 +62,7 @@ def test_restart_after_expiration_removed_its_sink_commit_skips_the_committed_pl
     the sink and an expiration removes the snapshot of that commit (was: the restart
     searched the sink's history, no longer held it, and wrote the plan's rows again)."""
     source, sink, spec = make(warehouse)
-    source.write(batch(0, 10))
-    source.write(batch(1, 10))
-    worker = ShardWorker(spec, 0)
-    plan = worker.reader.poll()
-    assert plan is not None and plan.snapshot_id == 1
-    worker._commit(plan, [double(plan.to_arrow())])  # sink snapshot 1; then killed
+    commit_the_first_of_two_plans(source, spec)  # sink snapshot 1
     other = raylake.open_table(sink.uri)
     for i in range(3):
         other.write(batch(100 + i, 1))
