@@ -53,6 +53,7 @@ from raylake.errors import (
 )
 from raylake.expr import col, parse_filter
 from raylake.io.credentials import StorageOptions
+from raylake.memory_pool import use_fork_safe_pool
 from raylake.table import (
     CommitMessage,
     Snapshot,
@@ -62,6 +63,8 @@ from raylake.table import (
     from_pandas,
     open_table,
 )
+
+use_fork_safe_pool()  # before a DataLoader forks its workers (raylake/memory_pool.py)
 
 __version__ = "0.1.0"
 
