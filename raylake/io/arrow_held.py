@@ -43,8 +43,10 @@ T = TypeVar("T")
 # threads give theirs back within microseconds of a scan's end.
 EXIT_WAIT_SECONDS = 2.0
 
-# weakref -> what the object holds that must be let go on a Python thread (or None).
-_held: dict[weakref.ref[Any], Any] = {}
+# id of the weak reference -> it, and what the object holds that must be let go on a
+# Python thread (or None). By id: a weak reference hashes as its object, and a view of
+# bytes hashes its contents.
+_held: dict[int, tuple[weakref.ref[Any], Any]] = {}
 # The weak references of objects let go, put there by a C function (module docstring).
 _released: SimpleQueue[weakref.ref[Any]] = SimpleQueue()
 
@@ -53,7 +55,8 @@ def held_by_arrow(obj: T, keep: Any = None) -> T:
     """``obj``, counted until it is let go; ``keep`` stays alive until then and is let
     go by a Python thread (the next call here, or the exit's wait)."""
     _forget_released()
-    _held[weakref.ref(obj, _released.put)] = keep
+    ref = weakref.ref(obj, _released.put)
+    _held[id(ref)] = (ref, keep)
     return obj
 
 
@@ -69,7 +72,7 @@ def _forget_released() -> None:
             ref = _released.get_nowait()
         except Empty:
             return
-        _held.pop(ref, None)
+        _held.pop(id(ref), None)
 
 
 def wait_until_released(timeout: float) -> bool:
@@ -85,7 +88,7 @@ def wait_until_released(timeout: float) -> bool:
             ref = _released.get(timeout=left)
         except Empty:
             return False
-        _held.pop(ref, None)
+        _held.pop(id(ref), None)
         _forget_released()
     return True
 
