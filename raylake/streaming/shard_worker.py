@@ -88,9 +88,9 @@ class ShardWorker:
             return latest
         # Past the source's latest snapshot, a commit is of a source that was created
         # again: seeking there would skip what this one has (refused).
-        committed = self._last_commit(newest_sink, progress)
-        newest = self.source.source.latest_id() or 0
         named = None if newest_sink is None else newest_sink.named_commits.get(self.commit_user)
+        committed = self._last_commit(newest_sink, named, progress)
+        newest = self.source.source.latest_id() or 0
         if named is not None and named[2] <= newest:
             # The sink holds changes of the source up to the highest snapshot this shard
             # committed, also where a reset moved the shard back before it: a catch-up's
@@ -106,14 +106,15 @@ class ShardWorker:
             self.reader.seek(committed + 1, {SINK_SNAPSHOT: str(latest)})
         return latest
 
-    def _last_commit(self, newest_sink: Snapshot | None, progress: Any) -> int | None:
+    def _last_commit(
+        self, newest_sink: Snapshot | None, named: tuple[int, int, int] | None, progress: Any
+    ) -> int | None:
         """The identifier of this shard's last sink commit: the source snapshot its
         output ends with."""
         if newest_sink is None or self.sink is None:
             return None
         since = 0 if progress is None else int(progress.properties.get(SINK_SNAPSHOT, "0"))
-        named = newest_sink.named_commits.get(self.commit_user)
-        if named is not None:
+        if named is not None:  # newest_sink's record of this shard's commits
             # Carried by every sink commit: known after expiration removed the snapshot
             # that made it, which the history below no longer holds (docs/format.md 6.4).
             # A commit at or before the checkpoint's sink snapshot was checkpointed.
