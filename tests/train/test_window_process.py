@@ -328,11 +328,15 @@ def test_a_forked_copy_leaves_the_child_alone(append_table: raylake.Table) -> No
 
 
 def nice_values(pid: int) -> set[int]:
-    """The nice value of every thread of ``pid`` (field 19 of each task's stat)."""
+    """The nice value of every thread of ``pid`` (field 19 of each task's stat). A thread
+    that ended between the listing and the read (a pool's idle worker) is left out."""
     values = set()
     for stat in glob.glob(f"/proc/{pid}/task/*/stat"):
-        with open(stat) as f:
-            values.add(int(f.read().rsplit(")", 1)[1].split()[16]))
+        try:
+            with open(stat) as f:
+                values.add(int(f.read().rsplit(")", 1)[1].split()[16]))
+        except (FileNotFoundError, ProcessLookupError):
+            continue
     return values
 
 
