@@ -67,6 +67,11 @@ class Snapshot:
     # from parent to child by every commit, so they stay known after expiration removed
     # that snapshot (docs/format.md 6.4).
     named_commits: Mapping[str, tuple[int, int, int]] = field(default_factory=dict)
+    # The newest OVERWRITE snapshot at or before this one (0: none), carried from parent
+    # to child, so a reader far behind knows without reading the snapshots in between
+    # whether the table was overwritten since (a stream's catch-up, docs/format.md).
+    # None where unknown: a snapshot written before the field, or of another format.
+    last_overwrite_id: int | None = None
 
     @property
     def time(self) -> datetime:
@@ -95,6 +100,11 @@ class Snapshot:
             **(
                 {"named_commits": {u: list(c) for u, c in self.named_commits.items()}}
                 if self.named_commits
+                else {}
+            ),
+            **(
+                {"last_overwrite_id": self.last_overwrite_id}
+                if self.last_overwrite_id is not None
                 else {}
             ),
         }
@@ -132,9 +142,14 @@ class Snapshot:
                     str(u): (int(i), int(at), int(top))
                     for u, (i, at, top) in dict(data.get("named_commits", {})).items()
                 },
+                last_overwrite_id=_optional_int(data.get("last_overwrite_id")),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise CorruptMetadataError(path, f"not a valid snapshot: {exc!r}") from exc
+
+
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
 
 
 class SnapshotManager:

@@ -19,6 +19,7 @@ The table kind plans the changes (``TableKind.plan_changes``, the mechanism behi
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -160,8 +161,12 @@ class StreamPlanner:
 
     def catch_up(self, last_read: Snapshot, latest: Snapshot) -> StreamPlan | None:
         """One plan for everything after ``last_read`` up to ``latest``, or None when the
-        snapshots must be read one by one (an append table lost files in between, so
-        ``on_overwrite`` decides)."""
+        snapshots must be read one by one so that ``on_overwrite`` decides: an append
+        table lost files in between, or the table was overwritten in between and the
+        stream skips or fails on overwrites (``refresh`` takes an overwrite of a
+        primary-key table as the net changes it made)."""
+        if self.on_overwrite != "refresh" and self._overwritten(last_read, latest):
+            return None
         # Read one by one (or planned again after a failure), the snapshots keep their
         # own schemas, not the latest one: a column deleted since would be missing.
         before = self.context, self._kind
@@ -178,6 +183,22 @@ class StreamPlanner:
         return self._plan(latest, last_read.id + 1, "diff", splits)
 
     # -- helpers -----------------------------------------------------------------------
+
+    def _overwritten(self, last_read: Snapshot, latest: Snapshot) -> bool:
+        """Whether a snapshot after ``last_read`` up to ``latest`` is an OVERWRITE: from
+        ``latest.last_overwrite_id``, or where that is unknown (a snapshot written
+        before it, a Paimon table) from the commit kinds of the snapshots in between.
+        One that expired meanwhile cannot tell and counts as no overwrite."""
+        if latest.last_overwrite_id is not None:
+            return latest.last_overwrite_id > last_read.id
+        between = range(last_read.id + 1, latest.id + 1)
+        # One small read per snapshot, side by side (an object store's latency each).
+        with ThreadPoolExecutor(max(1, min(len(between), 16)), "raylake-kinds") as pool:
+            return "OVERWRITE" in list(pool.map(self._commit_kind, between))
+
+    def _commit_kind(self, snapshot_id: int) -> str | None:
+        snap = self.source.read_if_present(snapshot_id)
+        return None if snap is None else snap.commit_kind
 
     def _range(
         self,

@@ -263,6 +263,7 @@ class Committer:
             next_sequence=next_sequence,
             properties=dict(request.properties or {}),
             named_commits=_named_commits(latest, user, request.commit_identifier, snapshot_id),
+            last_overwrite_id=_last_overwrite_id(latest, request.kind, snapshot_id),
         )
         return snap
 
@@ -387,6 +388,13 @@ def _refuse_committed(request: CommitRequest) -> None:
             "files a second time; give commit_user and commit_identifier to make a "
             "retry return the snapshot that committed them"
         )
+
+
+def _last_overwrite_id(latest: Snapshot | None, kind: str, snapshot_id: int) -> int | None:
+    """This commit's id when it overwrites, else its parent's (unknown stays unknown)."""
+    if kind == "OVERWRITE":
+        return snapshot_id
+    return 0 if latest is None else latest.last_overwrite_id
 
 
 def _named_commits(

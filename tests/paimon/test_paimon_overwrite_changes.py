@@ -23,6 +23,7 @@ from paimon_util import FIXTURES, case, rows_by_key
 from test_compacted import _merge, _rows
 
 import raylake
+from raylake.errors import StreamError
 
 PK_OVERWRITE = ["pk_overwrite", "pk_changelog_overwrite", "pk_dynamic_overwrite"]
 
@@ -269,6 +270,23 @@ def test_a_catch_up_over_a_changed_bucket_count_compares_whole_partitions(
     assert [(s.partition, s.bucket) for s in diff.splits] == [((), -1)]
     got = _apply(full.to_arrow().drop_columns(["_rl_kind"]), diff.to_arrow(), ["id"])
     assert got == rows_by_key(_state(tbl, sid), ["id"])
+
+
+def test_a_catch_up_over_overwrites_lets_on_overwrite_decide() -> None:
+    """Paimon snapshots do not name their last overwrite: a stream far behind that skips
+    or fails on overwrites reads the commit kinds in between and then the snapshots one
+    by one where one overwrote (snapshots 3, 5 and 6 of the fixture)."""
+    tbl = _table("pk_overwrite")
+
+    def plans(mode: str) -> Any:
+        return tbl.stream(start="earliest", catch_up_after=1, on_overwrite=mode).plans(timeout=0)
+
+    with pytest.raises(StreamError, match=r"snapshot 3 .* on_overwrite='fail'"):
+        list(plans("fail"))
+    kinds = [(p.snapshot_id, p.kind) for p in plans("skip")]
+    assert kinds == [(1, "full"), (2, "delta"), (3, "empty"), (4, "delta"), (5, "empty"),
+                     (6, "empty"), (7, "delta")]  # fmt: skip
+    assert [p.kind for p in plans("refresh")] == ["full", "diff"]
 
 
 def test_an_overwrite_that_drops_one_file_brings_older_versions_back(paimon_copy: Any) -> None:

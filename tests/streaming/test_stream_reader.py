@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import zlib
 from datetime import datetime, timedelta, timezone
@@ -348,6 +349,66 @@ def test_catch_up_primary_key_table_across_compaction(warehouse: Path) -> None:
     assert replay(state, changes) == {1: "b1", 2: "a2", 5: "c5", 6: "c6"}
     ids = [i for t in changes for i in t.column("id").to_pylist()]
     assert sorted(ids) == [1, 1, 3, 5, 6]  # net changes only: no unmerged or repeated rows
+
+
+def _overwritten_in_the_gap(warehouse: Path, on_overwrite: str) -> tuple[Table, StreamReader]:
+    """A primary-key table overwritten while a reader was 3 snapshots behind (snapshot 3
+    of 4), its catch-up threshold 2."""
+    tbl = pk_table(warehouse / "pk", buckets=2)
+    tbl.write(rows([1, 2, 3]))
+    reader = tbl.stream(
+        start="latest",
+        include_row_kind=True,
+        catch_up_after=2,
+        on_overwrite=on_overwrite,  # type: ignore[arg-type]
+    )
+    drain(reader)
+    tbl.write(rows([4]))
+    tbl.write(rows([5]), mode="overwrite")
+    tbl.write(rows([6]))
+    return tbl, reader
+
+
+def test_a_catch_up_over_an_overwrite_fails_where_the_stream_fails_on_overwrites(
+    warehouse: Path,
+) -> None:
+    _, reader = _overwritten_in_the_gap(warehouse, "fail")
+    with pytest.raises(StreamError, match=r"snapshot 3 .* overwrites the table"):
+        drain(reader)
+    assert reader.next_snapshot_id == 3  # snapshot 2 was delivered on its own
+
+
+def test_a_catch_up_over_an_overwrite_skips_it_where_the_stream_skips_overwrites(
+    warehouse: Path,
+) -> None:
+    _, reader = _overwritten_in_the_gap(warehouse, "skip")
+    plans = list(reader.plans(timeout=0))
+    assert [(p.snapshot_id, p.kind) for p in plans] == [(2, "delta"), (3, "empty"), (4, "delta")]
+    assert ids_of([p.to_arrow() for p in plans]) == [4, 6]  # not the overwrite's 5
+
+
+def test_a_catch_up_over_an_overwrite_refreshes_by_its_net_changes(warehouse: Path) -> None:
+    _, reader = _overwritten_in_the_gap(warehouse, "refresh")
+    plans = list(reader.plans(timeout=0))
+    assert [p.kind for p in plans] == ["diff"]
+    before = {i: f"a{i}" for i in (1, 2, 3)}
+    assert replay(before, [p.to_arrow() for p in plans]) == {5: "a5", 6: "a6"}
+
+
+def test_a_catch_up_reads_the_commit_kinds_between_where_the_snapshots_do_not_say(
+    warehouse: Path,
+) -> None:
+    """Snapshots written before ``last_overwrite_id`` (as here, with it taken out) leave
+    the catch-up to read the kinds of the snapshots in between."""
+    tbl, reader = _overwritten_in_the_gap(warehouse, "fail")
+    assert tbl.latest_snapshot().last_overwrite_id == 3  # type: ignore[union-attr]
+    for path in (warehouse / "pk" / "snapshot").glob("snapshot-*.json"):
+        data = json.loads(path.read_text())
+        del data["last_overwrite_id"]
+        path.write_text(json.dumps(data))
+    reader = tbl.stream(start=1, catch_up_after=2, on_overwrite="fail")
+    with pytest.raises(StreamError, match=r"snapshot 3 .* overwrites the table"):
+        drain(reader)
 
 
 # -- bad input -----------------------------------------------------------------------------

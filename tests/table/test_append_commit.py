@@ -480,3 +480,17 @@ def test_each_snapshot_carries_the_last_identifier_of_each_user_naming_its_commi
     tbl.commit(prepare(tbl, rows(530, 5)), commit_user="job-a", commit_identifier=2)  # 9
     assert tbl.latest_snapshot().named_commits["job-a"] == (2, 9, 8)  # type: ignore[union-attr]
     assert latest.commit_user != "job-a"
+
+
+def test_every_snapshot_names_the_last_overwrite_at_or_before_it(tbl: raylake.Table) -> None:
+    """So a reader far behind knows whether the table was overwritten since it last read
+    without reading the snapshots in between (docs/format.md)."""
+    first = tbl.latest_snapshot()
+    assert first is not None and first.last_overwrite_id == 0
+    tbl.write(rows(600, 1, DAYS[0]), mode="overwrite")
+    overwrite = tbl.latest_snapshot()
+    assert overwrite is not None and overwrite.commit_kind == "OVERWRITE"
+    tbl.write(rows(700, 1))
+    tbl.compact(full=True)
+    latest = raylake.open_table(tbl.uri).latest_snapshot()
+    assert latest is not None and latest.last_overwrite_id == overwrite.id
