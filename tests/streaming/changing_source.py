@@ -26,6 +26,27 @@ class ChangingSource(RuleBasedStateMachine):
         self.model: dict[int, int] = {}
         self.next_id = 1000  # append tables: ids are never reused
         self.version = 0
+        # Snapshot id -> the model after it, and whether it overwrote the table.
+        self.states: dict[int, tuple[dict[int, int], bool]] = {0: ({}, False)}
+
+    def record(self) -> None:
+        latest = self.source.latest_snapshot()
+        if latest is not None and latest.id not in self.states:
+            self.states[latest.id] = (dict(self.model), latest.commit_kind == "OVERWRITE")
+
+    def skipping(self, base: int) -> dict[int, int]:
+        """What a stream that skips overwrites holds, having read the whole state at
+        snapshot ``base`` and every snapshot after it: each later snapshot's changes to
+        the model, except an overwrite's."""
+        state = dict(self.states[base][0])
+        for sid in sorted(s for s in self.states if s > base):
+            before, (after, overwrote) = self.states[sid - 1][0], self.states[sid]
+            if overwrote:
+                continue
+            state.update((k, v) for k, v in after.items() if before.get(k) != v)
+            for k in before.keys() - after.keys():
+                state.pop(k, None)
+        return state
 
     def rows(self, ks: list[int]) -> pa.Table:
         self.version += 1
@@ -39,6 +60,7 @@ class ChangingSource(RuleBasedStateMachine):
         data = self.rows(ks)
         self.source.write(data)
         self.model.update(zip(ks, data.column("v").to_pylist()))
+        self.record()
 
     @precondition(lambda self: self.pk)
     @rule(ks=keys)
@@ -46,11 +68,13 @@ class ChangingSource(RuleBasedStateMachine):
         self.source.delete(pa.table({"id": ks}))
         for k in ks:
             self.model.pop(k, None)
+        self.record()
 
     @precondition(lambda self: self.pk)
     @rule(full=st.booleans())
     def compact(self, full: bool) -> None:
         self.source.compact(full=full)
+        self.record()
 
     @rule(retain=st.integers(1, 3))
     def expire(self, retain: int) -> None:
@@ -63,3 +87,4 @@ class ChangingSource(RuleBasedStateMachine):
         data = self.rows(ks)
         self.source.write(data, mode="overwrite")
         self.model = dict(zip(ks, data.column("v").to_pylist()))
+        self.record()
