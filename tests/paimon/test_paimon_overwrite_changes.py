@@ -273,9 +273,10 @@ def test_a_catch_up_over_a_changed_bucket_count_compares_whole_partitions(
 
 
 def test_a_catch_up_over_overwrites_lets_on_overwrite_decide() -> None:
-    """Paimon snapshots do not name their last overwrite: a stream far behind that skips
-    or fails on overwrites reads the commit kinds in between and then the snapshots one
-    by one where one overwrote (snapshots 3, 5 and 6 of the fixture)."""
+    """Paimon snapshots do not name their last overwrite: a stream far behind that fails
+    on overwrites reads the commit kinds in between, and then the snapshots one by one
+    where one overwrote (snapshots 3, 5 and 6 of the fixture); one that skips them
+    reads every snapshot on its own, as Paimon's streams do."""
     tbl = _table("pk_overwrite")
 
     def plans(mode: str) -> Any:

@@ -30,9 +30,14 @@ class ChangingSource(RuleBasedStateMachine):
         self.states: dict[int, tuple[dict[int, int], bool]] = {0: ({}, False)}
 
     def record(self) -> None:
+        """The model after each snapshot a change made (a write may be followed by a
+        compaction the table chose: the same rows)."""
         latest = self.source.latest_snapshot()
-        if latest is not None and latest.id not in self.states:
-            self.states[latest.id] = (dict(self.model), latest.commit_kind == "OVERWRITE")
+        if latest is None:
+            return
+        for sid in range(max(self.states) + 1, latest.id + 1):
+            kind = self.source.snapshot(sid).commit_kind
+            self.states[sid] = (dict(self.model), kind == "OVERWRITE")
 
     def skipping(self, base: int) -> dict[int, int]:
         """What a stream that skips overwrites holds, having read the whole state at
