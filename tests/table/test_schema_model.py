@@ -183,7 +183,7 @@ class SchemaMachine(RuleBasedStateMachine):
     @rule(keys=st.lists(st.integers(0, 7), min_size=1, max_size=3))
     def delete(self, keys: list[int]) -> None:
         assert isinstance(self.rows, dict)
-        present = [k for k in keys if k in self.rows]
+        present = [k for k in dict.fromkeys(keys) if k in self.rows]  # (a key given twice)
         snap = self.tbl.delete(pa.table({"k": pa.array(keys, pa.int32())}))
         for k in present:
             del self.rows[k]
