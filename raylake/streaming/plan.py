@@ -170,11 +170,12 @@ class StreamPlanner:
         no longer has, so the net changes of a later gap, the difference of the table's
         states, need not bring it to where its snapshots one by one would: a key
         inserted and deleted in the gap stays at the value it had before the overwrite.
-        Such a stream catches up only where the table was never overwritten."""
-        if self.on_overwrite == "skip" and self.ts.primary_key:
-            if latest.last_overwrite_id != 0:  # (None: not known)
+        Such a stream catches up only where the table was never overwritten. (Of an
+        append table it catches up as before: an overwrite in the gap removed files.)"""
+        if self.on_overwrite == "skip":
+            if self.ts.primary_key and latest.last_overwrite_id != 0:  # (None: not known)
                 return None
-        elif self.on_overwrite != "refresh" and self._overwritten(last_read, latest):
+        elif self.on_overwrite == "fail" and self._overwritten(last_read, latest):
             return None
         # Read one by one (or planned again after a failure), the snapshots keep their
         # own schemas, not the latest one: a column deleted since would be missing.
