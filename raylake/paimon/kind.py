@@ -336,6 +336,10 @@ class PaimonPrimaryKeyKind(_PaimonKind):
         # versions override: only the key and the partition decide before the merge.
         return filter_on_columns(filter, {*self.ts.primary_key, *self.ts.partition_keys})
 
+    @property
+    def changes_are_state_differences(self) -> bool:
+        return True
+
     def step_needs_parent(self) -> bool:
         from raylake.paimon.changes import deltas_need_both_ends
 

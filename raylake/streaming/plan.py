@@ -173,7 +173,8 @@ class StreamPlanner:
         Such a stream catches up only where the table was never overwritten. (Of an
         append table it catches up as before: an overwrite in the gap removed files.)"""
         if self.on_overwrite == "skip":
-            if self.ts.primary_key and latest.last_overwrite_id != 0:  # (None: not known)
+            diverges = self._kind.changes_are_state_differences
+            if diverges and latest.last_overwrite_id != 0:  # (None: not known)
                 return None
         elif self.on_overwrite == "fail" and self._overwritten(last_read, latest):
             return None

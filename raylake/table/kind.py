@@ -164,6 +164,13 @@ class TableKind(ABC):
         return False
 
     @property
+    def changes_are_state_differences(self) -> bool:
+        """Whether a range's changes are the difference of the table's merged states at
+        its ends (a primary-key table's), so that they bring a reader to the end state
+        only from the start state; else they are the rows added and removed."""
+        return False
+
+    @property
     def changelog_at_compaction(self) -> bool:
         """Whether a COMPACT snapshot may hold changes (changelog files written at
         compaction); otherwise a stream delivers nothing for it."""

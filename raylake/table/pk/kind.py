@@ -102,6 +102,10 @@ class PrimaryKeyKind(TableKind):
     def read_changes(self, ctx: ChangeReadContext, split: ChangeSplit) -> Iterator[pa.RecordBatch]:
         return changes.read_changes(ctx, split)
 
+    @property
+    def changes_are_state_differences(self) -> bool:
+        return True
+
     def step_needs_parent(self) -> bool:
         # Without a changelog, one snapshot's changes are a diff against its parent.
         return self.ts.table_options.changelog_producer == "none"
