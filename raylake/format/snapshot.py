@@ -29,6 +29,8 @@ logger = logging.getLogger(__name__)
 SNAPSHOT_DIR = "snapshot"
 LATEST_HINT = f"{SNAPSHOT_DIR}/LATEST"
 _SNAPSHOT_NAME = re.compile(r"^snapshot-(\d+)\.json$")
+# Listings in a row whose newest snapshot expired before it was read (listed_latest).
+_RELISTS = 100
 
 CommitKind = Literal["APPEND", "OVERWRITE", "COMPACT"]
 COMMIT_KINDS: tuple[str, ...] = ("APPEND", "OVERWRITE", "COMPACT")
@@ -211,12 +213,24 @@ class SnapshotManager:
         if found is not None and hint_commit and found.commit_id != hint_commit:
             found = None  # another commit at the hint's id: a stray, below the latest
         if found is None:  # no hint, or it names an expired snapshot (or a stray): list
-            ids = self.snapshot_ids()
-            return self.get(ids[-1]) if ids else None
+            return self.listed_latest()
         while following is not None:
             found = following
             following = self.read_if_present(found.id + 1)
         return found
+
+    def listed_latest(self) -> Snapshot | None:
+        """The snapshot with the largest id listed. Newer commits can make it old and an
+        expiration remove it between the listing and the read: then a newer one exists,
+        so list again (each time means commits landed; the bound only guards a bug)."""
+        for _ in range(_RELISTS):
+            ids = self.snapshot_ids()
+            if not ids:
+                return None
+            found = self.read_if_present(ids[-1])
+            if found is not None:
+                return found
+        return self.get(ids[-1])  # names what exists
 
     def read_if_present(self, snapshot_id: int) -> Snapshot | None:
         """Snapshot ``snapshot_id``, or None if it does not exist (yet, or any more)."""

@@ -77,8 +77,7 @@ def held_by_latest(snapshots: SnapshotManager, ts: TableSchema, snap: Snapshot) 
         return False  # nothing of its own to look for
     # The listing's newest, not the hint's: a stray lies below a newer snapshot, while
     # the hint, or a snapshot made again, can lead to one (docs/format.md 6.6).
-    ids = snapshots.snapshot_ids()
-    latest = snapshots.read_if_present(ids[-1]) if ids else None
+    latest = snapshots.listed_latest()
     if latest is None:
         return False
     live = live_files_of(snapshots.file_io, latest.base_manifests, ts, ())
