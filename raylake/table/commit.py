@@ -32,6 +32,7 @@ from raylake.errors import (
     CommitStateUnknownError,
     CorruptMetadataError,
     FilterError,
+    SnapshotExpiredError,
     UnsafeCommitError,
 )
 from raylake.expr import AlwaysTrue, Expr, bind, referenced_columns, to_arrow
@@ -107,7 +108,10 @@ class Committer:
         commit_id = uuid.uuid4().hex
         for attempt in range(self.max_retries):
             latest = self.snapshots.latest()
-            done = already_committed(self.snapshots, self.ts, request, user, latest)
+            try:
+                done = already_committed(self.snapshots, self.ts, request, user, latest)
+            except SnapshotExpiredError:
+                continue  # newer commits landed and an expiration removed what it read
             if done is not None:
                 _ready(request)
                 drop_unused_files(self.file_io, self.ts, request, user, done)

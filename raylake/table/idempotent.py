@@ -32,7 +32,8 @@ def already_committed(
 
     Where an expiration removed snapshots after the base, the commit may be one of them:
     it happened if a file it adds is live in the oldest snapshot left (file names are
-    unique), and that snapshot, which holds it, is returned."""
+    unique), and that snapshot, which holds it, is returned. SnapshotExpiredError where
+    that snapshot is expired too before its files are read."""
     if request.commit_identifier is None or latest is None:
         return None
     base = request.base_snapshot_id or 0
@@ -44,7 +45,10 @@ def already_committed(
     added = {f.path for m in request.messages for f in m.new_files}
     if oldest.id == base + 1 or not added:
         return None  # every snapshot after the base looked at (or nothing to look for)
-    live = live_files_of(snapshots.file_io, oldest.base_manifests, ts, ())
+    # An expiration can remove it, and its manifests, once newer snapshots land:
+    # SnapshotExpiredError, and the committer looks again from the latest.
+    with snapshots.reading(oldest.id):
+        live = live_files_of(snapshots.file_io, oldest.base_manifests, ts, ())
     if added.isdisjoint(live.column("path").to_pylist()):
         return None
     logger.info(
