@@ -327,14 +327,27 @@ class SnapshotManager:
         # A snapshot file absent after a create that may have been carried out may have
         # been expired since, where a newer snapshot exists: made again, it would be a
         # stray below the history, and a slow commit's parent check would pass on it.
+        # Another commit's file found there may be a stray made after that expiration.
         created = self.file_io.create_if_absent(
             snapshot_path(snap.id),
             snap.to_bytes(),
             gone_since=lambda: max(self.snapshot_ids(), default=0) > snap.id,
+            replaced_since=lambda held: self._replaced_since(snap.id, held),
         )
         if created and (then is None or then()):
             self._write_hint(snap)
         return created
+
+    def _replaced_since(self, snapshot_id: int, held: bytes) -> bool:
+        """Whether ``held``, another commit's snapshot found at an id a create may have
+        taken before its answer was lost, may be a stray created after an expiration
+        deleted the first snapshot made there (docs/format.md 6.6): not where the next
+        snapshot was made on it, nor where none is newer (expiration keeps the latest)."""
+        found = self._parse(snapshot_id, held)
+        child = self.read_if_present(snapshot_id + 1)
+        if child is not None:
+            return child.parent_commit_id not in ("", found.commit_id)
+        return max(self.snapshot_ids(), default=0) > snapshot_id
 
     def read_hint(self) -> int | None:
         """The id the ``LATEST`` hint names (it may lag behind, never run ahead), or None."""

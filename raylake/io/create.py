@@ -35,6 +35,7 @@ def create_checked(
     *,
     final_exists: bool,
     gone_since: Callable[[], bool] | None = None,
+    replaced_since: Callable[[bytes], bool] | None = None,
 ) -> bool:
     """True where the file holds ``data`` because of this call, False where another
     writer's file is there. ``create_once`` tries the create once (False: exists);
@@ -44,6 +45,9 @@ def create_checked(
     may have been created and deleted since (a snapshot file that an expiration
     removed): it is then neither created again, which would bring back a file the
     store deleted, nor taken as another writer's, and the outcome is unknown.
+    ``replaced_since(held)``: the same where the file found holds another writer's bytes,
+    which may have been created after this call's file was deleted (a slow commit's
+    snapshot at an id that expiration freed).
 
     Raises StorageRetriesExhaustedError where every try failed and the file is absent
     (it was not created), CommitStateUnknownError where that cannot be told.
@@ -61,8 +65,8 @@ def create_checked(
             error = exc
             logger.info("create of %s failed (%r); reading it back", path, exc)
         held = read_back()
-        if held is not None and held is not UNREADABLE:
-            return held == data
+        if isinstance(held, bytes):
+            return _held_is_ours(held, data, replaced_since, path, attempt + 1, error)
         if _may_be_gone(gone_since):  # a try again could bring a deleted file back
             raise CommitStateUnknownError(path, attempt + 1, error or FileExistsError(path))
         if held is UNREADABLE:
@@ -78,17 +82,37 @@ def create_checked(
     if held is None:
         assert error is not None
         raise StorageRetriesExhaustedError("create", path, policy.max_attempts, error)
-    if held is UNREADABLE:
+    if not isinstance(held, bytes):  # UNREADABLE
         raise CommitStateUnknownError(path, policy.max_attempts, error)
-    return held == data
+    return _held_is_ours(held, data, replaced_since, path, policy.max_attempts, error)
+
+
+def _held_is_ours(
+    held: bytes,
+    data: bytes,
+    replaced_since: Callable[[bytes], bool] | None,
+    path: str,
+    attempts: int,
+    error: BaseException | None,
+) -> bool:
+    """After a try that may have created the file: True where it holds ``data``, False
+    where another writer's file is there; unknown where that one may have replaced ours."""
+    if held == data:
+        return True
+    if replaced_since is not None and _may(lambda: replaced_since(held)):
+        raise CommitStateUnknownError(path, attempts, error or FileExistsError(path))
+    return False
 
 
 def _may_be_gone(gone_since: Callable[[], bool] | None) -> bool:
     """``gone_since()``, True where it cannot be told (its look failed too)."""
-    if gone_since is None:
-        return False
+    return gone_since is not None and _may(gone_since)
+
+
+def _may(look: Callable[[], bool]) -> bool:
+    """``look()``, True where it cannot be told (the look failed too)."""
     try:
-        return gone_since()
+        return look()
     except Exception:
         logger.info("could not tell whether the file was deleted since", exc_info=True)
         return True

@@ -300,7 +300,12 @@ class FileIO:
             self._call("write", rel, lambda: self.fs.pipe_file(path, data))
 
     def create_if_absent(
-        self, rel: str, data: bytes, *, gone_since: Callable[[], bool] | None = None
+        self,
+        rel: str,
+        data: bytes,
+        *,
+        gone_since: Callable[[], bool] | None = None,
+        replaced_since: Callable[[bytes], bool] | None = None,
     ) -> bool:
         """Atomically create a file with ``data`` unless it exists; True if this call did.
 
@@ -319,7 +324,8 @@ class FileIO:
         unique: a snapshot holds its commit id). Absent, the create is tried again,
         up to the retry bound. Raises :class:`CommitStateUnknownError` where, after the
         bound, the store could not be read to tell, or where ``gone_since`` says that a
-        file found absent after such a try may have been created and deleted since.
+        file found absent after such a try may have been created and deleted since, or
+        ``replaced_since`` that another writer's file found there may have replaced it.
         """
         path = self.full_path(rel)
         self.makedirs(posixpath.dirname(rel))
@@ -332,6 +338,7 @@ class FileIO:
                 self.retry_policy,
                 final_exists=not self.client_retries,
                 gone_since=gone_since,
+                replaced_since=replaced_since,
             )
 
     def _create_once(self, path: str, data: bytes) -> bool:
