@@ -345,9 +345,13 @@ class SnapshotManager:
         snapshot was made on it, nor where none is newer (expiration keeps the latest)."""
         found = self._parse(snapshot_id, held)
         child = self.read_if_present(snapshot_id + 1)
-        if child is not None:
-            return child.parent_commit_id not in ("", found.commit_id)
-        return max(self.snapshot_ids(), default=0) > snapshot_id
+        if child is None and max(self.snapshot_ids(), default=0) > snapshot_id:
+            # Newer ones were listed, so the next one existed by then: made since the
+            # first look (a race lost to a busy table), or expired since (unknown).
+            child = self.read_if_present(snapshot_id + 1)
+            if child is None:
+                return True
+        return child is not None and child.parent_commit_id not in ("", found.commit_id)
 
     def read_hint(self) -> int | None:
         """The id the ``LATEST`` hint names (it may lag behind, never run ahead), or None."""

@@ -8,6 +8,8 @@ history (the next commit was made on it) and named that manifest, so every read 
 table failed. CI's faulted S3 run (three writers, an expirer keeping only the latest)
 found this. The interleaving is forced here, not timed: the read back waits for the
 next commit, the expiration and the stray, and the slow writer waits on an event.
+The look that tells such a stray apart must not mistake a busy table for an expiration
+(a CI rehearsal of the first fix found that with processes appending at once).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import pytest
 
 import raylake
 from raylake.errors import CommitLineageUnknownError
+from raylake.format.snapshot import Snapshot, SnapshotManager
 from raylake.io import FileIO
 from raylake.table.commit import CommitRequest, Committer
 from raylake.testing.faults import FaultPlan, FaultRule
@@ -95,4 +98,59 @@ def test_a_lost_create_whose_snapshot_was_replaced_by_a_stray_is_not_taken_as_lo
         *range(0, 10),
         *range(100, 110),
         *range(200, 210),
+    ]
+
+
+def test_a_create_that_lost_its_race_to_a_busy_table_tries_the_next_id(
+    faulty: LocalS3Server, storage_options: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another writer takes snapshot 2 first; on S3 the committer reads it back, and looks
+    at snapshot 3 to tell whether that one may be a stray. Snapshot 3 is absent at that
+    look, then two more commits land before the listing: 3 was made since, on the winner
+    (was: taken for expired, and the commit reported unknown with nothing wrong)."""
+    uri = f"s3://{faulty.create_bucket()}/t"
+    tbl = raylake.create_table(uri, SCHEMA, storage_options=storage_options)
+    tbl.write(_ids(0))  # snapshot 1
+    winner = raylake.open_table(uri, storage_options=storage_options)
+    busy = raylake.open_table(uri, storage_options=storage_options)
+    writer = tbl.new_writer()
+    writer.write(_ids(100))
+    looked = SnapshotManager.read_if_present
+    after_read_back = threading.Event()
+
+    def first_look_misses(self: SnapshotManager, snapshot_id: int) -> Snapshot | None:
+        found = looked(self, snapshot_id)
+        if snapshot_id == 3 and after_read_back.is_set():
+            after_read_back.clear()
+            busy.write(_ids(200))  # snapshots 3 and 4, made just after the look
+            busy.write(_ids(300))
+        return found
+
+    read_back = FileIO._read_back
+
+    def reading_back(self: FileIO, rel: str) -> bytes | object | None:
+        held = read_back(self, rel)
+        after_read_back.set()
+        return held
+
+    takes_id_2 = threading.Event()
+
+    def winner_first() -> None:
+        if not takes_id_2.is_set():
+            takes_id_2.set()
+            winner.write(_ids(400))  # snapshot 2, before this commit's create of it
+
+    monkeypatch.setattr(SnapshotManager, "read_if_present", first_look_misses)
+    monkeypatch.setattr(FileIO, "_read_back", reading_back)
+    request = CommitRequest(writer.prepare_commit(), before_create=winner_first)
+    snap = Committer(tbl.file_io, tbl.table_schema).commit(request)
+
+    assert takes_id_2.is_set() and not after_read_back.is_set()  # it happened
+    assert snap.id == 5 and snap.parent_id == 4
+    assert rows_of(raylake.open_table(uri, storage_options=storage_options), "id") == [
+        *range(0, 10),
+        *range(100, 110),
+        *range(200, 210),
+        *range(300, 310),
+        *range(400, 410),
     ]
