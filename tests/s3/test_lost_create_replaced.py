@@ -37,6 +37,15 @@ def _ids(start: int) -> pa.Table:
     return pa.table({"id": pa.array(range(start, start + 10), pa.int64())})
 
 
+def _table_at_snapshot_1(
+    server: LocalS3Server, storage_options: dict[str, Any]
+) -> tuple[str, raylake.Table]:
+    uri = f"s3://{server.create_bucket()}/t"
+    tbl = raylake.create_table(uri, SCHEMA, storage_options=storage_options)
+    tbl.write(_ids(0))
+    return uri, tbl
+
+
 @pytest.fixture
 def faulty(s3_server: LocalS3Server) -> Iterator[LocalS3Server]:
     yield s3_server
@@ -46,9 +55,7 @@ def faulty(s3_server: LocalS3Server) -> Iterator[LocalS3Server]:
 def test_a_lost_create_whose_snapshot_was_replaced_by_a_stray_is_not_taken_as_lost(
     faulty: LocalS3Server, storage_options: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    uri = f"s3://{faulty.create_bucket()}/t"
-    tbl = raylake.create_table(uri, SCHEMA, storage_options=storage_options)
-    tbl.write(_ids(0))  # snapshot 1
+    uri, tbl = _table_at_snapshot_1(faulty, storage_options)
     other = raylake.open_table(uri, storage_options=storage_options)
 
     # The slow writer reads snapshot 1 as the latest, then waits before its create of 2.
@@ -108,9 +115,7 @@ def test_a_create_that_lost_its_race_to_a_busy_table_tries_the_next_id(
     at snapshot 3 to tell whether that one may be a stray. Snapshot 3 is absent at that
     look, then two more commits land before the listing: 3 was made since, on the winner
     (was: taken for expired, and the commit reported unknown with nothing wrong)."""
-    uri = f"s3://{faulty.create_bucket()}/t"
-    tbl = raylake.create_table(uri, SCHEMA, storage_options=storage_options)
-    tbl.write(_ids(0))  # snapshot 1
+    uri, tbl = _table_at_snapshot_1(faulty, storage_options)
     winner = raylake.open_table(uri, storage_options=storage_options)
     busy = raylake.open_table(uri, storage_options=storage_options)
     writer = tbl.new_writer()
