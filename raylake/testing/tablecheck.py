@@ -58,9 +58,10 @@ def inspect_table(uri: str, storage_options: Any = None) -> TableState:
     for snap in tbl.snapshots():
         state.snapshot_ids.append(snap.id)
         state.commit_ids[snap.id] = snap.commit_id
-        if snap.id not in history:
+        in_history = snap.id in history
+        if not in_history:
             state.strays.append(snap.id)
-        named = state.referenced if snap.id in history else state.stray_referenced
+        named = state.referenced if in_history else state.stray_referenced
         # The files a snapshot needs: the live files of its base, the files its delta
         # and changelog add (the files its delta deletes may be gone).
         for metas in (snap.base_manifests, snap.delta_manifests, snap.changelog_manifests):
@@ -68,7 +69,7 @@ def inspect_table(uri: str, storage_options: Any = None) -> TableState:
             try:
                 entries = read_entries(file_io, metas, ts, ())
             except CorruptMetadataError as exc:
-                if snap.id in history:
+                if in_history:
                     state.errors.append(f"snapshot {snap.id}: {exc}")
                 continue
             named |= set(live_files(entries).column("path").to_pylist())
