@@ -371,26 +371,30 @@ def commit_or_abort(
     kind_of(ts).after_commit(file_io, list(request.messages))
     for message in request.messages:
         if not message.is_empty:  # the message objects remember it (and copies made later)
-            object.__setattr__(message, COMMITTED_AS, snapshot.id)
+            object.__setattr__(message, COMMITTED_AS, (snapshot.id, *_name(request)))
     return snapshot
+
+
+def _name(request: CommitRequest) -> tuple[str, int | None]:
+    return (request.commit_user, request.commit_identifier)
 
 
 def _refuse_committed(request: CommitRequest) -> None:
     """Messages this process committed already are refused: their files are live, and
-    a second snapshot naming them would read every row twice. A retry that names its
-    commit (``commit_user`` and ``commit_identifier``) returns the first snapshot
-    instead. Copies made before the commit, in other processes, are not seen: naming the
-    commit is what makes a retry safe there (docs/reliability.md)."""
-    if request.commit_identifier is not None:
-        return
+    a second snapshot naming them would read every row twice. A retry that names the
+    commit as it was first named (the same ``commit_user`` and ``commit_identifier``)
+    returns the first snapshot instead; under another name, or none, it is refused like
+    any other. Copies made before the commit, in other processes, are not seen: naming
+    the commit is what makes a retry safe there (docs/reliability.md)."""
     done = [getattr(m, COMMITTED_AS, None) for m in request.messages]
-    committed = sorted({d for d in done if d is not None})
-    if committed:
+    again = [d for d in done if d is not None and (d[2] is None or d[1:] != _name(request))]
+    if again:
+        first = min(d[0] for d in again)
         raise CommitFailedError(
-            f"{sum(d is not None for d in done)} of these commit messages were committed "
-            f"already, as snapshot {committed[0]}: committing them again would add their "
-            "files a second time; give commit_user and commit_identifier to make a "
-            "retry return the snapshot that committed them"
+            f"{len(again)} of these commit messages were committed already, as snapshot "
+            f"{first}: committing them again would add their files a second time; a retry "
+            "returns the snapshot that committed them only where the first commit was "
+            "named (commit_user and commit_identifier) and the retry gives the same name"
         )
 
 

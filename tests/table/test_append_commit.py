@@ -318,6 +318,25 @@ def test_messages_committed_already_are_refused(tbl: Table) -> None:
     assert tbl.to_arrow(filter="id >= 500").column("id").to_pylist() == list(range(500, 505))
 
 
+@pytest.mark.parametrize(
+    ("first_name", "retry_name"),
+    [((), ("job", 7)), (("job", 7), ("job", 8)), (("job", 7), ("other", 7)), (("job", 7), ())],
+)
+def test_messages_committed_already_are_refused_under_another_name(
+    tbl: Table, first_name: tuple[str, int] | tuple[()], retry_name: tuple[str, int] | tuple[()]
+) -> None:
+    """A name given only at the retry does not make it one (was: a new commit_identifier
+    committed the same files again, and every row was read twice)."""
+    messages = prepare(tbl, rows(500, 5))
+    name = dict(zip(("commit_user", "commit_identifier"), first_name))
+    first = tbl.commit(messages, **name)
+    retry = dict(zip(("commit_user", "commit_identifier"), retry_name))
+    with pytest.raises(CommitFailedError, match=f"committed already, as snapshot {first.id}"):
+        tbl.commit(messages, **retry)
+    assert tbl.latest_snapshot() == first
+    assert tbl.count() == 35
+
+
 def test_a_retry_that_rewrote_its_data_deletes_the_new_files_at_once(tbl: Table) -> None:
     first = tbl.commit(prepare(tbl, rows(500, 5)), commit_user="etl-job", commit_identifier=9)
     rewritten = prepare(tbl, rows(500, 5))  # the retried task wrote its output again
