@@ -3,7 +3,7 @@ committed (a wrong one commits nothing and leaves the written files for a correc
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from raylake.arguments import integer
@@ -21,18 +21,31 @@ from raylake.table.written_partitions import (
 )
 
 
-def check_rows_inside(writer: Any, ts: TableSchema, expr: Expr) -> None:
+def check_rows_inside(
+    partitions: Iterable[tuple[Any, ...]], ts: TableSchema, expr: Expr, *, where: str = "data"
+) -> None:
     """A partition overwrite may not write rows outside the partitions it replaces."""
     from raylake.expr import bind, evaluate_python
 
     bound = bind(expr, ts.partition_schema)
-    for partition in writer.partitions():
+    for partition in partitions:
         row = dict(zip(ts.partition_keys, partition))
         if not evaluate_python(bound, row):
             raise UnsupportedOperationError(
-                f"overwrite_filter {expr} replaces only some partitions, but the data has rows "
-                f"in partition {row}; nothing was committed"
+                f"overwrite_filter {expr} replaces only some partitions, but the {where} has "
+                f"rows in partition {row}; nothing was committed"
             )
+
+
+def check_messages_inside(
+    messages: Sequence[CommitMessage], ts: TableSchema, overwrite: object
+) -> None:
+    """The same for a commit of writers' messages (Ray, Spark, ``Table.commit``): the
+    partitions their new files lie in. Refused before anything is committed, with the
+    files left for a corrected call."""
+    if isinstance(overwrite, Expr) and not isinstance(overwrite, AlwaysTrue):
+        written = dict.fromkeys(f.partition for m in messages for f in m.new_files)
+        check_rows_inside(written, ts, overwrite, where="messages' data")
 
 
 def messages_arg(messages: Any) -> list[CommitMessage]:

@@ -21,7 +21,13 @@ from raylake.io import FileIO
 from raylake.table.args import file_prefix_arg, properties_arg, snapshot_id_arg
 from raylake.table.changes_scan import ChangesScan, changes_scan
 from raylake.table.commit import commit_or_abort
-from raylake.table.commit_args import check_commit_args, commit_request, messages_arg, overwrite_arg
+from raylake.table.commit_args import (
+    check_commit_args,
+    check_messages_inside,
+    commit_request,
+    messages_arg,
+    overwrite_arg,
+)
 from raylake.table.consumer_reset import reset_consumer
 from raylake.table.evolve import UpdateSchema
 from raylake.table.kind import TableKind, kind_of
@@ -179,6 +185,7 @@ class Table(TableReads):
         overwrite = overwrite_arg(
             mode, overwrite_filter, self.table_schema, partition_overwrite_mode
         )
+        check_messages_inside(messages, self.table_schema, overwrite)
         request = commit_request(
             messages,
             overwrite,

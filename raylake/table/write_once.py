@@ -44,7 +44,7 @@ def write_once(
         with writing(target.new_writer()) as writer:
             writer.write(data)
             if overwrite_filter is not None and isinstance(overwrite, Expr):
-                check_rows_inside(writer, target.table_schema, overwrite)
+                check_rows_inside(writer.partitions(), target.table_schema, overwrite)
             messages = writer.prepare_commit()
     except OSError as exc:  # the writer deleted what it wrote
         raise_named(tbl.file_io, exc)

@@ -145,6 +145,8 @@ def test_commit_overwrite_filter_errors_keep_the_files_for_the_corrected_commit(
         ({"overwrite_filter": "dt = 'a'"}, UnsupportedOperationError),  # mode append
         ({"mode": "overwrite", "overwrite_filter": "id = 1"}, FilterError),
         ({"mode": "overwrite", "overwrite_filter": "dt = ("}, FilterError),
+        # the rows lie in 2024-01-01: replacing another day would add them outside it
+        ({"mode": "overwrite", "overwrite_filter": "dt = '2024-01-02'"}, UnsupportedOperationError),
     ]:
         with pytest.raises(error):
             tbl.commit(messages, **kwargs)  # type: ignore[arg-type]
