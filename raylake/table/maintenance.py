@@ -13,9 +13,10 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
+from urllib.parse import quote
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -253,9 +254,9 @@ def remove_orphan_files(
     other files beside a table are not its orphans.
     """
     cutoff = cutoff_millis(older_than, _now_millis())
-    levels = len(load_schema(file_io).partition_keys)  # immutable: every file's depth
+    keys = load_schema(file_io).partition_keys  # immutable: every data file's directories
     # List files before reading snapshots: a file committed in between is then referenced.
-    listed = _old_files(file_io, cutoff, levels)
+    listed = _old_files(file_io, cutoff, keys)
     if not listed:
         return OrphanResult((), dry_run)
     referenced = _referenced_paths(file_io)
@@ -267,7 +268,7 @@ def remove_orphan_files(
     return OrphanResult(tuple(orphans), dry_run)
 
 
-def _old_files(file_io: FileIO, cutoff: int, partition_levels: int) -> list[str]:
+def _old_files(file_io: FileIO, cutoff: int, partition_keys: Sequence[str]) -> list[str]:
     """Candidate paths modified before the cutoff; a file without an mtime is kept (unknown age)."""
     found: list[tuple[str, float | None]] = []
     for rel_dir in _REFERENCED_DIRS:
@@ -285,7 +286,7 @@ def _old_files(file_io: FileIO, cutoff: int, partition_levels: int) -> list[str]
     return stale + [
         p
         for p, mtime in found
-        if mtime is not None and mtime * 1000 < cutoff and is_raylake_file(p, partition_levels)
+        if mtime is not None and mtime * 1000 < cutoff and is_raylake_file(p, partition_keys)
     ]
 
 
@@ -298,15 +299,17 @@ _OWN_NAMES = {
     MANIFEST_DIR: re.compile(r"manifest-[0-9a-f]{32}\.parquet|.+\.[0-9a-f]{32}\.tmp"),
 }
 _TMP_NAME = re.compile(r".+\.[0-9a-f]{32}\.tmp")
-_BUCKET_DIR = re.compile(r"bucket-\d+")
+_BUCKET_DIR = re.compile(r"bucket-(0|[1-9][0-9]*)")
 
 
-def is_raylake_file(rel: str, partition_levels: int | None = None) -> bool:
+def is_raylake_file(rel: str, partition_keys: Sequence[str] | None = None) -> bool:
     """Whether ``rel`` (a path in the table) is named as raylake names the files it writes
-    there, and, given the table's number of partition columns, lies where it writes
-    them: ``data/<k=v>.../bucket-<n>/`` (writer.py's ``partition_dir``) and directly in
-    manifest/. Another table kept inside this one's directory (``allow_other_files``,
-    a table named ``data``) names its files alike, one level deeper: never ours."""
+    there, and, given the table's partition columns, lies where it writes them:
+    ``data/<key>=<value>/.../bucket-<n>/``, one directory per partition column in order
+    (writer.py's ``partition_dir``), and directly in manifest/. Another table kept
+    inside this one's directory (``allow_other_files``, a table named ``data``) names its
+    files alike, one level deeper; a user's file under a directory of another column, or
+    a bucket written ``bucket-00``, lies where raylake never writes: neither is ours."""
     top, _, rest = rel.partition("/")
     name = rel.rsplit("/", 1)[-1]
     pattern = _OWN_NAMES.get(top, _TMP_NAME)
@@ -315,13 +318,19 @@ def is_raylake_file(rel: str, partition_levels: int | None = None) -> bool:
     directories = rest.split("/")[:-1]
     if top == MANIFEST_DIR:
         return not directories
-    if top != DATA_DIR or partition_levels is None:
+    if top != DATA_DIR or partition_keys is None:
         return True
     return (
-        len(directories) == partition_levels + 1
-        and all("=" in d for d in directories[:-1])
+        len(directories) == len(partition_keys) + 1
+        and all(map(_partition_directory, directories, partition_keys))
         and _BUCKET_DIR.fullmatch(directories[-1]) is not None
     )
+
+
+def _partition_directory(directory: str, key: str) -> bool:
+    """Whether ``directory`` is named as ``partition_dir`` names one of column ``key``
+    (a name too long for a file system keeps its first 200-odd characters)."""
+    return directory.startswith(f"{quote(key, safe='')}="[:200])
 
 
 def _referenced_paths(file_io: FileIO) -> pa.Array:

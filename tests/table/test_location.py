@@ -92,6 +92,28 @@ def test_orphan_cleanup_spares_a_table_kept_inside_the_table(
     assert outer.count() == 1
 
 
+@pytest.mark.parametrize(
+    "where", ["data/q=x/bucket-0", "data/p=x/bucket-00", "data/p=x/bucket-x", "data/p=x/b/bucket-0"]
+)
+def test_orphan_cleanup_spares_raylake_names_where_raylake_never_writes(
+    tmp_path: Path, where: str
+) -> None:
+    """A file named as raylake names its data files, under a directory of a column the
+    table is not partitioned by or a bucket raylake never writes so, is a user's (was:
+    deleted as an orphan, as long as its depth was right)."""
+    schema = pa.schema([("id", pa.int64()), ("p", pa.string())])
+    tbl = raylake.create_table(str(tmp_path), schema, partition_by=["p"])
+    tbl.write(pa.table({"id": [9], "p": ["x"]}))
+    user = tmp_path / where / f"data-{'0' * 32}.parquet"
+    user.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({"id": [7]}), user)
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            _age(path)
+    assert tbl.remove_orphan_files(older_than=timedelta(days=1)).paths == ()
+    assert user.exists() and tbl.count() == 1
+
+
 def test_an_empty_directory_or_a_table_being_made_is_fine(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     raylake.create_table(str(tmp_path / "empty"), SCHEMA)
