@@ -28,7 +28,8 @@ class Samples(list):  # type: ignore[type-arg]
     through Python first sees it empty: ``torch.stack(samples)`` as a collate's first
     use raises "stack expects a non-empty TensorList"; index or iterate the list first,
     or use :func:`collate`. ``batch`` is the gathered batch in the structure ``ds[list]``
-    returns, or None when a per-sample transform makes the collated batch differ from it.
+    returns, or None when a per-sample transform makes the collated batch differ from it
+    or the list was changed (``pop``, ``sort``, ``samples[:] = ...``).
     """
 
     def __init__(self, batch: Any, n: int, make: Callable[[], list[Any]]) -> None:
@@ -59,12 +60,19 @@ class Samples(list):  # type: ignore[type-arg]
         return list, (list(super().__iter__()),)
 
 
-def _filling(name: str) -> Callable[..., Any]:
-    """``list``'s method ``name``, called on the samples made first."""
+def _filling(name: str, changes: bool) -> Callable[..., Any]:
+    """``list``'s method ``name``, called on the samples made first (its operands' too:
+    ``a + b`` and ``a == b`` read the other list's items in C). A method that
+    ``changes`` the list drops ``batch``, which no longer holds these samples."""
     method = getattr(list, name)
 
     def call(self: Samples, *args: Any, **kwargs: Any) -> Any:
         self._filled()
+        for arg in args:
+            if isinstance(arg, Samples):
+                arg._filled()
+        if changes:
+            self.batch = None
         return method(self, *args, **kwargs)
 
     call.__name__, call.__qualname__ = name, f"Samples.{name}"
@@ -74,15 +82,19 @@ def _filling(name: str) -> Callable[..., Any]:
 
 # Every list method that reads or changes the items (``len`` is known without them): on
 # a list not made yet, list's own methods would see it empty.
-_LIST_METHODS = (
+_READING = (
     "__getitem__", "__iter__", "__reversed__", "__contains__", "__repr__",
     "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__",
-    "__add__", "__mul__", "__rmul__", "__iadd__", "__imul__", "__setitem__", "__delitem__",
-    "append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse",
-    "copy", "count", "index",
+    "__add__", "__mul__", "__rmul__", "copy", "count", "index",
 )  # fmt: skip
-for _name in _LIST_METHODS:
-    setattr(Samples, _name, _filling(_name))
+_CHANGING = (
+    "__iadd__", "__imul__", "__setitem__", "__delitem__",
+    "append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse",
+)  # fmt: skip
+for _name in _READING:
+    setattr(Samples, _name, _filling(_name, changes=False))
+for _name in _CHANGING:
+    setattr(Samples, _name, _filling(_name, changes=True))
 
 
 def collate(samples: Any) -> Any:

@@ -38,6 +38,9 @@ def row_numbers(index: Any) -> np.ndarray:
             index,
             "an int, a 0-d integer tensor or array, a slice, or a sequence of ints",
         )
+    if array.dtype == np.uint64 and array.size and array.max() > np.iinfo(np.int64).max:
+        # int64 would wrap it to a negative index, read from the end of the table
+        raise IndexError(f"row index {int(array.max())} is out of range")
     return array.astype(np.int64, copy=False)
 
 

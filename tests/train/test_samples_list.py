@@ -38,6 +38,11 @@ def _imul(s: list[Any], k: int) -> list[Any]:
     return list(s)
 
 
+def _like(target: list[Any], vs: list[Any]) -> list[Any]:
+    """``vs`` as the target is: samples not made yet beside samples, a list beside a list."""
+    return Samples(None, len(vs), lambda: list(vs)) if isinstance(target, Samples) else list(vs)
+
+
 # Each operation, as a strategy of calls on a list: what the call returns.
 OPERATIONS: dict[str, st.SearchStrategy[Operation]] = {
     "len": st.just(len),
@@ -76,6 +81,12 @@ OPERATIONS: dict[str, st.SearchStrategy[Operation]] = {
     "delitem": indices.map(lambda i: lambda s: s.__delitem__(i)),
     "delitem slice": slices.map(lambda k: lambda s: s.__delitem__(k)),
     "pop at": indices.map(lambda i: lambda s: s.pop(i)),
+    # the other operand samples too: list's C code read it as empty (g(4) + g(5) == [4])
+    "add samples": few.map(lambda vs: lambda s: (s + _like(s, vs), _like(s, vs) + s)),
+    "eq samples": few.map(lambda vs: lambda s: (s == _like(s, vs), _like(s, vs) != s)),
+    "order samples": few.map(lambda vs: lambda s: (s < _like(s, vs), _like(s, vs) <= s)),
+    "iadd samples": few.map(lambda vs: lambda s: _iadd(s, _like(s, vs))),
+    "extend samples": few.map(lambda vs: lambda s: s.extend(_like(s, vs))),
 }
 
 
@@ -100,3 +111,30 @@ def test_samples_behave_as_the_list_of_their_samples(first: str, data: st.DataOb
         assert _outcome(operation, samples) == _outcome(operation, model)
         assert len(samples) == len(model)
     assert list(samples) == model
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda s: s.pop(),
+        lambda s: s.sort(reverse=True),
+        lambda s: s.reverse(),
+        lambda s: s.__setitem__(slice(None), s[:1]),
+        lambda s: s.__delitem__(0),
+        lambda s: s.append(s[0]),
+        lambda s: s.__iadd__(s[:1]),
+    ],
+)
+def test_a_changed_list_is_collated_as_it_is_now(change: Operation) -> None:
+    """``collate`` hands over the gathered batch only while the list holds its samples
+    (was: the batch as gathered, whatever a custom collate had removed or reordered)."""
+    import torch
+
+    from raylake.train.samples import collate
+
+    batch = torch.arange(4.0).reshape(4, 1)
+    samples = Samples(batch, 4, lambda: list(batch.unbind()))
+    assert collate(samples) is batch
+    change(samples)
+    assert samples.batch is None
+    assert torch.equal(collate(samples), torch.stack(list(samples)))

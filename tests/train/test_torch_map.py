@@ -123,6 +123,9 @@ def test_an_index_out_of_range_is_reported_as_given(append_table: raylake.Table)
         bad = index[-1] if isinstance(index, list) else index
         with pytest.raises(IndexError, match=f"row index {bad} is out of range for {n} rows"):
             ds[index]
+    for big in (2**63, 2**64 - 1):  # int64 wrapped it to a negative index: a row from the end
+        with pytest.raises(IndexError, match=f"row index {big} is out of range"):
+            ds[np.array([0, big], dtype=np.uint64)]
 
 
 def test_a_loaders_whole_state_is_refused_as_not_the_datasets(append_table: raylake.Table) -> None:
