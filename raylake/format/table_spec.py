@@ -33,6 +33,11 @@ _ORDERED = {
 }
 
 
+# A primary-key table's bucket count is fixed at creation; a write sizes arrays by it, so
+# a count in the billions made every write of a few rows allocate gigabytes.
+MAX_BUCKETS = 1 << 16
+
+
 @dataclass(frozen=True)
 class TableSpec:
     """The layout of a new table: partition columns, primary key, bucket count (None:
@@ -54,6 +59,13 @@ class TableSpec:
         as_int = integer(self.buckets)  # numpy's (a config read with numpy) as a Python int
         buckets = self.buckets if as_int is None else as_int
         object.__setattr__(self, "buckets", check_optional_count("buckets", buckets, 1, error))
+        if self.buckets is not None and self.buckets > MAX_BUCKETS:
+            raise error(
+                "buckets",
+                buckets,
+                f"at most {MAX_BUCKETS} (each bucket is a directory of files, and every "
+                "write counts its rows per bucket)",
+            )
         object.__setattr__(self, "options", _options(self.options))
 
     @classmethod

@@ -46,6 +46,8 @@ def test_a_spec_is_checked_normalized_and_frozen() -> None:
         ({"primary_key": [1]}, "primary_key must be a list of column names (strings)"),
         ({"buckets": 0}, "buckets must be an int >= 1 or None, got int 0"),
         ({"buckets": "2"}, "buckets must be an int >= 1 or None, got str '2'"),
+        # each write sized an array by it: 2**31 + 5 buckets, 16 GiB for a write of 3 rows
+        ({"buckets": 2**31 + 5}, "buckets must be at most 65536 (each bucket is a directory"),
         ({"options": ["a"]}, "options must be a mapping of option names to values"),
         ({"options": {"bucket": None}}, "invalid option bucket=None"),
         # A set has no order: Python iterates a set of strings differently in every
