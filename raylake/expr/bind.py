@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import math
 import re
 from typing import Any
 
@@ -72,6 +73,16 @@ def _check_range(value: int, typ: pa.DataType) -> None:
     info = np.iinfo(typ.to_pandas_dtype())
     if not info.min <= value <= info.max:
         raise _Mismatch(f"{value} is outside {typ}'s range ({info.min} to {info.max})")
+
+
+def _check_finite(raw: Any, converted: Any, typ: pa.DataType) -> None:
+    """A finite literal that a narrower float type holds only as infinity, refused as an
+    int beyond its type's range is: ``x > 1e39`` on a float32 column read ``x > inf``."""
+    with np.errstate(over="ignore"):
+        narrow = np.float32(converted) if pa.types.is_float32(typ) else converted
+        if np.isinf(narrow) and math.isfinite(float(raw)):
+            largest = float(np.finfo(typ.to_pandas_dtype()).max)
+            raise _Mismatch(f"{raw} is outside {typ}'s range (finite values up to {largest:g})")
 
 
 def _to_float(raw: Any) -> float:
@@ -291,6 +302,8 @@ def bind_literal(column: str, value: Any, typ: pa.DataType) -> pa.Scalar:
             _check_range(converted, target)
         if pa.types.is_float16(target):
             converted = half(converted)
+        if pa.types.is_float16(target) or pa.types.is_float32(target):
+            _check_finite(raw, converted, target)
         return pa.scalar(converted, type=target)
     except (ValueError, TypeError, OverflowError, ArithmeticError, pa.ArrowException) as exc:
         raise FilterError(

@@ -179,7 +179,7 @@ def _conform_column(column: pa.ChunkedArray, field: pa.Field, key: bool) -> pa.C
             # ArrowTypeError: pyarrow before 17 casts struct fields only in their order
             reason = f"of type {column.type} does not fit {field.type} without loss: {exc}"
             raise _mismatch(field, column, reason) from exc
-        overflowed = _overflowed(column, cast)
+        overflowed = made_infinite(column, cast)
         if overflowed:
             reason = (
                 f"of type {column.type} does not fit {field.type}: {overflowed} value(s) "
@@ -247,7 +247,7 @@ def _mismatch(field: pa.Field, column: pa.ChunkedArray, reason: str) -> SchemaMi
     )
 
 
-def _overflowed(before: pa.ChunkedArray, after: pa.ChunkedArray) -> int:
+def made_infinite(before: pa.ChunkedArray, after: pa.ChunkedArray) -> int:
     """How many finite floats a narrowing cast made infinite (pyarrow's safe cast checks
     integers, not floats). Rounding to the narrower float is what the column's type
     means, and a pandas float64 column written into a float32 table rounds."""

@@ -11,6 +11,7 @@ import pytest
 from raylake.errors import FilterError, UnknownColumnError
 from raylake.expr import (
     Compare,
+    Expr,
     In,
     IsNull,
     Not,
@@ -287,6 +288,9 @@ def test_unknown_column() -> None:
         ("i = true", "not a boolean"),
         ("i8 = 300", "300 is outside int8's range (-128 to 127)"),
         ("f = 'x'", "expected a number"),
+        # a float32 literal of 1e39 was inf: x > 1e39 left inf out, x <= 1e39 took it in
+        ("f32 > 1e39", "1e+39 is outside float's range (finite values up to 3.40282e+38)"),
+        ("f32 in (1, -1e308)", "-1e+308 is outside float's range"),
         ("s = 1", "expected a string"),
         ("b = 1", "true or false"),
         ("d = 'abc'", "expected a date"),
@@ -433,3 +437,17 @@ def test_half_float_columns_filter() -> None:
         got = table.filter(to_arrow(expr)).column("id").to_pylist()
         oracle = [r["id"] for r in table.to_pylist() if evaluate_python(expr, r)]
         assert got == oracle == want, text
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        parse_filter("f32 < 3.4028235e38"),
+        parse_filter("f = 1e308"),
+        col("f32") == float("inf"),
+        col("f32") > float("-inf"),
+    ],
+)
+def test_float_literals_within_range_or_infinite_are_bound(expr: Expr) -> None:
+    """The largest float32 rounds to itself, and infinity is a value of every float type."""
+    bind(expr, SCHEMA)

@@ -348,3 +348,19 @@ def test_a_clause_argument_of_the_wrong_kind_is_an_argument_error(
     with pytest.raises(InvalidArgumentError, match=message) as caught:
         build(merger)
     assert isinstance(caught.value, MergeError)
+
+
+@pytest.mark.parametrize("assign", ["s.x", "t.f * 1e39"])
+def test_an_update_beyond_a_float32_columns_range_is_refused(
+    tmp_path: Path, kind: str, assign: str
+) -> None:
+    """As a write refuses it, and an insert: a finite value that the column's type would
+    make infinite (was: an update wrote inf)."""
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("f", pa.float32())])
+    pk = {"primary_key": ["id"], "buckets": 2} if kind == "pk" else {}
+    tbl = raylake.create_table(str(tmp_path / kind), schema, **pk)
+    tbl.write(pa.table({"id": [1, 2], "f": [1.5, 2.5]}, schema=schema))
+    source = pa.table({"id": [2], "x": [1e39]})
+    merge = tbl.merge(source, on="id").when_matched_update({"f": assign})
+    refused(tbl, merge.execute, SchemaMismatchError, "'f'.*1 value.*would become infinite")
+    assert tbl.to_arrow().sort_by("id").column("f").to_pylist() == [1.5, 2.5]

@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 from raylake.errors import FilterError, MergeCardinalityError, SchemaMismatchError
 from raylake.expr.bind import bind_literal
 from raylake.expr.values import Ref, ValueExpr, evaluate, evaluate_condition, refs
+from raylake.table.conform import made_infinite
 
 _T_ROW = "__raylake_t_row__"
 _S_ROW = "__raylake_s_row__"
@@ -369,20 +370,29 @@ def assigned(name: str, value: Any, field: pa.Field) -> Any:
         value = _times_of_day(name, value, field.type)
     if value.type != field.type:
         try:
-            value = value.cast(field.type, safe=True)
+            cast = value.cast(field.type, safe=True)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-            raise SchemaMismatchError(
-                f"the value assigned to column {name!r} has type {value.type}, which does not "
-                f"fit {field.type}: {exc}; nothing was written",
-                column=name,
-                expected=field.type,
-                actual=value.type,
-            ) from None
+            raise _unfit(name, value, field, str(exc)) from None
+        overflowed = made_infinite(value, cast)  # a safe cast checks integers, not floats
+        if overflowed:
+            reason = f"{overflowed} value(s) beyond its range would become infinite"
+            raise _unfit(name, value, field, reason)
+        value = cast
     if not field.nullable and value.null_count:
         from raylake.errors import NullConstraintError
 
         raise NullConstraintError(name, value.null_count)
     return value
+
+
+def _unfit(name: str, value: Any, field: pa.Field, reason: str) -> SchemaMismatchError:
+    return SchemaMismatchError(
+        f"the value assigned to column {name!r} has type {value.type}, which does not "
+        f"fit {field.type}: {reason}; nothing was written",
+        column=name,
+        expected=field.type,
+        actual=value.type,
+    )
 
 
 def _is_text(typ: pa.DataType) -> bool:
