@@ -9,10 +9,9 @@ import pyarrow as pa
 import pytest
 
 from raylake.errors import FilterError, FilterParseError
+from raylake.expr.value_eval import evaluate, evaluate_condition
 from raylake.expr.values import (
     Ref,
-    evaluate,
-    evaluate_condition,
     parse_condition,
     parse_value,
     refs,

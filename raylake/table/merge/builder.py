@@ -24,12 +24,12 @@ from raylake.errors import (
     UnsupportedOperationError,
 )
 from raylake.expr.tree import plain_literal
+from raylake.expr.value_eval import evaluate_condition
 from raylake.expr.values import (
     Lit,
     Op,
     Ref,
     ValueExpr,
-    evaluate_condition,
     parse_condition,
     parse_value,
 )

@@ -8,7 +8,8 @@ from typing import Any
 import pyarrow as pa
 
 from raylake.errors import MergeError, SchemaMismatchError, UnknownColumnError
-from raylake.expr.values import ValueExpr, evaluate, evaluate_condition, refs
+from raylake.expr.value_eval import evaluate, evaluate_condition
+from raylake.expr.values import ValueExpr, refs
 from raylake.table.conform import _castable, _kind
 from raylake.table.merge.plan import Clause, assigned
 

@@ -24,7 +24,8 @@ import pyarrow.compute as pc
 
 from raylake.errors import FilterError, MergeCardinalityError, SchemaMismatchError
 from raylake.expr.bind import bind_literal
-from raylake.expr.values import Ref, ValueExpr, evaluate, evaluate_condition, refs
+from raylake.expr.value_eval import evaluate, evaluate_condition
+from raylake.expr.values import Ref, ValueExpr, refs
 from raylake.table.conform import made_infinite
 
 _T_ROW = "__raylake_t_row__"

@@ -1,0 +1,128 @@
+"""Evaluating value expressions (raylake/expr/values.py) over whole Arrow columns with
+pyarrow compute, under the filters' rules: SQL's three-valued logic, checked arithmetic,
+a literal in its column's type where it converts, NaN matching no ordering comparison."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from raylake.errors import FilterError
+from raylake.expr.bind import bind_literal
+from raylake.expr.values import InList, Lit, Op, Ref, Unary, ValueExpr
+
+Columns = Mapping[str, pa.Array | pa.ChunkedArray]
+
+_CMP_FUNCS = {
+    "=": pc.equal,
+    "!=": pc.not_equal,
+    "<": pc.less,
+    "<=": pc.less_equal,
+    ">": pc.greater,
+    ">=": pc.greater_equal,
+}
+_ARITH_FUNCS = {
+    "+": pc.add_checked,
+    "-": pc.subtract_checked,
+    "*": pc.multiply_checked,
+    "/": pc.divide_checked,
+}
+
+
+_ORDERING = ("<", "<=", ">", ">=")
+
+
+def _nan_unknown(result: Any, *operands: Any) -> Any:
+    """An ordering comparison with NaN is unknown (null), as filters read it: pyarrow's
+    false made ``not (t.v < 0)`` true for NaN, where the same filter selects no NaN, so
+    a merge's delete and ``Table.delete`` with one predicate took different rows."""
+    for operand in operands:
+        if pa.types.is_floating(operand.type):
+            nan = pc.fill_null(pc.is_nan(operand), False)
+            result = pc.if_else(nan, pa.scalar(None, pa.bool_()), result)
+    return result
+
+
+def evaluate(expr: ValueExpr, columns: Columns, length: int) -> pa.Array | pa.ChunkedArray:
+    """The expression's value for each of ``length`` rows; ``columns`` maps ``"t.x"``/
+    ``"s.x"`` to arrays of that length. Errors name the expression."""
+    try:
+        out = _eval(expr, columns)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+        raise FilterError(f"cannot evaluate {expr}: {exc}") from None
+    if isinstance(out, pa.Scalar):
+        return pa.array([out.as_py()] * length, type=out.type if out.is_valid else pa.null())
+    return out
+
+
+def evaluate_condition(expr: ValueExpr, columns: Columns, length: int) -> pa.Array:
+    """A boolean mask: rows where the condition is true (null counts as false, as in SQL)."""
+    out = evaluate(expr, columns, length)
+    if pa.types.is_null(out.type):
+        return pa.array([False] * length)
+    if not pa.types.is_boolean(out.type):
+        raise FilterError(f"condition {expr} is of type {out.type}, not boolean")
+    filled = pc.fill_null(out, False)
+    return filled.combine_chunks() if isinstance(filled, pa.ChunkedArray) else filled
+
+
+def _typed_literal(lit: Lit, other: Any, context: ValueExpr) -> Any:
+    """A literal as a scalar of the other operand's type where it converts (a date
+    string against a date column, an int against a float32 column)."""
+    if lit.value is None or isinstance(other, pa.Scalar) or other is None:
+        return pa.scalar(lit.value)
+    typ = other.type
+    numeric = pa.types.is_integer(typ) or pa.types.is_floating(typ)
+    if numeric and isinstance(lit.value, float) and pa.types.is_integer(typ):
+        return pa.scalar(lit.value)  # 1.5 against an int column stays a float
+    if numeric and isinstance(lit.value, bool):
+        return pa.scalar(lit.value)
+    try:
+        return bind_literal(str(context), lit.value, typ)
+    except FilterError:
+        return pa.scalar(lit.value)
+
+
+def _eval(expr: ValueExpr, columns: Columns) -> Any:
+    if isinstance(expr, Ref):
+        return columns[str(expr)]
+    if isinstance(expr, Lit):
+        return pa.scalar(expr.value)
+    if isinstance(expr, Op):
+        if expr.op in ("and", "or"):
+            fn = pc.and_kleene if expr.op == "and" else pc.or_kleene
+            return fn(_eval(expr.left, columns), _eval(expr.right, columns))
+        left = None if isinstance(expr.left, Lit) else _eval(expr.left, columns)
+        right = None if isinstance(expr.right, Lit) else _eval(expr.right, columns)
+        if isinstance(expr.left, Lit):
+            left = _typed_literal(expr.left, right, expr)
+        if isinstance(expr.right, Lit):
+            right = _typed_literal(expr.right, left, expr)
+        func = _CMP_FUNCS.get(expr.op) or _ARITH_FUNCS[expr.op]
+        if expr.op in _ORDERING:
+            return _nan_unknown(func(left, right), left, right)
+        return func(left, right)
+    if isinstance(expr, Unary):
+        operand = _eval(expr.operand, columns)
+        if expr.op == "neg":
+            return pc.negate_checked(operand)
+        if expr.op == "not":
+            return pc.invert(operand)
+        valid = pc.is_valid(operand)
+        return pc.invert(valid) if expr.op == "isnull" else valid
+    if isinstance(expr, InList):
+        operand = _eval(expr.operand, columns)
+        values = pa.array([_typed_literal(Lit(v), operand, expr).as_py() for v in expr.values])
+        values = values.cast(operand.type) if len(values) else pa.array([], operand.type)
+        found = pc.is_in(operand, value_set=values)
+        found = pc.if_else(pc.is_valid(operand), found, pa.scalar(None, pa.bool_()))
+        return pc.invert(found) if expr.negated else found
+    args = [None if isinstance(a, Lit) else _eval(a, columns) for a in expr.args]
+    typed = next((a for a in args if a is not None), None)
+    args = [
+        _typed_literal(a, typed, expr) if isinstance(a, Lit) else v for a, v in zip(expr.args, args)
+    ]
+    return pc.coalesce(*args)
