@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
@@ -48,13 +49,29 @@ def file_dataset(path: str, fmt: str = "auto", schema: pa.Schema | None = None) 
         return _dataset(path, fmt, schema)
 
 
+def _without_row_numbers(dataset: ds.Dataset) -> ds.Dataset:
+    """A Parquet file pandas wrote from a DataFrame with an unnamed index other than a
+    range (what a filter leaves): pyarrow stored it as ``__index_level_0__``. It is row
+    numbering, which ``from_pandas`` does not store either (docs/pandas.md); a named
+    index is a column and stays."""
+    index = (dataset.schema.pandas_metadata or {}).get("index_columns", [])
+    unnamed = {c for c in index if isinstance(c, str) and _ROW_NUMBERS.fullmatch(c)}
+    if not unnamed:
+        return dataset
+    kept = pa.schema([f for f in dataset.schema if f.name not in unnamed])
+    return ds.dataset(dataset.files, format="parquet", schema=kept, filesystem=dataset.filesystem)
+
+
+_ROW_NUMBERS = re.compile(r"__index_level_\d+__")
+
+
 def _dataset(path: str, fmt: str, schema: pa.Schema | None) -> ds.Dataset:
     import pyarrow.csv as pcsv
     import pyarrow.json as pjson
 
     kind = file_format(path, fmt)
     if kind == "parquet":
-        return ds.dataset(path, format="parquet")
+        return _without_row_numbers(ds.dataset(path, format="parquet"))
     if kind == "csv":
         types = None if schema is None else {f.name: csv_readable(f.type) for f in schema}
         options = pcsv.ConvertOptions(column_types=types)

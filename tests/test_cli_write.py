@@ -294,3 +294,20 @@ def test_schema_mode_merge_adds_the_columns_the_files_bring(
     tbl = raylake.open_table(uri)
     assert tbl.schema.field("score").type == pa.float64()
     assert tbl.to_arrow().sort_by("id").column("score").to_pylist() == [None] * 3 + [0.5]
+
+
+def test_a_dataframes_row_numbers_are_not_written_its_named_index_is(tmp_path: Path) -> None:
+    """pandas stores an unnamed index other than a range (what a filter leaves) as
+    ``__index_level_0__``; like ``from_pandas``, the command leaves it out (was: a
+    column of the new table, and refused as an extra one by an existing table)."""
+    import pandas as pd
+
+    df = pd.DataFrame({"id": [1, 2, 3], "v": [1.0, 2.0, 3.0]})
+    df[df.id > 1].to_parquet(tmp_path / "filtered.parquet")
+    df.set_index("id").to_parquet(tmp_path / "named.parquet")
+    uri = str(tmp_path / "t")
+    assert main(["write", uri, str(tmp_path / "filtered.parquet"), "--create"]) == 0
+    assert main(["write", uri, str(tmp_path / "named.parquet")]) == 0
+    tbl = raylake.open_table(uri)
+    assert tbl.schema.names == ["id", "v"]
+    assert sorted(tbl.to_arrow()["id"].to_pylist()) == [1, 2, 2, 3, 3]
