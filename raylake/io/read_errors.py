@@ -109,6 +109,41 @@ def reads_retried(fn: Callable[[], T], policy: RetryPolicy) -> T:
     raise AssertionError("unreachable")
 
 
+def batches_retried(
+    read: Callable[[], Iterator[pa.RecordBatch]], policy: RetryPolicy
+) -> Iterator[pa.RecordBatch]:
+    """The batches of ``read()`` (a read of data files, whose rows come in the same order
+    each time), read again from the start up to ``policy.max_attempts`` times where
+    pyarrow's S3 client failed a request without retrying it (:func:`reads_retried`);
+    the rows already handed out are skipped, so none is repeated or lost. Streamed
+    reads (``to_batches``, Ray read tasks, stream plans, a delete by keys) failed at
+    once on one such answer, which whole-table reads already retried."""
+    handed = 0
+    for attempt in range(policy.max_attempts):
+        batches = read()
+        try:
+            skip = handed
+            for batch in batches:
+                if skip and skip >= batch.num_rows:
+                    skip -= batch.num_rows
+                    continue
+                batch = batch.slice(skip) if skip else batch
+                skip = 0
+                yield batch
+                handed += batch.num_rows
+            return
+        except OSError as exc:
+            if type(exc) is not OSError or _OVERFLOWED not in str(exc):
+                raise
+            if attempt == policy.max_attempts - 1:
+                raise
+        finally:
+            close = getattr(batches, "close", None)
+            if close is not None:  # stopped early or failed: its files and threads go now
+                close()
+        policy.wait(attempt)
+
+
 def _denied(code: str, status: str | None) -> bool:
     return code in _DENIED or (code == "UNKNOWN" and status == "403")
 

@@ -23,7 +23,12 @@ from raylake.format.schema import TableSchema
 from raylake.format.schema_files import schema_by_id
 from raylake.format.snapshot import Snapshot
 from raylake.io import FileIO
-from raylake.io.read_errors import named_batches, named_store_errors, reads_retried
+from raylake.io.read_errors import (
+    batches_retried,
+    named_batches,
+    named_store_errors,
+    reads_retried,
+)
 from raylake.table.args import as_of_arg, columns_arg, datetime_millis, snapshot_id_arg
 from raylake.table.counting import count_rows
 from raylake.table.kind import kind_of
@@ -80,8 +85,10 @@ class ReadContext:
     def read_all(self, splits: Sequence[Split]) -> Iterator[pa.RecordBatch]:
         """Stream many splits; an append table's splits share one pyarrow scan (readahead).
         A read that fails after the retry bound raises StorageRetriesExhaustedError."""
-        batches = kind_of(self.table_schema).read_batches(self, splits)
-        named = named_batches(batches, self.file_io.retry_policy.max_attempts)
+        read = kind_of(self.table_schema).read_batches
+        policy = self.file_io.retry_policy
+        batches = batches_retried(lambda: read(self, splits), policy)
+        named = named_batches(batches, policy.max_attempts)
         # A worker on a machine without the table's disk: named, not a missing file.
         visible = visible_batches(self.file_io, named)
         return stale_schema_batches(self.file_io, self.table_schema, visible)
