@@ -11,6 +11,7 @@ naming the column (``check_type``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Mapping
 from typing import Any
 
@@ -159,7 +160,18 @@ def fill_scalar(dtype: pa.DataType, fill: Any) -> pa.Scalar:
         # Arrow casts an int64 to date64 and time64 but not to date32 or time32.
         storage = pa.int32() if dtype.bit_width == 32 else pa.int64()
         return pa.scalar(fill, storage).cast(dtype)
-    return pa.scalar(fill).cast(dtype)
+    filled = pa.scalar(fill).cast(dtype)
+    if pa.types.is_floating(dtype) and _made_infinite(fill, filled):
+        # Arrow's safe cast checks integers, not floats: 1e300 filled a float32 with inf
+        raise OverflowError(f"{fill!r} is beyond the range of {dtype}")
+    return filled
+
+
+def _made_infinite(fill: Any, filled: pa.Scalar) -> bool:
+    value = filled.as_py()
+    if value is None or math.isfinite(value):
+        return False
+    return isinstance(fill, (int, float, np.number)) and math.isfinite(fill)
 
 
 def check_fill_null(

@@ -307,3 +307,20 @@ def test_fit_names_a_trainer_that_is_not_one(trainer: Any) -> None:
 
     with pytest.raises(InvalidArgumentError, match="trainer must be a Ray Train trainer"):
         fit(trainer)
+
+
+@pytest.mark.parametrize(("dtype", "fill"), [(pa.float32(), 1e300), (pa.float16(), 70000.0)])
+def test_a_fill_value_beyond_a_float_columns_range_is_refused(
+    tmp_path: Path, dtype: pa.DataType, fill: float
+) -> None:
+    """As an int beyond an int column's range is (was: the nulls filled with inf);
+    infinity itself is a value of every float column."""
+    from raylake.train.torch import LakeIterableDataset
+
+    rows = pa.table({"x": pa.array([1.0, None], dtype)})
+    tbl = raylake.create_table(str(tmp_path / "t"), rows.schema)
+    tbl.write(rows)
+    with pytest.raises(InvalidArgumentError, match=r"column 'x' \((float|halffloat)\) can hold"):
+        LakeIterableDataset(tbl, columns=["x"], fill_null={"x": fill})
+    (filled,) = LakeIterableDataset(tbl, columns=["x"], shuffle=False, fill_null=float("inf"))
+    assert filled["x"].tolist() == [1.0, float("inf")]
