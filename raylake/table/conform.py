@@ -170,9 +170,14 @@ def _conform_column(column: pa.ChunkedArray, field: pa.Field, key: bool) -> pa.C
     if column.type != field.type:
         # A column without a value (empty, or all null) loses nothing in any cast pyarrow has.
         if column.null_count < len(column) and not _castable(column.type, field.type):
-            raise _mismatch(
-                field, column, f"has type {column.type}, but the table stores {_stored(field)}"
-            )
+            reason = f"has type {column.type}, but the table stores {_stored(field)}"
+            if pa.types.is_floating(column.type) and pa.types.is_integer(field.type):
+                reason += (
+                    " (floats are not truncated into integers; pandas makes an integer "
+                    "column with a missing value float64: give it the dtype 'Int64', or cast "
+                    "it)"
+                )
+            raise _mismatch(field, column, reason)
         try:
             cast = _cast(column, field.type)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
