@@ -265,6 +265,19 @@ def test_an_append_delete_or_merge_whose_data_reads_fail_names_the_tries(
     assert [s.id for s in tbl.snapshots()] == [1] and tbl.to_arrow().num_rows == 5
 
 
+def _three_upserts(
+    faulty: LocalS3Server, storage_options: dict[str, Any], buckets: int
+) -> raylake.Table:
+    """A primary-key table on the store, three overlapping upserts in it."""
+    uri = f"s3://{faulty.create_bucket()}/t"
+    tbl = raylake.create_table(
+        uri, SCHEMA, primary_key=["id"], buckets=buckets, storage_options=storage_options
+    )
+    for i in range(3):
+        tbl.write(pa.table({"id": [i, i + 1, i + 2], "v": [i] * 3}))
+    return tbl
+
+
 def test_one_error_answer_to_a_small_ranged_read_is_retried(
     faulty: LocalS3Server, storage_options: dict[str, Any]
 ) -> None:
@@ -272,12 +285,7 @@ def test_one_error_answer_to_a_small_ranged_read_is_retried(
     # pyarrow's S3 client wrote the error's XML body into that range's buffer, which
     # overflowed: INTERNAL_FAILURE "Failed to flush response stream", not retried, and one
     # 500 failed the merge ("failed after 5 tries" of "a data file", after one).
-    uri = f"s3://{faulty.create_bucket()}/t"
-    tbl = raylake.create_table(
-        uri, SCHEMA, primary_key=["id"], buckets=2, storage_options=storage_options
-    )
-    for i in range(3):
-        tbl.write(pa.table({"id": [i, i + 1, i + 2], "v": [i] * 3}))
+    tbl = _three_upserts(faulty, storage_options, buckets=2)
     faulty.set_faults(FaultPlan((FaultRule("internal", after=1, times=2, **DATA_GET),), seed=3))
     source = pa.table({"id": [1, 9], "v": [5, 5]})
     tbl.merge(source, on="id").when_matched_update().when_not_matched_insert().execute()
@@ -293,12 +301,7 @@ def test_one_error_answer_to_a_small_ranged_read_of_a_stream_is_retried(
 ) -> None:
     # The streamed reads were not retried as whole-table reads are: one 500 on a small
     # range failed them ("failed after 5 tries", after one request).
-    uri = f"s3://{faulty.create_bucket()}/t"
-    tbl = raylake.create_table(
-        uri, SCHEMA, primary_key=["id"], buckets=1, storage_options=storage_options
-    )
-    for i in range(3):
-        tbl.write(pa.table({"id": [i, i + 1, i + 2], "v": [i] * 3}))
+    tbl = _three_upserts(faulty, storage_options, buckets=1)
     expected = tbl.to_arrow()  # the files' footers cached: only the ranged reads are left
     planned = [p.to_arrow() for p in tbl.stream(start="earliest").plans(timeout=0)]
     faulty.set_faults(FaultPlan((FaultRule("internal", after=1, times=1, **DATA_GET),), seed=3))
