@@ -19,6 +19,7 @@ from raylake.errors import (
     TableLocationError,
     TableNotFoundError,
 )
+from raylake.format.manifest import MANIFEST_DIR
 from raylake.format.schema import SCHEMA_DIR, SYSTEM_PREFIX, TableSchema
 from raylake.format.schema_files import forget_schemas, schema_path
 from raylake.format.table_spec import TableSpec
@@ -31,9 +32,11 @@ from raylake.table.conform import pandas_to_arrow as dataframe_as_written
 from raylake.table.evolve import schema_mode_arg
 from raylake.table.kind import kind_of
 from raylake.table.location import check_empty_location, created_at_location, other_files
+from raylake.table.maintenance import is_raylake_file
 from raylake.table.pandas_types import pandas_to_arrow, with_index_columns
 from raylake.table.source import source_for
 from raylake.table.table import Table
+from raylake.table.writer import DATA_DIR
 from raylake.table.written_partitions import (
     PartitionOverwriteMode,
     check_dynamic_mode,
@@ -204,20 +207,40 @@ def _sink_location() -> Iterator[None]:
 
 
 def drop_new_table(tbl: Table, beside_other_files: bool = False) -> None:
-    """Remove ``tbl``, which the caller created for a write that then failed, if no
-    snapshot has landed in it: left behind, the empty table would make the corrected
-    call fail ("already exists"). Its directory held nothing before (``create_table``
-    refuses other files), so everything under it is the table's; ``beside_other_files``
-    (a table made with ``allow_other_files=True``): only its schema goes. A failure to
+    """Remove ``tbl``, which the caller created for a write that then failed (and whose
+    own files it deleted), if no snapshot has landed in it and no other writer is
+    writing into it: left behind, the empty table would make the corrected call fail
+    ("already exists"). Its directory held nothing before (``create_table`` refuses
+    other files), so everything under it is the table's; ``beside_other_files`` (a
+    table made with ``allow_other_files=True``): only its schema goes. A failure to
     remove it is logged, not raised: it must not hide the write's error.
+
+    Parallel jobs may append to a new table, each creating it or finding it created:
+    where files another writer wrote are there, the table stays (it was dropped under
+    that job, which then failed, naming a table that was there when it planned).
     """
     if tbl.latest_snapshot() is not None:
+        return
+    others = _written_by_others(tbl.file_io)
+    if others:
+        logger.info(
+            "keeping the table created at %s: another writer is writing into it (%s)",
+            tbl.uri,
+            others[0],
+        )
         return
     path = tbl.file_io.full_path(SCHEMA_DIR) if beside_other_files else tbl.file_io.root
     try:
         tbl.file_io.fs.rm(path, recursive=True)
     except OSError as exc:
         logger.warning("could not remove the table created at %s: %s", tbl.uri, exc)
+
+
+def _written_by_others(file_io: FileIO) -> list[str]:
+    """The files named as raylake's writers name theirs in a table's data and manifest
+    directories: after a failed write deleted its own, another writer's."""
+    found = file_io.list_files(DATA_DIR) + file_io.list_files(MANIFEST_DIR)
+    return [rel for rel, _ in found if is_raylake_file(rel)]
 
 
 def table_columns(schema: pa.Schema) -> pa.Schema:

@@ -289,6 +289,28 @@ def test_from_pandas_whose_rows_the_new_table_refuses_leaves_no_table(tmp_path: 
     assert raylake.from_pandas(df.head(0), str(uri), partition_by=["d"]).count() == 0
 
 
+def test_a_failed_write_keeps_the_new_table_another_writer_is_writing_into(
+    tmp_path: Path,
+) -> None:
+    """Two jobs append to a table that did not exist: the one that created it fails
+    before the other commits. Its cleanup removed the whole directory, the other job's
+    files with it (a Ray read then said the table was not there "though it was")."""
+    from raylake.table.catalog import drop_new_table
+
+    uri = str(tmp_path / "t")
+    created = raylake.create_table(uri, SCHEMA)
+    writer = raylake.open_table(uri).new_writer()  # the other job, under way
+    writer.write(pa.table({"id": [1], "dt": ["d"], "x": [1.0]}, schema=SCHEMA))
+    messages = writer.prepare_commit()
+    drop_new_table(created)  # the creator's write failed
+    assert table_exists(uri)
+    raylake.open_table(uri).commit(messages)
+    assert raylake.open_table(uri).to_arrow()["id"].to_pylist() == [1]
+    alone = str(tmp_path / "alone")
+    drop_new_table(raylake.create_table(alone, SCHEMA))  # no one else there: it goes
+    assert not Path(alone).exists()
+
+
 def test_from_pandas_with_partitions_and_options(tmp_path: Path) -> None:
     df = sample(9).to_pandas()
     tbl = raylake.from_pandas(
