@@ -53,6 +53,17 @@ def test_plans_after_a_change_carry_the_new_schema(warehouse: Path, kind: str) -
     assert rows_of(resumed.poll()) == [{"id": 4, "v2": 40, "w": "d"}]
 
 
+def test_a_reader_started_after_a_change_reads_older_snapshots_in_the_new_columns(
+    warehouse: Path,
+) -> None:
+    """A stream's columns only move forward (docs/streaming.md, "Schema changes")."""
+    tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
+    tbl.write(pa.table({"id": [1], "v": [1]}, schema=SCHEMA))
+    evolve(tbl)
+    plans = list(raylake.open_table(tbl.uri).stream(start="earliest").plans(timeout=0))
+    assert [rows_of(p) for p in plans] == [[{"id": 1, "v2": 1, "w": None}]]
+
+
 def test_a_stream_keeps_its_projection_and_filter_by_field_id(warehouse: Path) -> None:
     tbl = raylake.create_table(str(warehouse / "t"), SCHEMA, primary_key=["id"])
     tbl.write(pa.table({"id": [1, 2], "v": [1, 20]}, schema=SCHEMA))
