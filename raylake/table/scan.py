@@ -87,6 +87,7 @@ class ReadContext:
         A read that fails after the retry bound raises StorageRetriesExhaustedError."""
         read = kind_of(self.table_schema).read_batches
         policy = self.file_io.retry_policy
+        splits = list(splits)  # read again from the start on a retry: not an iterator
         batches = batches_retried(lambda: read(self, splits), policy)
         named = named_batches(batches, policy.max_attempts)
         # A worker on a machine without the table's disk: named, not a missing file.
