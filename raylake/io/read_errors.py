@@ -120,8 +120,9 @@ def batches_retried(
     once on one such answer, which whole-table reads already retried."""
     handed = 0
     for attempt in range(policy.max_attempts):
-        batches = read()
+        batches: Iterator[pa.RecordBatch] | None = None
         try:
+            batches = read()  # a read may start at once (the first pieces, read ahead)
             skip = handed
             for batch in batches:
                 if skip and skip >= batch.num_rows:
@@ -138,7 +139,7 @@ def batches_retried(
             if attempt == policy.max_attempts - 1:
                 raise
         finally:
-            close = getattr(batches, "close", None)
+            close = None if batches is None else getattr(batches, "close", None)
             if close is not None:  # stopped early or failed: its files and threads go now
                 close()
         policy.wait(attempt)

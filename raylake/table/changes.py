@@ -18,6 +18,7 @@ The table kind decides how changes are found (``TableKind.plan_changes``) and re
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,7 +30,7 @@ from raylake.format.manifest import DataFile
 from raylake.format.schema import TableSchema
 from raylake.format.snapshot import Snapshot
 from raylake.io import FileIO
-from raylake.io.read_errors import named_batches
+from raylake.io.read_errors import batches_retried, named_batches
 from raylake.table.kind import kind_of
 from raylake.table.scan import ReadContext
 from raylake.table.source import TableSource
@@ -153,9 +154,9 @@ class ChangeReadContext:
             else:
                 # A Table older than a widening reads under its older type: a value
                 # that does not fit is named as the whole-file reads name it.
-                named = named_batches(
-                    kind.read_changes(self, split), self.file_io.retry_policy.max_attempts
-                )
+                policy = self.file_io.retry_policy
+                read = functools.partial(kind.read_changes, self, split)
+                named = named_batches(batches_retried(read, policy), policy.max_attempts)
                 yield from stale_schema_batches(self.file_io, self.table_schema, named)
         yield from self._whole(run, run_kind)
 

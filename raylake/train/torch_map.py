@@ -38,7 +38,8 @@ def row_numbers(index: Any) -> np.ndarray:
             index,
             "an int, a 0-d integer tensor or array, a slice, or a sequence of ints",
         )
-    if array.dtype == np.uint64 and array.size and array.max() > np.iinfo(np.int64).max:
+    # uint64 against uint64: numpy 1.x compares a uint64 with an int64 as floats
+    if array.dtype == np.uint64 and array.size and array.max() > np.uint64(2**63 - 1):
         # int64 would wrap it to a negative index, read from the end of the table
         raise IndexError(f"row index {int(array.max())} is out of range")
     return array.astype(np.int64, copy=False)

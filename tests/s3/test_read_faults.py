@@ -295,7 +295,9 @@ def test_one_error_answer_to_a_small_ranged_read_is_retried(
     assert rows == {0: 0, 1: 5, 2: 2, 3: 2, 4: 2, 9: 5}
 
 
-@pytest.mark.parametrize("read", ["batches", "splits given once", "delete by keys", "stream plan"])
+@pytest.mark.parametrize(
+    "read", ["batches", "splits given once", "delete by keys", "stream plan", "changes"]
+)
 def test_one_error_answer_to_a_small_ranged_read_of_a_stream_is_retried(
     faulty: LocalS3Server, storage_options: dict[str, Any], read: str
 ) -> None:
@@ -304,6 +306,7 @@ def test_one_error_answer_to_a_small_ranged_read_of_a_stream_is_retried(
     tbl = _three_upserts(faulty, storage_options, buckets=1)
     expected = tbl.to_arrow()  # the files' footers cached: only the ranged reads are left
     planned = [p.to_arrow() for p in tbl.stream(start="earliest").plans(timeout=0)]
+    changed = tbl.changes(1).to_arrow()  # a diff of two states: key reads of each file
     faulty.set_faults(FaultPlan((FaultRule("internal", after=1, times=1, **DATA_GET),), seed=3))
     if read == "batches":
         got = pa.Table.from_batches(list(tbl.to_batches()), schema=expected.schema)
@@ -313,6 +316,8 @@ def test_one_error_answer_to_a_small_ranged_read_of_a_stream_is_retried(
         batches = scan.read_context().read_all(iter(scan.plan()))  # type: ignore[arg-type]
         got = pa.Table.from_batches(list(batches), schema=expected.schema)
         assert got.equals(expected)
+    elif read == "changes":
+        assert tbl.changes(1).to_arrow().equals(changed)
     elif read == "delete by keys":
         tbl.delete({"id": [1]})
     else:
