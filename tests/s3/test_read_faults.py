@@ -305,7 +305,8 @@ def test_one_error_answer_to_a_small_ranged_read_of_a_stream_is_retried(
     # range failed them ("failed after 5 tries", after one request).
     tbl = _three_upserts(faulty, storage_options, buckets=1)
     expected = tbl.to_arrow()  # the files' footers cached: only the ranged reads are left
-    planned = [p.to_arrow() for p in tbl.stream(start="earliest").plans(timeout=0)]
+    with tbl.stream(start="earliest") as reader:  # closed: no prefetch thread outlives it
+        planned = [p.to_arrow() for p in reader.plans(timeout=0)]
     changed = tbl.changes(1).to_arrow()  # a diff of two states: key reads of each file
     faulty.set_faults(FaultPlan((FaultRule("internal", after=1, times=1, **DATA_GET),), seed=3))
     if read == "batches":
@@ -321,8 +322,8 @@ def test_one_error_answer_to_a_small_ranged_read_of_a_stream_is_retried(
     elif read == "delete by keys":
         tbl.delete({"id": [1]})
     else:
-        plans = list(tbl.stream(start="earliest").plans(timeout=0))
-        assert [p.to_arrow() for p in plans] == planned
+        with tbl.stream(start="earliest") as reader:
+            assert [p.to_arrow() for p in reader.plans(timeout=0)] == planned
     assert faulty.fault_stats()["injected"] == {"internal": 1}
     faulty.set_faults(None)
     left = sorted(r["id"] for r in tbl.to_arrow().to_pylist())

@@ -60,8 +60,9 @@ def test_a_reader_started_after_a_change_reads_older_snapshots_in_the_new_column
     tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
     tbl.write(pa.table({"id": [1], "v": [1]}, schema=SCHEMA))
     evolve(tbl)
-    plans = list(raylake.open_table(tbl.uri).stream(start="earliest").plans(timeout=0))
-    assert [rows_of(p) for p in plans] == [[{"id": 1, "v2": 1, "w": None}]]
+    with raylake.open_table(tbl.uri).stream(start="earliest") as reader:
+        plans = list(reader.plans(timeout=0))
+        assert [rows_of(p) for p in plans] == [[{"id": 1, "v2": 1, "w": None}]]
 
 
 def test_a_stream_keeps_its_projection_and_filter_by_field_id(warehouse: Path) -> None:
