@@ -93,6 +93,12 @@ def retries_exhausted(
 _OVERFLOWED = "Failed to flush response stream"
 
 
+def _overflowed(exc: OSError) -> bool:
+    """Whether pyarrow's S3 client failed a request on an answer that overflowed its
+    buffer: the failure its own retry strategy does not retry."""
+    return type(exc) is OSError and _OVERFLOWED in str(exc)
+
+
 def reads_retried(fn: Callable[[], T], policy: RetryPolicy) -> T:
     """``fn()`` (a read of whole data files, which a retry repeats harmlessly), tried again
     up to ``policy.max_attempts`` times where pyarrow's S3 client failed it on an error
@@ -101,7 +107,7 @@ def reads_retried(fn: Callable[[], T], policy: RetryPolicy) -> T:
         try:
             return fn()
         except OSError as exc:
-            if type(exc) is not OSError or _OVERFLOWED not in str(exc):
+            if not _overflowed(exc):
                 raise
             if attempt == policy.max_attempts - 1:
                 raise
@@ -134,7 +140,7 @@ def batches_retried(
                 handed += batch.num_rows
             return
         except OSError as exc:
-            if type(exc) is not OSError or _OVERFLOWED not in str(exc):
+            if not _overflowed(exc):
                 raise
             if attempt == policy.max_attempts - 1:
                 raise
