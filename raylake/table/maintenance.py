@@ -16,7 +16,6 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
-from urllib.parse import quote
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -39,7 +38,7 @@ from raylake.table.references import (
     refs_if_present,
     stray_added_paths,
 )
-from raylake.table.writer import DATA_DIR
+from raylake.table.writer import DATA_DIR, partition_key_prefix
 
 logger = logging.getLogger(__name__)
 
@@ -330,7 +329,7 @@ def is_raylake_file(rel: str, partition_keys: Sequence[str] | None = None) -> bo
 def _partition_directory(directory: str, key: str) -> bool:
     """Whether ``directory`` is named as ``partition_dir`` names one of column ``key``
     (a name too long for a file system keeps its first 200-odd characters)."""
-    return directory.startswith(f"{quote(key, safe='')}="[:200])
+    return directory.startswith(partition_key_prefix(key)[:200])
 
 
 def _referenced_paths(file_io: FileIO) -> pa.Array:

@@ -57,9 +57,14 @@ def partition_dir(ts: TableSchema, partition: tuple[Any, ...], bucket: int) -> s
     parts = [DATA_DIR]
     for key, value in zip(ts.partition_keys, partition):
         text = NULL_PARTITION if value is None else quote(str(value), safe="")
-        parts.append(_directory_name(f"{quote(key, safe='')}={text}"))
+        parts.append(_directory_name(f"{partition_key_prefix(key)}{text}"))
     parts.append(f"bucket-{bucket}")
     return "/".join(parts)
+
+
+def partition_key_prefix(key: str) -> str:
+    """How a partition column's directory names start: ``<key>=``, the key percent-encoded."""
+    return f"{quote(key, safe='')}="
 
 
 # File systems name a directory in at most 255 bytes (NAME_MAX); percent-encoding makes
