@@ -77,5 +77,7 @@ def _batches(
 ) -> Iterator[pa.RecordBatch]:
     for part in parts:
         for block in source.get(part.column("idx").to_pylist()):
+            if block.num_rows == 0:  # Dataset.filter leaves empty blocks, some without columns
+                continue
             for batch in block.select(target.names).to_batches():
                 yield to_spark_batch(batch, target)

@@ -160,8 +160,8 @@ class ShardedLoader:
             raise ResumeStateError(
                 f"this position is DataLoader worker {p.worker}'s of rank {p.rank} "
                 f"(world size {p.world_size}, {p.num_workers} workers) and resumes only that "
-                f"worker, not worker {worker} of rank {rank} (world size {world_size}, "
-                f"{num_workers} workers). To resume with other workers or ranks, load the "
+                f"worker with the division it was saved in; here {_differences(p, here)}. "
+                "To resume with other workers, ranks, batch_size or drop_last, load the "
                 "StatefulDataLoader's whole state_dict() into the dataset before making the "
                 "new loader: dataset.load_state_dict(loader.state_dict())"
             )
@@ -322,3 +322,13 @@ class ShardedLoader:
         if self.epochs.shuffle and remaining != normalize([(0, src.total)]):
             check_shuffle_stream(state, "position")  # part of a shuffled epoch is read
         return Position(epoch, remaining, progress), (*saved, drop_last)
+
+
+def _differences(saved: Progress, here: Progress) -> str:
+    """What differs between the consumer that saved a position and the one resuming it."""
+    names = ("batch_size", "drop_last", "world_size", "num_workers", "rank", "worker")
+    return ", ".join(
+        f"{n} is {getattr(here, n)!r}, not {getattr(saved, n)!r}"
+        for n in names
+        if getattr(here, n) != getattr(saved, n)
+    )

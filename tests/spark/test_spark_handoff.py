@@ -110,6 +110,16 @@ def test_from_ray_keeps_values_and_types_pandas_cannot_hold(spark: Any) -> None:
     ]  # fmt: skip
 
 
+def test_from_ray_passes_over_the_empty_blocks_a_filter_leaves(spark: Any) -> None:
+    """Dataset.filter leaves empty blocks, some with no columns at all: the Spark task
+    selected the schema's columns in each and failed with KeyError."""
+    import ray
+
+    ds = ray.data.range(100, override_num_blocks=4).filter(lambda r: r["id"] < 10)
+    back = rs.from_ray(ds, spark)
+    assert sorted(r.id for r in back.collect()) == list(range(10))
+
+
 def test_table_arguments_without_via_table_are_refused(spark: Any, warehouse: Path) -> None:
     """to_ray(df, uri=...) forgot via='table': it handed off through RayDP, ignoring the
     uri (and mode, partition_by, ...), and wrote nothing."""

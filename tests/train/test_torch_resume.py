@@ -300,6 +300,19 @@ def test_a_worker_position_resumes_only_its_worker(append_table: raylake.Table) 
         next(other.iter_shard(0, 3))
 
 
+def test_a_worker_position_refused_for_another_batch_size_names_it(
+    append_table: raylake.Table,
+) -> None:
+    """The same worker of the same loader but another batch size: the message named only
+    the worker, rank and counts, all equal on both sides, never the batch size."""
+    ds = make(append_table, batch_size=8)
+    take(ds.iter_shard(1, 2), 2)
+    other = make(append_table, batch_size=16)
+    other.load_state_dict(ds.state_dict())
+    with pytest.raises(ResumeStateError, match=r"here batch_size is 16, not 8\. To resume"):
+        next(other.iter_shard(1, 2))
+
+
 def test_foreign_positions_are_refused(
     append_table: raylake.Table, pk_table: raylake.Table, tmp_path: Any
 ) -> None:
