@@ -90,6 +90,7 @@ class ShardedLoader:
         self.loader_threads = check_integer("loader_threads", loader_threads)  # 0: no cap
         self.epoch = 0
         self._pending: Position | None = None  # a loaded position, used by the next pass
+        self._first_worker = 0  # of the next pass (Progress.first_worker)
         self._live: Position | None = None  # the pass in progress in this process
         self._taken = Taken()  # batches the pass in progress has yielded
         self.recorder = FeedRecorder()  # the pass in progress, or the last one
@@ -151,9 +152,14 @@ class ShardedLoader:
             raise InvalidArgumentError("worker", worker, f"in [0, {num_workers}) (num_workers)")
         start = self._start()
         self._pending = None  # a loaded position resumes one pass only
+        first_worker, self._first_worker = self._first_worker, 0
         e = self.epochs
-        here = Progress(e.batch_size, e.drop_last, world_size, num_workers, rank, worker, 0)
         p = start.progress
+        if p is not None:  # a pass resumed goes on in the order it started in
+            first_worker = p.first_worker
+        here = Progress(
+            e.batch_size, e.drop_last, world_size, num_workers, rank, worker, 0, first_worker
+        )
         if p is not None and replace(p, batches=0) == here:
             first = p.batches  # this very consumer resumes its own block
         elif p is not None:
@@ -189,7 +195,7 @@ class ShardedLoader:
     def _own(start: Position, here: Progress) -> Sequence[Any]:
         """The batches of consumer ``here`` from ``start``, after the ones it has read."""
         division = here.division(start.remaining)
-        return division.worker_batches(here.rank, here.worker, skip=here.batches)
+        return division.worker_batches(here.rank, here.role, skip=here.batches)
 
     def made_windows(
         self,
@@ -236,7 +242,7 @@ class ShardedLoader:
         if not self.read_ahead:
             return None
         everything = normalize([(0, self.source.total)])
-        own = consumer.division(everything).worker_batches(consumer.rank, consumer.worker)
+        own = consumer.division(everything).worker_batches(consumer.rank, consumer.role)
         segments, _ = segments_and_sizes(own)
         first = next(segments, None)
         if first is None:
@@ -285,14 +291,32 @@ class ShardedLoader:
         if source is not self.source:
             self.source, self._carry = source, None  # the carried piece is of the other order
         self._live = None
+        self._first_worker = 0
         pending = position.normalized()
         if pending.epoch < self.epoch and pending.finished(*saved):
             # A finished epoch loaded after the loop set a later one: in the main process,
             # StatefulDataLoader loads the dataset's state when its iterator is made, after
             # the loop's set_epoch(e + 1). The finished epoch leaves nothing to resume
-            # (with drop_last, its dropped rows remain, and stay dropped).
+            # (with drop_last, its dropped rows remain, and stay dropped). A worker's
+            # finished pass: the loader's round-robin goes on from where it ended.
             self._pending = None
+            if pending.progress is not None:
+                self._first_worker = pending.progress.worker_after_pass(pending.remaining)
             return
+        if pending.epoch < self.epoch:
+            # Reading the rest of the earlier epoch would pass for the later one; and
+            # DataLoader workers get their positions as of StatefulDataLoader's last
+            # snapshot, which it replays up to the state: a state saved after an epoch's
+            # last batch, between snapshots, would end the pass the loop meant for the
+            # next epoch at once, and that epoch would go unread.
+            raise ResumeStateError(
+                f"this position is of epoch {pending.epoch}, with batches left to read, "
+                f"and the dataset is set to epoch {self.epoch}: call set_epoch"
+                f"({pending.epoch}) before resuming and finish epoch {pending.epoch} "
+                "first (a StatefulDataLoader with DataLoader workers and "
+                "snapshot_every_n_steps > 1 replays the steps after its last snapshot, "
+                "which may finish it without a batch)"
+            )
         self.epoch = position.epoch
         self._pending = pending
 

@@ -13,7 +13,7 @@ worker's position as of the batches the loop received (:func:`from_loader_state`
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from raylake.errors import ResumeStateError
@@ -34,11 +34,30 @@ class Progress:
     rank: int
     worker: int
     batches: int  # batches this consumer has yielded
+    # The worker DataLoader asks first in this pass: 0, but for the pass a
+    # StatefulDataLoader makes of a state saved after an epoch's last batch, whose
+    # round-robin goes on from the worker after the last one it heard from. The block a
+    # worker reads is its place in that order (``role``), so the pass delivers the
+    # batches in the order of a pass that starts at worker 0.
+    first_worker: int = 0
 
     def division(self, remaining: Intervals) -> Division:
         return Division(
             remaining, self.batch_size, self.world_size, self.num_workers, self.drop_last
         )
+
+    @property
+    def role(self) -> int:
+        """Which block of the division this consumer reads."""
+        return (self.worker - self.first_worker) % self.num_workers
+
+    def worker_after_pass(self, remaining: Intervals) -> int:
+        """The worker a StatefulDataLoader asks first after this pass's last batch: the
+        one after the worker that delivered it (the highest role with the most batches)."""
+        division = self.division(remaining)
+        blocks = [division.worker_block(role)[1] for role in range(self.num_workers)]
+        last = max(role for role, count in enumerate(blocks) if count == max(blocks))
+        return (self.first_worker + last + 1) % self.num_workers
 
 
 @dataclass(frozen=True)
@@ -65,7 +84,7 @@ class Position:
         go back for."""
         p = self.progress
         if p is not None:
-            return not p.division(self.remaining).worker_batches(p.rank, p.worker, p.batches)
+            return not p.division(self.remaining).worker_batches(p.rank, p.role, p.batches)
         division = Division(self.remaining, batch_size, world_size, 1, drop_last)
         return not self.remaining or division.steps == 0
 
@@ -116,7 +135,9 @@ def from_loader_state(state: Mapping[str, Any]) -> Mapping[str, Any]:
         division = progress[0].division(remaining)
         delivered = [0] * division.num_workers
         for p in progress:
-            delivered[p.worker] = p.batches
+            delivered[p.role] = p.batches
+        if last >= 0:  # counted in roles, like ``delivered``
+            last = replace(progress[0], worker=last).role
         rest = subtract(remaining, division.consumed_by(_asked(division, delivered, last, since)))
     elif since and base.get("world_size"):  # a lone worker, saved ``since`` steps ago
         division = Division(remaining, base["batch_size"], base["world_size"], 1, base["drop_last"])
@@ -128,7 +149,8 @@ def from_loader_state(state: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def _asked(division: Division, delivered: list[int], last: int, steps: int) -> list[int]:
     """``delivered`` after ``steps`` more batches, asked of the workers in turn from
-    the one after ``last``, passing over those whose block is done (as DataLoader does)."""
+    the one after ``last``, passing over those whose block is done (as DataLoader does);
+    workers are counted by role (``Progress.role``)."""
     blocks = [division.worker_block(w)[1] for w in range(division.num_workers)]
     w = last
     for _ in range(steps):

@@ -132,13 +132,17 @@ def test_stateful_dataloader_saved_at_an_epoch_end_goes_on_with_the_next_epoch(
 
 
 @pytest.mark.parametrize("drop_last", [False, True])
-@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("workers", [0, 2, 3])
 def test_a_state_saved_at_an_epoch_last_batch_goes_on_with_the_next_epoch(
     append_table: raylake.Table, workers: int, drop_last: bool
 ) -> None:
     """Saved after the epoch's last batch, before the loader saw its end (a checkpoint
     every n steps), each worker's position has read its whole block; with drop_last the
-    dropped rows remain in it. Neither leaves anything of that epoch to resume."""
+    dropped rows remain in it. Neither leaves anything of that epoch to resume. The next
+    epoch comes batch for batch as uninterrupted: StatefulDataLoader's round-robin goes
+    on from the worker after the last one it heard from (43 steps over 2 workers, 44
+    over 3), so the workers read their blocks in that order; they read them the other
+    way round, the same batches in another order."""
     ds = make(append_table, drop_last=drop_last)
     loader = StatefulDataLoader(ds, batch_size=None, num_workers=workers)
     batches = iter(loader)
@@ -146,17 +150,88 @@ def test_a_state_saved_at_an_epoch_last_batch_goes_on_with_the_next_epoch(
     state = loader.state_dict()
     del batches
     ds.set_epoch(1)
-    epoch1 = sorted(ids_of(b) for b in loader)
+    epoch1 = [ids_of(b) for b in loader]
     resumed_ds = make(append_table, drop_last=drop_last)
     resumed = StatefulDataLoader(resumed_ds, batch_size=None, num_workers=workers)
     resumed.load_state_dict(state)
     resumed_ds.set_epoch(1)
-    assert sorted(ids_of(b) for b in resumed) == epoch1  # DataLoader's round-robin goes on
+    assert [ids_of(b) for b in resumed] == epoch1
     elastic = make(append_table, drop_last=drop_last)
     elastic.set_epoch(1)
     elastic.load_state_dict(state)
     assert elastic.epoch == 1 and len(elastic) == len(epoch1)
-    assert sorted(ids_of(b) for b in DataLoader(elastic, batch_size=None)) == epoch1
+    # Without workers: the same batches, read by one consumer in its own order.
+    assert sorted(ids_of(b) for b in DataLoader(elastic, batch_size=None)) == sorted(epoch1)
+
+
+def test_a_state_between_snapshots_after_an_epoch_last_batch_is_refused_for_the_next_epoch(
+    append_table: raylake.Table,
+) -> None:
+    """With workers and snapshot_every_n_steps=4, a state saved after epoch 0's last
+    batch holds the workers' positions of 3 steps before, which the loader replays: the
+    pass the loop set to epoch 1 read those 3 and ended, and epoch 1 went unread. It is
+    refused; finishing epoch 0 first reads epoch 1 as uninterrupted."""
+
+    def loader(state: dict[str, Any] | None = None) -> StatefulDataLoader:
+        ds = make(append_table, drop_last=True)  # 43 steps
+        one = StatefulDataLoader(ds, batch_size=None, num_workers=2, snapshot_every_n_steps=4)
+        if state is not None:
+            one.load_state_dict(state)
+        return one
+
+    first = loader()
+    batches = iter(first)
+    take(batches, len(first))
+    state = first.state_dict()
+    del batches
+    first.dataset.set_epoch(1)
+    epoch1 = [ids_of(b) for b in first]
+    resumed = loader(state)
+    resumed.dataset.set_epoch(1)
+    with pytest.raises(ResumeStateError, match=r"set to epoch 1: call set_epoch\(0\)"):
+        next(iter(resumed))
+    resumed = loader(state)
+    assert list(resumed) == []  # epoch 0: the 3 steps replayed, and its end
+    resumed.dataset.set_epoch(1)
+    assert [ids_of(b) for b in resumed] == epoch1
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_resumes_in_a_pass_that_went_on_from_an_epoch_end_keep_its_order(
+    append_table: raylake.Table, workers: int
+) -> None:
+    """The pass a loader makes of a state saved after an epoch's last batch starts at
+    another worker; states saved inside it, and after its last batch, resume batch for
+    batch as one uninterrupted run of three epochs."""
+
+    def loader(state: dict[str, Any] | None, epoch: int) -> StatefulDataLoader:
+        ds = make(append_table, drop_last=True)  # 43 steps: blocks of 22 and 21
+        one = StatefulDataLoader(ds, batch_size=None, num_workers=workers)
+        if state is not None:
+            one.load_state_dict(state)
+        ds.set_epoch(epoch)
+        return one
+
+    whole = loader(None, 0)
+    uninterrupted = []
+    for epoch in range(3):
+        whole.dataset.set_epoch(epoch)
+        uninterrupted.append([ids_of(b) for b in whole])
+    steps = len(uninterrupted[0])
+
+    def run(state: dict[str, Any] | None, epoch: int, k: int) -> tuple[Any, list[Any]]:
+        one = loader(state, epoch)
+        batches = iter(one)
+        head = take(batches, k)
+        saved = one.state_dict()
+        del batches
+        return saved, head
+
+    state, _ = run(None, 0, steps)  # at epoch 0's last batch
+    state, head = run(state, 1, 7)  # inside the pass that went on
+    state, rest = run(state, 1, steps - 7)  # at epoch 1's last batch
+    assert head + rest == uninterrupted[1]
+    assert [ids_of(b) for b in loader(state, 2)] == uninterrupted[2]
 
 
 @pytest.mark.parametrize("workers", [2, 3])
