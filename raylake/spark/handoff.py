@@ -82,6 +82,8 @@ def to_ray(
     check_choice("via", via, ("raydp", "table"))
     _refuse_table_arguments(uri, mode, storage_options, write_args)
     ray = _ray(df.sparkSession)
+    if not df.columns:  # RayDP's Arrow blocks of no columns lose their rows
+        return ray.data.range(df.count()).select_columns([])
     from raydp.spark import from_spark_recoverable
 
     try:

@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from raylake.errors import NullConstraintError, SchemaMismatchError, UnsupportedTypeError
+from raylake.table.nested_nulls import has_required_fields, required_fields_filled
 from raylake.table.pandas_types import (
     arrow_dtype_columns,
     dataframe_to_arrow,
@@ -194,6 +195,8 @@ def _conform_column(column: pa.ChunkedArray, field: pa.Field, key: bool) -> pa.C
         column = cast
     if pa.types.is_decimal(field.type):
         _check_precision(field, column)
+    if has_required_fields(field.type):
+        column = required_fields_filled(column, field.name)
     if not NULL_FIXED_LISTS_WRITE and _null_fixed_list(field.type, column.chunks):
         raise UnsupportedTypeError(
             field.name, field.type, "pyarrow's Parquet writer before version 17",
@@ -376,6 +379,10 @@ def _castable(src: pa.DataType, dst: pa.DataType) -> bool:
         return bool(src.scale == 0)
     if _kind(src) == "list" and _kind(dst) == "list":
         return _castable(src.value_type, dst.value_type)
+    if pa.types.is_map(src) and pa.types.is_map(dst):
+        # Spark reads map<string, uint64> as map<string, decimal(20, 0)> and writes it back
+        pairs = ((src.key_type, dst.key_type), (src.item_type, dst.item_type))
+        return all(s == d or _castable(s, d) for s, d in pairs)
     if pa.types.is_struct(src) and pa.types.is_struct(dst):
         # by name, each field by the rules of a column (a string field does not parse
         # into an int field, a float field is not truncated into one)

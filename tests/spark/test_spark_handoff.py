@@ -120,6 +120,33 @@ def test_from_ray_passes_over_the_empty_blocks_a_filter_leaves(spark: Any) -> No
     assert sorted(r.id for r in back.collect()) == list(range(10))
 
 
+def test_hand_offs_of_no_columns_keep_their_rows(spark: Any, warehouse: Path) -> None:
+    """read(columns=[]) counts rows; handed to Ray, RayDP's blocks of no columns lost
+    them all (0 rows), and from_ray of read_lake(columns=[]) gave 0 rows, or after the
+    Dataset ran, refused Ray's placeholder column of type null."""
+    import ray
+
+    uri = str(warehouse / "no_columns")
+    raylake.create_table(uri, pa.schema([("id", pa.int64())])).write(pa.table({"id": range(5)}))
+    assert rs.to_ray(rs.read(spark, uri, columns=[])).count() == 5
+    assert rs.to_ray(spark.range(7).select()).count() == 7
+    ds = raylake.read_lake(uri, columns=[])
+    assert rs.from_ray(ds, spark).count() == 5
+    assert ds.count() == 5 and rs.from_ray(ds, spark).count() == 5
+    assert rs.from_ray(ray.data.range(3).select_columns([]), spark).columns == []
+
+
+def test_from_ray_takes_pandas_blocks(spark: Any) -> None:
+    """ray.data.from_pandas: RayDP refused its blocks with a bare RuntimeError."""
+    import pandas as pd
+    import ray
+
+    frame = pd.DataFrame({"a": [1, 2], "s": ["x", None]})
+    back = rs.from_ray(ray.data.from_pandas(frame), spark)
+    rows = sorted((r.asDict() for r in back.collect()), key=lambda r: r["a"])
+    assert rows == [{"a": 1, "s": "x"}, {"a": 2, "s": None}]
+
+
 def test_table_arguments_without_via_table_are_refused(spark: Any, warehouse: Path) -> None:
     """to_ray(df, uri=...) forgot via='table': it handed off through RayDP, ignoring the
     uri (and mode, partition_by, ...), and wrote nothing."""

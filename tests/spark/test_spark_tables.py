@@ -215,13 +215,14 @@ def test_arrow_only_types_read_by_spark_write_and_merge_back(
     spark: Any, warehouse: Path, primary_key: list[str]
 ) -> None:
     """A DataFrame read from a table goes back into it: uint64 read as decimal(20, 0)
-    was refused as another kind by write and merge."""
+    was refused as another kind by write and merge, and so was a map of uint64."""
     data = pa.table(
         {
             "id": pa.array([1, 2], pa.int64()),
             "u64": pa.array([5, 2**64 - 1], pa.uint64()),
             "u8": pa.array([1, 255], pa.uint8()),
             "emb": pa.array([[1.0, 2.0], [3.0, 4.0]], pa.list_(pa.float32(), 2)),
+            "m": pa.array([[("k", 2**64 - 1)], None], pa.map_(pa.string(), pa.uint64())),
         }
     )
     uri = str(warehouse / "arrow_types_back")
@@ -236,6 +237,22 @@ def test_arrow_only_types_read_by_spark_write_and_merge_back(
     with pytest.raises(SchemaMismatchError, match="column 'u64'"):
         rs.merge(negative, uri, on="id").when_not_matched_insert().execute()
     assert tbl.to_arrow().sort_by("id").to_pylist() == data.to_pylist()
+
+
+def test_null_structs_of_non_nullable_fields_are_written(spark: Any, warehouse: Path) -> None:
+    """Spark marks named_struct's fields non-nullable and sends a null in them under a
+    null struct: the write failed in its tasks with pyarrow's "declared non-nullable"."""
+    df = spark.sql(
+        "SELECT id, CASE WHEN id = 1 THEN NULL ELSE named_struct('a', id) END AS s, "
+        "array(named_struct('a', id), NULL) AS ls FROM range(3)"
+    )
+    uri = str(warehouse / "null_structs")
+    rs.write(df, uri)
+    assert _sorted(raylake.open_table(uri).to_arrow()) == [
+        {"id": 0, "s": {"a": 0}, "ls": [{"a": 0}, None]},
+        {"id": 1, "s": None, "ls": [{"a": 1}, None]},
+        {"id": 2, "s": {"a": 2}, "ls": [{"a": 2}, None]},
+    ]
 
 
 def test_evolved_tables_read_in_spark_and_merge_spark_columns(
