@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import date, datetime
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -29,6 +29,7 @@ from raylake.paimon.deletion import DeletionFile, deletion_files
 from raylake.paimon.fallback import fallback_snapshot
 from raylake.paimon.manifest import EntryDecoder, PaimonFile, live_files, snapshot_manifests
 from raylake.paimon.meta import PaimonFileSlice, PaimonInfo, PaimonTableSchema
+from raylake.paimon.partition_names import partition_text
 from raylake.table.kind import kind_of
 from raylake.table.pk.read import overlap_sections
 from raylake.table.scan import ManifestStats, TableScan
@@ -372,30 +373,15 @@ def partition_path(info: PaimonInfo) -> Any:
     """A function from partition values to the ``k=v/.../`` directory Paimon writes them to."""
     keys = info.current.partition_keys
     types = info.current.types_of(list(keys))
-    default = info.options.partition_default_name
-    legacy = info.options.legacy_partition_name
+    options = info.options
+    default, legacy = options.partition_default_name, options.legacy_partition_name
+    zone = options.session_time_zone
 
     def path(values: tuple[Any, ...]) -> str:
         parts = [
-            f"{k}={_partition_text(v, t.root, default, legacy)}/"
+            f"{k}={partition_text(v, t, default, legacy, zone)}/"
             for k, v, t in zip(keys, values, types)
         ]
         return "".join(parts)
 
     return path
-
-
-def _partition_text(value: Any, root: str, default: str, legacy: bool) -> str:
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return default
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, date) and not isinstance(value, datetime) and legacy:
-        return str((value - date(1970, 1, 1)).days)  # legacy names print a date's day number
-    return _escape(str(value))
-
-
-def _escape(text: str) -> str:
-    """Hive's escaping of partition path names (the characters Paimon escapes too)."""
-    special = set("\"#%'*/:=?\\\x7f{[]^")
-    return "".join(f"%{ord(c):02X}" if c in special or ord(c) < 0x20 else c for c in text)

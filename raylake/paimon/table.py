@@ -45,6 +45,13 @@ def _table_schema(
     uri: str, schemas: Mapping[int, PaimonSchema], current: PaimonSchema
 ) -> PaimonTableSchema:
     options = parse_options(current.options, current.names, current.primary_keys, uri)
+    for key, t in zip(current.partition_keys, current.types_of(list(current.partition_keys))):
+        if t.root in ("FLOAT", "DOUBLE"):
+            # Java names their directories by Float/Double.toString, whose digits differ
+            # between JVMs; raylake's own tables do not partition by floats either.
+            raise UnsupportedPaimonError(
+                uri, f"it is partitioned by {t.root} column {key!r} (no float partitions)"
+            )
     return PaimonTableSchema(
         arrow_schema=current.arrow_schema(),
         partition_keys=current.partition_keys,

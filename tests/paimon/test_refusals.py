@@ -54,6 +54,18 @@ def test_unsupported_options_are_named(
     assert named in str(info.value) and str(table) in str(info.value)
 
 
+@pytest.mark.parametrize("float_type", ["DOUBLE", "FLOAT"])
+def test_a_float_partition_is_refused_as_unsupported(paimon_copy: Any, float_type: str) -> None:
+    """Java names its directories by Double.toString; it raised a bare SchemaError."""
+    table = paimon_copy("append_partitioned")
+    path = table / "schema" / "schema-0"
+    schema = json.loads(path.read_text())
+    schema["fields"][-1]["type"] = float_type  # the partition column, dt
+    path.write_text(json.dumps(schema))
+    with pytest.raises(UnsupportedPaimonError, match=f"partitioned by {float_type} column 'dt'"):
+        raylake.open_table(str(table))
+
+
 def test_harmless_writer_options_are_accepted(paimon_copy: Any) -> None:
     table = paimon_copy("pk_deduplicate")
     _set_options(
