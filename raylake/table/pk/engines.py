@@ -208,6 +208,8 @@ def _aggregate(
     """One value column of the merged rows, for the live runs in run order."""
     if function == "last":
         return column.take(pa.array(base))
+    if function in ("min", "max") and pa.types.is_floating(column.type):
+        return _float_extreme(column, function, runs, valid, live)
     if function in _HASH_AGGREGATES:
         return _hash_aggregate(column, _HASH_AGGREGATES[function], runs, valid)
     positions = np.arange(runs.size)
@@ -219,6 +221,25 @@ def _aggregate(
         chosen = np.where(first == runs.size, -1, first)
     else:
         raise ValueError(f"unknown aggregate function {function!r}")  # validated at create time
+    return column.take(pa.array(chosen, mask=chosen < 0))
+
+
+def _float_extreme(
+    column: pa.Array, function: str, runs: _Runs, valid: np.ndarray, live: np.ndarray
+) -> pa.Array:
+    """min/max of a float column in Java's order (Double.compare, Paimon's): NaN above
+    every number, -0.0 below 0.0. Arrow's skip NaN and take either zero."""
+    present = valid & np.asarray(column.is_valid().to_numpy(zero_copy_only=False))
+    values = np.asarray(column.cast(pa.float64()).fill_null(0.0).to_numpy(), np.float64)
+    bits = np.where(np.isnan(values), np.nan, values).view(np.int64)  # one NaN
+    # The bits of a float, ordered as the float (negatives reversed), -0.0 below 0.0.
+    key = np.where(bits < 0, bits ^ np.int64(0x7FFFFFFFFFFFFFFF), bits)
+    if function == "min":
+        key = ~key  # reverses the order, without overflow
+    key = np.where(present, key, np.iinfo(np.int64).min)
+    best = np.maximum.reduceat(key, runs.starts)[runs.run_of]
+    positions = np.where(present & (key == best), np.arange(runs.size), -1)
+    chosen = np.maximum.reduceat(positions, runs.starts)[live]
     return column.take(pa.array(chosen, mask=chosen < 0))
 
 
