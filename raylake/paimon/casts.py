@@ -123,6 +123,10 @@ def paimon_cast(values: Array, source: PaimonType, dest: PaimonType, zone: str) 
         return values.cast(target, safe=False)  # a Java narrowing cast wraps
     if src in ("FLOAT", "DOUBLE") and dst in _INTEGERS:
         return pc.trunc(values).cast(target)  # Java drops the fraction
+    if src in (*_INTEGERS, "DECIMAL") and dst in ("FLOAT", "DOUBLE"):
+        # Java's (double) of a long, and BigDecimal.doubleValue(), round to the nearest
+        # float: 2**53 + 1 is 2**53 (Arrow's safe cast refuses what does not fit exactly)
+        return values.cast(target, safe=False)
     return values.cast(target)
 
 
@@ -200,4 +204,6 @@ def _timestamp_string(wall: Array, precision: int | None) -> Array:
 def _name(t: PaimonType) -> str:
     if t.root == "TIMESTAMP_LTZ":
         return f"TIMESTAMP({t.precision}) WITH LOCAL TIME ZONE"
+    if t.root == "DECIMAL":
+        return f"DECIMAL({t.precision}, {t.scale or 0})"
     return t.root if t.precision is None else f"{t.root}({t.precision})"

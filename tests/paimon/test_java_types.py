@@ -13,6 +13,7 @@ import copy
 import datetime as dt
 import json
 import zoneinfo
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -322,3 +323,20 @@ def test_casts_java_prints_its_own_way_are_refused_by_name() -> None:
     cast = column_caster({"x": (PaimonType("DOUBLE"), PaimonType("STRING"))}, "UTC", "file:///t")
     with pytest.raises(UnsupportedPaimonError, match=r"'x'.*DOUBLE to STRING.*Double.toString"):
         cast("x", pa.chunked_array([pa.array([1.0])]), pa.string())
+
+
+def test_integers_and_decimals_widen_to_floats_rounding_as_java() -> None:
+    """BIGINT 2**53 + 1 altered to DOUBLE was refused (Arrow's safe cast); Java's
+    (double) rounds it to 2**53."""
+    assert _cast([2**53 + 1, None], "BIGINT", "DOUBLE") == [2.0**53, None]
+    assert _cast([16_777_217], "INT", "FLOAT") == [16_777_216.0]
+    assert _cast([Decimal("0.1")], "DECIMAL(10, 1)", "DOUBLE") == [0.1]
+
+
+def test_a_refused_decimal_cast_names_the_scale() -> None:
+    from raylake.paimon.casts import column_caster
+
+    types = (PaimonType("STRING"), PaimonType("DECIMAL", precision=10, scale=2))
+    cast = column_caster({"d": types}, "UTC", "file:///t")
+    with pytest.raises(UnsupportedPaimonError, match=r"STRING to DECIMAL\(10, 2\)"):
+        cast("d", pa.chunked_array([pa.array(["1.005"])]), pa.decimal128(10, 2))
