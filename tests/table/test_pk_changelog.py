@@ -227,6 +227,28 @@ def test_a_delete_by_a_table_opened_before_a_schema_change_keeps_whole_before_im
     assert fresh.to_arrow().to_pylist() == [{"k": 2, "x": 1, "z": None}]
 
 
+def test_a_delete_by_a_table_opened_before_columns_swapped_names_follows_them_by_id(
+    tmp_path: Path,
+) -> None:
+    """Columns a and b swapped names since the Table was opened: its filter a = 100 is
+    the rows its own read gives, not those of the column now named a (was: deleted k 2,
+    where the append tables and every read follow the columns by id)."""
+    schema = pa.schema(
+        [pa.field("k", pa.int64(), nullable=False), ("a", pa.int64()), ("b", pa.int64())]
+    )
+    fresh = raylake.create_table(str(tmp_path / "t"), schema, primary_key=["k"], buckets=1)
+    fresh.write(pa.table({"k": [1, 2], "a": [100, 0], "b": [0, 100]}, schema=schema))
+    stale = raylake.open_table(fresh.uri)
+    with fresh.update_schema() as u:
+        u.rename_column("a", "tmp")
+        u.rename_column("b", "a")
+        u.rename_column("tmp", "b")
+    fresh.write(pa.table({"k": [3], "a": [7], "b": [7]}, fresh.schema))
+    assert stale.to_arrow(filter="a = 100").column("k").to_pylist() == [1]
+    stale.delete("a = 100")
+    assert sorted(fresh.to_arrow().column("k").to_pylist()) == [2, 3]
+
+
 def test_nested_columns_beside_the_keys_in_lookups_and_deletes_by_key(tmp_path: Path) -> None:
     """A lookup changelog of a composite key and a delete by keys narrow the rows read to
     the keys without joining the nested columns (was: Arrow's ArrowInvalid 'not

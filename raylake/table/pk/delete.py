@@ -18,7 +18,7 @@ from raylake.errors import (
     InvalidArgumentError,
     SchemaMismatchError,
 )
-from raylake.expr import Expr
+from raylake.expr import Expr, as_expr
 from raylake.format.schema import TableSchema
 from raylake.format.schema_files import schema_at_least
 from raylake.table.commit import commit_or_abort
@@ -28,6 +28,7 @@ from raylake.table.pk.bucket import bucket_ids
 from raylake.table.pk.keyjoin import rows_with_keys
 from raylake.table.pk.schema import DELETE
 from raylake.table.pk.write import BUCKET_COLUMN, PrimaryKeyTableWriter
+from raylake.table.projection import follow_columns
 from raylake.table.replaced import rerun_on_conflict, vanished_as_conflict
 from raylake.table.writer import split_by_partition, writing
 
@@ -63,9 +64,14 @@ def _delete_once(tbl: Table, keys_or_filter: Any) -> Snapshot | None:
     if base is not None and base.schema_id > tbl.table_schema.schema_id:
         # A Table opened before a schema change: the -D rows carry whole before-images,
         # so they are read and written under the base's schema, with the newer columns.
-        tbl = type(tbl)(
-            tbl.file_io, schema_at_least(tbl.file_io, tbl.table_schema, base.schema_id), tbl.source
-        )
+        newer = schema_at_least(tbl.file_io, tbl.table_schema, base.schema_id)
+        if isinstance(keys_or_filter, str | Expr):
+            # The filter names the caller's columns: one renamed since is followed by
+            # id (a newer column may have taken its name), as a read follows it.
+            _, keys_or_filter = follow_columns(
+                tbl.table_schema, newer, None, as_expr(keys_or_filter)
+            )
+        tbl = type(tbl)(tbl.file_io, newer, tbl.source)
     with writing(PrimaryKeyTableWriter(tbl.file_io, tbl.table_schema)) as writer:
         if base is not None:
             write_deletes(writer, [_current_rows(tbl, keys_or_filter, base.id)])
