@@ -30,6 +30,7 @@ from raylake.format.snapshot import SNAPSHOT_DIR, Snapshot, SnapshotManager, sna
 from raylake.io import FileIO
 from raylake.progress import track
 from raylake.table.ages import OlderThan, cutoff_millis
+from raylake.table.partition_text import could_be_written
 from raylake.table.references import (
     data_paths,
     kept_data_paths,
@@ -253,9 +254,10 @@ def remove_orphan_files(
     other files beside a table are not its orphans.
     """
     cutoff = cutoff_millis(older_than, _now_millis())
-    keys = load_schema(file_io).partition_keys  # immutable: every data file's directories
+    ts = load_schema(file_io)  # partition keys are immutable: every data file's directories
+    partition = [ts.arrow_schema.field(k) for k in ts.partition_keys]
     # List files before reading snapshots: a file committed in between is then referenced.
-    listed = _old_files(file_io, cutoff, keys)
+    listed = _old_files(file_io, cutoff, partition)
     if not listed:
         return OrphanResult((), dry_run)
     referenced = _referenced_paths(file_io)
@@ -267,7 +269,7 @@ def remove_orphan_files(
     return OrphanResult(tuple(orphans), dry_run)
 
 
-def _old_files(file_io: FileIO, cutoff: int, partition_keys: Sequence[str]) -> list[str]:
+def _old_files(file_io: FileIO, cutoff: int, partition: Sequence[pa.Field]) -> list[str]:
     """Candidate paths modified before the cutoff; a file without an mtime is kept (unknown age)."""
     found: list[tuple[str, float | None]] = []
     for rel_dir in _REFERENCED_DIRS:
@@ -285,7 +287,7 @@ def _old_files(file_io: FileIO, cutoff: int, partition_keys: Sequence[str]) -> l
     return stale + [
         p
         for p, mtime in found
-        if mtime is not None and mtime * 1000 < cutoff and is_raylake_file(p, partition_keys)
+        if mtime is not None and mtime * 1000 < cutoff and is_raylake_file(p, partition)
     ]
 
 
@@ -294,21 +296,24 @@ def _old_files(file_io: FileIO, cutoff: int, partition_keys: Sequence[str]) -> l
 # ``<name>.<uuid4 hex>.tmp``. Anything else beside a table (another tool's files in a
 # directory created with allow_other_files=True) is never an orphan (raylake/table/location.py).
 _OWN_NAMES = {
-    DATA_DIR: re.compile(r"[A-Za-z0-9_.-]+-[0-9a-f]{32}\.parquet|.+\.[0-9a-f]{32}\.tmp"),
+    # a file_prefix starts with a letter or digit (table/args.py)
+    DATA_DIR: re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*-[0-9a-f]{32}\.parquet|.+\.[0-9a-f]{32}\.tmp"),
     MANIFEST_DIR: re.compile(r"manifest-[0-9a-f]{32}\.parquet|.+\.[0-9a-f]{32}\.tmp"),
 }
 _TMP_NAME = re.compile(r".+\.[0-9a-f]{32}\.tmp")
 _BUCKET_DIR = re.compile(r"bucket-(0|[1-9][0-9]*)")
 
 
-def is_raylake_file(rel: str, partition_keys: Sequence[str] | None = None) -> bool:
+def is_raylake_file(rel: str, partition: Sequence[pa.Field] | None = None) -> bool:
     """Whether ``rel`` (a path in the table) is named as raylake names the files it writes
     there, and, given the table's partition columns, lies where it writes them:
-    ``data/<key>=<value>/.../bucket-<n>/``, one directory per partition column in order
-    (writer.py's ``partition_dir``), and directly in manifest/. Another table kept
-    inside this one's directory (``allow_other_files``, a table named ``data``) names its
-    files alike, one level deeper; a user's file under a directory of another column, or
-    a bucket written ``bucket-00``, lies where raylake never writes: neither is ours."""
+    ``data/<key>=<value>/.../bucket-<n>/``, one directory per partition column in order,
+    with a value the column's type prints as (writer.py's ``partition_dir``), and
+    directly in manifest/. Another table kept inside this one's directory
+    (``allow_other_files``, a table named ``data``) names its files alike, one level
+    deeper; a user's file under a directory of another column, under ``p=abc`` for an
+    integer column ``p``, or a bucket written ``bucket-00``, lies where raylake never
+    writes: none is ours."""
     top, _, rest = rel.partition("/")
     name = rel.rsplit("/", 1)[-1]
     pattern = _OWN_NAMES.get(top, _TMP_NAME)
@@ -317,19 +322,22 @@ def is_raylake_file(rel: str, partition_keys: Sequence[str] | None = None) -> bo
     directories = rest.split("/")[:-1]
     if top == MANIFEST_DIR:
         return not directories
-    if top != DATA_DIR or partition_keys is None:
+    if top != DATA_DIR or partition is None:
         return True
     return (
-        len(directories) == len(partition_keys) + 1
-        and all(map(_partition_directory, directories, partition_keys))
+        len(directories) == len(partition) + 1
+        and all(map(_partition_directory, directories, partition))
         and _BUCKET_DIR.fullmatch(directories[-1]) is not None
     )
 
 
-def _partition_directory(directory: str, key: str) -> bool:
-    """Whether ``directory`` is named as ``partition_dir`` names one of column ``key``
+def _partition_directory(directory: str, field: pa.Field) -> bool:
+    """Whether ``directory`` is named as ``partition_dir`` names one of column ``field``
     (a name too long for a file system keeps its first 200-odd characters)."""
-    return directory.startswith(partition_key_prefix(key)[:200])
+    prefix = partition_key_prefix(field.name)
+    if len(prefix) >= 200:
+        return directory.startswith(prefix[:200])
+    return directory.startswith(prefix) and could_be_written(directory[len(prefix) :], field.type)
 
 
 def _referenced_paths(file_io: FileIO) -> pa.Array:

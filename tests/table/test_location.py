@@ -8,16 +8,22 @@ import os
 import time
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import raylake
 from raylake.errors import TableLocationError
+from raylake.format.schema import TableSchema
 from raylake.table import table_exists
 from raylake.table.catalog import open_or_create_table
+from raylake.table.maintenance import is_raylake_file
+from raylake.table.writer import partition_dir
 
 SCHEMA = pa.schema([("id", pa.int64())])
 DAY_AGO = time.time() - 2 * 86400
@@ -112,6 +118,59 @@ def test_orphan_cleanup_spares_raylake_names_where_raylake_never_writes(
             _age(path)
     assert tbl.remove_orphan_files(older_than=timedelta(days=1)).paths == ()
     assert user.exists() and tbl.count() == 1
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        "data/p=abc/bucket-0/data-",
+        "data/p=01/bucket-0/data-",
+        "data/p=1.0/bucket-0/data-",
+        "data/p=/bucket-0/data-",
+        "data/p=1/bucket-0/.data-",
+        "data/p=%31/bucket-0/data-",
+    ],
+)
+def test_orphan_cleanup_spares_values_no_value_of_the_column_prints_as(
+    tmp_path: Path, where: str
+) -> None:
+    """Under an int32 partition column: no value prints as abc, 01, 1.0 or nothing (a
+    null is __NULL__), raylake quotes no digit, and no file_prefix starts with a dot
+    (was: all deleted, as the directory only had to start with p=)."""
+    schema = pa.schema([("id", pa.int64()), ("p", pa.int32())])
+    tbl = raylake.create_table(str(tmp_path), schema, partition_by=["p"])
+    tbl.write(pa.table({"id": [9, 8], "p": pa.array([1, None], pa.int32())}))
+    user = tmp_path / f"{where}{'0' * 32}.parquet"
+    user.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({"id": [7]}), user)
+    orphan = tmp_path / f"data/p=-12/bucket-3/data-{'1' * 32}.parquet"  # a failed write's
+    orphan.parent.mkdir(parents=True)
+    pq.write_table(pa.table({"id": [7]}), orphan)
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            _age(path)
+    assert tbl.remove_orphan_files(older_than=timedelta(days=1)).paths == (
+        orphan.relative_to(tmp_path).as_posix(),
+    )
+    assert user.exists() and tbl.count() == 2
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.one_of(
+        st.tuples(st.just(pa.int64()), st.integers(-(2**63), 2**63 - 1)),
+        st.tuples(st.just(pa.bool_()), st.booleans()),
+        st.tuples(st.just(pa.date32()), st.dates()),
+        st.tuples(st.just(pa.string()), st.text(max_size=80)),
+        st.tuples(st.just(pa.int8()), st.none()),
+    )
+)
+def test_every_directory_raylake_writes_is_one_its_cleanup_knows(case: tuple[Any, Any]) -> None:
+    """The other side: a failed write's files in any partition stay orphans to clean."""
+    dtype, value = case
+    ts = TableSchema(pa.schema([("id", pa.int64()), ("p", dtype)]), partition_keys=("p",))
+    directory = partition_dir(ts, (value,), 0)
+    assert is_raylake_file(f"{directory}/data-{'0' * 32}.parquet", [ts.arrow_schema.field("p")])
 
 
 def test_an_empty_directory_or_a_table_being_made_is_fine(tmp_path: Path) -> None:
