@@ -62,7 +62,7 @@ def plan_changes(rng: ChangeRange) -> list[ChangeSplit]:
         if producer == "lookup":
             snaps = rng.snapshots()
             if snaps is not None and all(s.commit_kind != "OVERWRITE" for s in snaps):
-                return _changelog_splits(rng, snaps, net=len(snaps) > 1)
+                return _changelog_splits(rng, snaps, net=True)
     return rng.diffs()
 
 
