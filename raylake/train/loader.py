@@ -279,7 +279,7 @@ class ShardedLoader:
             "world_size": None if producer is None else producer.world_size,
             "epoch": position.epoch,
             "remaining": [list(i) for i in position.remaining],
-            "progress": None if p is None else p.__dict__.copy(),
+            "progress": None if p is None else p.state(),
             **stream_fields(),
         }
 
@@ -303,20 +303,6 @@ class ShardedLoader:
             if pending.progress is not None:
                 self._first_worker = pending.progress.worker_after_pass(pending.remaining)
             return
-        if pending.epoch < self.epoch:
-            # Reading the rest of the earlier epoch would pass for the later one; and
-            # DataLoader workers get their positions as of StatefulDataLoader's last
-            # snapshot, which it replays up to the state: a state saved after an epoch's
-            # last batch, between snapshots, would end the pass the loop meant for the
-            # next epoch at once, and that epoch would go unread.
-            raise ResumeStateError(
-                f"this position is of epoch {pending.epoch}, with batches left to read, "
-                f"and the dataset is set to epoch {self.epoch}: call set_epoch"
-                f"({pending.epoch}) before resuming and finish epoch {pending.epoch} "
-                "first (a StatefulDataLoader with DataLoader workers and "
-                "snapshot_every_n_steps > 1 replays the steps after its last snapshot, "
-                "which may finish it without a batch)"
-            )
         self.epoch = position.epoch
         self._pending = pending
 

@@ -46,6 +46,14 @@ class Progress:
             remaining, self.batch_size, self.world_size, self.num_workers, self.drop_last
         )
 
+    def state(self) -> dict[str, Any]:
+        """What a saved position records (``first_worker`` only where it is not 0, so
+        that a raylake before it reads the positions it can resume)."""
+        saved = self.__dict__.copy()
+        if not self.first_worker:
+            del saved["first_worker"]
+        return saved
+
     @property
     def role(self) -> int:
         """Which block of the division this consumer reads."""
