@@ -14,7 +14,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import raylake
@@ -155,22 +155,29 @@ def test_orphan_cleanup_spares_values_no_value_of_the_column_prints_as(
     assert user.exists() and tbl.count() == 2
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(
     st.one_of(
         st.tuples(st.just(pa.int64()), st.integers(-(2**63), 2**63 - 1)),
         st.tuples(st.just(pa.bool_()), st.booleans()),
         st.tuples(st.just(pa.date32()), st.dates()),
-        st.tuples(st.just(pa.string()), st.text(max_size=80)),
+        st.tuples(st.just(pa.string()), st.text(max_size=120)),
         st.tuples(st.just(pa.int8()), st.none()),
-    )
+    ),
+    st.sampled_from(["p", "k" * 56, "k" * 120, "é" * 40, "k" * 250]),
 )
-def test_every_directory_raylake_writes_is_one_its_cleanup_knows(case: tuple[Any, Any]) -> None:
-    """The other side: a failed write's files in any partition stay orphans to clean."""
+@example((pa.string(), "日" * 60), "k" * 56)  # the start ends inside 日's three bytes
+def test_every_directory_raylake_writes_is_one_its_cleanup_knows(
+    case: tuple[Any, Any], key: str
+) -> None:
+    """The other side: a failed write's files in any partition stay orphans to clean,
+    also where a long name was shortened to its start and a digest (its start may end
+    inside an accented letter's bytes)."""
     dtype, value = case
-    ts = TableSchema(pa.schema([("id", pa.int64()), ("p", dtype)]), partition_keys=("p",))
+    ts = TableSchema(pa.schema([("id", pa.int64()), (key, dtype)]), partition_keys=(key,))
     directory = partition_dir(ts, (value,), 0)
-    assert is_raylake_file(f"{directory}/data-{'0' * 32}.parquet", [ts.arrow_schema.field("p")])
+    field = [ts.arrow_schema.field(key)]
+    assert is_raylake_file(f"{directory}/data-{'0' * 32}.parquet", field)
 
 
 def test_an_empty_directory_or_a_table_being_made_is_fine(tmp_path: Path) -> None:
