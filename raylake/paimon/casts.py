@@ -123,10 +123,14 @@ def paimon_cast(values: Array, source: PaimonType, dest: PaimonType, zone: str) 
         return values.cast(target, safe=False)  # a Java narrowing cast wraps
     if src in ("FLOAT", "DOUBLE") and dst in _INTEGERS:
         return pc.trunc(values).cast(target)  # Java drops the fraction
-    if src in (*_INTEGERS, "DECIMAL") and dst in ("FLOAT", "DOUBLE"):
-        # Java's (double) of a long, and BigDecimal.doubleValue(), round to the nearest
-        # float: 2**53 + 1 is 2**53 (Arrow's safe cast refuses what does not fit exactly)
+    if src in _INTEGERS and dst in ("FLOAT", "DOUBLE"):
+        # Java's (double) of a long rounds to the nearest float: 2**53 + 1 is 2**53
+        # (Arrow's safe cast refuses what does not fit exactly)
         return values.cast(target, safe=False)
+    if src == "DECIMAL" and dst in ("FLOAT", "DOUBLE"):
+        # BigDecimal.doubleValue() rounds to the nearest float; Arrow's cast of a decimal
+        # does not always (5091.15 read as 5091.150000000001), its parse of text does
+        return values.cast(pa.string()).cast(target)
     return values.cast(target)
 
 

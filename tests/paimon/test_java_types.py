@@ -331,6 +331,15 @@ def test_integers_and_decimals_widen_to_floats_rounding_as_java() -> None:
     assert _cast([2**53 + 1, None], "BIGINT", "DOUBLE") == [2.0**53, None]
     assert _cast([16_777_217], "INT", "FLOAT") == [16_777_216.0]
     assert _cast([Decimal("0.1")], "DECIMAL(10, 1)", "DOUBLE") == [0.1]
+    assert _cast([Decimal("5091.15")], "DECIMAL(20, 10)", "FLOAT") == [float(np.float32(5091.15))]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.decimals(min_value=-(10**9), max_value=10**9, places=10, allow_nan=False))
+def test_decimals_to_floats_round_to_the_nearest(value: Decimal) -> None:
+    """As BigDecimal.doubleValue() and floatValue(); Arrow's cast of a decimal read
+    5091.15 as 5091.150000000001."""
+    assert _cast([value], "DECIMAL(20, 10)", "DOUBLE") == [float(value)]
 
 
 def test_a_refused_decimal_cast_names_the_scale() -> None:
