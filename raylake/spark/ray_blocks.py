@@ -32,10 +32,13 @@ def blocks_to_spark(ds: Any, spark: Any) -> Any:
     from raydp.spark.dataset import get_locations
     from raydp.spark.ray_cluster_master import RAYDP_SPARK_MASTER_SUFFIX
 
-    if _of_pandas_blocks(ds):  # ray.data.from_pandas: RayDP takes Arrow blocks only
-        ds = ds.map_batches(_as_arrow, batch_format="pyarrow", zero_copy_batch=True)
     wrapped = ds.schema()
     arrow_schema = getattr(wrapped, "base_schema", wrapped)
+    if type(arrow_schema).__name__ == "PandasBlockSchema":
+        # ray.data.from_pandas: RayDP takes Arrow blocks only
+        ds = ds.map_batches(_as_arrow, batch_format="pyarrow", zero_copy_batch=True)
+        wrapped = ds.schema()
+        arrow_schema = getattr(wrapped, "base_schema", wrapped)
     if not isinstance(arrow_schema, pa.Schema):
         return ds.to_spark(spark)  # RayDP's own path and its own refusals
     # Ray's zero-column blocks carry a placeholder column that is not the Dataset's.
@@ -61,11 +64,6 @@ def blocks_to_spark(ds: Any, spark: Any) -> Any:
         df_id,
     )
     return blocks_df.mapInArrow(partial(_batches, source, spark_arrow_schema(arrow_schema)), schema)
-
-
-def _of_pandas_blocks(ds: Any) -> bool:
-    wrapped = ds.schema()
-    return type(getattr(wrapped, "base_schema", wrapped)).__name__ == "PandasBlockSchema"
 
 
 def _as_arrow(batch: pa.Table) -> pa.Table:
