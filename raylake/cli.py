@@ -82,7 +82,8 @@ def cmd_snapshots(args: argparse.Namespace) -> int:
     snaps = tbl.snapshots()
     head = f"{'id':>6}  {'kind':<9}  {'time (UTC)':<23}  {'delta rows':>13}  "
     print(head + (f"{'stored rows':>13}  {'live rows':>13}" if pk else f"{'total rows':>13}"))
-    counted = {s.id for s in snaps[len(snaps) - args.live_rows :]} if args.live_rows > 0 else set()
+    newest = snaps[max(0, len(snaps) - args.live_rows) :] if args.live_rows > 0 else []
+    counted = {s.id for s in newest}
     for snap in snaps:
         when = snap.time.strftime("%Y-%m-%d %H:%M:%S.%f")[:23]
         line = f"{snap.id:>6}  {snap.commit_kind:<9}  {when:<23}  {snap.delta_record_count:>13,}  "

@@ -40,7 +40,8 @@ def cmd_write(args: argparse.Namespace) -> int:
     except BaseException as exc:
         # Left behind, the empty table would refuse the corrected command's --create.
         if not outcome_unknown(exc):  # a commit that may have landed keeps its table
-            drop_new_table(tbl)
+            # Made among the user's files (--allow-other-files): only the table goes.
+            drop_new_table(tbl, beside_other_files=bool(args.allow_other_files))
         raise
 
 

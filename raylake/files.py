@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import os
 import re
 from collections.abc import Iterator, Sequence
@@ -62,6 +64,7 @@ def _without_row_numbers(dataset: ds.Dataset) -> ds.Dataset:
     return ds.dataset(dataset.files, format="parquet", schema=kept, filesystem=dataset.filesystem)
 
 
+_NAN_TEXT = re.compile(r"nan|#ind", re.IGNORECASE)
 _ROW_NUMBERS = re.compile(r"__index_level_\d+__")
 
 
@@ -74,7 +77,10 @@ def _dataset(path: str, fmt: str, schema: pa.Schema | None) -> ds.Dataset:
         return _without_row_numbers(ds.dataset(path, format="parquet"))
     if kind == "csv":
         types = None if schema is None else {f.name: csv_readable(f.type) for f in schema}
-        options = pcsv.ConvertOptions(column_types=types)
+        # pyarrow's default null texts include NaN and nan: a float NaN is a value, and
+        # `raylake scan` prints it so (the other defaults, "", NA, null, ..., stay null)
+        nulls = [v for v in pcsv.ConvertOptions().null_values if not _NAN_TEXT.search(v)]
+        options = pcsv.ConvertOptions(column_types=types, null_values=nulls)
         return ds.dataset(path, format=ds.CsvFileFormat(convert_options=options))
 
     # JSON lines are read whole: a dataset's schema inference ignores an explicit schema.
@@ -97,13 +103,42 @@ def _dataset(path: str, fmt: str, schema: pa.Schema | None) -> ds.Dataset:
     # columns are read as JSON holds them, then cast as a CSV column's text is parsed.
     readable = pa.schema([f.with_type(json_readable(f.type, dates=False)) for f in schema])
     try:
-        return ds.dataset(cast_columns(read(readable), schema))
+        return ds.dataset(cast_columns(_decoded_binaries(read(readable), schema, path), schema))
     except pa.ArrowInvalid:
         as_text = pa.schema([f.with_type(json_readable(f.type, dates=True)) for f in schema])
         if as_text.equals(readable):
             raise
-    return ds.dataset(cast_columns(read(as_text), schema))
-    return ds.dataset(cast_columns(read(readable), schema))
+    return ds.dataset(cast_columns(_decoded_binaries(read(as_text), schema, path), schema))
+
+
+def _decoded_binaries(table: pa.Table, schema: pa.Schema, path: str) -> pa.Table:
+    """Binary columns of JSON lines hold base64 text, as ``raylake scan --format json``
+    writes them and Spark reads them; read as the text's bytes, a round trip stored
+    ``AAE=`` for the bytes 00 01. (Before the casts: a fixed-size binary's text is
+    longer than its bytes.)"""
+    for i, field in enumerate(table.schema):
+        wanted = schema.field(field.name).type if field.name in schema.names else None
+        if wanted is None or not _is_binary(wanted):
+            continue
+        try:
+            values = [
+                None if v is None else base64.b64decode(v, validate=True)
+                for v in table.column(i).to_pylist()  # a CLI file's column, not a hot path
+            ]
+            column = pa.array(values, field.type)
+        except (binascii.Error, ValueError, pa.ArrowInvalid) as exc:
+            raise RaylakeError(
+                f"cannot read {path!r}: binary column {field.name!r} holds text that is not "
+                f"base64 ({exc}); JSON lines hold bytes as base64, as `raylake scan --format "
+                "json` writes them"
+            ) from exc
+        table = table.set_column(i, field, column)
+    return table
+
+
+def _is_binary(t: pa.DataType) -> bool:
+    types = pa.types
+    return bool(types.is_binary(t) or types.is_large_binary(t) or types.is_fixed_size_binary(t))
 
 
 def check_files(paths: Sequence[str], fmt: str = "auto") -> None:

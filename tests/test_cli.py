@@ -89,6 +89,10 @@ def test_snapshots_of_a_primary_key_table_show_live_rows(
     lines = out.splitlines()
     assert [line.split()[-1] for line in lines[1:3]] == ["-", "1,000"]
     assert lines[3] == "live rows of the newest 1 snapshot(s) only: --live-rows N for more"
+    # More than the table has: every snapshot (was: the slice started before the first
+    # and wrapped around, counting 2 * 2 - 3 = 1).
+    code, out, _ = run(capsys, "snapshots", upserted.uri, "--live-rows", "3")
+    assert [line.split()[-1] for line in out.splitlines()[1:]] == ["1,000", "1,000"]
 
 
 def test_snapshots(tbl: Table, capsys: pytest.CaptureFixture[str]) -> None:

@@ -15,6 +15,7 @@ import pytest
 import raylake
 from raylake import cli_write
 from raylake.cli import main
+from raylake.table import table_exists
 
 ROWS = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "name": ["a", "b", "c"]})
 
@@ -140,6 +141,57 @@ def test_a_directory_with_other_files_names_the_flag_that_allows_them(
     assert code == 2 and "--allow-other-files must be given only with --create" in err
 
 
+def test_a_failed_create_among_other_files_removes_only_the_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The cleanup of the new table removed the whole directory, the user's README too."""
+    uri = str(tmp_path / "t")
+    os.mkdir(uri)
+    (tmp_path / "t" / "README").write_text("notes")
+    good, bad = tmp_path / "good.csv", tmp_path / "bad.csv"
+    good.write_text("id,s\n1,a\n")
+    bad.write_text("id,s\nnot-a-number,b\n")
+    code, _, _ = _run(capsys, "write", uri, str(good), str(bad), "--create", "--allow-other-files")
+    assert code == 2
+    assert (tmp_path / "t" / "README").read_text() == "notes"
+    assert not table_exists(uri)
+
+
+def test_csv_nan_is_a_float_not_a_null(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """pyarrow's default null texts include NaN: a float NaN was stored as null."""
+    (tmp_path / "in.csv").write_text("id,f,s\n1,NaN,NaN\n2,nan,x\n3,inf,y\n4,,z\n5,NA,NA\n")
+    uri = str(tmp_path / "t")
+    assert _run(capsys, "write", uri, str(tmp_path / "in.csv"), "--create")[0] == 0
+    rows = raylake.open_table(uri).to_arrow().sort_by("id").to_pylist()
+    assert [str(r["f"]) for r in rows] == ["nan", "nan", "inf", "None", "None"]
+    assert [r["s"] for r in rows] == ["NaN", "x", "y", "z", "NA"]  # text stays text
+
+
+def test_json_binary_columns_round_trip_as_base64(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """scan --format json writes bytes as base64; write stored the base64 text itself."""
+    schema = pa.schema(
+        [("id", pa.int64()), ("b", pa.binary()), ("f", pa.binary(2)), ("l", pa.large_binary())]
+    )
+    data = pa.table(
+        {"id": [1, 2], "b": [b"\x00\x01", None], "f": [b"\xff\x00", b"ab"], "l": [b"", b"xyz"]},
+        schema=schema,
+    )
+    src = str(tmp_path / "src")
+    raylake.create_table(src, schema).write(data)
+    code, out, _ = _run(capsys, "scan", src, "--format", "json")
+    assert code == 0
+    (tmp_path / "rows.jsonl").write_text(out)
+    dst = str(tmp_path / "dst")
+    raylake.create_table(dst, schema)
+    assert _run(capsys, "write", dst, str(tmp_path / "rows.jsonl"))[0] == 0
+    assert raylake.open_table(dst).to_arrow().sort_by("id").equals(data)
+    (tmp_path / "bad.jsonl").write_text(json.dumps({"id": 3, "b": "not base64!"}) + "\n")
+    code, _, err = _run(capsys, "write", dst, str(tmp_path / "bad.jsonl"))
+    assert code == 2 and "binary column 'b' holds text that is not base64" in err
+
+
 def test_json_lines_write_text_dates_and_times_and_the_types_json_lacks(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -158,7 +210,7 @@ def test_json_lines_write_text_dates_and_times_and_the_types_json_lacks(
              "c": pa.dictionary(pa.int32(), pa.string()), "b": pa.binary(2),
              "l": pa.list_(pa.date32())}  # fmt: skip
     other = raylake.create_table(str(tmp_path / "u"), pa.schema(types))
-    row = {"t": "10:00:00.5", "d": 5, "h": 1.5, "c": "x", "b": "ab", "l": ["2024-01-01"]}
+    row = {"t": "10:00:00.5", "d": 5, "h": 1.5, "c": "x", "b": "YWI=", "l": ["2024-01-01"]}
     (tmp_path / "all.jsonl").write_text(json.dumps(row) + "\n")
     assert _run(capsys, "write", other.uri, str(tmp_path / "all.jsonl"))[0] == 0
     assert other.to_arrow().to_pylist() == [
