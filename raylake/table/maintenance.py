@@ -30,7 +30,7 @@ from raylake.format.snapshot import SNAPSHOT_DIR, Snapshot, SnapshotManager, sna
 from raylake.io import FileIO
 from raylake.progress import track
 from raylake.table.ages import OlderThan, cutoff_millis
-from raylake.table.partition_text import could_be_written, is_shortened
+from raylake.table.partition_text import could_be_written
 from raylake.table.references import (
     data_paths,
     kept_data_paths,
@@ -39,7 +39,7 @@ from raylake.table.references import (
     refs_if_present,
     stray_added_paths,
 )
-from raylake.table.writer import DATA_DIR, partition_key_prefix
+from raylake.table.writer import DATA_DIR, is_shortened_name, partition_key_prefix
 
 logger = logging.getLogger(__name__)
 
@@ -335,7 +335,7 @@ def _partition_directory(directory: str, field: pa.Field) -> bool:
     """Whether ``directory`` is named as ``partition_dir`` names one of column ``field``
     (a name too long for a file system keeps its first 200-odd characters)."""
     prefix = partition_key_prefix(field.name)
-    if is_shortened(directory):
+    if is_shortened_name(directory):
         return directory.startswith(prefix[:200])
     return directory.startswith(prefix) and could_be_written(directory[len(prefix) :], field.type)
 

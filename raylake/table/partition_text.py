@@ -17,14 +17,6 @@ import pyarrow as pa
 from raylake.table.writer import NULL_PARTITION
 
 _INTEGER = re.compile(r"-?(0|[1-9][0-9]*)")
-# A name longer than a file system takes keeps its start (which may end inside a
-# character of several bytes) and a digest of all of it: 253 to 255 characters.
-_SHORTENED = re.compile(r".{220,222}~[0-9a-f]{32}", re.DOTALL)
-
-
-def is_shortened(directory: str) -> bool:
-    """Whether ``directory`` is a name writer.py shortened to its start and a digest."""
-    return _SHORTENED.fullmatch(directory) is not None
 
 
 def could_be_written(text: str, dtype: pa.DataType) -> bool:

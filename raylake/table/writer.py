@@ -73,6 +73,20 @@ _NAME_MAX = 255
 _DIGEST_HEX = 32
 
 
+def is_shortened_name(name: str) -> bool:
+    """Whether ``name`` is one :func:`_directory_name` shortened: its start (which may end
+    inside a character of several bytes, or be cut before a %XX escape), ``~`` and the
+    digest."""
+    head, tilde, digest = name.rpartition("~")
+    longest = _NAME_MAX - 1 - _DIGEST_HEX
+    return (
+        bool(tilde)
+        and longest - 2 <= len(head) <= longest
+        and len(digest) == _DIGEST_HEX
+        and all(c in "0123456789abcdef" for c in digest)
+    )
+
+
 def _directory_name(name: str) -> str:
     """``name`` (ASCII, percent-encoded), or where it is too long for a file system its
     start and a digest of all of it: readers never parse these names (partition values
