@@ -12,7 +12,8 @@ import pyarrow.compute as pc
 
 from raylake.errors import FilterError
 from raylake.expr.bind import bind_literal
-from raylake.expr.values import InList, Lit, Op, Ref, Unary, ValueExpr
+from raylake.expr.like import match_like
+from raylake.expr.values import InList, Like, Lit, Op, Ref, Unary, ValueExpr
 
 Columns = Mapping[str, pa.Array | pa.ChunkedArray]
 
@@ -73,24 +74,31 @@ def _typed_literal(lit: Lit, other: Any, context: ValueExpr) -> Any:
     """A literal as a scalar of the other operand's type where it converts (a date
     string against a date column, an int against a float32 column)."""
     if lit.value is None or isinstance(other, pa.Scalar) or other is None:
-        return pa.scalar(lit.value)
+        return _scalar(lit.value)
     typ = other.type
     numeric = pa.types.is_integer(typ) or pa.types.is_floating(typ)
     if numeric and isinstance(lit.value, float) and pa.types.is_integer(typ):
-        return pa.scalar(lit.value)  # 1.5 against an int column stays a float
+        return _scalar(lit.value)  # 1.5 against an int column stays a float
     if numeric and isinstance(lit.value, bool):
-        return pa.scalar(lit.value)
+        return _scalar(lit.value)
     try:
         return bind_literal(str(context), lit.value, typ)
     except FilterError:
-        return pa.scalar(lit.value)
+        return _scalar(lit.value)
+
+
+def _scalar(value: Any) -> pa.Scalar:
+    try:
+        return pa.scalar(value)
+    except OverflowError:  # an int beyond 64 bits: no Arrow type holds it
+        raise FilterError(f"the literal {value} is beyond the range of 64-bit integers") from None
 
 
 def _eval(expr: ValueExpr, columns: Columns) -> Any:
     if isinstance(expr, Ref):
         return columns[str(expr)]
     if isinstance(expr, Lit):
-        return pa.scalar(expr.value)
+        return _scalar(expr.value)
     if isinstance(expr, Op):
         if expr.op in ("and", "or"):
             fn = pc.and_kleene if expr.op == "and" else pc.or_kleene
@@ -113,11 +121,17 @@ def _eval(expr: ValueExpr, columns: Columns) -> Any:
             return pc.invert(operand)
         valid = pc.is_valid(operand)
         return pc.invert(valid) if expr.op == "isnull" else valid
+    if isinstance(expr, Like):
+        return _like(expr, _eval(expr.operand, columns))
     if isinstance(expr, InList):
         operand = _eval(expr.operand, columns)
-        values = pa.array([_typed_literal(Lit(v), operand, expr).as_py() for v in expr.values])
-        values = values.cast(operand.type) if len(values) else pa.array([], operand.type)
-        found = pc.is_in(operand, value_set=values)
+        literals = [_typed_literal(Lit(v), operand, expr) for v in expr.values]
+        exact = [s.as_py() for s in literals if s.type == operand.type]
+        found = pc.is_in(operand, value_set=pa.array(exact, operand.type))
+        # A value not of the column's type (1.001 against a decimal(10, 2) column) is
+        # compared as `=` compares it: a cast into the type would round it to a match.
+        for other in (s for s in literals if s.type != operand.type):
+            found = pc.or_kleene(found, pc.equal(operand, other))
         found = pc.if_else(pc.is_valid(operand), found, pa.scalar(None, pa.bool_()))
         return pc.invert(found) if expr.negated else found
     args = [None if isinstance(a, Lit) else _eval(a, columns) for a in expr.args]
@@ -126,3 +140,12 @@ def _eval(expr: ValueExpr, columns: Columns) -> Any:
         _typed_literal(a, typed, expr) if isinstance(a, Lit) else v for a, v in zip(expr.args, args)
     ]
     return pc.coalesce(*args)
+
+
+def _like(expr: Like, operand: Any) -> Any:
+    if pa.types.is_dictionary(operand.type):
+        operand = operand.cast(operand.type.value_type)
+    if not (pa.types.is_string(operand.type) or pa.types.is_large_string(operand.type)):
+        raise FilterError(f"{expr}: LIKE applies to strings, not {operand.type}")
+    found = match_like(operand, expr.pattern)
+    return pc.invert(found) if expr.negated else found

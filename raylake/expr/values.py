@@ -14,12 +14,13 @@ Grammar (keywords case-insensitive)::
     and     := not ("and" not)*
     not     := "not" not | test
     test    := sum [OP sum | "is" ["not"] "null" | ["not"] "in" "(" literals ")"
-                    | ["not"] "between" sum "and" sum]
+                    | ["not"] "between" sum "and" sum | ["not"] "like" string]
     sum     := product (("+" | "-") product)*
     product := unary (("*" | "/") unary)*
     unary   := "-" unary | atom
     atom    := number | string | true | false | null | column
-             | "coalesce" "(" sum ("," sum)* ")" | "(" pred ")"
+             | "coalesce" "(" sum ("," sum)* ")" | "starts_with" "(" sum "," string ")"
+             | "(" pred ")"
 """
 
 from __future__ import annotations
@@ -30,12 +31,13 @@ from typing import Any
 
 from raylake.errors import FilterError, FilterParseError
 from raylake.expr._syntax import IDENTIFIER_RE, KEYWORDS
+from raylake.expr.like import check_pattern, escape_like
 from raylake.expr.parser import _QUOTES, _number, _read_quoted
 
 _COMPARE = ("<=", ">=", "<>", "!=", "==", "=", "<", ">")
 _CANONICAL = {"==": "=", "<>": "!="}
 _ARITH = "+-*/"
-_FUNCTIONS = {"coalesce"}
+_FUNCTIONS = {"coalesce", "starts_with"}
 
 
 @dataclass(frozen=True)
@@ -99,7 +101,19 @@ class InList:
         return f"{self.operand} {'not in' if self.negated else 'in'} {self.values}"
 
 
-ValueExpr = Ref | Lit | Op | Unary | Call | InList
+@dataclass(frozen=True)
+class Like:
+    """``operand like pattern``, with the filters' LIKE rules (raylake/expr/like.py)."""
+
+    operand: ValueExpr
+    pattern: str
+    negated: bool = False
+
+    def __str__(self) -> str:
+        return f"{self.operand} {'not like' if self.negated else 'like'} {self.pattern!r}"
+
+
+ValueExpr = Ref | Lit | Op | Unary | Call | InList | Like
 
 
 @dataclass(frozen=True)
@@ -223,9 +237,12 @@ class _Parser:
                 raise self.fail("expected 'null' after 'is'", self.peek())
             self.next()
             return Unary("notnull" if negated else "isnull", left)
-        negated = self.kw("not") and (self.kw("in", 1) or self.kw("between", 1))
+        negated = self.kw("not") and any(self.kw(w, 1) for w in ("in", "between", "like"))
         if negated:
             self.next()
+        if self.kw("like"):
+            self.next()
+            return Like(left, self.pattern("'like'"), negated)
         if self.kw("in"):
             self.next()
             self.expect("(", "'(' after 'in'")
@@ -245,6 +262,15 @@ class _Parser:
             between = Op("and", Op(">=", left, low), Op("<=", left, self.sum()))
             return Unary("not", between) if negated else between
         return left
+
+    def pattern(self, after: str) -> str:
+        tok = self.next()
+        if tok.kind != "string":
+            raise self.fail(f"expected a quoted string after {after}", tok)
+        try:
+            return check_pattern(tok.value)
+        except FilterError as exc:
+            raise self.fail(str(exc), tok) from None
 
     def literal(self) -> Any:
         tok = self.next()
@@ -289,6 +315,13 @@ class _Parser:
             self.expect(")", f"')' for the '(' at position {tok.pos}")
             return expr
         if tok.kind == "ident":
+            if self.peek().kind == "(" and tok.text.lower() == "starts_with":
+                self.next()
+                operand = self.sum()
+                self.expect(",", "',' and a prefix in starts_with(")
+                prefix = self.pattern("starts_with(")
+                self.expect(")", "')' closing starts_with(")
+                return Like(operand, escape_like(prefix) + "%")
             if self.peek().kind == "(" and tok.text.lower() in _FUNCTIONS:
                 self.next()
                 args = [self.sum()]
@@ -298,7 +331,8 @@ class _Parser:
                 self.expect(")", "')' closing coalesce(")
                 return Call(tok.text.lower(), tuple(args))
             if self.peek().kind == "(":
-                raise self.fail(f"unknown function {tok.text!r}; merge knows coalesce()", tok)
+                known = "coalesce() and starts_with()"
+                raise self.fail(f"unknown function {tok.text!r}; merge knows {known}", tok)
             return self.ref(tok)
         desc = "end of expression" if tok.kind == "eof" else repr(tok.text)
         raise self.fail(f"unexpected {desc}; expected a column, a literal or '('", tok)
@@ -315,12 +349,13 @@ class _Parser:
 
 
 def parse_value(text: str, sides: str = "ts") -> ValueExpr:
-    """Parse a value expression (``"t.n + s.n"``); columns are qualified by ``sides``."""
+    """Parse a value expression (``"t.n + s.n"``, or a condition such as ``"s.n > 1"``
+    for a boolean column); columns are qualified by ``sides``."""
     if not isinstance(text, str):
         raise FilterError(f"an expression must be a string, got {type(text).__name__}")
     parser = _Parser(text, sides)
     try:
-        return parser.whole(parser.sum)
+        return parser.whole(parser.pred)
     except RecursionError:
         raise FilterParseError("expression nests too deeply", text, 0) from None
 
@@ -342,7 +377,7 @@ def refs(expr: ValueExpr) -> set[Ref]:
         return {expr}
     if isinstance(expr, Op):
         return refs(expr.left) | refs(expr.right)
-    if isinstance(expr, Unary | InList):
+    if isinstance(expr, Unary | InList | Like):
         return refs(expr.operand)
     if isinstance(expr, Call):
         return set().union(*(refs(a) for a in expr.args))

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
 
 import pyarrow as pa
@@ -39,3 +40,55 @@ def test_a_merge_predicate_selects_what_the_filter_selects(tmp_path: Path, predi
     merge = tbl.merge(pa.table({"k": [1, 2, 3, 4]}), on="t.k = s.k")
     merge.when_matched_delete(predicate=predicate).execute()
     assert {1, 2, 3, 4} - set(tbl.to_arrow()["k"].to_pylist()) == expected
+
+
+TEXT = pa.table(
+    {
+        "k": [1, 2, 3, 4, 5],
+        "s": ["apple", "banana", None, "a%b", "Apple"],
+        "d": pa.array(
+            [Decimal("1.00"), Decimal("1.01"), None, Decimal("2.50"), Decimal("0")],
+            pa.decimal128(10, 2),
+        ),
+    }
+)
+
+
+@pytest.mark.parametrize(
+    ("predicate", "expected"),
+    [
+        ("t.s like 'a%'", {1, 4}),
+        ("t.s not like 'a%'", {2, 5}),
+        ("not (t.s like '_pple')", {2, 4}),
+        ("t.s like 'a\\%b'", {4}),
+        ("starts_with(t.s, 'a%')", {4}),
+        ("starts_with(t.s, 'a') and t.d > 1", {4}),
+        # a value the decimal column cannot hold matches nothing, as `=` compares it
+        # (was: cast into the column's type, 1.001 rounded to 1.00 and matched it)
+        ("t.d in (1.001, 1.009)", set()),
+        ("t.d in (1.004, 2.5)", {4}),
+        ("t.d not in (1.001)", {1, 2, 4, 5}),
+    ],
+)
+def test_like_and_value_lists_in_a_merge_predicate(
+    tmp_path: Path, predicate: str, expected: set[int]
+) -> None:
+    """LIKE and starts_with are filter syntax, and merge expressions are its superset
+    (was: a parse error)."""
+    tbl = raylake.create_table(str(tmp_path / "t"), TEXT.schema)
+    tbl.write(TEXT)
+    merge = tbl.merge(pa.table({"k": [1, 2, 3, 4, 5]}), on="k")
+    result = merge.when_matched_delete(predicate=predicate).execute()
+    assert {1, 2, 3, 4, 5} - set(tbl.to_arrow()["k"].to_pylist()) == expected
+    assert result.deleted == len(expected)
+
+
+def test_a_condition_is_a_value_for_a_boolean_column(tmp_path: Path) -> None:
+    """``SET flag = s.n > 1`` (was: a parse error; only arithmetic parsed as a value)."""
+    schema = pa.schema([("k", pa.int64()), ("flag", pa.bool_())])
+    tbl = raylake.create_table(str(tmp_path / "t"), schema)
+    tbl.write(pa.table({"k": [1, 2, 3], "flag": [None, None, None]}, schema=schema))
+    source = pa.table({"k": [1, 2, 3], "n": [0, 0, None], "s": ["ab", "b", "a"]})
+    merge = tbl.merge(source, on="k")
+    merge.when_matched_update({"flag": "s.n > 1 or s.s like 'a%'"}).execute()
+    assert tbl.to_arrow().sort_by("k")["flag"].to_pylist() == [True, False, True]

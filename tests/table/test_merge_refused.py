@@ -5,6 +5,7 @@ leaves the table as it was: no snapshot, no file, no column (schema_mode="merge"
 from __future__ import annotations
 
 from collections.abc import Callable
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 
 import raylake
 from raylake.errors import (
+    FilterError,
     InvalidArgumentError,
     MergeCardinalityError,
     MergeError,
@@ -364,3 +366,46 @@ def test_an_update_beyond_a_float32_columns_range_is_refused(
     merge = tbl.merge(source, on="id").when_matched_update({"f": assign})
     refused(tbl, merge.execute, SchemaMismatchError, "'f'.*1 value.*would become infinite")
     assert tbl.to_arrow().sort_by("id").column("f").to_pylist() == [1.5, 2.5]
+
+
+@pytest.mark.parametrize("assign", ["s.f", "1.239", "t.d + 0.001", 1.23456])
+def test_a_float_with_more_digits_than_a_decimal_columns_scale_is_refused(
+    tmp_path: Path, kind: str, assign: Any
+) -> None:
+    """As a decimal source with those digits is refused (was: Arrow's safe cast rounded
+    1.239 into decimal(10, 2) as 1.24 and the update wrote it)."""
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("d", pa.decimal128(10, 2))])
+    pk = {"primary_key": ["id"], "buckets": 2} if kind == "pk" else {}
+    tbl = raylake.create_table(str(tmp_path / kind), schema, **pk)
+    tbl.write(pa.table({"id": [1, 2], "d": [Decimal("0.50"), Decimal("1.00")]}, schema=schema))
+    merge = tbl.merge(pa.table({"id": [2], "f": [1.239]}), on="id").when_matched_update(
+        {"d": assign}
+    )
+    refused(tbl, merge.execute, SchemaMismatchError, "'d'.*1 value.*more digits than its scale")
+
+
+def test_a_float_a_decimal_holds_is_assigned_exactly(tmp_path: Path, kind: str) -> None:
+    """Floats whose shortest text fits the scale go in, among them those Arrow's own
+    decimal-to-float cast reads back one unit off (5091.15)."""
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("d", pa.decimal128(10, 2))])
+    pk = {"primary_key": ["id"], "buckets": 2} if kind == "pk" else {}
+    tbl = raylake.create_table(str(tmp_path / kind), schema, **pk)
+    tbl.write(pa.table({"id": [1, 2], "d": [Decimal("0.50"), Decimal("1.00")]}, schema=schema))
+    source = pa.table({"id": [1, 2], "f": [5091.15, 0.1]})
+    tbl.merge(source, on="id").when_matched_update({"d": "s.f"}).execute()
+    got = tbl.to_arrow().sort_by("id").column("d").to_pylist()
+    assert got == [Decimal("5091.15"), Decimal("0.10")]
+
+
+def test_a_source_with_a_duplicate_column_is_refused(tmp_path: Path, kind: str) -> None:
+    """As a write refuses it (was: pyarrow's KeyError 'Field "n" exists 2 times')."""
+    tbl = make(tmp_path, kind)
+    source = pa.Table.from_arrays([pa.array([1]), pa.array([5]), pa.array([6])], ["id", "n", "n"])
+    refused(tbl, lambda: tbl.merge(source, on="id"), SchemaMismatchError, r"duplicate.*\['n'\]")
+
+
+def test_an_integer_literal_beyond_64_bits_is_a_filter_error(tmp_path: Path, kind: str) -> None:
+    """Was: a bare OverflowError from pyarrow ("Python int too large to convert")."""
+    tbl = make(tmp_path, kind)
+    merge = tbl.merge(pa.table({"id": [1]}), on="id").when_matched_update({"n": 2**64})
+    refused(tbl, merge.execute, FilterError, "18446744073709551616 is beyond .*64-bit integers")

@@ -221,7 +221,17 @@ def _with_new_columns(tbl: Table, source: pa.Schema) -> Table:
 
 def source_table(source: Any, target: pa.Schema | None = None) -> pa.Table:
     """The merge source as one Arrow table (it is joined whole); a DataFrame's columns
-    that ``target`` lacks in the types ``from_pandas`` gives (raylake/table/conform.py)."""
+    that ``target`` lacks in the types ``from_pandas`` gives (raylake/table/conform.py).
+    A duplicate column name is refused: ``s.x`` would name two columns."""
+    table = _as_table(source, target)
+    names = table.column_names
+    if len(set(names)) != len(names):
+        dup = sorted({n for n in names if names.count(n) > 1})
+        raise SchemaMismatchError(f"the merge source has duplicate column(s) {dup}", column=dup[0])
+    return table
+
+
+def _as_table(source: Any, target: pa.Schema | None) -> pa.Table:
     if isinstance(source, pa.Table):
         return source
     if isinstance(source, pa.RecordBatch):

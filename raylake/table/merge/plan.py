@@ -378,12 +378,27 @@ def assigned(name: str, value: Any, field: pa.Field) -> Any:
         if overflowed:
             reason = f"{overflowed} value(s) beyond its range would become infinite"
             raise _unfit(name, value, field, reason)
+        rounded = _rounded_to_decimal(value, cast)
+        if rounded:
+            reason = f"{rounded} value(s) have more digits than its scale keeps"
+            raise _unfit(name, value, field, reason)
         value = cast
     if not field.nullable and value.null_count:
         from raylake.errors import NullConstraintError
 
         raise NullConstraintError(name, value.null_count)
     return value
+
+
+def _rounded_to_decimal(before: Any, after: Any) -> int:
+    """How many floats a cast to a decimal changed: Arrow's safe cast rounds 1.239 into
+    decimal(10, 2) as 1.24, where a decimal source with those digits is refused. A
+    float counts as exact when the decimal reads back as the same float (0.1 is 0.10),
+    through its text: Arrow's decimal-to-float cast is not correctly rounded."""
+    if not (pa.types.is_floating(before.type) and pa.types.is_decimal(after.type)):
+        return 0
+    back = after.cast(pa.string()).cast(before.type)
+    return int(pc.sum(pc.fill_null(pc.not_equal(back, before), False)).as_py() or 0)
 
 
 def _unfit(name: str, value: Any, field: pa.Field, reason: str) -> SchemaMismatchError:
