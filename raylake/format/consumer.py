@@ -58,6 +58,8 @@ STREAM_MODE = "stream.mode"
 _MARKER_PREFIX = "EXPIRING-"
 # A marker this old belongs to an expiration that crashed: registrations stop waiting.
 MARKER_STALE_MS = 10 * 60 * 1000
+# Per table URI, expiry markers of finished expirations whose delete failed
+_LEFT_MARKERS: dict[str, set[str]] = {}
 
 
 def is_consumer_id(name: str) -> bool:
@@ -266,8 +268,30 @@ class ConsumerManager:
             # left behind would hold up every registration until it goes stale.
             self.file_io.write_bytes(rel, json.dumps({"time_millis": _now_millis()}).encode())
             yield
-        finally:
-            self.file_io.delete_quietly([rel])
+        except BaseException:
+            self.file_io.delete_quietly([rel])  # must not hide the error that got here
+            raise
+        self._release(rel)
+
+    def release_left_markers(self) -> None:
+        """Delete the markers this process's finished expirations could not delete."""
+        left = _LEFT_MARKERS.pop(self.file_io.uri, set())
+        self.file_io.delete_quietly(sorted(left))
+
+    def _release(self, rel: str) -> None:
+        """Delete a done expiration's marker, or say that registrations will wait: a
+        warning alone let a marker hold up every registration for 10 minutes unseen."""
+        try:
+            self.file_io.delete(rel)
+        except OSError as exc:
+            _LEFT_MARKERS.setdefault(self.file_io.uri, set()).add(rel)
+            raise ConsumerError(
+                f"the expiration is done, but its marker {rel} in {self.file_io.uri} could "
+                f"not be deleted ({exc}): consumer registrations (reset_consumer, a "
+                "stream's first start) wait until it is deleted or "
+                f"{MARKER_STALE_MS // 60_000} minutes old. Delete it, or run "
+                "expire_snapshots again in this process, which deletes it first"
+            ) from exc
 
     def wait_for_expirations(self) -> None:
         """Return once no expiration holds a fresh marker (a marker goes stale after

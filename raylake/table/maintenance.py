@@ -114,6 +114,8 @@ def expire_snapshots(
     )
     snapshots = SnapshotManager(file_io)
     consumers = ConsumerManager(file_io)
+    if not dry_run:
+        consumers.release_left_markers()
     gone = () if consumer_cutoff is None else consumers.expire(consumer_cutoff, dry_run=dry_run)
     # A dry run leaves them: they only count as gone. (After a real run one of those ids
     # found again has registered anew, and protects what it reads.)

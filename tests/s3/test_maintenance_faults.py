@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 import raylake
-from raylake.errors import StorageRetriesExhaustedError
+from raylake.errors import ConsumerError, StorageRetriesExhaustedError
 from raylake.testing.faults import FaultPlan, FaultRule
 from raylake.testing.s3server import LocalS3Server
 from raylake.testing.tablecheck import inspect_table
@@ -41,6 +41,34 @@ def test_an_expiry_marker_whose_write_failed_is_not_left_behind(
     listed = faulty.client().list_objects_v2(Bucket=bucket, Prefix="t/consumer/")
     assert listed.get("Contents", []) == []
     assert [s.id for s in tbl.snapshots()] == [1, 2, 3]
+
+
+def test_an_expiry_marker_whose_delete_failed_is_reported_and_removed_by_the_next(
+    faulty: LocalS3Server, retrying: Callable[..., dict[str, Any]]
+) -> None:
+    # The marker's delete failed on every try: the expiration returned as if all was
+    # well, and the marker made every consumer registration wait 10 minutes.
+    options = retrying(2)
+    bucket = faulty.create_bucket()
+    tbl = raylake.create_table(
+        f"s3://{bucket}/t", pa.schema([("id", pa.int64())]), storage_options=options
+    )
+    for i in range(3):
+        tbl.write(pa.table({"id": [i]}))
+    faulty.set_faults(FaultPlan((FaultRule("internal", operation="DELETE", path="/EXPIRING-"),)))
+    with pytest.raises(ConsumerError, match="expiration is done, but its marker consumer/EXPIRING-"):
+        tbl.expire_snapshots(retain_last=1)
+    faulty.set_faults(None)
+    assert [s.id for s in tbl.snapshots()] == [3]
+
+    def markers() -> list[str]:
+        listed = faulty.client().list_objects_v2(Bucket=bucket, Prefix="t/consumer/")
+        return [o["Key"] for o in listed.get("Contents", [])]
+
+    assert len(markers()) == 1
+    assert tbl.expire_snapshots(retain_last=1).expired_snapshot_ids == ()
+    assert markers() == []
+    tbl.reset_consumer("job", 3)  # registers at once: no marker to wait for
 
 
 def test_files_an_expiration_stopped_by_faults_left_are_orphans(
