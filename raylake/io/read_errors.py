@@ -56,6 +56,27 @@ _QUOTED = re.compile(r"'([^']+)'")
 _KEY_IN_BUCKET = re.compile(r"key '(?P<key>[^']*)' in bucket '(?P<bucket>[^']*)'")
 
 
+_PATH_MARK = "raylake_data_file"
+
+
+@contextmanager
+def reading(path: str) -> Iterator[None]:
+    """Mark an OSError raised while reading the data file ``path`` with it, for the
+    error that names the file (:func:`named_store_errors`, outside the reads' retries,
+    which must see pyarrow's error as it is). pyarrow's errors of a read of an open
+    file (a ranged GET answered 500) do not name it."""
+    try:
+        yield
+    except OSError as exc:
+        if getattr(exc, _PATH_MARK, None) is None:
+            setattr(exc, _PATH_MARK, path)
+        raise
+
+
+def _marked(exc: BaseException, path: str | None) -> str | None:
+    return getattr(exc, _PATH_MARK, None) or path
+
+
 def retries_exhausted(
     exc: BaseException, attempts: int, path: str | None = None
 ) -> StorageRetriesExhaustedError | StorageAccessDeniedError | None:
@@ -69,6 +90,7 @@ def retries_exhausted(
     aws = _AWS.search(message)
     if aws is None:
         return None
+    path = _marked(exc, path)
     denied = _denied(aws["code"], aws["status"])
     if not denied and not _transient(aws["code"], aws["status"]):
         return None
@@ -172,6 +194,7 @@ def missing_object(exc: BaseException, path: str | None = None) -> FileNotFoundE
         isinstance(exc, FileNotFoundError) and exc.filename is not None
     ):
         return None
+    path = _marked(exc, path)
     message = str(exc)
     if type(exc) is OSError:
         aws = _AWS.search(message)

@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 
 from raylake.errors import UnsupportedPaimonError
 from raylake.expr import Expr
+from raylake.io.read_errors import reading
 from raylake.paimon.avro_data import read_avro
 from raylake.paimon.blob import read_blob
 from raylake.paimon.casts import column_caster
@@ -126,7 +127,7 @@ def _retyped(old: PaimonType, new: PaimonType) -> bool:
 def _read_raw(ctx: Any, f: PaimonFileSlice, columns: list[str], dictionary: bool) -> pa.Table:
     fs = ctx.file_io.arrow_filesystem()
     path = ctx.file_io.full_path(f.path)
-    with fs.open_input_file(path) as source:
+    with reading(path), fs.open_input_file(path) as source:
         if f.file_format == "blob":  # one BLOB column (raylake/paimon/blob.py)
             return read_blob(source, columns, path)
         if f.file_format == "avro":

@@ -56,7 +56,9 @@ def test_an_expiry_marker_whose_delete_failed_is_reported_and_removed_by_the_nex
     for i in range(3):
         tbl.write(pa.table({"id": [i]}))
     faulty.set_faults(FaultPlan((FaultRule("internal", operation="DELETE", path="/EXPIRING-"),)))
-    with pytest.raises(ConsumerError, match="expiration is done, but its marker consumer/EXPIRING-"):
+    with pytest.raises(
+        ConsumerError, match="expiration is done, but its marker consumer/EXPIRING-"
+    ):
         tbl.expire_snapshots(retain_last=1)
     faulty.set_faults(None)
     assert [s.id for s in tbl.snapshots()] == [3]

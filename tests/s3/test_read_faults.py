@@ -328,3 +328,25 @@ def test_one_error_answer_to_a_small_ranged_read_of_a_stream_is_retried(
     faulty.set_faults(None)
     left = sorted(r["id"] for r in tbl.to_arrow().to_pylist())
     assert left == ([0, 2, 3, 4] if read == "delete by keys" else [0, 1, 2, 3, 4])
+
+
+@pytest.mark.parametrize("operation", ["read", "delete(filter)", "merge"])
+def test_a_data_file_whose_ranged_reads_keep_failing_is_named(
+    faulty: LocalS3Server, retrying: Callable[..., dict[str, Any]], operation: str
+) -> None:
+    # A primary-key read opens the file (its footer is cached) and then reads ranges of
+    # it: pyarrow's error of a read of an open file names no object, and the error said
+    # "read (GetObject) of 'a data file'".
+    tbl = _three_upserts(faulty, retrying(2, backoff_s=0.01), buckets=1)
+    tbl.to_arrow()  # the footers cached: only the ranged reads are left
+    faulty.set_faults(FaultPlan((FaultRule("internal", **DATA_GET),)))
+    named = r"read \(GetObject\) of '[^']*/t/data/bucket-0/data-[0-9a-f]+\.parquet' failed"
+    with pytest.raises(StorageRetriesExhaustedError, match=named):
+        if operation == "read":
+            tbl.to_arrow()
+        elif operation == "delete(filter)":
+            tbl.delete("v = 1")
+        else:
+            tbl.merge(pa.table({"id": [1], "v": [7]}), on="id").when_matched_update().execute()
+    faulty.set_faults(None)
+    assert tbl.to_arrow().num_rows == 5

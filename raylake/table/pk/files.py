@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 from raylake.format.manifest import DataFile
 from raylake.format.schema import TableSchema
 from raylake.io import FileIO
+from raylake.io.read_errors import reading
 from raylake.table.fragments import parquet_fragment
 from raylake.table.pk.schema import SEQ, file_schema
 from raylake.table.projection import projection_of
@@ -35,7 +36,7 @@ def read_file(
     if key_filter is None:
         # The Parquet reader decodes the columns of a row group in parallel; a dataset
         # scan of one file would decode a whole row group on one thread.
-        with fs.open_input_file(path) as source:
+        with reading(path), fs.open_input_file(path) as source:
             metadata = parquet_fragment(file_io, f.path, file_size=f.file_size).metadata
             reader = pq.ParquetFile(source, metadata=metadata)
             pa_table = reader.read(columns=wanted, use_threads=True)
@@ -44,7 +45,8 @@ def read_file(
         # every schema version, under the file's own schema.
         fragment = parquet_fragment(file_io, f.path, file_size=f.file_size)
         schema = file_schema(ts) if projection is None else None
-        pa_table = fragment.to_table(schema=schema, columns=wanted, filter=key_filter)
+        with reading(path):
+            pa_table = fragment.to_table(schema=schema, columns=wanted, filter=key_filter)
     if projection is not None:
         pa_table = projection.conform(pa_table, columns)
     else:

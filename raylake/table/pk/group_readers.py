@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from raylake.io import FileIO
+from raylake.io.read_errors import reading
 
 T = TypeVar("T")
 
@@ -46,16 +47,17 @@ class GroupReaders:
     def reader(
         self, path: str, metadata: pq.FileMetaData, dictionary: Sequence[str]
     ) -> Iterator[pq.ParquetFile]:
-        if self.per_job:
-            with self._source(path) as source:
-                yield self._parquet(source, metadata, dictionary)
-            return
-        if path != self._path:  # the jobs come file by file: the last file is done
-            self.close()
-            source = self._open.enter_context(self._source(path))
-            self._path, self._reader = path, self._parquet(source, metadata, dictionary)
-        assert self._reader is not None
-        yield self._reader
+        with reading(self.file_io.full_path(path)):
+            if self.per_job:
+                with self._source(path) as source:
+                    yield self._parquet(source, metadata, dictionary)
+                return
+            if path != self._path:  # the jobs come file by file: the last file is done
+                self.close()
+                source = self._open.enter_context(self._source(path))
+                self._path, self._reader = path, self._parquet(source, metadata, dictionary)
+            assert self._reader is not None
+            yield self._reader
 
     def _source(self, path: str) -> pa.NativeFile:
         # A merged read decodes every version of its rows (bench/merge.py: 7M row

@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 
 from raylake.caching import LruCache, process_cache
 from raylake.io import FileIO
+from raylake.io.read_errors import reading
 from raylake.table.fragments import parquet_fragment
 from raylake.table.pk.schema import SEQ
 from raylake.table.split import FileSlice, KeyRange
@@ -51,7 +52,8 @@ def file_groups(file_io: FileIO, path: str, key: Sequence[str]) -> FileGroups:
         metadata = parquet_fragment(file_io, path).metadata
         sizes = [metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)]
         firsts = []
-        with file_io.arrow_filesystem().open_input_file(file_io.full_path(path)) as source:
+        full = file_io.full_path(path)
+        with reading(full), file_io.arrow_filesystem().open_input_file(full) as source:
             reader = pq.ParquetFile(source, metadata=metadata)
             for g, n in enumerate(sizes):
                 if n:
@@ -134,7 +136,8 @@ def read_range(
     if not len(picked):
         return None, 0
     metadata = parquet_fragment(file_io, f.path, file_size=f.file_size).metadata
-    with file_io.arrow_filesystem().open_input_file(file_io.full_path(f.path)) as source:
+    full = file_io.full_path(f.path)
+    with reading(full), file_io.arrow_filesystem().open_input_file(full) as source:
         reader = pq.ParquetFile(source, metadata=metadata)
         rows = reader.read_row_groups([int(g) for g in picked], columns=list(columns))
     first = int(layout.starts[picked[0]])  # picked groups are contiguous
