@@ -104,6 +104,8 @@ def retries_exhausted(
     operation = f"{'write' if aws['operation'] in _UPLOADS else 'read'} ({aws['operation']})"
     if denied:  # a PermissionError, as s3fs raises it for metadata requests
         return StorageAccessDeniedError(operation, path, exc)
+    if _OVERFLOWED in message:  # the SDK's words blame its buffer, not the store's answer
+        exc = OSError(f"{message} (the store answered a small ranged read with an error)")
     return StorageRetriesExhaustedError(operation, path, attempts, exc)
 
 
