@@ -141,9 +141,9 @@ def test_the_marker_of_a_crashed_expiration_goes_a_running_ones_stays(
     def crash(*args: Any, **kwargs: Any) -> Any:
         raise KeyboardInterrupt
 
-    from raylake.io import FileIO
+    from raylake.format.consumer import ConsumerManager
 
-    monkeypatch.setattr(FileIO, "delete_quietly", crash)  # dies before it lets go
+    monkeypatch.setattr(ConsumerManager, "_release", crash)  # dies before it lets go
     with pytest.raises(KeyboardInterrupt):
         tbl.expire_snapshots(retain_last=1)
     monkeypatch.undo()
