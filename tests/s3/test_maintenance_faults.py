@@ -22,18 +22,22 @@ def faulty(s3_server: LocalS3Server) -> Iterator[LocalS3Server]:
     s3_server.set_faults(None)
 
 
-def test_an_expiry_marker_whose_write_failed_is_not_left_behind(
-    faulty: LocalS3Server, retrying: Callable[..., dict[str, Any]]
-) -> None:
-    # The marker's write was carried out and answered 500 on every try: the expiration
-    # failed, and the marker it left made every consumer registration wait 10 minutes.
-    options = retrying(2)
+def _three_snapshots(faulty: LocalS3Server, options: dict[str, Any]) -> tuple[str, raylake.Table]:
     bucket = faulty.create_bucket()
     tbl = raylake.create_table(
         f"s3://{bucket}/t", pa.schema([("id", pa.int64())]), storage_options=options
     )
     for i in range(3):
         tbl.write(pa.table({"id": [i]}))
+    return bucket, tbl
+
+
+def test_an_expiry_marker_whose_write_failed_is_not_left_behind(
+    faulty: LocalS3Server, retrying: Callable[..., dict[str, Any]]
+) -> None:
+    # The marker's write was carried out and answered 500 on every try: the expiration
+    # failed, and the marker it left made every consumer registration wait 10 minutes.
+    bucket, tbl = _three_snapshots(faulty, retrying(2))
     faulty.set_faults(FaultPlan((FaultRule("lost", operation="PUT", path="/EXPIRING-"),)))
     with pytest.raises(StorageRetriesExhaustedError, match="EXPIRING-"):
         tbl.expire_snapshots(retain_last=1)
@@ -48,13 +52,7 @@ def test_an_expiry_marker_whose_delete_failed_is_reported_and_removed_by_the_nex
 ) -> None:
     # The marker's delete failed on every try: the expiration returned as if all was
     # well, and the marker made every consumer registration wait 10 minutes.
-    options = retrying(2)
-    bucket = faulty.create_bucket()
-    tbl = raylake.create_table(
-        f"s3://{bucket}/t", pa.schema([("id", pa.int64())]), storage_options=options
-    )
-    for i in range(3):
-        tbl.write(pa.table({"id": [i]}))
+    bucket, tbl = _three_snapshots(faulty, retrying(2))
     faulty.set_faults(FaultPlan((FaultRule("internal", operation="DELETE", path="/EXPIRING-"),)))
     with pytest.raises(
         ConsumerError, match="expiration is done, but its marker consumer/EXPIRING-"
