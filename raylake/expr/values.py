@@ -37,7 +37,7 @@ from raylake.expr.parser import _QUOTES, _number, _read_quoted
 _COMPARE = ("<=", ">=", "<>", "!=", "==", "=", "<", ">")
 _CANONICAL = {"==": "=", "<>": "!="}
 _ARITH = "+-*/"
-_FUNCTIONS = {"coalesce", "starts_with"}
+_FUNCTIONS = {"coalesce"}
 
 
 @dataclass(frozen=True)

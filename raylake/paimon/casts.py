@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from raylake.errors import UnsupportedPaimonError
+from raylake.expr.decimals import decimal_as_float
 from raylake.paimon.types import PaimonType
 
 # The environment variable that sets the session time zone of Paimon reads (Java's
@@ -128,9 +129,7 @@ def paimon_cast(values: Array, source: PaimonType, dest: PaimonType, zone: str) 
         # (Arrow's safe cast refuses what does not fit exactly)
         return values.cast(target, safe=False)
     if src == "DECIMAL" and dst in ("FLOAT", "DOUBLE"):
-        # BigDecimal.doubleValue() rounds to the nearest float; Arrow's cast of a decimal
-        # does not always (5091.15 read as 5091.150000000001), its parse of text does
-        return values.cast(pa.string()).cast(target)
+        return decimal_as_float(values, target)  # as BigDecimal.doubleValue() rounds
     return values.cast(target)
 
 

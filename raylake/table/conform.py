@@ -28,6 +28,7 @@ from raylake.table.pandas_types import (
     dataframe_to_arrow,
     is_text,
     normalized,
+    refuse_duplicate_names,
     strings_normalized,
     with_index_columns,
 )
@@ -156,9 +157,7 @@ def _check_names(names: list[str], expected: list[str]) -> None:
             f"data has column(s) {extra} that the table does not have {shown}",
             column=extra[0],
         )
-    if len(set(names)) != len(names):
-        dup = sorted({n for n in names if names.count(n) > 1})
-        raise SchemaMismatchError(f"data has duplicate column(s) {dup}", column=dup[0])
+    refuse_duplicate_names(names, "data")
 
 
 def _conform_column(column: pa.ChunkedArray, field: pa.Field, key: bool) -> pa.ChunkedArray:

@@ -76,9 +76,7 @@ def dataframe_to_arrow(
     whose type pyarrow cannot infer is converted to its type in ``types`` (the table's,
     for a write), where that has it."""
     names = [str(n) for n in df.columns]  # pyarrow names a column 0 "0"
-    if len(set(names)) != len(names):
-        dup = sorted({n for n in names if names.count(n) > 1})
-        raise SchemaMismatchError(f"the DataFrame has duplicate column(s) {dup}", column=dup[0])
+    refuse_duplicate_names(names, "the DataFrame")
     try:
         pa_table = pa.Table.from_pandas(df, schema=schema, preserve_index=False)
     except _CONVERSION_ERRORS as exc:
@@ -331,3 +329,11 @@ def _unconvertible(
                 "Arrow's values",
             )
     return exc
+
+
+def refuse_duplicate_names(names: list[str], owner: str) -> None:
+    """A ``SchemaMismatchError`` naming the duplicates, where a name would mean two
+    columns (a write's data, a DataFrame, a merge source)."""
+    if len(set(names)) != len(names):
+        dup = sorted({n for n in names if names.count(n) > 1})
+        raise SchemaMismatchError(f"{owner} has duplicate column(s) {dup}", column=dup[0])

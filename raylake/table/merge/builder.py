@@ -42,6 +42,7 @@ from raylake.table.conform import (
 )
 from raylake.table.merge.checks import check_clause, check_refs, empty_columns
 from raylake.table.merge.plan import BY_SOURCE, MATCHED, NOT_MATCHED, Clause, JoinOn
+from raylake.table.pandas_types import refuse_duplicate_names
 
 if TYPE_CHECKING:
     from raylake.table.table import Table
@@ -224,10 +225,7 @@ def source_table(source: Any, target: pa.Schema | None = None) -> pa.Table:
     that ``target`` lacks in the types ``from_pandas`` gives (raylake/table/conform.py).
     A duplicate column name is refused: ``s.x`` would name two columns."""
     table = _as_table(source, target)
-    names = table.column_names
-    if len(set(names)) != len(names):
-        dup = sorted({n for n in names if names.count(n) > 1})
-        raise SchemaMismatchError(f"the merge source has duplicate column(s) {dup}", column=dup[0])
+    refuse_duplicate_names(table.column_names, "the merge source")
     return table
 
 

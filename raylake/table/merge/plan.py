@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 
 from raylake.errors import FilterError, MergeCardinalityError, SchemaMismatchError
 from raylake.expr.bind import bind_literal
+from raylake.expr.decimals import decimal_as_float
 from raylake.expr.value_eval import evaluate, evaluate_condition
 from raylake.expr.values import Ref, ValueExpr, refs
 from raylake.table.conform import made_infinite
@@ -393,11 +394,10 @@ def assigned(name: str, value: Any, field: pa.Field) -> Any:
 def _rounded_to_decimal(before: Any, after: Any) -> int:
     """How many floats a cast to a decimal changed: Arrow's safe cast rounds 1.239 into
     decimal(10, 2) as 1.24, where a decimal source with those digits is refused. A
-    float counts as exact when the decimal reads back as the same float (0.1 is 0.10),
-    through its text: Arrow's decimal-to-float cast is not correctly rounded."""
+    float counts as exact when the decimal reads back as the same float (0.1 is 0.10)."""
     if not (pa.types.is_floating(before.type) and pa.types.is_decimal(after.type)):
         return 0
-    back = after.cast(pa.string()).cast(before.type)
+    back = decimal_as_float(after, before.type)
     return int(pc.sum(pc.fill_null(pc.not_equal(back, before), False)).as_py() or 0)
 
 

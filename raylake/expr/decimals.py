@@ -1,0 +1,17 @@
+"""Decimals read as floats, correctly rounded."""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+import pyarrow as pa
+
+ArrowValues = TypeVar("ArrowValues", pa.Array, pa.ChunkedArray)
+
+
+def decimal_as_float(values: ArrowValues, target: pa.DataType) -> ArrowValues:
+    """``values`` (decimals) as the nearest ``target`` floats, as Java's
+    ``BigDecimal.doubleValue()`` and Python's ``float(Decimal)`` round. Arrow's cast of
+    a decimal is not always correctly rounded (5091.15 read as 5091.150000000001, in
+    10-28% of random values); its parse of the decimal's text is."""
+    return values.cast(pa.string()).cast(target)
