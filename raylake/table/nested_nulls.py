@@ -20,9 +20,12 @@ from raylake.errors import NullConstraintError
 
 
 def has_required_fields(dtype: pa.DataType) -> bool:
-    """Whether a struct at any depth of ``dtype`` (in lists too) has a non-nullable field."""
+    """Whether a struct at any depth of ``dtype`` (in lists and maps too) has a
+    non-nullable field."""
     if pa.types.is_struct(dtype):
         return any(not f.nullable or has_required_fields(f.type) for f in dtype)
+    if pa.types.is_map(dtype):  # a map's key is non-nullable, and never under a null
+        return has_required_fields(dtype.key_type) or has_required_fields(dtype.item_type)
     if _is_list(dtype):
         return has_required_fields(dtype.value_type)
     return False
@@ -35,17 +38,31 @@ def required_fields_filled(column: pa.ChunkedArray, name: str) -> pa.ChunkedArra
 
 
 def _is_list(dtype: pa.DataType) -> bool:
-    return bool(pa.types.is_list(dtype) or pa.types.is_large_list(dtype))
+    return bool(
+        pa.types.is_list(dtype)
+        or pa.types.is_large_list(dtype)
+        or pa.types.is_fixed_size_list(dtype)
+    )
+
+
+def _with_values(array: pa.Array, values: pa.Array) -> pa.Array:
+    """A list, fixed-size list or map ``array`` over other ``values`` (its own validity
+    and offsets, its slice kept): ``values`` is the whole child, as ``.values`` gives it."""
+    own = 1 if pa.types.is_fixed_size_list(array.type) else 2  # validity (and offsets)
+    return pa.Array.from_buffers(
+        array.type, len(array), array.buffers()[:own], offset=array.offset, children=[values]
+    )
 
 
 def _filled(array: pa.Array, name: str) -> pa.Array:
     dtype = array.type
     if not has_required_fields(dtype):
         return array
-    mask = array.is_null() if array.null_count else None
+    if pa.types.is_map(dtype):  # its values are the struct of its entries' keys and values
+        return _with_values(array, _filled(array.values, name))
     if _is_list(dtype):
-        values = _filled(array.values, f"{name}.element")
-        return type(array).from_arrays(array.offsets, values, type=dtype, mask=mask)
+        return _with_values(array, _filled(array.values, f"{name}.element"))
+    mask = array.is_null() if array.null_count else None
     children = []
     for i, field in enumerate(dtype):
         child = _filled(array.field(i), f"{name}.{field.name}")

@@ -1,5 +1,5 @@
 """Structs with non-nullable fields, as Spark makes them (``named_struct``), and maps of
-types Spark widens, written back (table/nested_nulls.py, table/conform.py).
+types Spark widens, written back; maps and fixed-size lists of such structs too (table/nested_nulls.py, table/conform.py).
 
 Spark's Arrow batches hold a null in a non-nullable field under each null struct;
 pyarrow's Parquet writer refused them ("declared non-nullable but contains nulls"), so
@@ -59,6 +59,40 @@ def test_a_list_of_structs_with_null_elements_is_written(tmp_path: Path) -> None
     data = pa.table({"id": [0, 1, 2, 3, 4], "ls": ls})
     tbl.write(data)
     assert tbl.to_arrow().sort_by("id").to_pylist() == data.to_pylist()
+
+
+def test_a_map_of_structs_with_null_values_is_written(tmp_path: Path) -> None:
+    """Spark's ``map('k', CASE WHEN ... THEN named_struct('a', 1) END)``; sliced too."""
+    dtype = pa.map_(pa.string(), POINT)
+    tbl = raylake.create_table(str(tmp_path / "t"), pa.schema([("id", pa.int64()), ("m", dtype)]))
+    items = struct_as_spark_sends_it([1, None, 3], [False, True, False], [None] * 3)
+    m = pa.MapArray.from_arrays(pa.array([0, 0, 2, 3]), pa.array(["x", "y", "z"]), items)
+    m = pa.concat_arrays([m, pa.nulls(1, dtype)])
+    data = pa.table({"id": [0, 1, 2, 3], "m": m}).slice(1)
+    tbl.write(data)
+    assert tbl.to_arrow().sort_by("id").to_pylist() == data.to_pylist()
+
+
+def test_a_fixed_size_list_of_structs_with_null_elements_is_written(tmp_path: Path) -> None:
+    dtype = pa.list_(POINT, 2)
+    tbl = raylake.create_table(str(tmp_path / "t"), pa.schema([("id", pa.int64()), ("f", dtype)]))
+    elements = struct_as_spark_sends_it([1, None, None, 4], [False, True, True, False], [None] * 4)
+    f = pa.FixedSizeListArray.from_arrays(elements, 2)
+    data = pa.table({"id": [0, 1], "f": f})  # (a null list itself needs pyarrow 17)
+    tbl.write(data)
+    assert tbl.to_arrow().sort_by("id").to_pylist() == data.to_pylist()
+
+
+def test_a_null_in_a_required_field_of_a_map_value_that_is_there_is_refused(
+    tmp_path: Path,
+) -> None:
+    dtype = pa.map_(pa.string(), POINT)
+    tbl = raylake.create_table(str(tmp_path / "t"), pa.schema([("m", dtype)]))
+    items = struct_as_spark_sends_it([1, None], [False, False], ["x", "y"])
+    m = pa.MapArray.from_arrays(pa.array([0, 2]), pa.array(["x", "y"]), items)
+    with pytest.raises(NullConstraintError, match=r"column 'm\.value\.a' is not nullable"):
+        tbl.write(pa.table({"m": m}))
+    assert tbl.latest_snapshot() is None
 
 
 def test_structs_that_are_all_null_are_written(tmp_path: Path) -> None:
