@@ -5,6 +5,7 @@ a literal in its column's type where it converts, NaN matching no ordering compa
 from __future__ import annotations
 
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
@@ -12,6 +13,7 @@ import pyarrow.compute as pc
 
 from raylake.errors import FilterError
 from raylake.expr.bind import bind_literal
+from raylake.expr.decimals import decimal_as_float
 from raylake.expr.like import match_like
 from raylake.expr.values import InList, Like, Lit, Op, Ref, Unary, ValueExpr
 
@@ -90,8 +92,22 @@ def _typed_literal(lit: Lit, other: Any, context: ValueExpr) -> Any:
 def _scalar(value: Any) -> pa.Scalar:
     try:
         return pa.scalar(value)
-    except OverflowError:  # an int beyond 64 bits: no Arrow type holds it
-        raise FilterError(f"the literal {value} is beyond the range of 64-bit integers") from None
+    except OverflowError:  # an int beyond 64 bits is a decimal of scale 0, as in SQL
+        pass
+    try:
+        return pa.scalar(Decimal(value))
+    except (pa.ArrowInvalid, OverflowError):  # beyond 76 digits
+        raise FilterError(f"the literal {value} has more digits than any decimal type") from None
+
+
+def _exact(left: Any, right: Any) -> tuple[Any, Any]:
+    """A decimal operand against a float one as a correctly rounded float: Arrow's
+    implicit cast reads 5091.15 as 5091.150000000001, which then equals that literal."""
+    if pa.types.is_decimal(left.type) and pa.types.is_floating(right.type):
+        return decimal_as_float(left, right.type), right
+    if pa.types.is_floating(left.type) and pa.types.is_decimal(right.type):
+        return left, decimal_as_float(right, left.type)
+    return left, right
 
 
 def _eval(expr: ValueExpr, columns: Columns) -> Any:
@@ -109,6 +125,7 @@ def _eval(expr: ValueExpr, columns: Columns) -> Any:
             left = _typed_literal(expr.left, right, expr)
         if isinstance(expr.right, Lit):
             right = _typed_literal(expr.right, left, expr)
+        left, right = _exact(left, right)
         func = _CMP_FUNCS.get(expr.op) or _ARITH_FUNCS[expr.op]
         if expr.op in _ORDERING:
             return _nan_unknown(func(left, right), left, right)
@@ -124,14 +141,14 @@ def _eval(expr: ValueExpr, columns: Columns) -> Any:
     if isinstance(expr, Like):
         return _like(expr, _eval(expr.operand, columns))
     if isinstance(expr, InList):
-        operand = _eval(expr.operand, columns)
+        operand = _plain(_eval(expr.operand, columns))
         literals = [_typed_literal(Lit(v), operand, expr) for v in expr.values]
         exact = [s.as_py() for s in literals if s.type == operand.type]
         found = pc.is_in(operand, value_set=pa.array(exact, operand.type))
         # A value not of the column's type (1.001 against a decimal(10, 2) column) is
         # compared as `=` compares it: a cast into the type would round it to a match.
         for other in (s for s in literals if s.type != operand.type):
-            found = pc.or_kleene(found, pc.equal(operand, other))
+            found = pc.or_kleene(found, pc.equal(*_exact(operand, other)))
         found = pc.if_else(pc.is_valid(operand), found, pa.scalar(None, pa.bool_()))
         return pc.invert(found) if expr.negated else found
     args = [None if isinstance(a, Lit) else _eval(a, columns) for a in expr.args]
@@ -142,9 +159,15 @@ def _eval(expr: ValueExpr, columns: Columns) -> Any:
     return pc.coalesce(*args)
 
 
-def _like(expr: Like, operand: Any) -> Any:
+def _plain(operand: Any) -> Any:
+    """A dictionary-encoded operand (a pandas category) as its values."""
     if pa.types.is_dictionary(operand.type):
-        operand = operand.cast(operand.type.value_type)
+        return operand.cast(operand.type.value_type)
+    return operand
+
+
+def _like(expr: Like, operand: Any) -> Any:
+    operand = _plain(operand)
     if not (pa.types.is_string(operand.type) or pa.types.is_large_string(operand.type)):
         raise FilterError(f"{expr}: LIKE applies to strings, not {operand.type}")
     found = match_like(operand, expr.pattern)

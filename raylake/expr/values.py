@@ -263,12 +263,17 @@ class _Parser:
             return Unary("not", between) if negated else between
         return left
 
-    def pattern(self, after: str) -> str:
+    def quoted(self, after: str) -> str:
         tok = self.next()
         if tok.kind != "string":
             raise self.fail(f"expected a quoted string after {after}", tok)
+        return str(tok.value)
+
+    def pattern(self, after: str) -> str:
+        tok = self.peek()
+        text = self.quoted(after)
         try:
-            return check_pattern(tok.value)
+            return check_pattern(text)
         except FilterError as exc:
             raise self.fail(str(exc), tok) from None
 
@@ -319,7 +324,7 @@ class _Parser:
                 self.next()
                 operand = self.sum()
                 self.expect(",", "',' and a prefix in starts_with(")
-                prefix = self.pattern("starts_with(")
+                prefix = self.quoted("starts_with(")  # taken as it is: escaped below
                 self.expect(")", "')' closing starts_with(")
                 return Like(operand, escape_like(prefix) + "%")
             if self.peek().kind == "(" and tok.text.lower() in _FUNCTIONS:

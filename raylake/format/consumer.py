@@ -274,24 +274,40 @@ class ConsumerManager:
         self._release(rel)
 
     def release_left_markers(self) -> None:
-        """Delete the markers this process's finished expirations could not delete."""
-        left = _LEFT_MARKERS.pop(self.file_io.uri, set())
-        self.file_io.delete_quietly(sorted(left))
+        """Delete the markers this process's finished expirations could not delete; one
+        that still cannot be deleted stays listed, for the next expiration to name."""
+        self._delete_left()
+
+    def _delete_left(self) -> OSError | None:
+        """Delete the listed leftover markers; the error of the last that failed."""
+        left = _LEFT_MARKERS.get(self.file_io.uri, set())
+        error = None
+        for rel in sorted(left):
+            try:
+                self.file_io.delete(rel)
+            except OSError as exc:
+                logger.warning("could not delete the expiry marker %s: %s", rel, exc)
+                error = exc
+            else:
+                left.discard(rel)
+        return error
 
     def _release(self, rel: str) -> None:
         """Delete a done expiration's marker, or say that registrations will wait: a
         warning alone let a marker hold up every registration for 10 minutes unseen."""
-        try:
-            self.file_io.delete(rel)
-        except OSError as exc:
-            _LEFT_MARKERS.setdefault(self.file_io.uri, set()).add(rel)
-            raise ConsumerError(
-                f"the expiration is done, but its marker {rel} in {self.file_io.uri} could "
-                f"not be deleted ({exc}): consumer registrations (reset_consumer, a "
-                "stream's first start) wait until it is deleted or "
-                f"{MARKER_STALE_MS // 60_000} minutes old. Delete it, or run "
-                "expire_snapshots again in this process, which deletes it first"
-            ) from exc
+        _LEFT_MARKERS.setdefault(self.file_io.uri, set()).add(rel)
+        error = self._delete_left()
+        left = sorted(_LEFT_MARKERS[self.file_io.uri])
+        if not left:
+            return
+        markers = f"its marker {left[0]}" if left == [rel] else f"the markers {', '.join(left)}"
+        raise ConsumerError(
+            f"the expiration is done, but {markers} in {self.file_io.uri} could not be "
+            f"deleted ({error}): consumer registrations (reset_consumer, a stream's first "
+            f"start) wait until they are deleted or {MARKER_STALE_MS // 60_000} minutes "
+            "old. Delete them, or run expire_snapshots again in this process, which "
+            "deletes them first"
+        ) from error
 
     def wait_for_expirations(self) -> None:
         """Return once no expiration holds a fresh marker (a marker goes stale after

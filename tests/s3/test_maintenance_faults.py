@@ -66,9 +66,17 @@ def test_an_expiry_marker_whose_delete_failed_is_reported_and_removed_by_the_nex
         return [o["Key"] for o in listed.get("Contents", [])]
 
     assert len(markers()) == 1
+    # its delete fails again: the next expiration names both markers and forgets neither
+    # (was: the first was dropped from the list, and stayed on the store unreported)
+    tbl.write(pa.table({"id": [3]}))
+    faulty.set_faults(FaultPlan((FaultRule("internal", operation="DELETE", path="/EXPIRING-"),)))
+    with pytest.raises(ConsumerError, match=r"the markers consumer/EXPIRING-\w+, consumer/EXP"):
+        tbl.expire_snapshots(retain_last=1)
+    faulty.set_faults(None)
+    assert len(markers()) == 2
     assert tbl.expire_snapshots(retain_last=1).expired_snapshot_ids == ()
     assert markers() == []
-    tbl.reset_consumer("job", 3)  # registers at once: no marker to wait for
+    tbl.reset_consumer("job", 4)  # registers at once: no marker to wait for
 
 
 def test_files_an_expiration_stopped_by_faults_left_are_orphans(

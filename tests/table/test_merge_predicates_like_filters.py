@@ -44,10 +44,10 @@ def test_a_merge_predicate_selects_what_the_filter_selects(tmp_path: Path, predi
 
 TEXT = pa.table(
     {
-        "k": [1, 2, 3, 4, 5],
-        "s": ["apple", "banana", None, "a%b", "Apple"],
+        "k": [1, 2, 3, 4, 5, 6],
+        "s": ["apple", "banana", None, "a%b", "Apple", "C:\\temp"],
         "d": pa.array(
-            [Decimal("1.00"), Decimal("1.01"), None, Decimal("2.50"), Decimal("0")],
+            [Decimal(v) if v else None for v in ("1.00", "1.01", "", "2.50", "0", "5091.15")],
             pa.decimal128(10, 2),
         ),
     }
@@ -58,8 +58,8 @@ TEXT = pa.table(
     ("predicate", "expected"),
     [
         ("t.s like 'a%'", {1, 4}),
-        ("t.s not like 'a%'", {2, 5}),
-        ("not (t.s like '_pple')", {2, 4}),
+        ("t.s not like 'a%'", {2, 5, 6}),
+        ("not (t.s like '_pple')", {2, 4, 6}),
         ("t.s like 'a\\%b'", {4}),
         ("starts_with(t.s, 'a%')", {4}),
         ("starts_with(t.s, 'a') and t.d > 1", {4}),
@@ -67,7 +67,15 @@ TEXT = pa.table(
         # (was: cast into the column's type, 1.001 rounded to 1.00 and matched it)
         ("t.d in (1.001, 1.009)", set()),
         ("t.d in (1.004, 2.5)", {4}),
-        ("t.d not in (1.001)", {1, 2, 4, 5}),
+        ("t.d not in (1.001)", {1, 2, 4, 5, 6}),
+        # compared with the decimal's nearest float (was: Arrow's cast read 5091.15 as
+        # 5091.150000000001, which then matched)
+        ("t.d = 5091.150000000001", set()),
+        ("t.d in (5091.150000000001)", set()),
+        ("t.d = 5091.15", {6}),
+        ("t.d in (100000000000000000000)", set()),  # beyond 64 bits: a decimal
+        # a prefix is text, not a pattern (was: "ends with an unfinished escape")
+        ("starts_with(t.s, 'C:\\')", {6}),
     ],
 )
 def test_like_and_value_lists_in_a_merge_predicate(
@@ -77,9 +85,9 @@ def test_like_and_value_lists_in_a_merge_predicate(
     (was: a parse error)."""
     tbl = raylake.create_table(str(tmp_path / "t"), TEXT.schema)
     tbl.write(TEXT)
-    merge = tbl.merge(pa.table({"k": [1, 2, 3, 4, 5]}), on="k")
+    merge = tbl.merge(pa.table({"k": [1, 2, 3, 4, 5, 6]}), on="k")
     result = merge.when_matched_delete(predicate=predicate).execute()
-    assert {1, 2, 3, 4, 5} - set(tbl.to_arrow()["k"].to_pylist()) == expected
+    assert {1, 2, 3, 4, 5, 6} - set(tbl.to_arrow()["k"].to_pylist()) == expected
     assert result.deleted == len(expected)
 
 
@@ -92,3 +100,14 @@ def test_a_condition_is_a_value_for_a_boolean_column(tmp_path: Path) -> None:
     merge = tbl.merge(source, on="k")
     merge.when_matched_update({"flag": "s.n > 1 or s.s like 'a%'"}).execute()
     assert tbl.to_arrow().sort_by("k")["flag"].to_pylist() == [True, False, True]
+
+
+def test_a_value_list_on_a_category_source_column(tmp_path: Path) -> None:
+    """A pandas category is dictionary-encoded (was: "Array type doesn't match type of
+    values set"; `=` and LIKE took it)."""
+    tbl = raylake.create_table(str(tmp_path / "t"), pa.schema([("k", pa.int64())]))
+    tbl.write(pa.table({"k": [1, 2, 3]}))
+    source = pa.table({"k": [1, 2, 3], "c": pa.array(["a", "b", None]).dictionary_encode()})
+    merge = tbl.merge(source, on="k").when_matched_delete(predicate="s.c not in ('b')")
+    assert merge.execute().deleted == 1
+    assert tbl.to_arrow().sort_by("k")["k"].to_pylist() == [2, 3]

@@ -381,7 +381,7 @@ def test_a_float_with_more_digits_than_a_decimal_columns_scale_is_refused(
     merge = tbl.merge(pa.table({"id": [2], "f": [1.239]}), on="id").when_matched_update(
         {"d": assign}
     )
-    refused(tbl, merge.execute, SchemaMismatchError, "'d'.*1 value.*more digits than its scale")
+    refused(tbl, merge.execute, SchemaMismatchError, "'d'.*a value has more digits than its scale")
 
 
 def test_a_float_a_decimal_holds_is_assigned_exactly(tmp_path: Path, kind: str) -> None:
@@ -397,6 +397,19 @@ def test_a_float_a_decimal_holds_is_assigned_exactly(tmp_path: Path, kind: str) 
     assert got == [Decimal("5091.15"), Decimal("0.10")]
 
 
+def test_a_float_takes_its_shortest_digits_at_a_wide_scale(tmp_path: Path) -> None:
+    """0.1 into decimal(38, 20) is 0.1, as Spark's cast stores it (was: Arrow's cast
+    stored the binary float's 0.10000000000000000555)."""
+    schema = pa.schema([("id", pa.int64()), ("d", pa.decimal128(38, 20))])
+    tbl = raylake.create_table(str(tmp_path / "t"), schema)
+    tbl.write(pa.table({"id": [1, 2]}).append_column("d", pa.nulls(2, pa.decimal128(38, 20))))
+    merge = tbl.merge(pa.table({"id": [1, 2], "f": [0.1, -2.5e-7]}), on="id")
+    merge.when_matched_update({"d": "s.f"}).execute()
+    got = tbl.to_arrow().sort_by("id").column("d").to_pylist()
+    assert got == [Decimal("0.1"), Decimal("-2.5e-7")]
+    assert str(got[0]) == "0.10000000000000000000"
+
+
 def test_a_source_with_a_duplicate_column_is_refused(tmp_path: Path, kind: str) -> None:
     """As a write refuses it (was: pyarrow's KeyError 'Field "n" exists 2 times')."""
     tbl = make(tmp_path, kind)
@@ -404,8 +417,19 @@ def test_a_source_with_a_duplicate_column_is_refused(tmp_path: Path, kind: str) 
     refused(tbl, lambda: tbl.merge(source, on="id"), SchemaMismatchError, r"duplicate.*\['n'\]")
 
 
-def test_an_integer_literal_beyond_64_bits_is_a_filter_error(tmp_path: Path, kind: str) -> None:
-    """Was: a bare OverflowError from pyarrow ("Python int too large to convert")."""
+def test_an_integer_literal_beyond_64_bits_is_a_decimal(tmp_path: Path, kind: str) -> None:
+    """As in SQL: refused naming the column where it does not fit (was: a bare
+    OverflowError from pyarrow, "Python int too large to convert"), assigned where it
+    does, and beyond any decimal type a FilterError naming the literal."""
     tbl = make(tmp_path, kind)
     merge = tbl.merge(pa.table({"id": [1]}), on="id").when_matched_update({"n": 2**64})
-    refused(tbl, merge.execute, FilterError, "18446744073709551616 is beyond .*64-bit integers")
+    refused(tbl, merge.execute, SchemaMismatchError, "'n' has type decimal128.*does not fit int64")
+    merge = tbl.merge(pa.table({"id": [1]}), on="id").when_matched_update({"n": 10**80})
+    refused(tbl, merge.execute, FilterError, "literal 10{80} has more digits than any decimal")
+    wide = pa.schema([pa.field("id", pa.int64(), nullable=False), ("d", pa.decimal128(38, 0))])
+    pk = {"primary_key": ["id"], "buckets": 2} if kind == "pk" else {}
+    big = raylake.create_table(str(tmp_path / "wide"), wide, **pk)
+    big.write(pa.table({"id": [1, 2], "d": [Decimal(0), Decimal(10**20)]}, schema=wide))
+    merge = big.merge(pa.table({"id": [1, 2]}), on="id")
+    merge.when_matched_update({"d": 10**20}, predicate="t.d != 100000000000000000000").execute()
+    assert big.to_arrow().column("d").to_pylist() == [Decimal(10**20)] * 2

@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 
 from raylake.errors import FilterError, MergeCardinalityError, SchemaMismatchError
 from raylake.expr.bind import bind_literal
-from raylake.expr.decimals import decimal_as_float
+from raylake.expr.decimals import float_as_decimal
 from raylake.expr.value_eval import evaluate, evaluate_condition
 from raylake.expr.values import Ref, ValueExpr, refs
 from raylake.table.conform import made_infinite
@@ -371,19 +371,18 @@ def assigned(name: str, value: Any, field: pa.Field) -> Any:
     if pa.types.is_time(field.type) and _is_text(value.type):
         value = _times_of_day(name, value, field.type)
     if value.type != field.type:
-        try:
-            cast = value.cast(field.type, safe=True)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-            raise _unfit(name, value, field, str(exc)) from None
-        overflowed = made_infinite(value, cast)  # a safe cast checks integers, not floats
-        if overflowed:
-            reason = f"{overflowed} value(s) beyond its range would become infinite"
-            raise _unfit(name, value, field, reason)
-        rounded = _rounded_to_decimal(value, cast)
-        if rounded:
-            reason = f"{rounded} value(s) have more digits than its scale keeps"
-            raise _unfit(name, value, field, reason)
-        value = cast
+        if pa.types.is_floating(value.type) and pa.types.is_decimal(field.type):
+            value = _float_as_decimal(name, value, field)
+        else:
+            try:
+                cast = value.cast(field.type, safe=True)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                raise _unfit(name, value, field, str(exc)) from None
+            overflowed = made_infinite(value, cast)  # a safe cast checks integers only
+            if overflowed:
+                reason = f"{overflowed} value(s) beyond its range would become infinite"
+                raise _unfit(name, value, field, reason)
+            value = cast
     if not field.nullable and value.null_count:
         from raylake.errors import NullConstraintError
 
@@ -391,14 +390,21 @@ def assigned(name: str, value: Any, field: pa.Field) -> Any:
     return value
 
 
-def _rounded_to_decimal(before: Any, after: Any) -> int:
-    """How many floats a cast to a decimal changed: Arrow's safe cast rounds 1.239 into
-    decimal(10, 2) as 1.24, where a decimal source with those digits is refused. A
-    float counts as exact when the decimal reads back as the same float (0.1 is 0.10)."""
-    if not (pa.types.is_floating(before.type) and pa.types.is_decimal(after.type)):
-        return 0
-    back = decimal_as_float(after, before.type)
-    return int(pc.sum(pc.fill_null(pc.not_equal(back, before), False)).as_py() or 0)
+def _float_as_decimal(name: str, value: Any, field: pa.Field) -> Any:
+    """Floats as decimals of their shortest text, or an error naming the column (Arrow's
+    safe cast rounds 1.239 into decimal(10, 2) as 1.24, where a decimal source with
+    those digits is refused)."""
+    try:
+        return float_as_decimal(value, field.type)
+    except pa.ArrowInvalid as exc:
+        finite = pc.is_finite(value)
+        if not pc.all(pc.fill_null(finite, True)).as_py():
+            reason = "NaN and infinity have no decimal value"
+        elif "Rescaling" in str(exc):
+            reason = "a value has more digits than its scale keeps"
+        else:
+            reason = str(exc)
+        raise _unfit(name, value, field, reason) from None
 
 
 def _unfit(name: str, value: Any, field: pa.Field, reason: str) -> SchemaMismatchError:
