@@ -168,6 +168,8 @@ def _plain(operand: Any) -> Any:
 
 def _like(expr: Like, operand: Any) -> Any:
     operand = _plain(operand)
+    if pa.types.is_null(operand.type):  # `null like 'a%'` is null, as in SQL
+        return operand.cast(pa.bool_())
     if not (pa.types.is_string(operand.type) or pa.types.is_large_string(operand.type)):
         raise FilterError(f"{expr}: LIKE applies to strings, not {operand.type}")
     found = match_like(operand, expr.pattern)

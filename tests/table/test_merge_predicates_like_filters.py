@@ -76,6 +76,7 @@ TEXT = pa.table(
         ("t.d in (100000000000000000000)", set()),  # beyond 64 bits: a decimal
         # a prefix is text, not a pattern (was: "ends with an unfinished escape")
         ("starts_with(t.s, 'C:\\')", {6}),
+        ("null like 'a%' or t.k = 1", {1}),  # null, as in SQL (was: an error)
     ],
 )
 def test_like_and_value_lists_in_a_merge_predicate(
