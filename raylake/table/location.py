@@ -14,10 +14,16 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from raylake.errors import TableLocationError
+from raylake.format.consumer import CONSUMER_DIR
+from raylake.format.manifest import MANIFEST_DIR
 from raylake.format.schema import SCHEMA_DIR
+from raylake.format.snapshot import SNAPSHOT_DIR
 from raylake.io import FileIO
+from raylake.table.writer import DATA_DIR
 
 T = TypeVar("T")
+
+_LAYOUT = frozenset({DATA_DIR, MANIFEST_DIR, SNAPSHOT_DIR, CONSUMER_DIR})
 
 
 def at_table_location(file_io: FileIO, look: Callable[[], T]) -> T:
@@ -55,6 +61,9 @@ def check_empty_location(file_io: FileIO, allow_other_files: bool) -> None:
             file_io.uri, "it is a file; a table is a directory (give the directory to create)"
         )
     found = [n for n in found if n != SCHEMA_DIR]  # a table another writer is creating
+    # The directories a table's writers make, left empty where a table was dropped under
+    # a job still writing into it (a local disk keeps directories an object store has not)
+    found = [n for n in found if n not in _LAYOUT or file_io.list_files(n)]
     if found:
         why = other_files(found, "pass allow_other_files=True", "remove_orphan_files")
         raise TableLocationError(file_io.uri, why, tuple(found[:6]))

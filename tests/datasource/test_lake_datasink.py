@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import re
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,7 @@ from lake_ray_util import (  # noqa: E402
     make_events,
     rows,
 )
+from ray.data.datasource.datasink import WriteResult  # noqa: E402
 
 import raylake  # noqa: E402
 from raylake import LakeDatasink, LakeDatasource, read_lake, write_lake  # noqa: E402
@@ -390,6 +392,34 @@ def test_a_failed_job_that_created_the_table_can_be_run_again(
         write_lake(too_big, uri, schema=narrow)
     assert not (tmp_path / "narrow").exists()
     raylake.create_table(uri, narrow)
+
+
+def test_a_failed_creator_keeps_the_table_another_job_writes_into(tmp_path: Path) -> None:
+    """Two jobs create the same new table; the creator fails while the other job's task
+    holds its rows unflushed (was: the creator dropped the table, the other job's commit
+    found no table, and the empty directories it left refused every later write)."""
+    uri = str(tmp_path / "new")
+    schema = pa.schema([("id", pa.int64())])
+    creator, other = LakeDatasink(uri), LakeDatasink(uri)
+    creator.on_write_start(schema)
+    other.on_write_start(schema)  # finds the table the creator made, with no snapshot
+    creator.on_write_failed(RuntimeError("the creator's map failed"))
+    done = other.write([pa.table({"id": [1, 2]})], SimpleNamespace(task_idx=0))  # type: ignore[arg-type]
+    other.on_write_complete(WriteResult(num_rows=2, size_bytes=0, write_returns=[done]))
+    assert raylake.open_table(uri).to_arrow().column("id").to_pylist() == [1, 2]
+    files = [p.name for p in (tmp_path / "new" / "data").rglob("*") if p.is_file()]
+    assert len(files) == 1 and files[0].endswith(".parquet")  # the marker is gone
+
+
+def test_directories_a_dropped_table_left_do_not_refuse_a_new_one(tmp_path: Path) -> None:
+    """A table dropped under a job writing into it leaves that job's empty directories."""
+    (tmp_path / "t" / "data" / "bucket-0").mkdir(parents=True)
+    (tmp_path / "t" / "manifest").mkdir()
+    raylake.create_table(str(tmp_path / "t"), pa.schema([("id", pa.int64())]))
+    (tmp_path / "u" / "data" / "bucket-0").mkdir(parents=True)
+    (tmp_path / "u" / "data" / "bucket-0" / "mine.parquet").write_bytes(b"")
+    with pytest.raises(TableLocationError, match="already holds data"):
+        raylake.create_table(str(tmp_path / "u"), pa.schema([("id", pa.int64())]))
 
 
 @pytest.mark.parametrize(
