@@ -44,7 +44,7 @@ from raylake.table.catalog import (
     check_new_location,
     drop_new_table,
     new_table_schema,
-    open_or_create_table,
+    open_or_join_table,
     table_columns,
     table_exists,
 )
@@ -103,7 +103,7 @@ class LakeDatasink(Datasink[TaskCommit]):
     _base_snapshot_id: int | None
     _job_id: str
     _new_table: Table | None  # the table this job created, if it did
-    _writing_marker: str = ""  # a file keeping a table with no snapshot from being dropped
+    _writing_marker: str = ""  # open_or_join_table's: keeps a new table while the job runs
     _known_schema: pa.Schema | None  # the dataset's, from check_schema
 
     @refuse_unknown_keywords
@@ -273,27 +273,18 @@ class LakeDatasink(Datasink[TaskCommit]):
         self._base_snapshot_id = None if latest is None else latest.id
 
     def _open_or_create(self, data_schema: pa.Schema | None) -> Table:
-        tbl, created = self._open_or_create_once(data_schema)
-        if not created and tbl.latest_snapshot() is None:
-            # A table another job may have just created: if that job fails, it drops the
-            # table unless another writer's file is there, and this job's data files show
-            # only once a task flushes them. A file named as this job's keeps it.
-            self._writing_marker = f"{DATA_DIR}/{self._file_prefix}-writing.{uuid.uuid4().hex}.tmp"
-            self.file_io.write_bytes(self._writing_marker, b"")
-            tbl, created = self._open_or_create_once(data_schema)  # dropped meanwhile?
-        self._new_table = tbl if created else None
-        return tbl
-
-    def _open_or_create_once(self, data_schema: pa.Schema | None) -> tuple[Table, bool]:
         spec = self._create
-        return open_or_create_table(
+        tbl, created, self._writing_marker = open_or_join_table(
             self.file_io.uri,
             spec.schema or data_schema,
+            job_prefix=self._file_prefix,
             create_if_missing=spec.create_if_missing,
             spec=spec.layout,
             storage_options=self.file_io.storage_options,
             schema_hint="The dataset is empty: pass schema= to LakeDatasink/write_lake.",
         )
+        self._new_table = tbl if created else None
+        return tbl
 
     def _resolve_mode(self, tbl: Table) -> None:
         check_writable(tbl, "writing")  # a Paimon table: refused, naming its format

@@ -46,7 +46,7 @@ from raylake.spark.task_results import (
 from raylake.spark.types import arrow_schema_of
 from raylake.table import CommitMessage, Table
 from raylake.table.aborted import abort_messages, outcome_unknown
-from raylake.table.catalog import drop_new_table, open_or_create_table
+from raylake.table.catalog import drop_new_table, open_or_join_table
 from raylake.table.conform import check_schema
 from raylake.table.evolve import (
     commit_planned_schema,
@@ -133,9 +133,11 @@ def write(
     merge = schema_mode_arg(schema_mode) == "merge"
     arrow_schema = arrow_schema_of(df.schema)  # unsupported types fail here, by column
     check_case_distinct(df, arrow_schema)
-    tbl, created = open_or_create_table(
+    prefix = f"spark-{uuid.uuid4().hex[:16]}"
+    tbl, created, marker = open_or_join_table(
         uri,
         arrow_schema,
+        job_prefix=prefix,
         create_if_missing=create_if_missing,
         spec=layout,
         storage_options=storage_options,
@@ -158,12 +160,13 @@ def write(
         job = _WriteJob(
             tbl.file_io,
             tbl.table_schema,
-            f"spark-{uuid.uuid4().hex[:16]}",
+            prefix,
             columns,
             credentials,
             fill_missing=merge,
         )
     except BaseException:
+        tbl.file_io.delete_quietly([marker] if marker else [])
         _drop_if_created(tbl, created)
         raise
     messages: list[CommitMessage] = []

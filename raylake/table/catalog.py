@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal, TypeAlias
@@ -182,6 +183,27 @@ def open_or_create_table(
         # The loser of a race to create it opened the winner's: not created, so a failed
         # job of the loser's does not drop the table the winner's job writes into.
         return _create(uri_arg(uri), ts, storage_options, exist_ok=True, spec=spec)
+
+
+def open_or_join_table(
+    uri: str, schema: pa.Schema | None, *, job_prefix: str, **how: Any
+) -> tuple[Table, bool, str]:
+    """:func:`open_or_create_table` (``how``: its keywords) for a job whose tasks write
+    the data files, named ``<job_prefix>-...`` (a Ray Data or Spark job), and the file
+    that marks the job in a table found with no snapshot ('' where none was written).
+
+    Another job may have just created that table: if it fails, it drops the table
+    unless another writer's file is there (:func:`drop_new_table`), and this job's data
+    files show only once a task flushes them. The marker, named as this job's files
+    are, keeps the table; the job deletes it with its files, or when it ends.
+    """
+    tbl, created = open_or_create_table(uri, schema, **how)
+    if created or tbl.latest_snapshot() is not None:
+        return tbl, created, ""
+    marker = f"{DATA_DIR}/{job_prefix}-writing.{uuid.uuid4().hex}.tmp"
+    tbl.file_io.write_bytes(marker, b"")
+    tbl, created = open_or_create_table(uri, schema, **how)  # dropped meanwhile: made here
+    return tbl, created, marker
 
 
 def check_new_location(uri: str, storage_options: OptionsLike | None = None) -> None:

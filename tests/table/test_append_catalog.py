@@ -311,6 +311,23 @@ def test_a_failed_write_keeps_the_new_table_another_writer_is_writing_into(
     assert not Path(alone).exists()
 
 
+def test_a_job_that_joins_a_new_table_keeps_it_before_its_files_show(tmp_path: Path) -> None:
+    """The Ray Data and Spark sinks: a job that finds a table with no snapshot marks it
+    before its tasks flush a file (was: the creator's failure dropped it under the job)."""
+    from raylake.table.catalog import drop_new_table, open_or_join_table
+
+    uri = str(tmp_path / "t")
+    creator, created, marker = open_or_join_table(uri, SCHEMA, job_prefix="spark-0")
+    assert created and marker == ""
+    _, created, marker = open_or_join_table(uri, SCHEMA, job_prefix="spark-1")
+    assert not created and re.fullmatch(r"data/spark-1-writing\.[0-9a-f]{32}\.tmp", marker)
+    drop_new_table(creator)  # the creator's job failed
+    assert table_exists(uri)
+    creator.file_io.delete(marker)  # the joining job ended: a failure now drops the table
+    drop_new_table(creator)
+    assert not table_exists(uri)
+
+
 def test_from_pandas_with_partitions_and_options(tmp_path: Path) -> None:
     df = sample(9).to_pandas()
     tbl = raylake.from_pandas(
