@@ -202,7 +202,11 @@ def open_or_join_table(
         return tbl, created, ""
     marker = f"{DATA_DIR}/{job_prefix}-writing.{uuid.uuid4().hex}.tmp"
     tbl.file_io.write_bytes(marker, b"")
-    tbl, created = open_or_create_table(uri, schema, **how)  # dropped meanwhile: made here
+    try:
+        tbl, created = open_or_create_table(uri, schema, **how)  # dropped meanwhile: made here
+    except BaseException:
+        tbl.file_io.delete_quietly([marker])
+        raise
     return tbl, created, marker
 
 
