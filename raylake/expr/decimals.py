@@ -19,8 +19,9 @@ def decimal_as_float(values: ArrowValues, target: pa.DataType) -> ArrowValues:
 
 def float_as_decimal(values: ArrowValues, target: pa.DataType) -> ArrowValues:
     """``values`` (floats) as ``target`` decimals of their shortest text, as Python's
-    ``Decimal(repr(x))`` and Spark's cast read them: 0.1 is 0.1 at any scale (Arrow's
-    cast gives 0.10000000000000000555 at scale 20), and a float with more digits than
+    ``Decimal(repr(x))`` and Spark's cast read a double: 0.1 is 0.1 at any scale (Arrow's
+    cast gives 0.10000000000000000555 at scale 20; a float32 0.1 is 0.1 too, where
+    Spark widens it to a double first), and a float with more digits than
     the scale keeps (1.239 into scale 2) raises ``ArrowInvalid`` where Arrow's cast
     rounds it, as a decimal with those digits is refused."""
     return values.cast(pa.string()).cast(target)

@@ -101,13 +101,19 @@ def _scalar(value: Any) -> pa.Scalar:
 
 
 def _exact(left: Any, right: Any) -> tuple[Any, Any]:
-    """A decimal operand against a float one as a correctly rounded float: Arrow's
-    implicit cast reads 5091.15 as 5091.150000000001, which then equals that literal."""
-    if pa.types.is_decimal(left.type) and pa.types.is_floating(right.type):
-        return decimal_as_float(left, right.type), right
-    if pa.types.is_floating(left.type) and pa.types.is_decimal(right.type):
-        return left, decimal_as_float(right, left.type)
-    return left, right
+    """A decimal operand against a float one, both as float64, the decimal correctly
+    rounded: Arrow's implicit cast reads 5091.15 as 5091.150000000001, which then equals
+    that literal; and a float32 would make 16777217 equal 16777216 (Spark compares as
+    double)."""
+    decimals = (pa.types.is_decimal(left.type), pa.types.is_decimal(right.type))
+    floats = (pa.types.is_floating(left.type), pa.types.is_floating(right.type))
+    if not ((decimals[0] and floats[1]) or (floats[0] and decimals[1])):
+        return left, right
+    double = pa.float64()
+    return tuple(  # type: ignore[return-value]
+        decimal_as_float(v, double) if is_decimal else v.cast(double)
+        for v, is_decimal in zip((left, right), decimals)
+    )
 
 
 def _eval(expr: ValueExpr, columns: Columns) -> Any:

@@ -188,7 +188,8 @@ def write(
             properties={"spark.job": job.prefix, **properties},
         )
     except BaseException as exc:
-        if outcome_unknown(exc):  # it may be committed: every file it wrote stays
+        if outcome_unknown(exc):  # it may be committed: every data file it wrote stays
+            tbl.file_io.delete_quietly([marker] if marker else [])  # no snapshot names it
             raise
         abort_messages(tbl.file_io, messages)
         _delete_job_files(job, keep=())

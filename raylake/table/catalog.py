@@ -197,17 +197,18 @@ def open_or_join_table(
     files show only once a task flushes them. The marker, named as this job's files
     are, keeps the table; the job deletes it with its files, or when it ends.
     """
-    tbl, created = open_or_create_table(uri, schema, **how)
-    if created or tbl.latest_snapshot() is not None:
-        return tbl, created, ""
-    marker = f"{DATA_DIR}/{job_prefix}-writing.{uuid.uuid4().hex}.tmp"
-    tbl.file_io.write_bytes(marker, b"")
-    try:
-        tbl, created = open_or_create_table(uri, schema, **how)  # dropped meanwhile: made here
-    except BaseException:
+    for _ in range(3):
+        tbl, created = open_or_create_table(uri, schema, **how)
+        if created or tbl.latest_snapshot() is not None:
+            return tbl, created, ""
+        marker = f"{DATA_DIR}/{job_prefix}-writing.{uuid.uuid4().hex}.tmp"
+        tbl.file_io.write_bytes(marker, b"")
+        if table_exists(uri, storage_options=how.get("storage_options")):
+            return tbl, False, marker  # there after the marker: it keeps it
+        # Dropped meanwhile (its creator failed): the marker goes, and the table is
+        # made anew here, or opened where another job made it first.
         tbl.file_io.delete_quietly([marker])
-        raise
-    return tbl, created, marker
+    return (*open_or_create_table(uri, schema, **how), "")
 
 
 def check_new_location(uri: str, storage_options: OptionsLike | None = None) -> None:

@@ -63,7 +63,7 @@ def check_empty_location(file_io: FileIO, allow_other_files: bool) -> None:
     found = [n for n in found if n != SCHEMA_DIR]  # a table another writer is creating
     # The directories a table's writers make, left empty where a table was dropped under
     # a job still writing into it (a local disk keeps directories an object store has not)
-    found = [n for n in found if n not in _LAYOUT or file_io.list_files(n)]
+    found = [n for n in found if not (n in _LAYOUT and _empty_directory(file_io, n))]
     if found:
         why = other_files(found, "pass allow_other_files=True", "remove_orphan_files")
         raise TableLocationError(file_io.uri, why, tuple(found[:6]))
@@ -78,6 +78,14 @@ def other_files(found: Sequence[str], allow: str, cleanup: str) -> str:
         f"or empty directory, or {allow} to create it beside them ({cleanup} never "
         "deletes files it did not name)"
     )
+
+
+def _empty_directory(file_io: FileIO, rel: str) -> bool:
+    """Whether ``rel`` is a directory with no file at any depth (not a dangling link)."""
+    try:
+        return bool(file_io.fs.isdir(file_io.full_path(rel))) and not file_io.list_files(rel)
+    except OSError:
+        return False
 
 
 def _is_file(file_io: FileIO) -> bool:

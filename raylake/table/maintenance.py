@@ -303,6 +303,9 @@ _OWN_NAMES = {
     MANIFEST_DIR: re.compile(r"manifest-[0-9a-f]{32}\.parquet|.+\.[0-9a-f]{32}\.tmp"),
 }
 _TMP_NAME = re.compile(r".+\.[0-9a-f]{32}\.tmp")
+# What a Ray Data or Spark job joining a table with no snapshot writes directly in data/
+# (catalog.open_or_join_table): an orphan once its job died without deleting it.
+_JOB_MARKER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*-writing\.[0-9a-f]{32}\.tmp")
 _BUCKET_DIR = re.compile(r"bucket-(0|[1-9][0-9]*)")
 
 
@@ -325,6 +328,8 @@ def is_raylake_file(rel: str, partition: Sequence[pa.Field] | None = None) -> bo
     if top == MANIFEST_DIR:
         return not directories
     if top != DATA_DIR or partition is None:
+        return True
+    if not directories and _JOB_MARKER.fullmatch(name):
         return True
     return (
         len(directories) == len(partition) + 1

@@ -420,6 +420,10 @@ def test_directories_a_dropped_table_left_do_not_refuse_a_new_one(tmp_path: Path
     (tmp_path / "u" / "data" / "bucket-0" / "mine.parquet").write_bytes(b"")
     with pytest.raises(TableLocationError, match="already holds data"):
         raylake.create_table(str(tmp_path / "u"), pa.schema([("id", pa.int64())]))
+    (tmp_path / "v").mkdir()
+    (tmp_path / "v" / "data").symlink_to(tmp_path / "nowhere")  # not a directory
+    with pytest.raises(TableLocationError, match="already holds data"):
+        raylake.create_table(str(tmp_path / "v"), pa.schema([("id", pa.int64())]))
 
 
 @pytest.mark.parametrize(

@@ -328,6 +328,45 @@ def test_a_job_that_joins_a_new_table_keeps_it_before_its_files_show(tmp_path: P
     assert not table_exists(uri)
 
 
+@pytest.mark.parametrize("partition_by", [[], ["dt"]])
+def test_a_marker_its_job_left_is_an_orphan(tmp_path: Path, partition_by: list[str]) -> None:
+    """A job that died without deleting its marker (was: never removed, since raylake
+    writes data files only under bucket directories)."""
+    from datetime import timedelta
+
+    from raylake.table.catalog import open_or_join_table
+
+    uri = str(tmp_path / "t")
+    raylake.create_table(uri, SCHEMA, partition_by=partition_by)
+    tbl, _, marker = open_or_join_table(uri, SCHEMA, job_prefix="spark-1")
+    assert marker
+    assert tbl.remove_orphan_files(older_than=timedelta(0)).paths == (marker,)
+    assert not (tmp_path / "t" / marker).exists()
+
+
+def test_a_job_whose_table_was_dropped_before_its_marker_makes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The creator's failure drops the table between the job's open and its marker
+    (was: the marker made the location hold a file, and the job was refused)."""
+    from raylake.io import FileIO
+    from raylake.table.catalog import drop_new_table, open_or_join_table
+
+    uri = str(tmp_path / "t")
+    creator, _, _ = open_or_join_table(uri, SCHEMA, job_prefix="spark-0")
+    write_bytes = FileIO.write_bytes
+
+    def dropped_first(self: FileIO, rel: str, *args: object, **kwargs: object) -> object:
+        if "-writing." in rel and table_exists(uri):
+            drop_new_table(creator)
+        return write_bytes(self, rel, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(FileIO, "write_bytes", dropped_first)
+    _, created, marker = open_or_join_table(uri, SCHEMA, job_prefix="spark-1")
+    assert created and marker == ""
+    assert sorted(p.name for p in (tmp_path / "t").rglob("*") if p.is_file()) == ["schema-0.json"]
+
+
 def test_from_pandas_with_partitions_and_options(tmp_path: Path) -> None:
     df = sample(9).to_pandas()
     tbl = raylake.from_pandas(

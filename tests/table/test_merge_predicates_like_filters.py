@@ -112,3 +112,18 @@ def test_a_value_list_on_a_category_source_column(tmp_path: Path) -> None:
     merge = tbl.merge(source, on="k").when_matched_delete(predicate="s.c not in ('b')")
     assert merge.execute().deleted == 1
     assert tbl.to_arrow().sort_by("k")["k"].to_pylist() == [2, 3]
+
+
+@pytest.mark.parametrize("dtype", [pa.float16(), pa.float32()])
+def test_a_decimal_against_a_narrow_float_compares_as_doubles(
+    tmp_path: Path, dtype: pa.DataType
+) -> None:
+    """As Spark compares them (was: the decimal read as a float32, so 16777217 equalled
+    16777216; against float16, no kernel)."""
+    schema = pa.schema([("k", pa.int64()), ("d", pa.decimal128(20, 2))])
+    tbl = raylake.create_table(str(tmp_path / "t"), schema)
+    tbl.write(pa.table({"k": [1, 2], "d": [Decimal("16777217"), Decimal("1.5")]}, schema=schema))
+    source = pa.table({"k": [1, 2], "f": pa.array([16777216.0, 1.5]).cast(dtype, safe=False)})
+    merge = tbl.merge(source, on="k").when_matched_delete(predicate="t.d = s.f")
+    assert merge.execute().deleted == 1
+    assert tbl.to_arrow()["k"].to_pylist() == [1]

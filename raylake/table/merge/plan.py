@@ -402,8 +402,8 @@ def _float_as_decimal(name: str, value: Any, field: pa.Field) -> Any:
             reason = "NaN and infinity have no decimal value"
         elif "Rescaling" in str(exc):
             reason = "a value has more digits than its scale keeps"
-        else:
-            reason = str(exc)
+        else:  # Arrow speaks of the text the float was read through
+            reason = "a value has more digits than its precision keeps"
         raise _unfit(name, value, field, reason) from None
 
 
