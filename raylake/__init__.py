@@ -6,7 +6,14 @@ Torch and TensorFlow integrations import their dependencies when first used.
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any
+
+# Before pyarrow chooses the pool of its C++ internals, at its import: a forked DataLoader
+# worker hung in mimalloc's thread setup inside a dataset scan (raylake/memory_pool.py).
+if sys.platform == "linux" and "pyarrow" not in sys.modules:
+    os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "jemalloc")
 
 from raylake.errors import (
     ColumnExistsError,

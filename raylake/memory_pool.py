@@ -11,7 +11,10 @@ its locks around ``fork`` (``pthread_atfork``), and reads as fast here (docs/dec
 
 So ``import raylake`` makes jemalloc the default pool where pyarrow's default is mimalloc
 and jemalloc is built in, unless the user chose a pool (``ARROW_DEFAULT_MEMORY_POOL``).
-Buffers allocated before keep their own pool.
+Buffers allocated before keep their own pool. That is the pool of calls made from
+Python only; pyarrow's C++ internals (a dataset scan) allocate from the C++ default,
+chosen from ``ARROW_DEFAULT_MEMORY_POOL`` at pyarrow's import, which ``raylake/__init__``
+sets to jemalloc on Linux when it is imported first (docs/decisions.md).
 """
 
 from __future__ import annotations

@@ -12,6 +12,8 @@ from hypothesis import settings
 from ray_leftovers import leftovers, ray_running, snapshot
 from run_suite import unmarked_on_cluster
 
+import raylake  # noqa: F401  before pyarrow: it sets pyarrow's pool (raylake/memory_pool.py)
+
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
 # Property tests draw the same examples on every run, so a red test suite is never the
