@@ -13,7 +13,7 @@ So ``import raylake`` makes jemalloc the default pool where pyarrow's default is
 and jemalloc is built in, unless the user chose a pool (``ARROW_DEFAULT_MEMORY_POOL``).
 Buffers allocated before keep their own pool. That is the pool of calls made from
 Python only; pyarrow's C++ internals (a dataset scan) allocate from the C++ default,
-chosen from ``ARROW_DEFAULT_MEMORY_POOL`` at pyarrow's import, which ``raylake/__init__``
+chosen from ``ARROW_DEFAULT_MEMORY_POOL`` at pyarrow's import, which ``raylake/__init__.py``
 sets to jemalloc on Linux when it is imported first (docs/decisions.md).
 """
 
