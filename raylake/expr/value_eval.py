@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 
 from raylake.errors import FilterError
 from raylake.expr.bind import bind_literal
-from raylake.expr.decimals import decimal_as_float
+from raylake.expr.decimals import cast_through_text
 from raylake.expr.like import match_like
 from raylake.expr.values import InList, Like, Lit, Op, Ref, Unary, ValueExpr
 
@@ -111,7 +111,7 @@ def _exact(left: Any, right: Any) -> tuple[Any, Any]:
         return left, right
     double = pa.float64()
     return tuple(  # type: ignore[return-value]
-        decimal_as_float(v, double) if is_decimal else v.cast(double)
+        cast_through_text(v, double) if is_decimal else v.cast(double)
         for v, is_decimal in zip((left, right), decimals)
     )
 

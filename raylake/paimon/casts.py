@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from raylake.errors import UnsupportedPaimonError
-from raylake.expr.decimals import decimal_as_float
+from raylake.expr.decimals import cast_through_text
 from raylake.paimon.types import PaimonType
 
 # The environment variable that sets the session time zone of Paimon reads (Java's
@@ -129,7 +129,7 @@ def paimon_cast(values: Array, source: PaimonType, dest: PaimonType, zone: str) 
         # (Arrow's safe cast refuses what does not fit exactly)
         return values.cast(target, safe=False)
     if src == "DECIMAL" and dst in ("FLOAT", "DOUBLE"):
-        return decimal_as_float(values, target)  # as BigDecimal.doubleValue() rounds
+        return cast_through_text(values, target)  # as BigDecimal.doubleValue() rounds
     return values.cast(target)
 
 

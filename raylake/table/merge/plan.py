@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 
 from raylake.errors import FilterError, MergeCardinalityError, SchemaMismatchError
 from raylake.expr.bind import bind_literal
-from raylake.expr.decimals import float_as_decimal
+from raylake.expr.decimals import cast_through_text
 from raylake.expr.value_eval import evaluate, evaluate_condition
 from raylake.expr.values import Ref, ValueExpr, refs
 from raylake.table.conform import made_infinite
@@ -395,7 +395,7 @@ def _float_as_decimal(name: str, value: Any, field: pa.Field) -> Any:
     safe cast rounds 1.239 into decimal(10, 2) as 1.24, where a decimal source with
     those digits is refused)."""
     try:
-        return float_as_decimal(value, field.type)
+        return cast_through_text(value, field.type)
     except pa.ArrowInvalid as exc:
         finite = pc.is_finite(value)
         if not pc.all(pc.fill_null(finite, True)).as_py():
