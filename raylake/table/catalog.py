@@ -202,8 +202,16 @@ def open_or_join_table(
         if created or tbl.latest_snapshot() is not None:
             return tbl, created, ""
         marker = f"{DATA_DIR}/{job_prefix}-writing.{uuid.uuid4().hex}.tmp"
-        tbl.file_io.write_bytes(marker, b"")
-        if table_exists(uri, storage_options=how.get("storage_options")):
+        try:
+            tbl.file_io.write_bytes(marker, b"")
+            there = table_exists(uri, storage_options=how.get("storage_options"))
+        except BaseException:
+            # The job fails before its tasks run: a marker whose write was carried out
+            # with its answer lost, or written before the check failed, would keep a
+            # table with no snapshot from being dropped until remove_orphan_files.
+            tbl.file_io.delete_quietly([marker])
+            raise
+        if there:
             return tbl, False, marker  # there after the marker: it keeps it
         # Dropped meanwhile (its creator failed): the marker goes, and the table is
         # made anew here, or opened where another job made it first.
