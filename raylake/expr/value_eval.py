@@ -72,21 +72,38 @@ def evaluate_condition(expr: ValueExpr, columns: Columns, length: int) -> pa.Arr
     return filled.combine_chunks() if isinstance(filled, pa.ChunkedArray) else filled
 
 
-def _typed_literal(lit: Lit, other: Any, context: ValueExpr) -> Any:
+def _typed_literal(lit: Lit, other: Any, context: ValueExpr, compared: object = None) -> Any:
     """A literal as a scalar of the other operand's type where it converts (a date
-    string against a date column, an int against a float32 column)."""
+    string against a date column, an int against a float32 column); one that does not
+    is taken as it is where the kinds agree (1.5 against an int column, 10**20 against
+    a decimal(10, 2) one). Compared with the operand ``compared`` where the kinds do not,
+    it is refused as a filter refuses it (``s.i = true`` on an int column; was: Arrow's
+    "no kernel matching input types")."""
     if lit.value is None or isinstance(other, pa.Scalar) or other is None:
         return _scalar(lit.value)
     typ = other.type
-    numeric = pa.types.is_integer(typ) or pa.types.is_floating(typ)
-    if numeric and isinstance(lit.value, float) and pa.types.is_integer(typ):
+    if pa.types.is_integer(typ) and isinstance(lit.value, float):
         return _scalar(lit.value)  # 1.5 against an int column stays a float
-    if numeric and isinstance(lit.value, bool):
-        return _scalar(lit.value)
     try:
-        return bind_literal(str(context), lit.value, typ)
-    except FilterError:
-        return _scalar(lit.value)
+        return bind_literal(str(compared), lit.value, typ)
+    except FilterError as exc:
+        as_is = _scalar(lit.value)
+        if compared is not None and _kind(typ) not in (_kind(as_is.type), "null"):
+            raise FilterError(f"{context}: {exc}") from None
+        return as_is
+
+
+def _kind(typ: pa.DataType) -> str:
+    """What a literal must be to compare with a value of ``typ``."""
+    if pa.types.is_dictionary(typ):
+        typ = typ.value_type
+    if pa.types.is_integer(typ) or pa.types.is_floating(typ) or pa.types.is_decimal(typ):
+        return "number"
+    if pa.types.is_boolean(typ):
+        return "boolean"
+    if pa.types.is_null(typ):
+        return "null"
+    return "temporal" if pa.types.is_temporal(typ) else "other"
 
 
 def _scalar(value: Any) -> pa.Scalar:
@@ -125,12 +142,13 @@ def _eval(expr: ValueExpr, columns: Columns) -> Any:
         if expr.op in ("and", "or"):
             fn = pc.and_kleene if expr.op == "and" else pc.or_kleene
             return fn(_eval(expr.left, columns), _eval(expr.right, columns))
+        compared = expr.op in _CMP_FUNCS
         left = None if isinstance(expr.left, Lit) else _eval(expr.left, columns)
         right = None if isinstance(expr.right, Lit) else _eval(expr.right, columns)
         if isinstance(expr.left, Lit):
-            left = _typed_literal(expr.left, right, expr)
+            left = _typed_literal(expr.left, right, expr, expr.right if compared else None)
         if isinstance(expr.right, Lit):
-            right = _typed_literal(expr.right, left, expr)
+            right = _typed_literal(expr.right, left, expr, expr.left if compared else None)
         left, right = _exact(left, right)
         func = _CMP_FUNCS.get(expr.op) or _ARITH_FUNCS[expr.op]
         if expr.op in _ORDERING:
@@ -148,7 +166,7 @@ def _eval(expr: ValueExpr, columns: Columns) -> Any:
         return _like(expr, _eval(expr.operand, columns))
     if isinstance(expr, InList):
         operand = _plain(_eval(expr.operand, columns))
-        literals = [_typed_literal(Lit(v), operand, expr) for v in expr.values]
+        literals = [_typed_literal(Lit(v), operand, expr, expr.operand) for v in expr.values]
         exact = [s.as_py() for s in literals if s.type == operand.type]
         found = pc.is_in(operand, value_set=pa.array(exact, operand.type))
         # A value not of the column's type (1.001 against a decimal(10, 2) column) is
@@ -159,10 +177,14 @@ def _eval(expr: ValueExpr, columns: Columns) -> Any:
         return pc.invert(found) if expr.negated else found
     args = [None if isinstance(a, Lit) else _eval(a, columns) for a in expr.args]
     typed = next((a for a in args if a is not None), None)
-    args = [
+    values: list[Any] = [
         _typed_literal(a, typed, expr) if isinstance(a, Lit) else v for a, v in zip(expr.args, args)
     ]
-    return pc.coalesce(*args)
+    # A null (a literal, an all-null column) takes the others' type: coalesce(null, 3) is 3.
+    known = next((v.type for v in values if not pa.types.is_null(v.type)), None)
+    if known is not None:
+        values = [v.cast(known) if pa.types.is_null(v.type) else v for v in values]
+    return pc.coalesce(*values)
 
 
 def _plain(operand: Any) -> Any:

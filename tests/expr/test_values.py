@@ -88,3 +88,31 @@ def test_a_quoted_name_after_its_qualifier_is_one_column() -> None:
     assert refs(parse_value('t."a""b" + 1')) == {Ref("t", 'a"b')}
     with pytest.raises(FilterParseError, match="here only columns of the target"):
         parse_value('s."x"', "t")
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("s.n = true", r"\(s\.n = True\): cannot compare column 's\.n' of type int64 with True"),
+        ("true = s.n", r"cannot compare column 's\.n' of type int64 with True"),
+        ("t.n in (1, true)", r"t\.n in \(1, True\): .*'t\.n' of type int64 with True: expected"),
+        ("t.v > 'x'", r"cannot compare column 't\.v' of type float with 'x': expected a number"),
+        ("t.d = 5", r"cannot compare column 't\.d' of type date32\[day\] with 5"),
+    ],
+)
+def test_a_literal_of_another_kind_is_refused_naming_the_column(text: str, match: str) -> None:
+    """As a filter refuses it (was: Arrow's "no kernel matching input types (int64, bool)")."""
+    with pytest.raises(FilterError, match=match):
+        cond(text)
+
+
+def test_a_literal_of_the_same_kind_that_does_not_convert_compares_as_it_is() -> None:
+    assert cond("t.n = 1.5") == [False, False, False, False]
+    assert cond("t.n < 1.5") == [True, False, False, False]
+    assert cond("t.n in (2, 10e30)") == [False, True, False, False]  # float beyond int64
+
+
+def test_coalesce_takes_a_null_as_the_others_type() -> None:
+    """coalesce(null, 3) is 3, as in SQL (was: "no kernel matching input types (null, int64)")."""
+    assert value("coalesce(null, 3)") == [3, 3, 3, 3]
+    assert value("coalesce(null, s.n, 7)") == [10, 7, 30, 0]
