@@ -16,6 +16,7 @@ from raylake.table.aborted import outcome_unknown
 from raylake.table.catalog import drop_new_table, new_table_schema
 from raylake.table.kind import kind_of
 from raylake.table.location import other_files
+from raylake.table.pandas_types import dataframe_schema
 
 
 def cmd_write(args: argparse.Namespace) -> int:
@@ -117,7 +118,10 @@ def _create_for_files(args: argparse.Namespace) -> Table:
     --mode are known to fit it (a primary-key table refuses --mode append)."""
     from raylake.files import file_dataset
 
-    inferred = file_dataset(args.files[0], args.format).schema
+    # A file df.to_parquet() wrote (pandas' metadata) gives the types from_pandas gives
+    # its DataFrame: pandas 3's large_string and timestamp[us] would make the table
+    # depend on the pandas that wrote the file.
+    inferred = dataframe_schema(file_dataset(args.files[0], args.format).schema)
     schema = pa.schema([pa.field(f.name, f.type, f.nullable) for f in inferred])
     untyped = [f.name for f in schema if pa.types.is_null(f.type)]
     if untyped:  # a null column takes no value, and no command here could retype it

@@ -242,6 +242,28 @@ def test_create_refuses_columns_without_a_type_before_it_creates_the_table(
     assert code == 0 and "wrote 1 row(s)" in out
 
 
+def test_create_from_a_file_pandas_wrote_takes_the_types_from_pandas_gives(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """df.to_parquet() under pandas 3 writes large_string and timestamp[us] (was: the
+    table took them, and then refused a nanosecond that pandas 2 writes)."""
+    import pandas as pd
+
+    df = pd.DataFrame({"s": ["a"], "ts": pd.to_datetime(["2024-01-01"]).astype("datetime64[us]")})
+    written = pa.Table.from_pandas(df, preserve_index=False)  # with pandas' metadata
+    as_pandas_3 = pa.schema(
+        [("s", pa.large_string()), ("ts", pa.timestamp("us"))], metadata=written.schema.metadata
+    )
+    pq.write_table(written.cast(as_pandas_3), tmp_path / "pd3.parquet")
+    code, _, _ = _run(
+        capsys, "write", str(tmp_path / "t"), str(tmp_path / "pd3.parquet"), "--create"
+    )
+    assert code == 0
+    tbl = raylake.open_table(str(tmp_path / "t"))
+    assert tbl.schema == pa.schema([("s", pa.string()), ("ts", pa.timestamp("ns"))])
+    assert tbl.schema == raylake.from_pandas(df, str(tmp_path / "fresh")).schema
+
+
 def test_a_json_array_is_refused_saying_json_files_are_read_as_lines(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -49,6 +49,10 @@ def iter_input(data: Any, types: pa.Schema | None = None) -> Iterator[ArrowData]
         yield from data
     elif is_dataframe(data):
         yield pandas_to_arrow(data, types)
+    elif _is_series(data):  # pandas 3's exports a stream of no columns; pandas 2's iterates
+        raise SchemaMismatchError(
+            f"cannot write a pandas Series ({data.name!r}); write a DataFrame (series.to_frame())"
+        )
     elif hasattr(data, "__arrow_c_stream__"):
         yield from _arrow_stream(data)
     elif isinstance(data, Iterable) and not isinstance(data, str | bytes | dict):
@@ -85,6 +89,11 @@ def _arrow_stream(data: Any) -> Iterator[pa.RecordBatch]:
     yield from reader
 
 
+def _is_series(data: Any) -> bool:
+    pd = sys.modules.get("pandas")
+    return pd is not None and isinstance(data, pd.Series)
+
+
 def is_dataframe(data: Any) -> bool:
     """A pandas DataFrame, or a subclass (defined anywhere: a user's, geopandas'), which
     was taken for an Arrow stream of another shape or refused; pandas is not imported
@@ -99,10 +108,12 @@ def pandas_to_arrow(df: Any, types: pa.Schema | None = None) -> pa.Table:
     table's). Columns the table lacks (which ``schema_mode="merge"`` adds) take the types
     ``from_pandas`` gives, so that the table does not depend on the installed pandas."""
     df = with_index_columns(df)
-    pa_table = strings_normalized(dataframe_to_arrow(df, types=types))
+    typed = arrow_dtype_columns(df)  # a pd.ArrowDtype: typed as named (large_string too)
+    kept = typed - frozenset(types.names if types is not None else ())
+    pa_table = strings_normalized(dataframe_to_arrow(df, types=types), keep=kept)
     if types is None or all(n in types.names for n in pa_table.column_names):
         return pa_table
-    return normalized(pa_table, explicit=frozenset(types.names) | arrow_dtype_columns(df))
+    return normalized(pa_table, explicit=frozenset(types.names) | typed)
 
 
 def conform(data: ArrowData, schema: pa.Schema, keys: Collection[str] = ()) -> pa.Table:

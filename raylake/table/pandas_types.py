@@ -77,6 +77,8 @@ def dataframe_to_arrow(
     for a write), where that has it."""
     names = [str(n) for n in df.columns]  # pyarrow names a column 0 "0"
     refuse_duplicate_names(names, "the DataFrame")
+    if schema is not None:
+        _refuse_parsed_text(df, schema)
     try:
         pa_table = pa.Table.from_pandas(df, schema=schema, preserve_index=False)
     except _CONVERSION_ERRORS as exc:
@@ -87,6 +89,32 @@ def dataframe_to_arrow(
                 pass
         raise _conversion_error(df, schema, exc) from exc
     return pa_table if types is None else _maps_of_empty_lists(df, pa_table, types)
+
+
+def _refuse_parsed_text(df: Any, schema: pa.Schema) -> None:
+    """A string column converts only to a text or binary type, whatever its dtype:
+    pyarrow parses an Arrow-backed one (pandas 3's ``str``, ``StringDtype("pyarrow")``)
+    into a number, a bool or a time ("1" as 1), where it refuses an ``object`` one
+    (pandas 2's strings) and ``Table.write`` refuses either."""
+    import pandas as pd
+
+    for name, dtype in df.dtypes.items():
+        if str(name) not in schema.names:
+            continue
+        target = schema.field(str(name)).type
+        stored = target.value_type if pa.types.is_dictionary(target) else target
+        if is_text(stored) or pa.types.is_binary(stored) or pa.types.is_large_binary(stored):
+            continue
+        arrow_text = isinstance(dtype, pd.ArrowDtype) and is_text(dtype.pyarrow_dtype)
+        text = isinstance(dtype, pd.StringDtype) or arrow_text
+        if text and not df[name].isna().all():  # no text at all: nulls of any type
+            raise SchemaMismatchError(
+                f"DataFrame column {str(name)!r} of dtype {dtype} does not convert to "
+                f"{target}: text is not parsed into other types; convert the column first "
+                f"(pd.to_numeric, pd.to_datetime, .astype)",
+                column=str(name),
+                expected=target,
+            )
 
 
 def _maps_of_empty_lists(df: Any, pa_table: pa.Table, types: pa.Schema) -> pa.Table:
@@ -204,13 +232,14 @@ def _chosen(dtype: pa.DataType, pandas_dtype: str | None) -> bool:
     return False
 
 
-def strings_normalized(pa_table: pa.Table) -> pa.Table:
+def strings_normalized(pa_table: pa.Table, keep: frozenset[str] = frozenset()) -> pa.Table:
     """``pa_table`` with its top-level string columns of any Arrow string type as
-    ``string``: what a write of a DataFrame hands to the table's casts."""
+    ``string``, but those named in ``keep``: what a write of a DataFrame hands to the
+    table's casts."""
     changed = False
     columns, fields = [], []
     for field, column in zip(pa_table.schema, pa_table.columns):
-        if is_text(field.type) and field.type != pa.string():
+        if is_text(field.type) and field.type != pa.string() and field.name not in keep:
             try:
                 column, field = column.cast(pa.string()), field.with_type(pa.string())
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError):

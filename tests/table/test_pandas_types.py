@@ -338,6 +338,53 @@ def test_columns_a_dataframe_adds_take_the_types_from_pandas_gives(tmp_path: Pat
     assert tbl.schema.field("ms").type == pa.timestamp("ms")
 
 
+@pytest.mark.parametrize("how", ["write", "merge", "from_pandas"])
+def test_a_large_string_arrow_dtype_a_dataframe_adds_keeps_its_type(
+    tmp_path: Path, how: str
+) -> None:
+    """As from_pandas stores it (was: string, the strings made one type before the
+    pd.ArrowDtype columns kept theirs)."""
+    df = pd.DataFrame({"id": [2], "s": pd.Series(["x"], dtype=pd.ArrowDtype(pa.large_string()))})
+    uri = str(tmp_path / "t")
+    tbl = raylake.from_pandas(pd.DataFrame({"id": [1]}), uri, primary_key=["id"])
+    if how == "write":
+        tbl.write(df, schema_mode="merge")
+    elif how == "merge":
+        tbl.merge(df, on="id", schema_mode="merge").when_not_matched_insert().execute()
+    else:
+        raylake.from_pandas(df, uri, mode="append", schema_mode="merge")
+    assert raylake.open_table(uri).schema.field("s").type == pa.large_string()
+    assert raylake.from_pandas(df, str(tmp_path / "fresh")).schema.field("s").type == (
+        pa.large_string()
+    )
+
+
+@pytest.mark.parametrize("dtype", STRING_DTYPES, ids=str)
+@pytest.mark.parametrize(
+    "typ", [pa.int64(), pa.bool_(), pa.timestamp("ns"), pa.date32(), pa.float64()], ids=str
+)
+def test_from_pandas_with_a_schema_does_not_parse_text(
+    tmp_path: Path, dtype: object, typ: pa.DataType
+) -> None:
+    """Whatever the string dtype, as Table.write refuses it (was: pandas 3's str and
+    StringDtype("pyarrow") parsed "1" into 1 and "true" into True; object was refused)."""
+    df = pd.DataFrame({"a": pd.Series(["1", None], dtype=dtype)})
+    with pytest.raises(raylake.SchemaMismatchError, match=r"column 'a' of dtype .* convert"):
+        raylake.from_pandas(df, str(tmp_path / "t"), schema=pa.schema([("a", typ)]))
+    assert not (tmp_path / "t").exists()
+    nothing = pd.DataFrame({"a": pd.Series([None, None], dtype=dtype)})  # no text to parse
+    tbl = raylake.from_pandas(nothing, str(tmp_path / "t"), schema=pa.schema([("a", typ)]))
+    assert tbl.to_arrow().column("a").to_pylist() == [None, None]
+
+
+def test_a_series_is_refused_saying_to_write_a_dataframe(tmp_path: Path) -> None:
+    """pandas 3's Series exports an Arrow stream of no columns (was: "ArrowSchema
+    describes non-struct type int64"); pandas 2's iterated ("an iterable of int")."""
+    tbl = raylake.create_table(str(tmp_path), pa.schema([("a", pa.int64())]))
+    with pytest.raises(raylake.SchemaMismatchError, match=r"pandas Series \('a'\).*to_frame"):
+        tbl.write(pd.Series([1, 2], name="a"))
+
+
 def test_columns_a_dataframe_merge_adds_take_the_types_from_pandas_gives(tmp_path: Path) -> None:
     """As a write's: a merge of a DataFrame source adds its new columns in from_pandas'
     types, whatever the pandas."""
