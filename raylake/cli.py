@@ -17,6 +17,7 @@ from raylake import __version__
 from raylake.cli_args import (
     as_of_arg,
     columns_arg,
+    consumer_id_arg,
     count_arg,
     positive_arg,
     seconds_arg,
@@ -304,7 +305,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     tail = sub.add_parser("tail", help="print commits as they arrive (Ctrl-C to stop)")
     tail.add_argument("uri")
-    tail.add_argument("--consumer", help="resume from and checkpoint this consumer id")
+    tail.add_argument(
+        "--consumer", type=consumer_id_arg, help="resume from and checkpoint this consumer id"
+    )
     tail.add_argument(
         "--start",
         type=start_arg,
@@ -355,8 +358,12 @@ def _add_maintenance_commands(sub: Any) -> None:
     consumers = sub.add_parser("consumers", help="list, reset or delete consumers")
     consumers.add_argument("uri")
     action = consumers.add_mutually_exclusive_group()
-    action.add_argument("--reset", metavar="ID", help="move consumer ID to --snapshot N")
-    action.add_argument("--delete", metavar="ID", help="unregister consumer ID")
+    action.add_argument(
+        "--reset", metavar="ID", type=consumer_id_arg, help="move consumer ID to --snapshot N"
+    )
+    action.add_argument(
+        "--delete", metavar="ID", type=consumer_id_arg, help="unregister consumer ID"
+    )
     consumers.add_argument(
         "--snapshot", type=positive_arg, help="with --reset: the next snapshot to read"
     )

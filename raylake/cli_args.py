@@ -8,6 +8,7 @@ import re
 from datetime import datetime, timedelta
 
 from raylake.arguments import iso_time
+from raylake.format.consumer import is_consumer_id
 from raylake.streaming.options import START_NAMES
 
 _DURATION_PART = re.compile(r"(\d+)(ms|s|m|h|d|w)")
@@ -67,6 +68,9 @@ def columns_arg(text: str) -> list[str]:
             names.append(back.replace("``", "`") if back is not None else plain.strip())
         pos = found.end()
         if not comma:
+            twice = sorted({n for n in names if names.count(n) > 1})
+            if twice:  # refused naming the flag, not the keyword of the method it goes to
+                raise argparse.ArgumentTypeError(f"{text!r} names {twice[0]!r} twice")
             return names
 
 
@@ -117,3 +121,13 @@ def seconds_arg(text: str) -> float:
     if not value >= 0:  # also refuses nan
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds >= 0")
     return value
+
+
+def consumer_id_arg(text: str) -> str:
+    """A consumer id (argparse type), refused naming the flag."""
+    if not is_consumer_id(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a consumer id: 1-128 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit and not ending in '.tmp'"
+        )
+    return text

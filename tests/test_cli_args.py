@@ -64,6 +64,31 @@ def test_an_empty_key_or_partition_column_is_refused(
     assert not (tmp_path / "t").exists()
 
 
+@pytest.mark.parametrize(
+    ("argv", "flag", "says"),
+    [
+        (["scan", "{t}", "--columns", "id,id"], "--columns", "'id,id' names 'id' twice"),
+        (["write", "{t}", "{t}/x.csv", "--create", "--primary-key", "id, id"], "--primary-key",
+         "'id, id' names 'id' twice"),
+        (["consumers", "{t}", "--reset", "bad/id", "--snapshot", "1"], "--reset",
+         "'bad/id' is not a consumer id"),
+        (["consumers", "{t}", "--delete", "c.tmp"], "--delete", "'c.tmp' is not a consumer id"),
+        (["tail", "{t}", "--consumer", ""], "--consumer", "'' is not a consumer id"),
+    ],
+)  # fmt: skip
+def test_a_repeated_column_or_a_bad_consumer_id_is_refused_naming_the_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], flag: str, says: str
+) -> None:
+    """They were refused by the method they went to, naming its keyword (columns,
+    consumer_id) and a Python tuple ("got tuple ('id', 'id')")."""
+    uri = str(tmp_path / "t")
+    raylake.create_table(uri, pa.schema([("id", pa.int64())])).write(pa.table({"id": [1]}))
+    with pytest.raises(SystemExit) as info:
+        main([a.format(t=uri) for a in argv])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and f"argument {flag}: {says}" in err
+
+
 @pytest.mark.parametrize("text", ["2024-05-01T12:00:00Z", "2024-05-01 12:00:00z"])
 def test_an_iso_time_in_utc_with_a_z_is_read_on_every_python(text: str) -> None:
     """Python 3.10's datetime.fromisoformat refuses the Z that 3.11's reads."""
