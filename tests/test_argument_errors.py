@@ -225,8 +225,8 @@ def test_the_cli_reports_an_argument_mistake_by_name(
 ) -> None:
     from raylake.cli import main
 
-    assert main(["tail", tbl.uri, "--consumer", "a/b", "--timeout", "0"]) == 2
-    assert "consumer_id must be" in capsys.readouterr().err
+    assert main(["consumers", tbl.uri, "--snapshot", "2"]) == 2
+    assert "--snapshot must be given only with --reset ID" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

@@ -36,9 +36,10 @@ def test_tail_prints_commits_and_checkpoints(
 
 def test_tail_bad_consumer_id(warehouse: Path, capsys: pytest.CaptureFixture[str]) -> None:
     tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
-    assert main(["tail", tbl.uri, "--consumer", "a/b", "--timeout", "0"]) == 2
+    with pytest.raises(SystemExit) as info:
+        main(["tail", tbl.uri, "--consumer", "a/b", "--timeout", "0"])
     err = capsys.readouterr().err
-    assert "consumer_id must be a valid consumer id" in err and "'a/b'" in err
+    assert info.value.code == 2 and "argument --consumer: 'a/b' is not a consumer id" in err
 
 
 def test_tail_counts_deletes_and_updates(
