@@ -162,9 +162,10 @@ class StreamPlanner:
     def catch_up(self, last_read: Snapshot, latest: Snapshot) -> StreamPlan | None:
         """One plan for everything after ``last_read`` up to ``latest``, or None when the
         snapshots must be read one by one so that ``on_overwrite`` decides: an append
-        table lost files in between, or the table was overwritten in between and the
-        stream skips or fails on overwrites (``refresh`` takes an overwrite of a
-        primary-key table as the net changes it made).
+        table lost files in between (in any shard: a compaction may write into this
+        shard what it removed from another), or the table was overwritten in between
+        and the stream skips or fails on overwrites (``refresh`` takes an overwrite of
+        a primary-key table as the net changes it made).
 
         A stream that skipped an overwrite of a primary-key table holds rows the table
         no longer has, so the net changes of a later gap, the difference of the table's
@@ -188,7 +189,7 @@ class StreamPlanner:
         except BaseException:
             self.context, self._kind = before
             raise
-        if any(isinstance(s, RemovedSplit) for s in splits):
+        if rng.removed_any or any(isinstance(s, RemovedSplit) for s in splits):
             self.context, self._kind = before
             return None
         return self._plan(latest, last_read.id + 1, "diff", splits)

@@ -216,6 +216,8 @@ class ChangeRange:
     load_snapshots: Callable[[], list[Snapshot] | None] | None = None
     # Set by the kind when it planned from changelog files rather than data files.
     from_changelog: bool = False
+    # Set by file_changes: a file live at the start is gone at the end, in any shard.
+    removed_any: bool = False
     _cache: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -274,17 +276,21 @@ class ChangeRange:
         makes a live file the same at both ends (its path; a Paimon file's deletion vector
         too). ``expand``: the end's files with those a compaction in the range wrote in
         place of the files they replaced (which hold the same rows), before they are taken."""
-        before = self.live_before()
-        if expand is None:
-            after = self.live_after()
-        else:
-            after = self._mine(expand(self.source.stream_files(self.ts, self.after, self.pruning)))
+        before = [] if self.before is None else self._all_live("before", self.before)
+        after = self._all_live("after", self.after)
+        if expand is not None:
+            after = expand(after)
+        # Compared before the shard takes its files: a compaction (or a rewrite) may write
+        # into one shard what it removed from another, and then this shard's files alone
+        # would show its rows added (a stream's catch-up reads snapshot by snapshot
+        # wherever removed_any says a file went, in any shard).
         old, new = {identity(f) for f in before}, {identity(f) for f in after}
-        added = [f for f in after if identity(f) not in old]
-        removed = [f for f in before if identity(f) not in new]
+        added = self._mine([f for f in after if identity(f) not in old])
+        removed_all = [f for f in before if identity(f) not in new]
+        self.removed_any = bool(removed_all)
         return [
             *(InsertSplit(s) for s in self.splits(self.after.id, added)),
-            *(RemovedSplit(s) for s in self.splits(self.before_id, removed)),
+            *(RemovedSplit(s) for s in self.splits(self.before_id, self._mine(removed_all))),
         ]
 
     def diffs(
@@ -320,7 +326,14 @@ class ChangeRange:
         return self._cache[name]
 
     def _live(self, snap: Snapshot) -> list[DataFile]:
-        return self._mine(self.source.stream_files(self.ts, snap, self.pruning))
+        end = "after" if snap is self.after else "before"
+        return self._mine(self._all_live(end, snap))
+
+    def _all_live(self, end: str, snap: Snapshot) -> list[DataFile]:
+        """The live files at one end of the range, every shard's."""
+        return self._once(  # type: ignore[no-any-return]
+            f"all {end}", lambda: self.source.stream_files(self.ts, snap, self.pruning)
+        )
 
     def _mine(self, files: list[DataFile]) -> list[DataFile]:
         return files if self.take is None else [f for f in files if self.take(f)]
