@@ -91,6 +91,10 @@ class FeedRecorder:
         self.batches = 0
         self.rows = 0
         self.bytes = 0
+        # Bytes of a row of the batches handed over (0 where a feed counts its blocks'
+        # bytes itself): bytes count as the trainer takes its batches, not as a window
+        # is cut, so that a pass stopped early or a batch drop_last drops is not counted.
+        self.row_bytes = 0
         self.wait = 0.0
         self.wait_max = 0.0
         self.first: float | None = None
@@ -122,6 +126,7 @@ class FeedRecorder:
         self.last = now
         self.batches += 1
         self.rows += rows
+        self.bytes += rows * self.row_bytes
         self.wait += dt
         if dt > self.wait_max:
             self.wait_max = dt

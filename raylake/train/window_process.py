@@ -308,12 +308,19 @@ class WindowsFromProcess(Iterator[Window]):
     ) -> None:  # fmt: skip
         host = self._owner.slots[slot_id].tensor[:end]
         backend = self._backend
-        if backend is None:  # host batches: the window's own memory, the slot is reused
-            tensors, marker, held = unpack(host.clone()), None, 0
-        else:
-            tensors, marker = backend.copy(host, unpack)
-            self._recorder.copied()
-            self._recorder.hold_device(held)
+        try:
+            if backend is None:  # host batches: the window's own memory, the slot is reused
+                tensors, marker, held = unpack(host.clone()), None, 0
+            else:
+                tensors, marker = backend.copy(host, unpack)
+                self._recorder.copied()
+                self._recorder.hold_device(held)
+        except BaseException:
+            # The slot is still the child's to write again: unacknowledged, it would wait
+            # for it forever, and close() for the child (was: a hang after the error).
+            self._copies.append((token, None))
+            self._rows_left -= rows
+            raise
         self._copies.append((token, marker))
         self._rows_left -= rows
         absorb(self._recorder, counters)

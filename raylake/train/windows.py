@@ -84,10 +84,26 @@ def on_host(tensors: Tensors) -> Tensors:
     if columns is not None:
         tensors = {FEATURES: columns.t(), **tensors}
     if order is not None:
-        return {k: t.index_select(0, order) for k, t in tensors.items()}
+        return {k: _gathered(t, order) for k, t in tensors.items()}
     if columns is not None:
         tensors[FEATURES] = tensors[FEATURES].contiguous()
     return tensors
+
+
+# torch's index_select has no kernel for these: gathered as the signed type of their width.
+_UNSIGNED_AS_SIGNED = {
+    getattr(torch, f"uint{bits}"): getattr(torch, f"int{bits}")
+    for bits in (16, 32, 64)
+    if hasattr(torch, f"uint{bits}")
+}
+
+
+def _gathered(t: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
+    """The rows ``order`` of ``t`` (a uint16/32/64 label's bits as they are)."""
+    signed = _UNSIGNED_AS_SIGNED.get(t.dtype)
+    if signed is None:
+        return t.index_select(0, order)
+    return t.view(signed).index_select(0, order).view(t.dtype)
 
 
 class Stager:
@@ -294,7 +310,7 @@ def cut_windows(
                     total += want
                 else:
                     want = None
-                start, off = off, off + total  # counted as delivered once handed out
+                start, off = off, off + total
                 if len(run) == 1:
                     yield {k: (t[start:off],) for k, t in cur.items()}, run
                 else:
@@ -303,7 +319,7 @@ def cut_windows(
             parts = [{k: t[off:n] for k, t in cur.items()}] if off < n else []
             need = want - (n - off)
             while need > 0:
-                _finish(current, n, recorder)  # its rows up to the end were handed out
+                _finish(current, recorder)  # its rows up to the end were handed out
                 current = None
                 current = next(source, None)
                 if current is None:
@@ -312,6 +328,7 @@ def cut_windows(
                 if backend is not None and current.held:
                     backend.take(current.tensors, current.marker)
                 cur, n = current.tensors, current.rows
+                recorder.row_bytes = current.row_bytes  # the bytes of each batch handed over
                 off = min(need, n)
                 if off:
                     parts.append({k: t[:off] for k, t in cur.items()})
@@ -325,17 +342,16 @@ def cut_windows(
                 yield {k: (torch.cat([p[k] for p in parts]),) for k in parts[0]}, [got]
             want = next(sizes, None)
     finally:
-        _finish(current, off, recorder)
+        _finish(current, recorder)
         close = getattr(source, "close", None)
         if close is not None:
             close()
 
 
-def _finish(window: Window | None, used: int, recorder: FeedRecorder) -> None:
+def _finish(window: Window | None, recorder: FeedRecorder) -> None:
     """The trainer is done cutting ``window`` (its batches may live on)."""
     if window is None:
         return
-    recorder.delivered(used * window.row_bytes)
     if window.held:
         recorder.hold_device(-window.held)
 

@@ -348,3 +348,55 @@ def test_every_thread_of_the_child_runs_below_the_trainer(append_table: raylake.
     here = os.getpriority(os.PRIO_PROCESS, 0)
     assert nice_values(child_of(ds).pid) == {min(here + window_process.CHILD_NICENESS, 19)}
     ds.close()
+
+
+@pytest.mark.parametrize("dtype", [pa.uint16(), pa.uint32(), pa.uint64()], ids=str)
+def test_a_shuffled_unsigned_column_through_the_child(
+    tmp_path: Path, on_device: dict[str, Any], dtype: pa.DataType
+) -> None:
+    """torch's index_select has no kernel for them (was: NotImplementedError from the
+    shuffled window's gather, here and in the trainer's own process)."""
+    from raylake.train import LakeIterableDataset
+
+    values = pa.array(range(2**15, 2**15 + 200), dtype)
+    tbl = raylake.create_table(str(tmp_path / "t"), pa.schema([("u", dtype)]))
+    tbl.write(pa.table({"u": values}))
+    kwargs: dict[str, Any] = {"columns": ["u"], "batch_size": 16, "shuffle": True, **on_device}
+    here = LakeIterableDataset(tbl, **kwargs)
+    there = LakeIterableDataset(tbl, window_process=True, **kwargs)
+    try:
+        want = [b["u"].tolist() for b in here]
+        assert [b["u"].tolist() for b in there] == want
+        assert (
+            sorted(v for b in want for v in b) == values.to_pylist() != [v for b in want for v in b]
+        )
+    finally:
+        there.close()
+
+
+def test_an_error_cutting_a_window_here_ends_the_pass(
+    append_table: raylake.Table, on_device: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The window's slot is the child's again (was: unacknowledged, the child waited
+    for it and close() for the child, forever)."""
+    import threading
+
+    from raylake.train import windows
+
+    def fails(t: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
+        raise RuntimeError("the gather failed")
+
+    ds = make(append_table, window_process=True, shuffle=True, batch_size=4, **on_device)
+    try:
+        with monkeypatch.context() as patched:
+            patched.setattr(windows, "_gathered", fails)
+            it = iter(ds)
+            with pytest.raises(RuntimeError, match="the gather failed"):
+                next(it)
+            closing = threading.Thread(target=it.close, daemon=True)
+            closing.start()
+            closing.join(timeout=60)
+            assert not closing.is_alive()
+        assert same(batches(make(append_table, shuffle=True, batch_size=4), 0), batches(ds, 0))
+    finally:
+        ds.close()

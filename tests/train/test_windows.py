@@ -219,6 +219,21 @@ def test_stats_describe_the_pass(
     assert copy.stats() == FeedStats()
 
 
+@pytest.mark.parametrize("device", [None, "cuda"])
+def test_bytes_count_the_batches_the_trainer_took(
+    append_table: raylake.Table, simulated: list[SimulatedDevice], device: str | None
+) -> None:
+    """Mid-pass and after a pass stopped early (was: 0 until a window was cut to its
+    end, then the whole window's, rows the trainer never got among them)."""
+    ds = make(append_table, batch_size=16, device=device, shuffle=True)
+    it = iter(ds)
+    for _ in range(3):
+        next(it)
+    assert (ds.stats().rows, ds.stats().bytes) == (48, 48 * ROW_BYTES)
+    it.close()
+    assert (ds.stats().rows, ds.stats().bytes) == (48, 48 * ROW_BYTES)
+
+
 def test_cpu_stats_count_windows_without_copies(append_table: raylake.Table) -> None:
     ds = make(append_table, batch_size=16, shuffle=False, read_ahead=0, prefetch=0)
     list(ds)
