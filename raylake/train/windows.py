@@ -183,6 +183,10 @@ class Stager:
             slot, marker = self._slots[i]
             if marker is not None:
                 self.backend.wait_host(marker)
+                # Waited once: a slot reserved for a window that then went another way
+                # keeps no marker for close() to wait on again (the window process's
+                # acknowledgements are used up by a wait: it waited forever).
+                self._slots[i] = (slot, None)
             if slot.numel() >= nbytes:
                 return slot
             self.recorder.hold_pinned(-slot.numel())

@@ -400,3 +400,48 @@ def test_an_error_cutting_a_window_here_ends_the_pass(
         assert same(batches(make(append_table, shuffle=True, batch_size=4), 0), batches(ds, 0))
     finally:
         ds.close()
+
+
+def test_a_pass_resumed_inside_a_window_of_another_size(tmp_path: Path) -> None:
+    """The resumed pass's first window is smaller than the slot the converter had
+    reserved for it, which then went unused with the marker of its last copy, already
+    waited for: the child waited for that acknowledgement again at the pass's end, and
+    the trainer for the child, forever."""
+    import threading
+
+    import numpy as np
+
+    from raylake.train import LakeIterableDataset
+
+    n = 20_011
+    rng = np.random.default_rng(0)
+    data = pa.table({"x": rng.random(n).astype(np.float32), "z": rng.random(n), "y": np.arange(n)})
+    tbl = raylake.create_table(
+        str(tmp_path / "t"), data.schema, options={"write.row-group-rows": "1500"}
+    )
+    tbl.write(data.slice(0, 9000))
+    tbl.write(data.slice(9000))
+    kwargs: dict[str, Any] = dict(
+        feature_columns=["x", "z"], label_column="y", batch_size=97, shuffle_window=4000
+    )
+    ds = LakeIterableDataset(tbl, window_process=True, **kwargs)
+    try:
+        it = iter(ds)
+        next(it)
+        saved = ds.state_dict()
+        it.close()
+        ds.load_state_dict(saved)
+        got: list[int] = []
+        reading = threading.Thread(target=lambda: got.extend(int(v) for _, y in ds for v in y))
+        reading.daemon = True
+        reading.start()
+        reading.join(timeout=120)
+        if reading.is_alive():
+            assert ds._maker is not None and ds._maker._process is not None
+            ds._maker._process.kill()  # ends the trainer's wait for it
+            pytest.fail("the resumed pass never ended")
+        here = LakeIterableDataset(tbl, **kwargs)
+        here.load_state_dict(saved)
+        assert got == [int(v) for _, y in here for v in y] and len(got) == n - 97
+    finally:
+        ds.close()
