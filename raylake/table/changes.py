@@ -235,10 +235,11 @@ class ChangeRange:
     def live_before(self) -> list[DataFile]:
         if self.before is None:
             return []
-        return self._once("before", lambda: self._live(self.before))  # type: ignore[arg-type]
+        before = self.before
+        return self._once("before", lambda: self._mine(self._all_live("before", before)))
 
     def live_after(self) -> list[DataFile]:
-        return self._once("after", lambda: self._live(self.after))
+        return self._once("after", lambda: self._mine(self._all_live("after", self.after)))
 
     def added(self) -> list[DataFile]:
         """The files ``after`` added (its delta manifests): only for a step."""
@@ -324,10 +325,6 @@ class ChangeRange:
         if name not in self._cache:
             self._cache[name] = compute()
         return self._cache[name]
-
-    def _live(self, snap: Snapshot) -> list[DataFile]:
-        end = "after" if snap is self.after else "before"
-        return self._mine(self._all_live(end, snap))
 
     def _all_live(self, end: str, snap: Snapshot) -> list[DataFile]:
         """The live files at one end of the range, every shard's."""
