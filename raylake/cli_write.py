@@ -13,9 +13,10 @@ from raylake.errors import InvalidArgumentError, SchemaError, TableLocationError
 from raylake.format.table_spec import TableSpec
 from raylake.table import Snapshot, Table, create_table, open_table, table_exists
 from raylake.table.aborted import outcome_unknown
-from raylake.table.catalog import drop_new_table, new_table_schema
+from raylake.table.catalog import new_table_schema
 from raylake.table.kind import kind_of
 from raylake.table.location import other_files
+from raylake.table.new_tables import drop_new_table
 from raylake.table.pandas_types import dataframe_schema
 
 

@@ -41,8 +41,6 @@ from raylake.table import CommitMessage, Snapshot, Table, open_table
 from raylake.table.aborted import outcome_unknown
 from raylake.table.catalog import (
     check_layout,
-    check_new_location,
-    drop_new_table,
     new_table_schema,
     open_or_join_table,
     table_columns,
@@ -56,6 +54,7 @@ from raylake.table.evolve import (
     schema_mode_arg,
     with_new_columns,
 )
+from raylake.table.new_tables import check_new_location, drop_new_table
 from raylake.table.source import check_writable, raylake_kind_class
 from raylake.table.table import create_writer
 from raylake.table.visible import check_visible, refuse_process_local

@@ -46,7 +46,7 @@ from raylake.spark.task_results import (
 from raylake.spark.types import arrow_schema_of
 from raylake.table import CommitMessage, Table
 from raylake.table.aborted import abort_messages, outcome_unknown
-from raylake.table.catalog import drop_new_table, open_or_join_table
+from raylake.table.catalog import open_or_join_table
 from raylake.table.conform import check_schema
 from raylake.table.evolve import (
     commit_planned_schema,
@@ -56,6 +56,7 @@ from raylake.table.evolve import (
     with_new_columns,
 )
 from raylake.table.kind import WRITE_MODES, kind_of
+from raylake.table.new_tables import drop_new_table
 from raylake.table.source import check_writable
 from raylake.table.table import create_writer
 from raylake.table.visible import check_visible, refuse_process_local

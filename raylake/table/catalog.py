@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import logging
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal, TypeAlias
 
 import pyarrow as pa
@@ -17,11 +15,9 @@ from raylake.errors import (
     SchemaArgumentError,
     SchemaError,
     TableAlreadyExistsError,
-    TableLocationError,
     TableNotFoundError,
 )
-from raylake.format.manifest import MANIFEST_DIR
-from raylake.format.schema import SCHEMA_DIR, SYSTEM_PREFIX, TableSchema
+from raylake.format.schema import SYSTEM_PREFIX, TableSchema
 from raylake.format.schema_files import forget_schemas, schema_path
 from raylake.format.table_spec import TableSpec
 from raylake.io import FileIO
@@ -32,8 +28,8 @@ from raylake.table.conform import conform
 from raylake.table.conform import pandas_to_arrow as dataframe_as_written
 from raylake.table.evolve import schema_mode_arg
 from raylake.table.kind import kind_of
-from raylake.table.location import check_empty_location, created_at_location, other_files
-from raylake.table.maintenance import is_raylake_file
+from raylake.table.location import check_empty_location, created_at_location
+from raylake.table.new_tables import drop_new_table, sink_location
 from raylake.table.pandas_types import pandas_to_arrow, with_index_columns
 from raylake.table.source import source_for
 from raylake.table.table import Table
@@ -43,8 +39,6 @@ from raylake.table.written_partitions import (
     check_dynamic_mode,
     partition_overwrite_mode_arg,
 )
-
-logger = logging.getLogger(__name__)
 
 
 @refuse_unknown_keywords
@@ -179,7 +173,7 @@ def open_or_create_table(
         raise SchemaError(f"cannot create the table at {uri!r}: no schema is known. {schema_hint}")
     spec = spec or TableSpec()
     ts = new_table_schema(table_columns(schema), spec)
-    with _sink_location():
+    with sink_location():
         # The loser of a race to create it opened the winner's: not created, so a failed
         # job of the loser's does not drop the table the winner's job writes into.
         return _create(uri_arg(uri), ts, storage_options, exist_ok=True, spec=spec)
@@ -217,65 +211,6 @@ def open_or_join_table(
         # made anew here, or opened where another job made it first.
         tbl.file_io.delete_quietly([marker])
     return (*open_or_create_table(uri, schema, **how), "")
-
-
-def check_new_location(uri: str, storage_options: OptionsLike | None = None) -> None:
-    """Refuse, as :func:`open_or_create_table` would when it creates the table, a place
-    that holds other files: a sink checks it on the driver before its job runs, where
-    creating the table waits for the job's first block (the work before it done)."""
-    with _sink_location():
-        check_empty_location(FileIO(uri_arg(uri), storage_options), allow_other_files=False)
-
-
-@contextmanager
-def _sink_location() -> Iterator[None]:
-    try:
-        yield
-    except TableLocationError as exc:
-        if not exc.found:  # the path is a file
-            raise
-        # A sink takes no allow_other_files: the table is created first, with it.
-        allow = "create the table first with create_table(..., allow_other_files=True)"
-        raise TableLocationError(
-            exc.path, other_files(exc.found, allow, "remove_orphan_files"), exc.found
-        ) from None
-
-
-def drop_new_table(tbl: Table, beside_other_files: bool = False) -> None:
-    """Remove ``tbl``, which the caller created for a write that then failed (and whose
-    own files it deleted), if no snapshot has landed in it and no other writer is
-    writing into it: left behind, the empty table would make the corrected call fail
-    ("already exists"). Its directory held nothing before (``create_table`` refuses
-    other files), so everything under it is the table's; ``beside_other_files`` (a
-    table made with ``allow_other_files=True``): only its schema goes. A failure to
-    remove it is logged, not raised: it must not hide the write's error.
-
-    Parallel jobs may append to a new table, each creating it or finding it created:
-    where files another writer wrote are there, the table stays (it was dropped under
-    that job, which then failed, naming a table that was there when it planned).
-    """
-    if tbl.latest_snapshot() is not None:
-        return
-    others = _written_by_others(tbl.file_io)
-    if others:
-        logger.info(
-            "keeping the table created at %s: another writer is writing into it (%s)",
-            tbl.uri,
-            others[0],
-        )
-        return
-    path = tbl.file_io.full_path(SCHEMA_DIR) if beside_other_files else tbl.file_io.root
-    try:
-        tbl.file_io.fs.rm(path, recursive=True)
-    except OSError as exc:
-        logger.warning("could not remove the table created at %s: %s", tbl.uri, exc)
-
-
-def _written_by_others(file_io: FileIO) -> list[str]:
-    """The files named as raylake's writers name theirs in a table's data and manifest
-    directories: after a failed write deleted its own, another writer's."""
-    found = file_io.list_files(DATA_DIR) + file_io.list_files(MANIFEST_DIR)
-    return [rel for rel, _ in found if is_raylake_file(rel)]
 
 
 def table_columns(schema: pa.Schema) -> pa.Schema:

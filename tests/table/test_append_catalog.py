@@ -295,7 +295,7 @@ def test_a_failed_write_keeps_the_new_table_another_writer_is_writing_into(
     """Two jobs append to a table that did not exist: the one that created it fails
     before the other commits. Its cleanup removed the whole directory, the other job's
     files with it (a Ray read then said the table was not there "though it was")."""
-    from raylake.table.catalog import drop_new_table
+    from raylake.table.new_tables import drop_new_table
 
     uri = str(tmp_path / "t")
     created = raylake.create_table(uri, SCHEMA)
@@ -314,7 +314,8 @@ def test_a_failed_write_keeps_the_new_table_another_writer_is_writing_into(
 def test_a_job_that_joins_a_new_table_keeps_it_before_its_files_show(tmp_path: Path) -> None:
     """The Ray Data and Spark sinks: a job that finds a table with no snapshot marks it
     before its tasks flush a file (was: the creator's failure dropped it under the job)."""
-    from raylake.table.catalog import drop_new_table, open_or_join_table
+    from raylake.table.catalog import open_or_join_table
+    from raylake.table.new_tables import drop_new_table
 
     uri = str(tmp_path / "t")
     creator, created, marker = open_or_join_table(uri, SCHEMA, job_prefix="spark-0")
@@ -350,7 +351,8 @@ def test_a_job_whose_table_was_dropped_before_its_marker_makes_it(
     """The creator's failure drops the table between the job's open and its marker
     (was: the marker made the location hold a file, and the job was refused)."""
     from raylake.io import FileIO
-    from raylake.table.catalog import drop_new_table, open_or_join_table
+    from raylake.table.catalog import open_or_join_table
+    from raylake.table.new_tables import drop_new_table
 
     uri = str(tmp_path / "t")
     creator, _, _ = open_or_join_table(uri, SCHEMA, job_prefix="spark-0")

@@ -1,0 +1,84 @@
+"""A table a job creates for its write, before and after: the location checked on the
+driver before the job runs, and the table dropped when the write fails (unless another
+writer is writing into it). What the Ray Data and Spark sinks, ``from_pandas`` and
+``raylake write --create`` share."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from raylake.errors import TableLocationError
+from raylake.format.manifest import MANIFEST_DIR
+from raylake.format.schema import SCHEMA_DIR
+from raylake.io import FileIO
+from raylake.io.credentials import OptionsLike
+from raylake.table.args import uri_arg
+from raylake.table.location import check_empty_location, other_files
+from raylake.table.maintenance import is_raylake_file
+from raylake.table.table import Table
+from raylake.table.writer import DATA_DIR
+
+logger = logging.getLogger(__name__)
+
+
+def check_new_location(uri: str, storage_options: OptionsLike | None = None) -> None:
+    """Refuse, as :func:`open_or_create_table` would when it creates the table, a place
+    that holds other files: a sink checks it on the driver before its job runs, where
+    creating the table waits for the job's first block (the work before it done)."""
+    with sink_location():
+        check_empty_location(FileIO(uri_arg(uri), storage_options), allow_other_files=False)
+
+
+@contextmanager
+def sink_location() -> Iterator[None]:
+    """A sink's refusal of a location that holds other files, naming what a sink user
+    can do (a sink takes no allow_other_files)."""
+    try:
+        yield
+    except TableLocationError as exc:
+        if not exc.found:  # the path is a file
+            raise
+        # A sink takes no allow_other_files: the table is created first, with it.
+        allow = "create the table first with create_table(..., allow_other_files=True)"
+        raise TableLocationError(
+            exc.path, other_files(exc.found, allow, "remove_orphan_files"), exc.found
+        ) from None
+
+
+def drop_new_table(tbl: Table, beside_other_files: bool = False) -> None:
+    """Remove ``tbl``, which the caller created for a write that then failed (and whose
+    own files it deleted), if no snapshot has landed in it and no other writer is
+    writing into it: left behind, the empty table would make the corrected call fail
+    ("already exists"). Its directory held nothing before (``create_table`` refuses
+    other files), so everything under it is the table's; ``beside_other_files`` (a
+    table made with ``allow_other_files=True``): only its schema goes. A failure to
+    remove it is logged, not raised: it must not hide the write's error.
+
+    Parallel jobs may append to a new table, each creating it or finding it created:
+    where files another writer wrote are there, the table stays (it was dropped under
+    that job, which then failed, naming a table that was there when it planned).
+    """
+    if tbl.latest_snapshot() is not None:
+        return
+    others = _written_by_others(tbl.file_io)
+    if others:
+        logger.info(
+            "keeping the table created at %s: another writer is writing into it (%s)",
+            tbl.uri,
+            others[0],
+        )
+        return
+    path = tbl.file_io.full_path(SCHEMA_DIR) if beside_other_files else tbl.file_io.root
+    try:
+        tbl.file_io.fs.rm(path, recursive=True)
+    except OSError as exc:
+        logger.warning("could not remove the table created at %s: %s", tbl.uri, exc)
+
+
+def _written_by_others(file_io: FileIO) -> list[str]:
+    """The files named as raylake's writers name theirs in a table's data and manifest
+    directories: after a failed write deleted its own, another writer's."""
+    found = file_io.list_files(DATA_DIR) + file_io.list_files(MANIFEST_DIR)
+    return [rel for rel, _ in found if is_raylake_file(rel)]
