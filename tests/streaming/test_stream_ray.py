@@ -180,13 +180,31 @@ def test_a_shard_restarted_where_its_table_is_not_there_raises_and_resumes_later
     with job:
         job.run(until_snapshot=1)
         shutil.move(warehouse / "dst", warehouse / "away")
-        ray.kill(job.actors[0], no_restart=False)  # Ray restarts it
+        killed_and_restarted(job.actors[0])
         source.write(batch(1, 4))
         with pytest.raises(TableNotFoundError, match="dst"):
             job.step()
         shutil.move(warehouse / "away", warehouse / "dst")
         assert job.run(until_snapshot=2)[0].next_snapshot_id == 3
     assert sorted(sink.to_arrow().column("id").to_pylist()) == list(range(8))
+
+
+def killed_and_restarted(actor: Any) -> None:
+    """Kill the actor's process and wait until Ray has restarted it. ray.kill returns
+    before the process is gone: a step sent at once could still run on the old instance,
+    whose sink writer, its table moved away, made the sink's data/ directory again (and
+    the test's move back then went into it)."""
+    from ray._private import state
+
+    def restarts() -> int:
+        return int(state.actors(actor_id=actor._actor_id.hex()).get("NumRestarts", 0))
+
+    before = restarts()
+    ray.kill(actor, no_restart=False)
+    deadline = time.monotonic() + 120
+    while restarts() == before:  # a condition waited for, not a sleep
+        assert time.monotonic() < deadline, "Ray did not restart the killed actor"
+        time.sleep(0.05)
 
 
 def test_streaming_job_is_checked_before_any_actor_starts(
