@@ -192,8 +192,8 @@ class TableSchema:
 def build_table_schema(
     schema: pa.Schema,
     *,
-    partition_by: Sequence[str] = (),
-    primary_key: Sequence[str] = (),
+    partition_by: Sequence[str] | None = (),
+    primary_key: Sequence[str] | None = (),
     buckets: int | None = None,
     options: Mapping[str, Any] | None = None,
 ) -> TableSchema:

@@ -52,7 +52,8 @@ class TableSpec:
     def __post_init__(self) -> None:
         error = SchemaArgumentError
         for name in ("partition_by", "primary_key"):
-            value = getattr(self, name)
+            # None is no columns, as in pypaimon's, deltalake's and PyIceberg's keywords.
+            value = () if getattr(self, name) is None else getattr(self, name)
             if isinstance(value, AbstractSet):  # its order would change from run to run
                 raise error(name, value, f"a list of column names, in order ({_ORDERED[name]})")
             object.__setattr__(self, name, check_names(name, value, error))
@@ -72,8 +73,8 @@ class TableSpec:
     def of(
         cls,
         *,
-        partition_by: Sequence[str] = (),
-        primary_key: Sequence[str] = (),
+        partition_by: Sequence[str] | None = (),
+        primary_key: Sequence[str] | None = (),
         buckets: int | None = None,
         options: Mapping[str, Any] | None = None,
     ) -> TableSpec:

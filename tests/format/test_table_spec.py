@@ -39,6 +39,22 @@ def test_a_spec_is_checked_normalized_and_frozen() -> None:
     assert TableSpec.of() == TableSpec() and TableSpec().buckets is None
 
 
+def test_none_is_no_columns_at_every_entry_point(tmp_path: Path) -> None:
+    """``primary_key=None`` and ``partition_by=None``, as pypaimon, deltalake and PyIceberg
+    users write them, make an unpartitioned append table (were refused: "must be a list
+    of column names, got NoneType None")."""
+    assert TableSpec.of(partition_by=None, primary_key=None) == TableSpec()
+    none: dict[str, Any] = {"partition_by": None, "primary_key": None}
+    made = [
+        raylake.create_table(str(tmp_path / "a"), SCHEMA, **none),
+        raylake.from_pandas(pd.DataFrame({"id": [1]}), str(tmp_path / "b"), **none),
+        open_or_create_table(str(tmp_path / "c"), SCHEMA, spec=TableSpec.of(**none))[0],
+    ]
+    for tbl in made:
+        assert (tbl.table_schema.primary_key, tbl.table_schema.partition_keys) == ((), ())
+    assert raylake.create_table(made[0].uri, SCHEMA, exist_ok=True, **none).uri == made[0].uri
+
+
 @pytest.mark.parametrize(
     ("keywords", "message"),
     [
