@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from raylake.errors import NullConstraintError, SchemaMismatchError, UnsupportedTypeError
+from raylake.table.empty_offsets import with_all_offsets
 from raylake.table.nested_nulls import has_required_fields, required_fields_filled
 from raylake.table.pandas_types import (
     arrow_dtype_columns,
@@ -172,6 +173,7 @@ def _check_names(names: list[str], expected: list[str]) -> None:
 
 
 def _conform_column(column: pa.ChunkedArray, field: pa.Field, key: bool) -> pa.ChunkedArray:
+    column = with_all_offsets(column)  # Spark's empty nested lists: before anything measures
     if pa.types.is_dictionary(column.type):
         column = _decoded(column)
     # Nulls first: a pandas integer column with a null arrives as double, and the null is

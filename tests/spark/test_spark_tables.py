@@ -255,6 +255,22 @@ def test_null_structs_of_non_nullable_fields_are_written(spark: Any, warehouse: 
     ]
 
 
+def test_nested_lists_empty_in_a_whole_partition_are_written(spark: Any, warehouse: Path) -> None:
+    """Spark sends an inner list or map with no value in its batch with an offsets buffer
+    of 0 bytes; pyarrow's nbytes read past it, and the Python worker crashed (a segfault)
+    where the writer measured the batch, for append and primary-key tables alike."""
+    df = spark.sql(
+        "SELECT id, CAST(array() AS array<map<string, bigint>>) AS tags, "
+        "CAST(NULL AS array<array<array<bigint>>>) AS deep, "
+        "CAST(map() AS map<string, array<string>>) AS m FROM range(3)"
+    ).coalesce(1)
+    expected = [{"id": i, "tags": [], "deep": None, "m": []} for i in range(3)]
+    for name, keys in (("empty_append", ()), ("empty_pk", ("id",))):
+        uri = str(warehouse / name)
+        rs.write(df, uri, primary_key=list(keys))
+        assert _sorted(raylake.open_table(uri).to_arrow()) == expected
+
+
 def test_evolved_tables_read_in_spark_and_merge_spark_columns(
     spark: Any, warehouse: Path, spark_jobs: Any
 ) -> None:
