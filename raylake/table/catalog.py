@@ -22,6 +22,7 @@ from raylake.format.schema_files import forget_schemas, schema_path
 from raylake.format.table_spec import TableSpec
 from raylake.io import FileIO
 from raylake.io.credentials import OptionsLike
+from raylake.table.aborted import outcome_unknown
 from raylake.table.args import uri_arg
 from raylake.table.commit import check_commit_safety
 from raylake.table.conform import conform
@@ -312,8 +313,10 @@ def from_pandas(
             partition_overwrite_mode=partition_overwrite_mode,
             schema_mode=schema_mode,
         )
-    except BaseException:
-        if created:  # left empty, it would make the corrected call fail ("already exists")
+    except BaseException as exc:
+        # Left empty, it would make the corrected call fail ("already exists"); a commit
+        # that may have landed keeps it, and its CommitStateUnknownError is what is raised.
+        if created and not outcome_unknown(exc):
             drop_new_table(tbl, beside_other_files=allow)
         raise
     return tbl

@@ -60,6 +60,13 @@ def drop_new_table(tbl: Table, beside_other_files: bool = False) -> None:
     where files another writer wrote are there, the table stays (it was dropped under
     that job, which then failed, naming a table that was there when it planned).
     """
+    try:
+        _drop_if_unused(tbl, beside_other_files)
+    except Exception as exc:  # a store failing again while the write's error is raised
+        logger.warning("could not remove the table created at %s: %s", tbl.uri, exc)
+
+
+def _drop_if_unused(tbl: Table, beside_other_files: bool) -> None:
     if tbl.latest_snapshot() is not None:
         return
     others = _written_by_others(tbl.file_io)
@@ -71,10 +78,7 @@ def drop_new_table(tbl: Table, beside_other_files: bool = False) -> None:
         )
         return
     path = tbl.file_io.full_path(SCHEMA_DIR) if beside_other_files else tbl.file_io.root
-    try:
-        tbl.file_io.fs.rm(path, recursive=True)
-    except OSError as exc:
-        logger.warning("could not remove the table created at %s: %s", tbl.uri, exc)
+    tbl.file_io.fs.rm(path, recursive=True)
 
 
 def _written_by_others(file_io: FileIO) -> list[str]:
