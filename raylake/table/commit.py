@@ -50,7 +50,7 @@ from raylake.format.manifest import (
     write_manifest,
 )
 from raylake.format.schema import TableSchema
-from raylake.format.schema_files import check_same_table, schema_at_least
+from raylake.format.schema_files import check_same_table, schema_at_least, schema_ids
 from raylake.format.snapshot import CommitKind, Snapshot, SnapshotManager
 from raylake.io import FileIO
 from raylake.table.aborted import FilesCheck, abort_messages, raise_named
@@ -195,6 +195,11 @@ class Committer:
         self, request: CommitRequest, user: str, latest: Snapshot | None, written: list[str]
     ) -> Snapshot:
         snapshot_id = 1 if latest is None else latest.id + 1
+        # The snapshot records the table's newest schema, as Paimon's commit does: one
+        # of a writer opened before a schema change no snapshot had recorded yet kept
+        # the older id, and the latest snapshot read under the older schema by its id
+        # and under the newer without one.
+        newest_schema = max(schema_ids(self.file_io), default=self.ts.schema_id)
         next_sequence = 0 if latest is None else latest.next_sequence
         base_manifests = () if latest is None else latest.base_manifests
 
@@ -246,9 +251,7 @@ class Committer:
             id=snapshot_id,
             # A writer that opened the table before a schema change still commits under
             # the newer schema: its files record the schema they were written with.
-            schema_id=self.ts.schema_id
-            if latest is None
-            else max(self.ts.schema_id, latest.schema_id),
+            schema_id=max(self.ts.schema_id, newest_schema, latest.schema_id if latest else 0),
             parent_id=None if latest is None else latest.id,
             parent_commit_id="" if latest is None else latest.commit_id,
             commit_kind=request.kind,

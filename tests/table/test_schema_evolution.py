@@ -396,6 +396,21 @@ def test_a_writer_opened_before_a_change_still_commits(tmp_path: Path) -> None:
     assert stale.refresh().schema == fresh.schema
 
 
+def test_the_first_commit_after_a_change_records_it_whoever_makes_it(tmp_path: Path) -> None:
+    """A writer opened before a change makes the next snapshot: it recorded the older
+    schema id (its parent's), so the latest snapshot read as `y` by its id, as `y2` and
+    `z` without one. Paimon's commit records the newest schema too."""
+    stale = raylake.create_table(str(tmp_path), SCHEMA)
+    with raylake.open_table(str(tmp_path)).update_schema() as u:
+        u.rename_column("y", "y2")
+        u.add_column("z", pa.int64())
+    snap = stale.write(pa.table({"x": [1], "y": ["a"], "label": [0.5]}, schema=SCHEMA))
+    assert snap is not None and snap.schema_id == 1
+    tbl = raylake.open_table(str(tmp_path))
+    assert tbl.to_arrow(snapshot_id=snap.id).equals(tbl.to_arrow())
+    assert tbl.to_arrow().column_names == ["x", "y2", "label", "z"]
+
+
 @pytest.mark.parametrize("widen", [False, True])
 def test_automatic_compaction_after_a_stale_writer_keeps_newer_columns(
     tmp_path: Path, widen: bool
