@@ -31,6 +31,7 @@ from raylake.datasource.block_schema import arrow_schema, dataset_types
 from raylake.errors import (
     InvalidOptionError,
     SchemaArgumentError,
+    SchemaMismatchError,
     TableNotFoundError,
 )
 from raylake.format.schema import TableSchema
@@ -104,6 +105,7 @@ class LakeDatasink(Datasink[TaskCommit]):
     _new_table: Table | None  # the table this job created, if it did
     _writing_marker: str = ""  # open_or_join_table's: keeps a new table while the job runs
     _known_schema: pa.Schema | None  # the dataset's, from check_schema
+    _first_block_only: bool  # the table's columns were planned from the first block alone
 
     @refuse_unknown_keywords
     def __init__(
@@ -226,6 +228,7 @@ class LakeDatasink(Datasink[TaskCommit]):
         self._job_id = ""
         self._new_table = None
         self._known_schema = None
+        self._first_block_only = False
         if self._writing_marker:  # the job's files are committed or deleted: it may go
             self.file_io.delete_quietly([self._writing_marker])
         self._writing_marker = ""
@@ -236,6 +239,9 @@ class LakeDatasink(Datasink[TaskCommit]):
         self.snapshot = None
         self._new_table = None
         data_schema = dataset_types(arrow_schema(schema), self._known_schema)
+        # Ray knows a mapped dataset's schema only by running it: the columns of a table
+        # made now, or added by schema_mode="merge", are then its first block's.
+        self._first_block_only = self._known_schema is None and self._create.schema is None
         tbl = self._open_or_create(data_schema)
         if data_schema is not None and self.merge:
             tbl = self._with_new_columns(tbl, data_schema)
@@ -253,7 +259,8 @@ class LakeDatasink(Datasink[TaskCommit]):
         of the whole dataset (its blocks may bring different ones), planned but not
         committed: ``on_write_complete`` commits them with the data, so that a failed
         write adds no column."""
-        schemas = [s for s in (data_schema, self._known_schema) if s is not None]
+        given = (data_schema, self._known_schema, self._create.schema)  # schema=: the data's
+        schemas = [s for s in given if s is not None]
         _, planned = with_new_columns(tbl, *(tbl.kind.input_schema(s) for s in schemas))
         return Table(tbl.file_io, planned, tbl.source)
 
@@ -309,9 +316,27 @@ class LakeDatasink(Datasink[TaskCommit]):
                     continue
                 if self.merge:
                     rows = fill_missing_columns(rows, self._table_schema)
-                writer.write(rows)
+                try:
+                    writer.write(rows)
+                except SchemaMismatchError as exc:
+                    raise self._named_first_block(exc) from None
             messages = writer.prepare_commit()
         return TaskCommit(ctx.task_idx, tuple(messages))
+
+    def _named_first_block(self, exc: SchemaMismatchError) -> SchemaMismatchError:
+        """``exc``, saying where the table's columns came from when that explains it: a
+        first block holding no value of a column (its type null), or without a column
+        later blocks bring, which the table then refuses."""
+        if not self._first_block_only:
+            return exc
+        return SchemaMismatchError(
+            f"{exc}. Ray did not know this dataset's schema before running it (a "
+            "map_batches output), so the table's columns were taken from its first block: "
+            "pass schema= (every column, with its type) to write_lake or LakeDatasink",
+            column=exc.column,
+            expected=exc.expected,
+            actual=exc.actual,
+        )
 
     @property
     def _file_prefix(self) -> str:

@@ -3,6 +3,7 @@ dataset's schema as Ray unifies it, not the first block's."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,8 @@ import raylake  # noqa: E402
 from raylake import write_lake  # noqa: E402
 
 pytestmark = pytest.mark.ray
+# Workers cannot import this test module: ship its map function by value.
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 def test_a_first_block_of_nulls_does_not_type_a_new_table(ray_cluster: Any, tmp_path: Path) -> None:
@@ -39,6 +42,41 @@ def test_a_merged_column_takes_the_datasets_type(ray_cluster: Any, tmp_path: Pat
     tbl = raylake.open_table(str(tmp_path / "t"))
     assert tbl.schema.field("b").type == pa.string()
     assert sorted(tbl.to_arrow().column("b").to_pylist(), key=str) == [None, None, "x"]
+
+
+def _x_from_id_one(batch: pd.DataFrame) -> pd.DataFrame:
+    """'x' has no value in the first block (id 0): the block's column is null."""
+    return batch.assign(x=None) if (batch["id"] < 1).all() else batch.assign(x=batch["id"] / 2)
+
+
+def _b_from_id_two(batch: pd.DataFrame) -> pd.DataFrame:
+    """Rows from id 2 on get a column 'b'."""
+    return batch.assign(b=batch["id"].astype(str)) if (batch["id"] >= 2).all() else batch
+
+
+def test_a_mapped_datasets_first_block_is_named_and_schema_given_is_planned(
+    ray_cluster: Any, tmp_path: Path
+) -> None:
+    """Ray knows a map_batches output's schema only by running it, so a new table's
+    columns (and the columns schema_mode="merge" adds) were the first block's: the task
+    that met a later block raised a bare mismatch, and schema= given for an existing
+    table was not planned by merge, which then refused the column it exists to add."""
+
+    def mapped(fn: Any) -> Any:
+        return ray.data.range(4, override_num_blocks=4).map_batches(fn, batch_format="pandas")
+
+    first_block = r"'x' has type double.*taken from its first block.*schema="
+    with pytest.raises(Exception, match=first_block):
+        write_lake(mapped(_x_from_id_one), str(tmp_path / "new"))
+    assert not (tmp_path / "new").exists()  # the table made for the write is dropped
+    uri = str(tmp_path / "t")
+    raylake.from_pandas(pd.DataFrame({"id": [-1]}), uri)
+    with pytest.raises(Exception, match=r"column\(s\) \['b'\].*taken from its first block"):
+        write_lake(mapped(_b_from_id_two), uri, schema_mode="merge")
+    given = pa.schema([("id", pa.int64()), ("b", pa.string())])
+    write_lake(mapped(_b_from_id_two), uri, schema_mode="merge", schema=given)
+    rows = sorted(raylake.open_table(uri).to_arrow().to_pylist(), key=lambda r: r["id"])
+    assert rows == [{"id": i, "b": None if i < 2 else str(i)} for i in range(-1, 4)]
 
 
 def test_a_narrower_first_block_does_not_type_a_new_table(ray_cluster: Any, tmp_path: Path) -> None:
