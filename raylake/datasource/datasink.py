@@ -105,7 +105,6 @@ class LakeDatasink(Datasink[TaskCommit]):
     _new_table: Table | None  # the table this job created, if it did
     _writing_marker: str = ""  # open_or_join_table's: keeps a new table while the job runs
     _known_schema: pa.Schema | None  # the dataset's, from check_schema
-    _first_block_only: bool  # the table's columns were planned from the first block alone
 
     @refuse_unknown_keywords
     def __init__(
@@ -228,7 +227,6 @@ class LakeDatasink(Datasink[TaskCommit]):
         self._job_id = ""
         self._new_table = None
         self._known_schema = None
-        self._first_block_only = False
         if self._writing_marker:  # the job's files are committed or deleted: it may go
             self.file_io.delete_quietly([self._writing_marker])
         self._writing_marker = ""
@@ -239,9 +237,6 @@ class LakeDatasink(Datasink[TaskCommit]):
         self.snapshot = None
         self._new_table = None
         data_schema = dataset_types(arrow_schema(schema), self._known_schema)
-        # Ray knows a mapped dataset's schema only by running it: the columns of a table
-        # made now, or added by schema_mode="merge", are then its first block's.
-        self._first_block_only = self._known_schema is None and self._create.schema is None
         tbl = self._open_or_create(data_schema)
         if data_schema is not None and self.merge:
             tbl = self._with_new_columns(tbl, data_schema)
@@ -322,6 +317,15 @@ class LakeDatasink(Datasink[TaskCommit]):
                     raise self._named_first_block(exc) from None
             messages = writer.prepare_commit()
         return TaskCommit(ctx.task_idx, tuple(messages))
+
+    @property
+    def _first_block_only(self) -> bool:
+        """Whether the table's columns came from the dataset's first block alone: Ray
+        knows a mapped dataset's schema only by running it, and without ``schema=`` the
+        columns of a table this job created, or added by ``schema_mode="merge"``, are
+        that block's."""
+        unknown = self._known_schema is None and self._create.schema is None
+        return unknown and (self._new_table is not None or self.merge)
 
     def _named_first_block(self, exc: SchemaMismatchError) -> SchemaMismatchError:
         """``exc``, saying where the table's columns came from when that explains it: a

@@ -49,6 +49,11 @@ def _x_from_id_one(batch: pd.DataFrame) -> pd.DataFrame:
     return batch.assign(x=None) if (batch["id"] < 1).all() else batch.assign(x=batch["id"] / 2)
 
 
+def _b_null_then_float(batch: pd.DataFrame) -> pd.DataFrame:
+    """'b' has no value in the first block, then floats: the driver's check passes."""
+    return batch.assign(b=None) if (batch["id"] < 1).all() else batch.assign(b=batch["id"] / 2)
+
+
 def _b_from_id_two(batch: pd.DataFrame) -> pd.DataFrame:
     """Rows from id 2 on get a column 'b'."""
     return batch.assign(b=batch["id"].astype(str)) if (batch["id"] >= 2).all() else batch
@@ -77,6 +82,10 @@ def test_a_mapped_datasets_first_block_is_named_and_schema_given_is_planned(
     write_lake(mapped(_b_from_id_two), uri, schema_mode="merge", schema=given)
     rows = sorted(raylake.open_table(uri).to_arrow().to_pylist(), key=lambda r: r["id"])
     assert rows == [{"id": i, "b": None if i < 2 else str(i)} for i in range(-1, 4)]
+    # An existing table's columns are its own: the refusal does not blame the first block.
+    with pytest.raises(Exception, match=r"'b' has type double") as info:
+        write_lake(mapped(_b_null_then_float), uri)
+    assert "first block" not in str(info.value)
 
 
 def test_a_narrower_first_block_does_not_type_a_new_table(ray_cluster: Any, tmp_path: Path) -> None:
