@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from hypothesis import settings
+from property_depth import examples
 from ray_leftovers import leftovers, ray_running, snapshot
 from run_suite import unmarked_on_cluster
 
@@ -17,8 +18,9 @@ import raylake  # noqa: F401  before pyarrow: it sets pyarrow's pool (raylake/me
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
 # Property tests draw the same examples on every run, so a red test suite is never the
-# luck of the draw; search wider with `pytest --hypothesis-profile=explore`.
-settings.register_profile("replayable", derandomize=True, database=None)
+# luck of the draw; search wider with `pytest --hypothesis-profile=explore`. CI's extra
+# legs draw fewer (tests/property_depth.py).
+settings.register_profile("replayable", derandomize=True, database=None, max_examples=examples(100))
 settings.register_profile("explore", max_examples=1000)
 settings.load_profile("replayable")
 os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")

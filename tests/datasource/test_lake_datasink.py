@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from property_depth import examples
 
 ray = pytest.importorskip("ray")
 from lake_ray_util import (  # noqa: E402
@@ -545,7 +546,7 @@ _jobs = st.lists(
 
 
 @settings(
-    max_examples=8,
+    max_examples=examples(8),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from property_depth import examples
 
 ray = pytest.importorskip("ray")
 from lake_ray_util import ds_to_arrow, rows  # noqa: E402
@@ -117,7 +118,7 @@ _blocks = st.lists(
 
 
 @settings(
-    max_examples=12,
+    max_examples=examples(12),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

@@ -16,6 +16,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 pytest.importorskip("ray.data")
+from property_depth import examples
 from ray.data.expressions import col, lit
 
 from raylake.datasource.ray_expr import from_ray_expr, render, split_ray_predicate
@@ -194,7 +195,7 @@ def ray_selects_or_skip(expr: Any) -> list[int]:
         raise
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(expressions())
 def test_pushed_and_residual_together_select_exactly_what_ray_selects(expr: Any) -> None:
     expected = ray_selects_or_skip(expr)
@@ -205,7 +206,7 @@ def test_pushed_and_residual_together_select_exactly_what_ray_selects(expr: Any)
     assert sorted(selected) == expected
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(expressions())
 def test_whole_conversion_is_exact_or_raises(expr: Any) -> None:
     expected = ray_selects_or_skip(expr)

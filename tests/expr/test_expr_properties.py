@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from property_depth import examples
 
 from raylake.expr import (
     AlwaysFalse,
@@ -75,7 +76,9 @@ PATTERNS = st.lists(
     st.sampled_from(["a", "b", "é", " ", "%", "_", "\\%", "\\_", "\\\\", "\\a"]), max_size=4
 ).map("".join)
 
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 @st.composite
@@ -259,7 +262,7 @@ def test_might_match_is_exact_where_stats_allow(table: pa.Table, predicate: Expr
 
 # More, smaller files than for pruning: a proof needs a file without nulls whose bound
 # meets the literal.
-MUST_SETTINGS = settings(SETTINGS, max_examples=400)
+MUST_SETTINGS = settings(SETTINGS, max_examples=examples(400))
 
 
 @MUST_SETTINGS

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from property_depth import examples
 
 import raylake
 from raylake.errors import (
@@ -280,7 +281,7 @@ class ConsumerRegistryMachine(RuleBasedStateMachine):
 
 
 ConsumerRegistryMachine.TestCase.settings = settings(
-    max_examples=40,
+    max_examples=examples(40),
     stateful_step_count=15,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],

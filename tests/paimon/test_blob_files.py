@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from java_corpus import ROOT
+from property_depth import examples
 
 import raylake
 from raylake.errors import CorruptMetadataError
@@ -48,7 +49,7 @@ def encode(values: list[bytes | None]) -> bytes:
     return bytes(body) + bytes(index) + struct.pack("<i", len(index)) + b"\x01"
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.none() | st.binary(max_size=300), max_size=40))
 def test_values_decode_as_written(values: list[bytes | None]) -> None:
     assert blob_values(encode(values), "f.blob") == values

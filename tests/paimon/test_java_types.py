@@ -24,6 +24,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from paimon_spec import commit, live_entries
+from property_depth import examples
 
 import raylake
 from raylake.errors import UnsupportedPaimonError
@@ -254,7 +255,7 @@ _EPOCH = dt.datetime(1970, 1, 1)
 _ZONES = ["UTC", "Asia/Shanghai", "Asia/Kolkata"]  # no daylight saving in 2000-2030
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     st.lists(
         st.tuples(st.sampled_from(sorted(_WORDS)), st.randoms(use_true_random=False)),
@@ -271,7 +272,7 @@ def test_string_to_boolean_matches_the_model(words: list[tuple[str, Any]]) -> No
     assert _cast(spelled, "STRING", "BOOLEAN") == [_WORDS[word] for word, _ in words]
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     st.integers(-(2**62) // 2, 2**62 // 2),
     st.integers(0, 9),
@@ -290,7 +291,7 @@ def test_timestamp_to_string_matches_the_model(nanos: int, precision: int) -> No
     assert got.to_pylist() == [f"{text}.{fraction}" if fraction else text]
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     st.integers(946_684_800_000, 1_893_456_000_000),  # 2000 to 2030, in milliseconds
     st.sampled_from(_ZONES),
@@ -334,7 +335,7 @@ def test_integers_and_decimals_widen_to_floats_rounding_as_java() -> None:
     assert _cast([Decimal("5091.15")], "DECIMAL(20, 10)", "FLOAT") == [float(np.float32(5091.15))]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.decimals(min_value=-(10**9), max_value=10**9, places=10, allow_nan=False))
 def test_decimals_to_floats_round_to_the_nearest(value: Decimal) -> None:
     """As BigDecimal.doubleValue() and floatValue(); Arrow's cast of a decimal read

@@ -21,6 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from paimon_spec import live_entries
+from property_depth import examples
 
 import raylake
 from raylake.paimon.sequence import ORDER, with_order
@@ -78,7 +79,7 @@ def _sections(draw: Any) -> tuple[pa.Table, list[str], bool]:
     return pa.table(columns), list(columns), draw(st.booleans())
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(_sections())
 def test_the_order_column_orders_rows_as_paimon_compares_them(
     section: tuple[pa.Table, list[str], bool],

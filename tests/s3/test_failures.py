@@ -22,6 +22,9 @@ from raylake.testing.s3server import LocalS3Server, S3ServerProcess
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.float64())])
 FILES, ROWS = 40, 500
+# A server that is gone refuses every try: two quick tries show the same failure as the
+# default bound and its backoff, in a second instead of most of a minute.
+FEW_TRIES = {"raylake_retry": {"max_attempts": 2, "backoff_s": 0.01, "max_backoff_s": 0.01}}
 
 
 def _rows(start: int, n: int) -> pa.Table:
@@ -39,7 +42,7 @@ def test_server_dropped_mid_read_raises_and_never_returns_wrong_rows(
     own_server: S3ServerProcess,
 ) -> None:
     uri = f"s3://{own_server.create_bucket()}/t"
-    options = own_server.storage_options
+    options = {**own_server.storage_options, **FEW_TRIES}
     tbl = raylake.create_table(
         uri,
         SCHEMA,
@@ -65,7 +68,8 @@ def test_server_dropped_mid_read_raises_and_never_returns_wrong_rows(
 
 def test_planned_read_after_the_server_is_gone_raises(own_server: S3ServerProcess) -> None:
     uri = f"s3://{own_server.create_bucket()}/t"
-    tbl = raylake.create_table(uri, SCHEMA, storage_options=own_server.storage_options)
+    options = {**own_server.storage_options, **FEW_TRIES}
+    tbl = raylake.create_table(uri, SCHEMA, storage_options=options)
     tbl.write(_rows(0, 100))
     scan = tbl.scan()
     splits, context = scan.plan(), scan.read_context()

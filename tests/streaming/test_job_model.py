@@ -22,6 +22,7 @@ from changing_source import SCHEMA, ChangingSource, keys
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, precondition, rule
+from property_depth import examples
 
 import raylake
 from raylake.streaming.job import JobSpec, ShardWorker
@@ -162,7 +163,7 @@ class JobModel(ChangingSource):
 
 
 JobModel.TestCase.settings = settings(
-    max_examples=30,
+    max_examples=examples(30),
     stateful_step_count=20,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],

@@ -21,6 +21,7 @@ from changing_source import SCHEMA, ChangingSource, keys
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, invariant, rule
+from property_depth import examples
 
 import raylake
 from raylake.errors import StreamError
@@ -155,7 +156,7 @@ class StreamModel(ChangingSource):
 
 
 StreamModel.TestCase.settings = settings(
-    max_examples=100,
+    max_examples=examples(100),
     stateful_step_count=30,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],

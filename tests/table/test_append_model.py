@@ -26,6 +26,7 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
+from property_depth import examples
 
 import raylake
 from raylake.expr import (
@@ -314,7 +315,7 @@ def test_append_table_matches_model(tmp_path: Path) -> None:
     run_state_machine_as_test(
         lambda: AppendTableMachine(tmp_path),
         settings=settings(
-            max_examples=30,
+            max_examples=examples(30),
             stateful_step_count=15,
             deadline=None,
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],

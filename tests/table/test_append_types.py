@@ -11,6 +11,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from property_depth import examples
 
 import raylake
 from raylake.errors import InvalidOptionError, SchemaError
@@ -107,7 +108,7 @@ def _types() -> st.SearchStrategy[pa.DataType]:
     return st.recursive(leaves, nested, max_leaves=6)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(dtype=_types())
 def test_nested_types_round_trip_through_json(dtype: pa.DataType) -> None:
     assert type_from_json(json.loads(json.dumps(type_to_json(dtype)))) == dtype

@@ -20,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from packaging.version import Version
+from property_depth import examples
 
 import raylake
 from raylake.errors import (
@@ -123,7 +124,7 @@ def _table(directory: Path, pk: bool, producer: str) -> Table:
 
 
 @settings(
-    max_examples=20,
+    max_examples=examples(20),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from property_depth import examples
 
 import raylake
 from raylake.errors import CorruptMetadataError, InvalidOptionError, SnapshotExpiredError
@@ -483,7 +484,7 @@ def check_invariants(history: History) -> None:
 
 
 @settings(
-    max_examples=50,
+    max_examples=examples(50),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

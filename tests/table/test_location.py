@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from property_depth import examples
 
 import raylake
 from raylake.errors import TableLocationError
@@ -155,7 +156,7 @@ def test_orphan_cleanup_spares_values_no_value_of_the_column_prints_as(
     assert user.exists() and tbl.count() == 2
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(
     st.one_of(
         st.tuples(st.just(pa.int64()), st.integers(-(2**63), 2**63 - 1)),

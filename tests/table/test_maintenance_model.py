@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from property_depth import examples
 
 import raylake
 from raylake.format.snapshot import Snapshot
@@ -139,7 +140,7 @@ def test_maintenance_matches_the_model(tmp_path: Path) -> None:
     machine = type("Machine", (MaintenanceMachine,), {"root": tmp_path})
     test = machine.TestCase
     test.settings = settings(
-        max_examples=15,
+        max_examples=examples(15),
         stateful_step_count=20,
         deadline=None,
         derandomize=True,

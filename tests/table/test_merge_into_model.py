@@ -21,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from property_depth import examples
 
 import raylake
 from raylake.errors import MergeCardinalityError
@@ -269,7 +270,7 @@ class JoinedOffPartitionPrimaryKeyMergeMachine(PrimaryKeyMergeMachine):
 
 
 SETTINGS = settings(
-    max_examples=25,
+    max_examples=examples(25),
     stateful_step_count=8,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from property_depth import examples
 
 import raylake
 from raylake.errors import NullConstraintError, SchemaMismatchError
@@ -111,7 +112,7 @@ def test_a_null_in_a_required_field_of_a_struct_that_is_there_is_refused(tmp_pat
     assert tbl.latest_snapshot() is None
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     st.lists(
         st.tuples(st.booleans(), st.one_of(st.none(), st.integers(-5, 5))), min_size=1, max_size=8

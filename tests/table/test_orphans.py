@@ -13,6 +13,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from property_depth import examples
 
 import raylake
 from raylake.errors import CorruptMetadataError, InvalidOptionError
@@ -207,7 +208,7 @@ def test_bad_older_than(tmp_path: Path, bad: Any) -> None:
 
 
 @settings(
-    max_examples=30,
+    max_examples=examples(30),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from property_depth import examples
 
 from raylake.errors import SchemaError
 from raylake.table.pk.bucket import bucket_ids, column_hash, key_hash
@@ -136,7 +137,7 @@ CASES: list[tuple[pa.DataType, st.SearchStrategy[Any]]] = [
 ]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(data=st.data(), buckets=st.integers(1, 50))
 def test_vectorized_hash_equals_the_documented_function(data: st.DataObject, buckets: int) -> None:
     chosen = data.draw(st.lists(st.sampled_from(CASES), min_size=1, max_size=3))

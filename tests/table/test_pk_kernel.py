@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from property_depth import examples
 
 from raylake.format.schema import TableSchema
 from raylake.table.pk import kernel
@@ -99,7 +100,7 @@ def _decide(spec: MergeSpec, slices: list[FileSlice], tables: list[pa.Table]) ->
     return kernel.decide(None, spec, slices, TS, versions)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(files=st.lists(_file, min_size=1, max_size=4), data=st.data())
 def test_both_ways_to_decide_give_the_models_winners(
     files: list[dict[int, int]], data: Any
@@ -134,7 +135,7 @@ def test_a_file_holding_a_key_twice_is_decided_by_sort() -> None:
     assert np.array_equal(decision.positions(1), [1])
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     keep=st.lists(st.booleans(), max_size=70),
     offset=st.integers(0, 20),

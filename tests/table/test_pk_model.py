@@ -27,6 +27,7 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
+from property_depth import examples as property_examples
 
 import raylake
 from raylake.expr import And, Compare, Expr, In, IsNull, Not, NotNull, Or, bind, evaluate_python
@@ -388,7 +389,7 @@ def run_machine(
     run_state_machine_as_test(
         factory if draw_seed is None else seed(draw_seed)(factory),
         settings=settings(
-            max_examples=examples,
+            max_examples=property_examples(examples),
             stateful_step_count=12,
             deadline=None,
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],

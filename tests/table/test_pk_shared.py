@@ -20,6 +20,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from property_depth import examples
 
 import raylake
 from raylake.table.pk import group_readers
@@ -121,7 +122,9 @@ def test_parts_read_at_once_on_threads_get_their_own_rows(tmp_path: Path) -> Non
 
 
 @settings(
-    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(12),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
     keys=st.integers(200, 1500),

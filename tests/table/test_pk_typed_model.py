@@ -32,6 +32,7 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
+from property_depth import examples as property_examples
 
 import raylake
 from raylake.expr import And, Compare, Expr, In, IsNull, Not, NotNull, Or, bind, evaluate_python
@@ -405,7 +406,7 @@ def run(root: Path, engine: str, examples: int) -> None:
     run_state_machine_as_test(
         machine,
         settings=settings(
-            max_examples=examples,
+            max_examples=property_examples(examples),
             stateful_step_count=15,
             deadline=None,
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],

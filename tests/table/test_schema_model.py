@@ -27,6 +27,7 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
+from property_depth import examples
 
 import raylake
 
@@ -250,7 +251,7 @@ def run(machine: type[SchemaMachine], root: Path) -> None:
     run_state_machine_as_test(
         lambda: machine(root),
         settings=settings(
-            max_examples=12,
+            max_examples=examples(12),
             stateful_step_count=10,
             deadline=None,
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],

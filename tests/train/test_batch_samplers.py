@@ -13,6 +13,7 @@ import torch
 import torchdata.stateful_dataloader as stateful
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from property_depth import examples
 from torch.utils.data import BatchSampler, DataLoader, DistributedSampler, RandomSampler
 from torchdata.stateful_dataloader.sampler import BatchSampler as StatefulBatchSampler
 from torchdata.stateful_dataloader.sampler import RandomSampler as StatefulRandomSampler
@@ -39,7 +40,7 @@ def _generator(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     n=st.integers(1, 2_000),  # torch refuses an empty data source; ours yields nothing
     batch_size=st.integers(1, 300),
@@ -90,7 +91,7 @@ def test_an_empty_dataset_has_no_batches() -> None:
     assert list(RandomBatchSampler(Rows(0), 4)) == [] and len(RandomBatchSampler(Rows(0), 4)) == 0
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(
     n=st.integers(0, 500),
     replicas=st.integers(1, 7),

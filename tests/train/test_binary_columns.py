@@ -18,6 +18,7 @@ import torch
 from conftest import expected_ids
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from property_depth import examples
 from torch.utils.data import DataLoader
 
 import raylake
@@ -74,7 +75,7 @@ def check(batch: dict[str, torch.Tensor]) -> list[int]:
     return ids
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(
     batch_size=st.integers(1, 40),
     shuffle=st.booleans(),

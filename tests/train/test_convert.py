@@ -15,6 +15,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from property_depth import examples
 
 import raylake
 from raylake.errors import SchemaError, UnknownColumnError, UnsupportedTypeError
@@ -393,7 +394,7 @@ def test_windows_larger_than_the_cap_are_not_kept(monkeypatch: pytest.MonkeyPatc
     assert [a.nbytes for a in converter._kept] == [800]
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     sizes=st.lists(st.integers(0, 1500), min_size=1, max_size=5),
     start=st.integers(0, 400),

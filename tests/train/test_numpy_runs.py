@@ -6,12 +6,13 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from property_depth import examples
 
 from raylake.train.passes import runs
 from raylake.train.stream import cut
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     windows=st.lists(st.integers(0, 40), max_size=8),
     batch=st.integers(1, 12),

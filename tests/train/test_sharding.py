@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from property_depth import examples
 
 from raylake.train.sharding import (
     Division,
@@ -42,7 +43,7 @@ interval_lists = st.lists(st.tuples(st.integers(0, 400), st.integers(0, 60)), ma
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     remaining=interval_lists,
     batch_size=st.integers(1, 40),
@@ -106,7 +107,7 @@ def test_a_resume_under_another_batch_size_keeps_batches_to_the_batch_size() -> 
             assert all(size(b) <= 64 for b in d.worker_batches(rank, 1))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     total=st.integers(0, 300),
     batch_size=st.integers(1, 17),
@@ -163,7 +164,7 @@ def test_tails_spread_leftover_rows_evenly() -> None:
     assert tiny.tails == (((0, 1),), ((1, 2),), ((0, 1),), ((1, 2),))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     total=st.integers(1, 60),
     batch_size=st.integers(1, 12),
@@ -217,7 +218,7 @@ def test_epoch_orders_depend_on_seed_and_epoch_only() -> None:
     assert np.array_equal(a.permutation(0), EpochOrder(counts, seed=1, epoch=0).permutation(0))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     remaining=interval_lists,
     batch_size=st.integers(1, 40),

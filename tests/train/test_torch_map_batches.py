@@ -13,6 +13,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from property_depth import examples
 from torch.utils.data import DataLoader, RandomSampler, default_collate
 
 import raylake
@@ -61,7 +62,7 @@ def index_lists(n: int) -> st.SearchStrategy[list[int]]:
 def test_gathered_batch_equals_samples_collated(pk_table: raylake.Table, layout: str) -> None:
     ds = LakeMapDataset(pk_table, cache_bytes=4_000, **LAYOUTS[layout])  # pieces evicted
 
-    @settings(max_examples=25, deadline=None)
+    @settings(max_examples=examples(25), deadline=None)
     @given(index_lists(len(ds)))
     def check(indices: list[int]) -> None:
         samples = ds.__getitems__(indices)
@@ -124,7 +125,7 @@ def evolved(tmp_path_factory: pytest.TempPathFactory) -> raylake.Table:
 def test_evolved_tables_and_filled_nulls(evolved: raylake.Table, kwargs: dict[str, Any]) -> None:
     ds = LakeMapDataset(evolved, **kwargs)
 
-    @settings(max_examples=20, deadline=None)
+    @settings(max_examples=examples(20), deadline=None)
     @given(index_lists(len(ds)))
     def check(indices: list[int]) -> None:
         assert_same(LakeMapDataset.collate(ds.__getitems__(indices)), per_sample(ds, indices))

@@ -11,6 +11,7 @@ import pytest
 from conftest import FILTER, SCHEMA, expected_ids, rows
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from property_depth import examples
 from test_torch_iterable import ids_of, make
 from torch.utils.data import DataLoader
 from torchdata.stateful_dataloader import StatefulDataLoader
@@ -418,7 +419,9 @@ def test_foreign_positions_are_refused(
 
 
 @settings(
-    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(15),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
     plan=st.lists(
