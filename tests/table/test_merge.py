@@ -104,6 +104,34 @@ def test_first_matching_clause_wins_and_null_predicates_are_false(
     assert [(r["id"], r["n"]) for r in rows(tbl)] == [(1, 9), (2, 100), (3, -1)]
 
 
+def test_a_clause_evaluates_only_the_rows_no_earlier_clause_took(tmp_path: Path, kind: str) -> None:
+    # WHEN conditions are tried in order, as a CASE: a later predicate (or value) that
+    # divides by zero on a row an earlier clause took failed the whole merge.
+    tbl = make(tmp_path, kind)
+    tbl.write(data([1, 2, 3, 4], [10, 10, 0, 10]))
+    source = pa.table({"id": [1, 2, 5, 6], "d": [0, 2, 0, 2]})
+    result = (
+        tbl.merge(source, on="id")
+        .when_matched_delete(predicate="s.d = 0")
+        .when_matched_update({"n": "t.n / s.d"}, predicate="t.n / s.d > 1")
+        .when_not_matched_insert({"id": "s.id", "n": 0}, predicate="s.d = 0")
+        .when_not_matched_insert({"id": "s.id", "n": "10 / s.d"}, predicate="10 / s.d > 1")
+        .when_not_matched_by_source_delete(predicate="t.n = 0")
+        .when_not_matched_by_source_update({"n": "100 / t.n"}, predicate="100 / t.n > 1")
+        .execute()
+    )
+    assert (result.inserted, result.updated, result.deleted) == (2, 2, 2)
+    assert [(r["id"], r["n"]) for r in rows(tbl)] == [(2, 5), (4, 10), (5, 0), (6, 5)]
+    # A value is computed only for the rows its clause takes.
+    result = (
+        tbl.merge(pa.table({"id": [2, 4], "d": [0, 5]}), on="id")
+        .when_matched_update({"n": "t.n / s.d"}, predicate="s.d != 0")
+        .execute()
+    )
+    assert result.updated == 1
+    assert [(r["id"], r["n"]) for r in rows(tbl)] == [(2, 5), (4, 2), (5, 0), (6, 5)]
+
+
 def test_sources_of_every_accepted_kind(tmp_path: Path, kind: str) -> None:
     class Stream:
         def __init__(self, table: pa.Table) -> None:

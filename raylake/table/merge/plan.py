@@ -234,19 +234,22 @@ def _first_match(
     clauses: list[Clause], cols: dict[str, Any], n: int
 ) -> list[tuple[Clause, np.ndarray]]:
     """Each clause with the positions it applies to: the rows its predicate holds for
-    that no earlier clause of its group took."""
-    left = np.ones(n, dtype=bool)
+    that no earlier clause of its group took. A predicate is evaluated only on the rows
+    still left, as SQL's WHEN conditions (a CASE) are: on a row an earlier clause took,
+    ``t.n / s.d > 1`` after ``s.d = 0`` failed the merge dividing by zero."""
+    left = np.arange(n)
     out = []
     for clause in clauses:
-        if not left.any():
+        if not len(left):
             break
         if clause.predicate is None:
-            hit = left
+            hit = np.ones(len(left), dtype=bool)
         else:
-            mask = evaluate_condition(clause.predicate, cols, n).to_numpy(zero_copy_only=False)
-            hit = left & mask
-        out.append((clause, np.flatnonzero(hit)))
-        left = left & ~hit
+            rows = cols if len(left) == n else _subset(cols, left)
+            condition = evaluate_condition(clause.predicate, rows, len(left))
+            hit = condition.to_numpy(zero_copy_only=False)
+        out.append((clause, left[hit]))
+        left = left[~hit]
     return out
 
 
