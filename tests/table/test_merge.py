@@ -3,7 +3,7 @@ append merge rewrites, retries after a concurrent commit, and input refused by n
 
 from __future__ import annotations
 
-from datetime import date, time
+from datetime import date, datetime, time, timezone
 from pathlib import Path
 from typing import Any
 
@@ -473,6 +473,34 @@ def test_a_time_of_day_literal_converts_into_a_time_column(tmp_path: Path) -> No
     assert got == [(10 * 60 + 30) * 60 * 10**9 + 1, (23 * 60 + 59) * 60 * 10**9]
     with pytest.raises(SchemaMismatchError, match="from 00:00:00 to 23:59"):
         tbl.merge(pa.table({"id": [1]}), on="id").when_matched_update({"at": "'25:00'"}).execute()
+    assert tbl.latest_snapshot().id == 2
+
+
+@pytest.mark.parametrize("tz", ["UTC", None])
+def test_a_timestamp_literal_value_is_read_as_a_predicate_reads_it(
+    tmp_path: Path, tz: str | None
+) -> None:
+    # Arrow's cast refused '2024-02-01 00:00:00' and '2024-02-01' into a column with a
+    # time zone, and '...Z' into one without, where a predicate reads all three.
+    schema = pa.schema([("id", pa.int64()), ("at", pa.timestamp("us", tz=tz))])
+    tbl = raylake.create_table(str(tmp_path / "stamps"), schema)
+    tbl.write(pa.table({"id": [1], "at": [datetime(2024, 1, 31, 10)]}, schema=schema))
+    day = "'2024-02-01 00:00:00Z'" if tz is None else "'2024-02-01 00:00:00'"
+    result = (
+        tbl.merge(pa.table({"id": [1, 2, 3]}), on="id")
+        .when_matched_update({"at": day}, predicate="t.at = '2024-01-31 10:00:00'")
+        .when_not_matched_insert({"id": "s.id", "at": "'2024-02-01'"}, predicate="s.id = 2")
+        .when_not_matched_insert({"id": "s.id", "at": "'2024-02-01T09:00:00+09:00'"})
+        .execute()
+    )
+    assert (result.updated, result.inserted) == (1, 2)
+    got = tbl.to_arrow().sort_by("id").column("at").cast(pa.int64()).to_pylist()
+    midnight = int(datetime(2024, 2, 1, tzinfo=timezone.utc).timestamp()) * 10**6
+    assert got == [midnight, midnight, midnight]
+    with pytest.raises(SchemaMismatchError, match=r"'at'.*finer than the column"):
+        tbl.merge(pa.table({"id": [1]}), on="id").when_matched_update(
+            {"at": "'2024-02-01 00:00:00.0000001'"}
+        ).execute()
     assert tbl.latest_snapshot().id == 2
 
 

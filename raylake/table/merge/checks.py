@@ -11,7 +11,8 @@ from raylake.errors import MergeError, SchemaMismatchError, UnknownColumnError
 from raylake.expr.value_eval import evaluate, evaluate_condition
 from raylake.expr.values import ValueExpr, refs
 from raylake.table.conform import _castable, _kind
-from raylake.table.merge.plan import Clause, assigned
+from raylake.table.merge.assign import assigned
+from raylake.table.merge.plan import Clause
 
 
 def check_clause(clause: Clause, schema: pa.Schema, source: pa.Schema, ts: Any) -> None:
