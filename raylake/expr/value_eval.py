@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 
 from raylake.errors import FilterError
 from raylake.expr.bind import bind_literal
-from raylake.expr.decimals import cast_through_text
+from raylake.expr.decimals import cast_through_text, decimal_literal, widened
 from raylake.expr.like import match_like
 from raylake.expr.values import InList, Like, Lit, Op, Ref, Unary, ValueExpr
 
@@ -72,16 +72,23 @@ def evaluate_condition(expr: ValueExpr, columns: Columns, length: int) -> pa.Arr
     return filled.combine_chunks() if isinstance(filled, pa.ChunkedArray) else filled
 
 
-def _typed_literal(lit: Lit, other: Any, context: ValueExpr, compared: object = None) -> Any:
+def _typed_literal(
+    lit: Lit, other: Any, context: ValueExpr, compared: object = None, arithmetic: bool = False
+) -> Any:
     """A literal as a scalar of the other operand's type where it converts (a date
     string against a date column, an int against a float32 column); one that does not
     is taken as it is where the kinds agree (1.5 against an int column, 10**20 against
     a decimal(10, 2) one). Compared with the operand ``compared`` where the kinds do not,
     it is refused as a filter refuses it (``s.i = true`` on an int column; was: Arrow's
-    "no kernel matching input types")."""
+    "no kernel matching input types"). In ``arithmetic`` with a decimal, a number is
+    the smallest decimal that holds it: the result type grows with the operands'."""
     if lit.value is None or isinstance(other, pa.Scalar) or other is None:
         return _scalar(lit.value)
     typ = other.type
+    if arithmetic and pa.types.is_decimal(typ):
+        smallest = decimal_literal(lit.value)
+        if smallest is not None:
+            return smallest
     if pa.types.is_integer(typ) and isinstance(lit.value, float):
         return _scalar(lit.value)  # 1.5 against an int column stays a float
     try:
@@ -146,14 +153,18 @@ def _eval(expr: ValueExpr, columns: Columns) -> Any:
         left = None if isinstance(expr.left, Lit) else _eval(expr.left, columns)
         right = None if isinstance(expr.right, Lit) else _eval(expr.right, columns)
         if isinstance(expr.left, Lit):
-            left = _typed_literal(expr.left, right, expr, expr.right if compared else None)
+            against = expr.right if compared else None
+            left = _typed_literal(expr.left, right, expr, against, arithmetic=not compared)
         if isinstance(expr.right, Lit):
-            right = _typed_literal(expr.right, left, expr, expr.left if compared else None)
+            against = expr.left if compared else None
+            right = _typed_literal(expr.right, left, expr, against, arithmetic=not compared)
         left, right = _exact(left, right)
-        func = _CMP_FUNCS.get(expr.op) or _ARITH_FUNCS[expr.op]
+        if not compared:
+            func = _ARITH_FUNCS[expr.op]
+            return func(*widened(func, left, right, str(expr)))
         if expr.op in _ORDERING:
-            return _nan_unknown(func(left, right), left, right)
-        return func(left, right)
+            return _nan_unknown(_CMP_FUNCS[expr.op](left, right), left, right)
+        return _CMP_FUNCS[expr.op](left, right)
     if isinstance(expr, Unary):
         operand = _eval(expr.operand, columns)
         if expr.op == "neg":

@@ -4,6 +4,7 @@ append merge rewrites, retries after a concurrent commit, and input refused by n
 from __future__ import annotations
 
 from datetime import date, datetime, time, timezone
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import pytest
 import raylake
 from raylake.errors import (
     CommitConflictError,
+    FilterError,
     FilterParseError,
     MergeCardinalityError,
     MergeError,
@@ -456,6 +458,56 @@ def test_expressions_literals_and_types(tmp_path: Path, kind: str) -> None:
     )
     got = [(r["id"], r["n"], r["v"], r["dt"]) for r in rows(tbl)]
     assert got == [(1, 3, 3.5, "z"), (2, 6, 3.0, "z"), (3, 10, 4.0, "z"), (4, 7, None, None)]
+
+
+@pytest.mark.parametrize(
+    ("update", "expected"),
+    [
+        ("t.v + 1", "2.5"),
+        ("t.v + s.v", "1.75"),
+        ("t.v * 2", "3"),
+        ("coalesce(s.v, 0) + t.v", "1.75"),
+        ("t.v * s.v", "0.375"),
+        ("t.v + s.w", "2.50001"),  # decimal(38, 18) + decimal(10, 5)
+    ],
+)
+def test_arithmetic_on_decimal_38_columns_is_exact(
+    tmp_path: Path, kind: str, update: str, expected: str
+) -> None:
+    # decimal(38, 18), Spark's usual type: every result needs over 38 digits' type (was:
+    # FilterError "Decimal precision out of range [1, 38]: 39", 77 for `*`).
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.decimal128(38, 18))])
+    pk = {"primary_key": ["id"]} if kind == "pk" else {}
+    tbl = raylake.create_table(str(tmp_path / "dec"), schema, **pk)
+    tbl.write(pa.table({"id": [1, 2], "v": [Decimal("1.5"), Decimal("1")]}, schema=schema))
+    source = pa.table(
+        {
+            "id": [1, 2],
+            "v": pa.array([Decimal("0.25"), Decimal("0.25")], pa.decimal128(38, 18)),
+            "w": pa.array([Decimal("1.00001"), Decimal(0)], pa.decimal128(10, 5)),
+        }
+    )
+    # The predicate computes as the value does: it takes id 1 only.
+    merge = tbl.merge(source, on="id").when_matched_update({"v": update}, predicate="t.v + 1 > 2")
+    assert merge.execute().updated == 1
+    assert tbl.to_arrow().sort_by("id")["v"].to_pylist() == [Decimal(expected), Decimal(1)]
+
+
+def test_a_decimal_result_its_column_cannot_hold_is_refused(tmp_path: Path) -> None:
+    schema = pa.schema([("id", pa.int64()), ("v", pa.decimal128(38, 18))])
+    tbl = raylake.create_table(str(tmp_path / "dec"), schema)
+    tbl.write(pa.table({"id": [1], "v": [Decimal("1.5")]}, schema=schema))
+    source = pa.table({"id": [1]})
+    merge = tbl.merge(source, on="id").when_matched_update({"v": "t.v * 100000000000000000000"})
+    with pytest.raises(SchemaMismatchError, match=r"'v'.*does not fit in precision 38"):
+        merge.execute()  # 1.5e20 needs 21 + 18 digits
+    # 1.5 * 1.5 is computed as decimal(19, 18) * decimal(19, 18), by the digits the
+    # values use; 1e19 * 1e19 needs decimal(38, 18)'s: a result type of 77 digits.
+    tbl.write(pa.table({"id": [2], "v": [Decimal(10**19)]}, schema=schema))
+    merge = tbl.merge(pa.table({"id": [1, 2]}), on="id")
+    with pytest.raises(FilterError, match=r"t\.v \* t\.v.*more than 76 digits"):
+        merge.when_matched_update({"v": "t.v * t.v"}).execute()
+    assert tbl.latest_snapshot().id == 2
 
 
 def test_a_time_of_day_literal_converts_into_a_time_column(tmp_path: Path) -> None:

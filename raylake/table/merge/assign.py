@@ -26,7 +26,7 @@ def assigned(name: str, value: Any, field: pa.Field) -> Any:
             try:
                 cast = value.cast(field.type, safe=True)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-                raise _unfit(name, value, field, str(exc)) from None
+                raise _unfit(name, value, field, _why_unfit(exc, value.type)) from None
             overflowed = made_infinite(value, cast)  # a safe cast checks integers only
             if overflowed:
                 reason = f"{overflowed} value(s) beyond its range would become infinite"
@@ -35,6 +35,17 @@ def assigned(name: str, value: Any, field: pa.Field) -> Any:
     if not field.nullable and value.null_count:
         raise NullConstraintError(name, value.null_count)
     return value
+
+
+def _why_unfit(exc: Exception, typ: pa.DataType) -> str:
+    """Arrow's reason, said of digits where a decimal does not fit a decimal column, as
+    for a float: a decimal result (``t.d + 0.001``, exact since decimal arithmetic is)
+    gave "Rescaling Decimal value would cause data loss" where the float did this."""
+    if pa.types.is_decimal(typ) and "Rescaling" in str(exc):
+        return "a value has more digits than its scale keeps"
+    if pa.types.is_decimal(typ) and "does not fit in precision" in str(exc):
+        return f"a value has more digits than its precision keeps ({exc})"
+    return str(exc)
 
 
 def _float_as_decimal(name: str, value: Any, field: pa.Field) -> Any:
