@@ -68,6 +68,11 @@ def type_to_json(dtype: pa.DataType) -> JsonType:
     if pa.types.is_fixed_size_binary(dtype):
         return {"type": "fixed_size_binary", "byte_width": dtype.byte_width}
     if pa.types.is_fixed_size_list(dtype):
+        if dtype.list_size == 0:  # Parquet writes it, but every read of it fails in pyarrow
+            raise SchemaError(
+                f"Arrow type {dtype} cannot be stored in a raylake table: a fixed-size list "
+                "needs width >= 1"
+            )
         return {
             "type": "fixed_size_list",
             "size": dtype.list_size,

@@ -148,6 +148,38 @@ def test_a_write_bringing_a_column_of_a_type_not_stored_names_it(tmp_path: Path)
     assert tbl.latest_snapshot() is None
 
 
+_EMPTY_ROW = pa.list_(pa.float32(), 0)
+
+
+@pytest.mark.parametrize(
+    "dtype",
+    [
+        _EMPTY_ROW,
+        pa.struct([("a", pa.int32()), ("e", _EMPTY_ROW)]),
+        pa.list_(_EMPTY_ROW),
+        pa.list_(_EMPTY_ROW, 2),
+        pa.map_(pa.string(), _EMPTY_ROW),
+    ],
+    ids=str,
+)
+def test_fixed_size_lists_of_width_0_are_refused_naming_the_column(
+    dtype: pa.DataType, tmp_path: Path
+) -> None:
+    """Parquet writes a fixed-size list of width 0, but pyarrow reads none back ("Expected
+    all lists to be of size=0"), naming no column: the table was made and written, and
+    every read of it failed."""
+    refused = r"column 'c': .*cannot be stored.*fixed-size list needs width >= 1"
+    with pytest.raises(SchemaError, match=refused):
+        raylake.create_table(str(tmp_path / "new"), pa.schema([("id", pa.int64()), ("c", dtype)]))
+    tbl = raylake.create_table(str(tmp_path / "t"), pa.schema([("id", pa.int64())]))
+    with pytest.raises(SchemaError, match=refused), tbl.update_schema() as u:
+        u.add_column("c", dtype)
+    rows = pa.table({"id": pa.array([1], pa.int64()), "c": pa.array([None], dtype)})
+    with pytest.raises(SchemaError, match=refused):
+        tbl.write(rows, schema_mode="merge")
+    assert tbl.schema.names == ["id"] and tbl.latest_snapshot() is None
+
+
 @pytest.mark.parametrize("value", ["int128", {"type": "tensor"}, {"no": "type"}])
 def test_unknown_json_types_are_rejected(value: object) -> None:
     with pytest.raises(SchemaError, match="unknown type"):
