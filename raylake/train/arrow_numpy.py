@@ -6,13 +6,13 @@ become int64 milliseconds since the epoch (UTC); dates, times and durations thei
 integer storage (date32: days, date64: ms); fixed-size lists become 2-D (or N-D)
 arrays; strings and binaries become object arrays (TensorFlow), or reach a torch
 transform (raylake/train/binary.py). Anything else is refused when the loader is made,
-naming the column (``check_type``).
+naming the column and what to do instead (``check_type``).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 import numpy as np
@@ -55,7 +55,11 @@ def check_type(
         value = dtype.value_type
         if not _is_numeric(value) and not pa.types.is_fixed_size_list(value):
             raise UnsupportedTypeError(
-                column, dtype, target, "fixed-size lists must hold numbers or booleans"
+                column,
+                dtype,
+                target,
+                "fixed-size lists must hold numbers or booleans; write its values as numbers, "
+                f"or {_LEAVE_OUT}",
             )
         check_type(column, value, target, strings=False)
         return
@@ -63,21 +67,39 @@ def check_type(
         return
     if strings and is_bytes(dtype):
         return
-    hints = {
-        "decimal": "cast it to float64 when writing, or leave it out of the columns",
-        "list": "variable-length lists have no tensor shape; use a fixed-size list",
-        "string": _string_hint(feature, named_strings),
-    }
-    kind = (
-        "decimal"
-        if pa.types.is_decimal(dtype)
-        else "list"
-        if pa.types.is_list(dtype) or pa.types.is_large_list(dtype)
-        else "string"
-        if is_bytes(dtype)
-        else ""
-    )
-    raise UnsupportedTypeError(column, dtype, target, hints.get(kind, ""))
+    if is_bytes(dtype):
+        hint = _string_hint(feature, named_strings)
+    else:
+        hint = next((h for is_kind, h in _HINTS if is_kind(dtype)), _LEAVE_OUT)
+    raise UnsupportedTypeError(column, dtype, target, hint)
+
+
+# What to do instead, by kind, for every type a table stores and no tensor holds: the
+# loaders read whole top-level columns (no field of a struct, no key of a map), and a
+# transform gets only binary and string columns, so the fixes are at write time.
+_LEAVE_OUT = "leave it out of the columns (all are read unless columns= names some)"
+_HINTS: tuple[tuple[Callable[[pa.DataType], bool], str], ...] = (
+    (pa.types.is_decimal, f"cast it to float64 when writing, or {_LEAVE_OUT}"),
+    (
+        lambda t: pa.types.is_list(t) or pa.types.is_large_list(t),
+        f"variable-length lists have no tensor shape; use a fixed-size list, or {_LEAVE_OUT}",
+    ),
+    (
+        pa.types.is_struct,
+        "the loaders read no field inside a struct; write the fields to train on as "
+        f"columns of their own, or {_LEAVE_OUT}",
+    ),
+    (
+        pa.types.is_map,
+        "a map has no tensor shape; write the values to train on as columns of their own "
+        f"(one per key), or {_LEAVE_OUT}",
+    ),
+    (
+        pa.types.is_null,
+        "a column of type null holds only nulls; give it a type with update_schema()'s "
+        f"update_column (docs/schema-evolution.md) and write values into it, or {_LEAVE_OUT}",
+    ),
+)
 
 
 def _string_hint(feature: bool, named_strings: bool) -> str:

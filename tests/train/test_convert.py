@@ -42,6 +42,10 @@ TYPES = pa.schema(
         ("s", pa.string()),
         ("dec", pa.decimal128(10, 2)),
         ("lst", pa.list_(pa.int32())),
+        ("st", pa.struct([("a", pa.int32()), ("b", pa.float64())])),
+        ("mp", pa.map_(pa.string(), pa.int32())),
+        ("nul", pa.null()),
+        ("tags", pa.list_(pa.string(), 2)),
     ]
 )
 N = 40
@@ -74,6 +78,10 @@ def typed_rows() -> pa.Table:
             "s": [f"s{i}" for i in ids],
             "dec": pa.array([None] * N, pa.decimal128(10, 2)),
             "lst": [[1]] * N,
+            "st": [{"a": int(i), "b": i / 2} for i in ids],
+            "mp": [[("k", int(i))] for i in ids],
+            "nul": pa.nulls(N),
+            "tags": [["a", "b"]] * N,
         },
         schema=TYPES,
     )
@@ -160,10 +168,16 @@ def test_features_stack_and_cast(typed: raylake.Table) -> None:
     [
         ("s", "'s' has type string.*tokenize"),
         ("dec", "'dec' has type decimal.*float64"),
-        ("lst", "'lst'.*fixed-size"),
+        ("lst", "'lst'.*use a fixed-size list"),
+        ("st", "'st' has type struct.*write the fields to train on as columns of their own"),
+        ("mp", "'mp' has type map.*write the values to train on as columns of their own"),
+        ("nul", "'nul' has type null.*give it a type with update_schema"),
+        ("tags", "'tags' has type fixed_size_list.*write its values as numbers"),
     ],
 )
 def test_types_without_tensors_are_named(typed: raylake.Table, column: str, match: str) -> None:
+    """Every type a table stores and no tensor holds is refused when the loader is made,
+    naming the column and a fix (docs/training.md, "Batches")."""
     with pytest.raises(UnsupportedTypeError, match=match):
         LakeIterableDataset(typed, columns=["id", column])
     with pytest.raises(UnsupportedTypeError, match=match):

@@ -69,6 +69,21 @@ def test_stacked_features_static_shapes_and_refusals(typed: raylake.Table) -> No
         to_tf_dataset(typed, columns=["dec"])
 
 
+@pytest.mark.parametrize(
+    ("column", "fix"),
+    [
+        ("st", "write the fields to train on as columns of their own"),
+        ("mp", "write the values to train on as columns of their own"),
+        ("nul", "give it a type with update_schema"),
+    ],
+)
+def test_structs_maps_and_null_columns_are_refused_with_a_fix(
+    typed: raylake.Table, column: str, fix: str
+) -> None:
+    with pytest.raises(UnsupportedTypeError, match=f"'{column}'.*TensorFlow.*{fix}"):
+        to_tf_dataset(typed, columns=["id", column])
+
+
 @pytest.mark.parametrize("pipelines", [1, 2, 3])
 def test_input_context_sharding_reads_each_row_once(table: raylake.Table, pipelines: int) -> None:
     seen: Counter[int] = Counter()
