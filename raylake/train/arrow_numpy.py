@@ -160,33 +160,75 @@ def inner_shape(dtype: pa.DataType) -> tuple[int, ...]:
     return tuple(shape)
 
 
+class _UnfitFill(ValueError):
+    """A fill value of another kind than its column's, or beyond the column's range; the
+    message says why (Arrow's cast would have turned it into another value, or taken it)."""
+
+
+# A time of day is [0, one day) in its unit (Arrow's time32 and time64 take any int).
+_UNITS_PER_DAY = {"s": 86_400, "ms": 86_400_000, "us": 86_400_000_000, "ns": 86_400_000_000_000}
+_MS_PER_DAY = 86_400_000
+
+
 def fill_scalar(dtype: pa.DataType, fill: Any) -> pa.Scalar:
     """``fill`` as a value of ``dtype`` (of its innermost values, for a fixed-size list):
-    what the nulls of a column of ``dtype`` are filled with. Arrow's error (or an
-    OverflowError, for an int beyond 64 bits) where it cannot be one.
+    what the nulls of a column of ``dtype`` are filled with. ``_UnfitFill``
+    saying why, or Arrow's error (an OverflowError, for an int beyond 64 bits), where it
+    cannot be one.
 
     Arrow casts across kinds that a fill value must not cross: NaN or 0.5 would fill a
-    bool column with True, a number a string column with its digits, "1" an int column.
-    Text fills only strings and binaries, which take text only (and dates and times,
-    which take one written as text); a bool column takes True, False, 0 or 1."""
+    bool column with True, False a float column with 0.0, a number a string column with
+    its digits, "1" an int column. Text fills only strings and binaries, which take text
+    only (and dates and times, which take one written as text); a bool fills only bool
+    columns, which take True, False, 0 or 1."""
     while pa.types.is_fixed_size_list(dtype):
         dtype = dtype.value_type
-    text = isinstance(fill, (str, bytes))
-    dated = isinstance(fill, str) and _is_temporal(dtype)  # "2024-01-01" is a date's value
-    if text != is_bytes(dtype) and not dated:
-        raise TypeError(f"{fill!r} is not a value of a {dtype} column")
-    if pa.types.is_boolean(dtype) and not (isinstance(fill, (bool, np.bool_)) or fill in (0, 1)):
-        raise TypeError(f"{fill!r} is not a bool")
-    if _is_temporal(dtype) and isinstance(fill, (int, np.integer)) and not isinstance(fill, bool):
-        # An int is the column's integer storage, as its tensors hold it (date32: days):
-        # Arrow casts an int64 to date64 and time64 but not to date32 or time32.
-        storage = pa.int32() if dtype.bit_width == 32 else pa.int64()
-        return pa.scalar(fill, storage).cast(dtype)
+    _check_kind(dtype, fill)
+    if _is_temporal(dtype) and _is_int(fill):
+        return _storage_fill(dtype, int(fill))
     filled = pa.scalar(fill).cast(dtype)
     if pa.types.is_floating(dtype) and _made_infinite(fill, filled):
         # Arrow's safe cast checks integers, not floats: 1e300 filled a float32 with inf
-        raise OverflowError(f"{fill!r} is beyond the range of {dtype}")
+        raise _UnfitFill(f"{fill!r} is beyond the range of {dtype}")
     return filled
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _check_kind(dtype: pa.DataType, fill: Any) -> None:
+    text = isinstance(fill, (str, bytes))
+    dated = isinstance(fill, str) and _is_temporal(dtype)  # "2024-01-01" is a date's value
+    if text != is_bytes(dtype) and not dated:
+        raise _UnfitFill(f"{fill!r} is not a value of a {dtype} column")
+    flag = isinstance(fill, (bool, np.bool_))
+    if pa.types.is_boolean(dtype) and not (flag or (_is_int(fill) and fill in (0, 1))):
+        raise _UnfitFill(f"{fill!r} is not a bool: a bool column takes True, False, 0 or 1")
+    if flag and not pa.types.is_boolean(dtype):
+        raise _UnfitFill(f"{fill!r} is a bool, which fills bool columns only")
+
+
+def _storage_fill(dtype: pa.DataType, fill: int) -> pa.Scalar:
+    """An int as a date, time, timestamp or duration column's integer storage, as its
+    tensors hold it (date32: days), where it is a value of the column: a time of day
+    within the day, a date64 a whole day (Arrow's spec for date64) of ms. Arrow casts an
+    int64 to date64 and time64 but not to date32 or time32."""
+    storage = pa.int32() if dtype.bit_width == 32 else pa.int64()
+    bounds = np.iinfo(storage.to_pandas_dtype())
+    if not bounds.min <= fill <= bounds.max:
+        raise _UnfitFill(f"{fill} is beyond the range of {dtype}, stored as {storage}")
+    if pa.types.is_time(dtype) and not 0 <= fill < _UNITS_PER_DAY[dtype.unit]:
+        last = _UNITS_PER_DAY[dtype.unit] - 1
+        raise _UnfitFill(
+            f"{fill} is not a time of day: a {dtype} column holds 0 to {last} "
+            f"{dtype.unit} since midnight"
+        )
+    if pa.types.is_date64(dtype) and fill % _MS_PER_DAY:
+        raise _UnfitFill(
+            f"{fill} is not a date: a date64 column holds whole days of {_MS_PER_DAY} ms"
+        )
+    return pa.scalar(fill, storage).cast(dtype)
 
 
 def _made_infinite(fill: Any, filled: pa.Scalar) -> bool:
@@ -213,7 +255,7 @@ def check_fill_null(
         # fit raises, naming both (``to_numpy``). A value that fits none is a mistake.
         fillable = [f for f in read if f.name not in unfilled and _may_hold_nulls(f)]
         if fillable and not any(_fits(f, fill_null) for f in fillable):
-            _check_fill(fillable[0], fill_null, " (it fits none of the columns read)")
+            _check_fill(fillable[0], fill_null, "it fits none of the columns read")
         return fill_null
     fills = dict(fill_null)
     for name, value in fills.items():
@@ -245,7 +287,10 @@ def _check_fill(field: pa.Field, value: Any, hint: str = "") -> None:
     try:
         fill_scalar(field.type, value)
     except _CAST_ERRORS as e:
-        what = f"a value that column {field.name!r} ({field.type}) can hold{hint}"
+        # Our own refusals say why; Arrow's cast errors stay chained, as they are terse.
+        notes = [n for n in (hint, str(e) if isinstance(e, _UnfitFill) else "") if n]
+        why = f" ({'; '.join(notes)})" if notes else ""
+        what = f"a value that column {field.name!r} ({field.type}) can hold{why}"
         raise SchemaArgumentError("fill_null", value, what) from e
 
 

@@ -174,7 +174,7 @@ FITS_NONE = CANNOT_FILL_ID + " (it fits none of the columns read)"
     ("fill_null", "message"),
     [
         ([0], FITS_NONE),
-        ("n/a", FITS_NONE),
+        ("n/a", FITS_NONE[:-1] + "; 'n/a' is not a value of a int64 column)"),
         (object(), FITS_NONE),
         (2**70, FITS_NONE),
         ({"id": 1.5}, CANNOT_FILL_ID + ", got float 1.5"),
@@ -328,3 +328,100 @@ def test_a_fill_value_beyond_a_float_columns_range_is_refused(
     if dtype == pa.float32():  # pyarrow before 17 fills no half floats' nulls at all
         (filled,) = LakeIterableDataset(tbl, columns=["x"], shuffle=False, fill_null=float("inf"))
         assert filled["x"].tolist() == [1.0, float("inf")]
+
+
+KINDS = pa.schema(
+    [
+        ("f32", pa.float32()),
+        ("i32", pa.int32()),
+        ("flag", pa.bool_()),
+        ("t_s", pa.time32("s")),
+        ("t_ms", pa.time32("ms")),
+        ("t_us", pa.time64("us")),
+        ("t_ns", pa.time64("ns")),
+        ("d32", pa.date32()),
+        ("d64", pa.date64()),
+    ]
+)
+
+
+@pytest.fixture(scope="module")
+def kinds(tmp_path_factory: pytest.TempPathFactory) -> raylake.Table:
+    """One row of values (each type's zero) and one of nulls, in a column of each kind."""
+
+    def zero_and_null(dtype: pa.DataType) -> pa.Array:
+        if dtype.bit_width == 1:  # Arrow casts no int to a time32 or date32: view the ints
+            return pa.array([False, None])
+        return pa.array([0, None], pa.int32() if dtype.bit_width == 32 else pa.int64()).view(dtype)
+
+    rows = pa.table({f.name: zero_and_null(f.type) for f in KINDS}, schema=KINDS)
+    tbl = raylake.create_table(str(tmp_path_factory.mktemp("kinds") / "t"), KINDS)
+    tbl.write(rows)
+    return tbl
+
+
+NOT_A_TIME = "is not a time of day: a {} column holds 0 to {} {} since midnight"
+
+
+@pytest.mark.parametrize(
+    ("column", "fill", "why"),
+    [
+        ("f32", False, "False is a bool, which fills bool columns only"),
+        ("f32", np.True_, "is a bool, which fills bool columns only"),
+        ("i32", True, "True is a bool, which fills bool columns only"),
+        ("flag", 0.0, "0.0 is not a bool: a bool column takes True, False, 0 or 1"),
+        ("flag", 1.0, "1.0 is not a bool"),
+        ("flag", np.float32(1.0), "is not a bool: a bool column takes"),
+        ("t_s", 99_999_999, "99999999 " + NOT_A_TIME.format("time32[s]", 86_399, "s")),
+        ("t_s", -5, "-5 " + NOT_A_TIME.format("time32[s]", 86_399, "s")),
+        ("t_s", 86_400, "86400 " + NOT_A_TIME.format("time32[s]", 86_399, "s")),
+        ("t_ms", 86_400_000, NOT_A_TIME.format("time32[ms]", 86_399_999, "ms")),
+        ("t_us", -1, NOT_A_TIME.format("time64[us]", 86_399_999_999, "us")),
+        ("t_us", 86_400_000_000, NOT_A_TIME.format("time64[us]", 86_399_999_999, "us")),
+        ("t_ns", 86_400 * 10**9, NOT_A_TIME.format("time64[ns]", 86_399_999_999_999, "ns")),
+        ("d32", 2**31, "2147483648 is beyond the range of date32[day], stored as int32"),
+        ("d64", 1, "1 is not a date: a date64 column holds whole days of 86400000 ms"),
+    ],
+    ids=str,
+)
+def test_a_fill_value_of_another_kind_or_beyond_the_range_is_refused_when_made(
+    kinds: raylake.Table, column: str, fill: Any, why: str
+) -> None:
+    """A value fits a column of its kind, where it is in the column's range: Arrow's cast
+    filled a float column's nulls with 0.0 for False, an int column's with 1 for True,
+    a bool column's with True for 1.0, and a time of day with 99,999,999 s or -5 s."""
+    from raylake.train.torch import LakeIterableDataset
+
+    dtype = KINDS.field(column).type
+    refused = f"fill_null must be a value that column '{column}' ({dtype}) can hold ("
+    for fill_null in ({column: fill}, fill):
+        with pytest.raises(InvalidArgumentError, match=re.escape(refused)) as e:
+            LakeIterableDataset(kinds, columns=[column], fill_null=fill_null)
+        assert why in str(e.value) and e.value.name == "fill_null"
+
+
+@pytest.mark.parametrize(
+    ("column", "fill", "filled"),
+    [
+        ("f32", -1, -1.0),  # an int is a number of a float column
+        ("i32", 7.0, 7),  # as Arrow's safe cast takes it: a whole float
+        ("flag", True, True),
+        ("flag", np.True_, True),
+        ("flag", 1, True),
+        ("flag", np.int64(0), False),
+        ("t_s", 86_399, 86_399),
+        ("t_ms", 0, 0),
+        ("t_ns", 86_400 * 10**9 - 1, 86_400 * 10**9 - 1),
+        ("d32", -(2**31), -(2**31)),  # dates beyond Python's are stored (docs/format.md)
+        ("d64", -2 * 86_400_000, -2 * 86_400_000),
+    ],
+    ids=str,
+)
+def test_a_fill_value_of_the_columns_kind_and_range_fills_it(
+    kinds: raylake.Table, column: str, fill: Any, filled: Any
+) -> None:
+    from raylake.train.torch import LakeIterableDataset
+
+    ds = LakeIterableDataset(kinds, columns=[column], shuffle=False, fill_null={column: fill})
+    (batch,) = list(ds)
+    assert batch[column].tolist() == [0, filled] or batch[column].tolist() == [False, filled]
