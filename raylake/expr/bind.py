@@ -280,8 +280,6 @@ def _holds_nan(typ: pa.DataType) -> bool:
 def bind_literal(column: str, value: Any, typ: pa.DataType) -> pa.Scalar:
     """Convert one literal to a scalar of the column's type, or raise :class:`FilterError`."""
     target = typ.value_type if pa.types.is_dictionary(typ) else typ
-    if isinstance(value, pa.Scalar) and value.type == target:
-        return value
     raw = value.as_py() if isinstance(value, pa.Scalar) else value
     if isinstance(raw, float) and raw != raw and not _holds_nan(target):
         # pandas' missing value in a column of strings (pandas 3's str), dates, objects:
@@ -291,24 +289,38 @@ def bind_literal(column: str, value: Any, typ: pa.DataType) -> pa.Scalar:
             "value: a null never matches; use is_null()"
         )
     try:
-        if pa.types.is_timestamp(target):
-            return _timestamp_scalar(value, target)
-        if pa.types.is_time(target):
-            return _time_scalar(raw if isinstance(raw, int) else value, target)
-        if pa.types.is_duration(target):
-            return _duration_scalar(raw if isinstance(raw, int) else value, target)
-        converted = _converter(target)(raw)
-        if pa.types.is_integer(target):
-            _check_range(converted, target)
-        if pa.types.is_float16(target):
-            converted = half(converted)
-        if pa.types.is_float16(target) or pa.types.is_float32(target):
-            _check_finite(raw, converted, target)
-        return pa.scalar(converted, type=target)
-    except (ValueError, TypeError, OverflowError, ArithmeticError, pa.ArrowException) as exc:
+        return literal_scalar(value, target)
+    except LITERAL_ERRORS as exc:
         raise FilterError(
             f"cannot compare column {column!r} of type {typ} with {value!r}: {exc}"
         ) from None
+
+
+#: What :func:`literal_scalar` raises for a value that is none of its type's.
+LITERAL_ERRORS = (ValueError, TypeError, OverflowError, ArithmeticError, pa.ArrowException)
+
+
+def literal_scalar(value: Any, target: pa.DataType) -> pa.Scalar:
+    """``value`` as a scalar of ``target``, read as a filter reads a literal (a date,
+    time or timestamp written as text, an int as a time's or duration's count), or one
+    of ``LITERAL_ERRORS`` saying why it is none."""
+    if isinstance(value, pa.Scalar) and value.type == target:
+        return value
+    raw = value.as_py() if isinstance(value, pa.Scalar) else value
+    if pa.types.is_timestamp(target):
+        return _timestamp_scalar(value, target)
+    if pa.types.is_time(target):
+        return _time_scalar(raw if isinstance(raw, int) else value, target)
+    if pa.types.is_duration(target):
+        return _duration_scalar(raw if isinstance(raw, int) else value, target)
+    converted = _converter(target)(raw)
+    if pa.types.is_integer(target):
+        _check_range(converted, target)
+    if pa.types.is_float16(target):
+        converted = half(converted)
+    if pa.types.is_float16(target) or pa.types.is_float32(target):
+        _check_finite(raw, converted, target)
+    return pa.scalar(converted, type=target)
 
 
 class _Binder(ExprRewriter):

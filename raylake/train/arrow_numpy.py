@@ -25,6 +25,7 @@ from raylake.errors import (
     UnknownColumnError,
     UnsupportedTypeError,
 )
+from raylake.expr.bind import LITERAL_ERRORS, literal_scalar
 
 _TS_TO_MS = {"s": (1000, 1), "ms": (1, 1), "us": (1, 1000), "ns": (1, 1_000_000)}
 
@@ -186,6 +187,14 @@ def fill_scalar(dtype: pa.DataType, fill: Any) -> pa.Scalar:
     _check_kind(dtype, fill)
     if _is_temporal(dtype) and _is_int(fill):
         return _storage_fill(dtype, int(fill))
+    if _is_temporal(dtype) and isinstance(fill, str):
+        # Read as a filter reads the same literal: Arrow's cast reads no time of day
+        # ("12:00:00" into a time32 column was refused), and no text without an offset
+        # into a timestamp column with a time zone.
+        try:
+            return literal_scalar(fill, dtype)
+        except LITERAL_ERRORS as e:
+            raise _UnfitFill(f"{fill!r} is not a value of a {dtype} column: {e}") from None
     filled = pa.scalar(fill).cast(dtype)
     if pa.types.is_floating(dtype) and _made_infinite(fill, filled):
         # Arrow's safe cast checks integers, not floats: 1e300 filled a float32 with inf

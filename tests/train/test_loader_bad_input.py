@@ -381,6 +381,9 @@ NOT_A_TIME = "is not a time of day: a {} column holds 0 to {} {} since midnight"
         ("t_ns", 86_400 * 10**9, NOT_A_TIME.format("time64[ns]", 86_399_999_999_999, "ns")),
         ("d32", 2**31, "2147483648 is beyond the range of date32[day], stored as int32"),
         ("d64", 1, "1 is not a date: a date64 column holds whole days of 86400000 ms"),
+        ("t_s", "12:00:00.5", "is not a value of a time32[s] column: the literal is finer"),
+        ("t_s", "25:00", "'25:00' is not a value of a time32[s] column: a time of day is"),
+        ("d32", "2024-02-30", "'2024-02-30' is not a value of a date32[day] column"),
     ],
     ids=str,
 )
@@ -414,6 +417,10 @@ def test_a_fill_value_of_another_kind_or_beyond_the_range_is_refused_when_made(
         ("t_ns", 86_400 * 10**9 - 1, 86_400 * 10**9 - 1),
         ("d32", -(2**31), -(2**31)),  # dates beyond Python's are stored (docs/format.md)
         ("d64", -2 * 86_400_000, -2 * 86_400_000),
+        # text, read as a filter reads it (Arrow's cast reads no time of day)
+        ("t_s", "12:00:01", 43_201),
+        ("t_us", "00:00:00.5", 500_000),
+        ("d32", "1970-01-03", 2),
     ],
     ids=str,
 )
