@@ -68,32 +68,30 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def _live_rows(tbl: Table, snap: Snapshot | None) -> int:
-    """Rows a read returns: for a primary-key table from manifests where each bucket is
-    one file, else by a merge of the key columns only (Table.count)."""
+    """Rows a read returns (Table.count): from manifests where they tell, else by a merge
+    of the key columns only. Not the snapshot's total_record_count, even for an append
+    table: Paimon's data evolution counts a row once per file that holds some of its
+    columns, and a fallback branch's rows are in no snapshot of the table's own."""
     if snap is None:
         return 0
-    if not tbl.is_primary_key_table:
-        return snap.total_record_count
     return tbl.count(snapshot_id=snap.id)
 
 
 def cmd_snapshots(args: argparse.Namespace) -> int:
     tbl = _open(args)
-    pk = tbl.is_primary_key_table
     snaps = tbl.snapshots()
     head = f"{'id':>6}  {'kind':<9}  {'time (UTC)':<23}  {'delta rows':>13}  "
-    print(head + (f"{'stored rows':>13}  {'live rows':>13}" if pk else f"{'total rows':>13}"))
+    print(head + f"{'stored rows':>13}  {'live rows':>13}")
     newest = snaps[max(0, len(snaps) - args.live_rows) :] if args.live_rows > 0 else []
     counted = {s.id for s in newest}
     for snap in snaps:
         when = snap.time.strftime("%Y-%m-%d %H:%M:%S.%f")[:23]
         line = f"{snap.id:>6}  {snap.commit_kind:<9}  {when:<23}  {snap.delta_record_count:>13,}  "
-        line += f"{snap.total_record_count:>13,}"
-        if pk:
-            live = f"{_live_rows(tbl, snap):,}" if snap.id in counted else "-"
-            line += f"  {live:>13}"
-        print(line)
-    if pk and len(counted) < len(snaps):
+        # Stored rows are the snapshot's metadata; live rows each plan the snapshot (and
+        # merge keys where files overlap), so only the newest N are counted.
+        live = f"{_live_rows(tbl, snap):,}" if snap.id in counted else "-"
+        print(line + f"{snap.total_record_count:>13,}  {live:>13}")
+    if len(counted) < len(snaps):
         print(f"live rows of the newest {len(counted)} snapshot(s) only: --live-rows N for more")
     return 0
 
@@ -275,7 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=count_arg,
         default=10,
         metavar="N",
-        help="primary-key tables: count live rows of the newest N snapshots (default 10)",
+        help="count the rows a read returns of the newest N snapshots (default 10)",
     )
     snaps.set_defaults(func=cmd_snapshots)
 
