@@ -53,7 +53,11 @@ def table_text(result: pa.Table) -> str:
     df = arrow_to_pandas(result)
     for name, column in zip(result.column_names, result.columns):
         t = column.type
-        if pa.types.is_nested(t) or (_is_text(t) and column.null_count):
+        if pa.types.is_nested(t):
+            # Python's text of each value: pandas drops the quotes of strings inside a
+            # list or map, so ['a, b'] and ['a', 'b'] both printed [a, b].
+            df[name] = pd.Series([_repr(v) for v in column.to_pylist()], dtype=object)
+        elif _is_text(t) and column.null_count:
             # pandas 3 prints a null string as NaN, as it prints the string "NaN".
             df[name] = pd.Series(column.to_pylist(), dtype=object)
         elif pa.types.is_floating(t) and column.null_count:
@@ -61,6 +65,10 @@ def table_text(result: pa.Table) -> str:
             df[name] = pd.Series(column.cast(pa.string()).to_pylist(), dtype=object)
     with pd.option_context("display.max_rows", None, "display.width", 200):
         return str(df.to_string(index=False))
+
+
+def _repr(value: object) -> str | None:
+    return None if value is None else repr(value)
 
 
 def _is_text(t: pa.DataType) -> bool:

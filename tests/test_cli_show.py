@@ -81,3 +81,28 @@ def test_info_shows_column_names_as_typed(
     assert main(["info", tbl.uri]) == 0
     out = capsys.readouterr().out
     assert '"naïve": "int64"' in out and json.loads(out)["columns"] == {"naïve": "int64"}
+
+
+def test_strings_inside_lists_and_maps_are_quoted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """pandas printed ['a, b'] and ['a', 'b'] both as [a, b], ['None'] as [None], and a
+    map entry ('k', 'v, w') as (k, v, w)."""
+    data = pa.table(
+        {
+            "l": pa.array([["a, b"], ["a", "b"], ["None"], [None], None], pa.list_(pa.string())),
+            "m": pa.array(
+                [[("k", "v, w")], [("k", "v")], [], [("n", None)], None],
+                pa.map_(pa.string(), pa.string()),
+            ),
+        }
+    )
+    _scan(tmp_path, capsys, data)
+    shown = {}
+    for column in ("l", "m"):
+        assert main(["scan", str(tmp_path / "t"), "--columns", column]) == 0
+        shown[column] = [line.strip() for line in capsys.readouterr().out.splitlines()[1:]]
+    assert shown == {
+        "l": ["['a, b']", "['a', 'b']", "['None']", "[None]", "None"],
+        "m": ["[('k', 'v, w')]", "[('k', 'v')]", "[]", "[('n', None)]", "None"],
+    }
