@@ -25,7 +25,7 @@ from raylake.cli_args import (
 )
 from raylake.cli_args import parse_older_than as parse_older_than
 from raylake.cli_json import json_line
-from raylake.cli_show import printable, table_text
+from raylake.cli_show import escaped, printable, table_text
 from raylake.cli_write import add_write_command, cmd_delete
 from raylake.errors import InvalidArgumentError, RaylakeError
 from raylake.progress import progress_enabled
@@ -420,7 +420,7 @@ def _one_line(exc: BaseException) -> str:
     text = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
     # pyarrow quotes the bytes it could not parse (a Parquet file read as CSV): NULs and
     # control bytes, shown escaped rather than sent to the terminal.
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return escaped(text)
 
 
 if __name__ == "__main__":

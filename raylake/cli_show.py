@@ -45,9 +45,10 @@ def _text(column: pa.ChunkedArray) -> pa.ChunkedArray | pa.Array:
 
 
 def table_text(result: pa.Table) -> str:
-    """``result`` (already :func:`printable`) as a text table, as pandas prints it."""
+    """``result`` (already :func:`printable`) as a text table, as pandas prints it, with
+    every control character escaped (nested values' by ``repr()``)."""
     if result.num_rows == 0:  # pandas prints "Empty DataFrame / Columns: [...] / Index: []"
-        return "  ".join(result.column_names)
+        return "  ".join(escaped(name) for name in result.column_names)
     import pandas as pd
 
     df = arrow_to_pandas(result)
@@ -57,14 +58,28 @@ def table_text(result: pa.Table) -> str:
             # Python's text of each value: pandas drops the quotes of strings inside a
             # list or map, so ['a, b'] and ['a', 'b'] both printed [a, b].
             df[name] = pd.Series([_repr(v) for v in column.to_pylist()], dtype=object)
-        elif _is_text(t) and column.null_count:
-            # pandas 3 prints a null string as NaN, as it prints the string "NaN".
-            df[name] = pd.Series(column.to_pylist(), dtype=object)
+        elif _is_text(t):
+            # pandas escapes only \n, \r and \t, and prints a null string (pandas 3) as
+            # NaN, as it prints the string "NaN"; an ESC or NUL went to the terminal.
+            df[name] = pd.Series([_escaped(v) for v in column.to_pylist()], dtype=object)
         elif pa.types.is_floating(t) and column.null_count:
             # Arrow's shortest text (nan, 1e+308); pandas would print 1e308 digit by digit.
             df[name] = pd.Series(column.cast(pa.string()).to_pylist(), dtype=object)
+    df.columns = [escaped(name) for name in result.column_names]
     with pd.option_context("display.max_rows", None, "display.width", 200):
         return str(df.to_string(index=False))
+
+
+def escaped(text: str) -> str:
+    """``text`` with each character a terminal would act on or hide (ESC, NUL, a line
+    break: not ``str.isprintable``) as Python's escape, as ``repr()`` writes it."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def _escaped(value: str | None) -> str | None:
+    return None if value is None else escaped(value)
 
 
 def _repr(value: object) -> str | None:

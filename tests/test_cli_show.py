@@ -106,3 +106,25 @@ def test_strings_inside_lists_and_maps_are_quoted(
         "l": ["['a, b']", "['a', 'b']", "['None']", "[None]", "None"],
         "m": ["[('k', 'v, w')]", "[('k', 'v')]", "[]", "[('n', None)]", "None"],
     }
+
+
+def test_control_characters_are_escaped_in_the_table_format(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """ESC and NUL went to the terminal as they are (pandas escapes only \\n, \\r, \\t)."""
+    data = pa.table(
+        {
+            "s\x1b": ["a\x1b[31mRED", "nul\x00end", "cr\rX\u202e"],
+            "l": pa.array([["\x1b"], [], None], pa.list_(pa.string())),
+        }
+    )
+    out = _scan(tmp_path, capsys, data)
+    assert "\x1b" not in out and "\x00" not in out
+    assert [line.split() for line in out.splitlines()] == [
+        ["s\\x1b", "l"],
+        ["a\\x1b[31mRED", "['\\x1b']"],
+        ["nul\\x00end", "[]"],
+        ["cr\\rX\\u202e", "None"],
+    ]
+    assert main(["scan", str(tmp_path / "t"), "--filter", "l is null and l is not null"]) == 0
+    assert capsys.readouterr().out == "s\\x1b  l\n"
