@@ -10,6 +10,8 @@ Such columns are shown as Arrow's text or as Python's own values instead.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pyarrow as pa
 
 from raylake.table.pandas_types import arrow_to_pandas
@@ -26,22 +28,63 @@ def printable(result: pa.Table) -> pa.Table:
     return result
 
 
-def _text(column: pa.ChunkedArray) -> pa.ChunkedArray | pa.Array:
-    """``column`` as text: a timestamp, date64 or duration by numpy, whose values reach
-    any year (Arrow's text stops at year 32767); anything else by Arrow's cast."""
-    t = column.type
-    if not (pa.types.is_timestamp(t) or pa.types.is_date64(t) or pa.types.is_duration(t)):
-        return column.cast(_as_text(t))
+def _text(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    """``column`` with its dates, times, timestamps and durations as text, nested ones
+    too, each as a top-level one of its type is shown."""
+    return pa.chunked_array([_text_array(c) for c in column.chunks], _as_text(column.type))
+
+
+def _text_array(arr: pa.Array) -> pa.Array:
+    """A timestamp, date or duration by numpy, whose values reach any year (Arrow's text
+    stops at year 32767, as ``<value out of range: N>``); a list, map or struct rebuilt
+    from its children as text (their offsets and nulls kept); anything else by Arrow's
+    cast."""
+    t = arr.type
+    if not _has_temporal(t):
+        return arr
+    mask = arr.is_null()
+    if pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_duration(t):
+        return pa.array(_numpy_text(arr), pa.string(), mask=mask.to_numpy(zero_copy_only=False))
+    if pa.types.is_map(t):
+        offsets, keys, items = _from_zero(arr.offsets, arr.keys, arr.items)
+        keys, items = _text_array(keys), _text_array(items)
+        return pa.MapArray.from_arrays(offsets, keys, items, _as_text(t), mask=mask)
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        cls = pa.LargeListArray if pa.types.is_large_list(t) else pa.ListArray
+        offsets, values = _from_zero(arr.offsets, arr.values)
+        return cls.from_arrays(offsets, _text_array(values), _as_text(t), mask=mask)
+    if pa.types.is_fixed_size_list(t):
+        size = t.list_size
+        values = arr.values.slice(arr.offset * size, len(arr) * size)
+        return pa.FixedSizeListArray.from_arrays(_text_array(values), type=_as_text(t), mask=mask)
+    if pa.types.is_struct(t):
+        fields = list(_as_text(t))
+        return pa.StructArray.from_arrays(
+            [_text_array(c) for c in arr.flatten()], fields=fields, mask=mask
+        )
+    return arr.cast(_as_text(t))
+
+
+def _from_zero(offsets: pa.Array, *children: pa.Array) -> list[pa.Array]:
+    """A slice's offsets from 0 and its part of the children: Arrow rebuilds a map with
+    nulls only from offsets that start at 0, and only this part needs converting."""
+    import pyarrow.compute as pc
+
+    start, end = offsets[0].as_py(), offsets[-1].as_py()
+    rebased = pc.subtract(offsets, pa.scalar(start, offsets.type))
+    return [rebased, *(c.slice(start, end - start) for c in children)]
+
+
+def _numpy_text(arr: pa.Array) -> Any:
     import numpy as np
 
-    values = column.to_numpy()  # datetime64 or timedelta64 in the column's unit
+    t = arr.type
+    values = arr.to_numpy(zero_copy_only=False)  # datetime64 or timedelta64 in its unit
     if pa.types.is_duration(t):
-        text = np.char.add(values.astype(np.int64).astype(str), f" {t.unit}")
-    else:
-        unit = "D" if pa.types.is_date64(t) else t.unit
-        zone = "UTC" if getattr(t, "tz", None) else "naive"  # an instant: UTC, with a Z
-        text = np.datetime_as_string(values, unit=unit, timezone=zone)  # type: ignore[call-overload]
-    return pa.array(text, pa.string(), mask=column.is_null().to_numpy(zero_copy_only=False))
+        return np.char.add(values.astype(np.int64).astype(str), f" {t.unit}")
+    unit = "D" if pa.types.is_date(t) else t.unit
+    zone = "UTC" if getattr(t, "tz", None) else "naive"  # an instant: UTC, with a Z
+    return np.datetime_as_string(values, unit=unit, timezone=zone)  # type: ignore[call-overload]
 
 
 def table_text(result: pa.Table) -> str:

@@ -51,11 +51,47 @@ def test_timestamps_and_durations_beyond_pythons_are_shown_exactly(
     )
     out = _scan(tmp_path, capsys, data, "--format", "json")
     assert [json.loads(line) for line in out.splitlines()] == [
-        {"ts": "20000-01-01T00:00:00Z", "d": "1000000000000000 s", "l": ["20000-01-01 00:00:00"]},
+        {"ts": "20000-01-01T00:00:00Z", "d": "1000000000000000 s", "l": ["20000-01-01T00:00:00"]},
         {"ts": None, "d": "1 s", "l": []},
     ]
     assert main(["scan", str(tmp_path / "t")]) == 0
     assert "20000-01-01T00:00:00Z" in capsys.readouterr().out
+
+
+def test_dates_and_nested_timestamps_past_arrows_text_are_shown_as_top_level_ones(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Arrow's text stops at year 32767: a date32, and a timestamp or date inside a list
+    or struct, printed "<value out of range: N>" where a date64 or a top-level timestamp
+    of the same value printed its ISO text."""
+    days = [2_932_897, 11_248_737, 2**31 - 1, -(2**31), None]
+    ts = pa.timestamp("s")
+    data = pa.table(
+        {
+            "d32": pa.array(days, pa.date32()),
+            "d64": pa.array([d and d * 86_400_000 for d in days], pa.date64()),
+            "ts": pa.array([10**12, None, 0, 1, 2], ts),
+            "l": pa.array([[10**12], None, [], [None], [0]], pa.list_(ts)),
+            "st": pa.array(
+                [{"d": 2**31 - 1}, None, {"d": None}, {"d": 0}, {"d": 1}],
+                pa.struct([("d", pa.date32())]),
+            ),
+        }
+    )
+    out = _scan(tmp_path, capsys, data, "--format", "json")
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert [r["d32"] for r in rows] == [r["d64"] for r in rows]
+    assert [r["d32"] for r in rows] == [
+        "10000-01-01", "32767-12-31", "5881580-07-11", "-5877641-06-23", None
+    ]  # fmt: skip
+    assert rows[0]["l"] == [rows[0]["ts"]] == ["33658-09-27T01:46:40"]
+    assert [r["l"] for r in rows[1:]] == [None, [], [None], ["1970-01-01T00:00:00"]]
+    assert [r["st"] for r in rows] == [
+        {"d": "5881580-07-11"}, None, {"d": None}, {"d": "1970-01-01"}, {"d": "1970-01-02"}
+    ]  # fmt: skip
+    assert main(["scan", str(tmp_path / "t")]) == 0
+    table = capsys.readouterr().out
+    assert "out of range" not in table and table.count("5881580-07-11") == 3
 
 
 def test_no_rows_print_the_header_alone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
