@@ -6,7 +6,7 @@ import base64
 import binascii
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 import pyarrow as pa
@@ -103,12 +103,30 @@ def _dataset(path: str, fmt: str, schema: pa.Schema | None) -> ds.Dataset:
     # columns are read as JSON holds them, then cast as a CSV column's text is parsed.
     readable = pa.schema([f.with_type(json_readable(f.type, dates=False)) for f in schema])
     try:
-        return ds.dataset(cast_columns(_decoded_binaries(read(readable), schema, path), schema))
+        table = read(readable)
     except pa.ArrowInvalid:
         as_text = pa.schema([f.with_type(json_readable(f.type, dates=True)) for f in schema])
         if as_text.equals(readable):
             raise
-    return ds.dataset(cast_columns(_decoded_binaries(read(as_text), schema, path), schema))
+        readable, table = as_text, read(as_text)
+    table = _without_absent_fields(table, readable, read)
+    return ds.dataset(cast_columns(_decoded_binaries(table, schema, path), schema))
+
+
+def _without_absent_fields(
+    table: pa.Table, explicit: pa.Schema, read: Callable[[pa.Schema], pa.Table]
+) -> pa.Table:
+    """``table`` less the columns of ``explicit`` that no line of the file has: the
+    reader adds them as nulls, which a write stored over a primary key's values where a
+    Parquet or CSV file without them is refused as missing columns. A column all null
+    may be null in the file or absent from it: read again without such columns, the
+    reader infers (as null) only those some line has. Inference of a column all null
+    cannot fail, and the other columns keep the types the first read took."""
+    unknown = [f.name for f in explicit if table.column(f.name).null_count == len(table)]
+    if not unknown:
+        return table
+    present = read(pa.schema([f for f in explicit if f.name not in unknown])).column_names
+    return table.drop_columns([name for name in unknown if name not in present])
 
 
 def _decoded_binaries(table: pa.Table, schema: pa.Schema, path: str) -> pa.Table:

@@ -386,3 +386,43 @@ def test_a_dataframes_row_numbers_are_not_written_its_named_index_is(tmp_path: P
     tbl = raylake.open_table(uri)
     assert tbl.schema.names == ["id", "v"]
     assert sorted(tbl.to_arrow()["id"].to_pylist()) == [1, 2, 2, 3, 3]
+
+
+@pytest.mark.parametrize("suffix", ["parquet", "csv", "jsonl"])
+def test_a_file_without_a_table_column_is_refused_in_every_format(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], suffix: str
+) -> None:
+    """pyarrow's JSON reader, given the table's schema, adds the fields no line has as
+    nulls: a JSON-lines file without a column was written with it null (in a primary-key
+    table over the stored values), where Parquet and CSV are refused."""
+    tbl = raylake.create_table(str(tmp_path / "t"), ROWS.schema, primary_key=["id"])
+    tbl.write(ROWS)
+    path = tmp_path / f"ids.{suffix}"
+    ids = pa.table({"id": pa.array([1], pa.int64())})
+    if suffix == "parquet":
+        pq.write_table(ids, path)
+    elif suffix == "csv":
+        pcsv.write_csv(ids, path)
+    else:
+        path.write_text('{"id": 1}\n')
+    code, _, err = _run(capsys, "write", tbl.uri, str(path))
+    assert code == 2 and "data is missing column(s) ['name']" in err
+    assert raylake.open_table(tbl.uri).to_arrow().sort_by("id").to_pylist() == ROWS.to_pylist()
+    # merge adds no column here and fills the missing one with nulls, for every format
+    code, out, _ = _run(capsys, "write", tbl.uri, str(path), "--schema-mode", "merge")
+    assert code == 0 and "wrote 1 row(s)" in out
+    assert raylake.open_table(tbl.uri).to_arrow().sort_by("id").column("name")[0].as_py() is None
+
+
+def test_a_json_field_some_lines_have_or_that_is_null_is_a_column_of_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Only a field no line has is missing: one absent from some lines, or null in all
+    that have it, is written (null where a line lacks it)."""
+    tbl = raylake.create_table(str(tmp_path / "t"), ROWS.schema)
+    (tmp_path / "some.jsonl").write_text('{"id": 1}\n{"id": 2, "name": "b"}\n')
+    (tmp_path / "nulls.jsonl").write_text('{"id": 3}\n{"id": 4, "name": null}\n')
+    paths = [str(tmp_path / "some.jsonl"), str(tmp_path / "nulls.jsonl")]
+    code, out, err = _run(capsys, "write", tbl.uri, *paths)
+    assert (code, err) == (0, "") and "wrote 4 row(s)" in out
+    assert tbl.to_arrow().sort_by("id").column("name").to_pylist() == [None, "b", None, None]
