@@ -96,6 +96,8 @@ def _dataset(path: str, fmt: str, schema: pa.Schema | None) -> ds.Dataset:
                 ) from exc
             raise
 
+    if os.path.getsize(path) == 0:  # pyarrow: "Empty JSON file"; an empty CSV has no rows
+        return ds.dataset(pa.table({}) if schema is None else schema.empty_table())
     if schema is None:
         return ds.dataset(read(None))
     # The JSON reader converts to no duration, float16, dictionary or fixed-size binary,
@@ -123,7 +125,7 @@ def _without_absent_fields(
     reader infers (as null) only those some line has. Inference of a column all null
     cannot fail, and the other columns keep the types the first read took."""
     unknown = [f.name for f in explicit if table.column(f.name).null_count == len(table)]
-    if not unknown:
+    if not unknown or not len(table):  # no line: nothing written, nothing to refuse
         return table
     present = read(pa.schema([f for f in explicit if f.name not in unknown])).column_names
     return table.drop_columns([name for name in unknown if name not in present])

@@ -426,3 +426,18 @@ def test_a_json_field_some_lines_have_or_that_is_null_is_a_column_of_the_file(
     code, out, err = _run(capsys, "write", tbl.uri, *paths)
     assert (code, err) == (0, "") and "wrote 4 row(s)" in out
     assert tbl.to_arrow().sort_by("id").column("name").to_pylist() == [None, "b", None, None]
+
+
+def test_an_empty_json_lines_file_is_nothing_to_write_as_a_header_only_csv(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """pyarrow refuses a 0-byte JSON file ("Empty JSON file", exit 2), alone or beside a
+    header-only CSV, where an empty Parquet file or a header-only CSV is nothing to write."""
+    tbl = raylake.create_table(str(tmp_path / "t"), ROWS.schema)
+    tbl.write(ROWS)
+    (tmp_path / "empty.jsonl").write_text("")
+    (tmp_path / "header.csv").write_text("id,name\n")
+    for paths in (["empty.jsonl"], ["header.csv", "empty.jsonl"]):
+        code, out, err = _run(capsys, "write", tbl.uri, *(str(tmp_path / p) for p in paths))
+        assert (code, out, err) == (0, "nothing to write\n", "")
+    assert len(raylake.open_table(tbl.uri).snapshots()) == 1
