@@ -12,6 +12,7 @@ times, timestamps) are strings as ``str()`` writes them.
 from __future__ import annotations
 
 import base64
+import datetime
 import json
 import math
 from typing import Any
@@ -29,8 +30,18 @@ def _jsonable(value: Any) -> Any:
         return "NaN" if math.isnan(value) else _NOT_FINITE[value]
     if isinstance(value, bytes):
         return base64.b64encode(value).decode("ascii")
+    if isinstance(value, datetime.datetime) and _offset_has_seconds(value):
+        # A zone's offset of old had seconds (Europe/Paris before 1911, +00:09:21):
+        # str() writes them, which no ISO 8601 offset has and `raylake write` could not
+        # read. The same instant in UTC has an offset of whole minutes.
+        return str(value.astimezone(datetime.timezone.utc))
     if isinstance(value, dict):
         return {k: _jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_jsonable(v) for v in value]
     return value
+
+
+def _offset_has_seconds(value: datetime.datetime) -> bool:
+    offset = value.utcoffset()
+    return offset is not None and offset % datetime.timedelta(minutes=1) != datetime.timedelta(0)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import os
 import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from raylake.errors import RaylakeError
@@ -84,10 +86,11 @@ def _dataset(path: str, fmt: str, schema: pa.Schema | None) -> ds.Dataset:
         return ds.dataset(path, format=ds.CsvFileFormat(convert_options=options))
 
     # JSON lines are read whole: a dataset's schema inference ignores an explicit schema.
-    def read(explicit: pa.Schema | None) -> pa.Table:
+    def read(explicit: pa.Schema | None, source: str | pa.Buffer = path) -> pa.Table:
         parse = pjson.ParseOptions(explicit_schema=explicit, unexpected_field_behavior="infer")
         try:
-            return pjson.read_json(path, parse_options=parse)
+            data = pa.BufferReader(source) if isinstance(source, pa.Buffer) else source
+            return pjson.read_json(data, parse_options=parse)
         except pa.ArrowInvalid as exc:
             if _starts_array(path):  # pyarrow says "changed from object to array"
                 raise RaylakeError(
@@ -100,19 +103,120 @@ def _dataset(path: str, fmt: str, schema: pa.Schema | None) -> ds.Dataset:
         return ds.dataset(pa.table({}) if schema is None else schema.empty_table())
     if schema is None:
         return ds.dataset(read(None))
-    # The JSON reader converts to no duration, float16, dictionary or fixed-size binary,
-    # and reads a date or time from a number but not from text ("2024-01-01"): such
-    # columns are read as JSON holds them, then cast as a CSV column's text is parsed.
-    readable = pa.schema([f.with_type(json_readable(f.type, dates=False)) for f in schema])
-    try:
-        table = read(readable)
-    except pa.ArrowInvalid:
-        as_text = pa.schema([f.with_type(json_readable(f.type, dates=True)) for f in schema])
-        if as_text.equals(readable):
-            raise
-        readable, table = as_text, read(as_text)
-    table = _without_absent_fields(table, readable, read)
-    return ds.dataset(cast_columns(_decoded_binaries(table, schema, path), schema))
+    return ds.dataset(
+        cast_columns(_decoded_binaries(_typed(path, schema, read), schema, path), schema)
+    )
+
+
+_Reader = Callable[[pa.Schema, "str | pa.Buffer"], pa.Table]
+
+
+def _typed(path: str, schema: pa.Schema, read: _Reader) -> pa.Table:
+    """The file read as the types the JSON reader takes for ``schema``'s (json_readable).
+
+    It converts to no duration, float16, dictionary or fixed-size binary, and reads a
+    date or time from a number but not from text ("2024-01-01"): such columns are read
+    as JSON holds them, then cast as a CSV column's text is parsed. What `scan --format
+    json` writes and it cannot read at all, a float column's "NaN" and "Infinity" beside
+    numbers and a map's [key, value] pairs, is read from the file rewritten (_rewritten):
+    for a map always, for a float column only once the plain read failed."""
+    maps = any(pa.types.is_map(f.type) for f in schema)
+    floats = any(pa.types.is_floating(f.type) for f in schema)
+    tries = [(False, maps), (True, maps)] + [(False, True), (True, True)] * (floats and not maps)
+    text: pa.Buffer | None = None
+    tried: list[pa.Schema] = []
+    error: pa.ArrowInvalid | None = None
+    for dates, rewrite in tries:
+        readable = pa.schema([f.with_type(json_readable(f.type, dates)) for f in schema])
+        if rewrite:
+            readable = pa.schema([f.with_type(_rewritten_type(f.type)) for f in readable])
+            text = text or _rewritten(path, schema)
+        if any(readable.equals(t) for t in tried):
+            continue
+        tried.append(readable)
+        source: str | pa.Buffer = text if rewrite and text is not None else path
+        try:
+            table = read(readable, source)
+        except pa.ArrowInvalid as exc:
+            error = exc
+            continue
+        # returned at once: the loop's next source is never seen
+        table = _without_absent_fields(table, readable, lambda e: read(e, source))  # noqa: B023
+        return _maps_from_entries(table, schema)
+    assert error is not None
+    raise error
+
+
+def _rewritten_type(t: pa.DataType) -> pa.DataType:
+    """What _rewritten makes of a column of type ``t``: floats as text, which Arrow's
+    cast reads as numbers, "NaN", "Infinity" and "-Infinity" too; maps as lists of
+    key-value structs, which the reader takes."""
+    if pa.types.is_floating(t):
+        return pa.string()
+    if pa.types.is_map(t):
+        entries = [
+            ("key", json_readable(t.key_type, True)),
+            ("value", json_readable(t.item_type, True)),
+        ]
+        return pa.list_(pa.struct(entries))
+    return t
+
+
+def _rewritten(path: str, schema: pa.Schema) -> pa.Buffer:
+    """The file with every number of a float column as text, and every map as a list
+    of {"key": k, "value": v}, from [[k, v], ...] (as `scan --format json` writes it) or
+    an object (as Spark writes it). pyarrow's reader takes no value of two kinds in one
+    column, so this is Python's parser, a line at a time; other values and lines that
+    are no JSON object are left for the reader to refuse."""
+    floats = {f.name for f in schema if pa.types.is_floating(f.type)}
+    maps = {f.name for f in schema if pa.types.is_map(f.type)}
+    lines = []
+    with open(path, "rb") as f:
+        for line in f:
+            try:
+                row = json.loads(line)
+            except ValueError:
+                row = None
+            if not isinstance(row, dict):
+                lines.append(line.rstrip(b"\r\n"))
+                continue
+            for name in floats & row.keys():
+                value = row[name]
+                if isinstance(value, int | float) and not isinstance(value, bool):
+                    row[name] = repr(value)  # repr reads back as the same double
+            for name in maps & row.keys():
+                row[name] = _entries(row[name])
+            lines.append(json.dumps(row).encode())
+    return pa.py_buffer(b"\n".join(lines) + b"\n")
+
+
+def _entries(value: object) -> object:
+    """A map's value as the reader's list of key-value objects; anything else as is."""
+    if isinstance(value, dict):
+        return [{"key": k, "value": v} for k, v in value.items()]
+    if isinstance(value, list) and all(isinstance(p, list) and len(p) == 2 for p in value):
+        return [{"key": p[0], "value": p[1]} for p in value]
+    return value
+
+
+def _maps_from_entries(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """Map columns read as lists of key-value structs (_rewritten_type) as maps, of
+    the types the entries were read as; cast_columns casts them to the table's."""
+    for i, name in enumerate(table.column_names):
+        if name not in schema.names or not pa.types.is_map(schema.field(name).type):
+            continue
+        entry = table.column(i).type.value_type
+        mapped = pa.map_(entry.field("key").type, entry.field("value").type)
+        chunks = []
+        for chunk in table.column(i).chunks:
+            first, last = chunk.offsets[0].as_py(), chunk.offsets[-1].as_py()
+            entries = chunk.values.slice(first, last - first)  # the chunk's own entries
+            offsets = pc.subtract(chunk.offsets, first)
+            keys, values = entries.field("key"), entries.field("value")
+            chunks.append(pa.MapArray.from_arrays(offsets, keys, values, mask=chunk.is_null()))
+        column = pa.chunked_array(chunks, mapped)
+        table = table.set_column(i, table.field(i).with_type(column.type), column)
+    return table
 
 
 def _without_absent_fields(
