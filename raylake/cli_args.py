@@ -28,7 +28,12 @@ def parse_older_than(text: str) -> datetime | timedelta:
     value = text.strip().lower()
     if value and _DURATION_PART.sub("", value) == "":
         parts = _DURATION_PART.findall(value)
-        return sum((int(n) * _UNITS[unit] for n, unit in parts), timedelta())
+        try:
+            return sum((int(n) * _UNITS[unit] for n, unit in parts), timedelta())
+        except OverflowError:  # a timedelta holds under a billion days
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is too long an age: at most {timedelta.max.days:,} days"
+            ) from None
     return iso_time_arg(text, "neither an age (e.g. 7d, 12h, 1d12h, 30m, 45s) nor")
 
 

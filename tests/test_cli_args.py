@@ -95,3 +95,23 @@ def test_an_iso_time_in_utc_with_a_z_is_read_on_every_python(text: str) -> None:
     utc = datetime(2024, 5, 1, 12, tzinfo=timezone.utc)
     assert parse_older_than(text) == utc
     assert start_arg(text) == utc
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["expire", "{t}", "--older-than", "99999999999d", "--dry-run"],
+        ["expire", "{t}", "--consumers-older-than", "1000000000w", "--dry-run"],
+        ["orphans", "{t}", "--older-than", "1000000000d", "--dry-run"],
+    ],
+)
+def test_an_age_too_long_for_a_timedelta_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    """It was an OverflowError's traceback, exit code 1."""
+    uri = str(tmp_path / "t")
+    raylake.create_table(uri, pa.schema([("id", pa.int64())])).write(pa.table({"id": [1]}))
+    with pytest.raises(SystemExit) as info:
+        main([a.format(t=uri) for a in argv])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and f"argument {argv[2]}: {argv[3]!r} is too long an age" in err
