@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 
 from raylake import __version__
 from raylake.cli_args import (
+    CommandParser,
     as_of_arg,
     columns_arg,
     consumer_id_arg,
@@ -258,7 +259,7 @@ _KINDS = ("+I", "-U", "+U", "-D")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="raylake", description=__doc__)
+    parser = CommandParser(prog="raylake", description=__doc__)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import re
 from datetime import datetime, timedelta
+from typing import Any
 
 from raylake.arguments import iso_time
 from raylake.format.consumer import is_consumer_id
@@ -23,9 +24,27 @@ _UNITS = {
 }
 
 
+class CommandParser(argparse.ArgumentParser):
+    """argparse's parser, reading an argument that starts with a minus and a digit as a
+    value: ``--older-than -1d`` was "expected one argument", as argparse takes only a
+    plain negative number (``--timeout -1``) for a value, anything else starting with a
+    minus for an option. Its type then says what is wrong with the value. No raylake
+    option starts with a digit. Subparsers are made of this class too (argparse's
+    default ``parser_class`` is the class of the parser they are added to)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Private, but there since Python 2.7; Python 3.14 itself reads '-.5' and '-1e5'.
+        self._negative_number_matcher = re.compile(r"^-\.?\d")
+
+
 def parse_older_than(text: str) -> datetime | timedelta:
     """An age like ``7d``, ``12h``, ``1d12h``, ``90m``, or an ISO time like ``2024-05-01T12:00``."""
     value = text.strip().lower()
+    if value.startswith("-") and value[1:] and _DURATION_PART.sub("", value[1:]) == "":
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is a negative age: give how long ago, e.g. {value[1:]}"
+        )
     if value and _DURATION_PART.sub("", value) == "":
         parts = _DURATION_PART.findall(value)
         try:

@@ -368,7 +368,7 @@ def test_parse_older_than(text: str, expected: object) -> None:
     assert parse_older_than(text) == expected
 
 
-@pytest.mark.parametrize("text", ["", "7", "d", "7x", "-1d", "1d 2h", "soon"])
+@pytest.mark.parametrize("text", ["", "7", "d", "7x", "-d", "1d 2h", "soon"])
 def test_parse_older_than_rejects(text: str) -> None:
     import argparse
 

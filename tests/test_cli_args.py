@@ -115,3 +115,26 @@ def test_an_age_too_long_for_a_timedelta_is_a_usage_error(
         main([a.format(t=uri) for a in argv])
     err = capsys.readouterr().err
     assert info.value.code == 2 and f"argument {argv[2]}: {argv[3]!r} is too long an age" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["expire", "{t}", "--older-than", "-1d"], "'-1d' is a negative age: give how long ago, e.g. 1d"),
+        (["expire", "{t}", "--consumers-older-than", "-2h30m"], "'-2h30m' is a negative age"),
+        (["orphans", "{t}", "--older-than", "-1d"], "'-1d' is a negative age"),
+        (["tail", "{t}", "--timeout", "-.5"], "'-.5' is not a number of seconds >= 0"),
+        (["tail", "{t}", "--poll", "-1e3"], "'-1e3' is not a number of seconds >= 0"),
+    ],
+)  # fmt: skip
+def test_a_negative_age_or_time_is_refused_saying_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], says: str
+) -> None:
+    """argparse took a value starting with a minus and not a plain number for an option:
+    "argument --older-than: expected one argument", not what was wrong with it."""
+    uri = str(tmp_path / "t")
+    raylake.create_table(uri, pa.schema([("id", pa.int64())])).write(pa.table({"id": [1]}))
+    with pytest.raises(SystemExit) as info:
+        main([a.format(t=uri) for a in argv])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and f"argument {argv[2]}: {says}" in err
