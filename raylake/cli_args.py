@@ -9,8 +9,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from raylake.arguments import iso_time
+from raylake.errors import InvalidArgumentError
 from raylake.format.consumer import is_consumer_id
 from raylake.streaming.options import START_NAMES
+from raylake.table.args import datetime_millis
 
 _DURATION_PART = re.compile(r"(\d+)(ms|s|m|h|d|w)")
 _COLUMN = re.compile(r'\s*(?:"((?:[^"]|"")*)"|`((?:[^`]|``)*)`|([^,]*))\s*(,|$)')
@@ -59,11 +61,20 @@ def parse_older_than(text: str) -> datetime | timedelta:
 def iso_time_arg(text: str, what_else: str) -> datetime:
     """``text`` as an ISO time, or argparse's error saying it is ``what_else`` an ISO time."""
     try:
-        return iso_time(text)
+        value = iso_time(text)
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"{text!r} is {what_else} an ISO time (e.g. 2024-05-01T12:00:00+00:00)"
         ) from None
+    try:  # as the table will read it: refused naming the flag, not the keyword it goes to
+        datetime_millis(value, "time")
+    except InvalidArgumentError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} cannot be read in the local time zone, where a time without an "
+            "offset is read (not within a day of year 1 or 9999); give its offset, e.g. "
+            "0001-01-01T00:00:00+00:00"
+        ) from None
+    return value
 
 
 def count_arg(text: str) -> int:

@@ -138,3 +138,26 @@ def test_a_negative_age_or_time_is_refused_saying_so(
         main([a.format(t=uri) for a in argv])
     err = capsys.readouterr().err
     assert info.value.code == 2 and f"argument {argv[2]}: {says}" in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["expire", "{t}", "--older-than", "0001-01-01", "--dry-run"],
+        ["orphans", "{t}", "--older-than", "0001-01-01", "--dry-run"],
+        ["scan", "{t}", "--as-of", "0001-01-01T00:00:00"],
+        ["tail", "{t}", "--start", "0001-01-01T00:00:00", "--timeout", "0"],
+    ],
+)
+def test_a_time_that_cannot_be_read_as_local_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    """A time without an offset is local; in datetime's first day Python cannot read it
+    so: it was a ValueError's traceback ("year 0 is out of range"), exit code 1."""
+    uri = str(tmp_path / "t")
+    raylake.create_table(uri, pa.schema([("id", pa.int64())])).write(pa.table({"id": [1]}))
+    with pytest.raises(SystemExit) as info:
+        main([a.format(t=uri) for a in argv])
+    err = capsys.readouterr().err
+    assert info.value.code == 2
+    assert f"argument {argv[2]}: {argv[3]!r} cannot be read in the local time zone" in err

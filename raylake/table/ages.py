@@ -39,7 +39,8 @@ def cutoff_millis(older_than: OlderThan, now_millis: int, name: str = "older_tha
             raise InvalidOptionError(name, older_than, "an age cannot be negative")
         return now_millis - int(older_than.total_seconds() * 1000)
     if isinstance(older_than, datetime):
-        return datetime_millis(older_than)  # naive times are local, as in scan(as_of=)
+        # Naive times are local, as in scan(as_of=).
+        return datetime_millis(older_than, name, InvalidOptionError)
     raise InvalidOptionError(
         name, older_than, "expected a datetime, a timedelta or epoch milliseconds (int)"
     )

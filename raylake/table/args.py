@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from raylake.arguments import check_names, integer, is_int
+from raylake.arguments import Refusal, check_names, integer, is_int
 from raylake.errors import InvalidArgumentError
 
 
@@ -30,16 +30,28 @@ def snapshot_ref_arg(value: Any) -> Any:
     return value if number is None else number
 
 
-def datetime_millis(value: datetime) -> int:
+def datetime_millis(value: datetime, name: str, error: Refusal = InvalidArgumentError) -> int:
     """A time as epoch milliseconds; a naive time is local, as ``datetime.timestamp()``
     takes it. A ``pandas.Timestamp`` (a datetime) is taken as the datetime it is: its
-    own ``astimezone()`` needs a zone and its ``timestamp()`` reads naive times as UTC."""
+    own ``astimezone()`` needs a zone and its ``timestamp()`` reads naive times as UTC.
+    A naive time that is not one in the local zone is ``error`` naming ``name``."""
     to_pydatetime = getattr(value, "to_pydatetime", None)
     if to_pydatetime is not None:
         value = to_pydatetime(warn=False)  # nanoseconds: below a millisecond anyway
     if value.tzinfo is None:
-        value = value.astimezone()
+        try:
+            value = value.astimezone()
+        except (ValueError, OverflowError):  # 0001-01-01: "year 0 is out of range"
+            raise error(name, value, LOCAL_TIME_RANGE) from None
     return int(value.timestamp() * 1000)
+
+
+# Python reads a naive time as local only a day or more inside datetime's range (year 1
+# to 9999), whatever the zone: astimezone() of 0001-01-01 is "year 0 is out of range".
+LOCAL_TIME_RANGE = (
+    "a time Python can read in the local time zone, where a time without one is read "
+    "(not within a day of year 1 or 9999); give its zone, e.g. tzinfo=timezone.utc"
+)
 
 
 def as_of_arg(value: Any) -> datetime | int | None:

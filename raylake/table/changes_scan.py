@@ -162,7 +162,7 @@ def check_order(start: Any, first_id: int, last_id: int | None) -> None:
 def _resolve(manager: TableSource, value: Any, name: str) -> Snapshot | None:
     """A snapshot id or a time -> the snapshot (None: before the first snapshot)."""
     if isinstance(value, datetime):
-        millis = _to_millis(value)
+        millis = _to_millis(value, name)
         assert millis is not None
         if name == "end":
             return manager.as_of(millis)  # SnapshotNotFoundError: none that early

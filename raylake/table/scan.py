@@ -252,7 +252,7 @@ class TableScan(ScanReads):
         return count_rows(self.read_context(), self.plan())
 
 
-def _to_millis(value: datetime | int | None) -> int | None:
+def _to_millis(value: datetime | int | None, name: str = "as_of") -> int | None:
     if value is None or isinstance(value, int):
         return value
-    return datetime_millis(value)
+    return datetime_millis(value, name)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from datetime import date
+from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +14,9 @@ import pytest
 import raylake
 from raylake.errors import (
     InvalidArgumentError,
+    InvalidOptionError,
     SchemaError,
+    SnapshotNotFoundError,
     UnknownKeywordError,
     UnsupportedOperationError,
 )
@@ -134,6 +136,26 @@ def test_a_string_snapshot_id_never_blames_the_metadata(tbl: raylake.Table) -> N
 def test_as_of(tbl: raylake.Table, bad: Any) -> None:
     with pytest.raises(InvalidArgumentError, match="as_of must be a datetime, epoch milliseconds"):
         tbl.to_arrow(as_of=bad)
+
+
+def test_a_naive_time_python_cannot_read_as_local_is_refused_naming_it(
+    tbl: raylake.Table,
+) -> None:
+    """Python's astimezone() of a naive time in datetime's first day fails in any zone
+    (its last day's in zones east of UTC): it was a ValueError, "year 0 is out of
+    range", naming nothing."""
+    naive = datetime(1, 1, 1)
+    with pytest.raises(InvalidArgumentError, match="as_of must be a time Python can read"):
+        tbl.to_arrow(as_of=naive)
+    with pytest.raises(InvalidArgumentError, match="end must be a time Python can read"):
+        tbl.changes(start=1, end=naive)
+    for name in ("older_than", "consumers_older_than"):
+        with pytest.raises(InvalidOptionError, match=f"invalid option {name}=.*local time zone"):
+            tbl.expire_snapshots(**{name: naive}, dry_run=True)
+    with pytest.raises(InvalidOptionError, match=r"invalid option older_than=.*local time zone"):
+        tbl.remove_orphan_files(older_than=naive, dry_run=True)
+    with pytest.raises(SnapshotNotFoundError, match="no snapshot at or before 0001-01-01"):
+        tbl.to_arrow(as_of=naive.replace(tzinfo=timezone.utc))  # the fix it names
 
 
 def test_columns(tbl: raylake.Table) -> None:
