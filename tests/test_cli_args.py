@@ -161,3 +161,24 @@ def test_a_time_that_cannot_be_read_as_local_is_a_usage_error(
     err = capsys.readouterr().err
     assert info.value.code == 2
     assert f"argument {argv[2]}: {argv[3]!r} cannot be read in the local time zone" in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["scan", "{t}", "--as-of", "0001-01-01T00:00:00+05:00"],
+        ["tail", "{t}", "--start", "0001-01-01T00:00:00+05:00", "--timeout", "0"],
+    ],
+)
+def test_no_snapshot_before_year_1_in_utc_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    """It was a ValueError's traceback, exit code 1, from formatting the time in UTC."""
+    uri = str(tmp_path / "t")
+    raylake.create_table(uri, pa.schema([("id", pa.int64())])).write(pa.table({"id": [1]}))
+    assert main([a.format(t=uri) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"raylake: error: {uri} has no snapshot at or before -62135614800000 ms from the "
+        "epoch (outside years 1 to 9999 in UTC)\n"
+    )

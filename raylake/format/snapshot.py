@@ -309,7 +309,7 @@ class SnapshotManager:
         if found is None and ids and ids[0] > 1:  # the state at that time expired with it
             raise SnapshotExpiredError(ids[0] - 1, ids[0], self.file_io.uri)
         if found is None:
-            when = datetime.fromtimestamp(time_millis / 1000, tz=timezone.utc).isoformat()
+            when = _utc_text(time_millis)
             raise SnapshotNotFoundError(f"{self.file_io.uri} has no snapshot at or before {when}")
         return found
 
@@ -371,3 +371,12 @@ class SnapshotManager:
             self.file_io.write_bytes(LATEST_HINT, f"{snap.id} {snap.commit_id}".strip().encode())
         except Exception:  # only a hint, and the commit already happened: never fail it
             logger.warning("could not update %s", LATEST_HINT, exc_info=True)
+
+
+def _utc_text(millis: int) -> str:
+    """A time as ISO text in UTC, or as its epoch milliseconds where no datetime holds it:
+    0001-01-01T00:00:00+05:00 is in year 0 in UTC, and as_of=10**18 after year 9999."""
+    try:
+        return datetime.fromtimestamp(millis / 1000, tz=timezone.utc).isoformat()
+    except (ValueError, OverflowError, OSError):
+        return f"{millis} ms from the epoch (outside years 1 to 9999 in UTC)"

@@ -281,6 +281,21 @@ def test_time_travel_before_the_first_snapshot(history: Table) -> None:
         history.to_arrow(as_of=datetime(2000, 1, 1, tzinfo=timezone.utc))
 
 
+def test_a_time_no_datetime_holds_in_utc_is_said_in_epoch_milliseconds(
+    history: Table, tmp_path: Path
+) -> None:
+    """Year 1 east of UTC is year 0 in UTC, and 10**18 ms after year 9999: the message
+    that no snapshot is that early was a ValueError, "year 0 is out of range"."""
+    year_1_east = datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=5)))
+    with pytest.raises(SnapshotNotFoundError, match=r"or before -62135614800000 ms from the"):
+        history.to_arrow(as_of=year_1_east)
+    with pytest.raises(SnapshotNotFoundError, match=r"or before -62135614800000 ms from the"):
+        history.changes(start=1, end=year_1_east)
+    empty = raylake.create_table(str(tmp_path / "empty"), pa.schema([("id", pa.int64())]))
+    with pytest.raises(SnapshotNotFoundError, match=r"or before 10{18} ms .*years 1 to 9999"):
+        empty.to_arrow(as_of=10**18)
+
+
 def test_time_travel_survives_overwrites(history: Table) -> None:
     history.write(rows(100, 1, "2024-01-01"), mode="overwrite")
     assert history.count() == 1
