@@ -182,3 +182,17 @@ def test_no_snapshot_before_year_1_in_utc_is_one_line(
         f"raylake: error: {uri} has no snapshot at or before -62135614800000 ms from the "
         "epoch (outside years 1 to 9999 in UTC)\n"
     )
+
+
+@pytest.mark.parametrize("uri", ["s3://", "gs://", "s3:///x"])
+def test_a_url_naming_no_bucket_is_one_line_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, uri: str
+) -> None:
+    """It was read as a local path: "no raylake table at '/cwd/s3:'"."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["scan", uri]) == 2
+    scheme = uri.split(":")[0]
+    assert capsys.readouterr().err == (
+        f"raylake: error: uri must be a URL naming its bucket: {scheme}://BUCKET/PATH, "
+        f"got str {uri!r}\n"
+    )

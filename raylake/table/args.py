@@ -12,6 +12,7 @@ from typing import Any
 
 from raylake.arguments import Refusal, check_names, integer, is_int
 from raylake.errors import InvalidArgumentError
+from raylake.io.fileio import OBJECT_STORES
 
 
 def snapshot_id_arg(value: Any, name: str = "snapshot_id") -> int | None:
@@ -72,6 +73,11 @@ def uri_arg(value: Any) -> str:
         value = str(value.__fspath__())
     if not isinstance(value, str) or not value:
         raise InvalidArgumentError("uri", value, "a non-empty path or URL string")
+    scheme, sep, rest = value.partition("://")
+    if sep and scheme.lower() in OBJECT_STORES and rest[:1] in ("", "/"):
+        # Refused before any request: FileIO strips "s3://" to the local path "s3:", and
+        # "s3:///x" asks the store for a bucket named "".
+        raise InvalidArgumentError("uri", value, f"a URL naming its bucket: {scheme}://BUCKET/PATH")
     return value
 
 

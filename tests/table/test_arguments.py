@@ -20,6 +20,7 @@ from raylake.errors import (
     UnknownKeywordError,
     UnsupportedOperationError,
 )
+from raylake.table import table_exists
 from raylake.table.table_reads import ScanArgs
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
@@ -197,6 +198,23 @@ def test_uri(warehouse: Path) -> None:
         raylake.create_table("", SCHEMA)
     created = raylake.create_table(warehouse / "as-path", SCHEMA)  # type: ignore[arg-type]
     assert raylake.open_table(warehouse / "as-path").uri == created.uri  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("uri", ["s3://", "s3:///x", "gs://", "S3A://", "abfs:///c"])
+def test_a_url_naming_no_bucket_is_refused_before_any_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, uri: str
+) -> None:
+    """ "s3://" was the local path "s3:" ("no raylake table at '/cwd/s3:'"), and
+    create_table made a table there."""
+    monkeypatch.chdir(tmp_path)
+    for call in (
+        lambda: raylake.open_table(uri),
+        lambda: table_exists(uri),
+        lambda: raylake.create_table(uri, SCHEMA),
+    ):
+        with pytest.raises(InvalidArgumentError, match=r"uri must be a URL naming its bucket"):
+            call()
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_bad_write_mode_commits_nothing(tbl: raylake.Table) -> None:
