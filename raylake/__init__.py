@@ -10,6 +10,9 @@ import os
 import sys
 from typing import Any
 
+# First: Ctrl-C while the raylake command imports the rest (guarded as this is imported).
+from raylake import cli_start as cli_start
+
 # Before pyarrow chooses the pool of its C++ internals, at its import: a forked DataLoader
 # worker hung in mimalloc's thread setup inside a dataset scan (raylake/memory_pool.py).
 if sys.platform == "linux" and "pyarrow" not in sys.modules:

@@ -27,6 +27,7 @@ from raylake.cli_args import (
 from raylake.cli_args import parse_older_than as parse_older_than
 from raylake.cli_json import json_line
 from raylake.cli_show import escaped, printable, table_text
+from raylake.cli_start import INTERRUPTED, end_startup
 from raylake.cli_write import add_write_command, cmd_delete
 from raylake.errors import InvalidArgumentError, RaylakeError
 from raylake.progress import progress_enabled
@@ -370,6 +371,7 @@ def _add_maintenance_commands(sub: Any) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    end_startup()  # Ctrl-C from here on is the KeyboardInterrupt below
     try:
         try:
             return _run(argv)
@@ -385,7 +387,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Ctrl-C: the user's stop, not a bug, so no traceback (work it interrupted is
         # undone as a failure is); the status a shell gives a command stopped by SIGINT.
         print("raylake: interrupted", file=sys.stderr)
-        return 128 + 2
+        return INTERRUPTED
 
 
 def _drop_stdout() -> None:

@@ -83,3 +83,56 @@ def test_a_command_started_without_stdout_runs(tmp_path: Path) -> None:
         timeout=60,
     )
     assert (done.returncode, done.stderr.decode()) == (0, "")
+
+
+# Sends SIGINT to its own process as the first heavy import starts, in the child's
+# startup (sitecustomize runs before the command): Ctrl-C while the command imports,
+# deterministically.
+_CTRL_C_AT_IMPORT = """
+import os, signal, sys
+
+class CtrlC:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("numpy", "pyarrow"):
+            sys.meta_path.remove(self)
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+
+sys.meta_path.insert(0, CtrlC())
+"""
+
+# What pip writes for the console script raylake = "raylake.cli:main".
+_CONSOLE_SCRIPT = """import sys
+from raylake.cli import main
+if __name__ == '__main__':
+    sys.argv[0] = sys.argv[0].removesuffix('.exe')
+    sys.exit(main())
+"""
+
+
+def _interrupted_at_import(tmp_path: Path, *command: str) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "hook").mkdir()
+    (tmp_path / "hook" / "sitecustomize.py").write_text(_CTRL_C_AT_IMPORT)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "hook"), ROOT])}
+    return subprocess.run(
+        [sys.executable, *command], capture_output=True, text=True, env=env, timeout=60
+    )
+
+
+@pytest.mark.parametrize("how", ["module", "console script"])
+def test_ctrl_c_while_the_command_imports_stops_with_status_130_and_no_traceback(
+    tmp_path: Path, how: str
+) -> None:
+    """main() catches KeyboardInterrupt only once it runs; before, while the command's
+    imports took a second or two, Ctrl-C printed KeyboardInterrupt's traceback."""
+    script = tmp_path / "raylake"
+    script.write_text(_CONSOLE_SCRIPT)
+    argv = ["-m", "raylake"] if how == "module" else [str(script)]
+    done = _interrupted_at_import(tmp_path, *argv, "info", str(tmp_path / "t"))
+    assert (done.returncode, done.stderr) == (130, "raylake: interrupted\n")
+
+
+def test_ctrl_c_while_a_program_imports_raylake_is_its_own(tmp_path: Path) -> None:
+    """Only the command stops so: a program importing raylake gets its KeyboardInterrupt."""
+    done = _interrupted_at_import(tmp_path, "-c", "import raylake")
+    assert "KeyboardInterrupt" in done.stderr and "raylake: interrupted" not in done.stderr
