@@ -121,8 +121,9 @@ def escaped(text: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
-def _escaped(value: str | None) -> str | None:
-    return None if value is None else escaped(value)
+def _escaped(value: object) -> object:
+    # a dictionary column's values may be numbers: only text is escaped
+    return escaped(value) if isinstance(value, str) else value
 
 
 def _repr(value: object) -> str | None:

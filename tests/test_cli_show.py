@@ -10,6 +10,7 @@ import pytest
 
 import raylake
 from raylake.cli import main
+from raylake.cli_show import printable, table_text
 
 BIG = 2**60 + 1  # a float rounds it
 
@@ -164,3 +165,15 @@ def test_control_characters_are_escaped_in_the_table_format(
     ]
     assert main(["scan", str(tmp_path / "t"), "--filter", "l is null and l is not null"]) == 0
     assert capsys.readouterr().out == "s\\x1b  l\n"
+
+
+def test_a_dictionary_column_of_numbers_is_shown_beside_escaped_text() -> None:
+    """Only text is escaped: a dictionary column (text to pandas' eye) may hold numbers."""
+    data = pa.table(
+        {
+            "d": pa.array([1, None]).dictionary_encode(),
+            "s": pa.array(["a\x1b", None]).dictionary_encode(),
+        }
+    )
+    lines = [line.split() for line in table_text(printable(data)).splitlines()]
+    assert lines == [["d", "s"], ["1", "a\\x1b"], ["None", "None"]]
