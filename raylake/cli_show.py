@@ -14,6 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from raylake.map_arrays import map_from_parts
 from raylake.table.pandas_types import arrow_to_pandas
 
 
@@ -48,7 +49,7 @@ def _text_array(arr: pa.Array) -> pa.Array:
     if pa.types.is_map(t):
         offsets, keys, items = _from_zero(arr.offsets, arr.keys, arr.items)
         keys, items = _text_array(keys), _text_array(items)
-        return pa.MapArray.from_arrays(offsets, keys, items, _as_text(t), mask=mask)
+        return map_from_parts(offsets, keys, items, mask, _as_text(t))
     if pa.types.is_list(t) or pa.types.is_large_list(t):
         cls = pa.LargeListArray if pa.types.is_large_list(t) else pa.ListArray
         offsets, values = _from_zero(arr.offsets, arr.values)

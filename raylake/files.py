@@ -16,6 +16,7 @@ import pyarrow.dataset as ds
 
 from raylake.errors import RaylakeError
 from raylake.file_types import cast_columns, csv_readable, json_readable
+from raylake.map_arrays import map_from_parts
 from raylake.progress import track
 
 FORMATS = ("auto", "parquet", "csv", "json")
@@ -213,7 +214,7 @@ def _maps_from_entries(table: pa.Table, schema: pa.Schema) -> pa.Table:
             entries = chunk.values.slice(first, last - first)  # the chunk's own entries
             offsets = pc.subtract(chunk.offsets, first)
             keys, values = entries.field("key"), entries.field("value")
-            chunks.append(pa.MapArray.from_arrays(offsets, keys, values, mask=chunk.is_null()))
+            chunks.append(map_from_parts(offsets, keys, values, chunk.is_null()))
         column = pa.chunked_array(chunks, mapped)
         table = table.set_column(i, table.field(i).with_type(column.type), column)
     return table

@@ -110,13 +110,21 @@ if __name__ == '__main__':
 """
 
 
+# Runs the command with SIGINT at its default, as a terminal's foreground command has
+# it: a shell starts a background job (`make test-lowest &` in .ci/run) with SIGINT
+# ignored, which its children inherit, and an ignored Ctrl-C stops nothing.
+_WITH_DEFAULT_SIGINT = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
+)
+
+
 def _interrupted_at_import(tmp_path: Path, *command: str) -> subprocess.CompletedProcess[str]:
     (tmp_path / "hook").mkdir()
     (tmp_path / "hook" / "sitecustomize.py").write_text(_CTRL_C_AT_IMPORT)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "hook"), ROOT])}
-    return subprocess.run(
-        [sys.executable, *command], capture_output=True, text=True, env=env, timeout=60
-    )
+    argv = [sys.executable, "-S", "-c", _WITH_DEFAULT_SIGINT, *command]
+    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60)
 
 
 @pytest.mark.parametrize("how", ["module", "console script"])

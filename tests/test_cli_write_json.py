@@ -68,9 +68,13 @@ def test_a_timestamp_whose_offset_had_seconds_is_written_in_utc(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Paris was at +00:09:21 in 1900: str() wrote the offset's seconds, which no ISO
-    8601 offset has and write could not parse."""
+    8601 offset has and write could not parse. (Where pyarrow hands out pytz's zones,
+    as pyarrow 16 with pandas 2.0 does, pytz gives the offset in whole minutes.)"""
     ty = pa.timestamp("us", tz="Europe/Paris")
     moment = datetime(1900, 1, 1, tzinfo=timezone.utc)
     back, out = _round_trip(tmp_path, capsys, pa.table({"ts": pa.array([moment], ty)}))
-    assert out == '{"ts": "1900-01-01 00:00:00+00:00"}\n'
+    assert out in (
+        '{"ts": "1900-01-01 00:00:00+00:00"}\n',  # zoneinfo's +00:09:21, written in UTC
+        '{"ts": "1900-01-01 00:09:00+00:09"}\n',  # pytz's +00:09
+    )
     assert back.column("ts").cast(pa.timestamp("us", tz="UTC")).to_pylist() == [moment]
