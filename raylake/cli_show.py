@@ -14,7 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from raylake.map_arrays import map_from_parts
+from raylake.map_arrays import from_zero, map_from_parts
 from raylake.table.pandas_types import arrow_to_pandas
 
 
@@ -47,12 +47,12 @@ def _text_array(arr: pa.Array) -> pa.Array:
     if pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_duration(t):
         return pa.array(_numpy_text(arr), pa.string(), mask=mask.to_numpy(zero_copy_only=False))
     if pa.types.is_map(t):
-        offsets, keys, items = _from_zero(arr.offsets, arr.keys, arr.items)
+        offsets, keys, items = from_zero(arr.offsets, arr.keys, arr.items)
         keys, items = _text_array(keys), _text_array(items)
         return map_from_parts(offsets, keys, items, mask, _as_text(t))
     if pa.types.is_list(t) or pa.types.is_large_list(t):
         cls = pa.LargeListArray if pa.types.is_large_list(t) else pa.ListArray
-        offsets, values = _from_zero(arr.offsets, arr.values)
+        offsets, values = from_zero(arr.offsets, arr.values)
         return cls.from_arrays(offsets, _text_array(values), _as_text(t), mask=mask)
     if pa.types.is_fixed_size_list(t):
         size = t.list_size
@@ -64,16 +64,6 @@ def _text_array(arr: pa.Array) -> pa.Array:
             [_text_array(c) for c in arr.flatten()], fields=fields, mask=mask
         )
     return arr.cast(_as_text(t))
-
-
-def _from_zero(offsets: pa.Array, *children: pa.Array) -> list[pa.Array]:
-    """A slice's offsets from 0 and its part of the children: Arrow rebuilds a map with
-    nulls only from offsets that start at 0, and only this part needs converting."""
-    import pyarrow.compute as pc
-
-    start, end = offsets[0].as_py(), offsets[-1].as_py()
-    rebased = pc.subtract(offsets, pa.scalar(start, offsets.type))
-    return [rebased, *(c.slice(start, end - start) for c in children)]
 
 
 def _numpy_text(arr: pa.Array) -> Any:

@@ -11,12 +11,11 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from raylake.errors import RaylakeError
 from raylake.file_types import cast_columns, csv_readable, json_readable
-from raylake.map_arrays import map_from_parts
+from raylake.map_arrays import from_zero, map_from_parts
 from raylake.progress import track
 
 FORMATS = ("auto", "parquet", "csv", "json")
@@ -210,9 +209,7 @@ def _maps_from_entries(table: pa.Table, schema: pa.Schema) -> pa.Table:
         mapped = pa.map_(entry.field("key").type, entry.field("value").type)
         chunks = []
         for chunk in table.column(i).chunks:
-            first, last = chunk.offsets[0].as_py(), chunk.offsets[-1].as_py()
-            entries = chunk.values.slice(first, last - first)  # the chunk's own entries
-            offsets = pc.subtract(chunk.offsets, first)
+            offsets, entries = from_zero(chunk.offsets, chunk.values)
             keys, values = entries.field("key"), entries.field("value")
             chunks.append(map_from_parts(offsets, keys, values, chunk.is_null()))
         column = pa.chunked_array(chunks, mapped)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 
 def map_from_parts(
@@ -27,3 +28,12 @@ def map_from_parts(
     values = offsets.cast(pa.int32()).to_numpy(zero_copy_only=False)
     masked = pa.array(values, pa.int32(), mask=nulls)
     return pa.MapArray.from_arrays(masked, keys, items, type=map_type)
+
+
+def from_zero(offsets: pa.Array, *children: pa.Array) -> list[pa.Array]:
+    """A list or map slice's offsets from 0 (of their own type) and its part of the
+    children: Arrow rebuilds a map with nulls only from offsets that start at 0, and
+    only this part of the children is the slice's."""
+    start, end = offsets[0].as_py(), offsets[-1].as_py()
+    rebased = pc.subtract(offsets, pa.scalar(start, offsets.type))
+    return [rebased, *(c.slice(start, end - start) for c in children)]
