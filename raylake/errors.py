@@ -30,10 +30,11 @@ from raylake.error_root import RaylakeError as RaylakeError
 
 
 class TableNotFoundError(RaylakeError, FileNotFoundError):
-    """No table at a URI (no schema file under ``<uri>/schema``)."""
+    """No table at a URI (no schema file under ``<uri>/schema``); ``reason`` says why,
+    where more is known than that (an object store's bucket that does not exist)."""
 
-    def __init__(self, uri: str) -> None:
-        super().__init__(f"no raylake table at {uri!r}: it has no schema/ directory")
+    def __init__(self, uri: str, reason: str = "it has no schema/ directory") -> None:
+        super().__init__(f"no raylake table at {uri!r}: {reason}")
         self.uri = uri
 
 

@@ -29,7 +29,11 @@ from raylake.table.conform import conform
 from raylake.table.conform import pandas_to_arrow as dataframe_as_written
 from raylake.table.evolve import schema_mode_arg
 from raylake.table.kind import kind_of
-from raylake.table.location import check_empty_location, created_at_location
+from raylake.table.location import (
+    check_empty_location,
+    created_at_location,
+    raise_missing_bucket,
+)
 from raylake.table.new_tables import drop_new_table, sink_location
 from raylake.table.pandas_types import pandas_to_arrow, with_index_columns
 from raylake.table.source import source_for
@@ -135,7 +139,12 @@ def check_layout(existing: Table, spec: TableSpec | None, given_only: bool = Fal
 @refuse_unknown_keywords
 def open_table(uri: str, *, storage_options: OptionsLike | None = None) -> Table:
     """Open the table at ``uri``; raise TableNotFoundError if there is none."""
-    return source_for(FileIO(uri_arg(uri), storage_options)).open()
+    file_io = FileIO(uri_arg(uri), storage_options)
+    try:
+        return source_for(file_io).open()
+    except TableNotFoundError as exc:
+        raise_missing_bucket(file_io, exc)
+        raise
 
 
 @refuse_unknown_keywords

@@ -13,12 +13,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from raylake.errors import TableLocationError
+from raylake.errors import TableLocationError, TableNotFoundError
 from raylake.format.consumer import CONSUMER_DIR
 from raylake.format.manifest import MANIFEST_DIR
 from raylake.format.schema import SCHEMA_DIR
 from raylake.format.snapshot import SNAPSHOT_DIR
 from raylake.io import FileIO
+from raylake.io.fileio import OBJECT_STORES
 from raylake.table.writer import DATA_DIR
 
 T = TypeVar("T")
@@ -49,6 +50,29 @@ def created_at_location(file_io: FileIO, create: Callable[[], bool]) -> bool:
             file_io.uri,
             f"the store has no place for it ({exc}); on an object store, create the bucket first",
         ) from exc
+
+
+def missing_bucket(file_io: FileIO) -> str | None:
+    """The bucket of an object-store URI when the store says it does not exist; None for
+    a bucket that exists, one the store will not say about (no permission to look), and
+    every URI that names no bucket. One request: ask only once a table was not found."""
+    if file_io.protocol not in OBJECT_STORES:
+        return None
+    bucket = file_io.root.lstrip("/").split("/", 1)[0]
+    try:
+        exists = file_io.fs.exists(bucket)
+    except Exception:  # a bucket it may not look at, or any failure: say nothing of it
+        return None
+    return None if exists else bucket
+
+
+def raise_missing_bucket(file_io: FileIO, not_found: TableNotFoundError) -> None:
+    """``not_found`` again, saying that the bucket does not exist, where it does not (the
+    store's own listing of a missing bucket reads as an empty directory)."""
+    bucket = missing_bucket(file_io)
+    if bucket is not None:
+        reason = f"the bucket {bucket!r} does not exist (create it first, or check the name)"
+        raise TableNotFoundError(not_found.uri, reason) from not_found
 
 
 def check_empty_location(file_io: FileIO, allow_other_files: bool) -> None:

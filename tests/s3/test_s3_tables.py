@@ -97,7 +97,7 @@ def test_maintenance_on_s3(s3_bucket: str, storage_options: dict[str, Any]) -> N
 def test_missing_table_and_wrong_credentials_name_the_problem(
     s3_bucket: str, storage_options: dict[str, Any]
 ) -> None:
-    with pytest.raises(TableNotFoundError):
+    with pytest.raises(TableNotFoundError, match="it has no schema/ directory"):
         raylake.open_table(f"s3://{s3_bucket}/nothing-here", storage_options=storage_options)
     io = FileIO(f"s3://{s3_bucket}/t", storage_options)
     assert io.create_if_absent("x", b"1") and not io.create_if_absent("x", b"2")
@@ -113,3 +113,13 @@ def test_a_table_in_a_bucket_that_does_not_exist_is_refused_naming_it(
     with pytest.raises(TableLocationError, match="create the bucket first") as info:
         raylake.create_table(uri, SCHEMA, storage_options=storage_options)
     assert info.value.path == uri and "does not exist" in str(info.value)
+
+
+def test_opening_a_table_in_a_bucket_that_does_not_exist_names_the_bucket(
+    storage_options: dict[str, Any],
+) -> None:
+    # The store lists a missing bucket as an empty directory: "it has no schema/
+    # directory" sent the user looking for a table that was never the problem.
+    uri = "s3://raylake-no-such-bucket/t"
+    with pytest.raises(TableNotFoundError, match="the bucket 'raylake-no-such-bucket' does not"):
+        raylake.open_table(uri, storage_options=storage_options)
