@@ -198,8 +198,9 @@ def cmd_consumers(args: argparse.Namespace) -> int:
             f"consumer {progress.consumer_id} now reads snapshot {progress.next_snapshot_id} next"
         )
         return 0
+    consumers = tbl.consumers()  # read first: a file that fails to read prints no header
     print(f"{'consumer':<24}  {'next snapshot':>13}  {'updated (UTC)':<19}")
-    for progress in tbl.consumers():
+    for progress in consumers:
         print(
             f"{progress.consumer_id:<24}  {progress.next_snapshot_id:>13}  "
             f"{_utc(progress.updated_millis):<19}"

@@ -425,8 +425,9 @@ def test_consumers_errors(tbl: Table, capsys: pytest.CaptureFixture[str]) -> Non
     assert code == 2 and "snapshot 9 does not exist" in err
     (Path(tbl.uri) / "consumer").mkdir()
     (Path(tbl.uri) / "consumer" / "consumer-bad").write_text("][")
-    code, _, err = run(capsys, "consumers", tbl.uri)
+    code, out, err = run(capsys, "consumers", tbl.uri)
     assert code == 2 and "corrupted metadata file" in err and "consumer-bad" in err
+    assert out == ""  # no table header above the error
     with pytest.raises(SystemExit):
         main(["consumers", tbl.uri, "--reset", "a", "--delete", "b"])
     assert "not allowed with argument" in capsys.readouterr().err
