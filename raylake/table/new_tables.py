@@ -5,7 +5,9 @@ writer is writing into it). What the Ray Data and Spark sinks, ``from_pandas`` a
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -21,6 +23,11 @@ from raylake.table.table import Table
 from raylake.table.writer import DATA_DIR
 
 logger = logging.getLogger(__name__)
+
+# What a table's creation writes in schema/: ``schema-<id>.json``, and FileIO's temporary
+# files ``<name>.<32 hex digits>.tmp`` (raylake/format/schema_files.py).
+_SCHEMA_FILE = re.compile(r"schema-\d+\.json")
+_TMP_FILE = re.compile(r"schema-\d+\.json\.[0-9a-f]{32}\.tmp")
 
 
 def check_new_location(uri: str, storage_options: OptionsLike | None = None) -> None:
@@ -77,8 +84,23 @@ def _drop_if_unused(tbl: Table, beside_other_files: bool) -> None:
             others[0],
         )
         return
-    path = tbl.file_io.full_path(SCHEMA_DIR) if beside_other_files else tbl.file_io.root
-    tbl.file_io.fs.rm(path, recursive=True)
+    if beside_other_files:
+        _drop_schema_files(tbl.file_io)
+    else:
+        tbl.file_io.fs.rm(tbl.file_io.root, recursive=True)
+
+
+def _drop_schema_files(file_io: FileIO) -> None:
+    """Remove the new table's schema files, and schema/ where that leaves it empty: a
+    directory the table was made in with ``allow_other_files=True`` may have held a
+    schema/ of the user's own before, whose files stay."""
+    for rel, _ in file_io.list_files(SCHEMA_DIR):
+        name = rel.rsplit("/", 1)[-1]
+        if rel.count("/") == 1 and (_SCHEMA_FILE.fullmatch(name) or _TMP_FILE.fullmatch(name)):
+            file_io.delete(rel)
+    if file_io.is_local:
+        with contextlib.suppress(OSError):  # not empty: the user's files stay in it
+            file_io.fs.rmdir(file_io.full_path(SCHEMA_DIR))
 
 
 def _written_by_others(file_io: FileIO) -> list[str]:

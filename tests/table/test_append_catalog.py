@@ -505,3 +505,24 @@ def test_from_pandas_onto_a_paimon_table_names_the_format(tmp_path: Path) -> Non
     shutil.copytree(fixture, uri)
     with pytest.raises(TableAlreadyExistsError, match="an Apache Paimon table already exists"):
         raylake.from_pandas(DF, uri)
+
+
+def test_a_failed_from_pandas_beside_other_files_keeps_the_users_schema_directory(
+    tmp_path: Path,
+) -> None:
+    """A directory made a table with allow_other_files=True held a schema/ directory of
+    the user's: when the write failed, dropping the new table removed the whole of
+    schema/, the user's files in it too."""
+    far = pa.array([3_000_000], pa.date32())  # beyond Python's year 9999: cannot partition
+    df = pd.DataFrame({"d": pd.array(far, dtype=pd.ArrowDtype(pa.date32())), "v": [1]})
+    beside = tmp_path / "project"
+    (beside / "schema").mkdir(parents=True)
+    (beside / "schema" / "events.avsc").write_text("{}")
+    (beside / "notes.txt").write_text("mine")
+    with pytest.raises(SchemaMismatchError, match="'d'"):
+        raylake.from_pandas(df, str(beside), partition_by=["d"], allow_other_files=True)
+    assert sorted(p.name for p in beside.iterdir()) == ["notes.txt", "schema"]
+    assert [p.name for p in (beside / "schema").iterdir()] == ["events.avsc"]
+    assert not table_exists(str(beside))
+    tbl = raylake.from_pandas(df.head(0), str(beside), partition_by=["d"], allow_other_files=True)
+    assert tbl.count() == 0
