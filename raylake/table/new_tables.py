@@ -16,6 +16,7 @@ from raylake.format.manifest import MANIFEST_DIR
 from raylake.format.schema import SCHEMA_DIR
 from raylake.io import FileIO
 from raylake.io.credentials import OptionsLike
+from raylake.io.fileio import OBJECT_STORES
 from raylake.table.args import uri_arg
 from raylake.table.location import check_empty_location, other_files
 from raylake.table.maintenance import is_raylake_file
@@ -86,8 +87,19 @@ def _drop_if_unused(tbl: Table, beside_other_files: bool) -> None:
         return
     if beside_other_files:
         _drop_schema_files(tbl.file_io)
+    elif _at_bucket_root(tbl.file_io):
+        # The table's objects go, never the bucket: it, its policies and settings are
+        # the user's (a recursive remove of a bucket's root deletes the bucket itself).
+        found = tbl.file_io.fs.find(tbl.file_io.root)
+        if found:
+            tbl.file_io.fs.rm(found)
     else:
         tbl.file_io.fs.rm(tbl.file_io.root, recursive=True)
+
+
+def _at_bucket_root(file_io: FileIO) -> bool:
+    """Whether the table is the whole of an object store's bucket (``s3://bucket``)."""
+    return file_io.protocol in OBJECT_STORES and "/" not in file_io.root.strip("/")
 
 
 def _drop_schema_files(file_io: FileIO) -> None:

@@ -67,3 +67,20 @@ def test_a_failed_drop_of_the_new_table_is_logged_and_the_writes_error_raised(
     faulty.set_faults(None)
     assert info.value.operation.startswith("write (") and "/t/data/" in info.value.path
     assert "could not remove the table created at" in caplog.text
+
+
+def test_a_failed_write_into_a_new_table_at_a_buckets_root_keeps_the_bucket(
+    faulty: LocalS3Server, storage_options: dict[str, Any], retrying: Callable[..., dict[str, Any]]
+) -> None:
+    """A table made at the root of a bucket (``s3://bucket``) whose write failed: the drop
+    of the new table removed its root recursively, which deleted the user's bucket."""
+    bucket = faulty.create_bucket()
+    faulty.set_faults(FaultPlan((FaultRule("internal", operation="PUT", path=r"/data/"),)))
+    with pytest.raises(StorageRetriesExhaustedError):
+        raylake.from_pandas(DF, f"s3://{bucket}", storage_options=retrying(2))
+    faulty.set_faults(None)
+    client = faulty.client()
+    assert bucket in [b["Name"] for b in client.list_buckets()["Buckets"]]
+    assert client.list_objects_v2(Bucket=bucket).get("KeyCount") == 0  # the table is gone
+    tbl = raylake.from_pandas(DF, f"s3://{bucket}", storage_options=storage_options)
+    assert tbl.count() == 3
