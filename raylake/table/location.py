@@ -80,7 +80,10 @@ def check_empty_location(file_io: FileIO, allow_other_files: bool) -> None:
     if allow_other_files:
         return
     found = at_table_location(file_io, lambda: file_io.list_names(""))
-    if found == [file_io.uri.rstrip("/").rsplit("/", 1)[-1]] and _is_file(file_io):
+    name = file_io.uri.rstrip("/").rsplit("/", 1)[-1]
+    if name in found and _own_folder_marker(file_io):
+        found.remove(name)
+    if found == [name] and _is_file(file_io):
         raise TableLocationError(
             file_io.uri, "it is a file; a table is a directory (give the directory to create)"
         )
@@ -107,7 +110,22 @@ def other_files(found: Sequence[str], allow: str, cleanup: str) -> str:
 def _empty_directory(file_io: FileIO, rel: str) -> bool:
     """Whether ``rel`` is a directory with no file at any depth (not a dangling link)."""
     try:
-        return bool(file_io.fs.isdir(file_io.full_path(rel))) and not file_io.list_files(rel)
+        if not file_io.fs.isdir(file_io.full_path(rel)):
+            return False
+        return all(path == rel for path, _ in file_io.list_files(rel))  # its own marker
+    except OSError:
+        return False
+
+
+def _own_folder_marker(file_io: FileIO) -> bool:
+    """Whether an object store holds the location's own "folder": the empty ``<path>/``
+    object that the AWS console's "Create folder" (and other tools) make, which a listing
+    shows as an entry named like the location. It is no file in the folder."""
+    if file_io.protocol not in OBJECT_STORES:
+        return False
+    marker = file_io.root.rstrip("/") + "/"
+    try:
+        return marker in file_io.fs.ls(file_io.root, detail=False)
     except OSError:
         return False
 

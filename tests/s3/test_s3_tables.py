@@ -13,6 +13,7 @@ import pytest
 import raylake
 from raylake.errors import SnapshotNotFoundError, TableLocationError, TableNotFoundError
 from raylake.io import FileIO
+from raylake.testing.s3server import LocalS3Server
 
 SCHEMA = pa.schema([("id", pa.int64()), ("dt", pa.string()), ("v", pa.float64())])
 
@@ -123,3 +124,24 @@ def test_opening_a_table_in_a_bucket_that_does_not_exist_names_the_bucket(
     uri = "s3://raylake-no-such-bucket/t"
     with pytest.raises(TableNotFoundError, match="the bucket 'raylake-no-such-bucket' does not"):
         raylake.open_table(uri, storage_options=storage_options)
+
+
+def test_a_folder_made_in_the_console_takes_a_table_and_files_in_it_are_still_refused(
+    s3_server: LocalS3Server, s3_bucket: str, storage_options: dict[str, Any]
+) -> None:
+    """The AWS console's "Create folder" makes an empty ``t/`` object (and ``t/data/``
+    for a folder made in it): create_table refused the empty folder, saying that it
+    "already holds t"."""
+    client = s3_server.client()
+    client.put_object(Bucket=s3_bucket, Key="t/", Body=b"")
+    client.put_object(Bucket=s3_bucket, Key="t/data/", Body=b"")
+    tbl = raylake.create_table(f"s3://{s3_bucket}/t", SCHEMA, storage_options=storage_options)
+    tbl.write(_rows(range(3), "d", 1.0))
+    assert tbl.count() == 3
+    client.put_object(Bucket=s3_bucket, Key="u/", Body=b"")
+    client.put_object(Bucket=s3_bucket, Key="u/notes.txt", Body=b"mine")
+    with pytest.raises(TableLocationError, match=r"notes\.txt"):
+        raylake.create_table(f"s3://{s3_bucket}/u", SCHEMA, storage_options=storage_options)
+    client.put_object(Bucket=s3_bucket, Key="f", Body=b"a file")
+    with pytest.raises(TableLocationError, match="it is a file"):
+        raylake.create_table(f"s3://{s3_bucket}/f", SCHEMA, storage_options=storage_options)
