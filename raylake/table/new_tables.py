@@ -87,19 +87,17 @@ def _drop_if_unused(tbl: Table, beside_other_files: bool) -> None:
         return
     if beside_other_files:
         _drop_schema_files(tbl.file_io)
-    elif _at_bucket_root(tbl.file_io):
-        # The table's objects go, never the bucket: it, its policies and settings are
-        # the user's (a recursive remove of a bucket's root deletes the bucket itself).
-        found = tbl.file_io.fs.find(tbl.file_io.root)
+    elif tbl.file_io.protocol in OBJECT_STORES:
+        # The table's objects go, never the bucket (a recursive remove of a bucket's root
+        # deletes the bucket itself), nor the empty "folder" object the table was made in
+        # (the AWS console's): they, their policies and settings, are the user's.
+        root = tbl.file_io.root.rstrip("/")
+        tbl.file_io.fs.invalidate_cache(root)  # s3fs answers from listings it cached
+        found = [p for p in tbl.file_io.fs.find(root) if p.rstrip("/") != root]
         if found:
             tbl.file_io.fs.rm(found)
     else:
         tbl.file_io.fs.rm(tbl.file_io.root, recursive=True)
-
-
-def _at_bucket_root(file_io: FileIO) -> bool:
-    """Whether the table is the whole of an object store's bucket (``s3://bucket``)."""
-    return file_io.protocol in OBJECT_STORES and "/" not in file_io.root.strip("/")
 
 
 def _drop_schema_files(file_io: FileIO) -> None:

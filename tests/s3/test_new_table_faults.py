@@ -84,3 +84,18 @@ def test_a_failed_write_into_a_new_table_at_a_buckets_root_keeps_the_bucket(
     assert client.list_objects_v2(Bucket=bucket).get("KeyCount") == 0  # the table is gone
     tbl = raylake.from_pandas(DF, f"s3://{bucket}", storage_options=storage_options)
     assert tbl.count() == 3
+
+
+def test_a_failed_write_into_a_new_table_in_a_console_folder_keeps_the_folder(
+    faulty: LocalS3Server, retrying: Callable[..., dict[str, Any]]
+) -> None:
+    """The empty ``t/`` object of a folder made in the AWS console is the user's: the
+    drop of a new table made in it removed it with the table's objects."""
+    bucket = faulty.create_bucket()
+    client = faulty.client()
+    client.put_object(Bucket=bucket, Key="t/", Body=b"")
+    faulty.set_faults(FaultPlan((FaultRule("internal", operation="PUT", path=r"/t/data/"),)))
+    with pytest.raises(StorageRetriesExhaustedError):
+        raylake.from_pandas(DF, f"s3://{bucket}/t", storage_options=retrying(2))
+    faulty.set_faults(None)
+    assert [o["Key"] for o in client.list_objects_v2(Bucket=bucket)["Contents"]] == ["t/"]
