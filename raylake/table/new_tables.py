@@ -11,12 +11,13 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from fsspec.implementations.local import LocalFileSystem
+
 from raylake.errors import TableLocationError
 from raylake.format.manifest import MANIFEST_DIR
 from raylake.format.schema import SCHEMA_DIR
 from raylake.io import FileIO
 from raylake.io.credentials import OptionsLike
-from raylake.io.fileio import OBJECT_STORES
 from raylake.table.args import uri_arg
 from raylake.table.location import check_empty_location, other_files
 from raylake.table.maintenance import is_raylake_file
@@ -87,17 +88,23 @@ def _drop_if_unused(tbl: Table, beside_other_files: bool) -> None:
         return
     if beside_other_files:
         _drop_schema_files(tbl.file_io)
-    elif tbl.file_io.protocol in OBJECT_STORES:
-        # The table's objects go, never the bucket (a recursive remove of a bucket's root
-        # deletes the bucket itself), nor the empty "folder" object the table was made in
-        # (the AWS console's): they, their policies and settings, are the user's.
-        root = tbl.file_io.root.rstrip("/")
-        tbl.file_io.fs.invalidate_cache(root)  # s3fs answers from listings it cached
-        found = [p for p in tbl.file_io.fs.find(root) if p.rstrip("/") != root]
-        if found:
-            tbl.file_io.fs.rm(found)
+    elif isinstance(tbl.file_io.fs, LocalFileSystem):
+        tbl.file_io.fs.rm(tbl.file_io.root, recursive=True)  # a removal of the tree, no glob
     else:
-        tbl.file_io.fs.rm(tbl.file_io.root, recursive=True)
+        _drop_objects(tbl.file_io)
+
+
+def _drop_objects(file_io: FileIO) -> None:
+    """Delete the objects under the table's root, one by one. fsspec's ``rm`` expands
+    ``?``, ``*`` and ``[`` in a path as a glob (``s3://b/run?`` matches ``s3://b/run1``,
+    another table), and a recursive remove of a bucket's root deletes the bucket itself;
+    the empty "folder" object the table was made in (the AWS console's) stays too: the
+    bucket, its settings and that folder are the user's."""
+    root = file_io.root.rstrip("/")
+    file_io.fs.invalidate_cache(root)  # s3fs answers from listings it cached
+    for path in file_io.fs.find(root):
+        if path.rstrip("/") != root:
+            file_io.fs.rm_file(path)
 
 
 def _drop_schema_files(file_io: FileIO) -> None:

@@ -99,3 +99,22 @@ def test_a_failed_write_into_a_new_table_in_a_console_folder_keeps_the_folder(
         raylake.from_pandas(DF, f"s3://{bucket}/t", storage_options=retrying(2))
     faulty.set_faults(None)
     assert [o["Key"] for o in client.list_objects_v2(Bucket=bucket)["Contents"]] == ["t/"]
+
+
+def test_a_failed_write_into_a_new_table_named_like_a_glob_keeps_the_tables_it_matches(
+    faulty: LocalS3Server, storage_options: dict[str, Any], retrying: Callable[..., dict[str, Any]]
+) -> None:
+    """The drop of a new table at ``s3://b/run?`` whose write failed removed its root
+    through fsspec's ``rm``, which expands ``?`` as a glob: the whole of the table
+    ``s3://b/run1`` beside it was deleted."""
+    bucket = faulty.create_bucket()
+    raylake.from_pandas(DF, f"s3://{bucket}/run1", storage_options=storage_options)
+    client = faulty.client()
+    before = [o["Key"] for o in client.list_objects_v2(Bucket=bucket)["Contents"]]
+    faulty.set_faults(FaultPlan((FaultRule("internal", operation="PUT", path=r"/data/"),)))
+    for name in ("run?", "run*", "run[1]"):
+        with pytest.raises(StorageRetriesExhaustedError):
+            raylake.from_pandas(DF, f"s3://{bucket}/{name}", storage_options=retrying(2))
+    faulty.set_faults(None)
+    assert [o["Key"] for o in client.list_objects_v2(Bucket=bucket)["Contents"]] == before
+    assert raylake.open_table(f"s3://{bucket}/run1", storage_options=storage_options).count() == 3
