@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -89,9 +90,21 @@ def _drop_if_unused(tbl: Table, beside_other_files: bool) -> None:
     if beside_other_files:
         _drop_schema_files(tbl.file_io)
     elif isinstance(tbl.file_io.fs, LocalFileSystem):
-        tbl.file_io.fs.rm(tbl.file_io.root, recursive=True)  # a removal of the tree, no glob
+        _drop_tree(tbl.file_io)
     else:
         _drop_objects(tbl.file_io)
+
+
+def _drop_tree(file_io: FileIO) -> None:
+    """Remove the table's directory (fsspec's local ``rm`` removes a tree, no glob); where
+    it is a symbolic link (to another disk, say), the link is the user's: what the table
+    put in the directory it points to goes, the link and that directory stay."""
+    root = file_io.root
+    if not os.path.islink(root):
+        file_io.fs.rm(root, recursive=True)
+        return
+    for name in os.listdir(root):
+        file_io.fs.rm(os.path.join(root, name), recursive=True)
 
 
 def _drop_objects(file_io: FileIO) -> None:

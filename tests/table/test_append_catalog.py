@@ -526,3 +526,20 @@ def test_a_failed_from_pandas_beside_other_files_keeps_the_users_schema_director
     assert not table_exists(str(beside))
     tbl = raylake.from_pandas(df.head(0), str(beside), partition_by=["d"], allow_other_files=True)
     assert tbl.count() == 0
+
+
+def test_a_failed_from_pandas_through_a_symbolic_link_keeps_the_link(tmp_path: Path) -> None:
+    """A new table's directory given as a symbolic link (to another disk, say) whose
+    first write failed: the drop of the table removed the user's link and left the
+    table's schema in the directory it pointed to."""
+    far = pa.array([3_000_000], pa.date32())  # beyond Python's year 9999: cannot partition
+    df = pd.DataFrame({"d": pd.array(far, dtype=pd.ArrowDtype(pa.date32())), "v": [1]})
+    target = tmp_path / "big" / "out"
+    target.mkdir(parents=True)
+    link = tmp_path / "out"
+    link.symlink_to(target)
+    with pytest.raises(SchemaMismatchError, match="'d'"):
+        raylake.from_pandas(df, str(link), partition_by=["d"])
+    assert link.is_symlink() and list(target.iterdir()) == []
+    assert raylake.from_pandas(df.head(0), str(link), partition_by=["d"]).count() == 0
+    assert (target / "schema").is_dir()
