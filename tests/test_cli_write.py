@@ -441,3 +441,25 @@ def test_an_empty_json_lines_file_is_nothing_to_write_as_a_header_only_csv(
         code, out, err = _run(capsys, "write", tbl.uri, *(str(tmp_path / p) for p in paths))
         assert (code, out, err) == (0, "nothing to write\n", "")
     assert len(raylake.open_table(tbl.uri).snapshots()) == 1
+
+
+def test_a_failed_create_in_a_directory_made_for_it_keeps_the_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cleanup of the new table removed the directory the user had made for it; in
+    the working directory (``raylake write . ...``) it failed ("Cannot delete current
+    working directory") and left the table's schema, which the corrected call then met."""
+    good, bad = tmp_path / "good.csv", tmp_path / "bad.csv"
+    good.write_text("id,s\n1,a\n")
+    bad.write_text("id,s\nnot-a-number,b\n")
+    made = tmp_path / "made"
+    made.mkdir()
+    code, _, _ = _run(capsys, "write", str(made), str(good), str(bad), "--create")
+    assert code == 2 and made.is_dir() and list(made.iterdir()) == []
+    monkeypatch.chdir(made)
+    code, _, err = _run(capsys, "write", ".", str(good), str(bad), "--create")
+    assert code == 2 and "could not remove" not in err
+    assert list(made.iterdir()) == [] and not table_exists(str(made))
+    (tmp_path / "fixed.csv").write_text("id,s\nx,b\n")  # the corrected call: id is text
+    code, out, _ = _run(capsys, "write", ".", str(tmp_path / "fixed.csv"), "--create")
+    assert code == 0 and "snapshot 1" in out

@@ -34,7 +34,12 @@ from raylake.table.location import (
     created_at_location,
     raise_missing_bucket,
 )
-from raylake.table.new_tables import drop_new_table, sink_location
+from raylake.table.new_tables import (
+    directory_exists,
+    drop_new_table,
+    keep_directory,
+    sink_location,
+)
 from raylake.table.pandas_types import pandas_to_arrow, with_index_columns
 from raylake.table.source import source_for
 from raylake.table.table import Table
@@ -102,6 +107,7 @@ def _create(
     other = source.exists() and not source.writable
     if not source.exists():
         check_empty_location(file_io, allow_other_files)
+    existed = directory_exists(file_io)
     created = not other and created_at_location(
         file_io, lambda: file_io.create_if_absent(schema_path(ts.schema_id), ts.to_bytes())
     )
@@ -122,7 +128,10 @@ def _create(
                 f"(asked for {ts.arrow_schema})"
             )
         return existing, False
-    return Table(file_io, ts), True
+    made = Table(file_io, ts)
+    if existed:
+        keep_directory(made)
+    return made, True
 
 
 def check_layout(existing: Table, spec: TableSpec | None, given_only: bool = False) -> None:

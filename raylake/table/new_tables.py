@@ -9,6 +9,7 @@ import contextlib
 import logging
 import os
 import re
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -90,21 +91,37 @@ def _drop_if_unused(tbl: Table, beside_other_files: bool) -> None:
     if beside_other_files:
         _drop_schema_files(tbl.file_io)
     elif isinstance(tbl.file_io.fs, LocalFileSystem):
-        _drop_tree(tbl.file_io)
+        _drop_tree(tbl)
     else:
         _drop_objects(tbl.file_io)
 
 
-def _drop_tree(file_io: FileIO) -> None:
-    """Remove the table's directory (fsspec's local ``rm`` removes a tree, no glob); where
-    it is a symbolic link (to another disk, say), the link is the user's: what the table
-    put in the directory it points to goes, the link and that directory stay."""
-    root = file_io.root
-    if not os.path.islink(root):
-        file_io.fs.rm(root, recursive=True)
+# New tables made in a local directory that existed before (the user's, made empty for
+# it): their drop empties it and leaves it.
+_KEPT_DIRECTORIES: weakref.WeakSet[Table] = weakref.WeakSet()
+
+
+def directory_exists(file_io: FileIO) -> bool:
+    """Whether a table about to be made has a local directory already (the user's)."""
+    return isinstance(file_io.fs, LocalFileSystem) and os.path.isdir(file_io.root)
+
+
+def keep_directory(tbl: Table) -> None:
+    """Mark ``tbl``, just made, as made in a directory that existed before."""
+    _KEPT_DIRECTORIES.add(tbl)
+
+
+def _drop_tree(tbl: Table) -> None:
+    """Remove the table's directory (fsspec's local ``rm`` removes a tree, no glob). One
+    that existed before the table (the user made it for the table; the working directory
+    of ``raylake write . --create``) or is a symbolic link (to another disk, say) is the
+    user's: what the table put in it goes, the directory (or the link) stays."""
+    root = tbl.file_io.root
+    if tbl not in _KEPT_DIRECTORIES and not os.path.islink(root):
+        tbl.file_io.fs.rm(root, recursive=True)
         return
     for name in os.listdir(root):
-        file_io.fs.rm(os.path.join(root, name), recursive=True)
+        tbl.file_io.fs.rm(os.path.join(root, name), recursive=True)
 
 
 def _drop_objects(file_io: FileIO) -> None:
