@@ -35,6 +35,7 @@ from raylake.arguments import (
 from raylake.errors import ConsumerArgumentError, StreamArgumentError
 from raylake.expr import Expr
 from raylake.io.credentials import StorageOptions
+from raylake.table.args import datetime_millis
 
 OnOverwrite = Literal["refresh", "skip", "fail"]
 ON_OVERWRITE: tuple[str, ...] = ("refresh", "skip", "fail")
@@ -167,7 +168,10 @@ def next_snapshot_arg(value: object) -> int:
 def _check_start(start: Any) -> StartPosition:
     """``start`` checked, a snapshot id as a Python int (numpy's too: an id read from a
     DataFrame, as time travel takes it)."""
-    if isinstance(start, StreamPosition | datetime):
+    if isinstance(start, datetime):
+        datetime_millis(start, "start", StreamArgumentError)  # a naive year-1 time, say
+        return start
+    if isinstance(start, StreamPosition):
         return start
     expected = f"one of {list(START_NAMES)}, a snapshot id (an int >= 1) or a datetime"
     if isinstance(start, str):

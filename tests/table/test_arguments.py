@@ -155,6 +155,9 @@ def test_a_naive_time_python_cannot_read_as_local_is_refused_naming_it(
             tbl.expire_snapshots(**{name: naive}, dry_run=True)
     with pytest.raises(InvalidOptionError, match=r"invalid option older_than=.*local time zone"):
         tbl.remove_orphan_files(older_than=naive, dry_run=True)
+    # A stream's start reads as time travel does, and is named as itself (was as_of).
+    with pytest.raises(InvalidArgumentError, match="start must be a time Python can read"):
+        tbl.stream(start=naive)
     with pytest.raises(SnapshotNotFoundError, match="no snapshot at or before 0001-01-01"):
         tbl.to_arrow(as_of=naive.replace(tzinfo=timezone.utc))  # the fix it names
 
