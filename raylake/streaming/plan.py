@@ -171,13 +171,18 @@ class StreamPlanner:
         no longer has, so the net changes of a later gap, the difference of the table's
         states, need not bring it to where its snapshots one by one would: a key
         inserted and deleted in the gap stays at the value it had before the overwrite.
-        Such a stream catches up only where the table was never overwritten. (Of an
-        append table it catches up as before: an overwrite in the gap removed files.)"""
-        if self.on_overwrite == "skip":
-            diverges = self._kind.changes_are_state_differences
-            if diverges and latest.last_overwrite_id != 0:  # (None: not known)
+        Such a stream catches up only where the table was never overwritten. An append
+        table overwritten in the gap is read one by one where the stream skips
+        overwrites or is sharded: an overwrite that removed only files added in the gap
+        leaves no trace at its two ends, so a catch-up would drop their rows where
+        ``skip`` keeps them, and would not refresh this shard where the other shards
+        refresh (a compaction may have moved rows they held into this shard's files).
+        (An unsharded stream that refreshes ends where its refresh would.)"""
+        differences = self._kind.changes_are_state_differences
+        if self.on_overwrite == "skip" and differences:
+            if latest.last_overwrite_id != 0:  # (None: not known)
                 return None
-        elif self.on_overwrite == "fail" and self._overwritten(last_read, latest):
+        elif self._steps_overwrites(differences) and self._overwritten(last_read, latest):
             return None
         # Read one by one (or planned again after a failure), the snapshots keep their
         # own schemas, not the latest one: a column deleted since would be missing.
@@ -195,6 +200,12 @@ class StreamPlanner:
         return self._plan(latest, last_read.id + 1, "diff", splits)
 
     # -- helpers -----------------------------------------------------------------------
+
+    def _steps_overwrites(self, differences: bool) -> bool:
+        """Whether an overwrite in a gap makes it read one snapshot at a time."""
+        if self.on_overwrite == "fail":
+            return True
+        return not differences and (self.on_overwrite == "skip" or not self.shard.is_everything)
 
     def _overwritten(self, last_read: Snapshot, latest: Snapshot) -> bool:
         """Whether a snapshot after ``last_read`` up to ``latest`` is an OVERWRITE: from

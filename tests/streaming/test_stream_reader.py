@@ -334,6 +334,60 @@ def test_catch_up_append_table_with_an_overwrite_goes_one_by_one(warehouse: Path
     assert [p.kind for p in plans] == ["delta", "refresh", "delta"]
 
 
+def test_a_skipping_catch_up_keeps_the_rows_of_a_file_an_overwrite_in_the_gap_dropped(
+    warehouse: Path,
+) -> None:
+    """A delete that drops a whole file added in the gap leaves no trace at the gap's
+    ends: one by one, a stream that skips overwrites keeps that file's rows."""
+    tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
+    tbl.write(rows([0]))
+    reader = tbl.stream(start="latest", catch_up_after=2, on_overwrite="skip")
+    drain(reader)
+    tbl.write(rows([1]))
+    tbl.delete("id = 1")  # an OVERWRITE that drops the file written just before
+    tbl.write(rows([2]))
+    plans = list(reader.plans(timeout=0))
+    assert [p.kind for p in plans] == ["delta", "empty", "delta"]
+    assert ids_of([p.to_arrow() for p in plans]) == [1, 2]
+
+
+def test_append_shards_catching_up_across_an_overwrite_lose_no_row(warehouse: Path) -> None:
+    """A compaction moves the rows of one shard's files into the other's file; at the
+    overwrite after it, the shard reading one by one refreshes to its own files, so the
+    other must refresh too rather than catch up across the overwrite."""
+    tbl = raylake.create_table(str(warehouse / "t"), SCHEMA)
+    data = warehouse / "t" / "data" / "bucket-0"
+    n = 0
+    while len({zlib.crc32(f"data/bucket-0/{f.name}".encode()) % 2 for f in data.glob("*")}) < 2:
+        tbl.write(rows([n]))
+        n += 1
+    readers = [tbl.stream(start="latest", shard=(i, 2), catch_up_after=2) for i in range(2)]
+    held: list[set[int]] = [set(), set()]
+
+    def poll(i: int) -> list[str]:
+        plans = list(readers[i].plans(timeout=0))
+        for plan in plans:
+            if plan.is_refresh or plan.kind == "full":
+                held[i].clear()
+            held[i] |= set(plan.to_arrow().column("id").to_pylist())
+        return [plan.kind for plan in plans]
+
+    poll(0), poll(1)
+    tbl.compact(full=True)
+    (compacted,) = data.glob("compact-*")
+    other = zlib.crc32(f"data/bucket-0/{compacted.name}".encode()) % 2
+    stepper = 1 - other  # its rows now lie in the other shard's file
+    poll(stepper)
+    tbl.write(rows([100]))
+    poll(stepper)
+    tbl.delete("id = 100")  # an OVERWRITE: the stepper refreshes to its own files
+    assert poll(stepper) == ["refresh"]
+    tbl.write(rows([101]))
+    poll(stepper)
+    assert poll(other) == ["empty", "delta", "refresh", "delta"]  # not one catch-up
+    assert sorted(held[0] | held[1]) == [*range(n), 101]
+
+
 def test_catch_up_primary_key_table_across_compaction(warehouse: Path) -> None:
     tbl = pk_table(warehouse / "pk", "none", buckets=2)
     tbl.write(rows([1, 2, 3]))
