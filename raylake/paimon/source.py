@@ -164,6 +164,15 @@ class PaimonSource(TableSource):
     def commit_consumer(
         self, consumer_id: str, next_snapshot_id: int, properties: Mapping[str, str] | None = None
     ) -> ConsumerProgress:
+        """Record progress, forward only, as a raylake table's consumer file does."""
+        current = self.consumer(consumer_id)
+        if current is not None and next_snapshot_id < current.next_snapshot_id:
+            raise ConsumerError(
+                f"consumer {consumer_id!r} is at snapshot {current.next_snapshot_id}; committing "
+                f"{next_snapshot_id} would move it backwards (Paimon's reset_consumer "
+                "procedure rewinds on purpose)",
+                consumer_id=consumer_id,
+            )
         return self.register_consumer(consumer_id, next_snapshot_id, properties)
 
     def _consumer_files(self) -> list[tuple[str, float | None]]:

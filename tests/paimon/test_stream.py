@@ -11,7 +11,12 @@ from paimon_util import FIXTURES, expected, rows_by_key
 from test_compacted import compact
 
 import raylake
-from raylake.errors import StreamError, StreamPositionExpiredError, UnsupportedOperationError
+from raylake.errors import (
+    ConsumerError,
+    StreamError,
+    StreamPositionExpiredError,
+    UnsupportedOperationError,
+)
 from raylake.paimon import UnsupportedPaimonError
 
 CHANGELOG = str(FIXTURES / "pk_changelog_input" / "table")
@@ -74,6 +79,24 @@ def test_progress_lives_in_paimons_consumer_file(paimon_copy: Any) -> None:
     assert tbl.consumer("trainer").next_snapshot_id == 4 and tbl.consumer("other") is None
     resumed = tbl.stream(consumer_id="trainer", start="earliest")  # start ignored: resumes
     assert [p.snapshot_id for p in resumed.plans(timeout=0)] == [4, 5]
+
+
+def test_progress_in_paimons_consumer_file_only_moves_forward(paimon_copy: Any) -> None:
+    """As a raylake table's: a late notify of an earlier checkpoint is refused, never
+    recorded (a restart would deliver again what was processed)."""
+    table = paimon_copy("pk_deduplicate")
+    tbl = raylake.open_table(str(table))
+    reader = tbl.stream(consumer_id="trainer", start=2)
+    list(reader.plans(max_plans=2))
+    reader.checkpoint()
+    with pytest.raises(ConsumerError, match=r"'trainer' is at snapshot 4; committing 3"):
+        reader.notify_checkpoint_complete(3)
+    resumed = tbl.stream(consumer_id="trainer")
+    with pytest.raises(ConsumerError, match=r"'trainer' is at snapshot 4; committing 2"):
+        resumed.notify_checkpoint_complete(2)
+    path = table / "consumer" / "consumer-trainer"
+    assert json.loads(path.read_text()) == {"nextSnapshot": 4}
+    assert resumed.notify_checkpoint_complete(4).next_snapshot_id == 4
 
 
 def test_compact_snapshots_deliver_nothing(paimon_copy: Any) -> None:
