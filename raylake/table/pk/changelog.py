@@ -205,12 +205,45 @@ def _rows_differ(
             continue
         a = rows.column(name).take(pa.array(left))
         b = rows.column(name).take(pa.array(right))
-        try:
-            equal = pc.equal(a, b)
-        except (pa.ArrowNotImplementedError, pa.ArrowInvalid):
-            differs[:] = True  # no equality kernel for this type: report the pair
-            continue
-        both_null = pc.and_(a.is_null(), b.is_null())
-        same = pc.or_(pc.fill_null(equal, False), both_null)
-        differs |= ~np.asarray(same.to_numpy(zero_copy_only=False))
+        differs |= ~_same_values(a.combine_chunks(), b.combine_chunks())
     return differs
+
+
+def _bools(arr: pa.Array) -> np.ndarray:
+    return np.asarray(arr.to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _same_values(a: pa.Array, b: pa.Array) -> np.ndarray:
+    """Whether ``a[i]`` and ``b[i]`` hold the same value (two nulls do). Structs compare
+    field by field and lists (maps: lists of entries) element by element, since
+    pyarrow's ``equal`` has no kernel for nested types; a type without either is
+    reported as differing."""
+    a_null, b_null = _bools(a.is_null()), _bools(b.is_null())
+    both = ~a_null & ~b_null
+    kind = a.type
+    if pa.types.is_struct(kind):
+        inner = np.ones(len(a), dtype=bool)
+        for i in range(kind.num_fields):
+            inner &= _same_values(pc.struct_field(a, [i]), pc.struct_field(b, [i]))
+        return (a_null & b_null) | (both & inner)
+    if pa.types.is_map(kind):  # its entries, as a list of structs (nulls are known)
+        a = pa.ListArray.from_arrays(a.offsets, a.values)
+        b = pa.ListArray.from_arrays(b.offsets, b.values)
+        kind = a.type
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+        lengths_a = np.asarray(pc.fill_null(pc.list_value_length(a), 0))
+        lengths_b = np.asarray(pc.fill_null(pc.list_value_length(b), 0))
+        inner = np.zeros(len(a), dtype=bool)
+        rows = np.flatnonzero(both & (lengths_a == lengths_b))
+        if len(rows):
+            some_a, some_b = a.take(pa.array(rows)), b.take(pa.array(rows))
+            values_a, values_b = pc.list_flatten(some_a), pc.list_flatten(some_b)
+            parents = np.asarray(pc.list_parent_indices(some_a))
+            unequal = ~_same_values(values_a, values_b)
+            inner[rows] = np.bincount(parents[unequal], minlength=len(rows)) == 0
+        return (a_null & b_null) | inner
+    try:
+        equal = _bools(pc.fill_null(pc.equal(a, b), False))
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid):
+        equal = np.zeros(len(a), dtype=bool)  # no equality kernel for this type
+    return (a_null & b_null) | (both & equal)
