@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from raylake.errors import NullConstraintError, SchemaMismatchError, UnsupportedTypeError
+from raylake.format.schema import SYSTEM_PREFIX
 from raylake.table.empty_offsets import with_all_offsets
 from raylake.table.nested_nulls import has_required_fields, required_fields_filled
 from raylake.table.pandas_types import (
@@ -165,8 +166,15 @@ def _check_names(names: list[str], expected: list[str]) -> None:
     if missing:
         raise SchemaMismatchError(f"data is missing column(s) {missing} {shown}", column=missing[0])
     if extra:
+        reserved = [n for n in extra if n.startswith(SYSTEM_PREFIX)]
+        why = (
+            f"; names starting {SYSTEM_PREFIX!r} are reserved for raylake's own columns"
+            f" and are never table columns: rename {reserved}"
+            if reserved
+            else ""
+        )
         raise SchemaMismatchError(
-            f"data has column(s) {extra} that the table does not have {shown}",
+            f"data has column(s) {extra} that the table does not have {shown}{why}",
             column=extra[0],
         )
     refuse_duplicate_names(names, "data")

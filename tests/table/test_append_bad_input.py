@@ -390,6 +390,19 @@ def test_bad_table_definitions(tmp_path: Path) -> None:
     assert not (tmp_path / "schema").exists()
 
 
+@pytest.mark.parametrize("schema_mode", [None, "merge"])
+def test_a_column_with_the_reserved_prefix_is_refused_saying_so(
+    tmp_path: Path, schema_mode: str | None
+) -> None:
+    """Only "the table does not have" it was said, even where schema_mode="merge" adds
+    every other new column."""
+    tbl = raylake.create_table(str(tmp_path / "t"), pa.schema([("a", pa.int64())]))
+    data = pa.table({"a": [1], "_rl_x": [2]})
+    with pytest.raises(SchemaMismatchError, match=r"reserved .* rename \['_rl_x'\]"):
+        tbl.write(data, **({} if schema_mode is None else {"schema_mode": schema_mode}))
+    assert tbl.latest_snapshot() is None
+
+
 def test_a_decimal_beyond_its_precision_is_refused_naming_the_column(tmp_path: Path) -> None:
     """A 16-byte decimal holds 39 digits, decimal128(38, 0) allows 38 (DuckDB's HUGEINT
     maximum arrives so)."""
