@@ -63,7 +63,9 @@ def type_to_json(dtype: pa.DataType) -> JsonType:
     if pa.types.is_duration(dtype):
         return {"type": "duration", "unit": dtype.unit}
     if pa.types.is_decimal(dtype):
-        kind = "decimal128" if isinstance(dtype, pa.Decimal128Type) else "decimal256"
+        # decimal32 and decimal64 (pyarrow 18+) are stored as decimal128 of the same
+        # digits, the type Parquet reads them back as and polars and DuckDB take.
+        kind = "decimal256" if isinstance(dtype, pa.Decimal256Type) else "decimal128"
         return {"type": kind, "precision": dtype.precision, "scale": dtype.scale}
     if pa.types.is_fixed_size_binary(dtype):
         return {"type": "fixed_size_binary", "byte_width": dtype.byte_width}

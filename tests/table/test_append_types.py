@@ -406,3 +406,21 @@ def test_dates_beyond_year_9999_are_stored_or_refused_by_name(
         with pytest.raises(SchemaError, match=r"column 'x' .* outside Python's dates"):
             refusing.write(data)
         assert refusing.latest_snapshot() is None
+
+
+@pytest.mark.parametrize("width", [32, 64])
+def test_decimal32_and_decimal64_are_stored_as_decimal128(tmp_path: Path, width: int) -> None:
+    """pyarrow's decimal32 and decimal64 were stored as decimal256, which polars (a
+    panic) and DuckDB refuse when handed a scan, for a decimal of a few digits."""
+    small = pa.decimal32(5, 2) if width == 32 else pa.decimal64(5, 2)
+    values = pa.array([decimal.Decimal("1.23"), None, decimal.Decimal("-999.99")], small)
+    tbl = raylake.create_table(str(tmp_path / "t"), pa.schema([("id", pa.int64()), ("d", small)]))
+    assert tbl.schema.field("d").type == pa.decimal128(5, 2)
+    tbl.write(pa.table({"id": [1, 2, 3], "d": values}))
+    merged = raylake.create_table(str(tmp_path / "m"), pa.schema([("id", pa.int64())]))
+    merged.write(pa.table({"id": [1, 2, 3], "d": values}), schema_mode="merge")
+    for table in (tbl, merged):
+        out = raylake.open_table(table.uri).to_arrow().sort_by("id")
+        assert out.schema.field("d").type == pa.decimal128(5, 2)
+        assert out.column("d").to_pylist() == values.to_pylist()
+        assert pa.table(table.scan()).column("d").type == pa.decimal128(5, 2)
