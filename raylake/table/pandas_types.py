@@ -58,6 +58,7 @@ def pandas_to_arrow(df: Any, schema: pa.Schema | None = None) -> pa.Table:
     df = with_index_columns(df)
     pa_table = dataframe_to_arrow(df, schema)
     if schema is not None:
+        _refuse_lost_values(df, pa_table)
         return pa_table.replace_schema_metadata(None)
     return normalized(pa_table, explicit=arrow_dtype_columns(df))
 
@@ -115,6 +116,56 @@ def _refuse_parsed_text(df: Any, schema: pa.Schema) -> None:
                 column=str(name),
                 expected=target,
             )
+
+
+def _refuse_lost_values(df: Any, pa_table: pa.Table) -> None:
+    """What pyarrow's conversion to a given schema loses without a word, refused naming
+    the column, as a write into a table of that type refuses it: the time of day of a
+    ``datetime64`` column made dates (a zoned one becomes its UTC date, not its own), and
+    a finite float made infinite by a narrower float type."""
+    import pyarrow.compute as pc
+
+    position = {str(name): i for i, name in enumerate(df.columns)}
+    for i, field in enumerate(pa_table.schema):
+        target = field.type
+        dates = pa.types.is_date(target)
+        floats = pa.types.is_floating(target) and target.bit_width < 64
+        if not (dates or floats) or field.name not in position:
+            continue
+        column = df.iloc[:, position[field.name]]
+        if column.dtype.kind not in ("M", "f"):  # datetime64 (zoned too), numpy floats
+            continue
+        try:
+            natural = pa.Array.from_pandas(column)
+        except _CONVERSION_ERRORS:
+            continue
+        if dates and pa.types.is_timestamp(natural.type):
+            per_day = 86_400 * {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}[natural.type.unit]
+            ticks = natural.view(pa.int64())
+            lost = pc.sum(
+                pc.not_equal(pc.subtract(ticks, pc.multiply(pc.divide(ticks, per_day), per_day)), 0)
+            )
+            if lost.as_py():
+                raise SchemaMismatchError(
+                    f"DataFrame column {field.name!r} of dtype {column.dtype} does not convert "
+                    f"to {target}: {lost.as_py()} value(s) are not midnight (UTC), and their "
+                    "time of day would be lost; use .dt.normalize() or .dt.date first",
+                    column=field.name,
+                    expected=target,
+                )
+        if floats and pa.types.is_floating(natural.type):
+            wide = natural.cast(pa.float64())
+            made = pc.and_(
+                pc.is_inf(pa_table.column(i).cast(pa.float64())), pc.invert(pc.is_inf(wide))
+            )
+            lost = pc.sum(made).as_py()
+            if lost:
+                raise SchemaMismatchError(
+                    f"DataFrame column {field.name!r} of dtype {column.dtype} does not fit "
+                    f"{target}: {lost} value(s) beyond its range would become infinite",
+                    column=field.name,
+                    expected=target,
+                )
 
 
 def _maps_of_empty_lists(df: Any, pa_table: pa.Table, types: pa.Schema) -> pa.Table:

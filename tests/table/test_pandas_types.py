@@ -3,6 +3,7 @@ and reads back in the installed pandas' defaults (docs/pandas.md)."""
 
 from __future__ import annotations
 
+from datetime import date
 from decimal import Decimal
 from pathlib import Path
 
@@ -394,3 +395,39 @@ def test_columns_a_dataframe_merge_adds_take_the_types_from_pandas_gives(tmp_pat
     merge.when_matched_update().when_not_matched_insert().execute()
     assert tbl.schema.field("at").type == pa.timestamp("ns")
     assert tbl.count(filter="at = '2024-01-01'") == 1 and tbl.count() == 2
+
+
+@pytest.mark.parametrize(
+    ("column", "typ"),
+    [
+        (pd.to_datetime(["2024-01-01 00:00", "2024-01-02 12:30"]), pa.date32()),
+        (pd.to_datetime(["2024-01-01 00:00:00", "2024-01-02 00:00:01"]), pa.date64()),
+        # a zoned midnight is another day's evening in UTC, the date pyarrow makes of it
+        (pd.to_datetime(["2024-01-01"]).tz_localize("Asia/Tokyo"), pa.date32()),
+        (pd.Series([1.5, 1e300]), pa.float32()),
+        (pd.Series([1.5, 1e6], dtype="float32"), pa.float16()),
+    ],
+    ids=["date32", "date64", "zoned", "float32", "float16"],
+)
+def test_a_given_schema_refuses_what_its_conversion_would_lose(
+    tmp_path: Path, column: object, typ: pa.DataType
+) -> None:
+    """pyarrow's conversion to a given schema dropped a time of day (a zoned one moved to
+    its UTC date) and made finite floats infinite without a word, which a write into a
+    table of that type refuses."""
+    df = pd.DataFrame({"a": column})
+    with pytest.raises(SchemaError, match="column 'a'"):
+        raylake.from_pandas(df, str(tmp_path / "t"), schema=pa.schema([("a", typ)]))
+    assert not (tmp_path / "t").exists()
+
+
+def test_a_given_schema_takes_midnights_as_dates_and_floats_in_range(tmp_path: Path) -> None:
+    df = pd.DataFrame(
+        {"d": pd.to_datetime(["2024-01-01", None]), "f": [0.1, np.nan], "g": [np.inf, 2.0]}
+    )
+    schema = pa.schema([("d", pa.date32()), ("f", pa.float32()), ("g", pa.float16())])
+    tbl = raylake.from_pandas(df, str(tmp_path / "t"), schema=schema)
+    out = tbl.to_arrow()
+    assert out.column("d").to_pylist() == [date(2024, 1, 1), None]
+    assert out.column("f").to_pylist() == [pytest.approx(0.1), None]
+    assert out.column("g").to_pylist() == [float("inf"), 2.0]
