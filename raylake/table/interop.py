@@ -3,13 +3,15 @@
 Both read through the Arrow PyCapsule stream interface (``__arrow_c_stream__``), so
 rows go from the Parquet reader to the engine batch by batch, never through pandas.
 Neither reads every Arrow type a table stores: a column is handed over in a type the
-engine reads with the same values (decimal256 of up to 38 digits as decimal128, and
-float16 as float32 for DuckDB), or refused by name before anything is read.
+engine reads with the same values (decimal256 of up to 38 digits as decimal128,
+float16 as float32 for DuckDB, and a timestamp whose zone polars does not know, such as
+the offset ``+05:30``, in UTC for polars: the same instants), or refused by name before
+anything is read.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -49,8 +51,21 @@ def to_polars_frame(scan: TableScan) -> Any:
         import polars as pl
     except ImportError as exc:
         raise MissingDependencyError("polars", "polars") from exc
-    stream = _readable(scan, "polars", float16=True)
+    stream = _readable(scan, "polars", float16=True, zone=_polars_zone)
     return pl.DataFrame(scan if stream is None else stream)
+
+
+def _polars_zone(tz: str) -> str:
+    """``tz`` where polars reads it, else UTC: polars refuses an offset that is not whole
+    hours (``+05:30``, India's) or a name its zone database lacks, with a ComputeError
+    for every read of the column."""
+    import polars as pl
+
+    try:  # an empty frame of the zone panics in polars 2.1: converting to it raises
+        pl.Series([], dtype=pl.Datetime("us", "UTC")).dt.convert_time_zone(tz)
+    except Exception:
+        return "UTC"
+    return tz
 
 
 class _Stream:
@@ -71,21 +86,39 @@ class _Stream:
             yield from pa.Table.from_batches([batch]).cast(self._schema).to_batches()
 
 
-def _readable(scan: TableScan, engine: str, float16: bool) -> _Stream | None:
+def _readable(
+    scan: TableScan, engine: str, float16: bool, zone: Callable[[str], str] | None = None
+) -> _Stream | None:
     """A stream of ``scan`` in types ``engine`` reads, or None where it reads the scan's
-    own; a column it cannot hold is refused, naming it."""
+    own; a column it cannot hold is refused, naming it. ``zone`` gives the time zone the
+    engine reads a timestamp of a zone in (the same instants)."""
     schema = scan.to_arrow_reader().schema  # the scan's columns: nothing is planned
-    wanted = pa.schema([f.with_type(_engine_type(f.name, f.type, engine, float16)) for f in schema])
+    zones: dict[str, str] = {}
+
+    def known(tz: str) -> str:
+        if tz not in zones:
+            zones[tz] = tz if zone is None else zone(tz)
+        return zones[tz]
+
+    wanted = pa.schema(
+        [f.with_type(_engine_type(f.name, f.type, engine, float16, known)) for f in schema]
+    )
     return None if wanted.equals(schema) else _Stream(scan, wanted)
 
 
-def _engine_type(column: str, dtype: pa.DataType, engine: str, float16: bool) -> pa.DataType:
+def _engine_type(
+    column: str, dtype: pa.DataType, engine: str, float16: bool, zone: Callable[[str], str]
+) -> pa.DataType:
     """``dtype`` as ``engine`` reads it, the same values (``float16``: whether it reads
-    float16); a decimal256 of more digits than 128 bits hold is refused."""
+    float16; ``zone``: the zone it reads a timestamp's zone as); a decimal256 of more
+    digits than 128 bits hold is refused."""
     t = pa.types
 
     def inner(f: pa.Field) -> pa.Field:
-        return f.with_type(_engine_type(column, f.type, engine, float16))
+        return f.with_type(_engine_type(column, f.type, engine, float16, zone))
+
+    if t.is_timestamp(dtype) and dtype.tz is not None:
+        return pa.timestamp(dtype.unit, zone(dtype.tz))
 
     if isinstance(dtype, pa.Decimal256Type):
         if dtype.precision > _DECIMAL128_DIGITS:

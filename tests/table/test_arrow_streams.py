@@ -285,6 +285,29 @@ def test_to_polars_reads_decimal256_that_fits_and_refuses_what_does_not(tmp_path
         tbl.to_polars()
 
 
+def test_to_polars_reads_a_timestamp_of_a_zone_polars_lacks_in_utc(tmp_path: Path) -> None:
+    """polars refuses an offset of other than whole hours (India's +05:30) as a zone:
+    every to_polars of such a table failed with polars' ComputeError."""
+    pl = pytest.importorskip("polars")
+    schema = pa.schema(
+        [
+            ("t", pa.timestamp("us", "+05:30")),
+            ("l", pa.list_(pa.timestamp("ms", "+05:45"))),
+            ("p", pa.timestamp("us", "Europe/Paris")),
+        ]
+    )
+    tbl = raylake.create_table(str(tmp_path), schema)
+    tbl.write(pa.table({"t": [1_000_000, None], "l": [[5], None], "p": [7, None]}, schema=schema))
+    frame = tbl.to_polars()
+    assert frame.schema["t"] == pl.Datetime("us", "UTC")
+    assert frame.schema["l"] == pl.List(pl.Datetime("ms", "UTC"))
+    assert frame.schema["p"] == pl.Datetime("us", "Europe/Paris")  # a zone polars knows
+    back = frame.to_arrow()
+    assert back.column("t").cast(pa.int64()).to_pylist() == [1_000_000, None]
+    assert back.column("l").to_pylist()[1] is None
+    assert back.column("p").cast(pa.int64()).to_pylist() == [7, None]
+
+
 def test_to_duckdb_reads_float16_and_decimal256_that_fits(tmp_path: Path) -> None:
     """DuckDB reads neither float16 nor decimal256: each query of the view failed."""
     pytest.importorskip("duckdb")
