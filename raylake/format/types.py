@@ -7,6 +7,8 @@ so that a reader in another language can decode them (see docs/format.md).
 
 from __future__ import annotations
 
+import functools
+import re
 from typing import Any
 
 import pyarrow as pa
@@ -57,6 +59,12 @@ def type_to_json(dtype: pa.DataType) -> JsonType:
     if name in _PRIMITIVES:
         return name
     if pa.types.is_timestamp(dtype):
+        if dtype.tz and not _known_zone(dtype.tz):
+            raise SchemaError(
+                f"Arrow type {dtype} cannot be stored in a raylake table: {dtype.tz!r} is "
+                "neither a time zone name (IANA: 'UTC', 'Europe/Paris') nor an offset "
+                "('+05:30'), and pandas could not read the column back"
+            )
         return {"type": "timestamp", "unit": dtype.unit, "tz": dtype.tz}
     if pa.types.is_time32(dtype) or pa.types.is_time64(dtype):
         return {"type": "time32" if pa.types.is_time32(dtype) else "time64", "unit": dtype.unit}
@@ -99,6 +107,38 @@ def type_to_json(dtype: pa.DataType) -> JsonType:
         # Dictionary encoding is a property of the in-memory batch, not of the table.
         return type_to_json(dtype.value_type)
     raise SchemaError(f"Arrow type {dtype} cannot be stored in a raylake table")
+
+
+_OFFSET = re.compile(r"[+-]([01][0-9]|2[0-3]):?[0-5][0-9]")
+
+
+@functools.lru_cache(maxsize=256)
+def _known_zone(tz: str) -> bool:
+    """Whether ``tz`` is a zone a reader knows: an offset, or a name that Python's zone
+    database, Arrow's or the installed pandas knows.
+    pyarrow takes any string as a zone; one neither knows ('Mars/Base', '+25:00', 'Z')
+    was stored, and every to_pandas of the table failed."""
+    if _OFFSET.fullmatch(tz):
+        return True
+    try:
+        import zoneinfo
+
+        zoneinfo.ZoneInfo(tz)
+        return True
+    except Exception:  # ZoneInfoNotFoundError, ValueError for a malformed key
+        pass
+    try:
+        pa.array([0], pa.timestamp("s", tz)).cast(pa.string())
+        return True
+    except pa.ArrowException:
+        pass
+    try:  # pandas 2's pytz also takes 'utc', in any case
+        import pandas as pd
+
+        pd.DatetimeTZDtype("ns", tz)
+        return True
+    except Exception:
+        return False
 
 
 def type_from_json(value: JsonType) -> pa.DataType:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import decimal
 import json
+import re
 from pathlib import Path
 
 import pyarrow as pa
@@ -424,3 +425,28 @@ def test_decimal32_and_decimal64_are_stored_as_decimal128(tmp_path: Path, width:
         assert out.schema.field("d").type == pa.decimal128(5, 2)
         assert out.column("d").to_pylist() == values.to_pylist()
         assert pa.table(table.scan()).column("d").type == pa.decimal128(5, 2)
+
+
+@pytest.mark.parametrize("zone", ["Mars/Base", "+25:00", "Z"])
+def test_a_time_zone_no_reader_knows_is_refused_naming_the_column(
+    tmp_path: Path, zone: str
+) -> None:
+    """pyarrow takes any string as a zone: the table was made, and every to_pandas of it
+    failed with pandas' UnknownTimeZoneError."""
+    schema = pa.schema([("id", pa.int64()), ("t", pa.list_(pa.timestamp("us", zone)))])
+    with pytest.raises(SchemaError, match=rf"column 't': .*{re.escape(repr(zone))}"):
+        raylake.create_table(str(tmp_path / "t"), schema)
+    assert not (tmp_path / "t" / "schema").exists()
+    tbl = raylake.create_table(str(tmp_path / "ok"), pa.schema([("id", pa.int64())]))
+    data = pa.table({"id": [1], "u": pa.array([0], pa.timestamp("us", zone))})
+    with pytest.raises(SchemaError, match="column 'u'"):
+        tbl.write(data, schema_mode="merge")
+    assert tbl.latest_snapshot() is None
+
+
+@pytest.mark.parametrize("zone", ["UTC", "Europe/Paris", "+05:30", "-08:00", "Etc/GMT+5"])
+def test_time_zone_names_and_offsets_are_stored(tmp_path: Path, zone: str) -> None:
+    tbl = raylake.create_table(str(tmp_path), pa.schema([("t", pa.timestamp("us", zone))]))
+    tbl.write(pa.table({"t": pa.array([0, None], pa.timestamp("us", zone))}))
+    assert raylake.open_table(str(tmp_path)).schema.field("t").type.tz == zone
+    assert tbl.to_pandas()["t"].isna().tolist() == [False, True]
