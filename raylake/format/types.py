@@ -102,6 +102,13 @@ def type_to_json(dtype: pa.DataType) -> JsonType:
             raise SchemaError(
                 f"Arrow type {dtype} cannot be stored in a raylake table: a struct needs a field"
             )
+        names = [f.name for f in dtype]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:  # pandas and DuckDB read one of them, and drop the others' values
+            raise SchemaError(
+                f"Arrow type {dtype} cannot be stored in a raylake table: a struct's fields "
+                f"need distinct names ({repeated} repeat)"
+            )
         return {"type": "struct", "fields": [field_to_json(f) for f in dtype]}
     if pa.types.is_dictionary(dtype):
         # Dictionary encoding is a property of the in-memory batch, not of the table.

@@ -450,3 +450,13 @@ def test_time_zone_names_and_offsets_are_stored(tmp_path: Path, zone: str) -> No
     tbl.write(pa.table({"t": pa.array([0, None], pa.timestamp("us", zone))}))
     assert raylake.open_table(str(tmp_path)).schema.field("t").type.tz == zone
     assert tbl.to_pandas()["t"].isna().tolist() == [False, True]
+
+
+def test_a_struct_with_repeated_field_names_is_refused_naming_the_column(tmp_path: Path) -> None:
+    """Such a struct was stored; to_pandas and DuckDB read one field of each name and
+    dropped the other's values without a word."""
+    twice = pa.struct([("a", pa.int64()), ("a", pa.string())])
+    for dtype in (twice, pa.list_(twice), pa.map_(pa.string(), twice)):
+        with pytest.raises(SchemaError, match=r"column 's': .*distinct names \(\['a'\]"):
+            raylake.create_table(str(tmp_path / "t"), pa.schema([("s", dtype)]))
+        assert not (tmp_path / "t" / "schema").exists()
