@@ -59,12 +59,6 @@ def type_to_json(dtype: pa.DataType) -> JsonType:
     if name in _PRIMITIVES:
         return name
     if pa.types.is_timestamp(dtype):
-        if dtype.tz and not _known_zone(dtype.tz):
-            raise SchemaError(
-                f"Arrow type {dtype} cannot be stored in a raylake table: {dtype.tz!r} is "
-                "neither a time zone name (IANA: 'UTC', 'Europe/Paris') nor an offset "
-                "('+05:30'), and pandas could not read the column back"
-            )
         return {"type": "timestamp", "unit": dtype.unit, "tz": dtype.tz}
     if pa.types.is_time32(dtype) or pa.types.is_time64(dtype):
         return {"type": "time32" if pa.types.is_time32(dtype) else "time64", "unit": dtype.unit}
@@ -78,11 +72,6 @@ def type_to_json(dtype: pa.DataType) -> JsonType:
     if pa.types.is_fixed_size_binary(dtype):
         return {"type": "fixed_size_binary", "byte_width": dtype.byte_width}
     if pa.types.is_fixed_size_list(dtype):
-        if dtype.list_size == 0:  # Parquet writes it, but every read of it fails in pyarrow
-            raise SchemaError(
-                f"Arrow type {dtype} cannot be stored in a raylake table: a fixed-size list "
-                "needs width >= 1"
-            )
         return {
             "type": "fixed_size_list",
             "size": dtype.list_size,
@@ -101,13 +90,6 @@ def type_to_json(dtype: pa.DataType) -> JsonType:
         if dtype.num_fields == 0:  # Parquet has no group without fields: no write would work
             raise SchemaError(
                 f"Arrow type {dtype} cannot be stored in a raylake table: a struct needs a field"
-            )
-        names = [f.name for f in dtype]
-        repeated = sorted({n for n in names if names.count(n) > 1})
-        if repeated:  # pandas and DuckDB read one of them, and drop the others' values
-            raise SchemaError(
-                f"Arrow type {dtype} cannot be stored in a raylake table: a struct's fields "
-                f"need distinct names ({repeated} repeat)"
             )
         return {"type": "struct", "fields": [field_to_json(f) for f in dtype]}
     if pa.types.is_dictionary(dtype):
@@ -192,8 +174,53 @@ def field_from_json(value: dict[str, Any]) -> pa.Field:
 
 
 def normalize_type(dtype: pa.DataType) -> pa.DataType:
-    """The type a column is stored as: dictionary-encoded columns store their values."""
-    return type_from_json(type_to_json(dtype))
+    """The type a new column is stored as: dictionary-encoded columns store their values.
+    A type that the format stores but its readers would not read back is refused."""
+    stored = type_from_json(type_to_json(dtype))
+    _refuse_unreadable(stored)
+    return stored
+
+
+def _refuse_unreadable(dtype: pa.DataType) -> None:
+    """Refuse, for a column being added, a type that Parquet and the schema file store
+    but a reader fails on or reads wrong. Checked where a column is made (create,
+    add_column, a merge write), never when a stored schema is written again or compared
+    at a commit: a table that holds one already stays as writable and readable as it was."""
+    if pa.types.is_timestamp(dtype) and dtype.tz and not _known_zone(dtype.tz):
+        raise SchemaError(
+            f"Arrow type {dtype} cannot be stored in a raylake table: {dtype.tz!r} is "
+            "neither a time zone name (IANA: 'UTC', 'Europe/Paris') nor an offset "
+            "('+05:30'), and pandas could not read the column back"
+        )
+    if pa.types.is_fixed_size_list(dtype) and dtype.list_size == 0:
+        # Parquet writes it, but every read of it fails in pyarrow.
+        raise SchemaError(
+            f"Arrow type {dtype} cannot be stored in a raylake table: a fixed-size list "
+            "needs width >= 1"
+        )
+    if pa.types.is_struct(dtype):
+        names = [f.name for f in dtype]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:  # pandas and DuckDB read one of them, and drop the others' values
+            raise SchemaError(
+                f"Arrow type {dtype} cannot be stored in a raylake table: a struct's fields "
+                f"need distinct names ({repeated} repeat)"
+            )
+        for f in dtype:
+            _refuse_unreadable(f.type)
+    elif pa.types.is_map(dtype):
+        _refuse_unreadable(dtype.key_type)
+        _refuse_unreadable(dtype.item_type)
+    elif _is_list_of_any_size(dtype):
+        _refuse_unreadable(dtype.value_type)
+
+
+def _is_list_of_any_size(dtype: pa.DataType) -> bool:
+    return bool(
+        pa.types.is_list(dtype)
+        or pa.types.is_large_list(dtype)
+        or pa.types.is_fixed_size_list(dtype)
+    )
 
 
 def column_type(column: str, dtype: pa.DataType) -> pa.DataType:

@@ -444,6 +444,21 @@ def test_a_time_zone_no_reader_knows_is_refused_naming_the_column(
     assert tbl.latest_snapshot() is None
 
 
+def test_a_table_that_stores_such_a_zone_already_stays_writable(tmp_path: Path) -> None:
+    """A table made before such zones were refused (its schema file written so) takes
+    writes, a column added and reads in Arrow as before: the refusal is for a column
+    being made, never for a stored schema written again or compared at each commit."""
+    tbl = raylake.create_table(str(tmp_path), pa.schema([("t", pa.timestamp("us", "UTC"))]))
+    (schema_file,) = (tmp_path / "schema").iterdir()
+    schema_file.write_text(schema_file.read_text().replace('"UTC"', '"Mars/Base"'))
+    tbl = raylake.open_table(str(tmp_path))
+    zoned = pa.timestamp("us", "Mars/Base")
+    tbl.write(pa.table({"t": pa.array([0], zoned)}))
+    tbl.update_schema().add_column("n", pa.int64()).commit()
+    tbl.write(pa.table({"t": pa.array([1], zoned), "n": [2]}))
+    assert tbl.to_arrow().column("t").type == zoned and tbl.count() == 2
+
+
 @pytest.mark.parametrize("zone", ["UTC", "Europe/Paris", "+05:30", "-08:00", "Etc/GMT+5"])
 def test_time_zone_names_and_offsets_are_stored(tmp_path: Path, zone: str) -> None:
     tbl = raylake.create_table(str(tmp_path), pa.schema([("t", pa.timestamp("us", zone))]))
