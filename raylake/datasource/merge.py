@@ -240,14 +240,24 @@ def _count_rows(block: pa.Table) -> int:
 
 
 def _source_table(refs: list[Any], schema: pa.Schema, empty: pa.Table, on: JoinOn) -> pa.Table:
-    """The dataset's rows as one table, conformed to the target's column types."""
+    """The dataset's rows as one table, conformed to the target's column types.
+
+    Each block is conformed before they are joined: Ray's blocks may hold a column in
+    different types (int32 in one, int64 in another; large_string and string), which
+    Arrow's concatenation refuses, while each casts to the target's type."""
     import ray
 
     from raylake.table.merge.builder import conform_source
 
-    tables = [t for t in ray.get(refs) if isinstance(t, pa.Table) and t.num_rows]
-    rows = pa.concat_tables(tables, promote_options="default") if tables else empty
-    return conform_source(rows, schema, on)
+    tables = [
+        conform_source(t, schema, on)
+        for t in ray.get(refs)
+        if isinstance(t, pa.Table) and t.num_rows
+    ]
+    if not tables:
+        return conform_source(empty, schema, on)
+    # Columns the target lacks are not conformed: those may still differ among blocks.
+    return pa.concat_tables(tables, promote_options="permissive")
 
 
 def _delete_prefixed(tbl: Any, prefix: str) -> None:

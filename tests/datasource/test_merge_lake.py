@@ -276,3 +276,28 @@ def test_an_append_merge_whose_task_fails_leaves_no_file_of_its_other_tasks(
     assert leftovers(None) is None  # every task the merge started has ended
     assert {rel for rel, _ in tbl.file_io.list_files("data")} == before
     assert len(tbl.snapshots()) == 2
+
+
+@pytest.mark.parametrize("primary_key", [["k"], []])
+def test_blocks_of_other_column_types_equal_the_local_merge(
+    tmp_path: Path, ray_cluster: Any, primary_key: list[str]
+) -> None:
+    """Ray's blocks may hold a column in different types (int32 and large_string in one,
+    int64 and string in another), each of which casts to the target's: an append-table
+    merge joined the blocks before casting them and failed with Arrow's ArrowTypeError."""
+    first = pa.table(
+        {
+            "k": pa.array([1, 5], pa.int32()),
+            "n": pa.array([1, 1], pa.int32()),
+            "s": pa.array(["a", "b"], pa.large_string()),
+        }
+    )
+    second = pa.table({"k": [2, 6], "n": [2, 2], "s": ["c", "d"]})
+    tables = _twin_tables(tmp_path, primary_key)
+    rows = pa.concat_tables([first.cast(second.schema), second])
+    local = _upsert(tables[0].merge(rows, on="k"))
+    distributed = _upsert(
+        raylake.merge_lake(ray.data.from_arrow([first, second]), tables[1].uri, on="k")
+    )
+    assert (distributed.inserted, distributed.updated) == (local.inserted, local.updated) == (2, 2)
+    assert tables[1].to_arrow().sort_by("k") == tables[0].to_arrow().sort_by("k")
