@@ -25,7 +25,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from raylake.arguments import refuse_unknown_keywords
-from raylake.errors import CommitConflictError, InvalidArgumentError, UnsupportedOperationError
+from raylake.errors import (
+    CommitConflictError,
+    InvalidArgumentError,
+    RaylakeError,
+    UnsupportedOperationError,
+)
 from raylake.table.merge.builder import MergeResult, TableMerger
 from raylake.table.source import check_writable
 from raylake.table.visible import check_visible, refuse_process_local
@@ -192,9 +197,15 @@ class LakeMerger(TableMerger):
             for column in keys.columns:
                 valid &= pc.is_valid(column).to_numpy(zero_copy_only=False)
             ids = np.zeros(batch.num_rows, dtype=np.int32)
-            if valid.any():
-                picked = keys.filter(pa.array(valid))
-                ids[valid] = kind.bucket_ids(picked).to_numpy(zero_copy_only=False)
+            try:
+                if valid.any():
+                    picked = keys.filter(pa.array(valid))
+                    ids[valid] = kind.bucket_ids(picked).to_numpy(zero_copy_only=False)
+            except RaylakeError:
+                # A key that does not fit the key column: any bucket will do, the merge
+                # task raises the same error as a raylake error (raised here, in a map
+                # of the source, Ray wrapped it in a UserCodeException).
+                ids[:] = 0
             return batch.append_column(_BUCKET, pa.array(ids))
 
         def merge_bucket(rows: pa.Table) -> pa.Table:

@@ -301,3 +301,20 @@ def test_blocks_of_other_column_types_equal_the_local_merge(
     )
     assert (distributed.inserted, distributed.updated) == (local.inserted, local.updated) == (2, 2)
     assert tables[1].to_arrow().sort_by("k") == tables[0].to_arrow().sort_by("k")
+
+
+def test_a_source_key_that_does_not_fit_raises_the_local_merges_error(
+    tmp_path: Path, ray_cluster: Any
+) -> None:
+    """An int64 key beyond an int32 key column: hashing it to its bucket failed in Ray's
+    map of the source, raised as Ray's UserCodeException, not as SchemaMismatchError."""
+    schema = pa.schema([pa.field("k", pa.int32(), nullable=False), ("n", pa.int64())])
+    tbl = raylake.create_table(str(tmp_path / "t"), schema, primary_key=["k"], buckets=2)
+    tbl.write(pa.table({"k": [1, 2], "n": [0, 0]}, schema=schema))
+    source = pa.table({"k": [1, 2**40], "n": [1, 1]})
+    with pytest.raises(SchemaMismatchError) as local:
+        _upsert(tbl.merge(source, on="k"))
+    with pytest.raises(SchemaMismatchError) as distributed:
+        _upsert(raylake.merge_lake(ray.data.from_arrow(source), tbl.uri, on="k"))
+    assert str(local.value) in str(distributed.value)
+    assert len(tbl.snapshots()) == 1
