@@ -8,6 +8,7 @@ rows removed), with and without the row kind, with value and key filters.
 
 from __future__ import annotations
 
+import math
 import shutil
 import tempfile
 import time
@@ -423,6 +424,9 @@ NESTED = {
     "list": (pa.list_(pa.int64()), [[1, None], None], [[1, 2], []]),
     "struct": (pa.struct([("a", pa.int64())]), [{"a": None}, None], [{"a": 1}, {"a": None}]),
     "map": (pa.map_(pa.string(), pa.int64()), [[("x", 1)], None], [[("x", 2)], []]),
+    # NaN != NaN: a NaN written again was reported as a change, alone or in a list.
+    "float-nan": (pa.float64(), [math.nan, None], [1.0, 2.0]),
+    "list-nan": (pa.list_(pa.float32()), [[math.nan], None], [[1.0], []]),
 }
 
 

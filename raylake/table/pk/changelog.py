@@ -17,6 +17,7 @@ which a primary-key writer accepts as input, so a changelog replays as is.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -246,4 +247,8 @@ def _same_values(a: pa.Array, b: pa.Array) -> np.ndarray:
         equal = _bools(pc.fill_null(pc.equal(a, b), False))
     except (pa.ArrowNotImplementedError, pa.ArrowInvalid):
         equal = np.zeros(len(a), dtype=bool)  # no equality kernel for this type
+    if pa.types.is_floating(kind):
+        # NaN written again as NaN is no change, though NaN != NaN.
+        with contextlib.suppress(pa.ArrowNotImplementedError):  # float16 before pyarrow 17
+            equal |= _bools(pc.fill_null(pc.and_(pc.is_nan(a), pc.is_nan(b)), False))
     return (a_null & b_null) | (both & equal)
