@@ -173,6 +173,8 @@ class SnapshotManager:
         snap = self.read_if_present(snapshot_id)
         if snap is None:
             ids = self.snapshot_ids()
+            if ids and snapshot_id < ids[0]:  # ids only grow: one below the earliest expired
+                raise SnapshotExpiredError(snapshot_id, ids[0], self.file_io.uri)
             have = f"snapshots {ids[0]}..{ids[-1]}" if ids else "no snapshots"
             raise SnapshotNotFoundError(
                 f"snapshot {snapshot_id} does not exist in {self.file_io.uri} (it has {have})",

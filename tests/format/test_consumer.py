@@ -17,6 +17,7 @@ import raylake
 from raylake.errors import (
     ConsumerError,
     CorruptMetadataError,
+    SnapshotExpiredError,
     SnapshotNotFoundError,
     StreamPositionExpiredError,
 )
@@ -178,7 +179,9 @@ def test_table_reset_refuses_snapshots_that_do_not_exist(tmp_path: Path) -> None
     with pytest.raises(SnapshotNotFoundError, match="snapshot 9 does not exist"):
         tbl.reset_consumer("job", 9)
     tbl.expire_snapshots(retain_last=1)
-    with pytest.raises(SnapshotNotFoundError, match=r"snapshot 1 does not exist.*snapshots 3\.\.3"):
+    with pytest.raises(
+        SnapshotExpiredError, match=r"snapshot 1 of .* expired: the earliest snapshot is 3"
+    ):
         tbl.reset_consumer("job", 1)
     with pytest.raises(ConsumerError, match="valid consumer id"):
         tbl.reset_consumer("a/b", 3)
