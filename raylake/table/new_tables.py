@@ -132,9 +132,10 @@ def _drop_objects(file_io: FileIO) -> None:
     bucket, its settings and that folder are the user's."""
     root = file_io.root.rstrip("/")
     file_io.fs.invalidate_cache(root)  # s3fs answers from listings it cached
-    for path in file_io.fs.find(root):
-        if path.rstrip("/") != root:
-            file_io.fs.rm_file(path)
+    # Through FileIO: a store's transient errors are retried, and one that stays is
+    # logged, not raised over the failure that made the table go.
+    ours = [p[len(root) + 1 :] for p in file_io.fs.find(root) if p.rstrip("/") != root]
+    file_io.delete_quietly(ours)
 
 
 def _drop_schema_files(file_io: FileIO) -> None:
