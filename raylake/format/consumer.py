@@ -43,6 +43,7 @@ from raylake.format.metadata_json import json_object
 from raylake.format.schema import SCHEMA_DIR
 from raylake.format.snapshot import SnapshotManager
 from raylake.io import FileIO
+from raylake.io.temp_names import TEMP_SUFFIX
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +52,6 @@ _PREFIX = "consumer-"
 # Safe on every filesystem and object store: no separators, no "." or ".." names, and no
 # ".tmp" suffix, which FileIO's write-then-rename uses for its temporary files.
 _ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-_TMP_SUFFIX = ".tmp"
 # Consumer property: "full" when the next snapshot is read whole (a start, or a position
 # whose previous snapshot is gone), "delta" when it is read as a change.
 STREAM_MODE = "stream.mode"
@@ -64,7 +64,7 @@ _LEFT_MARKERS: dict[str, set[str]] = {}
 
 def is_consumer_id(name: str) -> bool:
     """Whether ``name`` is an id raylake names consumers by (see validate_consumer_id)."""
-    return bool(_ID_PATTERN.match(name)) and not name.endswith(_TMP_SUFFIX)
+    return bool(_ID_PATTERN.match(name)) and not name.endswith(TEMP_SUFFIX)
 
 
 def validate_consumer_id(consumer_id: Any) -> str:
@@ -324,7 +324,7 @@ class ConsumerManager:
         fresh: tuple[str, ...] = ()
         now = _now_millis()
         for name in self.file_io.list_names(CONSUMER_DIR):
-            if not name.startswith(_MARKER_PREFIX) or name.endswith(_TMP_SUFFIX):
+            if not name.startswith(_MARKER_PREFIX) or name.endswith(TEMP_SUFFIX):
                 continue
             try:
                 written = int(

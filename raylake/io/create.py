@@ -14,11 +14,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import uuid
 from collections.abc import Callable
 
 from raylake.errors import CommitStateUnknownError, StorageRetriesExhaustedError
 from raylake.io.retry import RetryPolicy, is_transient
+from raylake.io.temp_names import temp_path
 
 logger = logging.getLogger(__name__)
 
@@ -124,7 +124,7 @@ def _is_timeout(error: BaseException | None) -> bool:
 
 def replace_write(path: str, data: bytes) -> None:
     """Write then rename, so a reader never sees half a file (nor a failed write's tmp)."""
-    tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+    tmp = temp_path(path)
     try:
         with open(tmp, "wb") as f:
             f.write(data)
@@ -138,7 +138,7 @@ def replace_write(path: str, data: bytes) -> None:
 def link_create(path: str, data: bytes) -> bool:
     """Create-if-absent on local files: a whole, synced temporary file hard-linked into
     place (the link fails if the name exists; a reader never sees a partial file)."""
-    tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+    tmp = temp_path(path)
     try:
         with open(tmp, "wb") as f:
             f.write(data)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, TypeAlias
 
@@ -22,6 +21,7 @@ from raylake.format.schema_files import forget_schemas, schema_path
 from raylake.format.table_spec import TableSpec
 from raylake.io import FileIO
 from raylake.io.credentials import OptionsLike
+from raylake.io.temp_names import temp_path
 from raylake.table.aborted import outcome_unknown
 from raylake.table.args import uri_arg
 from raylake.table.commit import check_commit_safety
@@ -214,7 +214,7 @@ def open_or_join_table(
         tbl, created = open_or_create_table(uri, schema, **how)
         if created or tbl.latest_snapshot() is not None:
             return tbl, created, ""
-        marker = f"{DATA_DIR}/{job_prefix}-writing.{uuid.uuid4().hex}.tmp"
+        marker = temp_path(f"{DATA_DIR}/{job_prefix}-writing")
         try:
             tbl.file_io.write_bytes(marker, b"")
             there = table_exists(uri, storage_options=how.get("storage_options"))

@@ -28,6 +28,7 @@ from raylake.format.schema import SCHEMA_DIR
 from raylake.format.schema_files import load_schema
 from raylake.format.snapshot import SNAPSHOT_DIR, Snapshot, SnapshotManager, snapshot_path
 from raylake.io import FileIO
+from raylake.io.temp_names import TEMP_SUFFIX, temp_names
 from raylake.progress import track
 from raylake.table.ages import OlderThan, cutoff_millis
 from raylake.table.partition_text import could_be_written
@@ -49,7 +50,6 @@ logger = logging.getLogger(__name__)
 _REFERENCED_DIRS = (DATA_DIR, MANIFEST_DIR)
 # Directories whose files are metadata in their own right: only FileIO temp files are orphans.
 _TMP_ONLY_DIRS = (SNAPSHOT_DIR, CONSUMER_DIR, SCHEMA_DIR)
-_TMP_SUFFIX = ".tmp"
 DEFAULT_ORPHAN_AGE = timedelta(days=1)
 
 
@@ -279,7 +279,7 @@ def _old_files(file_io: FileIO, cutoff: int, partition: Sequence[pa.Field]) -> l
     markers = []
     for rel_dir in _TMP_ONLY_DIRS:
         for p, m in file_io.list_files(rel_dir):
-            if p.endswith(_TMP_SUFFIX):
+            if p.endswith(TEMP_SUFFIX):
                 found.append((p, m))
             elif rel_dir == CONSUMER_DIR and m is not None and m * 1000 < cutoff:
                 markers.append((p, m * 1000))
@@ -299,13 +299,13 @@ def _old_files(file_io: FileIO, cutoff: int, partition: Sequence[pa.Field]) -> l
 # directory created with allow_other_files=True) is never an orphan (raylake/table/location.py).
 _OWN_NAMES = {
     # a file_prefix starts with a letter or digit (table/args.py)
-    DATA_DIR: re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*-[0-9a-f]{32}\.parquet|.+\.[0-9a-f]{32}\.tmp"),
-    MANIFEST_DIR: re.compile(r"manifest-[0-9a-f]{32}\.parquet|.+\.[0-9a-f]{32}\.tmp"),
+    DATA_DIR: re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*-[0-9a-f]{32}\.parquet"),
+    MANIFEST_DIR: re.compile(r"manifest-[0-9a-f]{32}\.parquet"),
 }
-_TMP_NAME = re.compile(r".+\.[0-9a-f]{32}\.tmp")
+_TMP_NAME = temp_names()
 # What a Ray Data or Spark job joining a table with no snapshot writes directly in data/
 # (catalog.open_or_join_table): an orphan once its job died without deleting it.
-_JOB_MARKER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*-writing\.[0-9a-f]{32}\.tmp")
+_JOB_MARKER = temp_names(r"[A-Za-z0-9][A-Za-z0-9_.-]*-writing")
 _BUCKET_DIR = re.compile(r"bucket-(0|[1-9][0-9]*)")
 
 
@@ -321,8 +321,8 @@ def is_raylake_file(rel: str, partition: Sequence[pa.Field] | None = None) -> bo
     writes: none is ours."""
     top, _, rest = rel.partition("/")
     name = rel.rsplit("/", 1)[-1]
-    pattern = _OWN_NAMES.get(top, _TMP_NAME)
-    if not rest or pattern.fullmatch(name) is None:
+    own = _OWN_NAMES.get(top)
+    if not rest or not (_TMP_NAME.fullmatch(name) or (own and own.fullmatch(name))):
         return False
     directories = rest.split("/")[:-1]
     if top == MANIFEST_DIR:

@@ -20,6 +20,7 @@ from raylake.format.manifest import MANIFEST_DIR
 from raylake.format.schema import SCHEMA_DIR
 from raylake.io import FileIO
 from raylake.io.credentials import OptionsLike
+from raylake.io.temp_names import temp_names
 from raylake.table.args import uri_arg
 from raylake.table.location import check_empty_location, other_files
 from raylake.table.maintenance import is_raylake_file
@@ -29,9 +30,9 @@ from raylake.table.writer import DATA_DIR
 logger = logging.getLogger(__name__)
 
 # What a table's creation writes in schema/: ``schema-<id>.json``, and FileIO's temporary
-# files ``<name>.<32 hex digits>.tmp`` (raylake/format/schema_files.py).
+# files of those (raylake/format/schema_files.py).
 _SCHEMA_FILE = re.compile(r"schema-\d+\.json")
-_TMP_FILE = re.compile(r"schema-\d+\.json\.[0-9a-f]{32}\.tmp")
+_TMP_FILE = temp_names(_SCHEMA_FILE.pattern)
 
 
 def check_new_location(uri: str, storage_options: OptionsLike | None = None) -> None:

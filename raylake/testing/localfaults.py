@@ -21,12 +21,12 @@ import errno
 import io
 import os
 import time
-import uuid
 from typing import Any, ClassVar
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
+from raylake.io.temp_names import temp_path
 from raylake.testing.faults import FaultInjector, FaultPlan, FaultRule
 
 PROTOCOL = "faulty"
@@ -100,7 +100,7 @@ class FaultyFileSystem(LocalFileSystem):
         """Whole-file writes as raylake makes them on local files: a temporary file,
         renamed into place (a fault may leave the temporary file half written)."""
         path = self._strip_protocol(path)
-        tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+        tmp = temp_path(path)
         try:
             with self.open(tmp, "wb") as f:
                 f.write(value)
@@ -172,7 +172,7 @@ class _ExclusiveCreate(io.BytesIO):
         data = self.getvalue()
         super().close()
         rule = self._fs._fault("create", self._path, conditional=True)
-        tmp = f"{self._path}.{uuid.uuid4().hex}.tmp"
+        tmp = temp_path(self._path)
         try:
             with open(tmp, "wb") as f:
                 f.write(data)
