@@ -20,18 +20,16 @@ import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from raylake.arguments import refuse_unknown_keywords
 from raylake.errors import (
     CommitConflictError,
     InvalidArgumentError,
-    RaylakeError,
     UnsupportedOperationError,
 )
 from raylake.table.merge.builder import MergeResult, TableMerger
+from raylake.table.merge.primary_key import source_bucket_ids
 from raylake.table.source import check_writable
 from raylake.table.visible import check_visible, refuse_process_local
 
@@ -179,7 +177,6 @@ class LakeMerger(TableMerger):
         clauses: tuple[Clause, ...],
         prefix: str,
     ) -> list[Any]:
-        kind = tbl.kind
         source_keys = dict(on.pairs)
         key_names = [source_keys[k] for k in tbl.table_schema.primary_key]
         storage = tbl.file_io
@@ -188,25 +185,7 @@ class LakeMerger(TableMerger):
         table_schema = tbl.table_schema
 
         def add_bucket(batch: pa.Table) -> pa.Table:
-            # Rows with a null key match nothing; they go to bucket 0 (an insert of one
-            # fails there as in Table.merge, on the key's null constraint).
-            keys = pa.table(
-                {k: batch.column(s) for k, s in zip(tbl.table_schema.primary_key, key_names)}
-            )
-            valid = np.ones(batch.num_rows, dtype=bool)
-            for column in keys.columns:
-                valid &= pc.is_valid(column).to_numpy(zero_copy_only=False)
-            ids = np.zeros(batch.num_rows, dtype=np.int32)
-            try:
-                if valid.any():
-                    picked = keys.filter(pa.array(valid))
-                    ids[valid] = kind.bucket_ids(picked).to_numpy(zero_copy_only=False)
-            except RaylakeError:
-                # A key that does not fit the key column: any bucket will do, the merge
-                # task raises the same error as a raylake error (raised here, in a map
-                # of the source, Ray wrapped it in a UserCodeException).
-                ids[:] = 0
-            return batch.append_column(_BUCKET, pa.array(ids))
+            return batch.append_column(_BUCKET, source_bucket_ids(table_schema, batch, key_names))
 
         def merge_bucket(rows: pa.Table) -> pa.Table:
             from raylake.format.snapshot import SnapshotManager

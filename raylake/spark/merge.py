@@ -23,16 +23,14 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.broadcast import Broadcast
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from raylake.arguments import refuse_unknown_keywords
-from raylake.errors import CommitConflictError, RaylakeError, UnsupportedOperationError
+from raylake.errors import CommitConflictError, UnsupportedOperationError
 from raylake.format.schema import TableSchema
 from raylake.io import FileIO
 from raylake.spark.columns import map_in_arrow
@@ -48,6 +46,7 @@ from raylake.spark.task_results import (
 from raylake.spark.types import arrow_schema_of
 from raylake.table.merge.builder import MergeResult, TableMerger
 from raylake.table.merge.plan import Clause, JoinOn
+from raylake.table.merge.primary_key import source_bucket_ids
 from raylake.table.source import check_writable
 from raylake.table.visible import refuse_process_local
 from raylake.table.writer import DATA_DIR
@@ -228,26 +227,9 @@ def _run(df: DataFrame, job: _MergeJob) -> list[Any]:
 def _add_buckets(
     job: _MergeJob, key_names: list[str], batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
-    from raylake.table.kind import kind_of
-
-    kind = kind_of(job.table_schema)
     for batch in batches:
-        keys = pa.table(
-            {k: batch.column(s) for k, s in zip(job.table_schema.primary_key, key_names)}
-        )
-        valid = np.ones(batch.num_rows, dtype=bool)
-        for column in keys.columns:  # a null key matches nothing: any bucket will do
-            valid &= pc.is_valid(column).to_numpy(zero_copy_only=False)
-        ids = np.zeros(batch.num_rows, dtype=np.int32)
-        try:
-            if valid.any():
-                ids[valid] = kind.bucket_ids(keys.filter(pa.array(valid))).to_numpy()
-        except RaylakeError:
-            # A key that does not fit the column: any bucket will do, the merge task
-            # raises the same error on the driver as itself (raised here, Spark retried
-            # the task and raised a PythonException).
-            pass
-        yield batch.append_column(BUCKET_COLUMN, pa.array(ids))
+        ids = source_bucket_ids(job.table_schema, batch, key_names)
+        yield batch.append_column(BUCKET_COLUMN, ids)
 
 
 def _merge_task(job: _MergeJob, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

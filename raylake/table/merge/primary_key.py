@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from raylake.errors import CommitConflictError, SchemaMismatchError
+from raylake.errors import CommitConflictError, RaylakeError, SchemaMismatchError
 from raylake.expr import AlwaysTrue, And, Compare, Expr, In, bind
 from raylake.format.manifest import data_files_from_table, read_entries
 from raylake.format.snapshot import Snapshot, SnapshotManager
@@ -33,6 +33,7 @@ from raylake.table.merge.plan import (
 from raylake.table.writer import CommitMessage, writing
 
 if TYPE_CHECKING:
+    from raylake.format.schema import TableSchema
     from raylake.table.table import Table
 
 from raylake.table.merge.commit import check_schema_current, commit_merge, unchanged
@@ -51,6 +52,33 @@ class PrimaryKeyPart:
     updated: int
     deleted: int
     buckets: frozenset[tuple[tuple[Any, ...], int]] | None  # read; None: the whole table
+
+
+def source_bucket_ids(
+    ts: TableSchema, rows: pa.Table | pa.RecordBatch, key_names: Sequence[str]
+) -> pa.Array:
+    """The bucket each source row of a distributed merge (Ray, Spark) is sent to, by the
+    hash the table's writer uses; ``key_names``: the source columns of the key columns,
+    in ``ts.primary_key``'s order. A row with a null key matches nothing: bucket 0 (an
+    insert of one fails there, on the key's null constraint, as in ``Table.merge``). A
+    key that does not fit its column (``2**40`` for int32): every row to bucket 0, where
+    the merge task raises the error ``Table.merge`` raises; raised here, in the engine's
+    map of the source, it would come wrapped (Ray's UserCodeException, Spark's
+    PythonException after its retries)."""
+    from raylake.table.kind import kind_of
+
+    keys = pa.table({k: rows.column(s) for k, s in zip(ts.primary_key, key_names)})
+    valid = np.ones(rows.num_rows, dtype=bool)
+    for column in keys.columns:
+        valid &= pc.is_valid(column).to_numpy(zero_copy_only=False)
+    ids = np.zeros(rows.num_rows, dtype=np.int32)
+    try:
+        if valid.any():
+            picked = keys.filter(pa.array(valid))
+            ids[valid] = kind_of(ts).bucket_ids(picked).to_numpy(zero_copy_only=False)
+    except RaylakeError:
+        ids[:] = 0
+    return pa.array(ids)
 
 
 def by_key_lookup(ts: Any, on: JoinOn, clauses: tuple[Clause, ...]) -> bool:
