@@ -78,10 +78,16 @@ class ShardWorker:
         progress = self.reader.resumed_from  # read once, by the reader, at open
         newest_sink = self.sink.source.latest()
         latest = 0 if newest_sink is None else newest_sink.id
-        if progress is None and self.source.source.consumer_properties:
+        if self.source.source.consumer_properties and (
+            progress is None or SINK_SNAPSHOT not in progress.properties
+        ):
             # A new consumer (a first start, one deleted to start over, a source created
             # again): no sink commit is its own yet, even one under its commit user from an
             # earlier life. Recorded at once, so a restart searches only what comes after.
+            # So is a consumer that lacks the record, which a shard writes before any of its
+            # commits: its reader registered it and the actor died before the record, or
+            # reset_consumer registered it (a start chosen after a delete). Either took
+            # the earlier life's last commit for its own and skipped the source up to it.
             self.reader.notify_checkpoint_complete(
                 self.reader.next_snapshot_id, {SINK_SNAPSHOT: str(latest)}
             )

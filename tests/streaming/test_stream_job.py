@@ -142,6 +142,59 @@ def test_a_deleted_consumer_starts_over_past_its_earlier_commits(warehouse: Path
     assert Counter(Counter(sink.to_arrow().column("id").to_pylist()).values()) == {2: 10}
 
 
+class Killed(BaseException):
+    """The actor died: nothing after this point ran."""
+
+
+def test_a_shard_killed_before_its_new_consumer_records_the_sink_starts_over(
+    warehouse: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A shard whose reader registered its new consumer and whose actor died before the
+    consumer recorded the sink snapshot took the earlier run's last sink commit for its
+    own after the restart, and skipped every source snapshot up to it."""
+    from raylake.streaming.reader import StreamReader
+
+    source, sink, spec = make(warehouse)
+    for commit in range(3):
+        source.write(batch(commit, 2))
+    first = ShardWorker(spec, 0)
+    assert first.step().plans == 3
+    first.reader.close()
+    assert source.delete_consumer("job.shard-0-of-1")  # to start over
+
+    def dies(*args: Any, **kwargs: Any) -> Any:
+        raise Killed
+
+    with monkeypatch.context() as patched:
+        patched.setattr(StreamReader, "notify_checkpoint_complete", dies)
+        with pytest.raises(Killed):
+            ShardWorker(spec, 0)
+    assert source.consumer("job.shard-0-of-1") is not None  # registered, nothing recorded
+    again = ShardWorker(spec, 0)
+    assert again.reader.next_snapshot_id == 1
+    assert again.step().plans == 3
+    assert Counter(Counter(sink.to_arrow().column("id").to_pylist()).values()) == {2: 6}
+
+
+def test_a_deleted_consumer_reset_to_a_snapshot_starts_there(warehouse: Path) -> None:
+    """Deleted, then registered again by reset_consumer at the snapshot to start from:
+    the shard read nothing, taking the earlier run's last sink commit for its own."""
+    source, sink, spec = make(warehouse)
+    for commit in range(3):
+        source.write(batch(commit, 2))
+    first = ShardWorker(spec, 0)
+    assert first.step().plans == 3
+    first.reader.close()
+    assert source.delete_consumer("job.shard-0-of-1")
+    source.reset_consumer("job.shard-0-of-1", 2)
+    again = ShardWorker(spec, 0)
+    assert again.reader.next_snapshot_id == 2
+    assert again.step().plans == 2
+    assert Counter(sink.to_arrow().column("id").to_pylist()) == Counter(
+        [0, 1, 2, 3, 4, 5, 2, 3, 4, 5]
+    )
+
+
 def test_a_source_created_again_is_read_from_its_start(warehouse: Path) -> None:
     """The old source's consumers went with its directory; the new source's first
     snapshots must not be skipped for the old source's commits in the sink."""
