@@ -73,6 +73,7 @@ class ShardWorker:
     def _resume(self) -> int:
         """Move past plans whose output the sink already holds; the sink snapshot to
         search from next time."""
+        self._progress = self.reader.resumed_from
         if self.sink is None:
             return 0
         progress = self.reader.resumed_from  # read once, by the reader, at open
@@ -88,7 +89,7 @@ class ShardWorker:
             # commits: its reader registered it and the actor died before the record, or
             # reset_consumer registered it (a start chosen after a delete). Either took
             # the earlier life's last commit for its own and skipped the source up to it.
-            self.reader.notify_checkpoint_complete(
+            self._progress = self.reader.notify_checkpoint_complete(
                 self.reader.next_snapshot_id, {SINK_SNAPSHOT: str(latest)}
             )
             return latest
@@ -109,7 +110,7 @@ class ShardWorker:
                 "%s: output of source snapshot %d is in the sink (snapshot %d or before); "
                 "moving on", self.consumer_id, committed, latest,
             )  # fmt: skip
-            self.reader.seek(committed + 1, {SINK_SNAPSHOT: str(latest)})
+            self._progress = self.reader.seek(committed + 1, {SINK_SNAPSHOT: str(latest)})
         return latest
 
     def _last_commit(
@@ -161,9 +162,36 @@ class ShardWorker:
     def _rewind(self) -> None:
         self._rewinding = True
         self.reader.close()
+        self._restore_consumer(self.reader._last_read)
         self.reader = self._open_reader()
         self._sink_base = self._resume()
         self._rewinding = False
+
+    def _restore_consumer(self, last_read: Snapshot | None) -> None:
+        """Register the consumer again where this shard last recorded it, where it is gone
+        from the source it read (``consumer.expiration-time`` removed it while the shard
+        recorded nothing: between the runs of a job, or while every step failed). Opened as
+        a new consumer, the shard started over from ``start`` and the sink got again every
+        row it had; now it goes on from its checkpoint, or raises
+        StreamPositionExpiredError where the snapshots it needs expired with it. A source
+        created again (its snapshot read last is another, or gone while earlier ones are
+        there) keeps the new consumer: its rows are new."""
+        last, source = self._progress, self.source.source
+        if last is None or last_read is None or source.consumer(self.consumer_id) is not None:
+            return
+        now = source.read_if_present(last_read.id)
+        if now is None:
+            earliest = source.earliest_id()
+            if earliest is None or earliest <= last_read.id:
+                return
+        elif now.commit_id != last_read.commit_id:
+            return
+        logger.warning(
+            "%s: the consumer expired under the running shard; registered again at "
+            "snapshot %d, where the shard last recorded it",
+            self.consumer_id, last.next_snapshot_id,
+        )  # fmt: skip
+        source.register_consumer(self.consumer_id, last.next_snapshot_id, last.properties)
 
     def _step(self) -> ShardStatus:
         batch: list[StreamPlan] = []
@@ -194,7 +222,7 @@ class ShardWorker:
         Paimon's) must not take a running job's consumer for a stopped one's."""
         if self._expiry_ms is None or (time.monotonic() - self._recorded) * 4000 < self._expiry_ms:
             return
-        self.reader.notify_checkpoint_complete(
+        self._progress = self.reader.notify_checkpoint_complete(
             self.reader.next_snapshot_id, {SINK_SNAPSHOT: str(self._sink_base)}
         )
         self._recorded = time.monotonic()
@@ -217,7 +245,7 @@ class ShardWorker:
         if self.sink is not None and (_rows(outputs) or last.is_refresh):
             snap = self._commit(last, outputs)
             self._sink_base = max(self._sink_base, snap.id)
-        self.reader.notify_checkpoint_complete(
+        self._progress = self.reader.notify_checkpoint_complete(
             last.next_snapshot_id, {SINK_SNAPSHOT: str(self._sink_base)}
         )
         self._recorded = time.monotonic()
