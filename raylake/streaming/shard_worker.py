@@ -33,6 +33,9 @@ from raylake.table.writer import CommitMessage, writing
 logger = logging.getLogger(__name__)
 
 SINK_SNAPSHOT = "stream.sink-snapshot"
+# Sink commit property: the source snapshot its first plan starts at, the position of the
+# shard's checkpoint before it.
+COMMIT_FROM = "stream.from"
 # Shards that add different columns to the sink at once race on its next schema file;
 # the loser writes its output again under the winner's schema, this many times at most.
 SCHEMA_ATTEMPTS = 5
@@ -126,7 +129,10 @@ class ShardWorker:
             # that made it, which the history below no longer holds (docs/format.md 6.4).
             # A commit at or before the checkpoint's sink snapshot was checkpointed.
             identifier, made_in, _ = named
-            return identifier if made_in > since else None
+            if made_in <= since:
+                return None
+            made = self.sink.source.read_if_present(made_in)  # None: expired, as it was
+            return None if made is not None and self._moved(made, progress) else identifier
         # A sink written before snapshots named their users' last commits, or a Paimon
         # consumer file, which keeps neither the sink snapshot nor a whole-state start
         # (it is written at the first checkpoint past it): no progress may be a shard
@@ -137,8 +143,19 @@ class ShardWorker:
         # rows the sink lacks (docs/format.md 6.6).
         for snap in self.sink.source.snapshots.history(newest_sink, since):
             if snap.commit_user == self.commit_user:
-                return snap.commit_identifier
+                return None if self._moved(snap, progress) else snap.commit_identifier
         return None
+
+    @staticmethod
+    def _moved(commit: Snapshot, progress: Any) -> bool:
+        """Whether the consumer was moved since ``commit``, a commit of this shard after its
+        checkpoint: its plans started at the checkpoint's position, and a consumer that is
+        elsewhere now was reset there (Table.reset_consumer) to process from there again.
+        Skipping the commit's snapshots undid the reset."""
+        start = commit.properties.get(COMMIT_FROM)
+        return (
+            progress is not None and start is not None and int(start) != progress.next_snapshot_id
+        )
 
     def step(self) -> ShardStatus:
         """Process the plans available now (at most ``max_plans_per_step``); their output
@@ -243,15 +260,18 @@ class ShardWorker:
             return
         last = plans[-1]
         if self.sink is not None and (_rows(outputs) or last.is_refresh):
-            snap = self._commit(last, outputs)
+            snap = self._commit(last, outputs, plans[0].first_snapshot_id)
             self._sink_base = max(self._sink_base, snap.id)
         self._progress = self.reader.notify_checkpoint_complete(
             last.next_snapshot_id, {SINK_SNAPSHOT: str(self._sink_base)}
         )
         self._recorded = time.monotonic()
 
-    def _commit(self, last: StreamPlan, outputs: list[pa.Table]) -> Any:
+    def _commit(self, last: StreamPlan, outputs: list[pa.Table], first: int | None = None) -> Any:
         assert self.sink is not None
+        properties = {"stream.source": self.spec.uri, "stream.consumer": self.consumer_id}
+        if first is not None:
+            properties[COMMIT_FROM] = str(first)
         messages = self._write(outputs)
         return self.sink.commit(
             messages,
@@ -264,7 +284,7 @@ class ShardWorker:
             else self._sink_base,
             commit_user=self.commit_user,
             commit_identifier=last.snapshot_id,
-            properties={"stream.source": self.spec.uri, "stream.consumer": self.consumer_id},
+            properties=properties,
         )
 
     def _write(self, outputs: list[pa.Table]) -> list[CommitMessage]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -227,6 +228,61 @@ def test_a_reset_consumer_reprocesses_from_the_reset(warehouse: Path) -> None:
     assert again.reader.next_snapshot_id == 2
     assert again.step().plans == 2
     assert sorted(sink.to_arrow().column("id").to_pylist()) == [2, 3, 4, 5]
+
+
+def test_a_reset_after_a_kill_between_commit_and_checkpoint_reprocesses_from_the_reset(
+    warehouse: Path,
+) -> None:
+    """A shard killed between its commit and its checkpoint, then reset to an earlier
+    snapshot (to process again from there): the commit after the checkpoint moved the
+    restarted shard past the reset again, and only the snapshots after it were read."""
+    source, sink, spec = make(warehouse)
+    spec = dataclasses.replace(spec, max_plans_per_step=1)
+    for commit in range(3):
+        source.write(batch(commit, 10))
+    worker = ShardWorker(spec, 0)
+    assert worker.step().plans == 1  # snapshot 1, committed and checkpointed
+
+    def dies(*args: Any, **kwargs: Any) -> Any:
+        raise Killed
+
+    worker.reader.notify_checkpoint_complete = dies  # type: ignore[method-assign]
+    with pytest.raises(Killed):
+        worker._step()  # snapshot 2 committed, its checkpoint not made
+    worker.reader.close()
+    source.reset_consumer("job.shard-0-of-1", 1)  # process everything again
+    again = ShardWorker(spec, 0)
+    assert again.reader.next_snapshot_id == 1
+    while again.step().plans:
+        pass
+    ids = Counter(sink.to_arrow().column("id").to_pylist())
+    assert ids == Counter({**dict.fromkeys(range(20), 2), **dict.fromkeys(range(20, 30), 1)})
+
+
+def test_a_restart_after_a_kill_between_commit_and_checkpoint_still_moves_past_it(
+    warehouse: Path,
+) -> None:
+    """The commit records where its plans start: a shard killed after it, not reset,
+    moves past it (with several plans per commit)."""
+    source, sink, spec = make(warehouse)
+    spec = dataclasses.replace(spec, max_plans_per_step=2)
+    for commit in range(5):
+        source.write(batch(commit, 2))
+    worker = ShardWorker(spec, 0)
+    assert worker.step().plans == 2
+
+    def dies(*args: Any, **kwargs: Any) -> Any:
+        raise Killed
+
+    worker.reader.notify_checkpoint_complete = dies  # type: ignore[method-assign]
+    with pytest.raises(Killed):
+        worker._step()  # snapshots 3 and 4, committed as one, not checkpointed
+    worker.reader.close()
+    again = ShardWorker(spec, 0)
+    assert again.reader.next_snapshot_id == 5
+    assert again.step().plans == 1
+    assert sorted(sink.to_arrow().column("id").to_pylist()) == list(range(10))
+    assert sink.latest_snapshot().properties["stream.from"] == "5"  # type: ignore[union-attr]
 
 
 def _rows(ids: list[int], v: int) -> pa.Table:
