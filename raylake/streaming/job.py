@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -56,6 +57,7 @@ from raylake.streaming.options import (
 )
 from raylake.streaming.shard_worker import ShardActor, ShardStatus
 from raylake.streaming.shard_worker import ShardWorker as ShardWorker  # its home before
+from raylake.table.args import uri_arg
 from raylake.table.evolve import schema_mode_arg
 from raylake.table.visible import refuse_process_local
 
@@ -93,12 +95,12 @@ class StreamingJob:
     @refuse_unknown_keywords
     def __init__(
         self,
-        uri: str,
+        uri: str | os.PathLike[str],
         fn: BatchFn,
         *,
         consumer_id: str,
         num_shards: int = 1,
-        sink_uri: str | None = None,
+        sink_uri: str | os.PathLike[str] | None = None,
         start: StartPosition = JOB_DEFAULTS.start,
         poll_interval: float = JOB_DEFAULTS.poll_interval,
         columns: Sequence[str] | None = None,
@@ -126,18 +128,21 @@ class StreamingJob:
             include_row_kind=include_row_kind, on_overwrite=on_overwrite,
             catch_up_after=catch_up_after,
         )  # fmt: skip
-        check_on_overwrite(on_overwrite, num_shards, sink_uri)
+        # As open_table takes them (a pathlib.Path too), before the checks that read them.
+        source = uri_arg(uri)
+        sink = None if sink_uri is None else uri_arg(sink_uri, "sink_uri")
+        check_on_overwrite(on_overwrite, num_shards, sink)
         check_mapping("sink_storage_options", sink_storage_options)
         # Its shards run in actors of their own.
-        refuse_process_local(uri, "StreamingJob")
-        if sink_uri is not None:
-            refuse_process_local(sink_uri, "StreamingJob", "sink_uri")
+        refuse_process_local(source, "StreamingJob")
+        if sink is not None:
+            refuse_process_local(sink, "StreamingJob", "sink_uri")
         # The pickled spec carries secrets by reference only (docs/object-stores.md): the
         # actors, on any node, fetch them from the Ray object store.
         self.spec = JobSpec(
             # Actors run in working directories of their own: relative paths are the driver's.
-            uri=absolute_uri(uri), fn=fn, consumer_id=consumer_id, num_shards=num_shards,
-            sink_uri=None if sink_uri is None else absolute_uri(sink_uri),
+            uri=absolute_uri(source), fn=fn, consumer_id=consumer_id, num_shards=num_shards,
+            sink_uri=None if sink is None else absolute_uri(sink),
             stream=stream,
             storage_options=StorageOptions.of(storage_options),
             sink_storage_options=StorageOptions.of(sink_storage_options),

@@ -68,16 +68,16 @@ def columns_arg(value: Any, name: str = "columns") -> tuple[str, ...] | None:
     return None if value is None else check_names(name, value)
 
 
-def uri_arg(value: Any) -> str:
+def uri_arg(value: Any, name: str = "uri") -> str:
     if hasattr(value, "__fspath__"):
         value = str(value.__fspath__())
     if not isinstance(value, str) or not value:
-        raise InvalidArgumentError("uri", value, "a non-empty path or URL string")
+        raise InvalidArgumentError(name, value, "a non-empty path or URL string")
     scheme, sep, rest = value.partition("://")
     if sep and scheme.lower() in OBJECT_STORES and rest[:1] in ("", "/"):
         # Refused before any request: FileIO strips "s3://" to the local path "s3:", and
         # "s3:///x" asks the store for a bucket named "".
-        raise InvalidArgumentError("uri", value, f"a URL naming its bucket: {scheme}://BUCKET/PATH")
+        raise InvalidArgumentError(name, value, f"a URL naming its bucket: {scheme}://BUCKET/PATH")
     return value
 
 

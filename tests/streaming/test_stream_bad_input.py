@@ -48,6 +48,20 @@ def test_a_bad_keyword_is_refused_when_the_job_is_made(
     assert source.consumers() == [] and sink.latest_snapshot() is None
 
 
+def test_the_tables_are_taken_as_open_table_takes_them(warehouse: Path) -> None:
+    """A pathlib.Path (open_table's too) failed with AttributeError ('PosixPath' object has
+    no attribute 'startswith'), and so did None or a number, where a named error is due."""
+    source, sink = tables(warehouse)
+    job = StreamingJob(
+        warehouse / "src", lambda t: t, consumer_id="job", sink_uri=warehouse / "dst"
+    )
+    assert (job.spec.uri, job.spec.sink_uri) == (source.uri, sink.uri)
+    with pytest.raises(InvalidArgumentError, match="uri must be a non-empty path or URL string"):
+        StreamingJob(None, lambda t: t, consumer_id="job")  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError, match="sink_uri must be a non-empty path or URL"):
+        StreamingJob(source.uri, lambda t: t, consumer_id="job", sink_uri=5)  # type: ignore[arg-type]
+
+
 @pytest.mark.ray
 def test_run_refuses_bad_ray_actor_options_before_starting_the_shards(
     ray_cluster: Any, warehouse: Path
