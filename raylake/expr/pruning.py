@@ -12,6 +12,7 @@ file whose float column contains NaN.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Protocol
 
 import pyarrow as pa
@@ -63,12 +64,19 @@ def _keep_unknown(condition: pc.Expression) -> pc.Expression:
 
 
 def _value_range(values: tuple[Any, ...]) -> tuple[Any, Any] | None:
-    """The lowest and highest value of an ``in`` list, or None if they are not orderable."""
+    """The lowest and highest value of an ``in`` list, or None if they are not orderable.
+
+    A NaN matches nothing (docs/filters.md) and is unordered: sorted beside numbers it
+    could stand first or last and prune every file, so it is left out of the range."""
+    plain = [(v.as_py() if isinstance(v, pa.Scalar) else v, v) for v in values]
+    plain = [(key, v) for key, v in plain if not (isinstance(key, float) and math.isnan(key))]
+    if not plain:
+        return None
     try:
-        ordered = sorted(values, key=lambda v: v.as_py() if isinstance(v, pa.Scalar) else v)
+        ordered = sorted(plain, key=lambda pair: pair[0])
     except TypeError:
         return None
-    return ordered[0], ordered[-1]
+    return ordered[0][1], ordered[-1][1]
 
 
 class _Pruner(ExprVisitor[pc.Expression]):

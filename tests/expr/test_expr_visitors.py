@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import math
 
 import numpy as np
 import pyarrow as pa
@@ -234,6 +235,27 @@ def test_large_in_lists_use_the_value_range() -> None:
     # Coarse: [0, 139] overlaps every file with values, although only "1..5" could match.
     assert kept(f"x in ({values})") == ["1..5", "5,5 + nulls", "unknown", "10..20 no nulls"]
     assert kept("x in (" + ", ".join(str(v) for v in range(30, 60)) + ")") == ["unknown"]
+
+
+def test_a_nan_in_a_large_in_list_prunes_no_file_that_matches() -> None:
+    """NaN is unordered: sorted into the list's range it stood first (or last) and every
+    file was pruned, so ``isin(df.f.unique())`` of a column holding NaN read no row."""
+    stats = pa.table(
+        {
+            "f_min": pa.array([1.0, 30.0]),
+            "f_max": pa.array([1.0, 30.0]),
+            "f_nulls": pa.array([0, 0], pa.int64()),
+            "rows": pa.array([1, 1], pa.int64()),
+        }
+    )
+    schema = pa.schema([("f", pa.float64())])
+    tail = [float(v) for v in range(11, 27)]
+    for values in ([math.nan, 1.0, *tail], [10.0, math.nan, *tail, 1.0], [*tail, 1.0, math.nan]):
+        expr = bind(col("f").isin(values), schema)
+        kept = stats.filter(might_match(expr, ColumnStats({"f"})))
+        assert kept["f_min"].to_pylist() == [1.0], values
+    only_nan = bind(col("f").isin([math.nan] * 20), schema)
+    assert stats.filter(might_match(only_nan, ColumnStats({"f"}))).num_rows == 0
 
 
 def test_columns_without_stats_are_kept() -> None:
