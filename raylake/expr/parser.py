@@ -24,8 +24,10 @@ Grammar (keywords case-insensitive; precedence NOT > AND > OR)::
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from raylake.errors import FilterError, FilterParseError
@@ -96,8 +98,21 @@ def _number(text: str, pos: int) -> Token | None:
     if end < len(text) and _NAME_CHAR_RE.match(text, end):
         raise FilterParseError("invalid number", text, pos)
     raw = match.group()
-    value = float(raw) if any(c in raw for c in ".eE") else int(raw)
-    return Token("number", value, pos, raw)
+    return Token("number", number_value(raw), pos, raw)
+
+
+def number_value(raw: str) -> int | float | Decimal:
+    """A number literal's value: an int, or a float where the float is the number
+    written (``0.1``, ``1.50``, ``1e999`` as infinity), else the exact ``Decimal``
+    (``123456789012345678.91``, ``9007199254740993.0``), which a float would round to
+    another number: on a decimal or int64 column that selects another value's rows."""
+    if not any(c in raw for c in ".eE"):
+        return int(raw)
+    value = float(raw)
+    exact = Decimal(raw)
+    if not math.isfinite(value) or Decimal(repr(value)) == exact:
+        return value
+    return exact
 
 
 def _next_token(text: str, pos: int) -> Token:

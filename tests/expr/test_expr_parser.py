@@ -194,3 +194,46 @@ def test_every_operator_is_documented() -> None:
     assert not missing, f"docs/filters.md does not show {missing}"
     assert parse_filter("label == 1") == parse_filter("label = 1")
     assert str(parse_filter("label == 1")) == "label = 1"
+
+
+def test_number_literals_keep_the_value_written() -> None:
+    """A number a float cannot hold stays exact: as a float, ``d = 123456789012345678.91``
+    on a decimal(20, 2) column selected the row 123456789012345680.00, and
+    ``i = 9007199254740993.0`` on an int64 column the row 9007199254740992."""
+    import decimal
+
+    import pyarrow as pa
+
+    from raylake.expr import bind, to_arrow
+
+    exact = decimal.Decimal("123456789012345678.91")
+    assert parse_filter("d = 123456789012345678.91") == eq("d", exact)
+    assert parse_filter("i = 9007199254740993.0") == eq("i", decimal.Decimal("9007199254740993.0"))
+    # A float that is the number written stays a float (and infinity, as rendered).
+    assert parse_filter("x = 0.1") == eq("x", 0.1)
+    assert parse_filter("x = 1.50") == eq("x", 1.5)
+    assert parse_filter("x = 1e999") == eq("x", float("inf"))
+    assert parse_filter(str(parse_filter("d = 123456789012345678.91"))) == eq("d", exact)
+
+    schema = pa.schema([("d", pa.decimal128(20, 2)), ("i", pa.int64()), ("f", pa.float64())])
+    rows = pa.table(
+        {
+            "d": [exact, decimal.Decimal("123456789012345680.00")],
+            "i": [9007199254740993, 9007199254740992],
+            "f": [0.1, 9007199254740992.0],
+        },
+        schema=schema,
+    )
+
+    def selected(text: str) -> list[int]:
+        mask = rows.filter(to_arrow(bind(parse_filter(text), schema)))
+        return [rows["i"].to_pylist().index(v) for v in mask["i"].to_pylist()]
+
+    assert selected("d = 123456789012345678.91") == [0]
+    assert selected("d in (123456789012345678.91)") == [0]
+    assert selected("d > 123456789012345678.90") == [0, 1]
+    assert selected("i = 9007199254740993.0") == [0]
+    assert selected("f = 9007199254740993.0") == [1]  # the float nearest, as before
+    assert selected("f = 0.1") == [0]
+    with pytest.raises(FilterError, match="expected an integer"):
+        bind(parse_filter("i = 9007199254740993.5"), schema)
