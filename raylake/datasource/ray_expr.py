@@ -10,6 +10,9 @@ the rows that pyarrow would, or the read would differ from an unpushed ``filter`
   ``x is null or x not in (...)``; both are two-valued, exactly as in pyarrow.
 - ``~(x < 1.5)`` is true for NaN in pyarrow, but raylake rewrites it to ``x >= 1.5``
   (false for NaN), so a negated ordering comparison on a float column is not converted.
+- ``is_in``/``not_in`` on a float column hash floats bitwise in pyarrow (``0.0`` is not
+  in ``[-0.0]``), where raylake's lists hold both zeros as ``=`` does: a list with a
+  zero on a float column is not converted.
 - A literal is bound to its column's type; one that does not round-trip exactly
   (``0.1`` against a float32 column, ``1.5`` against an int column) is not converted,
   since pyarrow would compare in the wider type.
@@ -245,6 +248,10 @@ class _Converter:
         values = tuple(v for v in raw if v is not None)
         for v in values:
             self._check_exact_literal(expr, name, v)
+        if _is_float_column(self.schema, name) and any(_is_zero(v) for v in values):
+            # pyarrow's is_in hashes floats bitwise: 0.0 is not in [-0.0]; raylake's
+            # list holds both zeros, as ``=`` compares them (docs/filters.md).
+            raise _Unconvertible(expr, f"is_in/not_in with a zero on float column {name!r}")
         # pc.is_in matches a null value only when the list holds a null; never unknown.
         member = and_(NotNull(name), In(name, values)) if values else AlwaysFalse()
         if len(values) < len(raw):
@@ -316,6 +323,15 @@ class _Converter:
                 raise _Unconvertible(
                     expr, f"negated ordering on float column {node.column!r} differs for NaN"
                 )
+
+
+def _is_float_column(schema: pa.Schema, name: str) -> bool:
+    typ = schema.field(name).type
+    return bool(pa.types.is_floating(typ.value_type if pa.types.is_dictionary(typ) else typ))
+
+
+def _is_zero(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and value == 0
 
 
 def _predicates(expr: Expr) -> list[Expr]:

@@ -215,3 +215,35 @@ def test_whole_conversion_is_exact_or_raises(expr: Any) -> None:
     except FilterError:
         return
     assert lake_selects(converted) == expected
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        col("f").is_in([-0.0]),
+        col("f").is_in([0.0, 2.0]),
+        col("f").not_in([-0.0]),
+        col("f").is_in([0]),
+        ~col("f").is_in([0.0]),
+        col("g").is_in([-0.0]),
+    ],
+    ids=render,
+)
+def test_a_float_zero_in_a_list_is_left_to_ray(expr: Any) -> None:
+    """pyarrow's is_in hashes floats bitwise (0.0 is not in [-0.0]), raylake's list
+    holds both zeros: pushed down, ``is_in([-0.0])`` read the 0.0 rows too."""
+    zeros = pa.table(
+        {
+            "f": pa.array([0.0, -0.0, 2.0, None]),
+            "g": pa.array([0.0, -0.0, 2.0, None], pa.float32()),
+        }
+    )
+    split = split_ray_predicate(expr, zeros.schema)
+    assert split.pushed == AlwaysTrue()
+    with pytest.raises(FilterError, match="zero on float column"):
+        from_ray_expr(expr, zeros.schema)
+    rows = zeros.filter(to_arrow(split.pushed))
+    assert split.residual is not None
+    assert rows.filter(split.residual.to_pyarrow()).equals(zeros.filter(expr.to_pyarrow()))
+    # An int column's zero has one sign: still pushed down.
+    assert split_ray_predicate(col("i").is_in([0]), SCHEMA).pushed != AlwaysTrue()
