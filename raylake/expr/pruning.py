@@ -22,6 +22,7 @@ from raylake.expr.like import like_prefix, match_like, prefix_successor
 from raylake.expr.tree import And, Compare, Expr, In, IsNull, Like, Not, NotIn, NotNull, Or
 from raylake.expr.visitor import ExprVisitor, visit
 from raylake.expr.visitors import arrow_scalar, arrow_value_set, negate_push_down
+from raylake.pyvalues import exact_py
 
 # Above this many values, ``in`` is tested against the list's [lowest, highest] range.
 MAX_EXACT_IN_VALUES = 16
@@ -68,7 +69,9 @@ def _value_range(values: tuple[Any, ...]) -> tuple[Any, Any] | None:
 
     A NaN matches nothing (docs/filters.md) and is unordered: sorted beside numbers it
     could stand first or last and prune every file, so it is left out of the range."""
-    plain = [(v.as_py() if isinstance(v, pa.Scalar) else v, v) for v in values]
+    # exact_py: a time64[ns] as its nanoseconds (as_py cuts them to microseconds, and the
+    # range of values that differ below one was another value: files were pruned wrongly).
+    plain = [(exact_py(v) if isinstance(v, pa.Scalar) else v, v) for v in values]
     plain = [(key, v) for key, v in plain if not (isinstance(key, float) and math.isnan(key))]
     if not plain:
         return None

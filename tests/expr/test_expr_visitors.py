@@ -258,6 +258,24 @@ def test_a_nan_in_a_large_in_list_prunes_no_file_that_matches() -> None:
     assert stats.filter(might_match(only_nan, ColumnStats({"f"}))).num_rows == 0
 
 
+def test_a_large_in_list_of_nanosecond_times_keeps_their_order() -> None:
+    """``as_py`` cuts a time64[ns] to microseconds: values that differ below one sorted
+    as written, so the list's range missed its smallest value and pruned its file."""
+    one_hour = 3600 * 10**9
+    stats = pa.table(
+        {
+            "t_min": pa.array([one_hour + 1], pa.time64("ns")),
+            "t_max": pa.array([one_hour + 1], pa.time64("ns")),
+            "t_nulls": pa.array([0], pa.int64()),
+            "rows": pa.array([1], pa.int64()),
+        }
+    )
+    schema = pa.schema([("t", pa.time64("ns"))])
+    text = ", ".join(f"'01:00:00.{n:09d}'" for n in [5, *range(6, 22), 1])
+    expr = bind(parse_filter(f"t in ({text})"), schema)
+    assert stats.filter(might_match(expr, ColumnStats({"t"}))).num_rows == 1
+
+
 def test_columns_without_stats_are_kept() -> None:
     assert kept("x = 7", tracked=frozenset()) == FILES["note"].to_pylist()
     assert kept("x is null", tracked=frozenset()) == FILES["note"].to_pylist()
