@@ -8,8 +8,10 @@ snapshots name exists, and nothing is left that no snapshot names.
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import pandas as pd
 import pyarrow as pa
 import pytest
 
@@ -168,3 +170,49 @@ def test_a_data_file_read_past_the_retry_bound_names_the_read_the_file_and_the_t
     assert caught.value.operation == "read" and caught.value.attempts == FAST["max_attempts"]
     assert caught.value.path.endswith(data_file)
     assert localfaults.injector(plan).injected == {"eio": FAST["max_attempts"]}
+
+
+def test_a_failed_listing_under_a_new_location_is_retried_not_taken_for_empty(
+    tmp_path: Path,
+) -> None:
+    """The listing of the user's data/ fails once while from_pandas checks the location:
+    fsspec's walk omitted the directory, the location looked empty, the table was made
+    in it, and the drop of the table after its failed write deleted the user's file."""
+    localfaults.register()
+    local = tmp_path / "t"
+    (local / "data").mkdir(parents=True)
+    (local / "data" / "mine.csv").write_text("the user's")
+    plan = FaultPlan(
+        (
+            FaultRule("eio", operation="list", path=r"/t/data$", times=1),
+            FaultRule("eio", operation="write", path=r"/t/data/.+\.parquet$", times=1),
+        ),
+        seed=11,
+    )
+    options = {"fault_plan": plan.to_json(), "raylake_retry": FAST}
+    with pytest.raises(raylake.TableLocationError, match="already holds data"):
+        raylake.from_pandas(pd.DataFrame({"id": [1]}), f"faulty://{local}", storage_options=options)
+    assert localfaults.injector(plan).injected == {"eio": 1}
+    assert (local / "data" / "mine.csv").read_text() == "the user's"
+
+
+def test_remove_orphan_files_retries_a_failed_listing_of_a_data_directory(
+    tmp_path: Path,
+) -> None:
+    """One failed listing of data/ made remove_orphan_files return having found nothing
+    (fsspec's walk omits what it could not list), its orphans left."""
+    localfaults.register()
+    local = str(tmp_path / "t")
+    tbl = raylake.create_table(local, SCHEMA)
+    tbl.write(_ids(0, 10))
+    with writing(tbl.new_writer()) as writer:
+        writer.write(_ids(10, 10))
+        writer.prepare_commit()  # never committed: an orphan
+    (orphan,) = inspect_table(local).unreferenced
+    plan = FaultPlan((FaultRule("eio", operation="list", path=r"/t/data$", times=1),), seed=12)
+    options = {"fault_plan": plan.to_json(), "raylake_retry": FAST}
+    faulty = raylake.open_table(f"faulty://{local}", storage_options=options)
+    result = faulty.remove_orphan_files(older_than=datetime.now(timezone.utc) + timedelta(days=1))
+    assert localfaults.injector(plan).injected == {"eio": 1}
+    assert result.paths == (orphan,)
+    assert not inspect_table(local).unreferenced
