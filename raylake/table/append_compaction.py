@@ -87,8 +87,9 @@ def compact_append(file_io: FileIO, ts: TableSchema, *, full: bool) -> Snapshot 
     if not messages:
         return None
     request = CommitRequest(messages=tuple(messages), kind="COMPACT", base_snapshot_id=latest.id)
-    ts = schema_at_least(file_io, ts, load_schema(file_io).schema_id)
     try:
+        # A failed look at the schema is the commit's failure too: the files it wrote go.
+        ts = schema_at_least(file_io, ts, load_schema(file_io).schema_id)
         return Committer(file_io, ts).commit(request)
     except BaseException as exc:
         abort_messages(file_io, messages, exc)

@@ -216,3 +216,34 @@ def test_remove_orphan_files_retries_a_failed_listing_of_a_data_directory(
     assert localfaults.injector(plan).injected == {"eio": 1}
     assert result.paths == (orphan,)
     assert not inspect_table(local).unreferenced
+
+
+@pytest.mark.parametrize("primary_key", [[], ["id"]])
+def test_a_compaction_whose_look_at_the_schema_fails_deletes_what_it_wrote(
+    tmp_path: Path, primary_key: list[str]
+) -> None:
+    """Every listing of schema/ fails once compaction has written its files: its look at
+    the newest schema, just before its commit, raised, and left those files behind."""
+    localfaults.register()
+    local = str(tmp_path / "t")
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False)])
+    tbl = raylake.create_table(
+        local, schema, primary_key=primary_key, buckets=1 if primary_key else None
+    )
+    for start in (0, 5, 3):
+        tbl.write(_ids(start, 5).cast(schema))
+    before = inspect_table(local)
+    plan = FaultPlan(
+        (
+            FaultRule("slow", delay_s=0.0, operation="write", path=r"/data/.+\.parquet$", times=1),
+            FaultRule("eio", operation="list", path=r"/schema$", once_fired=0),
+        ),
+        seed=13 + len(primary_key),  # an injector of its own (one per plan in a process)
+    )
+    options = {"fault_plan": plan.to_json(), "raylake_retry": FAST}
+    faulty = raylake.open_table(f"faulty://{local}", storage_options=options)
+    with pytest.raises(StorageRetriesExhaustedError, match="schema"):
+        faulty.compact(full=True)
+    after = inspect_table(local)
+    assert after.snapshot_ids == before.snapshot_ids
+    assert after.on_store == before.on_store  # the compacted files deleted

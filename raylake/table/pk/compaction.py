@@ -119,9 +119,10 @@ def commit_compaction(file_io: FileIO, ts: TableSchema, job: CompactionJob) -> S
     request = CommitRequest(
         messages=job.messages, kind="COMPACT", base_snapshot_id=job.base_snapshot_id
     )
-    # Its files may be of a newer schema than ``ts`` (prepare_compaction's).
-    ts = schema_at_least(file_io, ts, load_schema(file_io).schema_id)
     try:
+        # Its files may be of a newer schema than ``ts`` (prepare_compaction's); a failed
+        # look at the schema is the commit's failure too: the files it wrote go.
+        ts = schema_at_least(file_io, ts, load_schema(file_io).schema_id)
         return Committer(file_io, ts).commit(request)
     except BaseException as exc:
         abort_messages(file_io, job.messages, exc)
