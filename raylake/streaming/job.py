@@ -47,7 +47,7 @@ from raylake.expr import Expr
 from raylake.format.consumer import validate_consumer_id
 from raylake.io import absolute_uri
 from raylake.io.credentials import StorageOptions
-from raylake.streaming.job_check import check_job, check_on_overwrite
+from raylake.streaming.job_check import check_job, check_on_overwrite, check_sink_not_source
 from raylake.streaming.options import (
     JOB_DEFAULTS,
     BatchFn,
@@ -137,6 +137,7 @@ class StreamingJob:
         refuse_process_local(source, "StreamingJob")
         if sink is not None:
             refuse_process_local(sink, "StreamingJob", "sink_uri")
+        check_sink_not_source(absolute_uri(source), sink and absolute_uri(sink))
         # The pickled spec carries secrets by reference only (docs/object-stores.md): the
         # actors, on any node, fetch them from the Ray object store.
         self.spec = JobSpec(

@@ -8,6 +8,7 @@ actor is made. Nothing here writes: no consumer is registered, nothing is commit
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -112,3 +113,24 @@ def check_on_overwrite(on_overwrite: Any, num_shards: int, sink_uri: str | None)
             "'skip' or 'fail' where several shards write one sink (a 'refresh' overwrites "
             "the sink, which one shard cannot do for the others; or use num_shards=1)",
         )
+
+
+def check_sink_not_source(uri: str, sink_uri: str | None) -> None:
+    """A job whose sink is its source reads its own output again: each commit is a new
+    snapshot to process, whose output is committed again, without end."""
+    if sink_uri is not None and _location(sink_uri) == _location(uri):
+        raise StreamArgumentError(
+            "sink_uri",
+            sink_uri,
+            "another table than the job's source (uri): a job writing into the table it "
+            "reads would read its own output again, without end",
+        )
+
+
+def _location(uri: str) -> str:
+    """Where ``uri`` (absolute) points: a local path with its links resolved, a URL
+    without a trailing slash."""
+    for scheme in ("file://", "local://"):
+        if uri.startswith(scheme):
+            uri = uri[len(scheme) :]
+    return uri.rstrip("/") if "://" in uri else os.path.realpath(uri)

@@ -62,6 +62,19 @@ def test_the_tables_are_taken_as_open_table_takes_them(warehouse: Path) -> None:
         StreamingJob(source.uri, lambda t: t, consumer_id="job", sink_uri=5)  # type: ignore[arg-type]
 
 
+def test_a_sink_that_is_the_source_is_refused_when_the_job_is_made(warehouse: Path) -> None:
+    """A job writing into the table it reads was made and ran: each of its commits was
+    a new snapshot for it to process, its output committed again, without end. Spelled
+    another way (relative, a trailing slash, a file:// URL, a link) it is the same table."""
+    source, _ = tables(warehouse)
+    (warehouse / "link").symlink_to(warehouse / "src")
+    for sink_uri in [source.uri, f"{source.uri}/", f"file://{source.uri}", warehouse / "link"]:
+        with pytest.raises(StreamArgumentError, match="sink_uri must be another table than"):
+            StreamingJob(source.uri, lambda t: t, consumer_id="job", sink_uri=sink_uri)
+    StreamingJob(source.uri, lambda t: t, consumer_id="job", sink_uri=warehouse / "dst")
+    assert source.consumers() == []
+
+
 @pytest.mark.ray
 def test_run_refuses_bad_ray_actor_options_before_starting_the_shards(
     ray_cluster: Any, warehouse: Path
