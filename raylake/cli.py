@@ -29,7 +29,7 @@ from raylake.cli_json import json_line
 from raylake.cli_show import escaped, printable, table_text
 from raylake.cli_start import INTERRUPTED, end_startup
 from raylake.cli_write import add_write_command, cmd_delete
-from raylake.errors import InvalidArgumentError, RaylakeError
+from raylake.errors import InvalidArgumentError, RaylakeError, UnsupportedPaimonError
 from raylake.progress import progress_enabled
 from raylake.streaming.splits import ROW_KIND
 from raylake.table import Snapshot, Table, open_table
@@ -86,15 +86,26 @@ def cmd_snapshots(args: argparse.Namespace) -> int:
     print(head + f"{'stored rows':>13}  {'live rows':>13}")
     newest = snaps[max(0, len(snaps) - args.live_rows) :] if args.live_rows > 0 else []
     counted = {s.id for s in newest}
+    refused: list[str] = []
     for snap in snaps:
         when = snap.time.strftime("%Y-%m-%d %H:%M:%S.%f")[:23]
         line = f"{snap.id:>6}  {snap.commit_kind:<9}  {when:<23}  {snap.delta_record_count:>13,}  "
         # Stored rows are the snapshot's metadata; live rows each plan the snapshot (and
         # merge keys where files overlap), so only the newest N are counted.
-        live = f"{_live_rows(tbl, snap):,}" if snap.id in counted else "-"
+        live = "-"
+        if snap.id in counted:
+            try:
+                live = f"{_live_rows(tbl, snap):,}"
+            except UnsupportedPaimonError as exc:
+                # A snapshot raylake refuses to read (a Paimon fallback branch's older
+                # schema): the others, and the list, are still worth showing.
+                live = "refused"
+                refused.append(f"snapshot {snap.id}: {exc}")
         print(line + f"{snap.total_record_count:>13,}  {live:>13}")
     if len(counted) < len(snaps):
         print(f"live rows of the newest {len(counted)} snapshot(s) only: --live-rows N for more")
+    for reason in refused:
+        print(reason)
     return 0
 
 

@@ -67,3 +67,15 @@ def test_a_snapshot_of_an_older_schema_is_refused_by_name() -> None:
     with pytest.raises(UnsupportedPaimonError, match=r"scan\.fallback-branch"):
         tbl.to_arrow(snapshot_id=1)
     assert tbl.to_arrow(snapshot_id=2).num_rows == 4
+
+
+def test_cli_snapshots_lists_a_refused_snapshot(capsys: pytest.CaptureFixture[str]) -> None:
+    """Counting snapshot 1's live rows raised the refusal above and the whole command
+    failed (exit 2) after its header: the list of snapshots was lost."""
+    from raylake.cli import main
+
+    assert main(["snapshots", str(ROOT / "parquet_append_table_with_append_pt_branch")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].split()[0] == "1" and lines[1].split()[-1] == "refused"
+    assert lines[2].split()[0] == "2" and lines[2].split()[-1] == "4"
+    assert lines[3].startswith("snapshot 1: raylake cannot read the Paimon table")
