@@ -21,7 +21,14 @@ import pyarrow as pa
 
 from raylake.arguments import refuse_unknown_keywords
 from raylake.errors import UnknownColumnError, UnsupportedPaimonError
-from raylake.expr import AlwaysTrue, Expr, filter_on_columns, might_match, referenced_columns
+from raylake.expr import (
+    AlwaysTrue,
+    Expr,
+    bind,
+    filter_on_columns,
+    might_match,
+    referenced_columns,
+)
 from raylake.format.snapshot import Snapshot
 from raylake.format.types import has_min_max
 from raylake.io import FileIO
@@ -64,7 +71,10 @@ class PaimonScan(TableScan):
         for c in moved.columns or ():
             if c not in ts.column_names:
                 raise UnknownColumnError(c, ts.column_names)
-        return replace(moved, table_schema=ts, columns=moved.columns).pin()
+        # The filter was bound under the latest schema: a column it names may be missing
+        # from the snapshot's, or of another type (Arrow then failed in the read).
+        bound = bind(moved.filter, ts.arrow_schema)
+        return replace(moved, table_schema=ts, columns=moved.columns, filter=bound).pin()
 
     @refuse_unknown_keywords
     def plan(self) -> list[Split]:

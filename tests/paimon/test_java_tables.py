@@ -140,3 +140,22 @@ def test_nanosecond_statistics_keep_their_nanoseconds(column: str) -> None:
         want = sum(1 for v in nanos if v >= low)
         assert tbl.to_arrow(filter=f"{column} {text}").num_rows == want > 0, text
         assert tbl.count(filter=f"{column} {text}") == want
+
+
+def test_a_filter_moves_with_its_scan_to_an_older_schema() -> None:
+    """``scan(filter=...).at(n)`` switches to snapshot n's schema but kept the filter as
+    bound under the latest: Arrow failed in the read ('No match for FieldRef.Name(e)',
+    or no kernel for timestamp[s] against int16) where a named error is due, as the same
+    filter given with ``snapshot_id=`` raises."""
+    from raylake.errors import FilterError, UnknownColumnError
+
+    altered = raylake.open_table(str(ROOT / "orc_append_table_with_alter_table"))
+    with pytest.raises(UnknownColumnError, match="unknown column 'e'"):
+        altered.scan(filter="e > 0").at(1)
+    cast = raylake.open_table(str(ROOT / "orc_append_with_cast_timestamp"))
+    with pytest.raises(FilterError, match="column 'ts_sec' of type timestamp"):
+        cast.scan(filter="ts_sec = -28799").at(1)
+    with pytest.raises(FilterError, match="column 'ts_sec' of type timestamp"):
+        cast.to_arrow(snapshot_id=1, filter="ts_sec = -28799")
+    kept = altered.scan(filter="a > 0").at(1).to_arrow()
+    assert kept == altered.to_arrow(snapshot_id=1, filter="a > 0")
