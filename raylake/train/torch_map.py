@@ -32,6 +32,17 @@ def row_numbers(index: Any) -> np.ndarray:
     numpy would cast a float or a bool to a row number (``2.7`` read row 2, a mask of
     bools rows 0 and 1)."""
     array = np.asarray(index)
+    if array.ndim > 1:  # rows of a batch, not a grid: flattened, ``__getitems__``'s
+        # ``len`` would count the outer list and the batch hold every row
+        raise InvalidArgumentError(
+            "index", index, "an int, or a one-dimensional sequence, tensor or array of ints"
+        )
+    if array.dtype == object and all(_python_int(v) for v in array.flat):
+        # ints beyond int64 and uint64 (numpy keeps them as objects): out of range, as a
+        # list's IndexError says, not "not an int"
+        big = next((int(v) for v in array.flat if not -(2**63) <= v < 2**64), None)
+        if big is not None:
+            raise IndexError(f"row index {big} is out of range")
     if array.dtype.kind not in "iu" and not (array.size == 0 and array.dtype.kind == "f"):
         raise InvalidArgumentError(
             "index",
@@ -43,6 +54,10 @@ def row_numbers(index: Any) -> np.ndarray:
         # int64 would wrap it to a negative index, read from the end of the table
         raise IndexError(f"row index {int(array.max())} is out of range")
     return array.astype(np.int64, copy=False)
+
+
+def _python_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _piece_cache(limit: int) -> LruCache[int, Block]:

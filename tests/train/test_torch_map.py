@@ -128,6 +128,31 @@ def test_an_index_out_of_range_is_reported_as_given(append_table: raylake.Table)
             ds[np.array([0, big], dtype=np.uint64)]
 
 
+def test_an_int_beyond_64_bits_is_out_of_range(append_table: raylake.Table) -> None:
+    """numpy holds such ints as objects; they are row numbers out of range, as a list's
+    IndexError says, not "not an int"."""
+    ds = make(append_table)
+    for big in (2**64, -(2**63) - 1, 2**70):
+        for index in (big, [0, big]):
+            with pytest.raises(IndexError, match=f"row index {big} is out of range"):
+                ds[index]
+        with pytest.raises(IndexError, match=f"row index {big} is out of range"):
+            ds.__getitems__([big, 0])
+
+
+@pytest.mark.parametrize("index", [[[1, 2], [3, 4]], np.array([[1, 2]]), torch.tensor([[1]])])
+def test_an_index_of_more_than_one_dimension_is_refused(
+    append_table: raylake.Table, index: object
+) -> None:
+    """Flattened, a (2, 2) index gave a batch of 4 rows, and __getitems__ a list whose
+    len (2, the outer rows) was not its batch's (4)."""
+    ds = make(append_table)
+    with pytest.raises(InvalidArgumentError, match="one-dimensional"):
+        ds[index]
+    with pytest.raises(InvalidArgumentError, match="one-dimensional"):
+        ds.__getitems__(index)  # type: ignore[arg-type]
+
+
 def test_a_loaders_whole_state_is_refused_as_not_the_datasets(append_table: raylake.Table) -> None:
     """LakeIterableDataset takes a StatefulDataLoader's whole state; this dataset's
     state is its own part of it, and the whole one read as "this state is of table None"."""
