@@ -449,3 +449,14 @@ def absolute_uri(uri: str) -> str:
 
 
 _LOCAL_SCHEMES = ("file://", "local://")
+
+
+def location_key(uri: str) -> str:
+    """What ``uri`` points at, to tell whether two spellings name one table: a local
+    path (``file://`` and ``local://`` URLs too) absolute, its links resolved; a URL
+    without a trailing slash."""
+    uri = absolute_uri(uri)
+    for scheme in _LOCAL_SCHEMES:
+        if uri.startswith(scheme):
+            uri = uri[len(scheme) :]
+    return uri.rstrip("/") if "://" in uri else os.path.realpath(uri)

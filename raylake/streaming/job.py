@@ -137,7 +137,7 @@ class StreamingJob:
         refuse_process_local(source, "StreamingJob")
         if sink is not None:
             refuse_process_local(sink, "StreamingJob", "sink_uri")
-        check_sink_not_source(absolute_uri(source), sink and absolute_uri(sink))
+        check_sink_not_source(source, sink)
         # The pickled spec carries secrets by reference only (docs/object-stores.md): the
         # actors, on any node, fetch them from the Ray object store.
         self.spec = JobSpec(

@@ -8,7 +8,6 @@ actor is made. Nothing here writes: no consumer is registered, nothing is commit
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -18,6 +17,7 @@ import pyarrow as pa
 from raylake.arguments import check_choice
 from raylake.errors import ConsumerError, StreamArgumentError, StreamPositionExpiredError
 from raylake.format.consumer import STREAM_MODE
+from raylake.io.fileio import location_key
 from raylake.streaming.options import ON_OVERWRITE, JobSpec, StreamPosition
 from raylake.table import Table, open_table
 from raylake.table.conform import check_schema
@@ -118,19 +118,10 @@ def check_on_overwrite(on_overwrite: Any, num_shards: int, sink_uri: str | None)
 def check_sink_not_source(uri: str, sink_uri: str | None) -> None:
     """A job whose sink is its source reads its own output again: each commit is a new
     snapshot to process, whose output is committed again, without end."""
-    if sink_uri is not None and _location(sink_uri) == _location(uri):
+    if sink_uri is not None and location_key(sink_uri) == location_key(uri):
         raise StreamArgumentError(
             "sink_uri",
             sink_uri,
             "another table than the job's source (uri): a job writing into the table it "
             "reads would read its own output again, without end",
         )
-
-
-def _location(uri: str) -> str:
-    """Where ``uri`` (absolute) points: a local path with its links resolved, a URL
-    without a trailing slash."""
-    for scheme in ("file://", "local://"):
-        if uri.startswith(scheme):
-            uri = uri[len(scheme) :]
-    return uri.rstrip("/") if "://" in uri else os.path.realpath(uri)

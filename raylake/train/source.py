@@ -25,6 +25,7 @@ import pyarrow as pa
 
 from raylake.errors import CorruptMetadataError, ResumeStateError
 from raylake.expr import AlwaysTrue, Expr
+from raylake.io.fileio import location_key
 from raylake.table import Split, Table, open_table
 from raylake.table.counting import exact_counts
 from raylake.table.scan import ReadContext
@@ -112,9 +113,17 @@ class LakeSource:
         ``state`` (a loader's ``what``) was made over, which its row numbers refer to:
         ResumeStateError naming what differs. Where it was saved while plans put files
         in name order, the same pieces in that order (:meth:`in_saved_order`)."""
-        if state.get("table") != self.uri:
+        saved_table = state.get("table")
+        # One table spelled two ways ('/t' and 'file:///t', a link) is the same table.
+        if not isinstance(saved_table, str) or location_key(saved_table) != location_key(self.uri):
             raise ResumeStateError(
-                f"this {what} is of table {state.get('table')!r}; this loader reads {self.uri!r}"
+                f"this {what} is of table {saved_table!r}; this loader reads {self.uri!r}"
+            )
+        if state.get("snapshot_id") is None and self.snapshot_id is not None:
+            # No snapshot_id= can read the table as it was before its first commit.
+            raise ResumeStateError(
+                f"this {what} is of {self.uri!r} before its first commit (no rows): "
+                "there is nothing to resume; start without loading it"
             )
         if state.get("snapshot_id") != self.snapshot_id:
             raise ResumeStateError(

@@ -418,6 +418,38 @@ def test_foreign_positions_are_refused(
     make(tbl, snapshot_id=1).load_state_dict(old_state)
 
 
+def test_a_position_resumes_through_another_spelling_of_its_table(tmp_path: Any) -> None:
+    """A position saved over '/abs/t' was refused by a loader of 'file:///abs/t' (or of
+    a link to it) as "of table '/abs/t'": one table, spelled two ways."""
+    tbl = raylake.create_table(str(tmp_path / "t"), SCHEMA)
+    tbl.write(rows(np.arange(40)))
+    ds = make(tbl)
+    first = take(iter(ds), 2)
+    state = ds.state_dict()
+    (tmp_path / "link").symlink_to(tmp_path / "t")
+    whole = flat(take(iter(make(tbl)), 100))
+    for spelling in [f"file://{tmp_path / 't'}", str(tmp_path / "link")]:
+        again = make(raylake.open_table(spelling))
+        again.load_state_dict(state)
+        assert flat(first) + flat(take(iter(again), 100)) == whole
+    other = raylake.create_table(str(tmp_path / "u"), SCHEMA)
+    other.write(rows(np.arange(40)))
+    with pytest.raises(ResumeStateError, match="of table"):
+        make(other).load_state_dict(state)
+
+
+def test_a_position_saved_before_the_first_commit_says_so(tmp_path: Any) -> None:
+    """It said "pass snapshot_id=None to resume it", which reads the latest snapshot:
+    no snapshot_id reads the table as it was before its first commit."""
+    tbl = raylake.create_table(str(tmp_path / "t"), SCHEMA)
+    ds = make(tbl)
+    assert take(iter(ds), 2) == []
+    state = ds.state_dict()
+    tbl.write(rows(np.arange(40)))
+    with pytest.raises(ResumeStateError, match=r"before its first commit \(no rows\): there is"):
+        make(tbl).load_state_dict(state)
+
+
 @settings(
     max_examples=examples(15),
     deadline=None,
