@@ -38,6 +38,7 @@ from raylake.spark.credentials import broadcast_credentials, destroy, install_cr
 from raylake.spark.session import check_dataframe
 from raylake.spark.task_results import (
     RESULT_SCHEMA,
+    collect_tasks,
     latest_results,
     raising_on_driver,
     result_batch,
@@ -194,7 +195,7 @@ def _merge_append(
             task = partial(raising_on_driver, partial(_merge_files_task, job, updates, shared))
             spark = df.sparkSession
             rows = spark.range(0, tasks, numPartitions=tasks).mapInArrow(task, RESULT_SCHEMA)
-            parts = latest_results(rows.collect())
+            parts = latest_results(collect_tasks(rows))
         finally:
             destroy(shared)
     _delete_job_files(job, _kept(parts))  # discarded task attempts
@@ -218,9 +219,11 @@ def _run(df: DataFrame, job: _MergeJob) -> list[Any]:
     parts = max(1, min(ts.buckets, df.sparkSession.sparkContext.defaultParallelism * 4))
     spread = with_bucket.repartition(parts, F.col(BUCKET_COLUMN))
     return latest_results(
-        map_in_arrow(
-            spread, partial(raising_on_driver, partial(_merge_task, job)), RESULT_SCHEMA
-        ).collect()
+        collect_tasks(
+            map_in_arrow(
+                spread, partial(raising_on_driver, partial(_merge_task, job)), RESULT_SCHEMA
+            )
+        )
     )
 
 

@@ -11,16 +11,24 @@ string.
 
 from __future__ import annotations
 
+import logging
 import pickle
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pyarrow as pa
-from pyspark import TaskContext
+from pyspark import SparkContext, TaskContext
+from pyspark.sql import DataFrame
 
 from raylake.errors import RaylakeError
 
+logger = logging.getLogger(__name__)
+
 RESULT_SCHEMA = "partition int, attempt int, part binary"
+# How long the driver waits for a job's tasks that still run after it ended (tasks of a
+# failed job that Spark stops asynchronously) before it deletes the job's files.
+TASKS_END_TIMEOUT_S = 120.0
 _RESULT_ARROW = pa.schema(
     [("partition", pa.int32()), ("attempt", pa.int32()), ("part", pa.binary())]
 )
@@ -56,6 +64,43 @@ def raising_on_driver(
         yield from task(batches)
     except RaylakeError as exc:
         yield result_batch([exc])
+
+
+def collect_tasks(df: DataFrame) -> list[Any]:
+    """``df.collect()``, returning or raising once no task of its jobs runs any longer.
+
+    A job that fails raises at once, and Spark stops its other running tasks
+    asynchronously (without interrupting them, by default): a write task kept writing,
+    and its files appeared after the driver had deleted the job's files (an append job
+    that failed in one partition left another partition's files in the table)."""
+    context = df.sparkSession.sparkContext
+    tracker = context.statusTracker()
+    group = context.getLocalProperty("spark.jobGroup.id")
+    before = set(tracker.getJobIdsForGroup(group))
+    try:
+        return df.collect()
+    except BaseException:
+        jobs = set(tracker.getJobIdsForGroup(group)) - before
+        for job_id in jobs:  # an interrupted collect left its job running (a failed one: no-op)
+            context._jsc.sc().cancelJob(job_id)
+        _wait_for_tasks(context, jobs)
+        raise
+
+
+def _wait_for_tasks(context: SparkContext, jobs: set[int]) -> None:
+    tracker = context.statusTracker()
+    stages = {s for j in jobs if (info := tracker.getJobInfo(j)) for s in info.stageIds}
+    deadline = time.monotonic() + TASKS_END_TIMEOUT_S
+    while any(getattr(tracker.getStageInfo(s), "numActiveTasks", 0) for s in stages):
+        if time.monotonic() > deadline:
+            logger.warning(
+                "tasks of Spark jobs %s still run %.0f s after the jobs ended; their files "
+                "may be left behind (remove_orphan_files deletes them)",
+                sorted(jobs),
+                TASKS_END_TIMEOUT_S,
+            )
+            return
+        time.sleep(0.05)
 
 
 def latest_results(rows: list[Any]) -> list[Any]:

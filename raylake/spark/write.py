@@ -38,6 +38,7 @@ from raylake.spark.credentials import broadcast_credentials, destroy, install_cr
 from raylake.spark.session import check_dataframe
 from raylake.spark.task_results import (
     RESULT_SCHEMA,
+    collect_tasks,
     latest_results,
     raising_on_driver,
     result_batch,
@@ -248,7 +249,7 @@ def _run_tasks(df: DataFrame, job: _WriteJob) -> list[CommitMessage]:
         parts = max(1, min(buckets, df.sparkSession.sparkContext.defaultParallelism * 4))
         df = with_bucket.repartition(parts, *[column(k) for k in keys]).drop(BUCKET_COLUMN)
     task = partial(raising_on_driver, partial(_write_task, job))
-    results = latest_results(map_in_arrow(df, task, RESULT_SCHEMA).collect())
+    results = latest_results(collect_tasks(map_in_arrow(df, task, RESULT_SCHEMA)))
     return [m for result in results for m in result]
 
 

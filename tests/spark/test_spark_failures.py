@@ -222,3 +222,49 @@ def test_a_null_key_is_raised_as_itself_by_the_bucket_pass(spark: Any, warehouse
         rs.write(df, uri)
     assert excinfo.value.column == "k"
     assert tbl.latest_snapshot() == before and _files(tbl) == files
+
+
+def test_a_failed_job_waits_for_its_running_tasks_before_deleting_their_files(
+    warehouse: Path,
+) -> None:
+    """A job that fails raises at once while Spark stops its other tasks asynchronously:
+    a task still writing (partition 0 here, its files in many small row groups) wrote
+    files after the driver had deleted the job's, and they stayed in the table. Two
+    tasks must run at once, so the job runs in a local[2] session of its own (the
+    package's session has one executor core)."""
+    uri = str(warehouse / "late-task")
+    tbl = raylake.create_table(
+        uri, pa.schema([("id", pa.int64()), ("v", pa.float64())]), options=SMALL_FILES
+    )
+    tbl.write(pa.table({"id": [1], "v": [1.0]}))
+    before, files = tbl.latest_snapshot(), _files(tbl)
+    script = (
+        "import os, time\n"
+        "from pyspark import TaskContext\n"
+        "import raylake.spark as rs\n"
+        f"uri = {uri!r}\n"
+        "def fail_once_writing(batches):\n"
+        "    # partition 1 fails as soon as partition 0 has written a file\n"
+        "    if TaskContext.get().partitionId() == 1:\n"
+        "        deadline = time.time() + 60\n"
+        "        while time.time() < deadline and not any(\n"
+        "            f.startswith('spark-') for _, _, fs in os.walk(uri + '/data') for f in fs\n"
+        "        ):\n"
+        "            time.sleep(0.01)\n"
+        "        raise RuntimeError('boom: the job fails')\n"
+        "    yield from batches\n"
+        "spark = rs.session('late-task', on_ray=False, master='local[2]')\n"
+        "spark.conf.set('spark.sql.execution.arrow.maxRecordsPerBatch', '1000000')\n"
+        "df = spark.range(0, 30000, numPartitions=2).selectExpr('id', 'cast(id as double) as v')\n"
+        "try:\n"
+        "    rs.write(df.mapInArrow(fail_once_writing, df.schema), uri)\n"
+        "except Exception as exc:\n"
+        "    print('FAILED', 'boom' in str(exc))\n"
+        "time.sleep(3)  # a task that still ran would write meanwhile\n"
+        "rs.stop()\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
+    assert "FAILED True" in out.stdout, out.stderr[-3000:]
+    assert tbl.latest_snapshot() == before
+    assert _files(tbl) == files
