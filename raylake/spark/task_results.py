@@ -79,10 +79,14 @@ def collect_tasks(df: DataFrame) -> list[Any]:
     before = set(tracker.getJobIdsForGroup(group))
     try:
         return df.collect()
-    except BaseException:
+    except BaseException as exc:
         jobs = set(tracker.getJobIdsForGroup(group)) - before
-        for job_id in jobs:  # an interrupted collect left its job running (a failed one: no-op)
-            context._jsc.sc().cancelJob(job_id)
+        if not isinstance(exc, Exception):
+            # An interrupted collect (Ctrl-C) left its jobs running; a failed one has
+            # ended, and another thread's job that started meanwhile in the same group
+            # is not ours to cancel.
+            for job_id in jobs:
+                context._jsc.sc().cancelJob(job_id)
         _wait_for_tasks(context, jobs)
         raise
 
