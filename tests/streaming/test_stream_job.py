@@ -147,6 +147,21 @@ class Killed(BaseException):
     """The actor died: nothing after this point ran."""
 
 
+def _run_once_then_delete_its_consumer(
+    warehouse: Path,
+) -> tuple[raylake.Table, raylake.Table, JobSpec]:
+    """A shard that processed three commits, whose consumer was then deleted (to start
+    over): its commits in the sink are under the commit user it will have again."""
+    source, sink, spec = make(warehouse)
+    for commit in range(3):
+        source.write(batch(commit, 2))
+    first = ShardWorker(spec, 0)
+    assert first.step().plans == 3
+    first.reader.close()
+    assert source.delete_consumer("job.shard-0-of-1")
+    return source, sink, spec
+
+
 def test_a_shard_killed_before_its_new_consumer_records_the_sink_starts_over(
     warehouse: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -155,13 +170,7 @@ def test_a_shard_killed_before_its_new_consumer_records_the_sink_starts_over(
     own after the restart, and skipped every source snapshot up to it."""
     from raylake.streaming.reader import StreamReader
 
-    source, sink, spec = make(warehouse)
-    for commit in range(3):
-        source.write(batch(commit, 2))
-    first = ShardWorker(spec, 0)
-    assert first.step().plans == 3
-    first.reader.close()
-    assert source.delete_consumer("job.shard-0-of-1")  # to start over
+    source, sink, spec = _run_once_then_delete_its_consumer(warehouse)
 
     def dies(*args: Any, **kwargs: Any) -> Any:
         raise Killed
@@ -180,13 +189,7 @@ def test_a_shard_killed_before_its_new_consumer_records_the_sink_starts_over(
 def test_a_deleted_consumer_reset_to_a_snapshot_starts_there(warehouse: Path) -> None:
     """Deleted, then registered again by reset_consumer at the snapshot to start from:
     the shard read nothing, taking the earlier run's last sink commit for its own."""
-    source, sink, spec = make(warehouse)
-    for commit in range(3):
-        source.write(batch(commit, 2))
-    first = ShardWorker(spec, 0)
-    assert first.step().plans == 3
-    first.reader.close()
-    assert source.delete_consumer("job.shard-0-of-1")
+    source, sink, spec = _run_once_then_delete_its_consumer(warehouse)
     source.reset_consumer("job.shard-0-of-1", 2)
     again = ShardWorker(spec, 0)
     assert again.reader.next_snapshot_id == 2
