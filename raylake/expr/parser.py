@@ -256,6 +256,10 @@ class _Parser:
 
     def parse_column_tail(self, column: str) -> Expr:
         token = self.peek()
+        if token.kind in ("eof", ")") or self.at_kw("and") or self.at_kw("or"):
+            # A boolean column is a condition by itself (``late``, ``not late``), as in
+            # SQL, merge predicates and Ray's ``col("late")``; binding checks its type.
+            return Compare("=", column, True)
         if token.kind == "op":
             self.advance()
             return Compare(token.value, column, self.parse_literal(token.value))

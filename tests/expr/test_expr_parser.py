@@ -55,6 +55,11 @@ GOOD = [
     ("x is null", IsNull("x")),
     ("x IS NOT NULL", NotNull("x")),
     ("not x = 1", Not(eq("x", 1))),
+    # A boolean column is a condition by itself (was "expected a comparison operator").
+    ("q", eq("q", True)),
+    ("not q", Not(eq("q", True))),
+    ("(q) or x = 1", Or(eq("q", True), eq("x", 1))),
+    ("q and not p", And(eq("q", True), Not(eq("p", True)))),
     ("NOT not x = 1", Not(Not(eq("x", 1)))),
     ("not (x = 1)", Not(eq("x", 1))),
     ("a = 1 or b = 2 and c = 3", Or(eq("a", 1), And(eq("b", 2), eq("c", 3)))),
@@ -126,7 +131,6 @@ BAD = [
     ("x = 1 and", 9, "expected a column name"),
     ("x = 1 and or y = 1", 10, "unexpected 'or'"),
     ("x 1", 2, "expected a comparison operator"),
-    ("x", 1, "expected a comparison operator"),
     ("1 = 2", 4, "expected a column name"),
     ("1 in (1)", 2, "expected a comparison operator"),
     ("x = 1e", 4, "invalid number"),
@@ -237,3 +241,20 @@ def test_number_literals_keep_the_value_written() -> None:
     assert selected("f = 0.1") == [0]
     with pytest.raises(FilterError, match="expected an integer"):
         bind(parse_filter("i = 9007199254740993.5"), schema)
+
+
+def test_a_boolean_column_alone_is_a_condition(tmp_path: Path) -> None:
+    """``filter="late"`` was refused ("expected a comparison operator") where SQL, merge
+    predicates and Ray's ``col("late")`` take it; a null is neither true nor false."""
+    import pyarrow as pa
+
+    import raylake
+
+    tbl = raylake.create_table(
+        str(tmp_path / "t"), pa.schema([("late", pa.bool_()), ("x", pa.int64())])
+    )
+    tbl.write(pa.table({"late": [True, False, None, True], "x": [1, 2, 3, 4]}))
+    for text, rows in [("late", [1, 4]), ("not late", [2]), ("late and x > 1", [4])]:
+        assert tbl.to_arrow(filter=text).column("x").to_pylist() == rows
+    with pytest.raises(FilterError, match="column 'x' of type int64"):
+        tbl.to_arrow(filter="x")
