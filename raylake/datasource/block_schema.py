@@ -37,6 +37,21 @@ def arrow_schema(schema: Any) -> pa.Schema | None:
     return pa.schema([pa.field(n, t) for n, t in zip(wrapped.names, types, strict=True)])
 
 
+def typed_by_rows(schema: Any) -> frozenset[str]:
+    """The columns :func:`arrow_schema` types null as placeholders: a pandas object
+    column (strings, most often), whose type only its rows tell, where an Arrow schema's
+    null column is a column of nulls."""
+    converted = arrow_schema(schema)
+    if converted is None or isinstance(schema, pa.Schema):
+        return frozenset()
+    from ray.data import Schema
+
+    wrapped = schema if isinstance(schema, Schema) else Schema(schema)
+    if isinstance(wrapped.base_schema, pa.Schema):
+        return frozenset()
+    return frozenset(f.name for f in converted if pa.types.is_null(f.type))
+
+
 def _of_dtypes(block_schema: Any) -> pa.Schema | None:
     """A pandas block schema as pyarrow converts a DataFrame of its dtypes (None where it
     cannot): Ray's own conversion logs a traceback for a zoned ``datetime64`` and gives up

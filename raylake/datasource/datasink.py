@@ -27,7 +27,7 @@ from raylake.arguments import (
     check_mapping,
     refuse_unknown_keywords,
 )
-from raylake.datasource.block_schema import arrow_schema, dataset_types
+from raylake.datasource.block_schema import arrow_schema, dataset_types, typed_by_rows
 from raylake.errors import (
     InvalidOptionError,
     SchemaArgumentError,
@@ -196,7 +196,7 @@ class LakeDatasink(Datasink[TaskCommit]):
         elif not self._create.create_if_missing:
             raise TableNotFoundError(uri)
         else:
-            self._check_new_table(data_schema)
+            self._check_new_table(data_schema, typed_by_rows(schema))
 
     def _check_new_mode(self) -> None:
         """Refuse a mode the table this sink would create cannot take (``"upsert"``
@@ -206,13 +206,21 @@ class LakeDatasink(Datasink[TaskCommit]):
             spec = self._create.layout
             raylake_kind_class(spec.primary_key).check_write_mode(self.mode, where=self.file_io.uri)
 
-    def _check_new_table(self, data_schema: pa.Schema | None) -> None:
+    def _check_new_table(
+        self, data_schema: pa.Schema | None, typed_later: frozenset[str] = frozenset()
+    ) -> None:
         """The checks ``on_write_start`` makes when it creates the table, made from the
         schema known before execution (``schema=``, else the dataset's): the layout's
-        columns exist, and the data fits ``schema=``."""
+        columns exist, and the data fits ``schema=``. ``typed_later``: the dataset's
+        columns whose type its rows tell (a pandas object column; null here), which
+        ``on_write_start`` checks: a string key of a DataFrame was refused as "type null"."""
         columns = self._create.schema or data_schema
         if columns is None:
             return
+        if self._create.schema is None and typed_later:
+            columns = pa.schema(
+                [f.with_type(pa.string()) if f.name in typed_later else f for f in columns]
+            )
         new_table_schema(table_columns(columns), self._create.layout)
         if data_schema is not None and self._create.schema is not None:
             check_table_schema(table_columns(data_schema), table_columns(self._create.schema))

@@ -104,6 +104,25 @@ def test_a_narrower_first_block_does_not_type_a_new_table(ray_cluster: Any, tmp_
     assert [r["a"] for r in rows] == [1, 2**40, None]
 
 
+def test_a_new_primary_key_table_of_dataframes_takes_a_string_key(
+    ray_cluster: Any, tmp_path: Path
+) -> None:
+    """pandas 2's strings are an object column, which the dataset's schema types null
+    until its rows are seen: write_lake refused the key before the job ("primary-key
+    column 'k' has type null"), where LakeDatasink and from_pandas made the table."""
+    df = pd.DataFrame({"k": ["a", "b"], "p": ["x", "y"], "v": [1, 2]})
+    uri = str(tmp_path / "t")
+    write_lake(ray.data.from_pandas(df), uri, primary_key=["k", "p"], partition_by=["p"])
+    tbl = raylake.open_table(uri)
+    assert tbl.schema.field("k").type == pa.string()
+    assert sorted(tbl.to_arrow().column("k").to_pylist()) == ["a", "b"]
+    # A key column of nulls is still refused, when the rows show it.
+    nulls = pd.DataFrame({"k": [None, None], "v": [1, 2]})
+    with pytest.raises(raylake.errors.RaylakeError, match="'k'"):
+        write_lake(ray.data.from_pandas(nulls), str(tmp_path / "nulls"), primary_key=["k"])
+    assert not (tmp_path / "nulls").exists()  # the new table was removed
+
+
 def test_a_new_table_of_dataframes_takes_the_types_from_pandas_gives(
     ray_cluster: Any, tmp_path: Path
 ) -> None:
