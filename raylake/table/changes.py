@@ -279,7 +279,11 @@ class ChangeRange:
         place of the files they replaced (which hold the same rows), before they are taken."""
         before = [] if self.before is None else self._all_live("before", self.before)
         after = self._all_live("after", self.after)
-        if expand is not None:
+        # From the empty table (start 0) the end's files are the change as they are:
+        # nothing before to compare with, and put back as the files a compaction replaced
+        # they would need that compaction's snapshot and those files, which expiration
+        # may have deleted (SnapshotExpiredError, FileNotFoundError where the rows are live).
+        if expand is not None and self.before is not None:
             after = expand(after)
         # Compared before the shard takes its files: a compaction (or a rewrite) may write
         # into one shard what it removed from another, and then this shard's files alone

@@ -294,6 +294,25 @@ def test_expired_start_raises_snapshot_expired(warehouse: Path) -> None:
     assert tbl.changes(0).to_arrow().num_rows == tbl.count()
 
 
+@pytest.mark.parametrize(("later_writes", "retain"), [(0, 1), (2, 2)])
+def test_changes_from_the_empty_table_after_an_expired_compaction(
+    warehouse: Path, later_writes: int, retain: int
+) -> None:
+    """An append table whose compacted files expiration deleted (FileNotFoundError of a
+    data file), or whose compaction snapshot expired too (SnapshotExpiredError naming
+    it): changes(0) put the end's files back as the files the compaction
+    replaced, where from the empty table they are the change as they are."""
+    tbl = raylake.create_table(str(warehouse / "t"), pa.schema([("id", pa.int64())]))
+    for i in range(3):
+        tbl.write(pa.table({"id": [i]}))
+    tbl.compact(full=True)
+    for i in range(later_writes):
+        tbl.write(pa.table({"id": [7 + i]}))
+    tbl.expire_snapshots(retain_last=retain)
+    got = tbl.changes(0).to_arrow().column("id").to_pylist()
+    assert sorted(got) == sorted(tbl.to_arrow().column("id").to_pylist())
+
+
 def test_a_stream_catch_up_is_the_same_change_read(warehouse: Path) -> None:
     tbl = _pk_table(warehouse)
     for v in range(2, 6):
