@@ -147,18 +147,14 @@ class Killed(BaseException):
     """The actor died: nothing after this point ran."""
 
 
-def _run_once_then_delete_its_consumer(
-    warehouse: Path,
-) -> tuple[raylake.Table, raylake.Table, JobSpec]:
-    """A shard that processed three commits, whose consumer was then deleted (to start
-    over): its commits in the sink are under the commit user it will have again."""
+def _run_once(warehouse: Path) -> tuple[raylake.Table, raylake.Table, JobSpec]:
+    """A shard that processed three commits of two rows and stopped."""
     source, sink, spec = make(warehouse)
     for commit in range(3):
         source.write(batch(commit, 2))
     first = ShardWorker(spec, 0)
     assert first.step().plans == 3
     first.reader.close()
-    assert source.delete_consumer("job.shard-0-of-1")
     return source, sink, spec
 
 
@@ -170,7 +166,8 @@ def test_a_shard_killed_before_its_new_consumer_records_the_sink_starts_over(
     own after the restart, and skipped every source snapshot up to it."""
     from raylake.streaming.reader import StreamReader
 
-    source, sink, spec = _run_once_then_delete_its_consumer(warehouse)
+    source, sink, spec = _run_once(warehouse)
+    assert source.delete_consumer("job.shard-0-of-1")  # to start over
 
     def dies(*args: Any, **kwargs: Any) -> Any:
         raise Killed
@@ -189,7 +186,8 @@ def test_a_shard_killed_before_its_new_consumer_records_the_sink_starts_over(
 def test_a_deleted_consumer_reset_to_a_snapshot_starts_there(warehouse: Path) -> None:
     """Deleted, then registered again by reset_consumer at the snapshot to start from:
     the shard read nothing, taking the earlier run's last sink commit for its own."""
-    source, sink, spec = _run_once_then_delete_its_consumer(warehouse)
+    source, sink, spec = _run_once(warehouse)
+    assert source.delete_consumer("job.shard-0-of-1")  # to start over
     source.reset_consumer("job.shard-0-of-1", 2)
     again = ShardWorker(spec, 0)
     assert again.reader.next_snapshot_id == 2
@@ -219,12 +217,7 @@ def test_a_source_created_again_is_read_from_its_start(warehouse: Path) -> None:
 def test_a_reset_consumer_reprocesses_from_the_reset(warehouse: Path) -> None:
     """Table.reset_consumer moves a job's shard back: its later commits in the sink
     were checkpointed, so they do not move it forward again."""
-    source, sink, spec = make(warehouse)
-    for commit in range(3):
-        source.write(batch(commit, 2))
-    first = ShardWorker(spec, 0)
-    assert first.step().plans == 3
-    first.reader.close()
+    source, sink, spec = _run_once(warehouse)
     sink.write(sink.schema.empty_table(), mode="overwrite")  # emptied, to be made again
     source.reset_consumer("job.shard-0-of-1", 2)
     again = ShardWorker(spec, 0)
