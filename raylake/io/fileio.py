@@ -40,6 +40,7 @@ from raylake.io.native import S3_PROTOCOLS, native_filesystem
 from raylake.io.read_errors import RetriedReads, access_denied_named
 from raylake.io.retry import RetryPolicy, call_with_retries, is_cut_short, is_transient
 from raylake.io.s3options import s3_client_options
+from raylake.io.walk import find_options
 
 logger = logging.getLogger(__name__)
 
@@ -280,7 +281,7 @@ class FileIO:
         self._forget_listing(base)
         # fsspec's generic find (a walk: local files, most stores without a flat listing)
         # omits a directory whose listing failed: an error to raise here, and retry.
-        raising = {"on_error": _raise_unless_gone} if _walks(self.fs) else {}
+        raising = find_options(self.fs)
         try:
             found = self._call("list", rel_dir, lambda: self.fs.find(base, detail=True, **raising))
         except FileNotFoundError:
@@ -415,23 +416,6 @@ def _url_to_fs(uri: str, options: Mapping[str, Any]) -> tuple[fsspec.AbstractFil
             raise
         known = "a local path or a URL of a filesystem fsspec knows (file://, s3://, gs://, ...)"
         raise InvalidArgumentError("uri", uri, known) from exc
-
-
-def _walks(fs: fsspec.AbstractFileSystem) -> bool:
-    """Whether ``fs.find`` is fsspec's walk, which takes ``on_error`` (and by default
-    omits the directories it could not list); s3fs, memory:// and others list flat."""
-    from fsspec.asyn import AsyncFileSystem
-
-    if isinstance(fs, AsyncFileSystem):
-        return type(fs)._find is AsyncFileSystem._find
-    return type(fs).find is fsspec.AbstractFileSystem.find
-
-
-def _raise_unless_gone(exc: BaseException) -> None:
-    """A walk's failed listing: raised, unless the directory went meanwhile (deleted
-    while listed: nothing under it to find)."""
-    if not isinstance(exc, FileNotFoundError):
-        raise exc
 
 
 def absolute_uri(uri: str) -> str:
